@@ -1,0 +1,30 @@
+"""vit-scratch: a Vision Transformer written from scratch, packaged as a Hugging Face model.
+
+Importing the package registers its classes with transformers' Auto classes (its only import-time side effect),
+and marks them so that `save_pretrained` writes the model code and an `auto_map` beside the weights.
+"""
+
+from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForImageClassification
+
+from .configuration_vit_scratch import PRESETS, ViTScratchConfig
+from .image_processing_vit_scratch import ViTScratchImageProcessor
+from .modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchModel, ViTScratchPreTrainedModel
+
+AutoConfig.register(ViTScratchConfig.model_type, ViTScratchConfig, exist_ok=True)
+AutoModel.register(ViTScratchConfig, ViTScratchModel, exist_ok=True)
+AutoModelForImageClassification.register(ViTScratchConfig, ViTScratchForImageClassification, exist_ok=True)
+AutoImageProcessor.register(ViTScratchConfig, image_processor_classes={"pil": ViTScratchImageProcessor}, exist_ok=True)
+
+ViTScratchConfig.register_for_auto_class()
+ViTScratchModel.register_for_auto_class("AutoModel")
+ViTScratchForImageClassification.register_for_auto_class("AutoModelForImageClassification")
+ViTScratchImageProcessor.register_for_auto_class("AutoImageProcessor")
+
+__all__ = [
+    "PRESETS",
+    "ViTScratchConfig",
+    "ViTScratchForImageClassification",
+    "ViTScratchImageProcessor",
+    "ViTScratchModel",
+    "ViTScratchPreTrainedModel",
+]

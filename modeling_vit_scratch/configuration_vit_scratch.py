@@ -1,0 +1,156 @@
+"""Configuration of the from-scratch Vision Transformer (Dosovitskiy et al., 2021).
+
+One config object drives every module. Defaults are ViT-B/16 at 224x224; `ViTScratchConfig.from_preset` builds
+the paper's Table 1 models (plus the DeiT Tiny and Small widths) by name, e.g. `"vit-base-patch16-224"`.
+"""
+
+from dataclasses import dataclass
+
+from huggingface_hub.dataclasses import strict
+from transformers import PretrainedConfig
+
+POOLINGS = ("cls", "mean")
+POSITION_EMBEDDINGS = ("learned", "sincos")
+PATCH_EMBEDDINGS = ("conv", "linear")
+
+# Table 1 of the paper (Base, Large, Huge) and the DeiT widths (Tiny, Small): layers, hidden, MLP, heads.
+MODEL_SIZES = {
+    "tiny": dict(num_hidden_layers=12, hidden_size=192, intermediate_size=768, num_attention_heads=3),
+    "small": dict(num_hidden_layers=12, hidden_size=384, intermediate_size=1536, num_attention_heads=6),
+    "base": dict(num_hidden_layers=12, hidden_size=768, intermediate_size=3072, num_attention_heads=12),
+    "large": dict(num_hidden_layers=24, hidden_size=1024, intermediate_size=4096, num_attention_heads=16),
+    "huge": dict(num_hidden_layers=32, hidden_size=1280, intermediate_size=5120, num_attention_heads=16),
+}
+# Patch sizes for which a published checkpoint of that width exists.
+PATCH_SIZES = {
+    "tiny": (16,),
+    "small": (8, 16, 32),
+    "base": (8, 16, 32),
+    "large": (14, 16, 32),
+    "huge": (14,),
+}
+RESOLUTIONS = (224, 384)
+
+
+def _preset_table() -> dict[str, dict]:
+    table = {}
+    for size, dims in MODEL_SIZES.items():
+        for patch in PATCH_SIZES[size]:
+            for resolution in RESOLUTIONS:
+                table[f"vit-{size}-patch{patch}-{resolution}"] = dict(dims, patch_size=patch, image_size=resolution)
+    return table
+
+
+PRESETS = _preset_table()
+
+
+def to_pair(value: int | list[int] | tuple[int, int]) -> tuple[int, int]:
+    """An int or a (height, width) pair, as a (height, width) tuple."""
+    return (value, value) if isinstance(value, int) else (value[0], value[1])
+
+
+@strict(accept_kwargs=True)
+@dataclass(repr=False)
+class ViTScratchConfig(PretrainedConfig):
+    r"""
+    Args:
+        image_size: side (or `(height, width)`) of the images the position embeddings are built for.
+        patch_size: side (or `(height, width)`) of a patch; the image is cut into a grid of patches.
+        num_channels: channels of the input images (1 for grayscale, 3 for RGB).
+        hidden_size: width D of every token.
+        num_hidden_layers: number of encoder blocks L.
+        num_attention_heads: heads of multi-head self-attention; D must divide by it.
+        intermediate_size: hidden width of the MLP.
+        hidden_dropout_prob: dropout after the embeddings, the attention output and the MLP.
+        attention_probs_dropout_prob: dropout on the attention weights.
+        drop_path_rate: stochastic depth; rates grow linearly from 0 to this value over the blocks.
+        qkv_bias: whether the query/key/value projection has a bias.
+        layer_norm_eps: epsilon of every LayerNorm.
+        initializer_range: std of the truncated normal used to initialise weights.
+        pooling: `"cls"` reads the class token, `"mean"` averages the patch tokens.
+        position_embedding: `"learned"` (the paper) or `"sincos"` (fixed 2-D sine-cosine table).
+        patch_embedding: `"conv"` (a strided Conv2d) or `"linear"` (flattened patches through nn.Linear).
+    """
+
+    model_type = "vit_scratch"
+
+    image_size: int | list[int] | tuple[int, int] = 224
+    patch_size: int | list[int] | tuple[int, int] = 16
+    num_channels: int = 3
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_dropout_prob: float | int = 0.0
+    attention_probs_dropout_prob: float | int = 0.0
+    drop_path_rate: float | int = 0.0
+    qkv_bias: bool = True
+    layer_norm_eps: float = 1e-6
+    initializer_range: float = 0.02
+    pooling: str = "cls"
+    position_embedding: str = "learned"
+    patch_embedding: str = "conv"
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        self.validate_architecture()
+
+    @property
+    def grid_size(self) -> tuple[int, int]:
+        """Patches along (height, width) at `image_size`."""
+        (height, width), (patch_h, patch_w) = to_pair(self.image_size), to_pair(self.patch_size)
+        return height // patch_h, width // patch_w
+
+    def validate_architecture(self):
+        """Cross-field checks; each error names the field, the value and the fix."""
+        for name in ("num_channels", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}.")
+        for name in ("image_size", "patch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) and len(value) != 2:
+                raise ValueError(f"{name} must be an int or a (height, width) pair, got {value!r}.")
+            if min(to_pair(value)) <= 0:
+                raise ValueError(f"{name} must be positive, got {value!r}.")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "drop_path_rate"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}.")
+        if self.layer_norm_eps <= 0 or self.initializer_range < 0:
+            raise ValueError(
+                f"layer_norm_eps must be > 0 and initializer_range >= 0, "
+                f"got {self.layer_norm_eps} and {self.initializer_range}."
+            )
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
+                f"({self.num_attention_heads}): pick a head count that divides it, e.g. "
+                f"{[h for h in range(1, 17) if self.hidden_size % h == 0]}."
+            )
+        image, patch = to_pair(self.image_size), to_pair(self.patch_size)
+        if image[0] % patch[0] or image[1] % patch[1]:
+            raise ValueError(
+                f"image_size {self.image_size} must be divisible by patch_size {self.patch_size}: "
+                f"resize the images or choose a patch size that divides the image size."
+            )
+        if self.position_embedding == "sincos" and self.hidden_size % 4:
+            raise ValueError(
+                f"position_embedding='sincos' needs hidden_size divisible by 4, got {self.hidden_size}: "
+                "use position_embedding='learned' or a hidden size that is a multiple of 4."
+            )
+        for name, allowed in (
+            ("pooling", POOLINGS),
+            ("position_embedding", POSITION_EMBEDDINGS),
+            ("patch_embedding", PATCH_EMBEDDINGS),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}.")
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides) -> "ViTScratchConfig":
+        """A named architecture, e.g. `"vit-base-patch16-224"`; keyword arguments override its fields."""
+        if name not in PRESETS:
+            raise ValueError(f"Unknown preset {name!r}. Known presets: {', '.join(sorted(PRESETS))}.")
+        return cls(**{**PRESETS[name], **overrides})
+
+
+__all__ = ["ViTScratchConfig", "PRESETS"]

@@ -1,0 +1,381 @@
+"""The Vision Transformer of "An Image is Worth 16x16 Words" (Dosovitskiy et al., 2021), written from torch.nn up.
+
+Read top to bottom, it follows the paper's equations:
+    Eq. 1  z_0 = [x_class; x_p^1 E; ...; x_p^N E] + E_pos        ViTScratchPatchEmbeddings, ViTScratchEmbeddings
+    Eq. 2  z'_l = MSA(LN(z_{l-1})) + z_{l-1}                       ViTScratchAttention, ViTScratchLayer
+    Eq. 3  z_l = MLP(LN(z'_l)) + z'_l                              ViTScratchMLP, ViTScratchLayer
+    Eq. 4  y = LN(z_L^0)                                           ViTScratchModel (+ a linear head)
+Only torch, transformers' public API and the sibling configuration file are imported, so the file travels with a
+saved model and loads with `trust_remote_code=True` where this package is not installed.
+"""
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+from transformers import initialization as init
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutputWithPooling, ImageClassifierOutput
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from .configuration_vit_scratch import ViTScratchConfig, to_pair
+
+
+def sincos_position_table(grid_size: tuple[int, int], dim: int) -> torch.Tensor:
+    """Fixed 2-D sine-cosine position embeddings (as in MAE), a zero row first for the class token: (1, 1 + h*w, dim).
+
+    A quarter of the channels encodes the row with sines, a quarter with cosines, and the same for the column.
+    """
+    omega = 1.0 / 10000 ** (torch.arange(dim // 4, dtype=torch.float64) / (dim // 4))  # (dim/4,)
+    rows, cols = torch.meshgrid(
+        torch.arange(grid_size[0], dtype=torch.float64), torch.arange(grid_size[1], dtype=torch.float64), indexing="ij"
+    )
+    row_angles = rows.reshape(-1, 1) * omega  # (h*w, dim/4)
+    col_angles = cols.reshape(-1, 1) * omega
+    table = torch.cat([row_angles.sin(), row_angles.cos(), col_angles.sin(), col_angles.cos()], dim=1)
+    return torch.cat([torch.zeros(1, dim, dtype=torch.float64), table]).unsqueeze(0).float()
+
+
+class ViTScratchPatchEmbeddings(nn.Module):
+    """Eq. 1, x_p E: cut (batch, channels, height, width) into P x P patches and project each to D.
+
+    Two equivalent forms: a Conv2d with kernel = stride = P, or flattening each patch (channel, row, column order,
+    the Conv2d kernel's own order) and an nn.Linear. Output: (batch, num_patches, D).
+    """
+
+    def __init__(self, config: ViTScratchConfig):
+        super().__init__()
+        self.patch_size = to_pair(config.patch_size)
+        self.num_channels = config.num_channels
+        self.use_conv = config.patch_embedding == "conv"
+        if self.use_conv:
+            self.projection = nn.Conv2d(
+                config.num_channels, config.hidden_size, kernel_size=self.patch_size, stride=self.patch_size
+            )
+        else:
+            patch_dim = config.num_channels * self.patch_size[0] * self.patch_size[1]
+            self.projection = nn.Linear(patch_dim, config.hidden_size)
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        if self.use_conv:
+            return self.projection(pixel_values).flatten(2).transpose(1, 2)  # (batch, D, h, w) -> (batch, h*w, D)
+        batch, channels, height, width = pixel_values.shape
+        patch_h, patch_w = self.patch_size
+        # (batch, C, h, P, w, P) -> (batch, h, w, C, P, P) -> (batch, h*w, C*P*P)
+        patches = pixel_values.reshape(batch, channels, height // patch_h, patch_h, width // patch_w, patch_w)
+        patches = patches.permute(0, 2, 4, 1, 3, 5).reshape(batch, -1, channels * patch_h * patch_w)
+        return self.projection(patches)
+
+
+class ViTScratchEmbeddings(nn.Module):
+    """Eq. 1: prepend the class token to the patch embeddings and add position embeddings -> (batch, 1 + N, D)."""
+
+    def __init__(self, config: ViTScratchConfig):
+        super().__init__()
+        self.patch_embeddings = ViTScratchPatchEmbeddings(config)
+        self.image_size = to_pair(config.image_size)
+        self.grid_size = config.grid_size
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, config.hidden_size))
+        self.learned_positions = config.position_embedding == "learned"
+        table = sincos_position_table(self.grid_size, config.hidden_size)
+        if self.learned_positions:
+            self.position_embeddings = nn.Parameter(torch.zeros_like(table))
+        else:  # a fixed function of the grid, not state: never saved, refilled by _init_weights after loading
+            self.register_buffer("position_embeddings", table, persistent=False)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def position_embeddings_for(self, grid_size: tuple[int, int]) -> torch.Tensor:
+        """Position embeddings for a (rows, columns) patch grid, resampled from the stored grid if it differs."""
+        if grid_size == self.grid_size:
+            return self.position_embeddings
+        if not self.learned_positions:
+            table = sincos_position_table(grid_size, self.position_embeddings.shape[-1])
+            return table.to(self.position_embeddings)
+        cls_position, patch_positions = self.position_embeddings[:, :1], self.position_embeddings[:, 1:]
+        dim = patch_positions.shape[-1]
+        # (1, h*w, D) -> (1, D, h, w): the stored grid, never a guess from sqrt(N)
+        patch_positions = patch_positions.reshape(1, *self.grid_size, dim).permute(0, 3, 1, 2)
+        patch_positions = nn.functional.interpolate(patch_positions, size=grid_size, mode="bicubic", align_corners=False)
+        patch_positions = patch_positions.permute(0, 2, 3, 1).reshape(1, -1, dim)
+        return torch.cat([cls_position, patch_positions], dim=1)
+
+    def check_pixel_values(self, pixel_values: torch.Tensor, interpolate_pos_encoding: bool) -> None:
+        """Raise a ValueError that names the problem and the fix for input the model cannot embed."""
+        if pixel_values.ndim != 4:
+            raise ValueError(
+                f"pixel_values must have shape (batch, channels, height, width), got {tuple(pixel_values.shape)}; "
+                "add a batch dimension with pixel_values.unsqueeze(0) or use the model's image processor."
+            )
+        channels, height, width = pixel_values.shape[1:]
+        if channels != self.patch_embeddings.num_channels:
+            raise ValueError(
+                f"pixel_values have {channels} channels but the model expects {self.patch_embeddings.num_channels} "
+                f"(config.num_channels); convert the images (grayscale 'L' or 'RGB'), e.g. with the model's image processor."
+            )
+        patch_h, patch_w = self.patch_embeddings.patch_size
+        if interpolate_pos_encoding and (height % patch_h or width % patch_w):
+            raise ValueError(f"Image size {height}x{width} must be divisible by the patch size {patch_h}x{patch_w}.")
+        if not interpolate_pos_encoding and (height, width) != self.image_size:
+            raise ValueError(
+                f"Image size {height}x{width} does not match the model's {self.image_size[0]}x{self.image_size[1]} "
+                "(config.image_size); resize the images (the image processor does) or pass interpolate_pos_encoding=True."
+            )
+
+    def forward(self, pixel_values: torch.Tensor, interpolate_pos_encoding: bool = False) -> torch.Tensor:
+        self.check_pixel_values(pixel_values, interpolate_pos_encoding)
+        batch, _, height, width = pixel_values.shape
+        patch_h, patch_w = self.patch_embeddings.patch_size
+        pixel_values = pixel_values.to(self.cls_token.dtype)
+        patches = self.patch_embeddings(pixel_values)  # (batch, N, D)
+        tokens = torch.cat([self.cls_token.expand(batch, -1, -1), patches], dim=1)  # (batch, 1 + N, D)
+        tokens = tokens + self.position_embeddings_for((height // patch_h, width // patch_w))
+        return self.dropout(tokens)
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(q k^T / sqrt(d)) v, written out. query/key/value: (batch, heads, tokens, head_dim).
+
+    Returns the output (batch, tokens, heads, head_dim) and the attention weights (batch, heads, tokens, tokens)
+    before dropout, so each row sums to 1.
+    """
+    scores = torch.matmul(query, key.transpose(-2, -1)) * scaling  # (batch, heads, tokens, tokens)
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    weights = scores.softmax(dim=-1, dtype=torch.float32).to(query.dtype)
+    dropped = nn.functional.dropout(weights, p=dropout, training=module.training)
+    return torch.matmul(dropped, value).transpose(1, 2), weights
+
+
+class ViTScratchAttention(nn.Module):
+    """Eq. 2, multi-head self-attention: (batch, tokens, D) -> (batch, tokens, D) and the weights or None.
+
+    One fused projection makes queries, keys and values. The kernel comes from transformers'
+    `attn_implementation` ("sdpa" by default, "eager" for the explicit path above); when the attention weights are
+    asked for, the explicit path runs whatever the configured kernel, because fused kernels do not return them.
+    """
+
+    def __init__(self, config: ViTScratchConfig):
+        super().__init__()
+        self.config = config
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.hidden_size // config.num_attention_heads
+        self.scaling = self.head_dim**-0.5
+        self.attention_dropout = config.attention_probs_dropout_prob
+        self.is_causal = False  # read by transformers' attention kernels
+        self.qkv_proj = nn.Linear(config.hidden_size, 3 * config.hidden_size, bias=config.qkv_bias)
+        self.o_proj = nn.Linear(config.hidden_size, config.hidden_size)
+        self.output_dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: torch.Tensor, output_attentions: bool = False):
+        batch, tokens, _ = hidden_states.shape
+        # (batch, tokens, 3*D) -> (3, batch, heads, tokens, head_dim)
+        qkv = self.qkv_proj(hidden_states).view(batch, tokens, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        query, key, value = qkv.unbind(0)
+        kernel = eager_attention_forward
+        if not output_attentions:
+            kernel = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
+        output, weights = kernel(
+            self,
+            query,
+            key,
+            value,
+            None,
+            scaling=self.scaling,
+            dropout=self.attention_dropout if self.training else 0.0,
+        )
+        output = output.reshape(batch, tokens, -1)  # (batch, tokens, heads, head_dim) -> (batch, tokens, D)
+        return self.output_dropout(self.o_proj(output)), weights
+
+
+class ViTScratchMLP(nn.Module):
+    """Eq. 3's MLP: Linear -> GELU -> Linear with dropout, (batch, tokens, D) -> (batch, tokens, D)."""
+
+    def __init__(self, config: ViTScratchConfig):
+        super().__init__()
+        self.fc1 = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.activation = nn.GELU()
+        self.fc2 = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        hidden_states = self.dropout(self.activation(self.fc1(hidden_states)))
+        return self.dropout(self.fc2(hidden_states))
+
+
+class ViTScratchDropPath(nn.Module):
+    """Stochastic depth: in training, drop a block's residual branch for whole samples with probability `rate`."""
+
+    def __init__(self, rate: float):
+        super().__init__()
+        self.rate = rate
+
+    def forward(self, branch: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return branch
+        keep = 1.0 - self.rate
+        mask = branch.new_empty(branch.shape[0], *([1] * (branch.ndim - 1))).bernoulli_(keep)  # (batch, 1, 1)
+        return branch * mask / keep
+
+
+class ViTScratchLayer(GradientCheckpointingLayer):
+    """Eq. 2-3, a pre-norm encoder block: z' = MSA(LN(z)) + z, then z'' = MLP(LN(z')) + z'. Shape (batch, tokens, D)."""
+
+    def __init__(self, config: ViTScratchConfig, drop_path_rate: float = 0.0):
+        super().__init__()
+        self.layernorm_before = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.attention = ViTScratchAttention(config)
+        self.layernorm_after = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.mlp = ViTScratchMLP(config)
+        self.drop_path = ViTScratchDropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
+
+    def forward(self, hidden_states: torch.Tensor, output_attentions: bool = False):
+        attention_output, attention_weights = self.attention(self.layernorm_before(hidden_states), output_attentions)
+        hidden_states = hidden_states + self.drop_path(attention_output)
+        hidden_states = hidden_states + self.drop_path(self.mlp(self.layernorm_after(hidden_states)))
+        return hidden_states, attention_weights
+
+
+class ViTScratchPreTrainedModel(PreTrainedModel):
+    """Weight initialisation and the transformers flags shared by the models below."""
+
+    config_class = ViTScratchConfig
+    base_model_prefix = "vit"
+    main_input_name = "pixel_values"
+    input_modalities = ("image",)
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["ViTScratchEmbeddings", "ViTScratchLayer"]
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_flex_attn = True
+    _supports_attention_backend = True
+    _can_compile_fullgraph = True
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """`PreTrainedModel.save_pretrained`, with both model classes in the config's `auto_map`, so that the
+        saved folder loads by `AutoModel` and `AutoModelForImageClassification` with `trust_remote_code=True`."""
+        auto_map = dict(getattr(self.config, "auto_map", None) or {})
+        for auto_class, model_class in (("AutoModel", "ViTScratchModel"), ("AutoModelForImageClassification", "ViTScratchForImageClassification")):
+            auto_map.setdefault(auto_class, f"modeling_vit_scratch.{model_class}")
+        self.config.auto_map = auto_map
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """Truncated normal (cut at 2 std) for weights and tokens, zero biases, unit LayerNorms, as in the reference code."""
+        std = self.config.initializer_range
+        if isinstance(module, (nn.Linear, nn.Conv2d)):
+            init.trunc_normal_(module.weight, std=std, a=-2 * std, b=2 * std)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, ViTScratchEmbeddings):
+            init.trunc_normal_(module.cls_token, std=std, a=-2 * std, b=2 * std)
+            if module.learned_positions:
+                init.trunc_normal_(module.position_embeddings, std=std, a=-2 * std, b=2 * std)
+            else:
+                init.copy_(module.position_embeddings, sincos_position_table(module.grid_size, self.config.hidden_size))
+
+
+class ViTScratchModel(ViTScratchPreTrainedModel):
+    """The encoder: embeddings, L blocks, final LayerNorm, pooling. Tokens (batch, 1 + N, D), pooled (batch, D)."""
+
+    def __init__(self, config: ViTScratchConfig):
+        super().__init__(config)
+        self.embeddings = ViTScratchEmbeddings(config)
+        # stochastic depth grows linearly with depth, computed once and handed to each block
+        drop_path_rates = torch.linspace(0, config.drop_path_rate, config.num_hidden_layers).tolist()
+        self.layers = nn.ModuleList(ViTScratchLayer(config, rate) for rate in drop_path_rates)
+        self.layernorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.post_init()
+
+    def forward_features(
+        self,
+        pixel_values: torch.Tensor,
+        interpolate_pos_encoding: bool = False,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
+        """Normalised tokens (batch, 1 + N, D), and the per-layer hidden states and attention weights if asked."""
+        hidden_states = self.embeddings(pixel_values, interpolate_pos_encoding)
+        all_hidden_states = [hidden_states] if output_hidden_states else None
+        all_attentions = [] if output_attentions else None
+        for layer in self.layers:
+            hidden_states, attention_weights = layer(hidden_states, output_attentions)
+            if output_hidden_states:
+                all_hidden_states.append(hidden_states)
+            if output_attentions:
+                all_attentions.append(attention_weights)
+        return (
+            self.layernorm(hidden_states),
+            tuple(all_hidden_states) if output_hidden_states else None,
+            tuple(all_attentions) if output_attentions else None,
+        )
+
+    def pool(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(batch, 1 + N, D) -> (batch, D): the class token (Eq. 4), or the mean of the patch tokens."""
+        return tokens[:, 0] if self.config.pooling == "cls" else tokens[:, 1:].mean(dim=1)
+
+    def forward(
+        self,
+        pixel_values: torch.Tensor,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        interpolate_pos_encoding: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> BaseModelOutputWithPooling | tuple:
+        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
+        tokens, hidden_states, attentions = self.forward_features(
+            pixel_values, bool(interpolate_pos_encoding), output_attentions, output_hidden_states
+        )
+        output = BaseModelOutputWithPooling(
+            last_hidden_state=tokens, pooler_output=self.pool(tokens), hidden_states=hidden_states, attentions=attentions
+        )
+        return output if (self.config.return_dict if return_dict is None else return_dict) else output.to_tuple()
+
+
+class ViTScratchForImageClassification(ViTScratchPreTrainedModel):
+    """The encoder and a linear head on the pooled token: logits (batch, num_labels), cross-entropy with `labels`."""
+
+    def __init__(self, config: ViTScratchConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.vit = ViTScratchModel(config)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels) if config.num_labels > 0 else nn.Identity()
+        self.post_init()
+
+    def forward(
+        self,
+        pixel_values: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        interpolate_pos_encoding: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> ImageClassifierOutput | tuple:
+        outputs = self.vit(
+            pixel_values,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            interpolate_pos_encoding=interpolate_pos_encoding,
+            return_dict=True,
+        )
+        logits = self.classifier(outputs.pooler_output)
+        loss = self.loss_function(labels, logits, self.config) if labels is not None else None
+        output = ImageClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+        return output if (self.config.return_dict if return_dict is None else return_dict) else output.to_tuple()
+
+
+__all__ = ["ViTScratchPreTrainedModel", "ViTScratchModel", "ViTScratchForImageClassification"]
