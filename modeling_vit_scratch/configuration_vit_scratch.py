@@ -93,6 +93,8 @@ class ViTScratchConfig(PretrainedConfig):
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
+        if self.id2label is not None and not self.label2id:  # the pipeline and the Trainer read both maps
+            self.label2id = {label: index for index, label in self.id2label.items()}
         self.validate_architecture()
 
     @property

@@ -293,7 +293,8 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
         super().__init__(config)
         self.embeddings = ViTScratchEmbeddings(config)
         # stochastic depth grows linearly with depth, computed once and handed to each block
-        drop_path_rates = torch.linspace(0, config.drop_path_rate, config.num_hidden_layers).tolist()
+        depth = config.num_hidden_layers
+        drop_path_rates = [config.drop_path_rate * i / max(depth - 1, 1) for i in range(depth)]
         self.layers = nn.ModuleList(ViTScratchLayer(config, rate) for rate in drop_path_rates)
         self.layernorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.post_init()

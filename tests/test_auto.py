@@ -1,0 +1,141 @@
+"""Auto classes, safetensors saving and the pipeline: in this process and in one that has never heard of us."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForImageClassification, pipeline
+
+from modeling_vit_scratch import (
+    ViTScratchConfig,
+    ViTScratchForImageClassification,
+    ViTScratchImageProcessor,
+    ViTScratchModel,
+)
+from tests.conftest import tiny_config
+
+
+@pytest.fixture
+def saved_folder(tmp_path):
+    config = tiny_config(num_channels=1, id2label={i: f"digit {i}" for i in range(5)})
+    model = ViTScratchForImageClassification(config).eval()
+    folder = tmp_path / "model"
+    model.save_pretrained(folder)
+    ViTScratchImageProcessor.for_config(config).save_pretrained(folder)
+    return model, folder
+
+
+def test_importing_the_package_registers_the_auto_classes(saved_folder):
+    model, folder = saved_folder
+    config = AutoConfig.for_model("vit_scratch", hidden_size=24, num_attention_heads=2)
+    assert isinstance(config, ViTScratchConfig)
+    assert isinstance(AutoModel.from_config(tiny_config()), ViTScratchModel)
+    assert isinstance(AutoModelForImageClassification.from_config(tiny_config()), ViTScratchForImageClassification)
+    loaded = AutoModelForImageClassification.from_pretrained(folder)
+    assert type(loaded) is ViTScratchForImageClassification
+    assert isinstance(AutoImageProcessor.from_pretrained(folder), ViTScratchImageProcessor)
+
+
+def test_saved_folder_holds_safetensors_code_and_auto_map(saved_folder):
+    _, folder = saved_folder
+    files = set(os.listdir(folder))
+    assert {"model.safetensors", "config.json", "preprocessor_config.json"} <= files
+    assert {"configuration_vit_scratch.py", "modeling_vit_scratch.py", "image_processing_vit_scratch.py"} <= files
+    assert not any(name.endswith((".bin", ".pt", ".pth")) for name in files)
+    auto_map = json.loads((folder / "config.json").read_text())["auto_map"]
+    assert auto_map == {
+        "AutoConfig": "configuration_vit_scratch.ViTScratchConfig",
+        "AutoModel": "modeling_vit_scratch.ViTScratchModel",
+        "AutoModelForImageClassification": "modeling_vit_scratch.ViTScratchForImageClassification",
+    }
+    processor_map = json.loads((folder / "preprocessor_config.json").read_text())["auto_map"]
+    assert processor_map == {"AutoImageProcessor": "image_processing_vit_scratch.ViTScratchImageProcessor"}
+
+
+FRESH_PROCESS = textwrap.dedent(
+    """
+    import sys
+    sys.modules["modeling_vit_scratch"] = None  # the package is absent: importing it would raise ImportError
+    import numpy as np, torch
+    from PIL import Image
+    from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForImageClassification, pipeline
+    folder, inputs, outputs = sys.argv[1:4]
+    pixel_values = torch.load(inputs)
+    model = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=True).eval()
+    assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+    base = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
+    config = AutoConfig.from_pretrained(folder, trust_remote_code=True)
+    processor = AutoImageProcessor.from_pretrained(folder, trust_remote_code=True)
+    classify = pipeline("image-classification", model=folder, trust_remote_code=True)
+    image = Image.fromarray(np.arange(30 * 40 * 3, dtype=np.uint8).reshape(30, 40, 3))
+    with torch.no_grad():
+        torch.save({
+            "logits": model(pixel_values).logits,
+            "tokens": base(pixel_values).last_hidden_state,
+            "config_class": type(config).__name__,
+            "processor_class": type(processor).__name__,
+            "pipeline": classify(image),
+        }, outputs)
+    """
+)
+
+
+def run_fresh(folder, pixel_values, tmp_path) -> dict:
+    script, inputs, outputs = tmp_path / "load.py", tmp_path / "inputs.pt", tmp_path / "outputs.pt"
+    script.write_text(FRESH_PROCESS)
+    torch.save(pixel_values, inputs)
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(
+        [sys.executable, str(script), str(folder), str(inputs), str(outputs)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return torch.load(outputs)
+
+
+def test_fresh_process_without_the_package_loads_by_trust_remote_code(saved_folder, tmp_path):
+    model, folder = saved_folder
+    pixel_values = torch.randn(3, 1, 20, 20)
+    loaded = run_fresh(folder, pixel_values, tmp_path)
+    with torch.no_grad():
+        assert torch.equal(loaded["logits"], model(pixel_values).logits)
+        assert torch.equal(loaded["tokens"], model.vit(pixel_values).last_hidden_state)
+    assert (loaded["config_class"], loaded["processor_class"]) == ("ViTScratchConfig", "ViTScratchImageProcessor")
+    assert [p["label"] for p in loaded["pipeline"]][:1][0].startswith("digit ")
+
+
+def test_sharded_save_loads_in_a_fresh_process(tmp_path):
+    config = tiny_config()
+    model = ViTScratchForImageClassification(config).eval()
+    folder = tmp_path / "sharded"
+    model.save_pretrained(folder, max_shard_size="20KB")
+    ViTScratchImageProcessor.for_config(config).save_pretrained(folder)
+    shards = sorted(p.name for p in folder.glob("model-*.safetensors"))
+    assert len(shards) > 1 and (folder / "model.safetensors.index.json").exists()
+    pixel_values = torch.randn(2, 3, 20, 20)
+    with torch.no_grad():
+        assert torch.equal(run_fresh(folder, pixel_values, tmp_path)["logits"], model(pixel_values).logits)
+
+
+def test_pipeline_classifies_pil_images_of_any_size_and_mode(saved_folder):
+    model, folder = saved_folder
+    classify = pipeline("image-classification", model=str(folder))
+    rng = np.random.default_rng(0)
+    for image in (
+        Image.fromarray(rng.integers(0, 256, (64, 48, 3), dtype=np.uint8)),
+        Image.fromarray(rng.integers(0, 256, (9, 13), dtype=np.uint8)),
+        Image.fromarray(rng.integers(0, 256, (30, 30, 4), dtype=np.uint8), mode="RGBA"),
+    ):
+        predictions = classify(image, top_k=5)
+        assert len(predictions) == 5 and {p["label"] for p in predictions} == {f"digit {i}" for i in range(5)}
+        assert abs(sum(p["score"] for p in predictions) - 1) < 1e-5
+        pixel_values = ViTScratchImageProcessor.from_pretrained(folder)(image, return_tensors="pt").pixel_values
+        with torch.no_grad():
+            best = model(pixel_values).logits.argmax(-1).item()
+        assert predictions[0]["label"] == f"digit {best}"

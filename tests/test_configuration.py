@@ -1,0 +1,94 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from modeling_vit_scratch import PRESETS, ViTScratchConfig
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def test_defaults_are_vit_base_16():
+    config = ViTScratchConfig()
+    assert (config.hidden_size, config.num_hidden_layers, config.num_attention_heads) == (768, 12, 12)
+    assert (config.intermediate_size, config.patch_size, config.image_size) == (3072, 16, 224)
+    assert config.grid_size == (14, 14)
+
+
+@pytest.mark.parametrize(
+    "name, layers, hidden, mlp, heads, patch",
+    [
+        ("vit-tiny-patch16-224", 12, 192, 768, 3, 16),
+        ("vit-small-patch32-224", 12, 384, 1536, 6, 32),
+        ("vit-base-patch8-224", 12, 768, 3072, 12, 8),
+        ("vit-large-patch14-224", 24, 1024, 4096, 16, 14),
+        ("vit-huge-patch14-224", 32, 1280, 5120, 16, 14),
+        ("vit-base-patch16-384", 12, 768, 3072, 12, 16),
+    ],
+)
+def test_presets_follow_table_1(name, layers, hidden, mlp, heads, patch):
+    config = ViTScratchConfig.from_preset(name)
+    assert (config.num_hidden_layers, config.hidden_size, config.intermediate_size) == (layers, hidden, mlp)
+    assert (config.num_attention_heads, config.patch_size) == (heads, patch)
+
+
+def test_preset_overrides_and_unknown_preset():
+    assert ViTScratchConfig.from_preset("vit-tiny-patch16-224", num_labels=7).num_labels == 7
+    with pytest.raises(ValueError, match="Unknown preset 'vit-gigantic'.*vit-base-patch16-224"):
+        ViTScratchConfig.from_preset("vit-gigantic")
+    assert "vit-huge-patch16-224" not in PRESETS  # no published ViT-H/16: presets exist where checkpoints do
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("vit-*.json")), ids=lambda p: p.stem)
+def test_config_files_equal_their_presets(path):
+    saved = json.loads(path.read_text())
+    preset = ViTScratchConfig.from_preset(path.stem).to_dict()
+    for key in ("image_size", "patch_size", "hidden_size", "num_hidden_layers", "num_attention_heads"):
+        assert saved[key] == preset[key]
+    assert ViTScratchConfig.from_json_file(str(path)).to_dict()["intermediate_size"] == preset["intermediate_size"]
+
+
+def test_main_presets_ship_as_json():
+    assert {p.stem for p in CONFIGS.glob("vit-*.json")} >= {
+        "vit-tiny-patch16-224",
+        "vit-small-patch16-224",
+        "vit-base-patch16-224",
+        "vit-large-patch16-224",
+        "vit-huge-patch14-224",
+    }
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(hidden_size=100, num_attention_heads=3), "hidden_size \\(100\\) must be divisible by num_attention_heads"),
+        (dict(image_size=225), "image_size 225 must be divisible by patch_size 16"),
+        (dict(image_size=(224, 230)), "must be divisible by patch_size"),
+        (dict(pooling="max"), "pooling must be one of"),
+        (dict(position_embedding="rope"), "position_embedding must be one of"),
+        (dict(patch_embedding="mlp"), "patch_embedding must be one of"),
+        (dict(num_channels=0), "num_channels must be a positive integer"),
+        (dict(num_hidden_layers=-1), "num_hidden_layers must be a positive integer"),
+        (dict(hidden_dropout_prob=1.5), "hidden_dropout_prob must be in"),
+        (dict(drop_path_rate=-0.1), "drop_path_rate must be in"),
+        (dict(layer_norm_eps=0.0), "layer_norm_eps must be > 0"),
+        (dict(position_embedding="sincos", hidden_size=18, num_attention_heads=3), "divisible by 4"),
+        (dict(patch_size=[16, 16, 3]), "patch_size must be an int or a \\(height, width\\) pair"),
+    ],
+)
+def test_invalid_values_raise_value_error_naming_the_field(fields, message):
+    with pytest.raises(ValueError, match=message):
+        ViTScratchConfig(**fields)
+
+
+def test_json_round_trip_keeps_every_field(tmp_path):
+    config = ViTScratchConfig(
+        image_size=(32, 48), patch_size=8, pooling="mean", position_embedding="sincos", patch_embedding="linear",
+        qkv_bias=False, layer_norm_eps=1e-12, drop_path_rate=0.1, id2label={0: "cat", 1: "dog"},
+    )
+    config.save_pretrained(tmp_path)
+    loaded = ViTScratchConfig.from_pretrained(tmp_path)
+    assert loaded.grid_size == (4, 6)
+    for key in ("pooling", "position_embedding", "patch_embedding", "qkv_bias", "layer_norm_eps", "drop_path_rate"):
+        assert getattr(loaded, key) == getattr(config, key)
+    assert loaded.id2label == {0: "cat", 1: "dog"} and loaded.label2id == {"cat": 0, "dog": 1}

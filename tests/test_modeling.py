@@ -1,0 +1,220 @@
+"""Tests that mirror modeling_vit_scratch.py, module by module, on tiny odd-sized configs."""
+
+import pytest
+import torch
+
+from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchModel
+from modeling_vit_scratch.modeling_vit_scratch import (
+    ViTScratchAttention,
+    ViTScratchDropPath,
+    ViTScratchPatchEmbeddings,
+    sincos_position_table,
+)
+from tests.conftest import tiny_config
+
+
+def images(config: ViTScratchConfig, batch: int = 2, size: tuple[int, int] | None = None) -> torch.Tensor:
+    height, width = size or config.grid_size[0] * config.patch_size, config.grid_size[1] * config.patch_size
+    if size:
+        height, width = size
+    return torch.randn(batch, config.num_channels, height, width)
+
+
+def test_vit_base_16_has_the_papers_parameter_count():
+    config = ViTScratchConfig.from_preset("vit-base-patch16-224", num_labels=1000)
+    with torch.device("meta"):
+        model = ViTScratchForImageClassification(config)
+    assert sum(p.numel() for p in model.parameters()) == 86_567_656
+
+
+def test_output_shapes(config):
+    model = ViTScratchForImageClassification(config).eval()
+    outputs = model(images(config, batch=3), output_hidden_states=True, output_attentions=True)
+    tokens = 1 + 5 * 5
+    assert outputs.logits.shape == (3, 5)
+    assert len(outputs.hidden_states) == config.num_hidden_layers + 1
+    assert all(h.shape == (3, tokens, 36) for h in outputs.hidden_states)
+    assert all(a.shape == (3, 3, tokens, tokens) for a in outputs.attentions)
+    base = ViTScratchModel(config)(images(config))
+    assert base.last_hidden_state.shape == (2, tokens, 36) and base.pooler_output.shape == (2, 36)
+
+
+def test_eager_and_sdpa_agree_and_attention_rows_sum_to_one(config):
+    eager = ViTScratchForImageClassification(tiny_config(attn_implementation="eager")).eval()
+    sdpa = ViTScratchForImageClassification(tiny_config(attn_implementation="sdpa")).eval()
+    assert (eager.config._attn_implementation, sdpa.config._attn_implementation) == ("eager", "sdpa")
+    sdpa.load_state_dict(eager.state_dict())
+    pixel_values = images(config, batch=4)
+    torch.testing.assert_close(sdpa(pixel_values).logits, eager(pixel_values).logits, atol=1e-5, rtol=0)
+    attentions = eager(pixel_values, output_attentions=True).attentions
+    for weights in attentions:
+        torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
+        assert (weights >= 0).all()
+
+
+def test_sdpa_model_returns_the_same_attention_maps_as_eager(config):
+    """Fused kernels return no weights; asking for them runs the explicit path, with the same result."""
+    eager = ViTScratchForImageClassification(tiny_config(attn_implementation="eager")).eval()
+    sdpa = ViTScratchForImageClassification(tiny_config(attn_implementation="sdpa")).eval()
+    sdpa.load_state_dict(eager.state_dict())
+    pixel_values = images(config)
+    for ours, reference in zip(sdpa(pixel_values, output_attentions=True).attentions, eager(pixel_values, output_attentions=True).attentions):
+        torch.testing.assert_close(ours, reference, atol=1e-6, rtol=0)
+    assert sdpa.config._attn_implementation == "sdpa"
+
+
+def test_attention_matches_the_written_out_equation():
+    config = tiny_config(attn_implementation="eager")
+    attention = ViTScratchAttention(config).eval()
+    x = torch.randn(2, 7, 36)
+    q, k, v = attention.qkv_proj(x).split(36, dim=-1)
+    heads = lambda t: t.view(2, 7, 3, 12).transpose(1, 2)  # noqa: E731
+    weights = torch.softmax(heads(q) @ heads(k).transpose(-1, -2) / 12**0.5, dim=-1)
+    expected = attention.o_proj((weights @ heads(v)).transpose(1, 2).reshape(2, 7, 36))
+    output, returned_weights = attention(x, output_attentions=True)
+    torch.testing.assert_close(output, expected)
+    torch.testing.assert_close(returned_weights, weights)
+
+
+def test_conv_and_linear_patch_embeddings_are_the_same_function():
+    conv = ViTScratchPatchEmbeddings(tiny_config(patch_embedding="conv"))
+    linear = ViTScratchPatchEmbeddings(tiny_config(patch_embedding="linear"))
+    linear.projection.weight.data = conv.projection.weight.data.reshape(36, -1)  # (D, C, P, P) -> (D, C*P*P)
+    linear.projection.bias.data = conv.projection.bias.data
+    pixel_values = torch.randn(2, 3, 20, 20)
+    torch.testing.assert_close(linear(pixel_values), conv(pixel_values))
+
+
+def test_every_option_builds_runs_and_trains():
+    for overrides in (
+        dict(pooling="mean"),
+        dict(position_embedding="sincos"),
+        dict(patch_embedding="linear"),
+        dict(qkv_bias=False),
+        dict(num_channels=1),
+        dict(image_size=(20, 28)),
+        dict(drop_path_rate=0.2, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+    ):
+        config = tiny_config(**overrides)
+        model = ViTScratchForImageClassification(config).train()
+        output = model(images(config, size=tuple(i * 4 for i in config.grid_size)), labels=torch.tensor([0, 4]))
+        output.loss.backward()
+        assert torch.isfinite(output.loss), overrides
+        missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+        assert not missing, (overrides, missing)
+
+
+def test_qkv_bias_and_pooling_change_the_model():
+    assert ViTScratchAttention(tiny_config(qkv_bias=False)).qkv_proj.bias is None
+    model = ViTScratchModel(tiny_config(pooling="mean")).eval()
+    output = model(images(model.config))
+    torch.testing.assert_close(output.pooler_output, output.last_hidden_state[:, 1:].mean(1))
+    cls_model = ViTScratchModel(tiny_config()).eval()
+    output = cls_model(images(cls_model.config))
+    torch.testing.assert_close(output.pooler_output, output.last_hidden_state[:, 0])
+
+
+def test_layer_norm_eps_and_initializer_range_reach_the_modules():
+    model = ViTScratchModel(tiny_config(layer_norm_eps=1e-3, initializer_range=0.2))
+    assert model.layernorm.eps == 1e-3 and model.layers[0].layernorm_before.eps == 1e-3
+    weight = model.layers[0].mlp.fc1.weight
+    assert 0.1 < weight.std() < 0.2 and weight.abs().max() <= 0.4 + 1e-6  # truncated at 2 std
+    assert ViTScratchModel(tiny_config()).layers[0].mlp.fc1.weight.std() < 0.03
+
+
+def test_drop_path_rates_grow_with_depth_and_only_act_in_training():
+    model = ViTScratchModel(tiny_config(num_hidden_layers=3, drop_path_rate=0.2))
+    assert isinstance(model.layers[0].drop_path, torch.nn.Identity)
+    assert [layer.drop_path.rate for layer in model.layers[1:]] == pytest.approx([0.1, 0.2])
+    drop = ViTScratchDropPath(0.5)
+    branch = torch.ones(1000, 3, 4)
+    dropped = drop.train()(branch)
+    per_sample = dropped[:, 0, 0]
+    assert set(per_sample.unique().tolist()) == {0.0, 2.0}  # whole samples dropped, survivors rescaled
+    assert torch.equal(drop.eval()(branch), branch)
+
+
+def test_hidden_dropout_changes_training_outputs_only():
+    config = tiny_config(hidden_dropout_prob=0.5)
+    model = ViTScratchForImageClassification(config)
+    pixel_values = images(config)
+    assert not torch.equal(model.train()(pixel_values).logits, model(pixel_values).logits)
+    model.eval()
+    assert torch.equal(model(pixel_values).logits, model(pixel_values).logits)
+
+
+def test_gradient_checkpointing_gives_the_same_loss_and_gradients(config):
+    model = ViTScratchForImageClassification(config).train()
+    pixel_values, labels = images(config), torch.tensor([1, 3])
+    model(pixel_values, labels=labels).loss.backward()
+    reference = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    model.activation_checkpointing_enable()
+    assert model.vit.layers[0].gradient_checkpointing
+    loss = model(pixel_values, labels=labels).loss
+    loss.backward()
+    for name, parameter in model.named_parameters():
+        torch.testing.assert_close(parameter.grad, reference[name], msg=name)
+
+
+def test_interpolate_pos_encoding_runs_other_resolutions(config):
+    model = ViTScratchForImageClassification(config).eval()
+    for size in ((32, 32), (20, 28), (12, 40)):
+        assert model(images(config, size=size), interpolate_pos_encoding=True).logits.shape == (2, 5)
+    same_size = images(config)
+    torch.testing.assert_close(model(same_size, interpolate_pos_encoding=True).logits, model(same_size).logits)
+
+
+def test_learned_positions_resample_from_the_stored_non_square_grid():
+    model = ViTScratchModel(tiny_config(image_size=(8, 20)))  # a 2 x 5 grid: sqrt(10) is no side
+    table = model.embeddings.position_embeddings_for((4, 10))
+    assert table.shape == (1, 1 + 40, 36)
+    torch.testing.assert_close(table[:, 0], model.embeddings.position_embeddings[:, 0])  # class token untouched
+
+
+def test_sincos_positions_are_the_table_at_any_grid():
+    model = ViTScratchModel(tiny_config(position_embedding="sincos"))
+    assert "embeddings.position_embeddings" not in model.state_dict()  # fixed, not state
+    torch.testing.assert_close(model.embeddings.position_embeddings_for((3, 7)), sincos_position_table((3, 7), 36))
+    table = sincos_position_table((2, 3), 8)
+    assert table.shape == (1, 7, 8) and torch.equal(table[0, 0], torch.zeros(8))
+    assert torch.equal(table[0, 1, :2], torch.zeros(2)) and torch.equal(table[0, 1, 2:4], torch.ones(2))
+
+
+def test_sincos_table_is_refilled_after_loading(tmp_path):
+    model = ViTScratchForImageClassification(tiny_config(position_embedding="sincos")).eval()
+    model.save_pretrained(tmp_path)
+    loaded = ViTScratchForImageClassification.from_pretrained(tmp_path).eval()
+    torch.testing.assert_close(loaded.vit.embeddings.position_embeddings, sincos_position_table((5, 5), 36))
+    pixel_values = images(model.config)
+    torch.testing.assert_close(loaded(pixel_values).logits, model(pixel_values).logits)
+
+
+@pytest.mark.parametrize(
+    "pixel_values, kwargs, message",
+    [
+        (torch.randn(2, 1, 20, 20), {}, "have 1 channels but the model expects 3"),
+        (torch.randn(2, 4, 20, 20), {}, "have 4 channels but the model expects 3"),
+        (torch.randn(2, 3, 24, 24), {}, "Image size 24x24 does not match the model's 20x20.*interpolate_pos_encoding=True"),
+        (torch.randn(2, 3, 21, 24), dict(interpolate_pos_encoding=True), "must be divisible by the patch size 4x4"),
+        (torch.randn(3, 20, 20), {}, "must have shape \\(batch, channels, height, width\\), got \\(3, 20, 20\\)"),
+    ],
+)
+def test_bad_input_gets_a_clear_value_error(config, pixel_values, kwargs, message):
+    model = ViTScratchForImageClassification(config)
+    with pytest.raises(ValueError, match=message):
+        model(pixel_values, **kwargs)
+
+
+def test_loss_is_cross_entropy_and_tuples_are_returned_on_request(config):
+    model = ViTScratchForImageClassification(config).eval()
+    pixel_values, labels = images(config), torch.tensor([0, 2])
+    output = model(pixel_values, labels=labels)
+    torch.testing.assert_close(output.loss, torch.nn.functional.cross_entropy(output.logits, labels))
+    loss, logits = model(pixel_values, labels=labels, return_dict=False)
+    torch.testing.assert_close(logits, output.logits)
+
+
+def test_bfloat16_model_accepts_float32_pixels(config):
+    model = ViTScratchForImageClassification(config).to(torch.bfloat16).eval()
+    assert model(images(config)).logits.dtype == torch.bfloat16
