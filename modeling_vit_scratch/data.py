@@ -1,0 +1,171 @@
+"""Image-classification data for training: any `datasets` image set, or the embedded handwritten digits.
+
+Everything ends up as a `DatasetDict` with `train`, `validation` and `test` splits, an image column holding PIL
+images and an integer label column with names, so the embedded default and a user's data go through one path.
+This module is training glue: the model code never imports it (it needs `datasets`, scikit-learn and PIL).
+"""
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from datasets import ClassLabel, Dataset, DatasetDict, Features, Image as ImageFeature, load_dataset, load_from_disk
+from PIL import Image
+
+DIGITS = "digits"
+IMAGE_COLUMN_NAMES = ("image", "img", "images", "picture", "pixel_values")
+LABEL_COLUMN_NAMES = ("label", "labels", "class", "fine_label", "target")
+
+
+def digits_dataset(test_size: float = 0.2) -> DatasetDict:
+    """scikit-learn's 1,797 handwritten 8x8 digits as 8-bit grayscale PIL images, split as in the literature.
+
+    Pixels 0..16 become round(value * 255 / 16); labels are named "0".."9"; `test` is a stratified 20% split with
+    seed 0 (`train_test_split(..., stratify=y, random_state=0)`), `train` the rest.
+    """
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = load_digits()
+    pixels = np.rint(digits.images * 255.0 / 16.0).astype(np.uint8)  # (1797, 8, 8)
+    indices = np.arange(len(pixels))
+    train_idx, test_idx = train_test_split(indices, test_size=test_size, stratify=digits.target, random_state=0)
+    features = Features(image=ImageFeature(), label=ClassLabel(names=[str(d) for d in range(10)]))
+
+    def split(idx: np.ndarray) -> Dataset:
+        rows = {"image": [Image.fromarray(pixels[i], mode="L") for i in idx], "label": digits.target[idx].tolist()}
+        return Dataset.from_dict(rows, features=features)
+
+    return DatasetDict(train=split(train_idx), test=split(test_idx))
+
+
+def load_image_dataset(source: str, config_name: str | None = None, data_dir: str | None = None) -> DatasetDict:
+    """`"digits"`, a `save_to_disk` folder, an `imagefolder` (one sub-folder per class) or a hub dataset name."""
+    if source == DIGITS:
+        return digits_dataset()
+    path = Path(source).expanduser()
+    if path.exists():
+        if (path / "dataset_dict.json").exists() or (path / "dataset_info.json").exists():
+            loaded = load_from_disk(str(path))
+        else:
+            loaded = load_dataset("imagefolder", data_dir=str(path))
+    elif source.startswith(("/", ".", "~")) or source.count("/") > 1:  # a path, not "name" or "owner/name"
+        raise FileNotFoundError(
+            f"Data set folder {source!r} does not exist: pass an existing folder (an imagefolder with one "
+            f"sub-folder per class, or a save_to_disk folder), a hub dataset name, or {DIGITS!r}."
+        )
+    else:
+        loaded = load_dataset(source, config_name, data_dir=data_dir)
+    return loaded if isinstance(loaded, DatasetDict) else DatasetDict(train=loaded)
+
+
+def find_column(dataset: Dataset, wanted: str | None, kind: str, names: tuple[str, ...], feature_type) -> str:
+    """The column given by the user, else the first of `feature_type`, else the first of the usual `names`."""
+    columns = list(dataset.features)
+    if wanted is not None:
+        if wanted not in columns:
+            raise ValueError(f"{kind} column {wanted!r} is not in the data set (columns: {columns}): fix --{kind}_column.")
+        return wanted
+    typed = [name for name, feature in dataset.features.items() if isinstance(feature, feature_type)]
+    found = typed or [name for name in names if name in columns]
+    if not found:
+        raise ValueError(
+            f"No {kind} column found in the data set (columns: {columns}): name it with --{kind}_column."
+        )
+    return found[0]
+
+
+@dataclass
+class PreparedData:
+    """Splits with standard column names `image` and `label`, and the label names."""
+
+    splits: DatasetDict
+    labels: list[str]
+
+    @property
+    def id2label(self) -> dict[int, str]:
+        return dict(enumerate(self.labels))
+
+
+def prepare_splits(
+    raw: DatasetDict,
+    image_column: str | None = None,
+    label_column: str | None = None,
+    validation_fraction: float = 0.1,
+    test_fraction: float = 0.1,
+    split_seed: int = 0,
+) -> PreparedData:
+    """Rename the columns to `image`/`label`, make the labels a `ClassLabel`, and make `validation` and `test`.
+
+    A missing `validation` split is carved out of `train` (stratified, `split_seed`), never out of `test`, so the
+    test split stays unseen by model selection; a missing `test` split is carved out of `train` first.
+    """
+    if "train" not in raw:
+        raise ValueError(f"The data set has no 'train' split (splits: {list(raw)}): provide one.")
+    train = raw["train"]
+    image_column = find_column(train, image_column, "image", IMAGE_COLUMN_NAMES, ImageFeature)
+    label_column = find_column(train, label_column, "label", LABEL_COLUMN_NAMES, ClassLabel)
+    splits = DatasetDict()
+    for name, split in raw.items():
+        split = split.select_columns([image_column, label_column])
+        if image_column != "image":
+            split = split.rename_column(image_column, "image")
+        if label_column != "label":
+            split = split.rename_column(label_column, "label")
+        splits[{"valid": "validation", "val": "validation"}.get(name, name)] = split
+    if not isinstance(splits["train"].features["image"], ImageFeature):
+        raise ValueError(
+            f"Column {image_column!r} holds {splits['train'].features['image']}, not images: "
+            "pick the image column with --image_column."
+        )
+    if not isinstance(splits["train"].features["label"], ClassLabel):
+        splits = splits.class_encode_column("label")
+    for name, fraction in (("test", test_fraction), ("validation", validation_fraction)):
+        if name not in splits:
+            parts = splits["train"].train_test_split(
+                test_size=fraction, seed=split_seed, stratify_by_column="label"
+            )
+            splits["train"], splits[name] = parts["train"], parts["test"]
+    labels = splits["train"].features["label"].names
+    return PreparedData(DatasetDict({name: splits[name] for name in ("train", "validation", "test")}), labels)
+
+
+def random_shift_rotate(image: Image.Image, max_shift: float, max_degrees: float, rng: random.Random) -> Image.Image:
+    """Small random rotation and translation (no flips: a flipped digit is another digit)."""
+    width, height = image.size
+    dx = rng.uniform(-max_shift, max_shift) * width
+    dy = rng.uniform(-max_shift, max_shift) * height
+    angle = rng.uniform(-max_degrees, max_degrees)
+    return image.rotate(angle, resample=Image.BILINEAR, translate=(dx, dy))
+
+
+class ImageTransform:
+    """`with_transform` function: a batch of rows -> `pixel_values` through the saved image processor, + labels.
+
+    With `augment`, each image is shifted and rotated a little first. The random numbers come from torch's global
+    generator, which the Trainer seeds, saves in checkpoints and restores when a run resumes.
+    """
+
+    def __init__(self, image_processor, augment: bool = False, max_shift: float = 0.1, max_degrees: float = 10.0):
+        self.image_processor = image_processor
+        self.augment = augment
+        self.max_shift = max_shift
+        self.max_degrees = max_degrees
+
+    def __call__(self, batch: dict) -> dict:
+        images = batch["image"]
+        if self.augment:
+            rng = random.Random(int(torch.randint(0, 2**62, ()).item()))
+            images = [random_shift_rotate(image, self.max_shift, self.max_degrees, rng) for image in images]
+        pixel_values = self.image_processor(images, return_tensors="pt")["pixel_values"]
+        return {"pixel_values": list(pixel_values), "labels": batch["label"]}
+
+
+def collate_images(rows: list[dict]) -> dict[str, torch.Tensor]:
+    """Rows from `ImageTransform` -> `{"pixel_values": (batch, channels, height, width), "labels": (batch,)}`."""
+    return {
+        "pixel_values": torch.stack([row["pixel_values"] for row in rows]),
+        "labels": torch.tensor([row["labels"] for row in rows], dtype=torch.long),
+    }

@@ -1,0 +1,139 @@
+"""The model card: `model_card.md` (a Jinja template at the top of the repository) rendered with measured values.
+
+The YAML front matter is built by `huggingface_hub.ModelCardData` (library, pipeline tag, tags, license, data set and
+a `model-index` with the measured metrics). Values that are not known are left out, never invented; rendering
+fails if the template refers to anything that was not given, so no placeholder survives.
+"""
+
+from pathlib import Path
+
+import jinja2
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+from .configuration_vit_scratch import MODEL_SIZES, ViTScratchConfig, to_pair
+from .data import DIGITS
+
+TEMPLATE = Path(__file__).resolve().parent.parent / "model_card.md"
+DIGITS_TEXT = (
+    "The handwritten digits bundled with scikit-learn (`sklearn.datasets.load_digits`, a copy of the test set of the "
+    "UCI ML hand-written digits data set): 1,797 grayscale 8x8 images of the digits 0-9 written by 43 people, "
+    "pixel values 0-16 scaled to 8 bits. The test split is the stratified 20% of "
+    "`train_test_split(..., stratify=y, random_state=0)`; the validation split comes from the training part only."
+)
+METRIC_NAMES = {"accuracy": "accuracy", "top5_accuracy": "top-5 accuracy", "loss": "cross-entropy loss"}
+
+
+def size_name(config: ViTScratchConfig) -> str:
+    """'ViT-B/16' for a paper-sized model, else 'custom, patch 2'."""
+    dims = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads")
+    patch = to_pair(config.patch_size)
+    patch_text = str(patch[0]) if patch[0] == patch[1] else f"{patch[0]}x{patch[1]}"
+    for name, size in MODEL_SIZES.items():
+        if all(getattr(config, dim) == size[dim] for dim in dims):
+            return f"ViT-{name[0].upper()}/{patch_text}"
+    return f"a custom size, patch {patch_text}"
+
+
+def result_rows(metrics: dict) -> list[dict]:
+    """Table rows for every measured test/validation metric."""
+    rows = []
+    for split, prefix in (("test", "test_"), ("validation", "eval_")):
+        for key, name in METRIC_NAMES.items():
+            if prefix + key in metrics:
+                rows.append(dict(split=split, metric=name, value=f"{metrics[prefix + key]:.4f}"))
+    return rows
+
+
+def card_data(config: ViTScratchConfig, metrics: dict, dataset: str, model_name: str) -> ModelCardData:
+    """Front matter the Hub reads, with the test metrics as `model-index` results."""
+    on_hub = dataset != DIGITS and not Path(dataset).exists()
+    dataset_type = "sklearn-digits" if dataset == DIGITS else dataset if on_hub else Path(dataset).name
+    dataset_name = "scikit-learn handwritten digits" if dataset == DIGITS else dataset_type
+    eval_results = [
+        EvalResult(
+            task_type="image-classification", task_name="Image Classification", dataset_type=dataset_type,
+            dataset_name=dataset_name, dataset_split="test", metric_type=key, metric_name=METRIC_NAMES[key],
+            metric_value=round(float(metrics[f"test_{key}"]), 4),
+        )  # fmt: skip
+        for key in ("accuracy", "top5_accuracy")
+        if f"test_{key}" in metrics
+    ]
+    return ModelCardData(
+        library_name="transformers",
+        pipeline_tag="image-classification",
+        license="apache-2.0",
+        tags=["vision-transformer", "vit", "vit_scratch", "image-classification", "custom_code"],
+        datasets=[dataset] if on_hub else None,
+        metrics=[result.metric_type for result in eval_results] or None,
+        model_name=model_name,
+        eval_results=eval_results or None,
+    )
+
+
+def render_model_card(
+    config: ViTScratchConfig,
+    metrics: dict,
+    *,
+    command: str,
+    dataset: str,
+    num_train: int,
+    num_validation: int,
+    num_test: int,
+    training_args,
+    augmentation: str | None = None,
+    model_id: str | None = None,
+    revision: str | None = None,
+    template: str | Path = TEMPLATE,
+) -> ModelCard:
+    """The card for a trained folder; `model_id`/`revision` fill the loading example once the repo is known."""
+    template = Path(template)
+    if not template.is_file():
+        raise FileNotFoundError(f"Model card template {template} not found: run from a clone of vit-scratch.")
+    model_name = model_id.split("/")[-1] if model_id else f"vit-scratch-{Path(dataset).name}"
+    (height, width), (patch_h, patch_w) = to_pair(config.image_size), to_pair(config.patch_size)
+    grid_h, grid_w = config.grid_size
+    labels = list(config.id2label.values())
+    precision = "bf16 mixed precision" if training_args.bf16 else "fp16 mixed precision" if training_args.fp16 else None
+    minutes, seconds = divmod(int(metrics.get("wall_time_seconds", 0)), 60)
+    values = dict(
+        card_data=card_data(config, metrics, dataset, model_name).to_yaml(),
+        model_name=model_name,
+        size_name=size_name(config),
+        patch=f"{patch_h}x{patch_w}",
+        num_patches=grid_h * grid_w,
+        image_size=f"{height}x{width}",
+        num_channels=config.num_channels,
+        hidden_size=config.hidden_size,
+        depth=config.num_hidden_layers,
+        heads=config.num_attention_heads,
+        mlp_size=config.intermediate_size,
+        pooling=config.pooling,
+        pooling_text="class token" if config.pooling == "cls" else "mean of the patch tokens",
+        position_embedding=config.position_embedding,
+        num_labels=len(labels),
+        label_preview=", ".join(labels[:10]) + (", ..." if len(labels) > 10 else ""),
+        num_parameters=int(metrics.get("num_parameters", 0)),
+        dataset_text=DIGITS_TEXT if dataset == DIGITS else f"The image-classification data set `{dataset}`.",
+        num_train=num_train,
+        num_validation=num_validation,
+        num_test=num_test,
+        epochs=f"{metrics.get('epoch', training_args.num_train_epochs):g}",
+        learning_rate=f"{training_args.learning_rate:g}",
+        weight_decay=f"{training_args.weight_decay:g}",
+        scheduler=str(getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type)),
+        total_batch=metrics.get("total_train_batch_size"),
+        seed=training_args.seed,
+        world_size=metrics.get("world_size", 1),
+        precision=precision,
+        augmentation=augmentation,
+        wall_time=f"{minutes} min {seconds} s",
+        command=command,
+        result_rows=result_rows(metrics),
+        model_id=model_id or "path/to/this/folder",
+        revision=revision,
+    )
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    text = environment.from_string(template.read_text()).render(**values)
+    if "{{" in text or "{%" in text:
+        raise ValueError("The rendered model card still holds a template placeholder: fix model_card.md.")
+    return ModelCard(text)
