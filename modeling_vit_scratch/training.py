@@ -102,6 +102,26 @@ def recipe_to_argv(argv: list[str]) -> list[str]:
     return args + argv[1:]
 
 
+def use_cpu_processes_without_accelerator() -> None:
+    """Under torchrun with no GPU, make accelerate join the CPU processes (gloo) instead of running N separate copies.
+
+    transformers only builds a multi-process CPU state when asked for the CPU; call this before `TrainingArguments`
+    is created. On machines with GPUs it does nothing.
+    """
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
+        os.environ.setdefault("ACCELERATE_USE_CPU", "true")
+
+
+def check_world_size(training_args: TrainingArguments) -> None:
+    """The processes the launcher started are the processes that train together, or a clear error."""
+    launched = int(os.environ.get("WORLD_SIZE", "1"))
+    if training_args.world_size != launched:
+        raise RuntimeError(
+            f"{launched} processes were launched but the Trainer sees {training_args.world_size}: each would train "
+            "alone. Launch with torchrun or `accelerate launch --multi_gpu`/`--num_processes` on a configured machine."
+        )
+
+
 def parse_overrides(text: str | None) -> dict:
     """'a=1,b=0.5,c=mean,d=true' -> {'a': 1, 'b': 0.5, 'c': 'mean', 'd': True}."""
     overrides = {}
@@ -225,6 +245,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     validation_set = data.splits["validation"].with_transform(evaluate_transform)
     test_set = data.splits["test"].with_transform(evaluate_transform)
 
+    check_world_size(training_args)
     training_args.remove_unused_columns = False  # the image column must reach the transform
     set_global_batch_size(training_args, data_args.total_train_batch_size)
     trainer = Trainer(
@@ -274,6 +295,7 @@ def write_model_folder(trainer: Trainer, processor, data: PreparedData, data_arg
         )  # fmt: skip
         card.save(staging / "README.md")
         for path in staging.iterdir():
+            path.chmod(0o644)  # staged files may be private (mkstemp); the folder is meant to be shared
             os.replace(path, output_dir / path.name)
     check_reload(model, output_dir, data.splits["test"].with_transform(ImageTransform(processor)))
 

@@ -9,13 +9,23 @@ import sys
 
 from transformers import HfArgumentParser, TrainingArguments
 
-from modeling_vit_scratch.training import DataArguments, ModelArguments, recipe_to_argv, train
+from modeling_vit_scratch.training import (
+    DataArguments,
+    ModelArguments,
+    recipe_to_argv,
+    train,
+    use_cpu_processes_without_accelerator,
+)
 
 
 def main(argv: list[str]) -> None:
+    use_cpu_processes_without_accelerator()
     parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
-    model_args, data_args, training_args = parser.parse_args_into_dataclasses(recipe_to_argv(argv))
-    metrics = train(model_args, data_args, training_args)
+    try:
+        model_args, data_args, training_args = parser.parse_args_into_dataclasses(recipe_to_argv(argv))
+        metrics = train(model_args, data_args, training_args)
+    except (ValueError, FileNotFoundError) as error:  # bad input: one line that names the problem and the fix
+        sys.exit(f"error: {error}")
     if training_args.process_index == 0:
         print(f"\nTest accuracy {metrics['test_accuracy']:.4f} ({metrics['wall_time_seconds']:.0f} s).")
         print(f"Model saved in {training_args.output_dir}; load it with\n"
