@@ -1,31 +1,48 @@
-# Two commands do all the set-up: `make train` (the main job) and `make test`. Each installs what it needs into
-# .venv first. CPU machines get the CPU build of torch; GPU users set TORCH_SPEC (see README).
+# Two commands do all the set-up: `make train` (the main job) and `make test`. Each installs what it needs first.
+# .venv gets the CPU build of torch on CPU machines; GPU users set TORCH_SPEC (see README). `make test` also builds
+# .venv-timm for the timm parity tests: timm needs torchvision, and PyPI's torchvision needs PyPI's torch build.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
+TIMM_VENV ?= .venv-timm
+TIMM_TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
+PIP := -m pip install --quiet --disable-pip-version-check
 OUTPUT_DIR ?= outputs/vit-digits
 TRAIN_CONFIG ?= configs/train_digits.json
 PYTEST_ARGS ?=
 
-.PHONY: install train test test-slow clean
+.PHONY: install install-timm train test test-fast test-timm test-slow clean
 
 install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check $(TORCH_SPEC)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[test]"
+	$(PY) $(PIP) $(TORCH_SPEC)
+	$(PY) $(PIP) -e ".[test]"
+	touch $@
+
+install-timm: $(TIMM_VENV)/.installed
+
+$(TIMM_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(TIMM_VENV)
+	$(TIMM_VENV)/bin/python $(PIP) $(TIMM_TORCH_SPEC)
+	$(TIMM_VENV)/bin/python $(PIP) -e ".[test,timm]"
 	touch $@
 
 train: install
-	$(PY) scripts/train.py $(TRAIN_CONFIG) --output_dir $(OUTPUT_DIR)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) scripts/train.py $(TRAIN_CONFIG) --output_dir $(OUTPUT_DIR)
 
-test: install
+test: test-fast test-timm
+
+test-fast: install
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-timm: install-timm
+	$(TIMM_VENV)/bin/python -m pytest -m timm $(PYTEST_ARGS)
 
 test-slow: install
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) outputs .pytest_cache
+	rm -rf $(VENV) $(TIMM_VENV) outputs .pytest_cache

@@ -68,6 +68,7 @@ class ViTScratchConfig(PretrainedConfig):
         layer_norm_eps: epsilon of every LayerNorm.
         initializer_range: std of the truncated normal used to initialise weights.
         pooling: `"cls"` reads the class token, `"mean"` averages the patch tokens.
+        fc_norm: move the final LayerNorm after the pooling (timm's `fc_norm`, used with mean pooling).
         position_embedding: `"learned"` (the paper) or `"sincos"` (fixed 2-D sine-cosine table).
         patch_embedding: `"conv"` (a strided Conv2d) or `"linear"` (flattened patches through nn.Linear).
     """
@@ -88,6 +89,7 @@ class ViTScratchConfig(PretrainedConfig):
     layer_norm_eps: float = 1e-6
     initializer_range: float = 0.02
     pooling: str = "cls"
+    fc_norm: bool = False
     position_embedding: str = "learned"
     patch_embedding: str = "conv"
 

@@ -133,12 +133,17 @@ def prepare_splits(
 
 
 def random_shift_rotate(image: Image.Image, max_shift: float, max_degrees: float, rng: random.Random) -> Image.Image:
-    """Small random rotation and translation (no flips: a flipped digit is another digit)."""
+    """Small random rotation and shift by whole pixels (no flips: a flipped digit is another digit).
+
+    Without rotation the pixels are moved, not resampled, so small images (8x8 digits) stay as sharp as the
+    test images they must resemble.
+    """
     width, height = image.size
-    dx = rng.uniform(-max_shift, max_shift) * width
-    dy = rng.uniform(-max_shift, max_shift) * height
-    angle = rng.uniform(-max_degrees, max_degrees)
-    return image.rotate(angle, resample=Image.BILINEAR, translate=(dx, dy))
+    dx = round(rng.uniform(-max_shift, max_shift) * width)
+    dy = round(rng.uniform(-max_shift, max_shift) * height)
+    angle = rng.uniform(-max_degrees, max_degrees) if max_degrees > 0 else 0.0
+    resample = Image.BILINEAR if angle else Image.NEAREST
+    return image.rotate(angle, resample=resample, translate=(dx, dy))
 
 
 class ImageTransform:

@@ -296,7 +296,10 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
         depth = config.num_hidden_layers
         drop_path_rates = [config.drop_path_rate * i / max(depth - 1, 1) for i in range(depth)]
         self.layers = nn.ModuleList(ViTScratchLayer(config, rate) for rate in drop_path_rates)
-        self.layernorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        # Eq. 4's LayerNorm, on every token, or (fc_norm, as in timm) on the pooled vector only
+        final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.layernorm = nn.Identity() if config.fc_norm else final_norm
+        self.fc_norm = final_norm if config.fc_norm else nn.Identity()
         self.post_init()
 
     def forward_features(
@@ -306,7 +309,7 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
-        """Normalised tokens (batch, 1 + N, D), and the per-layer hidden states and attention weights if asked."""
+        """Tokens (batch, 1 + N, D) after the final LayerNorm (unless fc_norm), and per-layer states/weights if asked."""
         hidden_states = self.embeddings(pixel_values, interpolate_pos_encoding)
         all_hidden_states = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
@@ -324,7 +327,8 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
 
     def pool(self, tokens: torch.Tensor) -> torch.Tensor:
         """(batch, 1 + N, D) -> (batch, D): the class token (Eq. 4), or the mean of the patch tokens."""
-        return tokens[:, 0] if self.config.pooling == "cls" else tokens[:, 1:].mean(dim=1)
+        pooled = tokens[:, 0] if self.config.pooling == "cls" else tokens[:, 1:].mean(dim=1)
+        return self.fc_norm(pooled)
 
     def forward(
         self,

@@ -1,0 +1,285 @@
+"""Pretrained interop: transformers ViT (4.x and 5.x key names) and timm ViT checkpoints <-> vit_scratch.
+
+Each direction is an explicit key map, `our key -> the reference keys it is made of` (three keys for our fused
+query/key/value projection, one for everything else). A key the map does not expect, or one it needs and does not
+find, is an error that names it: nothing is silently dropped, except the few keys listed in `IGNORED_KEYS`, which
+the error-free conversion reports.
+
+Neither transformers' ViT classes nor timm are imported here: a transformers checkpoint is read as files, and a
+timm model object (built by the caller, e.g. `scripts/convert_checkpoint.py`) is read through its attributes.
+"""
+
+import json
+import logging
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from .configuration_vit_scratch import ViTScratchConfig, to_pair
+from .image_processing_vit_scratch import ViTScratchImageProcessor
+from .modeling_vit_scratch import ViTScratchForImageClassification
+
+logger = logging.getLogger(__name__)
+
+# Per block: our sub-module -> the reference sub-modules it is made of.
+TRANSFORMERS_V5_BLOCK = {
+    "attention.qkv_proj": ("attention.q_proj", "attention.k_proj", "attention.v_proj"),
+    "attention.o_proj": ("attention.o_proj",),
+    "layernorm_before": ("layernorm_before",),
+    "layernorm_after": ("layernorm_after",),
+    "mlp.fc1": ("mlp.fc1",),
+    "mlp.fc2": ("mlp.fc2",),
+}
+TRANSFORMERS_V4_BLOCK = {
+    "attention.qkv_proj": ("attention.attention.query", "attention.attention.key", "attention.attention.value"),
+    "attention.o_proj": ("attention.output.dense",),
+    "layernorm_before": ("layernorm_before",),
+    "layernorm_after": ("layernorm_after",),
+    "mlp.fc1": ("intermediate.dense",),
+    "mlp.fc2": ("output.dense",),
+}
+TIMM_BLOCK = {
+    "attention.qkv_proj": ("attn.qkv",),
+    "attention.o_proj": ("attn.proj",),
+    "layernorm_before": ("norm1",),
+    "layernorm_after": ("norm2",),
+    "mlp.fc1": ("mlp.fc1",),
+    "mlp.fc2": ("mlp.fc2",),
+}
+# transformers' ViTModel has a tanh "pooler" that no classification head uses; it has no counterpart here.
+IGNORED_KEYS = ("pooler.dense.weight", "pooler.dense.bias")
+TRANSFORMERS_CONFIG_FIELDS = (
+    "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_dropout_prob",
+    "attention_probs_dropout_prob", "layer_norm_eps", "image_size", "patch_size", "num_channels", "qkv_bias",
+    "initializer_range",
+)  # fmt: skip
+
+
+def block_key_map(num_layers: int, ours_prefix: str, theirs_prefix: str, block: dict) -> dict[str, tuple[str, ...]]:
+    """Weights and biases of every block: `{ours_prefix}{i}.{ours}.weight -> ({theirs_prefix}{i}.{theirs}.weight, ...)`."""
+    key_map = {}
+    for i in range(num_layers):
+        for ours, theirs in block.items():
+            for param in ("weight", "bias"):
+                key_map[f"{ours_prefix}{i}.{ours}.{param}"] = tuple(f"{theirs_prefix}{i}.{t}.{param}" for t in theirs)
+    return key_map
+
+
+def transformers_key_map(num_layers: int, layout: str = "v4", prefix: str = "vit.") -> dict[str, tuple[str, ...]]:
+    """Our keys -> transformers ViT keys, in the 4.x (`encoder.layer.i.attention.attention.query`) or the 5.x
+    (`layers.i.attention.q_proj`) layout. `prefix` is "vit." for `ViTForImageClassification`, "" for `ViTModel`."""
+    key_map = {
+        f"vit.embeddings.{name}": (f"{prefix}embeddings.{name}",)
+        for name in ("cls_token", "position_embeddings", "patch_embeddings.projection.weight",
+                     "patch_embeddings.projection.bias")  # fmt: skip
+    }
+    blocks = f"{prefix}encoder.layer." if layout == "v4" else f"{prefix}layers."
+    key_map |= block_key_map(num_layers, "vit.layers.", blocks, TRANSFORMERS_V4_BLOCK if layout == "v4" else TRANSFORMERS_V5_BLOCK)
+    key_map |= {f"vit.layernorm.{p}": (f"{prefix}layernorm.{p}",) for p in ("weight", "bias")}
+    key_map |= {f"classifier.{p}": (f"classifier.{p}",) for p in ("weight", "bias")}
+    return key_map
+
+
+def timm_key_map(num_layers: int) -> dict[str, tuple[str, ...]]:
+    """Our keys -> timm `VisionTransformer` keys (its qkv projection is fused like ours)."""
+    key_map = {
+        "vit.embeddings.cls_token": ("cls_token",),
+        "vit.embeddings.position_embeddings": ("pos_embed",),
+        "vit.embeddings.patch_embeddings.projection.weight": ("patch_embed.proj.weight",),
+        "vit.embeddings.patch_embeddings.projection.bias": ("patch_embed.proj.bias",),
+    }
+    key_map |= block_key_map(num_layers, "vit.layers.", "blocks.", TIMM_BLOCK)
+    for ours, theirs in (("vit.layernorm", "norm"), ("vit.fc_norm", "fc_norm"), ("classifier", "head")):
+        key_map |= {f"{ours}.{p}": (f"{theirs}.{p}",) for p in ("weight", "bias")}
+    return key_map
+
+
+def remap(source: dict[str, torch.Tensor], key_map: dict[str, tuple[str, ...]], wanted: list[str], origin: str):
+    """Our state dict from `source`: every wanted key from its reference keys (concatenated when there are several).
+
+    Raises a KeyError naming the first reference key that is missing and one naming every key left over.
+    """
+    state_dict, used = {}, set(IGNORED_KEYS)
+    for key in wanted:
+        if key not in key_map:
+            raise KeyError(f"{key!r} has no counterpart in {origin} checkpoints: this model cannot be converted.")
+        parts = key_map[key]
+        missing = [part for part in parts if part not in source]
+        if missing:
+            raise KeyError(f"{origin} checkpoint is missing {missing[0]!r} (needed for {key!r}): it is incomplete "
+                           "or not of the architecture its config describes.")  # fmt: skip
+        state_dict[key] = torch.cat([source[part] for part in parts]) if len(parts) > 1 else source[parts[0]]
+        used.update(parts)
+    unexpected = sorted(set(source) - used)
+    if unexpected:
+        raise KeyError(f"{origin} checkpoint has keys this conversion does not know: {unexpected[:5]}"
+                       f"{' ...' if len(unexpected) > 5 else ''}; refusing to drop weights silently.")  # fmt: skip
+    dropped = sorted(set(source) & set(IGNORED_KEYS))
+    if dropped:
+        logger.warning("Not converted (no counterpart in vit_scratch): %s", dropped)
+    return state_dict
+
+
+def expected_keys(config: ViTScratchConfig) -> list[str]:
+    """The state-dict keys of our classification model for `config`, without allocating weights."""
+    with torch.device("meta"):
+        return list(ViTScratchForImageClassification(config).state_dict())
+
+
+def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
+    """Weights of a saved folder: `model.safetensors`, sharded safetensors, or (older checkpoints) `pytorch_model.bin`
+    read with `torch.load(weights_only=True)`, which refuses anything but tensors."""
+    if (folder / "model.safetensors").exists():
+        return load_file(folder / "model.safetensors")
+    index = folder / "model.safetensors.index.json"
+    if index.exists():
+        state_dict = {}
+        for shard in sorted(set(json.loads(index.read_text())["weight_map"].values())):
+            state_dict |= load_file(folder / shard)
+        return state_dict
+    if (folder / "pytorch_model.bin").exists():
+        return torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    raise FileNotFoundError(f"No weights in {folder}: expected model.safetensors (or pytorch_model.bin).")
+
+
+def local_folder(path_or_repo: str) -> Path:
+    """A local folder as is; a hub repo id downloaded (config, processor and weights only)."""
+    path = Path(path_or_repo)
+    if path.is_dir():
+        return path
+    if path_or_repo.startswith(("/", ".", "~")) or path_or_repo.count("/") > 1:
+        raise FileNotFoundError(f"Folder {path_or_repo!r} does not exist: give a saved folder or a hub repo id.")
+    from huggingface_hub import snapshot_download
+
+    patterns = ["config.json", "preprocessor_config.json", "*.safetensors", "*.safetensors.index.json"]
+    folder = Path(snapshot_download(path_or_repo, allow_patterns=patterns))
+    if not any(folder.glob("*.safetensors")):  # an older repo without safetensors
+        folder = Path(snapshot_download(path_or_repo, allow_patterns=[*patterns, "pytorch_model.bin"]))
+    return folder
+
+
+def processor_from_reference(config: ViTScratchConfig, mean, std, size: tuple[int, int], resample: int):
+    """Our image processor with the reference's normalisation, input size and resampling filter."""
+    return ViTScratchImageProcessor.for_config(
+        config, image_mean=list(mean), image_std=list(std), size={"height": size[0], "width": size[1]}, resample=resample
+    )
+
+
+def from_transformers(path_or_repo: str) -> tuple[ViTScratchForImageClassification, ViTScratchImageProcessor]:
+    """A transformers `ViTForImageClassification` or `ViTModel` folder or repo -> our model and image processor."""
+    folder = local_folder(path_or_repo)
+    reference = json.loads((folder / "config.json").read_text())
+    if reference.get("model_type") != "vit":
+        raise ValueError(f"{path_or_repo} holds a {reference.get('model_type')!r} model, not a transformers 'vit' one.")
+    if reference.get("hidden_act", "gelu") != "gelu":
+        raise ValueError(f"hidden_act {reference['hidden_act']!r} is not supported: vit_scratch uses exact GELU.")
+    fields = {name: reference[name] for name in TRANSFORMERS_CONFIG_FIELDS if name in reference}
+    source = read_state_dict(folder)
+    is_classifier = any(key.startswith("classifier.") for key in source)
+    labels = {"id2label": {int(k): v for k, v in reference["id2label"].items()}} if is_classifier else {"num_labels": 0}
+    config = ViTScratchConfig(**fields, **labels)
+    prefix = "vit." if any(key.startswith("vit.") for key in source) else ""
+    layout = "v4" if any(".encoder.layer." in f".{key}" for key in source) else "v5"
+    key_map = transformers_key_map(config.num_hidden_layers, layout, prefix)
+    model = build_with_weights(config, remap(source, key_map, expected_keys(config), "transformers ViT"))
+    processor_file = folder / "preprocessor_config.json"
+    settings = json.loads(processor_file.read_text()) if processor_file.exists() else {}
+    size = settings.get("size", {"height": config.image_size, "width": config.image_size})
+    processor = processor_from_reference(
+        config, settings.get("image_mean", [0.5] * 3), settings.get("image_std", [0.5] * 3),
+        (size["height"], size["width"]), settings.get("resample", 2),
+    )  # fmt: skip
+    return model, processor
+
+
+def timm_config(timm_model) -> ViTScratchConfig:
+    """Hyper-parameters of a timm `VisionTransformer` object (built without weights), as our config."""
+    unsupported = {
+        "a class token": getattr(timm_model, "cls_token", None) is None,
+        "register tokens": getattr(timm_model, "num_reg_tokens", 0) > 0,
+        "position embeddings without the class token (no_embed_class)": getattr(timm_model, "no_embed_class", False),
+        "global_pool other than 'token' or 'avg'": getattr(timm_model, "global_pool", "token") not in ("token", "avg"),
+    }
+    problems = [name for name, found in unsupported.items() if found]
+    if problems:
+        raise ValueError(f"The timm model uses {', '.join(problems)}, which vit_scratch does not implement.")
+    block = timm_model.blocks[0]
+    head = timm_model.head
+    return ViTScratchConfig(
+        image_size=list(timm_model.patch_embed.img_size),
+        patch_size=list(timm_model.patch_embed.patch_size),
+        num_channels=timm_model.patch_embed.proj.in_channels,
+        hidden_size=timm_model.embed_dim,
+        num_hidden_layers=len(timm_model.blocks),
+        num_attention_heads=block.attn.num_heads,
+        intermediate_size=block.mlp.fc1.out_features,
+        qkv_bias=block.attn.qkv.bias is not None,
+        layer_norm_eps=block.norm1.eps,
+        pooling="cls" if timm_model.global_pool == "token" else "mean",
+        fc_norm=isinstance(timm_model.fc_norm, torch.nn.LayerNorm),
+        num_labels=head.out_features if isinstance(head, torch.nn.Linear) else 0,
+    )
+
+
+def from_timm(timm_model, state_dict: dict[str, torch.Tensor]) -> tuple[ViTScratchForImageClassification, ViTScratchImageProcessor]:
+    """A timm `VisionTransformer` (for its hyper-parameters) and a state dict for it -> our model and processor."""
+    config = timm_config(timm_model)
+    model = build_with_weights(config, remap(state_dict, timm_key_map(config.num_hidden_layers), expected_keys(config), "timm ViT"))
+    data_config = getattr(timm_model, "pretrained_cfg", None) or {}
+    resample = {"bilinear": 2, "bicubic": 3, "nearest": 0}.get(data_config.get("interpolation", "bicubic"), 3)
+    processor = processor_from_reference(
+        config, data_config.get("mean", [0.5] * config.num_channels), data_config.get("std", [0.5] * config.num_channels),
+        to_pair(config.image_size), resample,
+    )  # fmt: skip
+    return model, processor
+
+
+def build_with_weights(config: ViTScratchConfig, state_dict: dict[str, torch.Tensor]) -> ViTScratchForImageClassification:
+    """Our model holding exactly `state_dict` (strict: every key, every shape)."""
+    model = ViTScratchForImageClassification(config)
+    model.load_state_dict(state_dict, strict=True)
+    return model.eval()
+
+
+def to_transformers(model: ViTScratchForImageClassification, output_dir: str | Path, processor=None) -> Path:
+    """Write our model as a transformers `ViTForImageClassification` folder (the 4.x key layout, which transformers
+    4.x and 5.x both load): config.json, model.safetensors and preprocessor_config.json."""
+    config = model.config
+    features = {
+        "pooling='mean'": config.pooling != "cls", "fc_norm": config.fc_norm,
+        "position_embedding='sincos'": config.position_embedding != "learned",
+    }  # fmt: skip
+    problems = [name for name, used in features.items() if used]
+    if problems:
+        raise ValueError(f"transformers' ViT has no {', '.join(problems)}: this model cannot be exported to it.")
+    key_map = transformers_key_map(config.num_hidden_layers, "v4", "vit.")
+    state_dict = {}
+    for key, tensor in model.state_dict().items():
+        parts = key_map[key]
+        if key.endswith("patch_embeddings.projection.weight") and tensor.ndim == 2:  # linear form -> conv kernel
+            tensor = tensor.reshape(config.hidden_size, config.num_channels, *to_pair(config.patch_size))
+        for part, chunk in zip(parts, tensor.chunk(len(parts)) if len(parts) > 1 else (tensor,)):
+            state_dict[part] = chunk.contiguous()
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    save_file(state_dict, output_dir / "model.safetensors", metadata={"format": "pt"})
+    reference = {name: getattr(config, name) for name in TRANSFORMERS_CONFIG_FIELDS}
+    height, width = to_pair(config.image_size)
+    patch_h, patch_w = to_pair(config.patch_size)
+    if height != width or patch_h != patch_w:
+        raise ValueError("transformers' ViT config takes square image and patch sizes only.")
+    reference |= dict(image_size=height, patch_size=patch_h, model_type="vit", hidden_act="gelu",
+                      architectures=["ViTForImageClassification"], encoder_stride=patch_h,
+                      id2label={str(k): v for k, v in config.id2label.items()},
+                      label2id=dict(config.label2id))  # fmt: skip
+    (output_dir / "config.json").write_text(json.dumps(reference, indent=2) + "\n")
+    if processor is not None:
+        settings = {
+            "image_processor_type": "ViTImageProcessor", "do_resize": True, "do_rescale": True, "do_normalize": True,
+            "size": processor.size if isinstance(processor.size, dict) else dict(processor.size),
+            "resample": int(processor.resample), "rescale_factor": processor.rescale_factor,
+            "image_mean": list(processor.image_mean), "image_std": list(processor.image_std),
+        }  # fmt: skip
+        (output_dir / "preprocessor_config.json").write_text(json.dumps(settings, indent=2) + "\n")
+    return output_dir

@@ -1,0 +1,73 @@
+"""Convert ViT checkpoints to and from vit_scratch.
+
+    python scripts/convert_checkpoint.py --from transformers --input google/vit-base-patch16-224 --output DIR
+    python scripts/convert_checkpoint.py --from timm --timm-model vit_base_patch16_224 --input weights.safetensors --output DIR
+    python scripts/convert_checkpoint.py --to transformers --input DIR --output DIR
+
+timm is needed only for `--from timm` (to build the architecture, without weights, and read its hyper-parameters).
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor
+from modeling_vit_scratch.convert import from_timm, from_transformers, to_transformers
+from modeling_vit_scratch.training import parse_overrides
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    direction = parser.add_mutually_exclusive_group(required=True)
+    direction.add_argument("--from", dest="source", choices=["transformers", "timm"], help="convert into vit_scratch")
+    direction.add_argument("--to", dest="target", choices=["transformers"], help="convert a vit_scratch folder out")
+    parser.add_argument("--input", required=True, help="folder or hub repo id; a safetensors file for --from timm")
+    parser.add_argument("--output", required=True, help="folder to write")
+    parser.add_argument("--timm-model", help="timm architecture name, e.g. vit_base_patch16_224 (--from timm)")
+    parser.add_argument("--timm-kwargs", help="extra timm.create_model arguments, e.g. 'global_pool=avg,img_size=384'")
+    return parser.parse_args(argv)
+
+
+def convert(args: argparse.Namespace) -> None:
+    if args.target == "transformers":
+        model = ViTScratchForImageClassification.from_pretrained(args.input)
+        processor = ViTScratchImageProcessor.from_pretrained(args.input)
+        to_transformers(model, args.output, processor)
+        print(f"Wrote a transformers ViTForImageClassification folder to {args.output}")
+        return
+    if args.source == "timm":
+        if not args.timm_model:
+            raise ValueError("--from timm needs --timm-model NAME (e.g. vit_base_patch16_224) to know the architecture.")
+        if not Path(args.input).is_file():
+            raise FileNotFoundError(f"--input {args.input!r} is not a file: give the timm model's weights as safetensors.")
+        import timm
+        from safetensors.torch import load_file
+
+        kwargs = {"num_classes": _num_classes(args.input), **parse_overrides(args.timm_kwargs)}
+        reference = timm.create_model(args.timm_model, pretrained=False, **kwargs)
+        model, processor = from_timm(reference, load_file(args.input))
+    else:
+        model, processor = from_transformers(args.input)
+    model.save_pretrained(args.output)
+    processor.save_pretrained(args.output)
+    print(f"Wrote a vit_scratch folder to {args.output} ({model.num_parameters():,} parameters)")
+
+
+def _num_classes(path: str) -> int:
+    """The head size stored in a timm state dict (0 when it has no head)."""
+    from safetensors import safe_open
+
+    with safe_open(path, framework="pt") as weights:
+        return weights.get_slice("head.weight").get_shape()[0] if "head.weight" in weights.keys() else 0
+
+
+def main(argv: list[str]) -> None:
+    args = parse_args(argv)
+    try:
+        convert(args)
+    except (ValueError, KeyError, FileNotFoundError) as error:
+        sys.exit(f"error: {error}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

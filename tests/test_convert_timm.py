@@ -1,0 +1,86 @@
+"""Conversion from timm's VisionTransformer: same function to 1e-5, for class-token and average pooling.
+
+timm imports torchvision, which has no CPU build for the CPU torch of the main environment; `make test` runs this
+file in a second environment (.venv-timm) that has both, with the `timm` marker.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from modeling_vit_scratch.convert import from_timm
+
+pytestmark = pytest.mark.timm  # deselected in the main environment, selected in .venv-timm
+REPO = Path(__file__).resolve().parent.parent
+
+
+def timm_vit(**kwargs):
+    """vit_tiny_patch16_224 as timm builds it (random weights), at a smaller size to keep the test quick."""
+    import timm
+
+    model = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=64, num_classes=9, **kwargs).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0, 0.1)
+    return model
+
+
+def max_difference(ours, reference, images) -> float:
+    with torch.no_grad():
+        return (ours(pixel_values=images).logits - reference(images)).abs().max().item()
+
+
+@pytest.mark.parametrize("pool", ["token", "avg"])
+def test_converted_timm_model_computes_the_same_logits(pool):
+    reference = timm_vit(global_pool=pool)
+    ours, processor = from_timm(reference, reference.state_dict())
+    assert ours.config.pooling == ("cls" if pool == "token" else "mean")
+    assert ours.config.fc_norm == (pool == "avg") and ours.config.layer_norm_eps == 1e-6
+    assert max_difference(ours, reference, torch.randn(3, 3, 64, 64)) < 1e-5
+    assert processor.image_mean == list(reference.pretrained_cfg["mean"]) and processor.resample == 3  # bicubic
+
+
+def test_full_size_vit_tiny_converts():
+    import timm
+
+    reference = timm.create_model("vit_tiny_patch16_224", pretrained=False).eval()
+    ours, _ = from_timm(reference, reference.state_dict())
+    assert ours.num_parameters() == sum(p.numel() for p in reference.parameters())
+    assert max_difference(ours, reference, torch.randn(1, 3, 224, 224)) < 1e-5
+
+
+@pytest.mark.parametrize("change", ["missing", "extra"])
+def test_a_missing_or_extra_timm_key_is_an_error_naming_it(change):
+    reference = timm_vit()
+    weights = dict(reference.state_dict())
+    if change == "missing":
+        del weights["blocks.1.attn.proj.weight"]
+        name = "blocks.1.attn.proj.weight"
+    else:
+        weights["blocks.0.ls1.gamma"] = torch.ones(192)
+        name = "blocks.0.ls1.gamma"
+    with pytest.raises(KeyError, match=name.replace(".", r"\.")):
+        from_timm(reference, weights)
+
+
+def test_unsupported_timm_variant_is_refused():
+    with pytest.raises(ValueError, match="class token"):
+        from_timm(timm_vit(class_token=False, global_pool="avg"), {})
+
+
+def test_convert_script_from_timm_file(tmp_path):
+    reference = timm_vit(global_pool="avg")
+    save_file({k: v.contiguous() for k, v in reference.state_dict().items()}, tmp_path / "weights.safetensors")
+    command = [sys.executable, str(REPO / "scripts" / "convert_checkpoint.py"), "--from", "timm", "--timm-model",
+               "vit_tiny_patch16_224", "--timm-kwargs", "global_pool=avg,img_size=64", "--input",
+               str(tmp_path / "weights.safetensors"), "--output", str(tmp_path / "ours")]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    from transformers import AutoModelForImageClassification
+
+    ours = AutoModelForImageClassification.from_pretrained(tmp_path / "ours", trust_remote_code=True).eval()
+    assert max_difference(ours, reference, torch.randn(2, 3, 64, 64)) < 1e-5
