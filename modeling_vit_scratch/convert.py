@@ -228,10 +228,10 @@ def from_timm(timm_model, state_dict: dict[str, torch.Tensor]) -> tuple[ViTScrat
     model = build_with_weights(config, remap(state_dict, timm_key_map(config.num_hidden_layers), expected_keys(config), "timm ViT"))
     data_config = getattr(timm_model, "pretrained_cfg", None) or {}
     resample = {"bilinear": 2, "bicubic": 3, "nearest": 0}.get(data_config.get("interpolation", "bicubic"), 3)
-    processor = processor_from_reference(
-        config, data_config.get("mean", [0.5] * config.num_channels), data_config.get("std", [0.5] * config.num_channels),
-        to_pair(config.image_size), resample,
-    )  # fmt: skip
+    mean, std = (list(data_config.get(name, [0.5] * config.num_channels)) for name in ("mean", "std"))
+    if len(mean) != config.num_channels:  # timm keeps RGB statistics for models built with other in_chans
+        mean, std = ([sum(values) / len(values)] * config.num_channels for values in (mean, std))
+    processor = processor_from_reference(config, mean, std, to_pair(config.image_size), resample)
     return model, processor
 
 

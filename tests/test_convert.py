@@ -144,3 +144,23 @@ def test_converted_folder_classifies_with_the_pipeline(tmp_path):
 
     predictions = pipeline("image-classification", model=str(tmp_path / "ours"))(Image.new("RGB", (50, 40)))
     assert len(predictions) == 5 and predictions[0]["label"].startswith("LABEL_")
+
+
+def test_convert_script_both_ways(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "convert_checkpoint.py"
+    reference = reference_vit("small-rgb")
+    reference.save_pretrained(tmp_path / "reference")
+    for args in (["--from", "transformers", "--input", str(tmp_path / "reference"), "--output", str(tmp_path / "ours")],
+                 ["--to", "transformers", "--input", str(tmp_path / "ours"), "--output", str(tmp_path / "back")]):
+        result = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+    back = ViTForImageClassification.from_pretrained(tmp_path / "back")
+    for key, tensor in reference.state_dict().items():
+        assert torch.equal(back.state_dict()[key], tensor), key
+    failed = subprocess.run([sys.executable, str(script), "--from", "transformers", "--input", str(tmp_path / "nope"),
+                             "--output", str(tmp_path / "x")], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert failed.returncode != 0 and failed.stderr.strip().splitlines()[-1].startswith("error: Folder")
