@@ -1,0 +1,118 @@
+"""Explain: attention maps for any kernel, rollout, gradient rollout, Fig. 7 diagnostics and the explain script."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from conftest import tiny_config
+from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor
+from modeling_vit_scratch import explain
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def random_attention(batch=2, heads=3, tokens=10, layers=4) -> tuple[torch.Tensor, ...]:
+    return tuple(torch.rand(batch, heads, tokens, tokens).softmax(-1) for _ in range(layers))
+
+
+def test_sdpa_model_gives_eager_attention_maps_and_is_left_unchanged(config):
+    sdpa = ViTScratchForImageClassification._from_config(config, attn_implementation="sdpa").eval()
+    eager = ViTScratchForImageClassification._from_config(tiny_config(), attn_implementation="eager").eval()
+    eager.load_state_dict(sdpa.state_dict())
+    images = torch.randn(2, 3, 20, 20)
+    with torch.no_grad():
+        before = sdpa(images).logits
+    weights_before = {k: v.clone() for k, v in sdpa.state_dict().items()}
+    maps = explain.attention_maps(sdpa, images)
+    expected = explain.attention_maps(eager, images)
+    assert len(maps) == config.num_hidden_layers and maps[0].shape == (2, 3, 26, 26)
+    for got, want in zip(maps, expected):
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
+    assert sdpa.config._attn_implementation == "sdpa"
+    with torch.no_grad():
+        assert torch.equal(sdpa(images).logits, before)
+    assert all(torch.equal(weights_before[k], v) for k, v in sdpa.state_dict().items())
+
+
+@pytest.mark.parametrize("head_fusion", explain.HEAD_FUSIONS)
+@pytest.mark.parametrize("discard_ratio", [0.0, 0.5])
+def test_rollout_rows_are_distributions(head_fusion, discard_ratio):
+    rollout = explain.attention_rollout(random_attention(), head_fusion, discard_ratio)
+    assert rollout.shape == (2, 10, 10) and (rollout >= 0).all()
+    torch.testing.assert_close(rollout.sum(-1), torch.ones(2, 10))
+
+
+def test_rollout_finds_the_patch_every_layer_looks_at():
+    tokens, target = 10, 6
+    looking = torch.zeros(1, 2, tokens, tokens)
+    looking[..., target] = 1.0  # every token of every head attends only to token 6
+    rollout = explain.attention_rollout((looking,) * 3)
+    patch_map = explain.token_to_patch_map(rollout, (3, 3))
+    assert patch_map.flatten().argmax().item() == target - 1  # patch index = token index - class token
+    assert explain.token_to_patch_map(rollout, (3, 3), pooling="mean").flatten().argmax().item() == target - 1
+
+
+def test_gradient_rollout_depends_on_the_class_and_leaves_no_gradients(config):
+    model = ViTScratchForImageClassification(config).eval()
+    image = torch.randn(1, 3, 20, 20)
+    first = explain.gradient_rollout(model, image, 0)
+    second = explain.gradient_rollout(model, image, 1)
+    assert first.shape == (1, 26, 26) and not torch.allclose(first, second)
+    assert all(parameter.grad is None for parameter in model.parameters())
+
+
+def test_mean_attention_distance_uniform_equals_analytic_and_local_is_smaller():
+    grid, patch = (3, 4), 5
+    tokens = 1 + grid[0] * grid[1]
+    uniform = torch.full((1, 1, tokens, tokens), 1.0 / tokens)
+    local = torch.zeros(1, 1, tokens, tokens)
+    local[0, 0, :, :] = torch.eye(tokens) * 0.9 + 0.1 / tokens  # mostly each patch itself
+    distances = explain.mean_attention_distance((torch.cat([uniform, local], dim=1),), grid, patch)
+    centres = [(r * patch, c * patch) for r in range(grid[0]) for c in range(grid[1])]
+    analytic = np.mean([np.hypot(a[0] - b[0], a[1] - b[1]) for a in centres for b in centres])
+    assert distances.shape == (1, 2)
+    assert distances[0, 0].item() == pytest.approx(analytic, rel=1e-6)
+    assert distances[0, 1] < distances[0, 0]
+
+
+def test_fig7_diagnostics_have_the_paper_shapes(config):
+    model = ViTScratchForImageClassification(config)
+    components = explain.patch_embedding_components(model, count=7)
+    assert components.shape == (7, 3, 4, 4)
+    flat = components.reshape(7, -1)
+    torch.testing.assert_close(flat @ flat.T, torch.eye(7), atol=1e-4, rtol=0)  # orthonormal directions
+    similarity = explain.position_embedding_similarity(model)
+    assert similarity.shape == (5, 5, 5, 5)
+    torch.testing.assert_close(similarity.reshape(25, 25).diagonal(), torch.ones(25))
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_explain_script_writes_pictures(tmp_path, channels):
+    config = tiny_config(num_channels=channels, image_size=16, patch_size=4)
+    ViTScratchForImageClassification(config).save_pretrained(tmp_path / "model")
+    ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path / "model")
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (40, 30, 3), dtype=np.uint8)).save(tmp_path / "in.png")
+    command = [sys.executable, str(REPO / "scripts" / "explain.py"), "--model", str(tmp_path / "model"),
+               "--image", str(tmp_path / "in.png"), "--out", str(tmp_path / "out")]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    ranking = result.stdout.split("top classes:")[1].split("wrote:")[0].split()
+    assert ranking[::2] and len(ranking) == 10 and all(label.startswith("LABEL_") for label in ranking[::2])
+    pictures = sorted(path.name for path in (tmp_path / "out").glob("*.png"))
+    assert pictures == sorted(["patch_grid.png", "attention_rollout.png", f"gradient_rollout_class_{ranking[0]}.png", "attention_per_layer.png",
+                               "fig7_patch_embedding_pca.png", "fig7_position_embedding_similarity.png",
+                               "fig7_mean_attention_distance.png"])  # fmt: skip
+    with Image.open(tmp_path / "out" / "attention_rollout.png") as picture:
+        assert picture.format == "PNG" and picture.size == (800, 400)
+    with Image.open(tmp_path / "out" / "patch_grid.png") as picture:
+        assert picture.size == (500, 500)
+
+    (tmp_path / "broken.png").write_bytes(b"not an image")
+    command[command.index("--image") + 1] = str(tmp_path / "broken.png")
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert refused.returncode != 0 and refused.stderr.strip().splitlines()[-1].startswith("error: Cannot read")
