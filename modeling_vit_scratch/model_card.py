@@ -44,10 +44,10 @@ def result_rows(metrics: dict) -> list[dict]:
     return rows
 
 
-def card_data(config: ViTScratchConfig, metrics: dict, dataset: str, model_name: str) -> ModelCardData:
-    """Front matter the Hub reads, with the test metrics as `model-index` results."""
-    on_hub = dataset != DIGITS and not Path(dataset).exists()
-    dataset_type = "sklearn-digits" if dataset == DIGITS else dataset if on_hub else Path(dataset).name
+def card_data(config: ViTScratchConfig, metrics: dict, dataset: str | None, model_name: str) -> ModelCardData:
+    """Front matter the Hub reads, with the test metrics as `model-index` results when they are known."""
+    on_hub = dataset is not None and dataset != DIGITS and not Path(dataset).exists()
+    dataset_type = "sklearn-digits" if dataset == DIGITS else dataset if on_hub else Path(dataset or "data").name
     dataset_name = "scikit-learn handwritten digits" if dataset == DIGITS else dataset_type
     eval_results = [
         EvalResult(
@@ -70,31 +70,56 @@ def card_data(config: ViTScratchConfig, metrics: dict, dataset: str, model_name:
     )
 
 
+def training_record(command: str, dataset: str, splits: dict[str, int], training_args, metrics: dict,
+                    augmentation: str | None) -> dict:  # fmt: skip
+    """What the card says about training, saved beside the model (training_record.json) so a later push can
+    render the same card."""
+    precision = "bf16 mixed precision" if training_args.bf16 else "fp16 mixed precision" if training_args.fp16 else None
+    return dict(
+        command=command,
+        dataset=dataset,
+        num_train=splits["train"],
+        num_validation=splits["validation"],
+        num_test=splits["test"],
+        epochs=float(metrics.get("epoch", training_args.num_train_epochs)),
+        learning_rate=training_args.learning_rate,
+        weight_decay=training_args.weight_decay,
+        scheduler=str(getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type)),
+        total_batch=metrics.get("total_train_batch_size"),
+        seed=training_args.seed,
+        world_size=metrics.get("world_size", 1),
+        precision=precision,
+        augmentation=augmentation,
+        wall_time_seconds=metrics.get("wall_time_seconds"),
+    )
+
+
 def render_model_card(
     config: ViTScratchConfig,
-    metrics: dict,
-    *,
-    command: str,
-    dataset: str,
-    num_train: int,
-    num_validation: int,
-    num_test: int,
-    training_args,
-    augmentation: str | None = None,
+    metrics: dict | None = None,
+    record: dict | None = None,
     model_id: str | None = None,
     revision: str | None = None,
     template: str | Path = TEMPLATE,
 ) -> ModelCard:
-    """The card for a trained folder; `model_id`/`revision` fill the loading example once the repo is known."""
+    """The card for a model folder. `metrics` (all_results.json) and `record` (training_record.json) are left out
+    of the card when unknown; `model_id`/`revision` fill the loading example once the repo is known."""
     template = Path(template)
     if not template.is_file():
         raise FileNotFoundError(f"Model card template {template} not found: run from a clone of vit-scratch.")
-    model_name = model_id.split("/")[-1] if model_id else f"vit-scratch-{Path(dataset).name}"
+    metrics, record = metrics or {}, dict(record or {})
+    dataset = record.get("dataset")
+    model_name = model_id.split("/")[-1] if model_id else f"vit-scratch-{Path(dataset).name if dataset else 'model'}"
     (height, width), (patch_h, patch_w) = to_pair(config.image_size), to_pair(config.patch_size)
     grid_h, grid_w = config.grid_size
-    labels = list(config.id2label.values())
-    precision = "bf16 mixed precision" if training_args.bf16 else "fp16 mixed precision" if training_args.fp16 else None
-    minutes, seconds = divmod(int(metrics.get("wall_time_seconds", 0)), 60)
+    labels = [str(label) for label in config.id2label.values()]
+    if record:
+        minutes, seconds = divmod(int(record.get("wall_time_seconds") or 0), 60)
+        record.update(
+            epochs=f"{record['epochs']:g}", learning_rate=f"{record['learning_rate']:g}",
+            weight_decay=f"{record['weight_decay']:g}", wall_time=f"{minutes} min {seconds} s",
+            dataset_text=DIGITS_TEXT if dataset == DIGITS else f"The image-classification data set `{dataset}`.",
+        )  # fmt: skip
     values = dict(
         card_data=card_data(config, metrics, dataset, model_name).to_yaml(),
         model_name=model_name,
@@ -112,22 +137,8 @@ def render_model_card(
         position_embedding=config.position_embedding,
         num_labels=len(labels),
         label_preview=", ".join(labels[:10]) + (", ..." if len(labels) > 10 else ""),
-        num_parameters=int(metrics.get("num_parameters", 0)),
-        dataset_text=DIGITS_TEXT if dataset == DIGITS else f"The image-classification data set `{dataset}`.",
-        num_train=num_train,
-        num_validation=num_validation,
-        num_test=num_test,
-        epochs=f"{metrics.get('epoch', training_args.num_train_epochs):g}",
-        learning_rate=f"{training_args.learning_rate:g}",
-        weight_decay=f"{training_args.weight_decay:g}",
-        scheduler=str(getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type)),
-        total_batch=metrics.get("total_train_batch_size"),
-        seed=training_args.seed,
-        world_size=metrics.get("world_size", 1),
-        precision=precision,
-        augmentation=augmentation,
-        wall_time=f"{minutes} min {seconds} s",
-        command=command,
+        num_parameters=parameter_count(config),
+        record=record,
         result_rows=result_rows(metrics),
         model_id=model_id or "path/to/this/folder",
         revision=revision,
@@ -137,3 +148,13 @@ def render_model_card(
     if "{{" in text or "{%" in text:
         raise ValueError("The rendered model card still holds a template placeholder: fix model_card.md.")
     return ModelCard(text)
+
+
+def parameter_count(config: ViTScratchConfig) -> int:
+    """Parameters of the classification model for `config`, counted without allocating them."""
+    import torch
+
+    from .modeling_vit_scratch import ViTScratchForImageClassification
+
+    with torch.device("meta"):
+        return ViTScratchForImageClassification(config).num_parameters()

@@ -27,6 +27,7 @@ from .modeling_vit_scratch import ViTScratchForImageClassification
 
 CURVES_FILE = "training_curves.png"
 RESULTS_FILE = "all_results.json"
+RECORD_FILE = "training_record.json"
 
 
 @dataclass
@@ -177,10 +178,17 @@ def build_model(args: ModelArguments, data: PreparedData) -> tuple[ViTScratchFor
 
 
 def accuracy_metrics(eval_prediction) -> dict[str, float]:
-    """Top-1 accuracy, and top-5 when there are more than 5 classes."""
+    """Top-1 accuracy, top-5 when there are more than 5 classes, and `selection_score` for picking the best epoch.
+
+    `selection_score` is the accuracy with ties broken by the lower cross-entropy: on a small validation set many
+    epochs reach the same accuracy, and the earliest of them (the Trainer's choice) is usually the least trained.
+    """
     logits, labels = eval_prediction.predictions, eval_prediction.label_ids
     logits = logits[0] if isinstance(logits, tuple) else logits
-    metrics = {"accuracy": float((logits.argmax(-1) == labels).mean())}
+    accuracy = float((logits.argmax(-1) == labels).mean())
+    log_probabilities = torch.from_numpy(logits).float().log_softmax(-1)
+    loss = float(-log_probabilities.gather(1, torch.from_numpy(labels).long()[:, None]).mean())
+    metrics = {"accuracy": accuracy, "selection_score": accuracy - 1e-4 * min(loss, 50.0)}  # 1e-4 * 50 < one image
     if logits.shape[-1] > 5:
         top5 = np.argsort(-logits, axis=-1)[:, :5]
         metrics["top5_accuracy"] = float((top5 == labels[:, None]).any(-1).mean())
@@ -247,6 +255,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
 
     check_world_size(training_args)
     training_args.remove_unused_columns = False  # the image column must reach the transform
+    push = training_args.push_to_hub  # pushed below through the same gate as scripts/push_to_hub.py
+    training_args.push_to_hub = False
     set_global_batch_size(training_args, data_args.total_train_batch_size)
     trainer = Trainer(
         model=model,
@@ -271,13 +281,22 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     )
     if trainer.is_world_process_zero():
         write_model_folder(trainer, processor, data, data_args, metrics)
+        if push:
+            from .hub import push_to_hub
+
+            result = push_to_hub(
+                training_args.output_dir, training_args.hub_model_id or Path(training_args.output_dir).name,
+                private=bool(training_args.hub_private_repo), token=training_args.hub_token,
+                revision=training_args.hub_revision,
+            )  # fmt: skip
+            print(f"Pushed to {result.repo_url} (commit {result.commit_id})")
     trainer.accelerator.wait_for_everyone()
     return metrics
 
 
 def write_model_folder(trainer: Trainer, processor, data: PreparedData, data_args: DataArguments, metrics: dict) -> None:
     """Weights, config, code, processor, metrics, curves and card; each file replaced atomically."""
-    from .model_card import render_model_card
+    from .model_card import render_model_card, training_record
     from .plots import plot_training_curves
 
     output_dir = Path(trainer.args.output_dir)
@@ -288,11 +307,11 @@ def write_model_folder(trainer: Trainer, processor, data: PreparedData, data_arg
         processor.save_pretrained(staging)
         (staging / RESULTS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
         plot_training_curves(trainer.state.log_history, staging / CURVES_FILE)
-        card = render_model_card(
-            model.config, metrics, command=plain_command(), dataset=data_args.dataset,
-            num_train=len(data.splits["train"]), num_validation=len(data.splits["validation"]),
-            num_test=len(data.splits["test"]), training_args=trainer.args, augmentation=augmentation_text(data_args),
-        )  # fmt: skip
+        splits = {name: len(split) for name, split in data.splits.items()}
+        record = training_record(plain_command(), data_args.dataset, splits, trainer.args, metrics,
+                                 augmentation_text(data_args))  # fmt: skip
+        (staging / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        card = render_model_card(model.config, metrics, record)
         card.save(staging / "README.md")
         for path in staging.iterdir():
             path.chmod(0o644)  # staged files may be private (mkstemp); the folder is meant to be shared

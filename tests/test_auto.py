@@ -65,14 +65,15 @@ FRESH_PROCESS = textwrap.dedent(
     import numpy as np, torch
     from PIL import Image
     from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForImageClassification, pipeline
-    folder, inputs, outputs = sys.argv[1:4]
+    folder, inputs, outputs, revision = sys.argv[1:4] + [sys.argv[4] or None]
     pixel_values = torch.load(inputs)
-    model = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=True).eval()
+    load = dict(trust_remote_code=True, revision=revision)
+    model = AutoModelForImageClassification.from_pretrained(folder, **load).eval()
     assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
-    base = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
-    config = AutoConfig.from_pretrained(folder, trust_remote_code=True)
-    processor = AutoImageProcessor.from_pretrained(folder, trust_remote_code=True)
-    classify = pipeline("image-classification", model=folder, trust_remote_code=True)
+    base = AutoModel.from_pretrained(folder, **load).eval()
+    config = AutoConfig.from_pretrained(folder, **load)
+    processor = AutoImageProcessor.from_pretrained(folder, **load)
+    classify = pipeline("image-classification", model=folder, **load)
     image = Image.fromarray(np.arange(30 * 40 * 3, dtype=np.uint8).reshape(30, 40, 3))
     with torch.no_grad():
         torch.save({
@@ -86,13 +87,16 @@ FRESH_PROCESS = textwrap.dedent(
 )
 
 
-def run_fresh(folder, pixel_values, tmp_path) -> dict:
+def run_fresh(folder, pixel_values, tmp_path, env: dict | None = None, revision: str | None = None) -> dict:
+    """Load `folder` (or a repo id, with `env` pointing at a hub) in a new process where the package is absent:
+    logits, base-model tokens, config and processor classes, and the pipeline's answer for a 40x30 RGB image."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     script, inputs, outputs = tmp_path / "load.py", tmp_path / "inputs.pt", tmp_path / "outputs.pt"
     script.write_text(FRESH_PROCESS)
     torch.save(pixel_values, inputs)
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, **(env or {"HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1"})}
     result = subprocess.run(
-        [sys.executable, str(script), str(folder), str(inputs), str(outputs)],
+        [sys.executable, str(script), str(folder), str(inputs), str(outputs), revision or ""],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]

@@ -189,3 +189,21 @@ def test_fine_tuning_with_new_labels_reinitialises_the_head(tmp_path, trained_im
     original = AutoModelForImageClassification.from_pretrained(output_dir)
     torch.testing.assert_close(model.vit.embeddings.cls_token, original.vit.embeddings.cls_token)
     assert processor.num_channels == 3
+
+
+def test_accuracy_metrics_and_the_tie_breaking_selection_score():
+    from transformers import EvalPrediction
+
+    from modeling_vit_scratch.training import accuracy_metrics
+
+    labels = np.array([0, 1, 2, 3, 4, 5])
+    confident = np.eye(6, dtype=np.float32) * 8  # all right, low loss
+    hesitant = np.eye(6, dtype=np.float32) * 0.5  # all right, high loss
+    wrong_once = confident.copy()
+    wrong_once[0] = np.roll(wrong_once[0], 1)
+    scores = {name: accuracy_metrics(EvalPrediction(predictions=logits, label_ids=labels))
+              for name, logits in (("confident", confident), ("hesitant", hesitant), ("wrong_once", wrong_once))}
+    assert scores["confident"]["accuracy"] == scores["hesitant"]["accuracy"] == 1.0
+    assert scores["confident"]["selection_score"] > scores["hesitant"]["selection_score"] > scores["wrong_once"]["selection_score"]
+    assert scores["wrong_once"]["accuracy"] == pytest.approx(5 / 6)
+    assert scores["confident"]["top5_accuracy"] == 1.0

@@ -1,0 +1,36 @@
+"""Push a saved model folder to the Hugging Face Hub: `python scripts/push_to_hub.py FOLDER REPO_ID [options]`.
+
+The folder must reload identically through the Auto classes with its own code, or nothing is pushed. The token
+comes from HF_TOKEN or `hf auth login`; it is never printed.
+"""
+
+import argparse
+import sys
+
+from modeling_vit_scratch.hub import push_to_hub
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folder", help="a training output, or any folder written by save_pretrained with its processor")
+    parser.add_argument("repo_id", help="e.g. your-name/vit-digits")
+    parser.add_argument("--private", action="store_true", help="create the repo private")
+    parser.add_argument("--revision", help="branch to push to (created if missing); default main")
+    parser.add_argument("--create_pr", action="store_true", help="open a pull request instead of committing")
+    parser.add_argument("--commit_message", help="message of the model commit")
+    parser.add_argument("--max_shard_size", default="2GB", help="split model.safetensors above this size")
+    args = parser.parse_args(argv)
+    try:
+        result = push_to_hub(
+            args.folder, args.repo_id, private=args.private, revision=args.revision, create_pr=args.create_pr,
+            commit_message=args.commit_message, max_shard_size=args.max_shard_size,
+        )  # fmt: skip
+    except (ValueError, FileNotFoundError, RuntimeError) as error:
+        sys.exit(f"error: {error}")
+    print(f"repo: {result.repo_url}\ncommit: {result.commit_id}")
+    if result.pull_request_url:
+        print(f"pull request: {result.pull_request_url}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
