@@ -19,6 +19,7 @@ from safetensors.torch import load_file, save_file
 from .configuration_vit_scratch import ViTScratchConfig, to_pair
 from .image_processing_vit_scratch import ViTScratchImageProcessor
 from .modeling_vit_scratch import ViTScratchForImageClassification
+from .paths import looks_like_local_path
 
 logger = logging.getLogger(__name__)
 
@@ -148,7 +149,7 @@ def local_folder(path_or_repo: str) -> Path:
     path = Path(path_or_repo)
     if path.is_dir():
         return path
-    if path_or_repo.startswith(("/", ".", "~")) or path_or_repo.count("/") > 1:
+    if looks_like_local_path(path_or_repo):
         raise FileNotFoundError(f"Folder {path_or_repo!r} does not exist: give a saved folder or a hub repo id.")
     from huggingface_hub import snapshot_download
 

@@ -14,6 +14,8 @@ import torch
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Image as ImageFeature, load_dataset, load_from_disk
 from PIL import Image
 
+from .paths import looks_like_local_path
+
 DIGITS = "digits"
 IMAGE_COLUMN_NAMES = ("image", "img", "images", "picture", "pixel_values")
 LABEL_COLUMN_NAMES = ("label", "labels", "class", "fine_label", "target")
@@ -51,7 +53,7 @@ def load_image_dataset(source: str, config_name: str | None = None, data_dir: st
             loaded = load_from_disk(str(path))
         else:
             loaded = load_dataset("imagefolder", data_dir=str(path))
-    elif source.startswith(("/", ".", "~")) or source.count("/") > 1:  # a path, not "name" or "owner/name"
+    elif looks_like_local_path(source):
         raise FileNotFoundError(
             f"Data set folder {source!r} does not exist: pass an existing folder (an imagefolder with one "
             f"sub-folder per class, or a save_to_disk folder), a hub dataset name, or {DIGITS!r}."

@@ -24,6 +24,7 @@ from .configuration_vit_scratch import PRESETS, ViTScratchConfig
 from .data import DIGITS, ImageTransform, PreparedData, collate_images, load_image_dataset, prepare_splits
 from .image_processing_vit_scratch import ViTScratchImageProcessor
 from .modeling_vit_scratch import ViTScratchForImageClassification
+from .paths import looks_like_local_path
 
 CURVES_FILE = "training_curves.png"
 RESULTS_FILE = "all_results.json"
@@ -157,7 +158,7 @@ def build_model(args: ModelArguments, data: PreparedData) -> tuple[ViTScratchFor
     if overrides:
         raise ValueError("--config_overrides applies to new models only; a checkpoint keeps its architecture.")
     path = Path(args.model)
-    looks_like_path = args.model.startswith(("/", ".", "~")) or args.model.count("/") > 1
+    looks_like_path = looks_like_local_path(args.model)
     if not path.exists() and looks_like_path:
         raise FileNotFoundError(f"Checkpoint folder {args.model!r} does not exist: give a saved folder or repo id.")
     if path.is_dir() and not (path / "config.json").exists():

@@ -207,3 +207,30 @@ def test_accuracy_metrics_and_the_tie_breaking_selection_score():
     assert scores["confident"]["selection_score"] > scores["hesitant"]["selection_score"] > scores["wrong_once"]["selection_score"]
     assert scores["wrong_once"]["accuracy"] == pytest.approx(5 / 6)
     assert scores["confident"]["top5_accuracy"] == 1.0
+
+
+def folder_test_accuracy(folder: Path) -> float:
+    """Accuracy on the digits test split of a saved folder, loaded through the Auto classes with its own code."""
+    from transformers import AutoImageProcessor
+
+    from modeling_vit_scratch.data import collate_images, digits_dataset, ImageTransform
+
+    model = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=True).eval()
+    processor = AutoImageProcessor.from_pretrained(folder, trust_remote_code=True)
+    test = digits_dataset()["test"].with_transform(ImageTransform(processor))
+    batch = collate_images([test[i] for i in range(len(test))])
+    with torch.no_grad():
+        predictions = model(pixel_values=batch["pixel_values"]).logits.argmax(-1)
+    return (predictions == batch["labels"]).float().mean().item()
+
+
+@pytest.mark.slow
+def test_default_recipe_reaches_98_percent_on_the_digits_test_split(tmp_path):
+    """`make train`'s recipe, end to end (about 4 CPU-minutes): the reloaded folder classifies >= 98% of the test split."""
+    result = run_script("configs/train_digits.json", "--output_dir", str(tmp_path / "out"), "--disable_tqdm", "true",
+                        timeout=1800)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    accuracy = folder_test_accuracy(tmp_path / "out")
+    assert accuracy >= 0.98
+    reported = json.loads((tmp_path / "out" / "all_results.json").read_text())["test_accuracy"]
+    assert accuracy == pytest.approx(reported, abs=1 / 360 + 1e-9)  # at most one image apart (float rounding)
