@@ -136,6 +136,7 @@ def plot_attention_distance(distances, path: str | Path) -> Path:
     for head in range(heads):
         axis.scatter(range(1, layers + 1), distances[:, head].numpy(), s=14, label=f"head {head + 1}")
     axis.set(xlabel="network depth (layer)", ylabel="mean attention distance (pixels)", title="Mean attention distance")
+    axis.set_xticks(range(1, layers + 1))
     axis.grid(alpha=0.3)
     if heads <= 16:
         axis.legend(fontsize=6, ncol=2)

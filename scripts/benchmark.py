@@ -52,7 +52,7 @@ def build(implementation: str, config: dict):
         from transformers import ViTConfig, ViTForImageClassification
 
         kernel = implementation.split("-")[1]
-        return ViTForImageClassification(ViTConfig(**dims, num_labels=NUM_LABELS), attn_implementation=kernel)
+        return ViTForImageClassification._from_config(ViTConfig(**dims, num_labels=NUM_LABELS), attn_implementation=kernel)
     if implementation == "timm":
         from timm.models.vision_transformer import VisionTransformer
 
@@ -89,8 +89,15 @@ def measure(implementation: str, config_name: str, mode: str, batch: int, steps:
     """One measurement, in this process: images per second and peak memory."""
     import torch
 
+    import transformers  # noqa: F401  every library imported before the baseline, so memory is the model's own
+
+    try:
+        import timm  # noqa: F401
+    except ImportError:
+        pass
     torch.manual_seed(0)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    baseline = 0 if device.type == "cuda" else peak_memory_bytes(device)
     config = CONFIGS[config_name]
     model = build(implementation, config).to(device)
     images = torch.randn(batch, config["num_channels"], config["image_size"], config["image_size"], device=device)
@@ -117,16 +124,15 @@ def measure(implementation: str, config_name: str, mode: str, batch: int, steps:
         step()
     if device.type == "cuda":
         torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats(device)
-    memory_before = peak_memory_bytes(device)
     started = time.perf_counter()
     for _ in range(steps):
         step()
     if device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - started
-    result = dict(images_per_second=batch * steps / seconds, peak_memory_mb=peak_memory_bytes(device) / 2**20,
-                  peak_memory_growth_mb=(peak_memory_bytes(device) - memory_before) / 2**20)  # fmt: skip
+    # CPU: peak resident memory above the process after imports (model, inputs, activations, optimizer state)
+    result = dict(images_per_second=batch * steps / seconds,
+                  peak_memory_mb=(peak_memory_bytes(device) - baseline) / 2**20)  # fmt: skip
     if device.type == "cuda":
         flops = forward_flops(config) * (3 if mode == "train" else 1) * batch * steps / seconds
         name = torch.cuda.get_device_name(device)
