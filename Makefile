@@ -11,8 +11,9 @@ PIP := -m pip install --quiet --disable-pip-version-check
 OUTPUT_DIR ?= outputs/vit-digits
 TRAIN_CONFIG ?= configs/train_digits.json
 PYTEST_ARGS ?=
+BENCHMARK_ARGS ?=
 
-.PHONY: install install-timm train test test-fast test-timm test-slow clean
+.PHONY: install install-timm train test test-fast test-timm test-slow benchmark clean
 
 install: $(VENV)/.installed
 
@@ -43,6 +44,9 @@ test-timm: install-timm
 
 test-slow: install
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)
+
+benchmark: install-timm
+	$(TIMM_VENV)/bin/python scripts/benchmark.py $(BENCHMARK_ARGS)
 
 clean:
 	rm -rf $(VENV) $(TIMM_VENV) outputs .pytest_cache

@@ -3,21 +3,24 @@
     python scripts/benchmark.py                       # digits and tiny224, 5 rounds, inference and training
     python scripts/benchmark.py --configs digits mnist28 tiny224 base224 --rounds 7 --json results.json
 
-Every measurement runs in its own subprocess (a fresh allocator, no warm caches shared between implementations);
-implementations are interleaved round by round (A B C D A B C D ...) after warm-up, so a slow spell of the machine
-hits all of them. Reported: the median and min-max over rounds, and the median of the per-round ratios to
-transformers' ViT with SDPA (its default). Needs timm and transformers (`make install-timm` has both: run it with
-.venv-timm/bin/python). CPU figures are noisy: compare ratios from one run, not numbers across runs.
+Every measurement runs in its own subprocess (a fresh allocator, no warm caches shared between implementations). In
+each round every implementation gets a fresh process; their timed chunks are interleaved (A B C D A B C D ...), so
+a slow spell of the machine hits all of them, and the fastest chunk counts. Reported: the median and min-max over rounds, and medians of the
+per-round ratios to transformers' ViT with SDPA (its default) and, for ours, to the fastest of transformers' eager
+ViT and timm; then whether the bars of issue 7 are met. Needs timm and transformers (`make install-timm` has both:
+run it with .venv-timm/bin/python). CPU figures are noisy: compare ratios from one run, not numbers across runs.
 """
 
 import argparse
 import json
+import math
 import os
 import platform
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,9 +37,20 @@ CONFIGS = {
                     num_attention_heads=12, intermediate_size=3072, batch=[1, 8], train=False),
 }  # fmt: skip
 IMPLEMENTATIONS = ("vit_scratch", "transformers-sdpa", "transformers-eager", "timm")
-BASELINE = "transformers-sdpa"
+ALL_IMPLEMENTATIONS = IMPLEMENTATIONS + ("vit_scratch-eager",)  # ours with the explicit attention, on request
+OURS = "vit_scratch"
+BASELINE = "transformers-sdpa"  # transformers' ViT as a user gets it by default
+PEERS = ("transformers-eager", "timm")  # the fastest of these, round by round, is the other bar
+MODES = ("inference", "train", "train-bf16")
+SETTLE_SECONDS = 0.2  # pause before each timed chunk
+# glibc malloc's dynamic thresholds make a CPU process hand memory back to the OS and fault it in again on some
+# step patterns and not others, so the same model measured in two fresh processes differed by up to 2x here. Fixed
+# thresholds (for every implementation alike; --glibc-malloc-defaults turns this off) keep freed activations in the
+# heap, which is also the faster way to train on a CPU (README, Performance).
+STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(2**31), "MALLOC_TRIM_THRESHOLD_": str(2**31)}
 NUM_LABELS = 10
-# Peak dense bf16 throughput (FLOP/s) of common GPUs, for model FLOP utilisation; --peak_flops overrides.
+# Peak dense bf16 throughput (FLOP/s) of common GPUs, for the model FLOP utilisation of bf16 training;
+# --peak-tflops sets it for other devices.
 PEAK_BF16_FLOPS = {"H100": 989e12, "A100": 312e12, "L4": 121e12, "A10": 125e12, "RTX 4090": 165e12}
 
 
@@ -44,10 +58,11 @@ def build(implementation: str, config: dict):
     """The model, built with random weights and the same hyper-parameters, as a user gets it by default."""
     dims = {key: config[key] for key in ("image_size", "patch_size", "num_channels", "hidden_size",
                                          "num_hidden_layers", "num_attention_heads", "intermediate_size")}  # fmt: skip
-    if implementation == "vit_scratch":
+    if implementation.startswith("vit_scratch"):
         from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification
 
-        return ViTScratchForImageClassification(ViTScratchConfig(**dims, num_labels=NUM_LABELS))
+        kernel = {"vit_scratch": None, "vit_scratch-eager": "eager"}[implementation]  # None: the default kernel
+        return ViTScratchForImageClassification(ViTScratchConfig(**dims, num_labels=NUM_LABELS, attn_implementation=kernel))
     if implementation.startswith("transformers"):
         from transformers import ViTConfig, ViTForImageClassification
 
@@ -61,7 +76,7 @@ def build(implementation: str, config: dict):
             num_classes=NUM_LABELS, embed_dim=dims["hidden_size"], depth=dims["num_hidden_layers"],
             num_heads=dims["num_attention_heads"], mlp_ratio=dims["intermediate_size"] / dims["hidden_size"],
         )  # fmt: skip
-    raise ValueError(f"Unknown implementation {implementation!r}: choose from {IMPLEMENTATIONS}.")
+    raise ValueError(f"Unknown implementation {implementation!r}: choose from {ALL_IMPLEMENTATIONS}.")
 
 
 def logits_of(output):
@@ -85,149 +100,311 @@ def forward_flops(config: dict) -> float:
     return layers * per_layer + 2 * (tokens - 1) * patch_dim * dim
 
 
-def measure(implementation: str, config_name: str, mode: str, batch: int, steps: int, warmup: int, bf16: bool) -> dict:
-    """One measurement, in this process: images per second and peak memory."""
+def make_step(model, images, labels, mode: str):
+    """One step of `mode`: inference under torch.inference_mode, or forward, loss, backward and an AdamW step
+    (under bf16 autocast for "train-bf16")."""
     import torch
 
-    import transformers  # noqa: F401  every library imported before the baseline, so memory is the model's own
-
-    try:
-        import timm  # noqa: F401
-    except ImportError:
-        pass
-    torch.manual_seed(0)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    baseline = 0 if device.type == "cuda" else peak_memory_bytes(device)
-    config = CONFIGS[config_name]
-    model = build(implementation, config).to(device)
-    images = torch.randn(batch, config["num_channels"], config["image_size"], config["image_size"], device=device)
-    labels = torch.randint(0, NUM_LABELS, (batch,), device=device)
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
+    autocast = torch.autocast(images.device.type, dtype=torch.bfloat16, enabled=mode == "train-bf16")
     if mode == "inference":
         model.eval()
 
         def step():
             with torch.inference_mode(), autocast:
                 model(images)
-    else:
-        model.train()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
-        def step():
-            with autocast:
-                loss = torch.nn.functional.cross_entropy(logits_of(model(images)), labels)
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+        return step
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
-    for _ in range(warmup):
-        step()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    started = time.perf_counter()
-    for _ in range(steps):
-        step()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    seconds = time.perf_counter() - started
-    # CPU: peak resident memory above the process after imports (model, inputs, activations, optimizer state)
-    result = dict(images_per_second=batch * steps / seconds,
-                  peak_memory_mb=(peak_memory_bytes(device) - baseline) / 2**20)  # fmt: skip
-    if device.type == "cuda":
-        flops = forward_flops(config) * (3 if mode == "train" else 1) * batch * steps / seconds
-        name = torch.cuda.get_device_name(device)
-        peak = next((value for key, value in PEAK_BF16_FLOPS.items() if key in name), None)
-        result.update(achieved_tflops=flops / 1e12, mfu=flops / peak if peak else None)
-    return result
+    def step():
+        with autocast:
+            loss = torch.nn.functional.cross_entropy(logits_of(model(images)), labels)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
 
 
-def run_worker(implementation, config_name, mode, batch, args) -> dict:
-    """`measure` in a fresh subprocess; its JSON answer."""
-    command = [sys.executable, __file__, "--worker", implementation, config_name, mode, str(batch),
-               "--steps", str(args.steps), "--warmup", str(args.warmup)] + (["--bf16"] if args.bf16 else [])  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    if result.returncode != 0:
-        raise RuntimeError(f"{implementation} {config_name} {mode} failed:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+def inputs_for(config: dict, batch: int, device):
+    import torch
+
+    images = torch.randn(batch, config["num_channels"], config["image_size"], config["image_size"], device=device)
+    return images, torch.randint(0, NUM_LABELS, (batch,), device=device)
 
 
-def summarise(samples: list[dict], baseline: list[dict] | None, key: str = "images_per_second") -> dict:
-    values = [sample[key] for sample in samples]
-    summary = dict(median=statistics.median(values), min=min(values), max=max(values))
-    if baseline is not None:
-        summary["ratio"] = statistics.median(s[key] / b[key] for s, b in zip(samples, baseline))
-    summary["peak_memory_mb"] = statistics.median(sample["peak_memory_mb"] for sample in samples)
-    if baseline is not None:
-        summary["memory_ratio"] = statistics.median(
-            s["peak_memory_mb"] / b["peak_memory_mb"] for s, b in zip(samples, baseline)
-        )
+class Measurement:
+    """One implementation, config, mode and batch, set up in this process and timed chunk by chunk.
+
+    Memory on CPU is the peak resident size above a process that has already built and run the same implementation
+    at a tiny size, so that library imports and lazy set-up do not count: what remains is the model, its inputs,
+    activations, gradients and optimizer state. On CUDA it is the peak of allocated memory.
+    """
+
+    def __init__(self, implementation: str, config_name: str, mode: str, batch: int):
+        import torch
+
+        torch.manual_seed(0)
+        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.config, self.mode, self.batch = CONFIGS[config_name], mode, batch
+        tiny = {**self.config, "image_size": 2 * self.config["patch_size"], "num_hidden_layers": 1,
+                "hidden_size": 8 * self.config["num_attention_heads"], "intermediate_size": 8}  # fmt: skip
+        make_step(build(implementation, tiny).to(self.device), *inputs_for(tiny, 2, self.device), mode)()
+        self.baseline = 0 if self.device.type == "cuda" else peak_memory_bytes(self.device)
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        model = build(implementation, self.config).to(self.device)
+        self.step = make_step(model, *inputs_for(self.config, batch, self.device), mode)
+        self.steps_per_chunk = 1
+
+    def timed(self, steps: int) -> float:
+        """Seconds per step over `steps` steps."""
+        import torch
+
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        for _ in range(steps):
+            self.step()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        return (time.perf_counter() - started) / steps
+
+    def warm_up(self, warmup: int, min_steps: int, chunk_seconds: float) -> None:
+        """Untimed steps, which also size a chunk: at least `min_steps` steps and `chunk_seconds` seconds."""
+        seconds = self.timed(max(warmup, 1))
+        self.steps_per_chunk = max(min_steps, math.ceil(chunk_seconds / max(seconds, 1e-9)))
+
+    def chunk(self) -> float:
+        return self.timed(self.steps_per_chunk)
+
+    def report(self, seconds_per_step: float, peak_tflops: float | None = None) -> dict:
+        """Throughput of a step time, and the peak memory so far."""
+        import torch
+
+        result = dict(images_per_second=self.batch / seconds_per_step, milliseconds_per_batch=1000 * seconds_per_step,
+                      peak_memory_mb=(peak_memory_bytes(self.device) - self.baseline) / 2**20,
+                      steps_per_chunk=self.steps_per_chunk)  # fmt: skip
+        if self.device.type == "cuda":
+            flops = forward_flops(self.config) * (1 if self.mode == "inference" else 3) * self.batch / seconds_per_step
+            name = torch.cuda.get_device_name(self.device)
+            peak = peak_tflops * 1e12 if peak_tflops else next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
+            result.update(achieved_tflops=flops / 1e12, mfu=flops / peak if peak and self.mode == "train-bf16" else None)
+        return result
+
+
+def serve(implementation: str, config_name: str, mode: str, batch: int, args) -> None:
+    """Worker process: set up one Measurement, then answer the parent's requests on stdin, one JSON line each:
+    "warm" (warm up and size the chunks), "chunk" (seconds per step of one timed chunk), "report" (memory)."""
+    channel = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # whatever a library prints cannot garble the answers
+    measurement = Measurement(implementation, config_name, mode, batch)
+    channel.write(json.dumps(dict(ready=True)) + "\n")
+    for request in sys.stdin:
+        request = request.strip()
+        if request == "warm":
+            measurement.warm_up(args.warmup, args.steps, args.chunk_seconds)
+            answer = dict(steps_per_chunk=measurement.steps_per_chunk)
+        elif request == "chunk":
+            answer = dict(seconds_per_step=measurement.chunk())
+        else:
+            answer = measurement.report(float(request.split()[1]), args.peak_tflops)
+        channel.write(json.dumps(answer) + "\n")
+
+
+class Worker:
+    """The parent's handle on a `serve` process."""
+
+    def __init__(self, implementation: str, config_name: str, mode: str, batch: int, args):
+        env = {**os.environ, "PYTHONPATH": str(ROOT), **({} if args.glibc_malloc_defaults else STEADY_MALLOC)}
+        command = [sys.executable, __file__, "--worker", implementation, config_name, mode, str(batch),
+                   "--steps", str(args.steps), "--warmup", str(args.warmup), "--chunk-seconds", str(args.chunk_seconds)]  # fmt: skip
+        command += ["--peak-tflops", str(args.peak_tflops)] if args.peak_tflops else []
+        self.name = f"{implementation} {config_name} {mode} batch {batch}"
+        self.log = tempfile.TemporaryFile("w+")
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                        text=True, env=env)  # fmt: skip
+
+    def ask(self, request: str | None = None) -> dict:
+        if request is not None:
+            self.process.stdin.write(request + "\n")
+            self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            self.process.wait()
+            self.log.seek(0)
+            raise RuntimeError(f"{self.name} failed (exit code {self.process.returncode}):\n{self.log.read()[-3000:]}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
+        self.log.close()
+
+
+def measure_round(implementations: list[str], config_name: str, mode: str, batch: int, args) -> dict[str, dict]:
+    """One round: a fresh process per implementation, all set up first; then timed chunks interleaved
+    A B C D A B C D ..., each while the others wait, so that a slow spell of the machine hits all of them.
+    Each implementation's result is its fastest chunk (as timeit: other work only ever slows a chunk down)."""
+    workers = {name: Worker(name, config_name, mode, batch, args) for name in implementations}
+    try:
+        for worker in workers.values():
+            worker.ask()  # ready
+        for worker in workers.values():
+            time.sleep(SETTLE_SECONDS)
+            worker.ask("warm")
+        fastest = {name: math.inf for name in workers}
+        for _ in range(args.chunks):
+            for name, worker in workers.items():
+                time.sleep(SETTLE_SECONDS)  # the previous worker's idle threads stop spinning
+                fastest[name] = min(fastest[name], worker.ask("chunk")["seconds_per_step"])
+        return {name: worker.ask(f"report {fastest[name]}") for name, worker in workers.items()}
+    finally:
+        for worker in workers.values():
+            worker.close()
+
+
+def paired_median(samples: list[dict], reference: list[float], key: str = "images_per_second") -> float:
+    """Median over rounds of sample / reference, each round against the reference of the same round."""
+    return statistics.median(sample[key] / value for sample, value in zip(samples, reference))
+
+
+def summarise(samples: list[dict], by_implementation: dict[str, list[dict]]) -> dict:
+    """Median, min-max and peak memory of one implementation, and its paired ratios to transformers' ViT (SDPA)."""
+    values = [sample["images_per_second"] for sample in samples]
+    summary = dict(median=statistics.median(values), min=min(values), max=max(values),
+                   milliseconds_per_batch=statistics.median(sample["milliseconds_per_batch"] for sample in samples),
+                   peak_memory_mb=statistics.median(sample["peak_memory_mb"] for sample in samples))  # fmt: skip
+    if BASELINE in by_implementation:
+        baseline = by_implementation[BASELINE]
+        summary["ratio"] = paired_median(samples, [b["images_per_second"] for b in baseline])
+        summary["memory_ratio"] = paired_median(samples, [b["peak_memory_mb"] for b in baseline], "peak_memory_mb")
+    peers = [name for name in PEERS if name in by_implementation]
+    if peers:  # against the fastest of the peers in each round
+        fastest = [max(by_implementation[name][round_index]["images_per_second"] for name in peers)
+                   for round_index in range(len(samples))]  # fmt: skip
+        summary["ratio_to_fastest_peer"] = paired_median(samples, fastest)
     for extra in ("achieved_tflops", "mfu"):
         if samples[0].get(extra) is not None:
             summary[extra] = statistics.median(sample[extra] for sample in samples)
     return summary
 
 
+def modes_for(config: dict, args) -> list[str]:
+    """Inference for every config; training where the config trains; bf16 training on CUDA or when asked."""
+    modes = ["inference"] + (["train"] if config["train"] else [])
+    if config["train"] and (args.bf16 or args.cuda):
+        modes.append("train-bf16")
+    return [mode for mode in modes if mode in args.modes]
+
+
 def benchmark(args) -> list[dict]:
     rows = []
     for config_name in args.configs:
         config = CONFIGS[config_name]
-        modes = ["inference"] + (["train"] if config["train"] else [])
-        for mode in modes:
+        for mode in modes_for(config, args):
             for batch in config["batch"] if mode == "inference" else config["batch"][-1:]:
                 samples = {implementation: [] for implementation in args.implementations}
-                for round_index in range(args.rounds):  # interleaved: A B C D, A B C D, ...
-                    for implementation in args.implementations:
-                        samples[implementation].append(run_worker(implementation, config_name, mode, batch, args))
+                for round_index in range(args.rounds):
+                    for implementation, result in measure_round(args.implementations, config_name, mode, batch, args).items():
+                        samples[implementation].append(result)
                     print(f"  {config_name} {mode} batch {batch}: round {round_index + 1}/{args.rounds}", file=sys.stderr)
-                baseline = samples.get(BASELINE)
                 for implementation, runs in samples.items():
                     rows.append(dict(config=config_name, mode=mode, batch=batch, implementation=implementation,
-                                     **summarise(runs, baseline), samples=runs))  # fmt: skip
+                                     **summarise(runs, samples), samples=runs))  # fmt: skip
     return rows
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = [
-        "| config | mode | batch | implementation | images/s (median) | min-max | vs transformers SDPA | peak memory MB | memory vs transformers |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
+    """The table: one row per config, mode, batch and implementation; TFLOP/s and MFU columns on CUDA."""
+    on_cuda = any("achieved_tflops" in row for row in rows)
+    header = ["config", "mode", "batch", "implementation", "images/s (median)", "min-max", "ms/batch",
+              "vs transformers SDPA", "vs fastest of eager/timm", "peak memory MB", "memory vs transformers"]  # fmt: skip
+    header += ["TFLOP/s", "MFU"] if on_cuda else []
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    ratio = lambda row, key: f"{row[key]:.2f}x" if key in row else ""  # noqa: E731
     for row in rows:
-        lines.append(
-            f"| {row['config']} | {row['mode']} | {row['batch']} | {row['implementation']} | {row['median']:.0f} | "
-            f"{row['min']:.0f}-{row['max']:.0f} | {row.get('ratio', float('nan')):.2f}x | {row['peak_memory_mb']:.0f} | "
-            f"{row.get('memory_ratio', float('nan')):.2f}x |"
-        )
+        cells = [row["config"], row["mode"], row["batch"], row["implementation"], f"{row['median']:.0f}",
+                 f"{row['min']:.0f}-{row['max']:.0f}", f"{row['milliseconds_per_batch']:.1f}", ratio(row, "ratio"),
+                 ratio(row, "ratio_to_fastest_peer") if row["implementation"] == OURS else "",
+                 f"{row['peak_memory_mb']:.0f}", ratio(row, "memory_ratio")]  # fmt: skip
+        if on_cuda:
+            cells += [f"{row.get('achieved_tflops', 0):.1f}", f"{row['mfu']:.1%}" if row.get("mfu") else ""]
+        lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
     return "\n".join(lines)
 
 
+def bars(rows: list[dict]) -> list[str]:
+    """Issue 7's bars for our model, per config/mode/batch: >= 1.0x transformers SDPA, >= 0.95x the fastest of
+    transformers eager and timm, peak memory <= 1.05x transformers'."""
+    lines = []
+    for row in rows:
+        if row["implementation"] != OURS or "ratio" not in row:
+            continue
+        checks = [(f"{row['ratio']:.2f}x transformers SDPA (bar 1.00x)", row["ratio"] >= 1.0),
+                  (f"memory {row['memory_ratio']:.2f}x (bar <= 1.05x)", row["memory_ratio"] <= 1.05)]  # fmt: skip
+        if "ratio_to_fastest_peer" in row:
+            checks.insert(1, (f"{row['ratio_to_fastest_peer']:.2f}x fastest of eager/timm (bar 0.95x)",
+                              row["ratio_to_fastest_peer"] >= 0.95))  # fmt: skip
+        verdict = "met" if all(ok for _, ok in checks) else "NOT met"
+        lines.append(f"{row['config']} {row['mode']} batch {row['batch']}: " + ", ".join(t for t, _ in checks) + f": {verdict}")
+    return lines
 
-def main(argv: list[str]) -> None:
+
+def machine_name() -> str:
+    """The CPU's model name (Linux), else what platform knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def main_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worker", nargs=4, metavar=("IMPL", "CONFIG", "MODE", "BATCH"), help=argparse.SUPPRESS)
     parser.add_argument("--configs", nargs="+", default=["digits", "tiny224"], choices=list(CONFIGS))
-    parser.add_argument("--implementations", nargs="+", default=list(IMPLEMENTATIONS), choices=IMPLEMENTATIONS)
+    parser.add_argument("--implementations", nargs="+", default=list(IMPLEMENTATIONS), choices=ALL_IMPLEMENTATIONS)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=20, help="timed steps per measurement")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps before timing")
-    parser.add_argument("--bf16", action="store_true", help="bf16 autocast (reported on CUDA machines)")
+    parser.add_argument("--chunks", type=int, default=5, help="timed chunks per implementation and round; the fastest counts")
+    parser.add_argument("--chunk-seconds", type=float, default=1.0, help="least duration of a timed chunk")
+    parser.add_argument("--steps", type=int, default=3, help="least number of steps in a timed chunk")
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    parser.add_argument("--bf16", action="store_true", help="also bf16-autocast training on CPU (always on CUDA)")
+    parser.add_argument("--glibc-malloc-defaults", action="store_true",
+                        help="workers keep glibc's dynamic malloc thresholds (noisier on CPU, see STEADY_MALLOC)")
+    parser.add_argument("--peak-tflops", type=float, help="the GPU's peak dense bf16 TFLOP/s, for MFU")
     parser.add_argument("--json", default="benchmark_results.json", help="where to write every sample")
+    return parser
+
+
+def main(argv: list[str]) -> None:
+    parser = main_parser()
     args = parser.parse_args(argv)
     if args.worker:
         implementation, config_name, mode, batch = args.worker
-        print(json.dumps(measure(implementation, config_name, mode, int(batch), args.steps, args.warmup, args.bf16)))
+        serve(implementation, config_name, mode, int(batch), args)
         return
     if BASELINE not in args.implementations:
         parser.error(f"--implementations must include the baseline {BASELINE}.")
     import torch
 
+    args.cuda = torch.cuda.is_available()
+
     started = time.time()
     rows = benchmark(args)
-    header = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+    header = (f"{machine_name()}, {os.cpu_count()} cores, torch {torch.__version__}, "
               f"{'CUDA ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'CPU'}, "
-              f"{args.rounds} rounds x {args.steps} steps, bf16={args.bf16}")  # fmt: skip
-    table = markdown(rows)
-    print(f"\n{header}\n\n{table}\n\n({time.time() - started:.0f} s)")
-    Path(args.json).write_text(json.dumps(dict(machine=header, argv=argv, rows=rows), indent=2) + "\n")
+              f"{args.rounds} rounds of {args.chunks} interleaved chunks of >= {args.chunk_seconds} s, "
+              f"the fastest chunk of each round counts; malloc "
+              f"{'glibc defaults' if args.glibc_malloc_defaults else 'thresholds fixed (STEADY_MALLOC)'}")  # fmt: skip
+    verdicts = bars(rows)
+    print(f"\n{header}\n\n{markdown(rows)}\n\n" + "\n".join(verdicts) + f"\n\n({time.time() - started:.0f} s)")
+    Path(args.json).write_text(json.dumps(dict(machine=header, argv=argv, rows=rows, bars=verdicts), indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -218,3 +218,19 @@ def test_loss_is_cross_entropy_and_tuples_are_returned_on_request(config):
 def test_bfloat16_model_accepts_float32_pixels(config):
     model = ViTScratchForImageClassification(config).to(torch.bfloat16).eval()
     assert model(images(config)).logits.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("kernel", ["sdpa", "eager"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_mixed_precision_autocast_trains_and_stays_close_to_float32(kernel, dtype):
+    model = ViTScratchForImageClassification(tiny_config(attn_implementation=kernel))
+    pixel_values, labels = images(model.config, batch=4), torch.tensor([0, 1, 2, 3])
+    with torch.no_grad():
+        expected = model(pixel_values).logits
+    with torch.autocast("cpu", dtype=dtype):
+        output = model(pixel_values, labels=labels)
+    assert output.logits.dtype == dtype  # the head's matmul ran in low precision
+    torch.testing.assert_close(output.logits.float(), expected, atol=0.05, rtol=0.05)
+    output.loss.backward()
+    gradients = [parameter.grad for parameter in model.parameters()]
+    assert all(gradient is not None and gradient.dtype == torch.float32 and gradient.isfinite().all() for gradient in gradients)

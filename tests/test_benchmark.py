@@ -1,0 +1,105 @@
+"""scripts/benchmark.py measures like for like and pairs its ratios round by round. No timing is asserted here:
+speed lives in the benchmark's own runs, these tests check that what it compares and reports is right."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("benchmark", REPO / "scripts" / "benchmark.py")
+benchmark = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(benchmark)
+
+
+def parameter_count(implementation: str, config_name: str) -> int:
+    with torch.device("meta"):  # shapes only: base224 costs nothing to build
+        model = benchmark.build(implementation, benchmark.CONFIGS[config_name])
+    return sum(parameter.numel() for parameter in model.parameters())
+
+
+@pytest.mark.parametrize("config_name", list(benchmark.CONFIGS))
+def test_ours_and_transformers_are_built_with_the_same_hyper_parameters(config_name):
+    ours = parameter_count("vit_scratch", config_name)
+    assert ours == parameter_count("transformers-sdpa", config_name) == parameter_count("transformers-eager", config_name)
+
+
+@pytest.mark.timm
+@pytest.mark.parametrize("config_name", list(benchmark.CONFIGS))
+def test_timm_is_built_with_the_same_hyper_parameters(config_name):
+    assert parameter_count("timm", config_name) == parameter_count("vit_scratch", config_name)
+
+
+@pytest.mark.parametrize("implementation", ["vit_scratch", "transformers-sdpa"])
+def test_models_are_built_with_their_default_attention_kernel(implementation):
+    model = benchmark.build(implementation, benchmark.CONFIGS["digits"])
+    assert model.config._attn_implementation == "sdpa"
+
+
+@pytest.mark.parametrize("mode", ["inference", "train", "train-bf16"])
+def test_a_measurement_runs_the_step_and_reports_throughput_and_memory(mode):
+    measurement = benchmark.Measurement("vit_scratch", "digits", mode, batch=4)
+    measurement.warm_up(warmup=1, min_steps=2, chunk_seconds=0.0)
+    assert measurement.steps_per_chunk == 2
+    result = measurement.report(measurement.chunk())
+    assert result["images_per_second"] > 0 and result["milliseconds_per_batch"] > 0
+    assert result["peak_memory_mb"] >= 0
+
+
+def test_a_round_runs_each_implementation_in_its_own_process_and_pairs_them():
+    args = benchmark.main_parser().parse_args(["--warmup", "1", "--steps", "1", "--chunks", "2", "--chunk-seconds", "0"])
+    results = benchmark.measure_round(["vit_scratch", "transformers-sdpa"], "digits", "inference", 8, args)
+    assert set(results) == {"vit_scratch", "transformers-sdpa"}
+    assert all(result["images_per_second"] > 0 and result["steps_per_chunk"] == 1 for result in results.values())
+
+
+def test_a_failing_worker_names_itself_and_shows_its_error():
+    args = benchmark.main_parser().parse_args(["--warmup", "1", "--steps", "1", "--chunks", "1"])
+    with pytest.raises(RuntimeError, match=r"(?s)no-such-model digits inference batch 8 failed.*Unknown implementation"):
+        benchmark.measure_round(["no-such-model"], "digits", "inference", 8, args)
+
+
+def samples(*values, memory=100.0):
+    return [dict(images_per_second=value, milliseconds_per_batch=1000 / value, peak_memory_mb=memory) for value in values]
+
+
+def test_ratios_are_paired_round_by_round():
+    """A slow spell of the machine hits both implementations of a round; the ratio of medians would miss that."""
+    runs = {
+        "vit_scratch": samples(110, 55, 90),
+        "transformers-sdpa": samples(100, 50, 100, memory=200.0),
+        "transformers-eager": samples(120, 50, 80),
+        "timm": samples(90, 60, 85),
+    }
+    summary = benchmark.summarise(runs["vit_scratch"], runs)
+    assert summary["ratio"] == pytest.approx(1.1)  # rounds: 1.1, 1.1, 0.9
+    assert summary["ratio_to_fastest_peer"] == pytest.approx(110 / 120)  # rounds: 110/120, 55/60, 90/85
+    assert summary["memory_ratio"] == pytest.approx(0.5)
+    assert (summary["median"], summary["min"], summary["max"]) == (90, 55, 110)
+
+
+def test_bars_report_each_failed_condition():
+    row = dict(config="digits", mode="train", batch=256, implementation="vit_scratch", ratio=1.02,
+               ratio_to_fastest_peer=0.93, memory_ratio=1.0)  # fmt: skip
+    assert benchmark.bars([row]) == [
+        "digits train batch 256: 1.02x transformers SDPA (bar 1.00x), 0.93x fastest of eager/timm (bar 0.95x), "
+        "memory 1.00x (bar <= 1.05x): NOT met"
+    ]
+    assert benchmark.bars([{**row, "ratio_to_fastest_peer": 0.95}])[0].endswith(": met")
+
+
+def test_cuda_adds_bf16_training_and_cpu_only_on_request():
+    args = lambda **kw: type("Args", (), {"bf16": False, "cuda": False, "modes": list(benchmark.MODES), **kw})  # noqa: E731
+    assert benchmark.modes_for(benchmark.CONFIGS["digits"], args()) == ["inference", "train"]
+    assert benchmark.modes_for(benchmark.CONFIGS["digits"], args(cuda=True))[-1] == "train-bf16"
+    assert benchmark.modes_for(benchmark.CONFIGS["base224"], args(bf16=True)) == ["inference"]
+
+
+def test_table_has_a_row_per_implementation_and_our_peer_ratio():
+    runs = {name: samples(100, 100) for name in benchmark.IMPLEMENTATIONS}
+    rows = [dict(config="digits", mode="train", batch=256, implementation=name, **benchmark.summarise(runs[name], runs))
+            for name in benchmark.IMPLEMENTATIONS]  # fmt: skip
+    table = benchmark.markdown(rows).splitlines()
+    assert len(table) == 2 + len(benchmark.IMPLEMENTATIONS)
+    assert table[2].count("1.00x") == 3 and table[3].count("1.00x") == 2  # ours also carries the peer ratio
