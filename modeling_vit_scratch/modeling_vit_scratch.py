@@ -155,9 +155,10 @@ def eager_attention_forward(
 
 
 class ViTScratchAttention(nn.Module):
-    """Eq. 2, multi-head self-attention: (batch, tokens, D) -> (batch, tokens, D) and the weights or None.
+    """Eq. 2, multi-head self-attention: (batch, tokens, D) -> (batch, queries, D) and the weights or None.
 
-    One fused projection makes queries, keys and values. The kernel comes from transformers'
+    One fused projection makes queries, keys and values. Every token is a query unless `queries` picks some (the
+    last block of a classifier needs the class token's only). The kernel comes from transformers'
     `attn_implementation` ("sdpa" by default, "eager" for the explicit path above); when the attention weights are
     asked for, the explicit path runs whatever the configured kernel, because fused kernels do not return them.
     """
@@ -174,11 +175,12 @@ class ViTScratchAttention(nn.Module):
         self.o_proj = nn.Linear(config.hidden_size, config.hidden_size)
         self.output_dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, hidden_states: torch.Tensor, output_attentions: bool = False):
+    def forward(self, hidden_states: torch.Tensor, output_attentions: bool = False, queries: slice = slice(None)):
         batch, tokens, _ = hidden_states.shape
         # (batch, tokens, 3*D) -> (3, batch, heads, tokens, head_dim)
         qkv = self.qkv_proj(hidden_states).view(batch, tokens, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         query, key, value = qkv.unbind(0)
+        query = query[:, :, queries]
         kernel = eager_attention_forward
         if not output_attentions:
             kernel = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
@@ -191,7 +193,7 @@ class ViTScratchAttention(nn.Module):
             scaling=self.scaling,
             dropout=self.attention_dropout if self.training else 0.0,
         )
-        output = output.reshape(batch, tokens, -1)  # (batch, tokens, heads, head_dim) -> (batch, tokens, D)
+        output = output.reshape(batch, query.shape[2], -1)  # (batch, queries, heads, head_dim) -> (batch, queries, D)
         return self.output_dropout(self.o_proj(output)), weights
 
 
@@ -226,7 +228,8 @@ class ViTScratchDropPath(nn.Module):
 
 
 class ViTScratchLayer(GradientCheckpointingLayer):
-    """Eq. 2-3, a pre-norm encoder block: z' = MSA(LN(z)) + z, then z'' = MLP(LN(z')) + z'. Shape (batch, tokens, D)."""
+    """Eq. 2-3, a pre-norm encoder block: z' = MSA(LN(z)) + z, then z'' = MLP(LN(z')) + z'. Shape (batch, tokens, D),
+    or (batch, 1, D) with `class_token_only`: every token is read, only the class token is computed."""
 
     def __init__(self, config: ViTScratchConfig, drop_path_rate: float = 0.0):
         super().__init__()
@@ -236,9 +239,12 @@ class ViTScratchLayer(GradientCheckpointingLayer):
         self.mlp = ViTScratchMLP(config)
         self.drop_path = ViTScratchDropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
 
-    def forward(self, hidden_states: torch.Tensor, output_attentions: bool = False):
-        attention_output, attention_weights = self.attention(self.layernorm_before(hidden_states), output_attentions)
-        hidden_states = hidden_states + self.drop_path(attention_output)
+    def forward(self, hidden_states: torch.Tensor, output_attentions: bool = False, class_token_only: bool = False):
+        queries = slice(0, 1) if class_token_only else slice(None)
+        attention_output, attention_weights = self.attention(
+            self.layernorm_before(hidden_states), output_attentions, queries
+        )
+        hidden_states = hidden_states[:, queries] + self.drop_path(attention_output)
         hidden_states = hidden_states + self.drop_path(self.mlp(self.layernorm_after(hidden_states)))
         return hidden_states, attention_weights
 
@@ -308,13 +314,18 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
         interpolate_pos_encoding: bool = False,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        class_token_only: bool = False,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
-        """Tokens (batch, 1 + N, D) after the final LayerNorm (unless fc_norm), and per-layer states/weights if asked."""
+        """Tokens (batch, 1 + N, D) after the final LayerNorm (unless fc_norm), and per-layer states/weights if asked.
+
+        With `class_token_only` the last block computes the class token alone, (batch, 1, D): all that Eq. 4 reads.
+        """
         hidden_states = self.embeddings(pixel_values, interpolate_pos_encoding)
         all_hidden_states = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
-        for layer in self.layers:
-            hidden_states, attention_weights = layer(hidden_states, output_attentions)
+        last = len(self.layers) - 1
+        for index, layer in enumerate(self.layers):
+            hidden_states, attention_weights = layer(hidden_states, output_attentions, class_token_only and index == last)
             if output_hidden_states:
                 all_hidden_states.append(hidden_states)
             if output_attentions:
@@ -337,11 +348,16 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
         output_hidden_states: bool | None = None,
         interpolate_pos_encoding: bool | None = None,
         return_dict: bool | None = None,
+        class_token_only: bool = False,
     ) -> BaseModelOutputWithPooling | tuple:
+        """`class_token_only`: when pooling the class token, the last block computes it alone and last_hidden_state
+        is (batch, 1, D); a classifier needs no more. Ignored when hidden states, attentions or mean pooling need
+        every token."""
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
+        class_token_only = class_token_only and self.config.pooling == "cls" and not (output_attentions or output_hidden_states)
         tokens, hidden_states, attentions = self.forward_features(
-            pixel_values, bool(interpolate_pos_encoding), output_attentions, output_hidden_states
+            pixel_values, bool(interpolate_pos_encoding), output_attentions, output_hidden_states, class_token_only
         )
         output = BaseModelOutputWithPooling(
             last_hidden_state=tokens, pooler_output=self.pool(tokens), hidden_states=hidden_states, attentions=attentions
@@ -374,6 +390,7 @@ class ViTScratchForImageClassification(ViTScratchPreTrainedModel):
             output_hidden_states=output_hidden_states,
             interpolate_pos_encoding=interpolate_pos_encoding,
             return_dict=True,
+            class_token_only=True,  # the head reads the class token only
         )
         logits = self.classifier(outputs.pooler_output)
         loss = self.loss_function(labels, logits, self.config) if labels is not None else None

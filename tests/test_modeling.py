@@ -234,3 +234,29 @@ def test_mixed_precision_autocast_trains_and_stays_close_to_float32(kernel, dtyp
     output.loss.backward()
     gradients = [parameter.grad for parameter in model.parameters()]
     assert all(gradient is not None and gradient.dtype == torch.float32 and gradient.isfinite().all() for gradient in gradients)
+
+
+def test_classifier_computes_only_the_class_token_in_the_last_block_with_the_same_result(config):
+    model = ViTScratchForImageClassification(config).eval()
+    pixel_values = images(config, batch=3)
+    full = model.vit(pixel_values)
+    short = model.vit(pixel_values, class_token_only=True)
+    assert (full.last_hidden_state.shape[1], short.last_hidden_state.shape[1]) == (26, 1)
+    torch.testing.assert_close(short.pooler_output, full.pooler_output, atol=1e-6, rtol=0)
+    torch.testing.assert_close(model(pixel_values).logits, model.classifier(full.pooler_output), atol=1e-6, rtol=0)
+    # what needs every token gets every token
+    assert model.vit(pixel_values, class_token_only=True, output_hidden_states=True).last_hidden_state.shape[1] == 26
+    mean_pooled = ViTScratchModel(tiny_config(pooling="mean")).eval()
+    assert mean_pooled(pixel_values, class_token_only=True).last_hidden_state.shape[1] == 26
+
+
+def test_class_token_only_training_gives_the_same_gradients(config):
+    model = ViTScratchForImageClassification(config)
+    pixel_values, labels = images(config, batch=3), torch.tensor([0, 1, 2])
+    model(pixel_values, labels=labels).loss.backward()
+    short = [parameter.grad.clone() for parameter in model.parameters()]
+    model.zero_grad()
+    full = model.vit(pixel_values).pooler_output
+    torch.nn.functional.cross_entropy(model.classifier(full), labels).backward()
+    for ours, reference in zip(short, (parameter.grad for parameter in model.parameters())):
+        torch.testing.assert_close(ours, reference, atol=1e-6, rtol=1e-5)
