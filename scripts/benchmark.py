@@ -342,10 +342,10 @@ def bars(rows: list[dict]) -> list[str]:
     for row in rows:
         if row["implementation"] != OURS or "ratio" not in row:
             continue
-        checks = [(f"{row['ratio']:.2f}x transformers SDPA (bar 1.00x)", row["ratio"] >= 1.0),
-                  (f"memory {row['memory_ratio']:.2f}x (bar <= 1.05x)", row["memory_ratio"] <= 1.05)]  # fmt: skip
+        checks = [(f"{row['ratio']:.3f}x transformers SDPA (bar 1.00x)", row["ratio"] >= 1.0),
+                  (f"memory {row['memory_ratio']:.3f}x (bar <= 1.05x)", row["memory_ratio"] <= 1.05)]  # fmt: skip
         if "ratio_to_fastest_peer" in row:
-            checks.insert(1, (f"{row['ratio_to_fastest_peer']:.2f}x fastest of eager/timm (bar 0.95x)",
+            checks.insert(1, (f"{row['ratio_to_fastest_peer']:.3f}x fastest of eager/timm (bar 0.95x)",
                               row["ratio_to_fastest_peer"] >= 0.95))  # fmt: skip
         verdict = "met" if all(ok for _, ok in checks) else "NOT met"
         lines.append(f"{row['config']} {row['mode']} batch {row['batch']}: " + ", ".join(t for t, _ in checks) + f": {verdict}")

@@ -83,8 +83,8 @@ def test_bars_report_each_failed_condition():
     row = dict(config="digits", mode="train", batch=256, implementation="vit_scratch", ratio=1.02,
                ratio_to_fastest_peer=0.93, memory_ratio=1.0)  # fmt: skip
     assert benchmark.bars([row]) == [
-        "digits train batch 256: 1.02x transformers SDPA (bar 1.00x), 0.93x fastest of eager/timm (bar 0.95x), "
-        "memory 1.00x (bar <= 1.05x): NOT met"
+        "digits train batch 256: 1.020x transformers SDPA (bar 1.00x), 0.930x fastest of eager/timm (bar 0.95x), "
+        "memory 1.000x (bar <= 1.05x): NOT met"
     ]
     assert benchmark.bars([{**row, "ratio_to_fastest_peer": 0.95}])[0].endswith(": met")
 
