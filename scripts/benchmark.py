@@ -43,10 +43,9 @@ BASELINE = "transformers-sdpa"  # transformers' ViT as a user gets it by default
 PEERS = ("transformers-eager", "timm")  # the fastest of these, round by round, is the other bar
 MODES = ("inference", "train", "train-bf16")
 SETTLE_SECONDS = 0.2  # pause before each timed chunk
-# glibc malloc's dynamic thresholds make a CPU process hand memory back to the OS and fault it in again on some
-# step patterns and not others, so the same model measured in two fresh processes differed by up to 2x here. Fixed
-# thresholds (for every implementation alike; --glibc-malloc-defaults turns this off) keep freed activations in the
-# heap, which is also the faster way to train on a CPU (README, Performance).
+# With glibc malloc's dynamic thresholds, the same model measured in two fresh CPU processes differed by up to 2x
+# here (README, Performance). Fixed thresholds, for every implementation alike, keep freed activations in the heap
+# and narrow that spread; --glibc-malloc-defaults turns this off.
 STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(2**31), "MALLOC_TRIM_THRESHOLD_": str(2**31)}
 NUM_LABELS = 10
 # Peak dense bf16 throughput (FLOP/s) of common GPUs, for the model FLOP utilisation of bf16 training;
