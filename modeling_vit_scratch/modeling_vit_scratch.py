@@ -319,7 +319,9 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
         """Tokens (batch, 1 + N, D) after the final LayerNorm (unless fc_norm), and per-layer states/weights if asked.
 
         With `class_token_only` the last block computes the class token alone, (batch, 1, D): all that Eq. 4 reads.
+        It is ignored when hidden states, attentions or mean pooling need every token.
         """
+        class_token_only = class_token_only and self.config.pooling == "cls" and not (output_attentions or output_hidden_states)
         hidden_states = self.embeddings(pixel_values, interpolate_pos_encoding)
         all_hidden_states = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
@@ -350,12 +352,10 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
         return_dict: bool | None = None,
         class_token_only: bool = False,
     ) -> BaseModelOutputWithPooling | tuple:
-        """`class_token_only`: when pooling the class token, the last block computes it alone and last_hidden_state
-        is (batch, 1, D); a classifier needs no more. Ignored when hidden states, attentions or mean pooling need
-        every token."""
+        """`class_token_only`: last_hidden_state is the class token alone, (batch, 1, D), as `forward_features`
+        computes it; a classifier needs no more."""
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
-        class_token_only = class_token_only and self.config.pooling == "cls" and not (output_attentions or output_hidden_states)
         tokens, hidden_states, attentions = self.forward_features(
             pixel_values, bool(interpolate_pos_encoding), output_attentions, output_hidden_states, class_token_only
         )
