@@ -4,10 +4,11 @@
     python scripts/benchmark.py --configs digits mnist28 tiny224 base224 --rounds 7 --json results.json
 
 Every measurement runs in its own subprocess (a fresh allocator, no warm caches shared between implementations). In
-each round every implementation gets a fresh process; their timed chunks are interleaved (A B C D A B C D ...), so
-a slow spell of the machine hits all of them, and the fastest chunk counts. Reported: the median and min-max over rounds, and medians of the
-per-round ratios to transformers' ViT with SDPA (its default) and, for ours, to the fastest of transformers' eager
-ViT and timm; then whether the bars of issue 7 are met. Needs timm and transformers (`make install-timm` has both:
+each round every implementation gets a fresh process; their timed chunks are interleaved (A B C D, D C B A, ...), so
+a slow spell of the machine hits all of them. Reported: throughput (the fastest chunk of a round; median and min-max
+over rounds) and the median over rounds of each round's ratio to transformers' ViT with SDPA (its default) and,
+for ours, to the fastest of transformers' eager ViT and timm, where a round's ratio pairs each chunk with the
+reference's chunk timed next to it; then whether the bars of issue 7 are met. Needs timm and transformers (`make install-timm` has both:
 run it with .venv-timm/bin/python). CPU figures are noisy: compare ratios from one run, not numbers across runs.
 """
 
@@ -244,8 +245,9 @@ class Worker:
 
 def measure_round(implementations: list[str], config_name: str, mode: str, batch: int, args) -> dict[str, dict]:
     """One round: a fresh process per implementation, all set up first; then timed chunks interleaved
-    A B C D A B C D ..., each while the others wait, so that a slow spell of the machine hits all of them.
-    Each implementation's result is its fastest chunk (as timeit: other work only ever slows a chunk down)."""
+    A B C D, D C B A, A B C D ..., each while the others wait, so that a slow spell of the machine hits all of them
+    and no implementation always goes first. Each result has every chunk's seconds per step, for ratios paired chunk
+    by chunk, and its throughput is that of its fastest chunk (as timeit: other work only ever slows a chunk down)."""
     workers = {name: Worker(name, config_name, mode, batch, args) for name in implementations}
     try:
         for worker in workers.values():
@@ -253,37 +255,41 @@ def measure_round(implementations: list[str], config_name: str, mode: str, batch
         for worker in workers.values():
             time.sleep(SETTLE_SECONDS)
             worker.ask("warm")
-        fastest = {name: math.inf for name in workers}
-        for _ in range(args.chunks):
-            for name, worker in workers.items():
+        chunks = {name: [] for name in workers}
+        for chunk_index in range(args.chunks):
+            order = list(workers) if chunk_index % 2 == 0 else list(reversed(workers))
+            for name in order:
                 time.sleep(SETTLE_SECONDS)  # the previous worker's idle threads stop spinning
-                fastest[name] = min(fastest[name], worker.ask("chunk")["seconds_per_step"])
-        return {name: worker.ask(f"report {fastest[name]}") for name, worker in workers.items()}
+                chunks[name].append(workers[name].ask("chunk")["seconds_per_step"])
+        return {name: dict(worker.ask(f"report {min(chunks[name])}"), chunk_seconds=chunks[name])
+                for name, worker in workers.items()}  # fmt: skip
     finally:
         for worker in workers.values():
             worker.close()
 
 
-def paired_median(samples: list[dict], reference: list[float], key: str = "images_per_second") -> float:
-    """Median over rounds of sample / reference, each round against the reference of the same round."""
-    return statistics.median(sample[key] / value for sample, value in zip(samples, reference))
+def speed_ratio(sample: dict, reference_chunk_seconds: list[float]) -> float:
+    """How many times faster than the reference one round was: the median over chunks of reference time / sample
+    time, each chunk against the reference's chunk of the same index, timed next to it."""
+    return statistics.median(reference / seconds for seconds, reference in zip(sample["chunk_seconds"], reference_chunk_seconds))
 
 
 def summarise(samples: list[dict], by_implementation: dict[str, list[dict]]) -> dict:
-    """Median, min-max and peak memory of one implementation, and its paired ratios to transformers' ViT (SDPA)."""
+    """Median, min-max and peak memory of one implementation, and its ratios to transformers' ViT (SDPA) and to the
+    fastest peer: medians over rounds of each round's ratio, paired chunk by chunk (`speed_ratio`)."""
     values = [sample["images_per_second"] for sample in samples]
     summary = dict(median=statistics.median(values), min=min(values), max=max(values),
                    milliseconds_per_batch=statistics.median(sample["milliseconds_per_batch"] for sample in samples),
                    peak_memory_mb=statistics.median(sample["peak_memory_mb"] for sample in samples))  # fmt: skip
     if BASELINE in by_implementation:
         baseline = by_implementation[BASELINE]
-        summary["ratio"] = paired_median(samples, [b["images_per_second"] for b in baseline])
-        summary["memory_ratio"] = paired_median(samples, [b["peak_memory_mb"] for b in baseline], "peak_memory_mb")
+        summary["ratio"] = statistics.median(speed_ratio(s, b["chunk_seconds"]) for s, b in zip(samples, baseline))
+        summary["memory_ratio"] = statistics.median(s["peak_memory_mb"] / b["peak_memory_mb"] for s, b in zip(samples, baseline))
     peers = [name for name in PEERS if name in by_implementation]
-    if peers:  # against the fastest of the peers in each round
-        fastest = [max(by_implementation[name][round_index]["images_per_second"] for name in peers)
+    if peers:  # against the fastest of the peers at each chunk
+        fastest = [[min(chunk) for chunk in zip(*(by_implementation[name][round_index]["chunk_seconds"] for name in peers))]
                    for round_index in range(len(samples))]  # fmt: skip
-        summary["ratio_to_fastest_peer"] = paired_median(samples, fastest)
+        summary["ratio_to_fastest_peer"] = statistics.median(speed_ratio(s, f) for s, f in zip(samples, fastest))
     for extra in ("achieved_tflops", "mfu"):
         if samples[0].get(extra) is not None:
             summary[extra] = statistics.median(sample[extra] for sample in samples)

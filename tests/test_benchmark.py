@@ -51,7 +51,9 @@ def test_a_round_runs_each_implementation_in_its_own_process_and_pairs_them():
     args = benchmark.main_parser().parse_args(["--warmup", "1", "--steps", "1", "--chunks", "2", "--chunk-seconds", "0"])
     results = benchmark.measure_round(["vit_scratch", "transformers-sdpa"], "digits", "inference", 8, args)
     assert set(results) == {"vit_scratch", "transformers-sdpa"}
-    assert all(result["images_per_second"] > 0 and result["steps_per_chunk"] == 1 for result in results.values())
+    for result in results.values():
+        assert result["steps_per_chunk"] == 1 and len(result["chunk_seconds"]) == 2
+        assert result["images_per_second"] == pytest.approx(8 / min(result["chunk_seconds"]))
 
 
 def test_a_failing_worker_names_itself_and_shows_its_error():
@@ -60,23 +62,28 @@ def test_a_failing_worker_names_itself_and_shows_its_error():
         benchmark.measure_round(["no-such-model"], "digits", "inference", 8, args)
 
 
-def samples(*values, memory=100.0):
-    return [dict(images_per_second=value, milliseconds_per_batch=1000 / value, peak_memory_mb=memory) for value in values]
+def samples(*chunk_seconds, memory=100.0):
+    """One result per round from its chunks' seconds per step (batch 1), as `measure_round` returns them."""
+    return [dict(images_per_second=1 / min(chunks), milliseconds_per_batch=1000 * min(chunks), peak_memory_mb=memory,
+                 chunk_seconds=list(chunks)) for chunks in chunk_seconds]  # fmt: skip
 
 
-def test_ratios_are_paired_round_by_round():
-    """A slow spell of the machine hits both implementations of a round; the ratio of medians would miss that."""
+def test_ratios_pair_each_chunk_with_the_reference_chunk_timed_next_to_it():
+    """A slow spell of the machine hits the chunks timed together; ratios of medians or of fastest chunks would not
+    see that. Round 1: the chunk-paired ratios are 0.8, 1.25, 1.25 (median 1.25), though the fastest chunks tie;
+    round 2: 0.8, 0.8, 1.0."""
     runs = {
-        "vit_scratch": samples(110, 55, 90),
-        "transformers-sdpa": samples(100, 50, 100, memory=200.0),
-        "transformers-eager": samples(120, 50, 80),
-        "timm": samples(90, 60, 85),
+        "vit_scratch": samples([1.0, 0.8, 2.0], [1.25, 2.5, 1.0], memory=50.0),
+        "transformers-sdpa": samples([0.8, 1.0, 2.5], [1.0, 2.0, 1.0]),
+        "transformers-eager": samples([0.5, 1.0, 3.0], [2.0, 2.0, 2.0]),
+        "timm": samples([2.0, 0.5, 2.0], [1.0, 3.0, 0.5]),
     }
     summary = benchmark.summarise(runs["vit_scratch"], runs)
-    assert summary["ratio"] == pytest.approx(1.1)  # rounds: 1.1, 1.1, 0.9
-    assert summary["ratio_to_fastest_peer"] == pytest.approx(110 / 120)  # rounds: 110/120, 55/60, 90/85
+    assert summary["ratio"] == pytest.approx((1.25 + 0.8) / 2)  # median of two rounds
+    # fastest peer per chunk: round 1 (0.5, 0.5, 2.0) -> 0.5, 0.625, 1.0; round 2 (1.0, 2.0, 0.5) -> 0.8, 0.8, 0.5
+    assert summary["ratio_to_fastest_peer"] == pytest.approx((0.625 + 0.8) / 2)
     assert summary["memory_ratio"] == pytest.approx(0.5)
-    assert (summary["median"], summary["min"], summary["max"]) == (90, 55, 110)
+    assert (summary["median"], summary["min"], summary["max"]) == (1.125, 1.0, 1.25)
 
 
 def test_bars_report_each_failed_condition():
@@ -97,7 +104,7 @@ def test_cuda_adds_bf16_training_and_cpu_only_on_request():
 
 
 def test_table_has_a_row_per_implementation_and_our_peer_ratio():
-    runs = {name: samples(100, 100) for name in benchmark.IMPLEMENTATIONS}
+    runs = {name: samples([0.01, 0.02], [0.01]) for name in benchmark.IMPLEMENTATIONS}
     rows = [dict(config="digits", mode="train", batch=256, implementation=name, **benchmark.summarise(runs[name], runs))
             for name in benchmark.IMPLEMENTATIONS]  # fmt: skip
     table = benchmark.markdown(rows).splitlines()
