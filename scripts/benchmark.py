@@ -405,7 +405,7 @@ def main(argv: list[str]) -> None:
     header = (f"{machine_name()}, {os.cpu_count()} cores, torch {torch.__version__}, "
               f"{'CUDA ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'CPU'}, "
               f"{args.rounds} rounds of {args.chunks} interleaved chunks of >= {args.chunk_seconds} s, "
-              f"the fastest chunk of each round counts; malloc "
+              f"throughput from the fastest chunk of each round, ratios paired chunk by chunk; malloc "
               f"{'glibc defaults' if args.glibc_malloc_defaults else 'thresholds fixed (STEADY_MALLOC)'}")  # fmt: skip
     verdicts = bars(rows)
     print(f"\n{header}\n\n{markdown(rows)}\n\n" + "\n".join(verdicts) + f"\n\n({time.time() - started:.0f} s)")
