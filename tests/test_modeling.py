@@ -9,6 +9,7 @@ from modeling_vit_scratch.modeling_vit_scratch import (
     ViTScratchDropPath,
     ViTScratchPatchEmbeddings,
     sincos_position_table,
+    truncated_normal_,
 )
 from tests.conftest import tiny_config
 
@@ -120,6 +121,18 @@ def test_layer_norm_eps_and_initializer_range_reach_the_modules():
     weight = model.layers[0].mlp.fc1.weight
     assert 0.1 < weight.std() < 0.2 and weight.abs().max() <= 0.4 + 1e-6  # truncated at 2 std
     assert ViTScratchModel(tiny_config()).layers[0].mlp.fc1.weight.std() < 0.03
+
+
+def test_truncated_normal_is_a_normal_cut_at_two_std_and_keeps_loaded_tensors():
+    torch.manual_seed(0)
+    sample = truncated_normal_(torch.empty(200_000), std=0.5)
+    assert sample.abs().max() <= 1.0 and sample.abs().max() > 0.99
+    # N(0, 1) cut at +-2: standard deviation 0.8796, 95.45% of the untruncated mass inside +-2
+    assert sample.mean().abs() < 0.005 and sample.std() == pytest.approx(0.5 * 0.8796, rel=0.01)
+    assert (sample.abs() < 0.5).float().mean() == pytest.approx(0.6827 / 0.9545, abs=0.005)  # inside 1 std
+    loaded = torch.full((3,), 7.0)
+    loaded._is_hf_initialized = True
+    assert truncated_normal_(loaded, std=0.5).tolist() == [7.0] * 3
 
 
 def test_drop_path_rates_grow_with_depth_and_only_act_in_training():
