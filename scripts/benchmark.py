@@ -329,9 +329,10 @@ def markdown(rows: list[dict]) -> str:
     header += ["TFLOP/s", "MFU"] if on_cuda else []
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     ratio = lambda row, key: f"{row[key]:.2f}x" if key in row else ""  # noqa: E731
+    rate = lambda value: f"{value:.0f}" if value >= 100 else f"{value:.1f}"  # noqa: E731  (ViT-B: a few images/s)
     for row in rows:
-        cells = [row["config"], row["mode"], row["batch"], row["implementation"], f"{row['median']:.0f}",
-                 f"{row['min']:.0f}-{row['max']:.0f}", f"{row['milliseconds_per_batch']:.1f}", ratio(row, "ratio"),
+        cells = [row["config"], row["mode"], row["batch"], row["implementation"], rate(row["median"]),
+                 f"{rate(row['min'])}-{rate(row['max'])}", f"{row['milliseconds_per_batch']:.1f}", ratio(row, "ratio"),
                  ratio(row, "ratio_to_fastest_peer") if row["implementation"] == OURS else "",
                  f"{row['peak_memory_mb']:.0f}", ratio(row, "memory_ratio")]  # fmt: skip
         if on_cuda:

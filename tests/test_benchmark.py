@@ -110,3 +110,10 @@ def test_table_has_a_row_per_implementation_and_our_peer_ratio():
     table = benchmark.markdown(rows).splitlines()
     assert len(table) == 2 + len(benchmark.IMPLEMENTATIONS)
     assert table[2].count("1.00x") == 3 and table[3].count("1.00x") == 2  # ours also carries the peer ratio
+    assert "| 100 | 100-100 |" in table[2]  # images/s: whole numbers from 100 up, one decimal below
+
+
+def test_table_keeps_a_decimal_for_slow_models():
+    runs = {name: samples([0.4, 0.5], [0.37]) for name in benchmark.IMPLEMENTATIONS}
+    row = dict(config="base224", mode="inference", batch=1, implementation="vit_scratch", **benchmark.summarise(runs["vit_scratch"], runs))
+    assert "| 2.6 | 2.5-2.7 |" in benchmark.markdown([row])
