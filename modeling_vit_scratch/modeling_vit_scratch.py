@@ -334,13 +334,15 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
         With `class_token_only` the last block computes the class token alone, (batch, 1, D): all that Eq. 4 reads.
         It is ignored when hidden states, attentions or mean pooling need every token.
         """
-        class_token_only = class_token_only and self.config.pooling == "cls" and not (output_attentions or output_hidden_states)
+        every_token_needed = output_attentions or output_hidden_states or self.config.pooling != "cls"
+        class_token_only = class_token_only and not every_token_needed
         hidden_states = self.embeddings(pixel_values, interpolate_pos_encoding)
         all_hidden_states = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
         last = len(self.layers) - 1
         for index, layer in enumerate(self.layers):
-            hidden_states, attention_weights = layer(hidden_states, output_attentions, class_token_only and index == last)
+            last_class_token_only = class_token_only and index == last
+            hidden_states, attention_weights = layer(hidden_states, output_attentions, last_class_token_only)
             if output_hidden_states:
                 all_hidden_states.append(hidden_states)
             if output_attentions:

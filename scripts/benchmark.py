@@ -8,8 +8,9 @@ each round every implementation gets a fresh process; their timed chunks are int
 a slow spell of the machine hits all of them. Reported: throughput (the fastest chunk of a round; median and min-max
 over rounds) and the median over rounds of each round's ratio to transformers' ViT with SDPA (its default) and,
 for ours, to the fastest of transformers' eager ViT and timm, where a round's ratio pairs each chunk with the
-reference's chunk timed next to it; then whether the bars of issue 7 are met. Needs timm and transformers (`make install-timm` has both:
-run it with .venv-timm/bin/python). CPU figures are noisy: compare ratios from one run, not numbers across runs.
+reference's chunk timed next to it; then whether the bars of issue 7 are met. Needs timm and transformers
+(`make install-timm` has both: run it with .venv-timm/bin/python). CPU figures are noisy: compare ratios from one
+run, not numbers across runs.
 """
 
 import argparse
@@ -271,7 +272,13 @@ def measure_round(implementations: list[str], config_name: str, mode: str, batch
 def speed_ratio(sample: dict, reference_chunk_seconds: list[float]) -> float:
     """How many times faster than the reference one round was: the median over chunks of reference time / sample
     time, each chunk against the reference's chunk of the same index, timed next to it."""
-    return statistics.median(reference / seconds for seconds, reference in zip(sample["chunk_seconds"], reference_chunk_seconds))
+    pairs = zip(sample["chunk_seconds"], reference_chunk_seconds)
+    return statistics.median(reference / seconds for seconds, reference in pairs)
+
+
+def fastest_chunks(results: list[dict]) -> list[float]:
+    """Chunk by chunk, the least seconds per step among `results` (several implementations of one round)."""
+    return [min(chunk) for chunk in zip(*(result["chunk_seconds"] for result in results))]
 
 
 def summarise(samples: list[dict], by_implementation: dict[str, list[dict]]) -> dict:
@@ -284,10 +291,11 @@ def summarise(samples: list[dict], by_implementation: dict[str, list[dict]]) -> 
     if BASELINE in by_implementation:
         baseline = by_implementation[BASELINE]
         summary["ratio"] = statistics.median(speed_ratio(s, b["chunk_seconds"]) for s, b in zip(samples, baseline))
-        summary["memory_ratio"] = statistics.median(s["peak_memory_mb"] / b["peak_memory_mb"] for s, b in zip(samples, baseline))
+        memory_ratios = (s["peak_memory_mb"] / b["peak_memory_mb"] for s, b in zip(samples, baseline))
+        summary["memory_ratio"] = statistics.median(memory_ratios)
     peers = [name for name in PEERS if name in by_implementation]
     if peers:  # against the fastest of the peers at each chunk
-        fastest = [[min(chunk) for chunk in zip(*(by_implementation[name][round_index]["chunk_seconds"] for name in peers))]
+        fastest = [fastest_chunks([by_implementation[name][round_index] for name in peers])
                    for round_index in range(len(samples))]  # fmt: skip
         summary["ratio_to_fastest_peer"] = statistics.median(speed_ratio(s, f) for s, f in zip(samples, fastest))
     for extra in ("achieved_tflops", "mfu"):
@@ -376,7 +384,8 @@ def main_parser() -> argparse.ArgumentParser:
     parser.add_argument("--implementations", nargs="+", default=list(IMPLEMENTATIONS), choices=ALL_IMPLEMENTATIONS)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps before timing")
-    parser.add_argument("--chunks", type=int, default=5, help="timed chunks per implementation and round; the fastest counts")
+    parser.add_argument("--chunks", type=int, default=5,
+                        help="timed chunks per implementation and round (throughput: the fastest; ratios: all, paired)")
     parser.add_argument("--chunk-seconds", type=float, default=1.0, help="least duration of a timed chunk")
     parser.add_argument("--steps", type=int, default=3, help="least number of steps in a timed chunk")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)

@@ -1,4 +1,4 @@
-"""scripts/benchmark.py measures like for like and pairs its ratios round by round. No timing is asserted here:
+"""scripts/benchmark.py measures like for like and pairs its ratios chunk by chunk. No timing is asserted here:
 speed lives in the benchmark's own runs, these tests check that what it compares and reports is right."""
 
 import importlib.util
@@ -115,5 +115,6 @@ def test_table_has_a_row_per_implementation_and_our_peer_ratio():
 
 def test_table_keeps_a_decimal_for_slow_models():
     runs = {name: samples([0.4, 0.5], [0.37]) for name in benchmark.IMPLEMENTATIONS}
-    row = dict(config="base224", mode="inference", batch=1, implementation="vit_scratch", **benchmark.summarise(runs["vit_scratch"], runs))
+    summary = benchmark.summarise(runs["vit_scratch"], runs)
+    row = dict(config="base224", mode="inference", batch=1, implementation="vit_scratch", **summary)
     assert "| 2.6 | 2.5-2.7 |" in benchmark.markdown([row])
