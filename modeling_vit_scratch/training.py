@@ -7,24 +7,32 @@ The output folder is what `push_to_hub` and the Auto classes read: weights, conf
 a training-curve picture and a model card.
 """
 
+import difflib
 import json
+import logging
 import os
 import shlex
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, field
+from contextlib import nullcontext
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import AutoModelForImageClassification, Trainer, TrainingArguments, set_seed
+from huggingface_hub.errors import StrictDataclassError
+from torch import nn
+from transformers import AutoModelForImageClassification, HfArgumentParser, Trainer, TrainingArguments, set_seed
 
-from .configuration_vit_scratch import PRESETS, ViTScratchConfig
+from .configuration_vit_scratch import PRESETS, ViTScratchConfig, check_config_overrides
 from .data import DIGITS, ImageTransform, PreparedData, collate_images, load_image_dataset, prepare_splits
 from .image_processing_vit_scratch import ViTScratchImageProcessor
 from .modeling_vit_scratch import ViTScratchForImageClassification
 from .paths import looks_like_local_path
+from .run_folder import RESUME_OFF, claim_output_folder, publish, resolve_checkpoint, staged_folder
+from .safety import MASK, find_secrets, known_secrets, redact, weights_sha256
+
+logger = logging.getLogger(__name__)
 
 CURVES_FILE = "training_curves.png"
 RESULTS_FILE = "all_results.json"
@@ -79,10 +87,33 @@ class DataArguments:
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only this many training images."})
 
 
+@dataclass
+class OutputArguments:
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Replace the model already in --output_dir (without it, a folder holding a model is refused)."},
+    )
+
+
+ARGUMENT_TYPES = (ModelArguments, DataArguments, OutputArguments, TrainingArguments)
+
+
+def argument_names() -> list[str]:
+    """Every argument `scripts/train.py` accepts, as written in a recipe (`learning_rate`)."""
+    return [item.name for kind in ARGUMENT_TYPES for item in fields(kind) if item.init]
+
+
+def closest(name: str, names: list[str]) -> str:
+    """' (did you mean X?)' for the nearest real name, or ''."""
+    match = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
 def recipe_to_argv(argv: list[str]) -> list[str]:
     """`[recipe.json, --key value, ...]` -> the recipe's arguments as command-line arguments, then the rest.
 
-    Arguments given on the command line come last, so they override the recipe's.
+    Arguments given on the command line come last, so they override the recipe's. Recipe keys must be argument
+    names exactly: an unknown or shortened key is an error naming the closest real one.
     """
     if not argv or not argv[0].endswith((".json", ".yaml", ".yml")):
         return argv
@@ -95,13 +126,74 @@ def recipe_to_argv(argv: list[str]) -> list[str]:
         import yaml
 
         recipe = yaml.safe_load(path.read_text())
+    names = argument_names()
     args = []
     for key, value in recipe.items():
+        if key not in names:
+            raise ValueError(f"Unknown key {key!r} in the recipe {argv[0]}{closest(key, names)}: fix or remove it.")
         if value is None:
             continue
         values = value if isinstance(value, list) else [value]
         args += [f"--{key}", *(str(v).lower() if isinstance(v, bool) else str(v) for v in values)]
     return args + argv[1:]
+
+
+def raise_value_error(message: str):
+    """argparse's `error`, as an exception the script prints as one line (argparse would print usage and exit)."""
+    raise ValueError(f"{message}; `python scripts/train.py --help` lists the arguments.")
+
+
+def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, OutputArguments, TrainingArguments]:
+    """`scripts/train.py`'s command line (a recipe first, if any): names are matched exactly, never abbreviated."""
+    parser = HfArgumentParser(ARGUMENT_TYPES, allow_abbrev=False)
+    parser.error = raise_value_error
+    *parsed, remaining = parser.parse_args_into_dataclasses(recipe_to_argv(argv), return_remaining_strings=True)
+    options = [arg.split("=", 1)[0] for arg in remaining if arg.startswith("-")]
+    if options:  # named without the value that follows it, which may be a secret
+        known = [f"--{name}" for name in argument_names()]
+        raise ValueError(f"Unknown argument {options[0]}{closest(options[0].replace('-', '_'), known)}: "
+                         "arguments are matched exactly, not abbreviated.")  # fmt: skip
+    if remaining:
+        raise ValueError(f"{len(remaining)} value(s) without an --argument before them on the command line (a recipe "
+                         "file goes first): fix the command line.")  # fmt: skip
+    return tuple(parsed)
+
+
+def token_value_positions(argv: list[str]) -> list[tuple[int, str]]:
+    """(index, value) of every value given to an argument whose name holds 'token', in any spelling: `--x value`
+    or `--x=value`; for `--x=value` the index is that of the whole argument."""
+    found = []
+    for index, arg in enumerate(argv):
+        name, equals, value = arg.partition("=")
+        if arg.startswith("-") and "token" in name.lower():
+            if equals:
+                found.append((index, value))
+            elif index + 1 < len(argv):
+                found.append((index + 1, argv[index + 1]))
+    return [(index, value) for index, value in found if value]
+
+
+def secrets_in_argv(argv: list[str]) -> list[str]:
+    """The token values given on a command line (see `token_value_positions`)."""
+    return [value for _, value in token_value_positions(argv)]
+
+
+def mask_token_values(argv: list[str]) -> list[str]:
+    """`argv` with every token value replaced by ***, whatever its length."""
+    masked = list(argv)
+    for index, value in token_value_positions(argv):
+        masked[index] = masked[index][: -len(value)] + MASK if masked[index] != value else MASK
+    return masked
+
+
+def command_secrets(argv: list[str]) -> list[str]:
+    """Every token value this command could leak: given on the command line or in its recipe, or known to
+    huggingface_hub (`HF_TOKEN`, the saved login)."""
+    try:
+        expanded = recipe_to_argv(argv)
+    except (OSError, ValueError):
+        expanded = argv
+    return known_secrets(*secrets_in_argv(argv), *secrets_in_argv(expanded))
 
 
 def use_cpu_processes_without_accelerator() -> None:
@@ -139,40 +231,67 @@ def parse_overrides(text: str | None) -> dict:
 
 
 def build_model(args: ModelArguments, data: PreparedData) -> tuple[ViTScratchForImageClassification, object]:
-    """A new model (preset or config file) or a fine-tuned checkpoint, with the data set's labels and its processor.
-
-    Fine-tuning a checkpoint whose labels differ from the data set's re-initialises the classification head.
-    """
+    """A new model (preset or config file) or a fine-tuned checkpoint, with the data set's labels and its processor."""
     labels = dict(id2label=data.id2label, label2id={name: i for i, name in data.id2label.items()})
     kernel = {"attn_implementation": args.attn_implementation} if args.attn_implementation else {}
     overrides = parse_overrides(args.config_overrides)
+    check_config_overrides(overrides)
     if args.model in PRESETS or args.model.endswith(".json"):
-        if args.model in PRESETS:
-            config = ViTScratchConfig.from_preset(args.model, **overrides, **labels)
-        elif Path(args.model).is_file():
-            config = ViTScratchConfig(**{**ViTScratchConfig.get_config_dict(args.model)[0], **overrides, **labels})
-        else:
+        if args.model not in PRESETS and not Path(args.model).is_file():
             raise FileNotFoundError(f"Config file {args.model!r} does not exist: give an existing JSON file.")
+        fields_in_file = {} if args.model in PRESETS else ViTScratchConfig.get_config_dict(args.model)[0]
+        check_config_overrides({key: value for key, value in fields_in_file.items() if key != "model_type"})
+        try:
+            if args.model in PRESETS:
+                config = ViTScratchConfig.from_preset(args.model, **overrides, **labels)
+            else:
+                config = ViTScratchConfig(**{**fields_in_file, **overrides, **labels})
+        except StrictDataclassError as error:  # a value of the wrong type
+            raise ValueError(f"{' '.join(str(error).split())}: fix --config_overrides or {args.model}.") from None
         model = ViTScratchForImageClassification._from_config(config, **kernel)
         return model, ViTScratchImageProcessor.for_config(config)
     if overrides:
         raise ValueError("--config_overrides applies to new models only; a checkpoint keeps its architecture.")
-    path = Path(args.model)
-    looks_like_path = looks_like_local_path(args.model)
-    if not path.exists() and looks_like_path:
-        raise FileNotFoundError(f"Checkpoint folder {args.model!r} does not exist: give a saved folder or repo id.")
+    return fine_tuned_model(args.model, data, kernel)
+
+
+def fine_tuned_model(source: str, data: PreparedData, kernel: dict) -> tuple[ViTScratchForImageClassification, object]:
+    """A saved folder or hub repo, to fine-tune on `data`. A new label set gets a new head, initialised afresh;
+    every other weight must load as saved (a shape that differs anywhere else is an error, never a re-init)."""
+    path = Path(source)
+    if not path.exists() and looks_like_local_path(source):
+        raise FileNotFoundError(f"Checkpoint folder {source!r} does not exist: give a saved folder or repo id.")
     if path.is_dir() and not (path / "config.json").exists():
-        raise FileNotFoundError(f"{args.model!r} has no config.json: give a folder written by save_pretrained.")
-    if not path.exists() and "/" not in args.model:
+        raise FileNotFoundError(f"{source!r} has no config.json: give a folder written by save_pretrained.")
+    if not path.exists() and "/" not in source:
         raise ValueError(
-            f"Unknown preset {args.model!r}. Known presets: {', '.join(sorted(PRESETS))}; "
+            f"Unknown preset {source!r}. Known presets: {', '.join(sorted(PRESETS))}; "
             "or give a config JSON file, a saved folder or a hub repo id."
         )
-    model = ViTScratchForImageClassification.from_pretrained(
-        args.model, num_labels=len(data.labels), ignore_mismatched_sizes=True, **labels, **kernel
-    )
+    labels = dict(id2label=data.id2label, label2id={name: i for i, name in data.id2label.items()})
     try:
-        processor = ViTScratchImageProcessor.from_pretrained(args.model)
+        saved_labels = ViTScratchConfig.from_pretrained(source).id2label
+        model, loading = ViTScratchForImageClassification.from_pretrained(
+            source, num_labels=len(data.labels), ignore_mismatched_sizes=True, output_loading_info=True,
+            **labels, **kernel,
+        )  # fmt: skip
+    except OSError as error:
+        raise FileNotFoundError(
+            f"Cannot load the checkpoint {source!r}: it is no folder here and no reachable hub repo "
+            f"({str(error).splitlines()[0]}). Check the path (a folder name needs ./ in front) or the repo id."
+        ) from None
+    body_mismatches = sorted(name for name, *_ in loading["mismatched_keys"] if not name.startswith("classifier."))
+    if body_mismatches:
+        raise ValueError(
+            f"The weights of {source!r} do not fit its config.json ({', '.join(body_mismatches[:3])}): re-save the "
+            "checkpoint with save_pretrained."
+        )
+    saved_labels = [str(saved_labels[index]) for index in sorted(saved_labels or {})]
+    if saved_labels != data.labels and not loading["mismatched_keys"]:
+        model.classifier = nn.Linear(model.config.hidden_size, model.config.num_labels)  # same count, other labels
+        model._init_weights(model.classifier)
+    try:
+        processor = ViTScratchImageProcessor.from_pretrained(source)
     except OSError:  # a checkpoint saved without its processor
         processor = ViTScratchImageProcessor.for_config(model.config)
     return model, processor
@@ -220,23 +339,48 @@ def augmentation_text(data_args: DataArguments) -> str | None:
 
 
 def plain_command() -> str:
-    """The command that started this run, with any token value removed."""
-    argv, shown, hide_next = sys.argv, [], False
-    for arg in argv:
-        if hide_next:
-            shown.append("***")
-            hide_next = False
-        elif arg.startswith("--hub_token"):
-            shown.append("--hub_token=***" if "=" in arg else arg)
-            hide_next = "=" not in arg
-        else:
-            shown.append(arg)
+    """The command that started this run, with every token value replaced by ***."""
     launcher = f"torchrun --nproc_per_node {os.environ['WORLD_SIZE']} " if int(os.environ.get("WORLD_SIZE", 1)) > 1 else "python "
-    return launcher + shlex.join(shown)
+    return redact(launcher + shlex.join(mask_token_values(sys.argv)), command_secrets(sys.argv[1:]))
 
 
-def train(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
-    """Train, select the best epoch on validation, test it, and write the model folder. Returns the metrics."""
+def check_training_steps(training_args: TrainingArguments, num_train: int) -> None:
+    """At least one optimisation step, or one line saying why not."""
+    if num_train == 0:
+        raise ValueError("The training split is empty: give a data set with training images (or a larger "
+                         "--max_train_samples).")  # fmt: skip
+    if training_args.max_steps <= 0 and training_args.num_train_epochs <= 0:
+        raise ValueError(f"--num_train_epochs {training_args.num_train_epochs:g} trains nothing: give "
+                         "--num_train_epochs > 0 or --max_steps >= 1.")  # fmt: skip
+
+
+def train(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: TrainingArguments,
+    output_args: OutputArguments | None = None,
+) -> dict:
+    """Train, select the best epoch on validation, test it, and write the model folder. Returns the metrics.
+
+    Everything that can be checked is checked before the first step: the output folder (writable, not in use, not
+    holding a model unless overwriting or resuming), the checkpoint to resume, the images, the labels, the steps.
+    """
+    output_args = output_args or OutputArguments()
+    hub_token, training_args.hub_token = training_args.hub_token, None  # the Trainer pickles its arguments
+    check_world_size(training_args)
+    resume = training_args.resume_from_checkpoint
+    main_process = training_args.process_index == 0
+    claim = claim_output_folder(training_args.output_dir, output_args.overwrite_output_dir, resume not in RESUME_OFF)
+    with claim if main_process else nullcontext([]) as removed:
+        if removed:
+            logger.warning("Removed the leftovers of an earlier run in %s: %s", training_args.output_dir, ", ".join(removed))
+        checkpoint = resolve_checkpoint(training_args.output_dir, resume)
+        metrics = train_in_claimed_folder(model_args, data_args, training_args, checkpoint, hub_token)
+    return metrics
+
+
+def train_in_claimed_folder(model_args, data_args, training_args, checkpoint: str | None, hub_token: str | None) -> dict:
+    """`train` once the output folder is held: data, pre-flight, model, Trainer, evaluation, the model folder."""
     started = time.time()
     set_seed(training_args.seed)  # before the model is built, so the initial weights follow --seed
     raw = load_image_dataset(data_args.dataset, data_args.dataset_config)
@@ -246,6 +390,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     )  # fmt: skip
     if data_args.max_train_samples is not None:
         data.splits["train"] = data.splits["train"].select(range(min(data_args.max_train_samples, len(data.splits["train"]))))
+    check_training_steps(training_args, len(data.splits["train"]))
     model, processor = build_model(model_args, data)
     train_set = data.splits["train"].with_transform(
         ImageTransform(processor, data_args.augment, data_args.max_shift, data_args.max_degrees)
@@ -254,7 +399,6 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
     validation_set = data.splits["validation"].with_transform(evaluate_transform)
     test_set = data.splits["test"].with_transform(evaluate_transform)
 
-    check_world_size(training_args)
     training_args.remove_unused_columns = False  # the image column must reach the transform
     push = training_args.push_to_hub  # pushed below through the same gate as scripts/push_to_hub.py
     training_args.push_to_hub = False
@@ -268,7 +412,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         compute_metrics=accuracy_metrics,
         processing_class=processor,
     )
-    train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    train_result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = {**train_result.metrics}
     metrics.update(trainer.evaluate(validation_set, metric_key_prefix="eval"))
     metrics.update(trainer.evaluate(test_set, metric_key_prefix="test"))
@@ -281,29 +425,30 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: T
         wall_time_seconds=round(time.time() - started, 1),
     )
     if trainer.is_world_process_zero():
-        write_model_folder(trainer, processor, data, data_args, metrics)
+        write_model_folder(trainer, processor, data, data_args, metrics, known_secrets(hub_token))
         if push:
             from .hub import push_to_hub
 
             result = push_to_hub(
                 training_args.output_dir, training_args.hub_model_id or Path(training_args.output_dir).name,
-                private=bool(training_args.hub_private_repo), token=training_args.hub_token,
-                revision=training_args.hub_revision,
+                private=bool(training_args.hub_private_repo), token=hub_token, revision=training_args.hub_revision,
             )  # fmt: skip
             print(f"Pushed to {result.repo_url} (commit {result.commit_id})")
     trainer.accelerator.wait_for_everyone()
     return metrics
 
 
-def write_model_folder(trainer: Trainer, processor, data: PreparedData, data_args: DataArguments, metrics: dict) -> None:
-    """Weights, config, code, processor, metrics, curves and card; each file replaced atomically."""
+def write_model_folder(
+    trainer: Trainer, processor, data: PreparedData, data_args: DataArguments, metrics: dict, secrets: list[str]
+) -> None:
+    """Weights, config, code, processor, metrics, curves, record and card, written beside the output folder, checked
+    (it reloads to the trained model and holds no secret), then moved into place."""
     from .model_card import render_model_card, training_record
     from .plots import plot_training_curves
 
     output_dir = Path(trainer.args.output_dir)
     model = trainer.accelerator.unwrap_model(trainer.model)
-    with tempfile.TemporaryDirectory(dir=output_dir, prefix=".saving-") as staging:
-        staging = Path(staging)
+    with staged_folder(output_dir) as staging:
         model.save_pretrained(staging)
         processor.save_pretrained(staging)
         (staging / RESULTS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
@@ -311,13 +456,16 @@ def write_model_folder(trainer: Trainer, processor, data: PreparedData, data_arg
         splits = {name: len(split) for name, split in data.splits.items()}
         record = training_record(plain_command(), data_args.dataset, splits, trainer.args, metrics,
                                  augmentation_text(data_args))  # fmt: skip
+        record["weights_sha256"] = weights_sha256(staging)  # the weights the metrics above were measured on
         (staging / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n")
         card = render_model_card(model.config, metrics, record)
         card.save(staging / "README.md")
-        for path in staging.iterdir():
-            path.chmod(0o644)  # staged files may be private (mkstemp); the folder is meant to be shared
-            os.replace(path, output_dir / path.name)
-    check_reload(model, output_dir, data.splits["test"].with_transform(ImageTransform(processor)))
+        check_reload(model, staging, data.splits["test"].with_transform(ImageTransform(processor)))
+        leaked = find_secrets(staging, secrets)
+        if leaked:
+            raise RuntimeError(f"A token value was found in {', '.join(p.name for p in leaked)}; the model folder was "
+                               "not written. Please report this as a bug.")  # fmt: skip
+        publish(staging, output_dir)
 
 
 def check_reload(model, folder: Path, test_set) -> None:
@@ -332,4 +480,4 @@ def check_reload(model, folder: Path, test_set) -> None:
     model.train(model_was_training)
     if not torch.allclose(expected, got, atol=1e-4, rtol=1e-4):
         raise RuntimeError(f"The folder {folder} does not reload to the trained model (max diff "
-                           f"{(expected - got).abs().max():.2e}); it was not written completely.")
+                           f"{(expected - got).abs().max():.2e}); nothing was written. Please report this as a bug.")

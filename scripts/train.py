@@ -1,18 +1,17 @@
 """Train a vit-scratch model: `python scripts/train.py [RECIPE.json|.yaml] [--any_argument value ...]`.
 
 A recipe file in configs/ gives the arguments; any argument on the command line overrides it. Arguments are those
-of `modeling_vit_scratch.training.ModelArguments`, `DataArguments` and transformers' `TrainingArguments`
-(`python scripts/train.py --help` lists them). Runs unchanged under `torchrun` and `accelerate launch`.
+of `modeling_vit_scratch.training.ModelArguments`, `DataArguments`, `OutputArguments` and transformers'
+`TrainingArguments` (`python scripts/train.py --help` lists them), matched exactly. Runs unchanged under `torchrun`
+and `accelerate launch`. Bad input is one line, `error: ...`, before any long work; no token value is ever printed.
 """
 
 import sys
 
-from transformers import HfArgumentParser, TrainingArguments
-
+from modeling_vit_scratch.safety import redact
 from modeling_vit_scratch.training import (
-    DataArguments,
-    ModelArguments,
-    recipe_to_argv,
+    command_secrets,
+    parse_arguments,
     train,
     use_cpu_processes_without_accelerator,
 )
@@ -20,12 +19,11 @@ from modeling_vit_scratch.training import (
 
 def main(argv: list[str]) -> None:
     use_cpu_processes_without_accelerator()
-    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
     try:
-        model_args, data_args, training_args = parser.parse_args_into_dataclasses(recipe_to_argv(argv))
-        metrics = train(model_args, data_args, training_args)
-    except (ValueError, FileNotFoundError) as error:  # bad input: one line that names the problem and the fix
-        sys.exit(f"error: {error}")
+        model_args, data_args, output_args, training_args = parse_arguments(argv)
+        metrics = train(model_args, data_args, training_args, output_args)
+    except (ValueError, FileNotFoundError) as error:  # bad input: the problem and the fix, on one line
+        sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}")
     if training_args.process_index == 0:
         print(f"\nTest accuracy {metrics['test_accuracy']:.4f} ({metrics['wall_time_seconds']:.0f} s).")
         print(f"Model saved in {training_args.output_dir}; load it with\n"

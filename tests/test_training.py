@@ -15,10 +15,15 @@ from PIL import Image
 from safetensors.torch import load_file
 from transformers import AutoModelForImageClassification, TrainingArguments, pipeline
 
+from modeling_vit_scratch.run_folder import LOCK_FILE, claim_output_folder
+from modeling_vit_scratch.safety import weights_sha256
 from modeling_vit_scratch.training import (
     DataArguments,
     ModelArguments,
+    OutputArguments,
     build_model,
+    mask_token_values,
+    parse_arguments,
     parse_overrides,
     recipe_to_argv,
     set_global_batch_size,
@@ -72,6 +77,9 @@ def test_loss_falls_and_the_folder_holds_everything(trained_imagefolder):
     assert config["id2label"] == {"0": "cat", "1": "dog", "2": "fox"}
     assert "AutoModelForImageClassification" in config["auto_map"]
     assert json.loads((output_dir / "all_results.json").read_text())["test_accuracy"] == metrics["test_accuracy"]
+    record = json.loads((output_dir / "training_record.json").read_text())
+    assert record["weights_sha256"] == weights_sha256(output_dir)  # the weights the metrics were measured on
+    assert not [path.name for path in output_dir.iterdir() if path.name.startswith(".saving-")]
     with Image.open(output_dir / "training_curves.png") as picture:
         assert picture.format == "PNG" and picture.size == (1000, 400)
 
@@ -98,16 +106,19 @@ def test_model_card_is_rendered_with_the_measured_results(trained_imagefolder):
 
 
 def test_resumed_run_ends_like_an_uninterrupted_one(tmp_path):
-    """A run stopped after epoch 2 (all a killed run leaves is its last checkpoint) resumes to the same end."""
+    """A run killed while saving epoch 3's checkpoint resumes with `true` from epoch 2's, the last complete one,
+    and ends where the uninterrupted run ended."""
     model_args = ModelArguments(model=tiny_model_file(tmp_path, num_channels=1, hidden_dropout_prob=0.1))
     data_args = DataArguments(max_train_samples=96)  # digits, augmented: resuming must restore every RNG
     full = train(model_args, data_args, training_args(tmp_path / "full"))
     steps_per_epoch = 96 // 8
     interrupted = tmp_path / "interrupted"
     interrupted.mkdir()
-    checkpoint = interrupted / f"checkpoint-{2 * steps_per_epoch}"
-    shutil.copytree(tmp_path / "full" / checkpoint.name, checkpoint)
-    resumed = train(model_args, data_args, training_args(interrupted, resume_from_checkpoint=str(checkpoint)))
+    for epoch in (2, 3):
+        name = f"checkpoint-{epoch * steps_per_epoch}"
+        shutil.copytree(tmp_path / "full" / name, interrupted / name)
+    (interrupted / f"checkpoint-{3 * steps_per_epoch}" / "trainer_state.json").unlink()  # killed while saving it
+    resumed = train(model_args, data_args, training_args(interrupted, resume_from_checkpoint="true"))
     for key in ("eval_loss", "eval_accuracy", "test_loss", "test_accuracy"):
         assert resumed[key] == pytest.approx(full[key], abs=1e-6), key
     full_weights, resumed_weights = (load_file(d / "model.safetensors") for d in (tmp_path / "full", interrupted))
@@ -115,10 +126,10 @@ def test_resumed_run_ends_like_an_uninterrupted_one(tmp_path):
         torch.testing.assert_close(resumed_weights[name], tensor, atol=1e-6, rtol=0)
 
 
-def run_script(*args: str, nproc: int = 1, timeout: int = 300) -> subprocess.CompletedProcess:
+def run_script(*args: str, nproc: int = 1, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
     launcher = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}"] if nproc > 1 else [
         sys.executable]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.run([*launcher, str(REPO / "scripts" / "train.py"), *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=timeout)  # fmt: skip
 
@@ -187,8 +198,34 @@ def test_fine_tuning_with_new_labels_reinitialises_the_head(tmp_path, trained_im
     assert model.config.num_labels == 10 and model.config.id2label[3] == "3"
     assert model.classifier.out_features == 10
     original = AutoModelForImageClassification.from_pretrained(output_dir)
-    torch.testing.assert_close(model.vit.embeddings.cls_token, original.vit.embeddings.cls_token)
+    for name, tensor in original.vit.state_dict().items():  # the whole body as trained; only the head is new
+        torch.testing.assert_close(model.vit.state_dict()[name], tensor, rtol=0, atol=0, msg=name)
     assert processor.num_channels == 3
+
+
+def test_fine_tuning_on_other_labels_of_the_same_count_gets_a_new_head(trained_imagefolder):
+    output_dir, _ = trained_imagefolder
+    data = __import__("modeling_vit_scratch.data", fromlist=["x"])
+    prepared = data.prepare_splits(data.digits_dataset())
+    prepared.labels = ["ant", "bee", "cow"]  # three labels, like the checkpoint's cat, dog, fox
+    model, _ = build_model(ModelArguments(model=str(output_dir)), prepared)
+    original = AutoModelForImageClassification.from_pretrained(output_dir)
+    assert model.config.id2label == {0: "ant", 1: "bee", 2: "cow"}
+    assert not torch.equal(model.classifier.weight, original.classifier.weight)
+    assert model.classifier.bias.abs().max() == 0 and model.classifier.weight.std() < 0.05  # the model's own init
+    same, _ = build_model(ModelArguments(model=str(output_dir)), data.PreparedData(prepared.splits, ["cat", "dog", "fox"]))
+    torch.testing.assert_close(same.classifier.weight, original.classifier.weight, rtol=0, atol=0)
+
+
+def test_a_checkpoint_whose_body_does_not_fit_its_config_is_refused(tmp_path, trained_imagefolder):
+    output_dir, _ = trained_imagefolder
+    broken = tmp_path / "broken"
+    shutil.copytree(output_dir, broken)
+    config = json.loads((broken / "config.json").read_text())
+    (broken / "config.json").write_text(json.dumps({**config, "intermediate_size": 38}))
+    data = __import__("modeling_vit_scratch.data", fromlist=["x"])
+    with pytest.raises(ValueError, match="do not fit its config.json .*mlp.fc1"):
+        build_model(ModelArguments(model=str(broken)), data.prepare_splits(data.digits_dataset()))
 
 
 def test_accuracy_metrics_and_the_tie_breaking_selection_score():
@@ -234,3 +271,122 @@ def test_default_recipe_reaches_98_percent_on_the_digits_test_split(tmp_path):
     assert accuracy >= 0.98
     reported = json.loads((tmp_path / "out" / "all_results.json").read_text())["test_accuracy"]
     assert accuracy == pytest.approx(reported, abs=1 / 360 + 1e-9)  # at most one image apart (float rounding)
+
+
+FAKE_TOKENS = {
+    "command line": "hf_cmdLINEtoken0123456789",
+    "recipe": "hf_recipeTOKEN0123456789",
+    "environment": "hf_envTOKEN0123456789abc",
+    "saved login": "hf_savedLOGINtoken012345",
+}
+
+
+def test_no_token_value_reaches_any_file_or_printed_line(tmp_path):
+    """A token given on the command line (`--hub-token=...`), in the recipe, in HF_TOKEN and saved by `hf auth
+    login`: none of them appears in the output folder (checkpoints' pickled training_args.bin, TensorBoard logs,
+    record, card) or in anything printed. The command in the record shows the argument, masked."""
+    hf_home = tmp_path / "hf_home"
+    hf_home.mkdir()
+    (hf_home / "token").write_text(FAKE_TOKENS["saved login"])
+    recipe = tmp_path / "recipe.json"
+    recipe.write_text(json.dumps({"model": tiny_model_file(tmp_path, num_channels=1), "dataset": "digits",
+                                  "hub_token": FAKE_TOKENS["recipe"], "max_train_samples": 32}))  # fmt: skip
+    output_dir = tmp_path / "out"
+    result = run_script(str(recipe), f"--hub-token={FAKE_TOKENS['command line']}", "--output_dir", str(output_dir),
+                        "--num_train_epochs", "2", "--save_strategy", "epoch", "--eval_strategy", "epoch",
+                        "--report_to", "tensorboard",
+                        "--logging_strategy", "epoch", "--disable_tqdm", "true",
+                        env={"HF_HOME": str(hf_home), "HF_TOKEN": FAKE_TOKENS["environment"]})  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    written = [path for path in output_dir.rglob("*") if path.is_file()]
+    assert {"training_args.bin", "training_record.json", "README.md"} <= {path.name for path in written}
+    assert any(path.name.startswith("events.out.tfevents") for path in written)
+    for where, token in FAKE_TOKENS.items():
+        assert token not in result.stdout + result.stderr, where
+        for path in written:
+            assert token.encode() not in path.read_bytes(), (where, path)
+    command = json.loads((output_dir / "training_record.json").read_text())["command"]
+    assert "--hub-token=***" in command and str(recipe) in command
+
+
+@pytest.mark.parametrize("spelling", [["--hub_token", "SECRET"], ["--hub-token", "SECRET"], ["--hub_token=SECRET"],
+                                      ["--hub-token=SECRET"], ["--HUB_TOKEN", "SECRET"], ["--other_token", "SECRET"]])  # fmt: skip
+def test_token_values_are_masked_in_every_spelling(spelling):
+    argv = ["configs/train_digits.json", *spelling, "--seed", "3"]
+    masked = mask_token_values(argv)
+    assert "SECRET" not in " ".join(masked) and "***" in " ".join(masked)
+    assert masked[0] == argv[0] and masked[-2:] == ["--seed", "3"] and len(masked) == len(argv)
+
+
+def test_an_abbreviated_argument_is_refused_without_echoing_its_value(tmp_path):
+    result = run_script("--hub_tok", "hf_abbreviatedTOKEN12345", "--output_dir", str(tmp_path / "out"))
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: Unknown argument --hub_tok (did you mean '--hub_token'?): arguments are matched exactly, not "
+        "abbreviated.")  # fmt: skip
+    assert "hf_abbreviatedTOKEN12345" not in result.stdout + result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_recipe_keys_are_matched_exactly(tmp_path):
+    recipe = tmp_path / "recipe.json"
+    for key, suggestion in (("learning_rat", "learning_rate"), ("see", "seed"), ("hiden_size", None)):
+        recipe.write_text(json.dumps({key: 1}))
+        with pytest.raises(ValueError) as refused:
+            recipe_to_argv([str(recipe)])
+        assert f"Unknown key {key!r} in the recipe {recipe}" in str(refused.value)
+        assert (f"did you mean {suggestion!r}" in str(refused.value)) == (suggestion is not None)
+
+
+def test_a_second_run_into_a_model_folder_is_refused_and_leaves_it_whole(tmp_path, trained_imagefolder):
+    output_dir, _ = trained_imagefolder
+    before = {path.name: path.read_bytes() for path in output_dir.iterdir() if path.is_file() and path.name != LOCK_FILE}
+    result = run_script("--model", tiny_model_file(tmp_path), "--output_dir", str(output_dir))
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: The output folder '{output_dir}' already holds a model")
+    assert "--overwrite_output_dir true" in line and "--resume_from_checkpoint true" in line
+    after = {path.name: path.read_bytes() for path in output_dir.iterdir() if path.is_file() and path.name != LOCK_FILE}
+    assert after == before
+
+
+def test_a_run_into_a_folder_in_use_is_refused(tmp_path):
+    with claim_output_folder(tmp_path / "busy", overwrite=False, resume=False):
+        result = run_script("--model", tiny_model_file(tmp_path), "--output_dir", str(tmp_path / "busy"))
+    assert result.returncode != 0
+    assert "is in use by another training run" in result.stderr.strip().splitlines()[-1]
+
+
+def test_overwrite_replaces_the_model_when_asked(tmp_path):
+    model_args = ModelArguments(model=tiny_model_file(tmp_path, num_channels=1))
+    data_args = DataArguments(max_train_samples=16, augment=False)
+    args = dict(num_train_epochs=1, save_strategy="no", eval_strategy="no", load_best_model_at_end=False)
+    train(model_args, data_args, training_args(tmp_path / "out", **args))
+    first = weights_sha256(tmp_path / "out")
+    with pytest.raises(ValueError, match="already holds a model"):
+        train(model_args, data_args, training_args(tmp_path / "out", **{**args, "seed": 4}))
+    assert weights_sha256(tmp_path / "out") == first
+    train(model_args, data_args, training_args(tmp_path / "out", **{**args, "seed": 4}), OutputArguments(True))
+    assert weights_sha256(tmp_path / "out") != first
+    record = json.loads((tmp_path / "out" / "training_record.json").read_text())
+    assert record["seed"] == 4 and record["weights_sha256"] == weights_sha256(tmp_path / "out")
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--num_train_epochs", "0"], "--num_train_epochs 0 trains nothing: give --num_train_epochs > 0 or --max_steps >= 1."),
+        (["--max_train_samples", "0"], "The training split is empty"),
+        (["--config_overrides", "hiden_size=8"], "Unknown config field 'hiden_size': did you mean 'hidden_size'?"),
+        (["--config_overrides", "hidden_size=16.5"], "Field 'hidden_size' expected int, got float (value: 16.5): fix --config_overrides"),
+        (["--resume_from_checkpoint", "true"], "has no complete checkpoint"),
+        (["--learning_rate", "fast"], "invalid float value: 'fast'"),
+    ],
+)  # fmt: skip
+def test_bad_training_input_is_refused_before_training(tmp_path, extra, message):
+    argv = ["--model", tiny_model_file(tmp_path, num_channels=1), "--output_dir", str(tmp_path / "out"),
+            "--report_to", "none", *extra]  # fmt: skip
+    with pytest.raises(ValueError) as refused:
+        train(*(lambda m, d, o, t: (m, d, t, o))(*parse_arguments(argv)))
+    assert message in " ".join(str(refused.value).split())
+    assert not any(path.name.startswith("checkpoint-") for path in (tmp_path / "out").glob("*"))
