@@ -4,9 +4,11 @@ One config object drives every module. Defaults are ViT-B/16 at 224x224; `ViTScr
 the paper's Table 1 models (plus the DeiT Tiny and Small widths) by name, e.g. `"vit-base-patch16-224"`.
 """
 
-from dataclasses import dataclass
+import difflib
+from dataclasses import dataclass, fields
 
 from huggingface_hub.dataclasses import strict
+from huggingface_hub.errors import StrictDataclassFieldValidationError
 from transformers import PretrainedConfig
 
 POOLINGS = ("cls", "mean")
@@ -49,6 +51,31 @@ def to_pair(value: int | list[int] | tuple[int, int]) -> tuple[int, int]:
     return (value, value) if isinstance(value, int) else (value[0], value[1])
 
 
+class ConfigFieldTypeError(StrictDataclassFieldValidationError, ValueError):
+    """A config field given a value of the wrong type, in one line; both `ValueError` and huggingface_hub's
+    `StrictDataclassError` catch it."""
+
+    def __init__(self, name: str, value, expected):
+        expected = getattr(expected, "__name__", str(expected))
+        message = f"{name} must be {expected}, got {value!r} ({type(value).__name__}): give a value of that type."
+        Exception.__init__(self, message)  # not StrictDataclassFieldValidationError's two-line message
+
+
+def one_line_type_errors(cls):
+    """Re-raise @strict's two-line field error (not a ValueError) as a `ConfigFieldTypeError` naming the field."""
+    strict_setattr = cls.__setattr__
+
+    def __setattr__(self, name, value):
+        try:
+            strict_setattr(self, name, value)
+        except StrictDataclassFieldValidationError:
+            raise ConfigFieldTypeError(name, value, cls.__dataclass_fields__[name].type) from None  # fields only
+
+    cls.__setattr__ = __setattr__
+    return cls
+
+
+@one_line_type_errors
 @strict(accept_kwargs=True)
 @dataclass(repr=False)
 class ViTScratchConfig(PretrainedConfig):
@@ -98,6 +125,14 @@ class ViTScratchConfig(PretrainedConfig):
         if self.id2label is not None and not self.label2id:  # the pipeline and the Trainer read both maps
             self.label2id = {label: index for index, label in self.id2label.items()}
         self.validate_architecture()
+
+    @classmethod
+    def from_dict(cls, config_dict: dict, **kwargs):
+        """`PretrainedConfig.from_dict`, which sets keyword overrides (`from_pretrained(folder, pooling="avg")`)
+        after the constructor has validated, then the constructor's checks again on the result."""
+        loaded = super().from_dict(config_dict, **kwargs)
+        (loaded[0] if isinstance(loaded, tuple) else loaded).validate_architecture()
+        return loaded
 
     @property
     def grid_size(self) -> tuple[int, int]:
@@ -157,4 +192,19 @@ class ViTScratchConfig(PretrainedConfig):
         return cls(**{**PRESETS[name], **overrides})
 
 
-__all__ = ["ViTScratchConfig", "PRESETS"]
+# Keys a config may be given besides its dataclass fields: PretrainedConfig's keyword arguments and properties.
+STANDARD_CONFIG_KEYS = ("num_labels", "attn_implementation", "torch_dtype", "output_attentions")
+
+
+def check_config_overrides(overrides: dict) -> None:
+    """Raise a ValueError for a key that is no config field, naming the closest real one (a typo such as
+    `hiden_size` would otherwise be stored and ignored)."""
+    known = sorted({field.name for field in fields(ViTScratchConfig)} | set(STANDARD_CONFIG_KEYS))
+    for key in overrides:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known fields: {', '.join(known)}."
+            raise ValueError(f"Unknown config field {key!r}: {hint}")
+
+
+__all__ = ["ViTScratchConfig", "PRESETS", "check_config_overrides"]

@@ -92,3 +92,59 @@ def test_json_round_trip_keeps_every_field(tmp_path):
     for key in ("pooling", "position_embedding", "patch_embedding", "qkv_bias", "layer_norm_eps", "drop_path_rate"):
         assert getattr(loaded, key) == getattr(config, key)
     assert loaded.id2label == {0: "cat", 1: "dog"} and loaded.label2id == {"cat": 0, "dog": 1}
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (dict(num_attention_heads=5), "hidden_size \\(768\\) must be divisible by num_attention_heads \\(5\\)"),
+        (dict(pooling="avg"), "pooling must be one of \\('cls', 'mean'\\), got 'avg'"),
+        (dict(image_size=225), "image_size 225 must be divisible by patch_size 16"),
+    ],
+)
+def test_overrides_at_load_get_the_constructors_checks(tmp_path, override, message):
+    """transformers sets `from_pretrained` keyword overrides on the built config, after the constructor's checks."""
+    from transformers import AutoConfig
+
+    from modeling_vit_scratch import ViTScratchModel
+
+    ViTScratchConfig().save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=message):
+        ViTScratchConfig(**override)
+    for load in (ViTScratchConfig.from_pretrained, AutoConfig.from_pretrained, ViTScratchModel.from_pretrained):
+        with pytest.raises(ValueError, match=message):
+            load(tmp_path, **override)
+    loaded = AutoConfig.from_pretrained(tmp_path, hidden_size=48, num_attention_heads=4, pooling="mean")
+    assert (loaded.hidden_size, loaded.num_attention_heads, loaded.pooling) == (48, 4, "mean")
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("hidden_size", 16.5, "hidden_size must be int, got 16.5 \\(float\\)"),
+        ("qkv_bias", "yes", "qkv_bias must be bool, got 'yes' \\(str\\)"),
+        ("image_size", "large", "image_size must be int \\| list\\[int\\] \\| tuple\\[int, int\\], got 'large'"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_one_line_naming_the_field(tmp_path, field, value, message):
+    """@strict raises a two-line StrictDataclassFieldValidationError, not a ValueError; ours is both, in one line."""
+    from huggingface_hub.errors import StrictDataclassError
+
+    ViTScratchConfig().save_pretrained(tmp_path)
+    for make, arguments in ((ViTScratchConfig, ()), (ViTScratchConfig.from_pretrained, (tmp_path,))):
+        with pytest.raises(ValueError, match=message) as raised:
+            make(*arguments, **{field: value})
+        assert isinstance(raised.value, StrictDataclassError) and "\n" not in str(raised.value)
+
+
+def test_check_config_overrides_names_the_closest_field():
+    from modeling_vit_scratch.configuration_vit_scratch import check_config_overrides
+
+    assert ViTScratchConfig(hiden_size=8).hidden_size == 768  # the typo is stored, silently: why the check exists
+    check_config_overrides({"hidden_size": 48, "num_labels": 3, "attn_implementation": "eager", "drop_path_rate": 0.1})
+    with pytest.raises(ValueError, match="^Unknown config field 'hiden_size': did you mean 'hidden_size'\\?$"):
+        check_config_overrides({"hidden_size": 48, "hiden_size": 8})
+    with pytest.raises(ValueError, match="did you mean 'position_embedding'"):
+        check_config_overrides({"position_embeddings": "sincos"})
+    with pytest.raises(ValueError, match="Unknown config field 'zzz': known fields: .*hidden_size"):
+        check_config_overrides({"zzz": 1})
