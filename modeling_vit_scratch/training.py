@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from huggingface_hub.errors import StrictDataclassError
 from torch import nn
 from transformers import AutoModelForImageClassification, HfArgumentParser, Trainer, TrainingArguments, set_seed
 
@@ -241,13 +240,10 @@ def build_model(args: ModelArguments, data: PreparedData) -> tuple[ViTScratchFor
             raise FileNotFoundError(f"Config file {args.model!r} does not exist: give an existing JSON file.")
         fields_in_file = {} if args.model in PRESETS else ViTScratchConfig.get_config_dict(args.model)[0]
         check_config_overrides({key: value for key, value in fields_in_file.items() if key != "model_type"})
-        try:
-            if args.model in PRESETS:
-                config = ViTScratchConfig.from_preset(args.model, **overrides, **labels)
-            else:
-                config = ViTScratchConfig(**{**fields_in_file, **overrides, **labels})
-        except StrictDataclassError as error:  # a value of the wrong type
-            raise ValueError(f"{' '.join(str(error).split())}: fix --config_overrides or {args.model}.") from None
+        if args.model in PRESETS:
+            config = ViTScratchConfig.from_preset(args.model, **overrides, **labels)
+        else:
+            config = ViTScratchConfig(**{**fields_in_file, **overrides, **labels})
         model = ViTScratchForImageClassification._from_config(config, **kernel)
         return model, ViTScratchImageProcessor.for_config(config)
     if overrides:

@@ -378,7 +378,7 @@ def test_overwrite_replaces_the_model_when_asked(tmp_path):
         (["--num_train_epochs", "0"], "--num_train_epochs 0 trains nothing: give --num_train_epochs > 0 or --max_steps >= 1."),
         (["--max_train_samples", "0"], "The training split is empty"),
         (["--config_overrides", "hiden_size=8"], "Unknown config field 'hiden_size': did you mean 'hidden_size'?"),
-        (["--config_overrides", "hidden_size=16.5"], "Field 'hidden_size' expected int, got float (value: 16.5): fix --config_overrides"),
+        (["--config_overrides", "hidden_size=16.5"], "hidden_size must be int, got 16.5 (float)"),
         (["--resume_from_checkpoint", "true"], "has no complete checkpoint"),
         (["--learning_rate", "fast"], "invalid float value: 'fast'"),
     ],
