@@ -10,6 +10,7 @@ TIMM_TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 PIP := -m pip install --quiet --disable-pip-version-check
 OUTPUT_DIR ?= outputs/vit-digits
 TRAIN_CONFIG ?= configs/train_digits.json
+TRAIN_ARGS ?=
 PYTEST_ARGS ?=
 BENCHMARK_ARGS ?=
 
@@ -32,7 +33,7 @@ $(TIMM_VENV)/.installed: pyproject.toml
 	touch $@
 
 train: install
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) scripts/train.py $(TRAIN_CONFIG) --output_dir $(OUTPUT_DIR)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) scripts/train.py $(TRAIN_CONFIG) --output_dir $(OUTPUT_DIR) $(TRAIN_ARGS)
 
 test: test-fast test-timm
 
