@@ -229,60 +229,68 @@ def parse_overrides(text: str | None) -> dict:
     return overrides
 
 
-def build_model(args: ModelArguments, data: PreparedData) -> tuple[ViTScratchForImageClassification, object]:
-    """A new model (preset or config file) or a fine-tuned checkpoint, with the data set's labels and its processor."""
-    labels = dict(id2label=data.id2label, label2id={name: i for i, name in data.id2label.items()})
-    kernel = {"attn_implementation": args.attn_implementation} if args.attn_implementation else {}
+def model_config(args: ModelArguments) -> tuple[ViTScratchConfig, bool]:
+    """The architecture `--model` names, without the data's labels, and whether it is a new model. Every error in
+    the model arguments surfaces here, cheaply, before the data is read."""
     overrides = parse_overrides(args.config_overrides)
     check_config_overrides(overrides)
-    if args.model in PRESETS or args.model.endswith(".json"):
-        if args.model not in PRESETS and not Path(args.model).is_file():
+    if args.model in PRESETS:
+        return ViTScratchConfig.from_preset(args.model, **overrides), True
+    if args.model.endswith(".json"):
+        if not Path(args.model).is_file():
             raise FileNotFoundError(f"Config file {args.model!r} does not exist: give an existing JSON file.")
-        fields_in_file = {} if args.model in PRESETS else ViTScratchConfig.get_config_dict(args.model)[0]
+        fields_in_file = ViTScratchConfig.get_config_dict(args.model)[0]
         check_config_overrides({key: value for key, value in fields_in_file.items() if key != "model_type"})
-        if args.model in PRESETS:
-            config = ViTScratchConfig.from_preset(args.model, **overrides, **labels)
-        else:
-            config = ViTScratchConfig(**{**fields_in_file, **overrides, **labels})
-        model = ViTScratchForImageClassification._from_config(config, **kernel)
-        return model, ViTScratchImageProcessor.for_config(config)
+        return ViTScratchConfig(**{**fields_in_file, **overrides}), True
     if overrides:
         raise ValueError("--config_overrides applies to new models only; a checkpoint keeps its architecture.")
-    return fine_tuned_model(args.model, data, kernel)
-
-
-def fine_tuned_model(source: str, data: PreparedData, kernel: dict) -> tuple[ViTScratchForImageClassification, object]:
-    """A saved folder or hub repo, to fine-tune on `data`. A new label set gets a new head, initialised afresh;
-    every other weight must load as saved (a shape that differs anywhere else is an error, never a re-init)."""
-    path = Path(source)
-    if not path.exists() and looks_like_local_path(source):
-        raise FileNotFoundError(f"Checkpoint folder {source!r} does not exist: give a saved folder or repo id.")
+    path = Path(args.model)
+    if not path.exists() and looks_like_local_path(args.model):
+        raise FileNotFoundError(f"Checkpoint folder {args.model!r} does not exist: give a saved folder or repo id.")
     if path.is_dir() and not (path / "config.json").exists():
-        raise FileNotFoundError(f"{source!r} has no config.json: give a folder written by save_pretrained.")
-    if not path.exists() and "/" not in source:
+        raise FileNotFoundError(f"{args.model!r} has no config.json: give a folder written by save_pretrained.")
+    if not path.exists() and "/" not in args.model:
         raise ValueError(
-            f"Unknown preset {source!r}. Known presets: {', '.join(sorted(PRESETS))}; "
+            f"Unknown preset {args.model!r}. Known presets: {', '.join(sorted(PRESETS))}; "
             "or give a config JSON file, a saved folder or a hub repo id."
         )
-    labels = dict(id2label=data.id2label, label2id={name: i for i, name in data.id2label.items()})
     try:
-        saved_labels = ViTScratchConfig.from_pretrained(source).id2label
-        model, loading = ViTScratchForImageClassification.from_pretrained(
-            source, num_labels=len(data.labels), ignore_mismatched_sizes=True, output_loading_info=True,
-            **labels, **kernel,
-        )  # fmt: skip
+        return ViTScratchConfig.from_pretrained(args.model), False
     except OSError as error:
         raise FileNotFoundError(
-            f"Cannot load the checkpoint {source!r}: it is no folder here and no reachable hub repo "
+            f"Cannot load the checkpoint {args.model!r}: it is no folder here and no reachable hub repo "
             f"({str(error).splitlines()[0]}). Check the path (a folder name needs ./ in front) or the repo id."
         ) from None
+
+
+def build_model(args: ModelArguments, data: PreparedData) -> tuple[ViTScratchForImageClassification, object]:
+    """A new model (preset or config file) or a fine-tuned checkpoint, with the data set's labels and its processor."""
+    config, new = model_config(args)
+    kernel = {"attn_implementation": args.attn_implementation} if args.attn_implementation else {}
+    if not new:
+        return fine_tuned_model(args.model, config, data, kernel)
+    config.id2label, config.label2id = data.id2label, {name: i for i, name in data.id2label.items()}
+    config.num_labels = len(data.labels)
+    model = ViTScratchForImageClassification._from_config(config, **kernel)
+    return model, ViTScratchImageProcessor.for_config(config)
+
+
+def fine_tuned_model(
+    source: str, saved: ViTScratchConfig, data: PreparedData, kernel: dict
+) -> tuple[ViTScratchForImageClassification, object]:
+    """A saved folder or hub repo, to fine-tune on `data`. A new label set gets a new head, initialised afresh;
+    every other weight must load as saved (a shape that differs anywhere else is an error, never a re-init)."""
+    labels = dict(id2label=data.id2label, label2id={name: i for i, name in data.id2label.items()})
+    model, loading = ViTScratchForImageClassification.from_pretrained(
+        source, num_labels=len(data.labels), ignore_mismatched_sizes=True, output_loading_info=True, **labels, **kernel
+    )
     body_mismatches = sorted(name for name, *_ in loading["mismatched_keys"] if not name.startswith("classifier."))
     if body_mismatches:
         raise ValueError(
             f"The weights of {source!r} do not fit its config.json ({', '.join(body_mismatches[:3])}): re-save the "
             "checkpoint with save_pretrained."
         )
-    saved_labels = [str(saved_labels[index]) for index in sorted(saved_labels or {})]
+    saved_labels = [str(saved.id2label[index]) for index in sorted(saved.id2label or {})]
     if saved_labels != data.labels and not loading["mismatched_keys"]:
         model.classifier = nn.Linear(model.config.hidden_size, model.config.num_labels)  # same count, other labels
         model._init_weights(model.classifier)
@@ -378,6 +386,7 @@ def train(
 def train_in_claimed_folder(model_args, data_args, training_args, checkpoint: str | None, hub_token: str | None) -> dict:
     """`train` once the output folder is held: data, pre-flight, model, Trainer, evaluation, the model folder."""
     started = time.time()
+    model_config(model_args)  # the model arguments' errors before any data is read
     set_seed(training_args.seed)  # before the model is built, so the initial weights follow --seed
     raw = load_image_dataset(data_args.dataset, data_args.dataset_config)
     data = prepare_splits(
