@@ -21,7 +21,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) $(PIP) $(TORCH_SPEC)
-	$(PY) $(PIP) -e ".[test]"
+	$(PY) $(PIP) -e ".[train,test]"
 	touch $@
 
 install-timm: $(TIMM_VENV)/.installed
@@ -29,7 +29,7 @@ install-timm: $(TIMM_VENV)/.installed
 $(TIMM_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(TIMM_VENV)
 	$(TIMM_VENV)/bin/python $(PIP) $(TIMM_TORCH_SPEC)
-	$(TIMM_VENV)/bin/python $(PIP) -e ".[test,timm]"
+	$(TIMM_VENV)/bin/python $(PIP) -e ".[train,test,timm]"
 	touch $@
 
 train: install

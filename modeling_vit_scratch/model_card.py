@@ -1,4 +1,5 @@
-"""The model card: `model_card.md` (a Jinja template at the top of the repository) rendered with measured values.
+"""The model card: `model_card.md` (a Jinja template at the top of the repository, shipped inside the package)
+rendered with measured values.
 
 The YAML front matter is built by `huggingface_hub.ModelCardData` (library, pipeline tag, tags, license, data set and
 a `model-index` with the measured metrics). Values that are not known are left out, never invented; rendering
@@ -11,9 +12,9 @@ import jinja2
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .configuration_vit_scratch import MODEL_SIZES, ViTScratchConfig, to_pair
-from .data import DIGITS
+from .paths import DIGITS
 
-TEMPLATE = Path(__file__).resolve().parent.parent / "model_card.md"
+TEMPLATE = Path(__file__).with_name("model_card.md")  # a link to the repository's model_card.md, shipped as package data
 DIGITS_TEXT = (
     "The handwritten digits bundled with scikit-learn (`sklearn.datasets.load_digits`, a copy of the test set of the "
     "UCI ML hand-written digits data set): 1,797 grayscale 8x8 images of the digits 0-9 written by 43 people, "
@@ -106,7 +107,7 @@ def render_model_card(
     of the card when unknown; `model_id`/`revision` fill the loading example once the repo is known."""
     template = Path(template)
     if not template.is_file():
-        raise FileNotFoundError(f"Model card template {template} not found: run from a clone of vit-scratch.")
+        raise FileNotFoundError(f"Model card template {template} not found: reinstall vit-scratch.")
     metrics, record = metrics or {}, dict(record or {})
     dataset = record.get("dataset")
     model_name = model_id.split("/")[-1] if model_id else f"vit-scratch-{Path(dataset).name if dataset else 'model'}"

@@ -1,4 +1,6 @@
-"""Telling a local path from a hub repo id, for the arguments that accept either."""
+"""Names of data and model sources, for the arguments that accept a name, a local path or a hub repo id."""
+
+DIGITS = "digits"  # the --dataset name of the handwritten digits embedded in scikit-learn
 
 
 def looks_like_local_path(text: str) -> bool:

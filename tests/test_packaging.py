@@ -1,0 +1,94 @@
+"""The package as users install it: a wheel outside the checkout, a base install that is the model alone."""
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BASE_REQUIREMENTS = {"torch", "transformers", "safetensors", "pillow", "numpy"}
+TRAINING_ONLY = ("datasets", "accelerate", "sklearn", "matplotlib", "tensorboard", "jinja2")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The wheel pip builds from the checkout, as `pip install .` would."""
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+                    "--disable-pip-version-check", "-w", str(out), str(REPO)],
+                   check=True, capture_output=True, cwd=out)  # fmt: skip
+    (path,) = out.glob("vit_scratch-*.whl")
+    return path
+
+
+def run_outside_checkout(code: str, site: Path, cwd: Path) -> subprocess.CompletedProcess:
+    """`code` in a fresh interpreter whose `modeling_vit_scratch` is the installed one, run from `cwd`."""
+    env = {**os.environ, "PYTHONPATH": str(site), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_the_base_install_is_the_model_and_extras_bring_training(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = Parser().parsestr(archive.read(f"{wheel.name.split('-')[0]}-0.1.0.dist-info/METADATA").decode())
+        assert archive.read("modeling_vit_scratch/model_card.md") == (REPO / "model_card.md").read_bytes()
+    requirements = metadata.get_all("Requires-Dist")
+    base = {line.split(";")[0].split("<")[0].split(">")[0].strip().lower() for line in requirements if ";" not in line}
+    assert base == BASE_REQUIREMENTS
+    train_extra = [line for line in requirements if 'extra == "train"' in line]
+    for name in ("datasets", "accelerate", "scikit-learn", "matplotlib", "tensorboard", "jinja2"):
+        assert any(line.lower().startswith(name) for line in train_extra), name
+
+
+def test_the_model_runs_without_the_training_packages(tmp_path):
+    """Import, build, save, reload through the Auto classes and classify with `pipeline`, with every training-only
+    package made unimportable."""
+    code = f"""
+import sys
+for name in {TRAINING_ONLY!r}:
+    sys.modules[name] = None  # as if not installed
+import torch
+from PIL import Image
+from transformers import AutoModelForImageClassification, pipeline
+from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchImageProcessor
+config = ViTScratchConfig(image_size=8, patch_size=4, hidden_size=12, num_hidden_layers=1, num_attention_heads=2,
+                          intermediate_size=16, num_channels=1, num_labels=3)
+ViTScratchForImageClassification(config).save_pretrained("model")
+ViTScratchImageProcessor.for_config(config).save_pretrained("model")
+model = AutoModelForImageClassification.from_pretrained("model")
+print(type(model).__name__, len(pipeline("image-classification", model="model")(Image.new("L", (9, 7)))))
+"""
+    result = run_outside_checkout(code, REPO, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines()[-1].split() == ["ViTScratchForImageClassification", "3"]
+
+
+def test_an_installed_wheel_trains_and_writes_a_complete_folder_with_its_card(wheel, tmp_path):
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--disable-pip-version-check",
+                    "--target", str(site), str(wheel)], check=True, capture_output=True)  # fmt: skip
+    (tmp_path / "tiny.json").write_text(json.dumps(dict(image_size=8, patch_size=4, hidden_size=12, num_channels=1,
+                                                        num_hidden_layers=1, num_attention_heads=2,
+                                                        intermediate_size=16)))  # fmt: skip
+    code = """
+import modeling_vit_scratch
+from modeling_vit_scratch.training import parse_arguments, train
+print(modeling_vit_scratch.__file__)
+model_args, data_args, output_args, training_args = parse_arguments(
+    ["--model", "tiny.json", "--dataset", "digits", "--max_train_samples", "32", "--num_train_epochs", "1",
+     "--output_dir", "out", "--report_to", "none", "--disable_tqdm", "true"])
+train(model_args, data_args, training_args, output_args)
+"""
+    result = run_outside_checkout(code, site, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines()[0].startswith(str(site))  # the installed copy, not the checkout
+    out = tmp_path / "out"
+    for name in ("model.safetensors", "config.json", "modeling_vit_scratch.py", "configuration_vit_scratch.py",
+                 "preprocessor_config.json", "all_results.json", "training_record.json", "training_curves.png"):  # fmt: skip
+        assert (out / name).is_file(), name
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\n") and "## Training procedure" in card and "{{" not in card
