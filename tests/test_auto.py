@@ -195,7 +195,8 @@ def test_a_config_that_disagrees_with_the_weights_is_refused_naming_tensor_and_f
 def test_a_new_head_is_allowed_with_ignore_mismatched_sizes_and_reported(saved_folder, tmp_path):
     model, folder = saved_folder
     three_labels = {0: "cat", 1: "dog", 2: "bird"}
-    with pytest.raises(ValueError, match="'classifier.bias' \\(and 1 more\\) of shape \\(5,\\) where config.json asks for \\(3,"):
+    head_mismatch = "'classifier.bias' \\(and 1 more\\) of shape \\(5,\\) where config.json asks for \\(3,"
+    with pytest.raises(ValueError, match=head_mismatch):
         ViTScratchForImageClassification.from_pretrained(folder, id2label=three_labels)
     loaded, info = ViTScratchForImageClassification.from_pretrained(
         folder, id2label=three_labels, ignore_mismatched_sizes=True, output_loading_info=True
