@@ -283,9 +283,9 @@ def incomplete_weights_file(folder: str) -> str:
             header_length = int.from_bytes(file.read(8), "little")
             try:
                 header = json.loads(file.read(header_length))
-            except ValueError:
+                data_end = max((e["data_offsets"][1] for k, e in header.items() if k != "__metadata__"), default=0)
+            except (ValueError, TypeError, KeyError, AttributeError, IndexError):  # not JSON, or not a header
                 return path
-        data_end = max((entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"), default=0)
         if os.path.getsize(path) != 8 + header_length + data_end:
             return path
     return f"A weights file of {folder}"
