@@ -11,6 +11,11 @@ timm model object (built by the caller, e.g. `scripts/convert_checkpoint.py`) is
 
 import json
 import logging
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -161,7 +166,11 @@ def local_folder(path_or_repo: str) -> Path:
 
 
 def processor_from_reference(config: ViTScratchConfig, mean, std, size: tuple[int, int], resample: int):
-    """Our image processor with the reference's normalisation, input size and resampling filter."""
+    """Our image processor with the reference's normalisation, input size and resampling filter. Statistics of
+    another channel count (timm and transformers keep RGB ones for models built with other channels) are averaged."""
+    mean, std = list(mean), list(std)
+    if len(mean) != config.num_channels or len(std) != config.num_channels:
+        mean, std = ([sum(values) / len(values)] * config.num_channels for values in (mean, std))
     return ViTScratchImageProcessor.for_config(
         config, image_mean=list(mean), image_std=list(std), size={"height": size[0], "width": size[1]}, resample=resample
     )
@@ -177,21 +186,32 @@ def from_transformers(path_or_repo: str) -> tuple[ViTScratchForImageClassificati
         raise ValueError(f"hidden_act {reference['hidden_act']!r} is not supported: vit_scratch uses exact GELU.")
     fields = {name: reference[name] for name in TRANSFORMERS_CONFIG_FIELDS if name in reference}
     source = read_state_dict(folder)
-    is_classifier = any(key.startswith("classifier.") for key in source)
-    labels = {"id2label": {int(k): v for k, v in reference["id2label"].items()}} if is_classifier else {"num_labels": 0}
-    config = ViTScratchConfig(**fields, **labels)
+    config = ViTScratchConfig(**fields, **reference_labels(reference, source, path_or_repo))
     prefix = "vit." if any(key.startswith("vit.") for key in source) else ""
     layout = "v4" if any(".encoder.layer." in f".{key}" for key in source) else "v5"
     key_map = transformers_key_map(config.num_hidden_layers, layout, prefix)
     model = build_with_weights(config, remap(source, key_map, expected_keys(config), "transformers ViT"))
-    processor_file = folder / "preprocessor_config.json"
+    processor_file = folder / "preprocessor_config.json"  # absent from some folders: transformers' ViT defaults
     settings = json.loads(processor_file.read_text()) if processor_file.exists() else {}
-    size = settings.get("size", {"height": config.image_size, "width": config.image_size})
-    processor = processor_from_reference(
-        config, settings.get("image_mean", [0.5] * 3), settings.get("image_std", [0.5] * 3),
-        (size["height"], size["width"]), settings.get("resample", 2),
-    )  # fmt: skip
+    height, width = to_pair(config.image_size)
+    size = settings.get("size", {"height": height, "width": width})
+    mean, std = (settings.get(name, [0.5] * config.num_channels) for name in ("image_mean", "image_std"))
+    resample = settings.get("resample", 2)  # transformers' ViTImageProcessor default: bilinear
+    processor = processor_from_reference(config, mean, std, (size["height"], size["width"]), resample)
     return model, processor
+
+
+def reference_labels(reference: dict, source: dict[str, torch.Tensor], origin: str) -> dict:
+    """Our label fields for a transformers ViT: the head's size from its weights (transformers 5 writes no
+    `id2label` for 2 labels, its default), the names from `id2label` when given; no head -> `num_labels=0`."""
+    if "classifier.weight" not in source:
+        return {"num_labels": 0}
+    num_labels = source["classifier.weight"].shape[0]
+    id2label = {int(k): v for k, v in (reference.get("id2label") or {}).items()}
+    if id2label and sorted(id2label) != list(range(num_labels)):
+        raise ValueError(f"{origin}: config.json names labels {sorted(id2label)} but the classifier has {num_labels} "
+                         "outputs: fix id2label in config.json.")  # fmt: skip
+    return {"id2label": id2label or {i: f"LABEL_{i}" for i in range(num_labels)}}
 
 
 def timm_config(timm_model) -> ViTScratchConfig:
@@ -229,9 +249,7 @@ def from_timm(timm_model, state_dict: dict[str, torch.Tensor]) -> tuple[ViTScrat
     model = build_with_weights(config, remap(state_dict, timm_key_map(config.num_hidden_layers), expected_keys(config), "timm ViT"))
     data_config = getattr(timm_model, "pretrained_cfg", None) or {}
     resample = {"bilinear": 2, "bicubic": 3, "nearest": 0}.get(data_config.get("interpolation", "bicubic"), 3)
-    mean, std = (list(data_config.get(name, [0.5] * config.num_channels)) for name in ("mean", "std"))
-    if len(mean) != config.num_channels:  # timm keeps RGB statistics for models built with other in_chans
-        mean, std = ([sum(values) / len(values)] * config.num_channels for values in (mean, std))
+    mean, std = (data_config.get(name, [0.5] * config.num_channels) for name in ("mean", "std"))
     processor = processor_from_reference(config, mean, std, to_pair(config.image_size), resample)
     return model, processor
 
@@ -243,9 +261,70 @@ def build_with_weights(config: ViTScratchConfig, state_dict: dict[str, torch.Ten
     return model.eval()
 
 
-def to_transformers(model: ViTScratchForImageClassification, output_dir: str | Path, processor=None) -> Path:
+def check_output_folder(output_dir: str | Path, overwrite: bool = False) -> Path:
+    """`output_dir` as an absolute path, if a conversion may write it: new, empty, or (with `overwrite`) a model
+    folder; else a FileExistsError naming it and the fix. Run it before a long conversion to fail early."""
+    output_dir = Path(os.path.abspath(output_dir))  # "." has no parent to stage beside; symlinks stay links
+    if output_dir.exists() and not output_dir.is_dir():
+        raise FileExistsError(f"{output_dir} is a file, not a folder: choose another output folder.")
+    if output_dir.is_dir() and any(output_dir.iterdir()):
+        if not overwrite:
+            raise FileExistsError(f"{output_dir} already holds files: choose another output folder or pass "
+                                  "--overwrite (overwrite=True) to replace it.")  # fmt: skip
+        if not (output_dir / "config.json").is_file():  # --overwrite replaces a model, not a home directory
+            raise FileExistsError(f"{output_dir} holds files but no config.json, so it is not a model folder: refusing "
+                                  "to replace it even with --overwrite; choose another output folder.")  # fmt: skip
+    return output_dir
+
+
+@contextmanager
+def staged_folder(output_dir: str | Path, overwrite: bool = False) -> Iterator[Path]:
+    """A temporary folder beside `output_dir` (same filesystem) to write into, moved into place only when the block
+    completes: a failure or a refusal leaves `output_dir` as it was. An existing non-empty `output_dir` is refused
+    unless `overwrite`; then it is replaced only once the new one is complete (moved aside, new moved in, deleted)."""
+    output_dir = check_output_folder(output_dir, overwrite)
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = sibling(output_dir, "partial")
+    staging.mkdir()
+    try:
+        yield staging
+        if not output_dir.exists():
+            staging.rename(output_dir)
+            return
+        check_output_folder(output_dir, overwrite)  # again: the folder may have been filled meanwhile
+        aside = sibling(output_dir, "old")
+        output_dir.rename(aside)
+        try:
+            staging.rename(output_dir)
+        except OSError:
+            aside.rename(output_dir)  # put the old folder back
+            raise
+        shutil.rmtree(aside)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # a no-op once moved into place
+
+
+def sibling(folder: Path, tag: str) -> Path:
+    """A fresh hidden name beside `folder` (same filesystem, so renames are atomic): `.NAME.TAG-1a2b3c4d`."""
+    return folder.parent / f".{folder.name}.{tag}-{uuid.uuid4().hex[:8]}"
+
+
+def save_converted(
+    model: ViTScratchForImageClassification, processor, output_dir: str | Path, overwrite: bool = False
+) -> Path:
+    """`save_pretrained` of the model and its processor into `output_dir`, all or nothing (see `staged_folder`)."""
+    with staged_folder(output_dir, overwrite) as staging:
+        model.save_pretrained(staging)
+        processor.save_pretrained(staging)
+    return Path(output_dir)
+
+
+def to_transformers(
+    model: ViTScratchForImageClassification, output_dir: str | Path, processor=None, overwrite: bool = False
+) -> Path:
     """Write our model as a transformers `ViTForImageClassification` folder (the 4.x key layout, which transformers
-    4.x and 5.x both load): config.json, model.safetensors and preprocessor_config.json."""
+    4.x and 5.x both load): config.json, model.safetensors and preprocessor_config.json. Every check runs before
+    anything is written, and the folder is written all or nothing (see `staged_folder`)."""
     config = model.config
     features = {
         "pooling='mean'": config.pooling != "cls", "fc_norm": config.fc_norm,
@@ -254,6 +333,11 @@ def to_transformers(model: ViTScratchForImageClassification, output_dir: str | P
     problems = [name for name, used in features.items() if used]
     if problems:
         raise ValueError(f"transformers' ViT has no {', '.join(problems)}: this model cannot be exported to it.")
+    height, width = to_pair(config.image_size)
+    patch_h, patch_w = to_pair(config.patch_size)
+    if height != width or patch_h != patch_w:
+        raise ValueError("transformers' ViT config takes square image and patch sizes only: this model cannot be "
+                         "exported to it.")  # fmt: skip
     key_map = transformers_key_map(config.num_hidden_layers, "v4", "vit.")
     state_dict = {}
     for key, tensor in model.state_dict().items():
@@ -262,25 +346,20 @@ def to_transformers(model: ViTScratchForImageClassification, output_dir: str | P
             tensor = tensor.reshape(config.hidden_size, config.num_channels, *to_pair(config.patch_size))
         for part, chunk in zip(parts, tensor.chunk(len(parts)) if len(parts) > 1 else (tensor,)):
             state_dict[part] = chunk.contiguous()
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    save_file(state_dict, output_dir / "model.safetensors", metadata={"format": "pt"})
     reference = {name: getattr(config, name) for name in TRANSFORMERS_CONFIG_FIELDS}
-    height, width = to_pair(config.image_size)
-    patch_h, patch_w = to_pair(config.patch_size)
-    if height != width or patch_h != patch_w:
-        raise ValueError("transformers' ViT config takes square image and patch sizes only.")
     reference |= dict(image_size=height, patch_size=patch_h, model_type="vit", hidden_act="gelu",
                       architectures=["ViTForImageClassification"], encoder_stride=patch_h,
                       id2label={str(k): v for k, v in config.id2label.items()},
                       label2id=dict(config.label2id))  # fmt: skip
-    (output_dir / "config.json").write_text(json.dumps(reference, indent=2) + "\n")
-    if processor is not None:
-        settings = {
-            "image_processor_type": "ViTImageProcessor", "do_resize": True, "do_rescale": True, "do_normalize": True,
-            "size": processor.size if isinstance(processor.size, dict) else dict(processor.size),
-            "resample": int(processor.resample), "rescale_factor": processor.rescale_factor,
-            "image_mean": list(processor.image_mean), "image_std": list(processor.image_std),
-        }  # fmt: skip
-        (output_dir / "preprocessor_config.json").write_text(json.dumps(settings, indent=2) + "\n")
-    return output_dir
+    with staged_folder(output_dir, overwrite) as staging:
+        save_file(state_dict, staging / "model.safetensors", metadata={"format": "pt"})
+        (staging / "config.json").write_text(json.dumps(reference, indent=2) + "\n")
+        if processor is not None:
+            settings = {
+                "image_processor_type": "ViTImageProcessor", "do_resize": True, "do_rescale": True,
+                "do_normalize": True, "size": dict(processor.size),
+                "resample": int(processor.resample), "rescale_factor": processor.rescale_factor,
+                "image_mean": list(processor.image_mean), "image_std": list(processor.image_std),
+            }  # fmt: skip
+            (staging / "preprocessor_config.json").write_text(json.dumps(settings, indent=2) + "\n")
+    return Path(output_dir)

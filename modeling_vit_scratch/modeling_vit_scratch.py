@@ -9,7 +9,9 @@ Only torch, transformers' public API and the sibling configuration file are impo
 saved model and loads with `trust_remote_code=True` where this package is not installed.
 """
 
+import json
 import math
+import os
 
 import torch
 from torch import nn
@@ -26,6 +28,7 @@ def sincos_position_table(grid_size: tuple[int, int], dim: int) -> torch.Tensor:
     """Fixed 2-D sine-cosine position embeddings (as in MAE), a zero row first for the class token: (1, 1 + h*w, dim).
 
     A quarter of the channels encodes the row with sines, a quarter with cosines, and the same for the column.
+    Computed in float64, returned in torch's default dtype: the one `from_pretrained(dtype=...)` builds the model in.
     """
     omega = 1.0 / 10000 ** (torch.arange(dim // 4, dtype=torch.float64) / (dim // 4))  # (dim/4,)
     rows, cols = torch.meshgrid(
@@ -34,7 +37,7 @@ def sincos_position_table(grid_size: tuple[int, int], dim: int) -> torch.Tensor:
     row_angles = rows.reshape(-1, 1) * omega  # (h*w, dim/4)
     col_angles = cols.reshape(-1, 1) * omega
     table = torch.cat([row_angles.sin(), row_angles.cos(), col_angles.sin(), col_angles.cos()], dim=1)
-    return torch.cat([torch.zeros(1, dim, dtype=torch.float64), table]).unsqueeze(0).float()
+    return torch.cat([torch.zeros(1, dim, dtype=torch.float64), table]).unsqueeze(0).to(torch.get_default_dtype())
 
 
 class ViTScratchPatchEmbeddings(nn.Module):
@@ -262,6 +265,32 @@ def truncated_normal_(tensor: torch.Tensor, std: float) -> torch.Tensor:
     return tensor.uniform_(-bound, bound).erfinv_().mul_(std * math.sqrt(2)).clamp_(-2 * std, 2 * std)
 
 
+def weights_file_name(folder: str) -> str:
+    """The weights file of a saved folder (its shard index when sharded), or `folder` itself (a hub repo id)."""
+    for name in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"):
+        if os.path.isfile(os.path.join(folder, name)):
+            return os.path.join(folder, name)
+    return folder
+
+
+def incomplete_weights_file(folder: str) -> str:
+    """The first `.safetensors` file of `folder` whose header does not cover its bytes (a copy cut short), else a
+    description naming `folder`. Format: 8-byte little-endian header length, JSON header, then the tensor data."""
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    for name in sorted(name for name in names if name.endswith(".safetensors")):
+        path = os.path.join(folder, name)
+        with open(path, "rb") as file:
+            header_length = int.from_bytes(file.read(8), "little")
+            try:
+                header = json.loads(file.read(header_length))
+                data_end = max((e["data_offsets"][1] for k, e in header.items() if k != "__metadata__"), default=0)
+            except (ValueError, TypeError, KeyError, AttributeError, IndexError):  # not JSON, or not a header
+                return path
+        if os.path.getsize(path) != 8 + header_length + data_end:
+            return path
+    return f"A weights file of {folder}"
+
+
 class ViTScratchPreTrainedModel(PreTrainedModel):
     """Weight initialisation and the transformers flags shared by the models below."""
 
@@ -276,6 +305,50 @@ class ViTScratchPreTrainedModel(PreTrainedModel):
     _supports_flex_attn = True
     _supports_attention_backend = True
     _can_compile_fullgraph = True
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """`PreTrainedModel.from_pretrained`, refusing what it would fill with random weights: a tensor missing from
+        the weights or of another shape than config.json asks for, an unexpected tensor, a truncated weights file.
+
+        `ignore_mismatched_sizes=True` (fine-tuning with a new head) lets shapes differ and the head be missing; the
+        differing keys are in `output_loading_info=True`'s `mismatched_keys` for the caller to check.
+        """
+        new_head = kwargs.get("ignore_mismatched_sizes", False)
+        wants_info = kwargs.pop("output_loading_info", False)
+        kwargs["ignore_mismatched_sizes"] = True  # transformers raises a RuntimeError without names; the check is below
+        try:
+            model, info = super().from_pretrained(
+                pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs
+            )
+        except Exception as error:
+            if type(error).__name__ != "SafetensorError":  # safetensors' error names no file
+                raise
+            where = incomplete_weights_file(str(pretrained_model_name_or_path))
+            fix = "re-save the model or download it again"
+            raise OSError(f"{where} is incomplete or corrupt ({error}): {fix}.") from None
+        weights = weights_file_name(str(pretrained_model_name_or_path))
+        has_head = hasattr(model, "classifier")
+        missing = sorted(key for key in info["missing_keys"] if not (new_head and key.startswith("classifier.")))
+        unexpected = sorted(key for key in info["unexpected_keys"] if has_head or not key.startswith("classifier."))
+        mismatched = [] if new_head else sorted(info["mismatched_keys"])
+        more = lambda keys: f" (and {len(keys) - 1} more)" if len(keys) > 1 else ""  # noqa: E731
+        different = "the config and the weights describe different models; re-save the model with both"
+        if missing:
+            raise ValueError(f"{weights} has no tensor {missing[0]!r}{more(missing)} that config.json asks for: "
+                             f"{different}.")  # fmt: skip
+        if unexpected:
+            raise ValueError(f"{weights} has a tensor {unexpected[0]!r}{more(unexpected)} that config.json has no "
+                             f"place for: {different}.")  # fmt: skip
+        if mismatched:
+            key, stored, wanted = mismatched[0]
+            raise ValueError(f"{weights} holds {key!r}{more(mismatched)} of shape {tuple(stored)} where config.json "
+                             f"asks for {tuple(wanted)}: {different}.")  # fmt: skip
+        return (model, info) if wants_info else model
+
+    def get_input_embeddings(self) -> nn.Module:
+        """The patch embedding (its output is the first activation), which `enable_input_require_grads` hooks."""
+        return self.base_model.embeddings.patch_embeddings
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         """`PreTrainedModel.save_pretrained`, with both model classes in the config's `auto_map`, so that the

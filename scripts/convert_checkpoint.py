@@ -4,6 +4,8 @@
     python scripts/convert_checkpoint.py --from timm --timm-model vit_base_patch16_224 --input weights.safetensors --output DIR
     python scripts/convert_checkpoint.py --to transformers --input DIR --output DIR
 
+The output folder is written beside its final place and moved in only when complete; an existing non-empty output
+folder is refused unless --overwrite, which replaces it only once the new folder is complete.
 timm is needed only for `--from timm` (to build the architecture, without weights, and read its hyper-parameters).
 """
 
@@ -12,7 +14,13 @@ import sys
 from pathlib import Path
 
 from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor
-from modeling_vit_scratch.convert import from_timm, from_transformers, to_transformers
+from modeling_vit_scratch.convert import (
+    check_output_folder,
+    from_timm,
+    from_transformers,
+    save_converted,
+    to_transformers,
+)
 from modeling_vit_scratch.training import parse_overrides
 
 
@@ -22,17 +30,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     direction.add_argument("--from", dest="source", choices=["transformers", "timm"], help="convert into vit_scratch")
     direction.add_argument("--to", dest="target", choices=["transformers"], help="convert a vit_scratch folder out")
     parser.add_argument("--input", required=True, help="folder or hub repo id; a safetensors file for --from timm")
-    parser.add_argument("--output", required=True, help="folder to write")
+    parser.add_argument("--output", required=True, help="folder to write (must be new or empty unless --overwrite)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace an existing model folder once the new one is complete"
+    )
     parser.add_argument("--timm-model", help="timm architecture name, e.g. vit_base_patch16_224 (--from timm)")
     parser.add_argument("--timm-kwargs", help="extra timm.create_model arguments, e.g. 'global_pool=avg,img_size=384'")
     return parser.parse_args(argv)
 
 
 def convert(args: argparse.Namespace) -> None:
+    check_output_folder(args.output, args.overwrite)  # before any download or conversion
     if args.target == "transformers":
         model = ViTScratchForImageClassification.from_pretrained(args.input)
         processor = ViTScratchImageProcessor.from_pretrained(args.input)
-        to_transformers(model, args.output, processor)
+        to_transformers(model, args.output, processor, overwrite=args.overwrite)
         print(f"Wrote a transformers ViTForImageClassification folder to {args.output}")
         return
     if args.source == "timm":
@@ -48,8 +60,7 @@ def convert(args: argparse.Namespace) -> None:
         model, processor = from_timm(reference, load_file(args.input))
     else:
         model, processor = from_transformers(args.input)
-    model.save_pretrained(args.output)
-    processor.save_pretrained(args.output)
+    save_converted(model, processor, args.output, overwrite=args.overwrite)
     print(f"Wrote a vit_scratch folder to {args.output} ({model.num_parameters():,} parameters)")
 
 
@@ -65,8 +76,8 @@ def main(argv: list[str]) -> None:
     args = parse_args(argv)
     try:
         convert(args)
-    except (ValueError, KeyError, FileNotFoundError) as error:
-        sys.exit(f"error: {error}")
+    except (ValueError, KeyError, OSError) as error:  # OSError: FileNotFoundError, FileExistsError, a corrupt file
+        sys.exit(f"error: {error.args[0] if isinstance(error, KeyError) else error}")  # KeyError's str() adds quotes
 
 
 if __name__ == "__main__":

@@ -143,3 +143,89 @@ def test_pipeline_classifies_pil_images_of_any_size_and_mode(saved_folder):
         with torch.no_grad():
             best = model(pixel_values).logits.argmax(-1).item()
         assert predictions[0]["label"] == f"digit {best}"
+
+
+def cut_short(path, keep: float = 0.5) -> None:
+    """A copy that stopped part-way: the first `keep` of the file's bytes."""
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.001])  # in the tensor data; in the header
+def test_a_truncated_weights_file_is_one_error_naming_it(saved_folder, keep):
+    _, folder = saved_folder
+    cut_short(folder / "model.safetensors", keep)
+    message = f"^{folder / 'model.safetensors'} is incomplete or corrupt .*: re-save the model or download it again.$"
+    for load in (ViTScratchForImageClassification.from_pretrained, AutoModelForImageClassification.from_pretrained):
+        with pytest.raises(OSError, match=message):
+            load(folder)
+
+
+def test_a_truncated_shard_is_named(tmp_path):
+    ViTScratchForImageClassification(tiny_config()).save_pretrained(tmp_path, max_shard_size="20KB")
+    shard = sorted(tmp_path.glob("model-*.safetensors"))[-1]
+    cut_short(shard)
+    with pytest.raises(OSError, match=f"^{shard} is incomplete or corrupt"):
+        ViTScratchModel.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(num_hidden_layers=3),
+         "has no tensor 'vit.layers.2.attention.o_proj.bias' \\(and 11 more\\) that config.json asks for"),
+        (dict(num_hidden_layers=1),
+         "has a tensor 'vit.layers.1.attention.o_proj.bias' \\(and 11 more\\) that config.json has no place for"),
+        (dict(intermediate_size=40),
+         "holds 'vit.layers.0.mlp.fc1.bias' \\(and 5 more\\) of shape \\(37,\\) where config.json asks for \\(40,\\)"),
+        (dict(position_embedding="sincos"),
+         "has a tensor 'vit.embeddings.position_embeddings' that config.json has no place for"),
+    ],
+)  # fmt: skip
+def test_a_config_that_disagrees_with_the_weights_is_refused_naming_tensor_and_file(saved_folder, change, message):
+    """Instead of a randomly initialised layer (transformers only logs a report) or a RuntimeError naming nothing."""
+    _, folder = saved_folder
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | change))
+    for load in (ViTScratchForImageClassification.from_pretrained, AutoModelForImageClassification.from_pretrained):
+        with pytest.raises(ValueError, match=f"^{folder / 'model.safetensors'} {message}: the config and the weights"):
+            load(folder)
+
+
+def test_a_new_head_is_allowed_with_ignore_mismatched_sizes_and_reported(saved_folder, tmp_path):
+    model, folder = saved_folder
+    three_labels = {0: "cat", 1: "dog", 2: "bird"}
+    head_mismatch = "'classifier.bias' \\(and 1 more\\) of shape \\(5,\\) where config.json asks for \\(3,"
+    with pytest.raises(ValueError, match=head_mismatch):
+        ViTScratchForImageClassification.from_pretrained(folder, id2label=three_labels)
+    loaded, info = ViTScratchForImageClassification.from_pretrained(
+        folder, id2label=three_labels, ignore_mismatched_sizes=True, output_loading_info=True
+    )
+    assert sorted(info) == ["error_msgs", "mismatched_keys", "missing_keys", "unexpected_keys"]  # transformers' shape
+    assert sorted(key for key, _, _ in info["mismatched_keys"]) == ["classifier.bias", "classifier.weight"]
+    assert torch.equal(loaded.vit.layers[1].mlp.fc2.weight, model.vit.layers[1].mlp.fc2.weight)
+    assert ViTScratchForImageClassification.from_pretrained(folder, ignore_mismatched_sizes=True).config.num_labels == 5
+
+    model.vit.save_pretrained(tmp_path / "backbone")  # a backbone: a new head only when asked for
+    with pytest.raises(ValueError, match="has no tensor 'classifier.bias' \\(and 1 more\\) that config.json asks for"):
+        ViTScratchForImageClassification.from_pretrained(tmp_path / "backbone")
+    _, info = ViTScratchForImageClassification.from_pretrained(
+        tmp_path / "backbone", ignore_mismatched_sizes=True, output_loading_info=True
+    )
+    assert sorted(info["missing_keys"]) == ["classifier.bias", "classifier.weight"]
+    _, info = ViTScratchModel.from_pretrained(folder, output_loading_info=True)  # the head dropped, as in transformers
+    assert sorted(info["unexpected_keys"]) == ["classifier.bias", "classifier.weight"] and not info["missing_keys"]
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float16, 1e-3), (torch.bfloat16, 1e-2)])
+def test_pipeline_runs_in_half_precision_close_to_float32(saved_folder, dtype, tolerance):
+    """Scores within the logits' tolerance of tests/test_modeling.py (measured there: 2e-4 float16, 1.8e-3 bfloat16;
+    on a tiny 3-channel model the scores moved by 3e-5 in float16, 1e-4 in bfloat16)."""
+    _, folder = saved_folder
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (30, 40, 3), dtype=np.uint8))
+    expected = {p["label"]: p["score"] for p in pipeline("image-classification", model=str(folder))(image, top_k=5)}
+    classify = pipeline("image-classification", model=str(folder), dtype=dtype)
+    assert classify.model.dtype == dtype and classify.model.vit.embeddings.position_embeddings.dtype == dtype
+    scores = {p["label"]: p["score"] for p in classify(image, top_k=5)}
+    assert scores.keys() == expected.keys()
+    assert max(abs(scores[label] - expected[label]) for label in scores) < tolerance

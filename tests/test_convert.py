@@ -10,6 +10,8 @@ from transformers import ViTConfig, ViTForImageClassification, ViTModel, pipelin
 from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchImageProcessor
 from modeling_vit_scratch.convert import (
     from_transformers,
+    save_converted,
+    staged_folder,
     timm_key_map,
     to_transformers,
     transformers_key_map,
@@ -164,3 +166,121 @@ def test_convert_script_both_ways(tmp_path):
     failed = subprocess.run([sys.executable, str(script), "--from", "transformers", "--input", str(tmp_path / "nope"),
                              "--output", str(tmp_path / "x")], capture_output=True, text=True, timeout=300)  # fmt: skip
     assert failed.returncode != 0 and failed.stderr.strip().splitlines()[-1].startswith("error: Folder")
+
+
+@pytest.mark.parametrize("num_labels", [1, 2, 3])
+def test_any_label_count_converts(tmp_path, num_labels):
+    """transformers 5 writes no id2label for 2 labels (its default): the head's size comes from its weights."""
+    reference = reference_vit("small-rgb", num_labels=num_labels)
+    reference.save_pretrained(tmp_path / "reference")
+    assert ("id2label" in json.loads((tmp_path / "reference" / "config.json").read_text())) == (num_labels != 2)
+    ours, _ = from_transformers(str(tmp_path / "reference"))
+    assert ours.config.num_labels == num_labels and ours.config.id2label == reference.config.id2label
+    images = torch.randn(2, 3, 32, 32)
+    assert (logits(ours, images) - logits(reference, images)).abs().max() < 1e-5
+
+
+def test_id2label_that_disagrees_with_the_head_is_refused(tmp_path):
+    reference_vit("small-rgb", num_labels=3).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["id2label"] = {"0": "cat", "1": "dog"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="names labels \\[0, 1\\] but the classifier has 3 outputs: fix id2label"):
+        from_transformers(str(tmp_path))
+
+
+@pytest.mark.parametrize("num_channels", [1, 2, 4])
+def test_any_channel_count_converts_without_a_processor_config(tmp_path, num_channels):
+    """Without preprocessor_config.json: transformers ViT's defaults, 0.5 for each of the model's channels."""
+    config = ViTConfig(**{**REFERENCE_SIZES["small-rgb"], "num_channels": num_channels}, num_labels=3)
+    reference = ViTForImageClassification(config).eval()
+    reference.save_pretrained(tmp_path / "reference")
+    assert not (tmp_path / "reference" / "preprocessor_config.json").exists()
+    ours, processor = from_transformers(str(tmp_path / "reference"))
+    assert list(processor.image_mean) == list(processor.image_std) == [0.5] * num_channels
+    images = torch.randn(2, num_channels, 32, 32)
+    assert (logits(ours, images) - logits(reference, images)).abs().max() < 1e-5
+    if num_channels == 1:  # the processor converts images to 1 or 3 channels
+        from PIL import Image
+
+        pixel_values = processor(Image.new("RGB", (50, 40)), return_tensors="pt").pixel_values
+        assert pixel_values.shape == (1, 1, 32, 32) and logits(ours, pixel_values).shape == (1, 3)
+
+
+def test_rgb_statistics_of_a_grayscale_model_are_averaged(tmp_path):
+    reference = reference_vit("larger-gray")
+    reference.save_pretrained(tmp_path)
+    settings = {"image_mean": [0.2, 0.4, 0.6], "image_std": [0.1, 0.2, 0.3], "size": {"height": 48, "width": 48}}
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(settings))
+    _, processor = from_transformers(str(tmp_path))
+    assert processor.image_mean == pytest.approx([0.4]) and processor.image_std == pytest.approx([0.2])
+
+
+def folder_bytes(folder) -> dict:
+    return {path.relative_to(folder): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def test_conversions_write_all_or_nothing_and_replace_only_with_overwrite(tmp_path):
+    target = tmp_path / "hf"
+    good = ViTScratchForImageClassification(ViTScratchConfig(**REFERENCE_SIZES["small-rgb"])).eval()
+    to_transformers(good, target, ViTScratchImageProcessor.for_config(good.config))
+    before = folder_bytes(target)
+    mean_pooled = ViTScratchForImageClassification(ViTScratchConfig(**REFERENCE_SIZES["small-rgb"], pooling="mean"))
+    with pytest.raises(ValueError, match="pooling='mean'"):
+        to_transformers(mean_pooled, target, overwrite=True)
+    with pytest.raises(FileExistsError, match=f"^{target} already holds files: .* pass --overwrite"):
+        to_transformers(good, target)
+    with pytest.raises(RuntimeError, match="disk full"):
+        with staged_folder(target, overwrite=True) as staging:
+            (staging / "model.safetensors").write_bytes(b"half a file")
+            raise RuntimeError("disk full")
+    assert folder_bytes(target) == before and sorted(p.name for p in tmp_path.iterdir()) == ["hf"]  # no leftovers
+
+    other = ViTScratchForImageClassification(ViTScratchConfig(**REFERENCE_SIZES["small-rgb"], num_labels=3)).eval()
+    to_transformers(other, target, overwrite=True)
+    assert ViTForImageClassification.from_pretrained(target).config.num_labels == 3
+    assert not (target / "preprocessor_config.json").exists()  # replaced, not merged
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
+
+
+def test_overwrite_replaces_model_folders_only(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a model")
+    model = ViTScratchForImageClassification(ViTScratchConfig(**REFERENCE_SIZES["small-rgb"]))
+    with pytest.raises(FileExistsError, match="no config.json, so it is not a model folder: refusing to replace it"):
+        save_converted(model, ViTScratchImageProcessor.for_config(model.config), tmp_path, overwrite=True)
+    with pytest.raises(FileExistsError, match="is a file, not a folder"):
+        to_transformers(model, tmp_path / "notes.txt", overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    (tmp_path / "empty").mkdir()
+    save_converted(model, ViTScratchImageProcessor.for_config(model.config), tmp_path / "empty")
+    assert (tmp_path / "empty" / "model.safetensors").exists()
+
+
+def test_convert_script_refuses_a_used_folder_and_leaves_it_as_it_was(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "convert_checkpoint.py"
+
+    def run(*args):
+        command = [sys.executable, str(script), *map(str, args)]
+        return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+    mean_pooled = ViTScratchForImageClassification(ViTScratchConfig(**REFERENCE_SIZES["small-rgb"], pooling="mean"))
+    mean_pooled.save_pretrained(tmp_path / "mean")
+    ViTScratchImageProcessor.for_config(mean_pooled.config).save_pretrained(tmp_path / "mean")
+    reference_vit("small-rgb").save_pretrained(tmp_path / "reference")
+    from_reference = ("--from", "transformers", "--input", tmp_path / "reference", "--output", tmp_path / "ours")
+    assert run(*from_reference).returncode == 0
+    before = folder_bytes(tmp_path / "ours")
+    refused = run(*from_reference)
+    assert refused.returncode != 0
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"error: {tmp_path / 'ours'} already holds files: choose another output folder or pass --overwrite "
+        "(overwrite=True) to replace it."
+    )
+    refused = run("--to", "transformers", "--input", tmp_path / "mean", "--output", tmp_path / "ours", "--overwrite")
+    assert refused.returncode != 0 and "pooling='mean'" in refused.stderr.strip().splitlines()[-1]
+    assert folder_bytes(tmp_path / "ours") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mean", "ours", "reference"]
