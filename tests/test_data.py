@@ -118,19 +118,25 @@ def test_transform_and_collator_feed_the_model_shape():
 # Every image mode through the training path, and the pre-flight: one line naming the file, class or folder and the fix.
 
 
-def test_augmented_16_bit_image_matches_its_8_bit_twin():
+@pytest.mark.parametrize("stored", ["I;16", "I;16B", "F"])
+def test_augmented_wide_image_matches_its_8_bit_twin_through_a_dataset(stored):
     processor = ViTScratchImageProcessor(size={"height": 12, "width": 10}, num_channels=1, image_mean=[0.5],
                                          image_std=[0.5])  # fmt: skip
     pixels = np.random.default_rng(4).integers(0, 256, (12, 10), dtype=np.uint8)
-    twins = {"8-bit": Image.fromarray(pixels), "16-bit": Image.fromarray(pixels.astype(np.uint16) * 257)}
-    assert twins["16-bit"].mode == "I;16"
-    outputs = {}
-    for name, image in twins.items():
+    wide = {
+        "I;16": Image.fromarray(pixels.astype(np.uint16) * 257),
+        "I;16B": Image.frombytes("I;16B", (10, 12), (pixels.astype(np.uint16) * 257).astype(">u2").tobytes()),
+        "F": Image.fromarray(pixels.astype(np.float32) / 255),
+    }[stored]
+    dataset = Dataset.from_dict({"image": [Image.fromarray(pixels), wide], "label": [0, 0]})
+    assert dataset[1]["image"].mode == stored  # datasets keeps the depth; the transform must too
+    outputs = []
+    for index in (0, 1):
         torch.manual_seed(3)  # the same shift and rotation for both
-        outputs[name] = ImageTransform(processor, augment=True, max_degrees=15)({"image": [image], "label": [0]})
-    got, expected = outputs["16-bit"]["pixel_values"][0], outputs["8-bit"]["pixel_values"][0]
-    torch.testing.assert_close(got, expected, atol=2 / 255 + 1e-6, rtol=0)  # std 0.5: one 8-bit step is 2/255
-    assert len(torch.unique(got)) > 20  # not clipped to black and white
+        transform = ImageTransform(processor, augment=True, max_degrees=15)
+        outputs.append(dataset.with_transform(transform)[index]["pixel_values"])
+    torch.testing.assert_close(outputs[1], outputs[0], atol=2 / 255 + 1e-6, rtol=0)  # std 0.5: one step is 2/255
+    assert len(torch.unique(outputs[1])) > 20  # not clipped to black and white
 
 
 def rows(images, labels, names=("cat", "dog")) -> DatasetDict:

@@ -148,26 +148,41 @@ def test_values_that_cannot_be_scaled_are_refused_in_one_line(array, message):
     assert "\n" not in str(error.value)
 
 
-def test_pipeline_reads_a_16_bit_png_like_its_8_bit_twin(tmp_path):
+def rgba_on_white(rgba: np.ndarray) -> np.ndarray:
+    alpha = rgba[..., 3:] / 255
+    return np.rint(rgba[..., :3] * alpha + 255 * (1 - alpha)).astype(np.uint8)
+
+
+PIPELINE_FILES = {  # name -> (model channels, (picture, twin) -> file stored that way, its 8-bit twin as an array)
+    "16-bit grayscale PNG": (1, lambda g: (Image.fromarray(gray16(g)), "png", g)),
+    "float TIFF": (1, lambda g: (Image.fromarray(g.astype(np.float32) / 255), "tiff", g)),
+    "RGBA PNG": (3, lambda g: (Image.fromarray(np.dstack([picture(3), g]), mode="RGBA"), "png",
+                               rgba_on_white(np.dstack([picture(3), g])))),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("name", list(PIPELINE_FILES))
+def test_pipeline_reads_a_file_like_its_8_bit_twin(name, tmp_path):
     from transformers import ImageClassificationPipeline, pipeline
 
     from modeling_vit_scratch import ViTScratchForImageClassification
     from modeling_vit_scratch.image_processing_vit_scratch import custom_pipelines
 
-    config = tiny_config(num_channels=1, image_size=(11, 13), patch_size=(11, 13))
-    config.custom_pipelines = custom_pipelines()
+    channels, store = PIPELINE_FILES[name]
+    config = tiny_config(num_channels=channels, image_size=(11, 13), patch_size=(11, 13))
+    config.custom_pipelines = custom_pipelines()  # what a trained folder's config.json carries
     ViTScratchForImageClassification(config).eval().save_pretrained(tmp_path / "model")
     ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path / "model")
-    pixels = picture(1)
-    Image.fromarray(pixels).save(tmp_path / "8.png")
-    Image.fromarray(gray16(pixels)).save(tmp_path / "16.png")
-    assert Image.open(tmp_path / "16.png").mode == "I;16"
+    image, suffix, twin = store(picture(1))
+    image.save(tmp_path / f"stored.{suffix}")
+    Image.fromarray(twin).save(tmp_path / "twin.png")
+    assert Image.open(tmp_path / f"stored.{suffix}").mode == image.mode
     classify = pipeline("image-classification", model=str(tmp_path / "model"), trust_remote_code=True)
     assert type(classify).__name__ == "ViTScratchImageClassificationPipeline"
-    scores = {bits: {p["label"]: p["score"] for p in classify(str(tmp_path / f"{bits}.png"), top_k=None)}
-              for bits in (8, 16)}  # fmt: skip
-    assert scores[8] == pytest.approx(scores[16], abs=1e-5)
-    # transformers' own pipeline clips the 16-bit file (the bug this guards against): the check above can fail
+    scores = {file: {p["label"]: p["score"] for p in classify(str(tmp_path / file), top_k=None)}
+              for file in (f"stored.{suffix}", "twin.png")}  # fmt: skip
+    assert scores[f"stored.{suffix}"] == pytest.approx(scores["twin.png"], abs=1e-5)
+    # transformers' own pipeline converts the file to RGB first (the bug this guards against): the check above can fail
     plain = ImageClassificationPipeline(model=classify.model, image_processor=classify.image_processor)
-    clipped = {p["label"]: p["score"] for p in plain(str(tmp_path / "16.png"), top_k=None)}
-    assert clipped != pytest.approx(scores[8], abs=1e-5)
+    ruined = {p["label"]: p["score"] for p in plain(str(tmp_path / f"stored.{suffix}"), top_k=None)}
+    assert ruined != pytest.approx(scores["twin.png"], abs=1e-5)
