@@ -186,3 +186,24 @@ def test_pipeline_reads_a_file_like_its_8_bit_twin(name, tmp_path):
     plain = ImageClassificationPipeline(model=classify.model, image_processor=classify.image_processor)
     ruined = {p["label"]: p["score"] for p in plain(str(tmp_path / f"stored.{suffix}"), top_k=None)}
     assert ruined != pytest.approx(scores["twin.png"], abs=1e-5)
+
+
+def test_the_folders_pipeline_runs_only_with_consent_or_the_installed_class(tmp_path):
+    from transformers import pipeline
+
+    from modeling_vit_scratch import ViTScratchForImageClassification
+    from modeling_vit_scratch.image_processing_vit_scratch import (
+        ViTScratchImageClassificationPipeline,
+        custom_pipelines,
+    )
+
+    config = tiny_config(num_channels=1)
+    config.custom_pipelines = custom_pipelines()
+    ViTScratchForImageClassification(config).save_pretrained(tmp_path)
+    ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="trust_remote_code=True"):
+        pipeline("image-classification", model=str(tmp_path))
+    installed = pipeline("image-classification", model=str(tmp_path), pipeline_class=ViTScratchImageClassificationPipeline)
+    assert type(installed) is ViTScratchImageClassificationPipeline
+    image = Image.fromarray(picture(1).astype(np.uint16) * 257)
+    assert installed(image, top_k=1)[0]["label"] == installed(Image.fromarray(picture(1)), top_k=1)[0]["label"]
