@@ -124,11 +124,10 @@ def check_images(
     """Open every image of every split; with `decode`, decode it too (`None`: decode up to 100,000 images).
 
     Reads the stored bytes or files directly (`Image(decode=False)`, then `PIL.Image.open` and `load`): twice as
-    fast as `datasets`' decoding of each row (11,600 against 6,100 small PNGs/s). Images wider than 8 bits ("I;16", "I", "F") also go through
-    `to_model_mode`, which refuses values it cannot scale. Raises a one-line `ValueError` naming the split, the row
-    and the file, and the fix, for the first image that fails.
+    fast as `datasets`' decoding of each row (11,600 against 6,100 small PNGs/s). Images wider than 8 bits ("I;16",
+    "I", "F") also go through `to_model_mode`, which refuses values it cannot scale. Raises a one-line `ValueError`
+    naming the split, the row, the file and the fix, for the first image that fails.
     """
-
     started = time.time()
     total = sum(len(split) for split in splits.values())
     decode = total <= DECODE_UP_FRONT_MAX_IMAGES if decode is None else decode

@@ -145,7 +145,8 @@ def rows(images, labels, names=("cat", "dog")) -> DatasetDict:
 
 
 def test_a_single_class_is_named():
-    with pytest.raises(ValueError, match=r"only one class \('cat'\): a classifier needs at least two classes: add images of another class\.$"):
+    expected = r"only one class \('cat'\): a classifier needs at least two classes: add images of another class\.$"
+    with pytest.raises(ValueError, match=expected):
         prepare_splits(rows([Image.new("L", (4, 4))] * 6, [0] * 6))
 
 
@@ -186,9 +187,10 @@ def test_a_class_too_small_for_the_stratified_splits_is_named_with_its_count_and
 
 def test_a_split_smaller_than_the_number_of_classes_names_the_fraction_to_raise(tmp_path):
     raw = load_image_dataset(str(write_imagefolder(tmp_path / "pets", per_class=4)))  # 3 classes, 12 images
-    with pytest.raises(ValueError, match=r"^--test_fraction 0.1 of 12 training images makes a test split of 2, fewer "
-                                         r"than the 3 classes .*: raise --test_fraction to at least 0.25 or add images"):
-        prepare_splits(raw, test_fraction=0.1, validation_fraction=0.4)  # fmt: skip
+    expected = (r"^--test_fraction 0.1 of 12 training images makes a test split of 2, fewer than the 3 classes .*: "
+                r"raise --test_fraction to at least 0.25 or add images")
+    with pytest.raises(ValueError, match=expected):
+        prepare_splits(raw, test_fraction=0.1, validation_fraction=0.4)
     data = prepare_splits(raw, test_fraction=0.25, validation_fraction=0.4)  # the suggested fraction works
     assert len(data.splits["test"]) == 3
 

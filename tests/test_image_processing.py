@@ -203,7 +203,8 @@ def test_the_folders_pipeline_runs_only_with_consent_or_the_installed_class(tmp_
     ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="trust_remote_code=True"):
         pipeline("image-classification", model=str(tmp_path))
-    installed = pipeline("image-classification", model=str(tmp_path), pipeline_class=ViTScratchImageClassificationPipeline)
+    installed = pipeline("image-classification", model=str(tmp_path),
+                         pipeline_class=ViTScratchImageClassificationPipeline)  # fmt: skip
     assert type(installed) is ViTScratchImageClassificationPipeline
     image = Image.fromarray(picture(1).astype(np.uint16) * 257)
     assert installed(image, top_k=1)[0]["label"] == installed(Image.fromarray(picture(1)), top_k=1)[0]["label"]
