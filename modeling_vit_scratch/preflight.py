@@ -159,7 +159,7 @@ def check_one(cell: dict | None, decode: bool, split_name: str, row: int) -> Non
     except FileNotFoundError:
         raise ValueError(f"{where} does not exist: restore the file or remove the row.") from None
     except ValueError as error:  # to_model_mode's refusal, or a cell with no data
-        raise ValueError(f"{where} cannot be used ({error}).") from None
+        raise ValueError(f"{where} cannot be used ({str(error).rstrip('.')}).") from None
     except Exception as error:  # PIL raises OSError, SyntaxError, struct.error, ... for damaged files
         reason = str(error).split(" '", 1)[0] or type(error).__name__  # drop PIL's repetition of the path
         raise ValueError(f"{where} cannot be decoded ({reason}): remove or replace the file.") from None
