@@ -14,7 +14,9 @@ import torch
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Image as ImageFeature, load_dataset, load_from_disk
 from PIL import Image
 
+from .image_processing_vit_scratch import to_model_mode
 from .paths import looks_like_local_path
+from .preflight import check_class_sizes
 
 DIGITS = "digits"
 IMAGE_COLUMN_NAMES = ("image", "img", "images", "picture", "pixel_values")
@@ -52,7 +54,7 @@ def load_image_dataset(source: str, config_name: str | None = None, data_dir: st
         if (path / "dataset_dict.json").exists() or (path / "dataset_info.json").exists():
             loaded = load_from_disk(str(path))
         else:
-            loaded = load_dataset("imagefolder", data_dir=str(path))
+            loaded = load_imagefolder(path)
     elif looks_like_local_path(source):
         raise FileNotFoundError(
             f"Data set folder {source!r} does not exist: pass an existing folder (an imagefolder with one "
@@ -61,6 +63,43 @@ def load_image_dataset(source: str, config_name: str | None = None, data_dir: st
     else:
         loaded = load_dataset(source, config_name, data_dir=data_dir)
     return loaded if isinstance(loaded, DatasetDict) else DatasetDict(train=loaded)
+
+
+def load_imagefolder(path: Path) -> DatasetDict:
+    """`load_dataset("imagefolder")` with one-line errors for an empty folder and a folder of a single class.
+
+    `datasets` adds no label column when all images sit in one folder, which would surface later as "no label
+    column found"; here it is named as the single class it is.
+    """
+    from datasets.data_files import EmptyDatasetError
+
+    try:
+        loaded = load_dataset("imagefolder", data_dir=str(path))
+    except EmptyDatasetError:
+        raise FileNotFoundError(
+            f"Data set folder '{path}' holds no image files: put the images in one sub-folder per class "
+            f"('{path / 'cat'}/1.png', '{path / 'dog'}/1.png', ...)."
+        ) from None
+    if any("label" in split.features for split in loaded.values()):
+        return loaded
+    folders = set()
+    for split in loaded.values():
+        cells = split.select_columns(["image"]).cast_column("image", ImageFeature(decode=False))["image"]
+        folders |= {Path(cell["path"]).parent for cell in cells if cell and cell.get("path")}
+    if len(folders) == 1:
+        (folder,) = folders
+        if folder == path.resolve() or folder == path:
+            raise ValueError(
+                f"The images in '{path}' are not in class sub-folders: put each class in its own sub-folder "
+                f"('{path / 'cat'}/1.png', '{path / 'dog'}/1.png', ...)."
+            )
+        empty = [sub.name for sub in sorted(path.iterdir()) if sub.is_dir() and not any(sub.rglob("*.*"))]
+        note = f" (no files in {', '.join(map(repr, empty))})" if empty else ""
+        raise ValueError(
+            f"Data set folder '{path}' has only one class ({folder.name!r}){note}: a classifier needs at least two "
+            "classes: add a sub-folder of images of another class."
+        )
+    return loaded
 
 
 def find_column(dataset: Dataset, wanted: str | None, kind: str, names: tuple[str, ...], feature_type) -> str:
@@ -124,12 +163,17 @@ def prepare_splits(
         )
     if not isinstance(splits["train"].features["label"], ClassLabel):
         splits = splits.class_encode_column("label")
-    for name, fraction in (("test", test_fraction), ("validation", validation_fraction)):
-        if name not in splits:
-            parts = splits["train"].train_test_split(
-                test_size=fraction, seed=split_seed, stratify_by_column="label"
-            )
-            splits["train"], splits[name] = parts["train"], parts["test"]
+    carve_outs = [(name, fraction) for name, fraction in (("test", test_fraction), ("validation", validation_fraction))
+                  if name not in splits]  # fmt: skip
+    check_class_sizes(splits["train"]["label"], splits["train"].features["label"].names, carve_outs)
+    for name, fraction in carve_outs:
+        try:
+            parts = splits["train"].train_test_split(test_size=fraction, seed=split_seed, stratify_by_column="label")
+        except ValueError as error:  # a case check_class_sizes did not foresee: still one line
+            raise ValueError(
+                f"Cannot carve a stratified {name} split ({error}): add images or change --{name}_fraction."
+            ) from None
+        splits["train"], splits[name] = parts["train"], parts["test"]
     labels = splits["train"].features["label"].names
     return PreparedData(DatasetDict({name: splits[name] for name in ("train", "validation", "test")}), labels)
 
@@ -151,8 +195,10 @@ def random_shift_rotate(image: Image.Image, max_shift: float, max_degrees: float
 class ImageTransform:
     """`with_transform` function: a batch of rows -> `pixel_values` through the saved image processor, + labels.
 
-    With `augment`, each image is shifted and rotated a little first. The random numbers come from torch's global
-    generator, which the Trainer seeds, saves in checkpoints and restores when a run resumes.
+    Each image is first converted to the model's 8-bit mode (`to_model_mode`: 16-bit and float images scaled, not
+    clipped; transparency on white), so augmentation never sees a 16-bit image it would clip; with `augment`, it is
+    then shifted and rotated a little. The random numbers come from torch's global generator, which the Trainer
+    seeds, saves in checkpoints and restores when a run resumes.
     """
 
     def __init__(self, image_processor, augment: bool = False, max_shift: float = 0.1, max_degrees: float = 10.0):
@@ -162,7 +208,7 @@ class ImageTransform:
         self.max_degrees = max_degrees
 
     def __call__(self, batch: dict) -> dict:
-        images = batch["image"]
+        images = [to_model_mode(image, self.image_processor.num_channels) for image in batch["image"]]
         if self.augment:
             rng = random.Random(int(torch.randint(0, 2**62, ()).item()))
             images = [random_shift_rotate(image, self.max_shift, self.max_degrees, rng) for image in images]

@@ -1,17 +1,118 @@
-"""Image processor: any PIL image (any size, any mode) -> normalised `pixel_values` (batch, channels, height, width).
+"""Image processor: any image (any size, mode, bit depth) -> normalised `pixel_values` (batch, channels, height, width).
 
-transformers' PIL backend does the resizing, rescaling and normalising; this class only adds the conversion to the
-number of channels the model was built for (mode "L" for 1 channel, "RGB" for 3), so grayscale, RGBA, palette and
-16-bit images all reach the model in the form it expects.
+transformers' PIL backend does the resizing, rescaling and normalising; this file adds `to_model_mode`, the one
+conversion of any image to the 8-bit "L" (1 channel) or "RGB" (3 channels) image the model was built for, used by the
+processor, by the training data path and by `ViTScratchImageClassificationPipeline`, so a picture reaches the model
+the same way whether it is stored as 8-bit, 16-bit, float, palette or with transparency.
+
+Scaling rules (the value that means "white"):
+- 8-bit modes ("1", "L", "P", "RGB", "CMYK", ...) and uint8 arrays: 255 (bool arrays: True).
+- 16-bit modes ("I;16", "I;16B", "I;16L") and uint16 arrays (also (H, W, 3) 16-bit RGB, which PIL cannot hold): 65535.
+- 32-bit integer mode "I" and other integer arrays (int32, int64, ...): 65535, since PIL opens 16-bit files as "I"
+  (store 8-bit data as uint8); values outside 0..65535 are refused with an error.
+- Float mode "F" and float arrays (and tensors): values in [0, 1] are taken as is (1 = white); else values in
+  [0, 255] are 8-bit levels and values in [0, 65535] 16-bit levels; negative or larger values are refused.
+Transparency (modes "RGBA", "LA", "PA", "P" or "L"/"RGB" with a transparent colour, 2- and 4-channel arrays) is
+composited onto white, as transformers' `convert_to_rgb` does. Colour becomes gray with PIL's ITU-R 601 luma
+(L = 0.299 R + 0.587 G + 0.114 B); gray becomes colour by repeating it.
 """
 
+import os
+
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageOps
+from transformers import ImageClassificationPipeline
 from transformers.image_processing_backends import PilBackend
 from transformers.image_utils import PILImageResampling
 from transformers.processing_utils import ImagesKwargs
 
 from .configuration_vit_scratch import ViTScratchConfig, to_pair
+
+EIGHT_BIT_MODES = ("1", "L", "P", "RGB", "CMYK", "YCbCr", "LAB", "HSV")
+WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I", "F")  # more than 8 bits per pixel: scaled by `unit_scale`
+
+
+def unit_scale(array: np.ndarray) -> np.ndarray:
+    """Pixel values of any dtype -> float32 in [0, 1] (1 = white), by the rules in the module docstring."""
+    kind = array.dtype.kind
+    if kind == "b":
+        return array.astype(np.float32)
+    if kind == "u" and array.dtype.itemsize == 1:
+        return array.astype(np.float32) / 255
+    if kind in "iu":
+        if array.dtype.itemsize > 2 or kind == "i":  # 32-bit mode "I" and other integers: 16-bit levels, checked
+            low, high = (int(array.min()), int(array.max())) if array.size else (0, 0)
+            if low < 0 or high > 65535:
+                raise ValueError(
+                    f"Integer image values span {low}..{high}, outside 0..65535: store 8-bit images as uint8, "
+                    "16-bit as uint16, or floats in [0, 1]."
+                )
+        return array.astype(np.float32) / 65535
+    if kind == "f":
+        array = array.astype(np.float32)
+        if not np.isfinite(array).all():
+            raise ValueError("Float image has NaN or infinite values: give finite values in [0, 1].")
+        low, high = (float(array.min()), float(array.max())) if array.size else (0.0, 0.0)
+        if low < 0 or high > 65535:
+            raise ValueError(
+                f"Float image values span {low:g}..{high:g}: give values in [0, 1] (or 8-bit levels 0..255, "
+                "16-bit levels 0..65535), e.g. undo any normalisation first."
+            )
+        return array if high <= 1 else array / (255 if high <= 255 else 65535)
+    raise ValueError(f"Images of dtype {array.dtype} are not supported: give uint8, uint16 or float pixel values.")
+
+
+def composite_on_white(unit: np.ndarray) -> np.ndarray:
+    """(H, W), (H, W, 1..4) values in [0, 1] -> (H, W) gray or (H, W, 3) colour, transparency blended onto white."""
+    if unit.ndim == 3 and unit.shape[-1] == 1:
+        unit = unit[..., 0]
+    if unit.ndim == 2 or (unit.ndim == 3 and unit.shape[-1] == 3):
+        return unit
+    if unit.ndim != 3 or unit.shape[-1] not in (2, 4):
+        raise ValueError(
+            f"Image array of shape {unit.shape} is not an image: give (height, width), (height, width, channels) or "
+            "(channels, height, width) with 1 to 4 channels."
+        )
+    color, alpha = unit[..., :-1], unit[..., -1:]
+    blended = color * alpha + (1.0 - alpha)
+    return blended[..., 0] if blended.shape[-1] == 1 else blended
+
+
+def to_model_mode(image, num_channels: int) -> Image.Image:
+    """Any PIL image, array or tensor ((H, W), (H, W, C) or (C, H, W)) -> 8-bit PIL "L" (1 channel) or "RGB" (3).
+
+    8-bit images without transparency go through PIL's own `convert`; everything else is scaled to [0, 1] by its
+    bit depth, composited onto white and rounded to 8 bits, so a 16-bit or float picture lands within 1/255 of the
+    same picture stored as 8 bits.
+    """
+    if num_channels not in (1, 3):
+        raise ValueError(f"num_channels must be 1 (grayscale) or 3 (RGB), got {num_channels}.")
+    target = "L" if num_channels == 1 else "RGB"
+    if isinstance(image, Image.Image):
+        transparent = image.info.get("transparency") is not None
+        bands = "".join(image.getbands())
+        if image.mode in EIGHT_BIT_MODES and not transparent:
+            return image if image.mode == target else image.convert(target)
+        if image.mode not in WIDE_MODES:  # 8-bit with alpha ("RGBA", "LA", "PA", "La", ...) or a transparent colour
+            if not transparent and "A" not in bands.upper():
+                return image.convert(target)
+            rgba = image.convert("RGBA")
+            return Image.alpha_composite(Image.new("RGBA", image.size, (255, 255, 255, 255)), rgba).convert(target)
+        array = np.asarray(image)
+        unit = unit_scale(array)
+        if transparent and isinstance(image.info["transparency"], int):  # a 16-bit gray level marked transparent
+            unit = np.stack([unit, (array != image.info["transparency"]).astype(np.float32)], axis=-1)
+    else:
+        if hasattr(image, "detach"):  # a torch tensor; the model files import torch, this one need not
+            image = image.detach().cpu().numpy()
+        array = np.asarray(image)
+        if array.ndim == 4 and array.shape[0] == 1:
+            array = array[0]
+        if array.ndim == 3 and array.shape[0] in (1, 2, 3, 4) and array.shape[-1] not in (1, 2, 3, 4):
+            array = np.moveaxis(array, 0, -1)  # (C, H, W) -> (H, W, C)
+        unit = unit_scale(array)
+    pixels = np.rint(composite_on_white(unit) * 255).astype(np.uint8)
+    return Image.fromarray(pixels, mode="L" if pixels.ndim == 2 else "RGB").convert(target)
 
 
 class ViTScratchImageProcessorKwargs(ImagesKwargs, total=False):
@@ -19,7 +120,7 @@ class ViTScratchImageProcessorKwargs(ImagesKwargs, total=False):
 
 
 class ViTScratchImageProcessor(PilBackend):
-    """Resize to the model's image size, convert to its channels, scale to [0, 1], normalise with mean/std."""
+    """Convert to the model's channels (`to_model_mode`), resize to its image size, scale to [0, 1], normalise."""
 
     valid_kwargs = ViTScratchImageProcessorKwargs
     model_input_names = ["pixel_values"]
@@ -44,20 +145,48 @@ class ViTScratchImageProcessor(PilBackend):
         )
         return cls(**{**defaults, **kwargs})
 
+    def _prepare_images_structure(self, images, expected_ndims: int = 3):
+        """As transformers does, but a 2-D (height, width) array is one grayscale image, not a batch of rows."""
+        if getattr(images, "ndim", None) == 2:
+            images = images[..., None]
+        elif isinstance(images, (list, tuple)) and any(getattr(image, "ndim", None) == 2 for image in images):
+            images = [image[..., None] if getattr(image, "ndim", None) == 2 else image for image in images]
+        return super()._prepare_images_structure(images, expected_ndims)
+
     def process_image(self, image, num_channels: int | None = None, **kwargs) -> np.ndarray:
         """One image -> channels-first array with `num_channels` channels."""
-        num_channels = num_channels or self.num_channels
-        if num_channels not in (1, 3):
-            raise ValueError(f"num_channels must be 1 (grayscale) or 3 (RGB), got {num_channels}.")
-        if not isinstance(image, Image.Image):
-            image = np.asarray(image)
-            if image.ndim == 3 and image.shape[0] in (1, 3, 4) and image.shape[-1] not in (1, 3, 4):
-                image = np.moveaxis(image, 0, -1)  # (C, H, W) -> (H, W, C)
-            if image.dtype != np.uint8:  # floats in [0, 1] from tensors, the usual convention
-                image = np.clip(np.rint(image * 255 if image.max() <= 1 else image), 0, 255).astype(np.uint8)
-            image = Image.fromarray(image.squeeze(-1) if image.ndim == 3 and image.shape[-1] == 1 else image)
-        image = image.convert("L" if num_channels == 1 else "RGB")
+        image = to_model_mode(image, num_channels or self.num_channels)
         return super().process_image(image, **{**kwargs, "do_convert_rgb": False})
 
 
-__all__ = ["ViTScratchImageProcessor"]
+class ViTScratchImageClassificationPipeline(ImageClassificationPipeline):
+    """transformers' image-classification pipeline without its `convert("RGB")` of every image before the processor.
+
+    That conversion clips 16-bit grayscale to 0 or 255 and drops transparency without compositing; here local files
+    and PIL images reach `to_model_mode` as they are (turned upright by their EXIF orientation, as transformers does).
+    URLs and base64 strings still go through transformers' loader (8-bit RGB).
+    """
+
+    def preprocess(self, image, timeout=None):
+        if isinstance(image, str) and os.path.isfile(image):
+            image = Image.open(image)
+        if isinstance(image, Image.Image):
+            image = ImageOps.exif_transpose(image)
+            return self.image_processor(images=image, return_tensors="pt").to(self.dtype)
+        return super().preprocess(image, timeout=timeout)
+
+
+def custom_pipelines() -> dict:
+    """The `config.custom_pipelines` entry that makes `pipeline("image-classification", model=folder,
+    trust_remote_code=True)` use `ViTScratchImageClassificationPipeline` from the folder's copy of this file."""
+    return {
+        "image-classification": {
+            "impl": f"{__name__.rsplit('.', 1)[-1]}.ViTScratchImageClassificationPipeline",
+            "pt": ["AutoModelForImageClassification"],
+            "tf": [],
+            "type": "image",
+        }
+    }
+
+
+__all__ = ["ViTScratchImageProcessor", "ViTScratchImageClassificationPipeline", "to_model_mode"]

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from datasets import ClassLabel, Dataset, DatasetDict, Image as ImageFeature
+from datasets import ClassLabel, Dataset, DatasetDict, Features, Image as ImageFeature
 from PIL import Image
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
@@ -113,3 +113,125 @@ def test_transform_and_collator_feed_the_model_shape():
     assert batch["labels"].dtype == torch.long and batch["labels"].tolist() == split["label"]
     plain = collate_images([split.with_transform(ImageTransform(processor))[i] for i in range(4)])
     assert not torch.equal(plain["pixel_values"], batch["pixel_values"])
+
+
+# Every image mode through the training path, and the pre-flight: one line naming the file, class or folder and the fix.
+
+
+@pytest.mark.parametrize("stored", ["I;16", "I;16B", "F"])
+def test_augmented_wide_image_matches_its_8_bit_twin_through_a_dataset(stored):
+    processor = ViTScratchImageProcessor(size={"height": 12, "width": 10}, num_channels=1, image_mean=[0.5],
+                                         image_std=[0.5])  # fmt: skip
+    pixels = np.random.default_rng(4).integers(0, 256, (12, 10), dtype=np.uint8)
+    wide = {
+        "I;16": Image.fromarray(pixels.astype(np.uint16) * 257),
+        "I;16B": Image.frombytes("I;16B", (10, 12), (pixels.astype(np.uint16) * 257).astype(">u2").tobytes()),
+        "F": Image.fromarray(pixels.astype(np.float32) / 255),
+    }[stored]
+    dataset = Dataset.from_dict({"image": [Image.fromarray(pixels), wide], "label": [0, 0]})
+    assert dataset[1]["image"].mode == stored  # datasets keeps the depth; the transform must too
+    outputs = []
+    for index in (0, 1):
+        torch.manual_seed(3)  # the same shift and rotation for both
+        transform = ImageTransform(processor, augment=True, max_degrees=15)
+        outputs.append(dataset.with_transform(transform)[index]["pixel_values"])
+    torch.testing.assert_close(outputs[1], outputs[0], atol=2 / 255 + 1e-6, rtol=0)  # std 0.5: one step is 2/255
+    assert len(torch.unique(outputs[1])) > 20  # not clipped to black and white
+
+
+def rows(images, labels, names=("cat", "dog")) -> DatasetDict:
+    features = Features(image=ImageFeature(), label=ClassLabel(names=list(names)))
+    return DatasetDict(train=Dataset.from_dict({"image": images, "label": labels}, features=features))
+
+
+def test_a_single_class_is_named():
+    expected = r"only one class \('cat'\): a classifier needs at least two classes: add images of another class\.$"
+    with pytest.raises(ValueError, match=expected):
+        prepare_splits(rows([Image.new("L", (4, 4))] * 6, [0] * 6))
+
+
+def test_a_single_class_imagefolder_is_named_not_a_missing_label_column(tmp_path):
+    root = write_imagefolder(tmp_path / "pets", classes=("cat",), per_class=3)
+    (root / "dog").mkdir()
+    with pytest.raises(ValueError, match=r"has only one class \('cat'\) \(no files in 'dog'\).*add a sub-folder"):
+        load_image_dataset(str(root))
+
+
+def test_images_outside_class_folders_and_empty_folders_are_named(tmp_path):
+    (tmp_path / "flat").mkdir()
+    for k in range(3):
+        Image.new("L", (4, 4), k).save(tmp_path / "flat" / f"{k}.png")
+    with pytest.raises(ValueError, match=r"images in '.*flat' are not in class sub-folders: put each class"):
+        load_image_dataset(str(tmp_path / "flat"))
+    (tmp_path / "empty" / "cat").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match=r"'.*empty' holds no image files: put the images in one sub-folder"):
+        load_image_dataset(str(tmp_path / "empty"))
+
+
+def test_a_class_too_small_for_the_stratified_splits_is_named_with_its_count_and_minimum(tmp_path):
+    root = write_imagefolder(tmp_path / "pets", classes=("cat", "dog"), per_class=10)
+    write_imagefolder(root, classes=("fox",), per_class=2)
+    raw = load_image_dataset(str(root))
+    with pytest.raises(ValueError) as error:
+        prepare_splits(raw)
+    assert str(error.value) == (
+        "Class 'fox' has 2 images, fewer than the 3 each class needs for the stratified test and validation splits: "
+        "add images of 'fox' or lower --test_fraction and --validation_fraction."
+    )
+    with_test = rows([Image.new("L", (4, 4))] * 11, [0] * 5 + [1] * 5 + [2], names=("cat", "dog", "fox"))
+    with_test["test"] = with_test["train"]  # only the validation split is carved: two per class suffice
+    with pytest.raises(ValueError, match=r"^Class 'fox' has 1 image, fewer than the 2 each class needs for the "
+                                         r"stratified validation split: add images of 'fox' \(a stratified split"):
+        prepare_splits(with_test, validation_fraction=0.3)  # fmt: skip
+
+
+def test_a_split_smaller_than_the_number_of_classes_names_the_fraction_to_raise(tmp_path):
+    raw = load_image_dataset(str(write_imagefolder(tmp_path / "pets", per_class=4)))  # 3 classes, 12 images
+    expected = (r"^--test_fraction 0.1 of 12 training images makes a test split of 2, fewer than the 3 classes .*: "
+                r"raise --test_fraction to at least 0.25 or add images")
+    with pytest.raises(ValueError, match=expected):
+        prepare_splits(raw, test_fraction=0.1, validation_fraction=0.4)
+    data = prepare_splits(raw, test_fraction=0.25, validation_fraction=0.4)  # the suggested fraction works
+    assert len(data.splits["test"]) == 3
+
+
+def test_check_images_decodes_every_split_and_names_a_corrupt_file(tmp_path):
+    from modeling_vit_scratch.preflight import check_images
+
+    root = write_imagefolder(tmp_path / "pets", per_class=4)
+    data = prepare_splits(load_image_dataset(str(root)), test_fraction=0.25, validation_fraction=0.34)
+    result = check_images(data.splits, progress=False)
+    assert (result.num_images, result.decoded) == (12, True)
+    dog = (root / "dog" / "2.png").read_bytes()
+    (root / "dog" / "2.png").write_bytes(b"this is not a png")
+    with pytest.raises(ValueError, match=r"^Image \d+ of split '(train|validation|test)' \(.*dog/2\.png\) cannot be "
+                                         r"decoded \(cannot identify image file\): remove or replace the file\.$"):
+        check_images(data.splits, progress=False)  # fmt: skip
+    (root / "dog" / "2.png").write_bytes(dog)
+    (root / "cat" / "1.png").unlink()
+    with pytest.raises(ValueError, match=r"^Image \d+ of split '\w+' \(.*cat/1\.png\) does not exist: restore the "
+                                         r"file or remove the row\.$"):
+        check_images(data.splits, progress=False)  # fmt: skip
+
+
+def test_a_truncated_file_passes_the_header_check_and_fails_the_decode(tmp_path):
+    from modeling_vit_scratch.preflight import check_images
+
+    root = write_imagefolder(tmp_path / "pets", classes=("cat", "dog"), per_class=3, size=(64, 64))
+    whole = (root / "dog" / "1.png").read_bytes()
+    (root / "dog" / "1.png").write_bytes(whole[: len(whole) // 2])
+    splits = load_image_dataset(str(root))
+    assert check_images(splits, decode=False, progress=False).decoded is False
+    with pytest.raises(ValueError, match=r"^Image 4 of split 'train' \(.*dog/1\.png\) cannot be decoded \(image file "
+                                         r"is truncated.*\): remove or replace the file\.$"):
+        check_images(splits, progress=False)  # fmt: skip
+
+
+def test_check_images_refuses_values_the_model_cannot_scale(tmp_path):
+    from modeling_vit_scratch.preflight import check_images
+
+    good = Image.fromarray(np.full((4, 4), 0.5, dtype=np.float32))
+    bad = Image.fromarray(np.full((4, 4), -2.0, dtype=np.float32))
+    check_images(rows([good, good], [0, 1]), progress=False)
+    with pytest.raises(ValueError, match=r"^Image 1 of split 'train' .*cannot be used \(Float image values span -2"):
+        check_images(rows([good, bad], [0, 1]), progress=False)

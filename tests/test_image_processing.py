@@ -44,3 +44,167 @@ def test_processor_round_trips_with_its_settings(tmp_path):
     loaded = ViTScratchImageProcessor.from_pretrained(tmp_path)
     assert loaded.num_channels == 1 and tuple(loaded.image_mean) == (0.2,)
     assert (loaded.size["height"], loaded.size["width"]) == (8, 12)
+
+
+# Every mode against its 8-bit twin: the same picture stored another way must reach the model within 1/255.
+
+
+def picture(channels: int, height: int = 11, width: int = 13) -> np.ndarray:
+    """An 8-bit test picture (H, W) or (H, W, 3) using the whole 0..255 range."""
+    pixels = np.random.default_rng(2).integers(0, 256, (height, width, 3) if channels == 3 else (height, width))
+    pixels.flat[:2] = (0, 255)
+    return pixels.astype(np.uint8)
+
+
+def unit_processor(channels: int) -> ViTScratchImageProcessor:
+    """A processor whose output is the pixel in [0, 1] (no resize, mean 0, std 1), to compare in 1/255 steps."""
+    return ViTScratchImageProcessor(num_channels=channels, do_resize=False, image_mean=[0.0] * channels,
+                                    image_std=[1.0] * channels)  # fmt: skip
+
+
+def gray16(pixels8: np.ndarray) -> np.ndarray:
+    return pixels8.astype(np.uint16) * 257  # 255 -> 65535: the same picture in 16 bits
+
+
+WIDE_TWINS = {  # name -> (8-bit twin channels, the picture stored in another mode or dtype)
+    "I;16": (1, lambda g: Image.fromarray(gray16(g))),
+    "I;16B": (1, lambda g: Image.frombytes("I;16B", g.shape[::-1], gray16(g).astype(">u2").tobytes())),
+    "I;16L": (1, lambda g: Image.frombytes("I;16L", g.shape[::-1], gray16(g).astype("<u2").tobytes())),
+    "I (32-bit, 16-bit levels)": (1, lambda g: Image.fromarray(gray16(g).astype(np.int32))),
+    "F in [0, 1]": (1, lambda g: Image.fromarray(g.astype(np.float32) / 255)),
+    "F in [0, 255]": (1, lambda g: Image.fromarray(g.astype(np.float32))),
+    "uint16 array": (1, gray16),
+    "int32 array": (1, lambda g: gray16(g).astype(np.int32)),
+    "float64 array": (1, lambda g: g / 255.0),
+    "uint16 RGB array": (3, lambda c: c.astype(np.uint16) * 257),
+    "float32 RGB array channels first": (3, lambda c: np.moveaxis(c.astype(np.float32) / 255, -1, 0)),
+    "float tensor RGB channels first": (3, lambda c: torch.from_numpy(c).permute(2, 0, 1).float() / 255),
+}
+
+
+@pytest.mark.parametrize("name", list(WIDE_TWINS))
+@pytest.mark.parametrize("channels", [1, 3])
+def test_wide_images_are_scaled_not_clipped(name, channels):
+    twin_channels, store = WIDE_TWINS[name]
+    pixels = picture(twin_channels)
+    processor = unit_processor(channels)
+    expected = processor(Image.fromarray(pixels), return_tensors="np").pixel_values
+    got = processor(store(pixels), return_tensors="np").pixel_values
+    assert got.shape == expected.shape == (1, channels, 11, 13)
+    np.testing.assert_allclose(got, expected, atol=1 / 255 + 1e-6)
+    assert len(np.unique(got)) > 50  # the picture survived: clipping would leave only 0 and 1
+
+
+@pytest.mark.parametrize("mode", ["1", "L", "P", "RGB", "CMYK"])
+@pytest.mark.parametrize("channels", [1, 3])
+def test_eight_bit_modes_match_pil_conversion(mode, channels):
+    image = Image.fromarray(picture(3)).convert(mode)
+    expected = np.asarray(image.convert("L" if channels == 1 else "RGB"), dtype=np.float32) / 255
+    got = unit_processor(channels)(image, return_tensors="np").pixel_values[0]
+    np.testing.assert_allclose(np.moveaxis(got, 0, -1).reshape(expected.shape), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["RGBA", "LA", "P with transparency"])
+def test_transparency_is_composited_on_white_like_transformers(mode):
+    from transformers.image_transforms import convert_to_rgb
+
+    rgba = np.concatenate([picture(3), np.random.default_rng(3).integers(0, 256, (11, 13, 1))], -1).astype(np.uint8)
+    rgba[0, :, 3] = 0  # the first row fully transparent
+    if mode == "P with transparency":
+        image = Image.fromarray(picture(3)).convert("P")
+        image.info["transparency"] = int(np.asarray(image)[0, 0])
+    else:
+        image = Image.fromarray(rgba).convert(mode)
+    expected = convert_to_rgb(image, return_numpy=True).astype(np.float32) / 255
+    got = np.moveaxis(unit_processor(3)(image, return_tensors="np").pixel_values[0], 0, -1)
+    np.testing.assert_allclose(got, expected, atol=1 / 255 + 1e-6)
+    if mode != "P with transparency":
+        assert (got[0] == 1).all()  # transparent -> white
+    gray = unit_processor(1)(image, return_tensors="np").pixel_values[0, 0]
+    np.testing.assert_allclose(gray, np.asarray(Image.fromarray(np.rint(expected * 255).astype(np.uint8)).convert("L"))
+                               / 255, atol=1 / 255 + 1e-6)  # fmt: skip
+
+
+def test_two_and_four_channel_arrays_are_composited_on_white():
+    processor = unit_processor(1)
+    gray_alpha = np.stack([np.full((4, 5), 0.2), np.r_[[1.0] * 2, [0.0] * 2][:, None].repeat(5, 1)], -1)
+    np.testing.assert_allclose(processor(gray_alpha, return_tensors="np").pixel_values[0, 0],
+                               np.r_[[51 / 255] * 2, [1.0] * 2][:, None].repeat(5, 1), atol=1e-6)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "array, message",
+    [
+        (np.full((4, 4), -3, dtype=np.int32), r"span -3\.\.-3, outside 0\.\.65535: store 8-bit images as uint8"),
+        (np.full((4, 4), 70000, dtype=np.int64), r"outside 0\.\.65535"),
+        (np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4), r"give values in \[0, 1\].*undo any normalisation"),
+        (np.full((4, 4), np.nan, dtype=np.float32), r"NaN or infinite"),
+        (np.zeros((5, 6, 7), dtype=np.uint8), r"shape \(5, 6, 7\) is not an image"),
+    ],
+)
+def test_values_that_cannot_be_scaled_are_refused_in_one_line(array, message):
+    with pytest.raises(ValueError, match=message) as error:
+        ViTScratchImageProcessor.for_config(tiny_config())(array)
+    assert "\n" not in str(error.value)
+
+
+def rgba_on_white(rgba: np.ndarray) -> np.ndarray:
+    alpha = rgba[..., 3:] / 255
+    return np.rint(rgba[..., :3] * alpha + 255 * (1 - alpha)).astype(np.uint8)
+
+
+PIPELINE_FILES = {  # name -> (model channels, (picture, twin) -> file stored that way, its 8-bit twin as an array)
+    "16-bit grayscale PNG": (1, lambda g: (Image.fromarray(gray16(g)), "png", g)),
+    "float TIFF": (1, lambda g: (Image.fromarray(g.astype(np.float32) / 255), "tiff", g)),
+    "RGBA PNG": (3, lambda g: (Image.fromarray(np.dstack([picture(3), g]), mode="RGBA"), "png",
+                               rgba_on_white(np.dstack([picture(3), g])))),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("name", list(PIPELINE_FILES))
+def test_pipeline_reads_a_file_like_its_8_bit_twin(name, tmp_path):
+    from transformers import ImageClassificationPipeline, pipeline
+
+    from modeling_vit_scratch import ViTScratchForImageClassification
+    from modeling_vit_scratch.image_processing_vit_scratch import custom_pipelines
+
+    channels, store = PIPELINE_FILES[name]
+    config = tiny_config(num_channels=channels, image_size=(11, 13), patch_size=(11, 13))
+    config.custom_pipelines = custom_pipelines()  # what a trained folder's config.json carries
+    ViTScratchForImageClassification(config).eval().save_pretrained(tmp_path / "model")
+    ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path / "model")
+    image, suffix, twin = store(picture(1))
+    image.save(tmp_path / f"stored.{suffix}")
+    Image.fromarray(twin).save(tmp_path / "twin.png")
+    assert Image.open(tmp_path / f"stored.{suffix}").mode == image.mode
+    classify = pipeline("image-classification", model=str(tmp_path / "model"), trust_remote_code=True)
+    assert type(classify).__name__ == "ViTScratchImageClassificationPipeline"
+    scores = {file: {p["label"]: p["score"] for p in classify(str(tmp_path / file), top_k=None)}
+              for file in (f"stored.{suffix}", "twin.png")}  # fmt: skip
+    assert scores[f"stored.{suffix}"] == pytest.approx(scores["twin.png"], abs=1e-5)
+    # transformers' own pipeline converts the file to RGB first (the bug this guards against): the check above can fail
+    plain = ImageClassificationPipeline(model=classify.model, image_processor=classify.image_processor)
+    ruined = {p["label"]: p["score"] for p in plain(str(tmp_path / f"stored.{suffix}"), top_k=None)}
+    assert ruined != pytest.approx(scores["twin.png"], abs=1e-5)
+
+
+def test_the_folders_pipeline_runs_only_with_consent_or_the_installed_class(tmp_path):
+    from transformers import pipeline
+
+    from modeling_vit_scratch import ViTScratchForImageClassification
+    from modeling_vit_scratch.image_processing_vit_scratch import (
+        ViTScratchImageClassificationPipeline,
+        custom_pipelines,
+    )
+
+    config = tiny_config(num_channels=1)
+    config.custom_pipelines = custom_pipelines()
+    ViTScratchForImageClassification(config).save_pretrained(tmp_path)
+    ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="trust_remote_code=True"):
+        pipeline("image-classification", model=str(tmp_path))
+    installed = pipeline("image-classification", model=str(tmp_path),
+                         pipeline_class=ViTScratchImageClassificationPipeline)  # fmt: skip
+    assert type(installed) is ViTScratchImageClassificationPipeline
+    image = Image.fromarray(picture(1).astype(np.uint16) * 257)
+    assert installed(image, top_k=1)[0]["label"] == installed(Image.fromarray(picture(1)), top_k=1)[0]["label"]

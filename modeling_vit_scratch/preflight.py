@@ -1,0 +1,165 @@
+"""Pre-flight checks of a data set before the first training step: each failure is one line naming the file, class
+or folder and the fix, instead of a stack trace at the first batch or after the whole training.
+
+- `check_class_sizes`: at least two classes, and each class large enough for the stratified validation/test splits.
+- `check_images`: every image of every split decodes (or, on very large data sets, every file exists and its header
+  parses), with a progress bar.
+This module is training glue, like `data.py`: the model code never imports it.
+"""
+
+import io
+import math
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from datasets import DatasetDict, Image as ImageFeature
+from PIL import Image
+from tqdm.auto import tqdm
+
+from .image_processing_vit_scratch import WIDE_MODES, to_model_mode
+
+# Up to this many images are fully decoded before training, above it only opened (file found, header parsed).
+# Measured on one CPU core: 11,600 images/s for 28x28 PNGs (100,000 in 9 s), 515 images/s for 500x375 JPEGs
+# (100,000 in about 3 minutes), against 17,000 images/s for the header check of either.
+DECODE_UP_FRONT_MAX_IMAGES = 100_000
+BATCH_ROWS = 1_000
+
+
+def carve_out_sizes(num_rows: int, fraction: float) -> tuple[int, int]:
+    """(rows kept, rows carved out) of `datasets`' `train_test_split(test_size=fraction)` on `num_rows` rows."""
+    carved = math.ceil(fraction * num_rows)
+    return num_rows - carved, carved
+
+
+def check_class_sizes(labels: list[int], names: list[str], carve_outs: list[tuple[str, float]]) -> None:
+    """Raise one-line `ValueError`s unless the stratified carve-outs of `labels` (train split) can be made.
+
+    `carve_outs` are the (split name, fraction) carved from train one after another, e.g. [("test", 0.1),
+    ("validation", 0.1)]. `datasets`' stratified split needs every class at least twice in the split it cuts, and
+    at least one row per class on each side; a class must therefore keep two images after every earlier carve-out,
+    which takes at most ceil(count x carved / rows) of them.
+    """
+    counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=len(names))
+    present = [index for index, count in enumerate(counts) if count > 0]
+    if len(present) < 2:
+        only = f"only one class ({names[present[0]]!r})" if present else "no labelled images"
+        raise ValueError(
+            f"The training data has {only}: a classifier needs at least two classes: add images of another class."
+        )
+    for name, fraction in carve_outs:
+        if not 0 < fraction < 1:
+            raise ValueError(f"--{name}_fraction {fraction:g} is not between 0 and 1: give e.g. 0.1.")
+    smallest = min(present, key=lambda index: counts[index])
+    minimum = minimum_class_size(int(counts.sum()), [fraction for _, fraction in carve_outs])
+    count = int(counts[smallest])
+    if carve_outs and count < minimum:
+        flags = " and ".join(f"--{split}_fraction" for split, _ in carve_outs)
+        raise ValueError(
+            f"Class {names[smallest]!r} has {count} image{'s' * (count != 1)}, fewer than the "
+            f"{minimum} each class needs for the stratified {' and '.join(s for s, _ in carve_outs)} split"
+            f"{'s' * (len(carve_outs) > 1)}: add images of {names[smallest]!r}"
+            + (f" or lower {flags}." if minimum > 2 else " (a stratified split needs two per class).")
+        )
+    num_rows, num_classes = int(counts.sum()), len(present)
+    for stage, (split, fraction) in enumerate(carve_outs):
+        kept, carved = carve_out_sizes(num_rows, fraction)
+        if carved < num_classes:
+            needed = math.ceil(100 * num_classes / num_rows) / 100
+            raise ValueError(
+                f"--{split}_fraction {fraction:g} of {num_rows} training images makes a {split} split of {carved}, "
+                f"fewer than the {num_classes} classes (a stratified split needs one image per class): raise "
+                f"--{split}_fraction to at least {needed:g} or add images."
+            )
+        if kept < num_classes:
+            raise ValueError(
+                f"--{split}_fraction {fraction:g} leaves {kept} of {num_rows} training images, fewer than the "
+                f"{num_classes} classes: lower --{split}_fraction or add images."
+            )
+        num_rows = kept
+
+
+def minimum_class_size(num_rows: int, fractions: list[float]) -> int:
+    """The fewest images a class needs so every carve-out in turn finds at least two of it (worst-case rounding)."""
+    size = 2
+    while True:
+        remaining, rows = size, num_rows
+        for fraction in fractions[:-1]:
+            kept, carved = carve_out_sizes(rows, fraction)
+            remaining -= math.ceil(remaining * carved / rows)
+            rows = kept
+        if remaining >= 2:
+            return size
+        size += 1
+
+
+@dataclass
+class ImageCheck:
+    """What `check_images` did: how many images, whether they were fully decoded, and how long it took."""
+
+    num_images: int
+    decoded: bool
+    seconds: float
+
+    def summary(self) -> str:
+        how = "decoded" if self.decoded else "found with readable headers (not decoded: pass --check_images to decode)"
+        return f"Pre-flight: {self.num_images} images {how} in {self.seconds:.1f} s."
+
+
+def open_image(cell: dict) -> Image.Image:
+    """A `{"bytes", "path"}` cell of an undecoded `Image` column -> the opened (not yet decoded) PIL image."""
+    if cell.get("bytes") is not None:
+        return Image.open(io.BytesIO(cell["bytes"]))
+    if not cell.get("path"):
+        raise ValueError("the row has neither bytes nor a path")
+    if not os.path.isfile(cell["path"]):
+        raise FileNotFoundError("the file does not exist")
+    return Image.open(cell["path"])
+
+
+def check_images(
+    splits: DatasetDict, image_column: str = "image", decode: bool | None = None, progress: bool = True
+) -> ImageCheck:
+    """Open every image of every split; with `decode`, decode it too (`None`: decode up to 100,000 images).
+
+    Reads the stored bytes or files directly (`Image(decode=False)`, then `PIL.Image.open` and `load`): twice as
+    fast as `datasets`' decoding of each row (11,600 against 6,100 small PNGs/s). Images wider than 8 bits ("I;16",
+    "I", "F") also go through `to_model_mode`, which refuses values it cannot scale. Raises a one-line `ValueError`
+    naming the split, the row, the file and the fix, for the first image that fails.
+    """
+    started = time.time()
+    total = sum(len(split) for split in splits.values())
+    decode = total <= DECODE_UP_FRONT_MAX_IMAGES if decode is None else decode
+    with tqdm(total=total, desc="Decoding images" if decode else "Opening images", unit="image",
+              disable=not progress) as bar:  # fmt: skip
+        for split_name, split in splits.items():
+            if not isinstance(split.features.get(image_column), ImageFeature):
+                raise ValueError(f"Split {split_name!r} has no image column {image_column!r}: fix --image_column.")
+            cells = split.select_columns([image_column]).cast_column(image_column, ImageFeature(decode=False))
+            for start in range(0, len(cells), BATCH_ROWS):
+                for offset, cell in enumerate(cells[start : start + BATCH_ROWS][image_column]):
+                    check_one(cell, decode, split_name, start + offset)
+                bar.update(min(BATCH_ROWS, len(cells) - start))
+    return ImageCheck(total, decode, time.time() - started)
+
+
+def check_one(cell: dict | None, decode: bool, split_name: str, row: int) -> None:
+    """One cell opened (and decoded): or a `ValueError` naming the split, row, file and fix."""
+    path = (cell or {}).get("path")
+    where = f"Image {row} of split {split_name!r}" + (f" ({path})" if path else "")
+    if cell is None:
+        raise ValueError(f"{where} is missing (an empty cell): remove the row or add its image.")
+    try:
+        with open_image(cell) as image:
+            if decode:
+                image.load()
+                if image.mode in WIDE_MODES:
+                    to_model_mode(image, 1)
+    except FileNotFoundError:
+        raise ValueError(f"{where} does not exist: restore the file or remove the row.") from None
+    except ValueError as error:  # to_model_mode's refusal, or a cell with no data
+        raise ValueError(f"{where} cannot be used ({str(error).rstrip('.')}).") from None
+    except Exception as error:  # PIL raises OSError, SyntaxError, struct.error, ... for damaged files
+        reason = str(error).split(" '", 1)[0] or type(error).__name__  # drop PIL's repetition of the path
+        raise ValueError(f"{where} cannot be decoded ({reason}): remove or replace the file.") from None

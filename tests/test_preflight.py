@@ -1,0 +1,37 @@
+"""Pre-flight class-size rule against the `datasets` splits it predicts: it never lets through a split that fails."""
+
+import random
+
+import datasets
+import pytest
+from datasets import ClassLabel, Dataset, Features
+
+from modeling_vit_scratch.preflight import check_class_sizes, minimum_class_size
+
+
+def test_the_class_size_check_never_passes_a_split_datasets_refuses():
+    datasets.disable_progress_bars()
+    rng = random.Random(0)
+    passed = 0
+    for _ in range(120):
+        counts = [rng.randint(1, 12) for _ in range(rng.randint(2, 5))]
+        carve_outs = [("test", rng.choice([0.05, 0.1, 0.2, 0.3, 0.5])), ("validation", rng.choice([0.1, 0.2, 0.5]))]
+        names = [f"class{i}" for i in range(len(counts))]
+        labels = [index for index, count in enumerate(counts) for _ in range(count)]
+        try:
+            check_class_sizes(labels, names, carve_outs)
+        except ValueError as error:
+            assert "\n" not in str(error) and ("--" in str(error) or "add images" in str(error))
+            continue
+        passed += 1
+        full = Dataset.from_dict({"label": labels}, features=Features(label=ClassLabel(names=names)))
+        for seed in range(3):
+            train = full
+            for _, fraction in carve_outs:  # as prepare_splits does: test first, then validation from what is left
+                train = train.train_test_split(test_size=fraction, seed=seed, stratify_by_column="label")["train"]
+    assert passed >= 15  # the check is not simply refusing everything (20 of these 120 pass)
+
+
+@pytest.mark.parametrize("fractions, minimum", [([0.1], 2), ([0.1, 0.1], 3), ([0.5, 0.1], 4), ([0.3, 0.3], 3)])
+def test_minimum_class_size_keeps_two_images_for_the_last_carve_out(fractions, minimum):
+    assert minimum_class_size(1000, fractions) == minimum
