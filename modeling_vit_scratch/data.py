@@ -15,10 +15,9 @@ from datasets import ClassLabel, Dataset, DatasetDict, Features, Image as ImageF
 from PIL import Image
 
 from .image_processing_vit_scratch import to_model_mode
-from .paths import looks_like_local_path
+from .paths import DIGITS, looks_like_local_path
 from .preflight import check_class_sizes
 
-DIGITS = "digits"
 IMAGE_COLUMN_NAMES = ("image", "img", "images", "picture", "pixel_values")
 LABEL_COLUMN_NAMES = ("label", "labels", "class", "fine_label", "target")
 
@@ -45,7 +44,7 @@ def digits_dataset(test_size: float = 0.2) -> DatasetDict:
     return DatasetDict(train=split(train_idx), test=split(test_idx))
 
 
-def load_image_dataset(source: str, config_name: str | None = None, data_dir: str | None = None) -> DatasetDict:
+def load_image_dataset(source: str, config_name: str | None = None) -> DatasetDict:
     """`"digits"`, a `save_to_disk` folder, an `imagefolder` (one sub-folder per class) or a hub dataset name."""
     if source == DIGITS:
         return digits_dataset()
@@ -61,7 +60,14 @@ def load_image_dataset(source: str, config_name: str | None = None, data_dir: st
             f"sub-folder per class, or a save_to_disk folder), a hub dataset name, or {DIGITS!r}."
         )
     else:
-        loaded = load_dataset(source, config_name, data_dir=data_dir)
+        try:
+            loaded = load_dataset(source, config_name)
+        except (OSError, ValueError) as error:  # offline, unknown name, private repo, missing configuration
+            raise FileNotFoundError(
+                f"Data set {source!r} is no folder here and could not be loaded from the hub "
+                f"({' '.join(str(error).split())}): check the path (a folder name needs ./ in front) or the hub "
+                "data set name."
+            ) from None
     return loaded if isinstance(loaded, DatasetDict) else DatasetDict(train=loaded)
 
 

@@ -28,6 +28,7 @@ from .data import DIGITS, ImageTransform, PreparedData, collate_images, load_ima
 from .image_processing_vit_scratch import ViTScratchImageProcessor
 from .modeling_vit_scratch import ViTScratchForImageClassification
 from .paths import looks_like_local_path
+from .preflight import DECODE_UP_FRONT_MAX_IMAGES, check_images
 from .run_folder import RESUME_OFF, claim_output_folder, publish, resolve_checkpoint, staged_folder
 from .safety import MASK, find_secrets, known_secrets, redact, weights_sha256
 
@@ -84,6 +85,13 @@ class DataArguments:
         },
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only this many training images."})
+    check_images: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Decode every image before the first training step (default: when there are at most "
+            f"{DECODE_UP_FRONT_MAX_IMAGES:,}; above that only check that each file exists and its header parses)."
+        },
+    )
 
 
 @dataclass
@@ -396,6 +404,10 @@ def train_in_claimed_folder(model_args, data_args, training_args, checkpoint: st
     if data_args.max_train_samples is not None:
         data.splits["train"] = data.splits["train"].select(range(min(data_args.max_train_samples, len(data.splits["train"]))))
     check_training_steps(training_args, len(data.splits["train"]))
+    main_process = training_args.process_index == 0
+    images = check_images(data.splits, decode=data_args.check_images, progress=main_process and not training_args.disable_tqdm)
+    if main_process:
+        print(images.summary())
     model, processor = build_model(model_args, data)
     train_set = data.splits["train"].with_transform(
         ImageTransform(processor, data_args.augment, data_args.max_shift, data_args.max_degrees)
