@@ -103,7 +103,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--head_fusion", default="mean", choices=explain.HEAD_FUSIONS)
     parser.add_argument("--discard_ratio", type=float, default=0.0, help="share of weakest attention to drop")
     parser.add_argument("--trust_remote_code", action="store_true",
-                        help="run the code that comes with the model (needed only for models other than vit_scratch)")  # fmt: skip
+                        help="run the code that comes with the model (only models other than vit_scratch need it)")
     args = parser.parse_args(argv)
     try:
         paths = explain_image(args.model, args.image, args.out, args.head_fusion, args.discard_ratio,
