@@ -109,6 +109,8 @@ def test_branch_private_and_pull_request(local_hub, tmp_path):  # noqa: F811
     assert "config.json" not in HfApi().list_repo_files(REPO_ID)  # main untouched
     proposal = push_to_hub(tmp_path / "run", REPO_ID, create_pr=True)
     assert proposal.pull_request_url and "/discussions/" in proposal.pull_request_url
+    with pytest.raises(ValueError, match="A pull request \\(create_pr\\) is opened against main: drop the revision"):
+        push_to_hub(tmp_path / "run", REPO_ID, create_pr=True, revision="experiment")
 
 
 def write_json(path: Path, **changes) -> None:
