@@ -1,28 +1,68 @@
 """Sharing on the Hugging Face Hub: a saved model folder -> a repo that loads anywhere with `trust_remote_code=True`.
 
-A push is a gate: the folder is loaded with the package's classes and again through the Auto classes with its own
-code (`trust_remote_code=True`), and both must give identical logits on a fixed input before anything is uploaded.
-The token comes from where huggingface_hub looks (`HF_TOKEN` or the saved login); it is never printed or written.
+A push is a gate; nothing is created or uploaded unless every check passes:
+- the folder's code is the package's own: every `.py` file byte-identical to the package's copy, and the `auto_map`
+  of config.json / preprocessor_config.json naming only those modules and classes (no other code ever runs);
+- the folder reloads identically through `AutoModelForImageClassification` with its own (now known) code, in a
+  process that can reach no Hub credential;
+- the weights are the ones the metrics were measured on (`weights_sha256` in training_record.json), unless the
+  caller accepts a card that says they were not;
+- no known token value is in any file about to be uploaded.
+
+Then two commits: the model with a complete card (its loading example unpinned, which is true), then the card pinned
+to that model commit. A failure leaves no new commit, or a complete loadable repo whose card only lacks the pin;
+re-running the same push finishes it without a second model commit. The token comes from where huggingface_hub looks
+(`HF_TOKEN` or the saved login) or `token=`; it is never printed or written.
 """
 
+import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 
 import torch
-from huggingface_hub import HfApi
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
+from huggingface_hub.errors import HfHubHTTPError
+from huggingface_hub.hf_api import RepoFile
 
 from .image_processing_vit_scratch import ViTScratchImageProcessor
 from .model_card import render_model_card
 from .modeling_vit_scratch import ViTScratchForImageClassification
+from .safety import credential_free_env, find_secrets, known_secrets, redact, weights_sha256
 
+PACKAGE_DIR = Path(__file__).resolve().parent
+# The code a saved folder may hold: the package's own model files, nothing else.
+OWN_CODE = ("configuration_vit_scratch.py", "modeling_vit_scratch.py", "image_processing_vit_scratch.py")
+OWN_AUTO_MAP = {
+    "config.json": {
+        "AutoConfig": "configuration_vit_scratch.ViTScratchConfig",
+        "AutoModel": "modeling_vit_scratch.ViTScratchModel",
+        "AutoModelForImageClassification": "modeling_vit_scratch.ViTScratchForImageClassification",
+    },
+    "preprocessor_config.json": {"AutoImageProcessor": "image_processing_vit_scratch.ViTScratchImageProcessor"},
+}
+RESULTS_FILE, RECORD_FILE, CURVES_FILE = "all_results.json", "training_record.json", "training_curves.png"
 # Files of a training output that travel with the model, when present.
-SHARED_FILES = ("all_results.json", "training_curves.png", "training_record.json")
+SHARED_FILES = (RESULTS_FILE, CURVES_FILE, RECORD_FILE)
+# Files of an earlier push that this push replaces: deleted from the repo (in the model commit) when this push does
+# not bring them, so no stale shard or metric of another model stays beside the new one.
+REPLACED_PATTERNS = ["*.safetensors", "*.safetensors.index.json", *SHARED_FILES]
+UNMEASURED_NOTE = (
+    "> **Note:** these weights were changed after training (their digest is not the `weights_sha256` on record in "
+    "`training_record.json`), so the metrics measured in training were not measured on them and are not reported "
+    "here. Measure this model again before you rely on it."
+)
+# huggingface_hub's errors (HfHubHTTPError is an OSError) and its HTTP client's transport errors.
+HUB_ERRORS = (OSError, *HfHubHTTPError.__bases__)
+
+
+class PushError(RuntimeError):
+    """A push that failed on the Hub: what failed, what was left, how to retry (one line, no token)."""
 
 
 @dataclass
@@ -40,11 +80,36 @@ def fixed_input(config, batch: int = 2) -> torch.Tensor:
     return torch.randn(batch, config.num_channels, height, width, generator=generator)
 
 
+def check_own_code(folder: Path) -> None:
+    """Refuse a folder whose code is not the package's own: a `.py` file that is not byte-identical to the
+    package's copy, or an `auto_map` entry (or `custom_pipelines`) naming other code."""
+    fix = "save the model again with save_pretrained from vit-scratch, which writes only the package's own code"
+    for path in sorted(folder.glob("*.py")):
+        if path.name not in OWN_CODE:
+            raise ValueError(f"{path} is not part of vit-scratch's model code; refusing to run or push it: remove it, "
+                             f"or {fix}.")  # fmt: skip
+        if path.read_bytes() != (PACKAGE_DIR / path.name).read_bytes():
+            raise ValueError(f"{path} differs from vit-scratch's own {path.name} (edited, or saved by another "
+                             f"version); refusing to run or push it: {fix}.")  # fmt: skip
+    for name, allowed in OWN_AUTO_MAP.items():
+        config = json.loads((folder / name).read_text())
+        if "custom_pipelines" in config:
+            raise ValueError(f"{folder / name} declares custom_pipelines (code outside vit-scratch); refusing to run "
+                             f"or push it: {fix}.")  # fmt: skip
+        for auto_class, reference in (config.get("auto_map") or {}).items():
+            if allowed.get(auto_class) != reference:
+                raise ValueError(f"{folder / name} maps {auto_class} to {reference!r}, which is not vit-scratch's own "
+                                 f"code; refusing to run or push it: {fix}.")  # fmt: skip
+
+
 RELOAD_WITHOUT_PACKAGE = """
 import sys
 sys.modules["modeling_vit_scratch"] = None  # as on a machine without the package: only the folder's own code
 import torch
+from huggingface_hub import get_token
 from transformers import AutoModelForImageClassification
+if get_token() is not None:
+    sys.exit("a Hub token reached the reload check, which must run without credentials")
 folder, inputs, outputs = sys.argv[1:4]
 model = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=True).eval()
 with torch.no_grad():
@@ -54,29 +119,34 @@ with torch.no_grad():
 
 def logits_without_package(folder: Path, pixel_values: torch.Tensor) -> torch.Tensor:
     """Logits of the folder loaded through `AutoModelForImageClassification` with `trust_remote_code=True`, in a
-    new process where this package cannot be imported, so the folder's own code is what runs."""
+    new process where this package cannot be imported (so the folder's own code is what runs) and no Hub
+    credential can be read. Call it only on a folder that passed `check_own_code`."""
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         torch.save(pixel_values, scratch / "inputs.pt")
-        env = {**os.environ, "HF_MODULES_CACHE": str(scratch / "modules"), "HF_HUB_OFFLINE": "1"}
+        (scratch / "hub_home").mkdir()
+        env = {**credential_free_env(scratch / "hub_home"), "HF_MODULES_CACHE": str(scratch / "modules")}
         result = subprocess.run(
             [sys.executable, "-c", RELOAD_WITHOUT_PACKAGE, str(folder), str(scratch / "inputs.pt"),
              str(scratch / "logits.pt")],
-            env=env, capture_output=True, text=True, timeout=600,
+            env=env, cwd=scratch, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         if result.returncode != 0:
-            raise RuntimeError(f"{folder} does not load through AutoModelForImageClassification with its own code; "
-                               f"refusing to push it:\n{result.stderr[-2000:]}")  # fmt: skip
+            last_line = (result.stderr.strip().splitlines() or ["no error output"])[-1]
+            raise RuntimeError(f"{folder} does not load through AutoModelForImageClassification with its own code "
+                               f"({last_line}); refusing to push it. Save it again with save_pretrained.")  # fmt: skip
         return torch.load(scratch / "logits.pt")
 
 
 def load_verified(folder: str | Path) -> tuple[ViTScratchForImageClassification, ViTScratchImageProcessor]:
-    """The folder's model and image processor, once its own code (through the Auto class) reproduces the model."""
+    """The folder's model and image processor, once its code is known to be the package's own and that code
+    (through the Auto class, without credentials) reproduces the model."""
     folder = Path(folder)
     for name in ("config.json", "preprocessor_config.json"):
         if not (folder / name).is_file():
             raise FileNotFoundError(f"{folder} has no {name}: push a folder written by save_pretrained, with the "
                                     "image processor saved beside the model (scripts/train.py writes both).")  # fmt: skip
+    check_own_code(folder)  # before anything loads the folder: no code but the package's own may run
     model = ViTScratchForImageClassification.from_pretrained(folder).eval()
     processor = ViTScratchImageProcessor.from_pretrained(folder)
     pixel_values = fixed_input(model.config)
@@ -90,15 +160,134 @@ def load_verified(folder: str | Path) -> tuple[ViTScratchForImageClassification,
     return model, processor
 
 
-def stage_repo(folder: Path, staging: Path, model, processor, repo_id: str, max_shard_size: str, revision=None) -> None:
-    """Write the repo content: sharded safetensors, config with auto_map, code, processor, card, metrics, curves."""
+def read_training_files(folder: Path) -> tuple[dict, dict]:
+    """all_results.json and training_record.json of a training output ({} for each that is missing)."""
+    return tuple(json.loads((folder / name).read_text()) if (folder / name).is_file() else {}
+                 for name in (RESULTS_FILE, RECORD_FILE))  # fmt: skip
+
+
+def measured_training_files(folder: Path, digest: str, allow_unmeasured_weights: bool) -> tuple[dict, dict, bool]:
+    """(metrics, record, measured) for the card: the training files when the folder's weights (`digest`) are the
+    ones they were measured on; without the metrics (measured=False) when they are not and the caller accepts it."""
+    metrics, record = read_training_files(folder)
+    if not metrics and not record:
+        return {}, {}, True  # no training files: nothing claimed, nothing to check
+    recorded = record.get("weights_sha256")
+    if recorded == digest:
+        return metrics, record, True
+    if not allow_unmeasured_weights:
+        why = "its training_record.json names other weights" if recorded else "it has no weights digest on record"
+        raise ValueError(f"The weights in {folder} are not the ones the metrics in {RESULTS_FILE} were measured on "
+                         f"({why}): retrain, or pass --allow_unmeasured_weights (Python: "
+                         "allow_unmeasured_weights=True) to push them with a card that says the metrics were not "
+                         "measured on these weights.")  # fmt: skip
+    return {}, record, False
+
+
+def model_card_text(config, metrics: dict, record: dict, measured: bool, repo_id: str, revision: str | None) -> str:
+    """The card (loading example pinned to `revision` if given); for unmeasured weights, without metrics and with
+    a note that says why."""
+    text = str(render_model_card(config, metrics, record, model_id=repo_id, revision=revision))
+    if not measured:
+        heading = f"\n# {repo_id.split('/')[-1]}\n"
+        if heading not in text:
+            raise ValueError("The model card has no title line to put the unmeasured-weights note under: fix "
+                             "model_card.md.")  # fmt: skip
+        text = text.replace(heading, f"{heading}\n{UNMEASURED_NOTE}\n", 1)
+    return text
+
+
+def stage_repo(folder: Path, staging: Path, model, processor, card: str, measured: bool, max_shard_size: str) -> None:
+    """Write the repo content: sharded safetensors, config with auto_map, code, processor, card, and the training
+    files (only the record when the metrics were not measured on these weights)."""
     model.save_pretrained(staging, max_shard_size=max_shard_size)
     processor.save_pretrained(staging)
-    for name in SHARED_FILES:
+    for name in SHARED_FILES if measured else (RECORD_FILE,):
         if (folder / name).is_file():
             shutil.copy2(folder / name, staging / name)
-    card = render_model_card(model.config, *read_training_files(folder), model_id=repo_id, revision=revision)
-    card.save(staging / "README.md")
+    (staging / "README.md").write_text(card)
+
+
+def check_staged(folder: Path, staging: Path, digest: str, secrets: list[str]) -> None:
+    """The staged repo holds the package's own code, the folder's weights and no token, or nothing is uploaded."""
+    check_own_code(staging)
+    if weights_sha256(staging) != digest:
+        raise RuntimeError(f"The weights staged for upload differ from those in {folder}; refusing to push them. "
+                           "Save the folder again with save_pretrained.")  # fmt: skip
+    leaks = find_secrets(staging, secrets)
+    if leaks:
+        names = ", ".join("the model card README.md" if path.name == "README.md" else str(folder / path.name)
+                          for path in leaks)  # fmt: skip
+        raise ValueError(f"A Hub token is in {names} (as staged for upload from {folder}); refusing to push: remove "
+                         "the token from the folder's files (an old training_record.json: retrain, or delete the "
+                         "line holding it) and push again.")  # fmt: skip
+
+
+def file_hashes(content: Path | bytes) -> tuple[str, str]:
+    """(git blob oid, sha256) of a file (read in chunks) or of bytes: how the Hub identifies a regular and an LFS
+    file."""
+    size = len(content) if isinstance(content, bytes) else content.stat().st_size
+    git, sha256 = hashlib.sha1(b"blob %d\0" % size), hashlib.sha256()
+    for chunk in chunks_of(content):
+        git.update(chunk)
+        sha256.update(chunk)
+    return git.hexdigest(), sha256.hexdigest()
+
+
+def chunks_of(content: Path | bytes):
+    if isinstance(content, bytes):
+        yield content
+        return
+    with content.open("rb") as stream:
+        yield from iter(lambda: stream.read(1 << 20), b"")
+
+
+def same_file(remote: RepoFile | None, content: Path | bytes) -> bool:
+    """Whether a file on the Hub (a `RepoFile` of `list_repo_tree` / `get_paths_info`) has this content."""
+    if remote is None:
+        return False
+    git_oid, sha256 = file_hashes(content)
+    return remote.lfs.sha256 == sha256 if remote.lfs is not None else remote.blob_id == git_oid
+
+
+def remote_files(api: HfApi, repo_id: str, commit: str) -> dict[str, RepoFile]:
+    """{path: RepoFile} of every file at `commit`."""
+    tree = api.list_repo_tree(repo_id, revision=commit, recursive=True)
+    return {entry.path: entry for entry in tree if isinstance(entry, RepoFile)}
+
+
+def replaced_files(remote: dict[str, RepoFile], staging: Path) -> list[str]:
+    """Files of an earlier push (weights, training files) that this push does not bring: to delete."""
+    return sorted(name for name in remote if not (staging / name).exists()
+                  and any(fnmatch(name, pattern) for pattern in REPLACED_PATTERNS))  # fmt: skip
+
+
+def holds_model(remote: dict[str, RepoFile], staging: Path) -> bool:
+    """Whether a commit's files (`remote`) are every staged file but the card, and nothing this push would delete."""
+    staged = [path for path in staging.iterdir() if path.name != "README.md"]
+    return not replaced_files(remote, staging) and all(same_file(remote.get(path.name), path) for path in staged)
+
+
+def card_pinned_already(api: HfApi, repo_id: str, head: str, staging: Path, card_for) -> bool:
+    """Whether `head` (which holds the staged model) has this push's card pinned to `head` itself or to its parent
+    commit holding the same model: a push already completed. `card_for(commit)` is the card pinned to `commit`."""
+    readme = next(iter(api.get_paths_info(repo_id, ["README.md"], revision=head)), None)
+    for entry in api.list_repo_commits(repo_id, revision=head)[:2]:
+        pinned = entry.commit_id
+        if same_file(readme, card_for(pinned)) and (
+            pinned == head or holds_model(remote_files(api, repo_id, pinned), staging)
+        ):
+            return True
+    return False
+
+
+def describe(error: BaseException, secrets: list[str]) -> str:
+    """An error of the Hub or the network in one line, without any token."""
+    if isinstance(error, HfHubHTTPError) and getattr(error, "response", None) is not None:
+        text = f"HTTP {error.response.status_code}" + (f": {error.server_message}" if error.server_message else "")
+    else:
+        text = f"{type(error).__name__}: {error}"
+    return redact(" ".join(text.split()), secrets)
 
 
 def push_to_hub(
@@ -111,35 +300,90 @@ def push_to_hub(
     commit_message: str | None = None,
     token: str | None = None,
     max_shard_size: str = "2GB",
+    allow_unmeasured_weights: bool = False,
 ) -> PushResult:
-    """Verify `folder`, then push it to `repo_id` (on branch `revision`, or as a pull request).
+    """Verify `folder`, then push it to `repo_id` (on branch `revision`, or as a pull request against main).
 
-    Two commits: the model, then its card pinned to that model commit, so the card's loading example names a real
-    revision. Returns the repo URL and the last commit.
+    Two commits: the model with its card, then the card pinned to that model commit, so the loading example names
+    a real revision. If the repo already holds these model files (a push that was interrupted, or repeated), no
+    model commit is made again: only the pin (or nothing). `revision` may be a pull request ref (`refs/pr/1`), to
+    finish an interrupted pull request. Returns the repo URL and the last commit.
     """
     folder = Path(folder)
+    if create_pr and revision not in (None, "main"):
+        raise ValueError("A pull request (create_pr) is opened against main: drop the revision, or push to the "
+                         f"branch {revision!r} without create_pr.")  # fmt: skip
     model, processor = load_verified(folder)
+    digest = weights_sha256(folder)
+    metrics, record, measured = measured_training_files(folder, digest, allow_unmeasured_weights)
+    secrets = known_secrets(token)
     api = HfApi(token=token)
-    repo_url = str(api.create_repo(repo_id, private=private, exist_ok=True))
-    if revision and revision != "main" and not create_pr:
-        api.create_branch(repo_id, branch=revision, exist_ok=True)
+    target = None if create_pr else revision or "main"
     with tempfile.TemporaryDirectory() as staging:
         staging = Path(staging)
-        stage_repo(folder, staging, model, processor, repo_id, max_shard_size)
-        commit = api.upload_folder(
-            repo_id=repo_id, folder_path=staging, revision=revision, create_pr=create_pr,
-            commit_message=commit_message or f"Upload {model.config.model_type} model from {folder.name}",
-        )  # fmt: skip
-        card = render_model_card(model.config, *read_training_files(folder), model_id=repo_id, revision=commit.oid)
-        card_commit = api.upload_file(
-            path_or_fileobj=str(card).encode(), path_in_repo="README.md", repo_id=repo_id,
-            revision=commit.pr_revision if create_pr else revision,
-            commit_message=f"Model card: pin the loading example to {commit.oid[:12]}",
-        )  # fmt: skip
-    return PushResult(repo_url, card_commit.oid, card_commit.commit_url, commit.pr_url)
+        card = model_card_text(model.config, metrics, record, measured, repo_id, revision=None)
+        stage_repo(folder, staging, model, processor, card, measured, max_shard_size)
+        check_staged(folder, staging, digest, secrets)
 
+        try:
+            created = not api.repo_exists(repo_id)
+            repo_url = str(api.create_repo(repo_id, private=private, exist_ok=True))
+            if target not in (None, "main") and not target.startswith("refs/pr/"):
+                api.create_branch(repo_id, branch=target, exist_ok=True)
+            head = api.repo_info(repo_id, revision=target or "main").sha  # a pull request starts from main
+            remote = remote_files(api, repo_id, head)
+            model_commit = head if not create_pr and holds_model(remote, staging) else None
+        except HUB_ERRORS as error:
+            raise PushError(f"Preparing {repo_id} on the Hub failed ({describe(error, secrets)}): nothing was "
+                            "committed; check the repo id, your token and the network, then re-run the same "
+                            "command.") from None  # fmt: skip
 
-def read_training_files(folder: Path) -> tuple[dict, dict]:
-    """all_results.json and training_record.json of a training output ({} for each that is missing)."""
-    return tuple(json.loads((folder / name).read_text()) if (folder / name).is_file() else {}
-                 for name in ("all_results.json", "training_record.json"))  # fmt: skip
+        pull_request_url, card_revision = None, target
+        if model_commit is None:
+            try:
+                # One commit, all or nothing (upload_folder may split a large folder into several commits).
+                operations = [CommitOperationDelete(name) for name in replaced_files(remote, staging)] + [
+                    CommitOperationAdd(path.name, str(path)) for path in sorted(staging.iterdir())
+                ]
+                commit = api.create_commit(
+                    repo_id, operations, revision=target, create_pr=create_pr,
+                    parent_commit=None if create_pr else head,
+                    commit_message=commit_message or f"Upload {model.config.model_type} model from {folder.name}",
+                )  # fmt: skip
+            except HUB_ERRORS as error:
+                left = (f"the repo {repo_id}, created by this push, is still empty" if created
+                        else f"{repo_id} is unchanged")  # fmt: skip
+                raise PushError(f"Uploading the model to {repo_id} failed ({describe(error, secrets)}): nothing was "
+                                f"committed and {left}; re-run the same command to push it.") from None  # fmt: skip
+            model_commit, pull_request_url = commit.oid, commit.pr_url
+            card_revision = commit.pr_revision if create_pr else target
+        else:
+            try:  # the model is there: its card may already be pinned, to this commit or to the model commit before
+
+                def card_for(commit: str) -> bytes:
+                    return model_card_text(model.config, metrics, record, measured, repo_id, commit).encode()
+
+                done = card_pinned_already(api, repo_id, model_commit, staging, card_for)
+            except HUB_ERRORS as error:
+                raise PushError(f"Reading {repo_id} on the Hub failed ({describe(error, secrets)}): nothing was "
+                                "committed; re-run the same command.") from None  # fmt: skip
+            if done:
+                return PushResult(repo_url, model_commit, f"{repo_url}/commit/{model_commit}")
+
+        pinned_card = model_card_text(model.config, metrics, record, measured, repo_id, model_commit)
+        if any(secret in pinned_card for secret in secrets):
+            raise ValueError(f"The model card of {folder} would hold a Hub token; refusing to push it.")
+        try:
+            card_commit = api.upload_file(
+                path_or_fileobj=pinned_card.encode(), path_in_repo="README.md", repo_id=repo_id,
+                revision=card_revision, parent_commit=model_commit,
+                commit_message=f"Model card: pin the loading example to {model_commit[:12]}",
+            )  # fmt: skip
+        except HUB_ERRORS as error:
+            retry = (f"re-run the same command with --revision {card_revision} (Python: revision={card_revision!r}) "
+                     "instead of --create_pr" if create_pr else "re-run the same command")  # fmt: skip
+            raise PushError(f"The model is on {repo_id} at commit {model_commit} (complete and loadable, its card "
+                            f"unpinned), but pinning the card's loading example to that commit failed "
+                            f"({describe(error, secrets)}); {retry} to pin it.") from None  # fmt: skip
+    return PushResult(repo_url, card_commit.oid, card_commit.commit_url, pull_request_url)
+

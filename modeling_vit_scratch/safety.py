@@ -67,3 +67,21 @@ def weights_sha256(folder: str | Path) -> str:
                 data = tensor.reshape(-1).view(torch.uint8).numpy().tobytes()
                 entries.append(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|{hashlib.sha256(data).hexdigest()}\n")
     return hashlib.sha256("".join(sorted(entries)).encode()).hexdigest()
+
+
+def credential_free_env(hub_home: str | Path) -> dict[str, str]:
+    """This process's environment for a child that must reach no Hub credential: the token variables (and any
+    variable holding a known token) dropped, huggingface_hub's home and token files moved to the empty folder
+    `hub_home` (so the saved login cannot be read), and offline."""
+    secrets = known_secrets()
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in TOKEN_VARIABLES and not any(secret in value for secret in secrets)
+    }
+    hub_home = Path(hub_home)
+    env.update(
+        HF_HOME=str(hub_home), HF_TOKEN_PATH=str(hub_home / "token"),
+        HF_STORED_TOKENS_PATH=str(hub_home / "stored_tokens"), HF_HUB_OFFLINE="1", HF_HUB_DISABLE_IMPLICIT_TOKEN="1",
+    )  # fmt: skip
+    return env

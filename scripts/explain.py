@@ -2,6 +2,8 @@
 
 Prints the top-5 classes and writes PNGs to DIR: the patch grid, attention rollout, a class-specific gradient
 rollout for the top class, the per-layer attention from the class token, and the paper's Fig. 7 panels.
+A vit_scratch model loads with the installed package's code; code that travels with a model (a folder's or a
+repo's `.py` files) runs only with --trust_remote_code.
 """
 
 import argparse
@@ -35,11 +37,23 @@ def load_image(source: str) -> Image.Image:
         raise ValueError(f"Cannot read {source!r} as an image ({error}): give a PNG, JPEG or other image file.") from None
 
 
+def load_model(model_source: str, trust_remote_code: bool = False):
+    """Model and image processor of a folder or repo; its own code runs only if `trust_remote_code`."""
+    try:
+        model = AutoModelForImageClassification.from_pretrained(model_source, trust_remote_code=trust_remote_code)
+        processor = AutoImageProcessor.from_pretrained(model_source, trust_remote_code=trust_remote_code)
+    except ValueError as error:
+        if trust_remote_code or "trust_remote_code" not in str(error):
+            raise
+        raise ValueError(f"{model_source} is not a vit_scratch model and needs its own code to load, which runs "
+                         "only if you trust it: read that code, then pass --trust_remote_code.") from None  # fmt: skip
+    return model.eval(), processor
+
+
 def explain_image(model_source: str, image_source: str, out_dir: str, head_fusion: str = "mean",
-                  discard_ratio: float = 0.0) -> list[Path]:  # fmt: skip
+                  discard_ratio: float = 0.0, trust_remote_code: bool = False) -> list[Path]:  # fmt: skip
     """Everything the script does; returns the paths of the pictures written."""
-    model = AutoModelForImageClassification.from_pretrained(model_source, trust_remote_code=True).eval()
-    processor = AutoImageProcessor.from_pretrained(model_source, trust_remote_code=True)
+    model, processor = load_model(model_source, trust_remote_code)
     image = load_image(image_source)
     pixel_values = processor(image, return_tensors="pt")["pixel_values"]
     config = model.config
@@ -88,9 +102,12 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--out", required=True, help="folder for the PNG files")
     parser.add_argument("--head_fusion", default="mean", choices=explain.HEAD_FUSIONS)
     parser.add_argument("--discard_ratio", type=float, default=0.0, help="share of weakest attention to drop")
+    parser.add_argument("--trust_remote_code", action="store_true",
+                        help="run the code that comes with the model (only models other than vit_scratch need it)")
     args = parser.parse_args(argv)
     try:
-        paths = explain_image(args.model, args.image, args.out, args.head_fusion, args.discard_ratio)
+        paths = explain_image(args.model, args.image, args.out, args.head_fusion, args.discard_ratio,
+                              args.trust_remote_code)  # fmt: skip
     except (ValueError, FileNotFoundError) as error:
         sys.exit(f"error: {error}")
     print("wrote:\n" + "\n".join(f"  {path}" for path in paths))

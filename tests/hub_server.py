@@ -10,6 +10,10 @@ fixture, which also points the constants huggingface_hub read from the environme
 Every file is a plain git file: the preupload endpoint answers `uploadMode: "regular"`, so contents come inline
 (base64) in the commit and no LFS or Xet transfer ever happens. Repo ids are always `namespace/name`, as on the Hub.
 Routes the server does not know are logged to stderr and answered 501 (and listed in `LocalHub.unknown_routes`).
+
+Faults, for tests of what a client leaves behind: `LocalHub(root, fail_commits={2})` answers the 2nd commit request
+(counted from 1 over the server's life, `LocalHub.commit_requests`) with a 500 and commits nothing; the set
+`LocalHub.fail_commits` can be changed while the server runs.
 """
 
 import base64
@@ -244,8 +248,10 @@ class HubApp:
          "resolve_file"),
     ]  # fmt: skip
 
-    def __init__(self, store: Store, url: str):
+    def __init__(self, store: Store, url: str, fail_commits: set[int] | None = None):
         self.store, self.url = store, url
+        self.fail_commits = fail_commits if fail_commits is not None else set()  # commit requests to answer 500
+        self.commit_requests = 0
         self.lock = threading.Lock()  # one request at a time reads or changes the repos
         self.routes = [(methods.split(), re.compile(pattern + "$"), getattr(self, name))
                        for methods, pattern, name in self.ROUTES]  # fmt: skip
@@ -367,7 +373,11 @@ class HubApp:
         """POST .../commit/{revision} (NDJSON: a header, then file / deletedFile / deletedFolder lines).
 
         With `create_pr=1` the commit goes to a new pull request opened against the branch `revision`.
+        A request whose number is in `fail_commits` is answered 500 before anything changes.
         """
+        self.commit_requests += 1
+        if self.commit_requests in self.fail_commits:
+            raise HubError(500, f"Injected fault: commit request {self.commit_requests} fails")
         repo = self.repo(request)
         ref = self.writable_ref(repo, request.params["rev"])
         try:
@@ -557,8 +567,9 @@ class _Server(ThreadingHTTPServer):
 class LocalHub:
     """A Hub-compatible server on 127.0.0.1 (a free port) storing repos under `root`; `url` is set once started."""
 
-    def __init__(self, root: str | Path):
+    def __init__(self, root: str | Path, fail_commits=()):
         self.root = Path(root)
+        self.fail_commits: set[int] = set(fail_commits)  # shared with the app: may change while the server runs
         self.url: str | None = None
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -567,7 +578,7 @@ class LocalHub:
         self.root.mkdir(parents=True, exist_ok=True)
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._server.app = HubApp(Store(self.root), self.url)
+        self._server.app = HubApp(Store(self.root), self.url, self.fail_commits)
         # A short poll interval: stop() waits for the serving loop to notice the shutdown.
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="local-hub", daemon=True)  # fmt: skip
@@ -584,6 +595,11 @@ class LocalHub:
 
     def __exit__(self, *exc_info) -> None:
         self.stop()
+
+    @property
+    def commit_requests(self) -> int:
+        """The commit requests received so far (answered or failed)."""
+        return self._server.app.commit_requests
 
     @property
     def unknown_routes(self) -> list[str]:

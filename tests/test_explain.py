@@ -1,5 +1,7 @@
 """Explain: attention maps for any kernel, rollout, gradient rollout, Fig. 7 diagnostics and the explain script."""
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -116,3 +118,45 @@ def test_explain_script_writes_pictures(tmp_path, channels):
     command[command.index("--image") + 1] = str(tmp_path / "broken.png")
     refused = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert refused.returncode != 0 and refused.stderr.strip().splitlines()[-1].startswith("error: Cannot read")
+
+
+def test_explain_script_runs_no_model_code_unless_asked(tmp_path):
+    """A vit_scratch folder loads with the package's code (see above, no flag); a foreign model's own code runs
+    only with --trust_remote_code."""
+    folder, marker = tmp_path / "foreign", tmp_path / "code_ran"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "foreign_net", "architectures": ["ForeignModel"],
+        "auto_map": {"AutoConfig": "configuration_foreign.ForeignConfig",
+                     "AutoModelForImageClassification": "configuration_foreign.ForeignModel"},
+    }))  # fmt: skip
+    (folder / "configuration_foreign.py").write_text(
+        f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n"
+        "from transformers import PretrainedConfig\n\n\nclass ForeignConfig(PretrainedConfig):\n"
+        "    model_type = 'foreign_net'\n"
+    )  # fmt: skip
+    Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)).save(tmp_path / "in.png")
+    command = [sys.executable, str(REPO / "scripts" / "explain.py"), "--model", str(folder),
+               "--image", str(tmp_path / "in.png"), "--out", str(tmp_path / "out")]  # fmt: skip
+    env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-2000:]
+    assert lines[-1] == (f"error: {folder} is not a vit_scratch model and needs its own code to load, which runs only "
+                         "if you trust it: read that code, then pass --trust_remote_code.")  # fmt: skip
+    assert not marker.exists()
+
+    trusted = subprocess.run(command + ["--trust_remote_code"], capture_output=True, text=True, timeout=300, env=env)
+    assert marker.read_text() == "ran", trusted.stderr[-2000:]  # with consent the folder's code does run
+
+    # a vit_scratch folder whose code was tampered with: without the flag, the installed package's code runs
+    marker.unlink()
+    config = tiny_config(num_channels=3, image_size=16, patch_size=4)
+    ViTScratchForImageClassification(config).save_pretrained(tmp_path / "model")
+    ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path / "model")
+    code = tmp_path / "model" / "modeling_vit_scratch.py"
+    code.write_text(f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n" + code.read_text())
+    command[command.index("--model") + 1] = str(tmp_path / "model")
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0 and "top classes:" in result.stdout, result.stderr[-2000:]
+    assert not marker.exists()
