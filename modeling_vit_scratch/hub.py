@@ -52,11 +52,6 @@ SHARED_FILES = (RESULTS_FILE, CURVES_FILE, RECORD_FILE)
 # Files of an earlier push that this push replaces: deleted from the repo (in the model commit) when this push does
 # not bring them, so no stale shard or metric of another model stays beside the new one.
 REPLACED_PATTERNS = ["*.safetensors", "*.safetensors.index.json", *SHARED_FILES]
-UNMEASURED_NOTE = (
-    "> **Note:** these weights were changed after training (their digest is not the `weights_sha256` on record in "
-    "`training_record.json`), so the metrics measured in training were not measured on them and are not reported "
-    "here. Measure this model again before you rely on it."
-)
 # huggingface_hub's errors (HfHubHTTPError is an OSError) and its HTTP client's transport errors.
 HUB_ERRORS = (OSError, *HfHubHTTPError.__bases__)
 
@@ -187,14 +182,7 @@ def measured_training_files(folder: Path, digest: str, allow_unmeasured_weights:
 def model_card_text(config, metrics: dict, record: dict, measured: bool, repo_id: str, revision: str | None) -> str:
     """The card (loading example pinned to `revision` if given); for unmeasured weights, without metrics and with
     a note that says why."""
-    text = str(render_model_card(config, metrics, record, model_id=repo_id, revision=revision))
-    if not measured:
-        heading = f"\n# {repo_id.split('/')[-1]}\n"
-        if heading not in text:
-            raise ValueError("The model card has no title line to put the unmeasured-weights note under: fix "
-                             "model_card.md.")  # fmt: skip
-        text = text.replace(heading, f"{heading}\n{UNMEASURED_NOTE}\n", 1)
-    return text
+    return str(render_model_card(config, metrics, record, model_id=repo_id, revision=revision, unmeasured=not measured))
 
 
 def stage_repo(folder: Path, staging: Path, model, processor, card: str, measured: bool, max_shard_size: str) -> None:

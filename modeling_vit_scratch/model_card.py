@@ -102,9 +102,11 @@ def render_model_card(
     model_id: str | None = None,
     revision: str | None = None,
     template: str | Path = TEMPLATE,
+    unmeasured: bool = False,
 ) -> ModelCard:
     """The card for a model folder. `metrics` (all_results.json) and `record` (training_record.json) are left out
-    of the card when unknown; `model_id`/`revision` fill the loading example once the repo is known."""
+    of the card when unknown; `model_id`/`revision` fill the loading example once the repo is known; `unmeasured`
+    says the weights were changed after training, so the training metrics are not theirs."""
     template = Path(template)
     if not template.is_file():
         raise FileNotFoundError(f"Model card template {template} not found: reinstall vit-scratch.")
@@ -143,6 +145,7 @@ def render_model_card(
         result_rows=result_rows(metrics),
         model_id=model_id or "path/to/this/folder",
         revision=revision,
+        unmeasured=unmeasured,
     )
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     text = environment.from_string(template.read_text()).render(**values)

@@ -444,15 +444,24 @@ def train_in_claimed_folder(model_args, data_args, training_args, checkpoint: st
     if trainer.is_world_process_zero():
         write_model_folder(trainer, processor, data, data_args, metrics, known_secrets(hub_token))
         if push:
-            from .hub import push_to_hub
-
-            result = push_to_hub(
-                training_args.output_dir, training_args.hub_model_id or Path(training_args.output_dir).name,
-                private=bool(training_args.hub_private_repo), token=hub_token, revision=training_args.hub_revision,
-            )  # fmt: skip
-            print(f"Pushed to {result.repo_url} (commit {result.commit_id})")
+            push_trained_folder(training_args, hub_token)
     trainer.accelerator.wait_for_everyone()
     return metrics
+
+
+def push_trained_folder(training_args: TrainingArguments, hub_token: str | None) -> None:
+    """`--push_to_hub`: the saved folder through the same gate as scripts/push_to_hub.py. A failure says the model
+    is saved and how to push it again, without training again."""
+    from .hub import PushError, push_to_hub
+
+    folder, repo_id = training_args.output_dir, training_args.hub_model_id or Path(training_args.output_dir).name
+    try:
+        result = push_to_hub(folder, repo_id, private=bool(training_args.hub_private_repo), token=hub_token,
+                             revision=training_args.hub_revision)  # fmt: skip
+    except (PushError, ValueError, FileNotFoundError) as error:
+        raise PushError(f"The trained model is saved in {folder}, but pushing it failed: {error} (to push it again "
+                        f"without training: python scripts/push_to_hub.py {folder} {repo_id})") from None  # fmt: skip
+    print(f"Pushed to {result.repo_url} (commit {result.commit_id})")
 
 
 def write_model_folder(

@@ -8,6 +8,7 @@ and `accelerate launch`. Bad input is one line, `error: ...`, before any long wo
 
 import sys
 
+from modeling_vit_scratch.hub import PushError
 from modeling_vit_scratch.safety import redact
 from modeling_vit_scratch.training import (
     command_secrets,
@@ -22,7 +23,7 @@ def main(argv: list[str]) -> None:
     try:
         model_args, data_args, output_args, training_args = parse_arguments(argv)
         metrics = train(model_args, data_args, training_args, output_args)
-    except (ValueError, FileNotFoundError) as error:  # bad input: the problem and the fix, on one line
+    except (ValueError, FileNotFoundError, PushError) as error:  # bad input or a failed push: one line, what and how
         sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}")
     if training_args.process_index == 0:
         print(f"\nTest accuracy {metrics['test_accuracy']:.4f} ({metrics['wall_time_seconds']:.0f} s).")

@@ -394,3 +394,30 @@ def test_bad_training_input_is_refused_before_training(tmp_path, extra, message)
         train(model_args, data_args, args, output_args)
     assert message in " ".join(str(refused.value).split())
     assert not any(path.name.startswith("checkpoint-") for path in (tmp_path / "out").glob("*"))
+
+
+def test_push_to_hub_goes_through_the_gate_and_a_failed_push_keeps_the_trained_model(tmp_path):
+    """`--push_to_hub` with the token on the command line, against the local Hub through HF_ENDPOINT: the pushed repo
+    holds the model and no token value; when the Hub fails the commit, the model stays saved and the one error line
+    says how to push it without training again."""
+    from hub_server import TOKEN, LocalHub
+
+    common = ["--model", tiny_model_file(tmp_path, num_channels=1), "--max_train_samples", "32", "--num_train_epochs",
+              "1", "--report_to", "none", "--disable_tqdm", "true", "--push_to_hub", "true", "--hub_token", TOKEN]  # fmt: skip
+    with LocalHub(tmp_path / "hub") as hub:
+        env = hub.env(tmp_path / "hf_home")
+        pushed = run_script(*common, "--output_dir", str(tmp_path / "a"), "--hub_model_id", "local-user/a", env=env)
+        assert pushed.returncode == 0, pushed.stderr[-3000:]
+        assert "Pushed to" in pushed.stdout
+        hub.fail_commits.add(hub.commit_requests + 1)  # the next model commit gets an HTTP 500
+        failed = run_script(*common, "--output_dir", str(tmp_path / "b"), "--hub_model_id", "local-user/b", env=env)
+    stored = [path for path in (tmp_path / "hub").rglob("*") if path.is_file()]
+    assert any(b"ViTScratchForImageClassification" in path.read_bytes() for path in stored)  # the pushed config
+    assert not [path for path in stored if TOKEN.encode() in path.read_bytes()]
+    assert TOKEN not in pushed.stdout + pushed.stderr + failed.stdout + failed.stderr
+    assert failed.returncode != 0 and "Traceback" not in failed.stderr
+    line = failed.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: The trained model is saved in {tmp_path / 'b'}, but pushing it failed: ")
+    assert f"python scripts/push_to_hub.py {tmp_path / 'b'} local-user/b" in line
+    assert json.loads((tmp_path / "b" / "training_record.json").read_text())["weights_sha256"] == weights_sha256(
+        tmp_path / "b")  # fmt: skip
