@@ -8,10 +8,34 @@ Shapes: B batch, H heads, T = 1 + N tokens (class token first), N = gh * gw patc
 """
 
 import torch
+from PIL import Image
 
 from .configuration_vit_scratch import to_pair
+from .image_processing_vit_scratch import to_model_mode
 
 HEAD_FUSIONS = ("mean", "max", "min")
+
+
+def model_inputs(image: Image.Image, processor, num_channels: int) -> tuple[torch.Tensor, Image.Image]:
+    """`pixel_values` (1, num_channels, h, w) for a model of `num_channels`, and the image as the model sees it.
+
+    Any processor works: the image is first brought to the model's channels (8-bit gray or RGB, see
+    `to_model_mode`); a processor that makes RGB for a grayscale model (transformers' `ViTImageProcessor`, as
+    converted checkpoints carry) gives three equal channels, averaged back to one, and a grayscale one for an RGB
+    model is repeated.
+    """
+    image = to_model_mode(image, num_channels)
+    mean = getattr(processor, "image_mean", None)
+    wanted = getattr(processor, "num_channels", None) or (len(mean) if isinstance(mean, (list, tuple)) else num_channels)
+    fed = image if wanted == num_channels or wanted not in (1, 3) else to_model_mode(image, wanted)
+    pixel_values = processor(fed, return_tensors="pt")["pixel_values"]
+    made = pixel_values.shape[1]
+    if made != num_channels and num_channels == 1:
+        pixel_values = pixel_values.mean(dim=1, keepdim=True)
+    elif made != num_channels and made == 1:
+        pixel_values = pixel_values.expand(-1, num_channels, -1, -1)
+    height, width = pixel_values.shape[-2:]
+    return pixel_values, image.resize((width, height), Image.BILINEAR)
 
 
 def attention_maps(model, pixel_values: torch.Tensor, **kwargs) -> tuple[torch.Tensor, ...]:

@@ -54,12 +54,9 @@ def explain_image(model_source: str, image_source: str, out_dir: str, head_fusio
                   discard_ratio: float = 0.0, trust_remote_code: bool = False) -> list[Path]:  # fmt: skip
     """Everything the script does; returns the paths of the pictures written."""
     model, processor = load_model(model_source, trust_remote_code)
-    image = load_image(image_source)
-    pixel_values = processor(image, return_tensors="pt")["pixel_values"]
     config = model.config
+    pixel_values, shown = explain.model_inputs(load_image(image_source), processor, config.num_channels)
     embeddings = model.base_model.embeddings
-    height, width = pixel_values.shape[-2:]
-    shown = image.convert("L" if config.num_channels == 1 else "RGB").resize((width, height), Image.BILINEAR)
 
     with torch.no_grad():
         probabilities = model(pixel_values=pixel_values).logits.softmax(-1)[0]

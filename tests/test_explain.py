@@ -160,3 +160,36 @@ def test_explain_script_runs_no_model_code_unless_asked(tmp_path):
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0 and "top classes:" in result.stdout, result.stderr[-2000:]
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("mode", ["L", "I;16", "RGB"])
+def test_model_inputs_match_the_packages_processor_whatever_processor_the_folder_has(mode):
+    """A grayscale model whose folder holds transformers' RGB `ViTImageProcessor` (as converted checkpoints may)
+    gets the same pixel values as from its own processor, for 8-bit, 16-bit and colour images."""
+    from transformers import ViTImageProcessor
+
+    config = tiny_config(num_channels=1, image_size=16, patch_size=4)
+    rgb_processor = ViTImageProcessor(size={"height": 16, "width": 16}, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+    levels = np.random.default_rng(0).integers(0, 256, (23, 19), dtype=np.uint8)
+    image = {"L": Image.fromarray(levels), "I;16": Image.fromarray(levels.astype(np.uint16) * 257),
+             "RGB": Image.fromarray(np.stack([levels, levels[::-1], levels[:, ::-1]], -1))}[mode]  # fmt: skip
+    ours, shown = explain.model_inputs(image, ViTScratchImageProcessor.for_config(config), 1)
+    theirs, _ = explain.model_inputs(image, rgb_processor, 1)
+    assert ours.shape == theirs.shape == (1, 1, 16, 16) and shown.mode == "L" and shown.size == (16, 16)
+    torch.testing.assert_close(theirs, ours, atol=2 / 255, rtol=0)
+    rgb_model_input, _ = explain.model_inputs(image, ViTScratchImageProcessor.for_config(tiny_config(image_size=16)), 3)
+    assert rgb_model_input.shape == (1, 3, 16, 16)
+
+
+def test_explain_script_runs_a_grayscale_model_with_an_rgb_processor(tmp_path):
+    from transformers import ViTImageProcessor
+
+    config = tiny_config(num_channels=1, image_size=16, patch_size=4)
+    ViTScratchForImageClassification(config).save_pretrained(tmp_path / "model")
+    ViTImageProcessor(size={"height": 16, "width": 16}).save_pretrained(tmp_path / "model")
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (40, 30, 3), dtype=np.uint8)).save(tmp_path / "in.png")
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / "explain.py"), "--model", str(tmp_path / "model"),
+                             "--image", str(tmp_path / "in.png"), "--out", str(tmp_path / "out")],
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert len(list((tmp_path / "out").glob("*.png"))) == 7
