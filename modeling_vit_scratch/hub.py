@@ -30,7 +30,7 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.hf_api import RepoFile
 
-from .image_processing_vit_scratch import ViTScratchImageProcessor
+from .image_processing_vit_scratch import ViTScratchImageProcessor, custom_pipelines
 from .model_card import render_model_card
 from .modeling_vit_scratch import ViTScratchForImageClassification
 from .safety import credential_free_env, find_secrets, known_secrets, redact, weights_sha256
@@ -77,7 +77,7 @@ def fixed_input(config, batch: int = 2) -> torch.Tensor:
 
 def check_own_code(folder: Path) -> None:
     """Refuse a folder whose code is not the package's own: a `.py` file that is not byte-identical to the
-    package's copy, or an `auto_map` entry (or `custom_pipelines`) naming other code."""
+    package's copy, or an `auto_map` entry (or `custom_pipelines`) naming other code than the package's own."""
     fix = "save the model again with save_pretrained from vit-scratch, which writes only the package's own code"
     for path in sorted(folder.glob("*.py")):
         if path.name not in OWN_CODE:
@@ -88,9 +88,9 @@ def check_own_code(folder: Path) -> None:
                              f"version); refusing to run or push it: {fix}.")  # fmt: skip
     for name, allowed in OWN_AUTO_MAP.items():
         config = json.loads((folder / name).read_text())
-        if "custom_pipelines" in config:
-            raise ValueError(f"{folder / name} declares custom_pipelines (code outside vit-scratch); refusing to run "
-                             f"or push it: {fix}.")  # fmt: skip
+        if config.get("custom_pipelines", custom_pipelines()) != custom_pipelines():
+            raise ValueError(f"{folder / name} declares custom_pipelines other than vit-scratch's own pipeline; "
+                             f"refusing to run or push it: {fix}.")  # fmt: skip
         for auto_class, reference in (config.get("auto_map") or {}).items():
             if allowed.get(auto_class) != reference:
                 raise ValueError(f"{folder / name} maps {auto_class} to {reference!r}, which is not vit-scratch's own "

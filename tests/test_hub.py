@@ -376,3 +376,20 @@ def test_a_pull_request_whose_pin_failed_is_finished_on_its_ref(local_hub, tmp_p
                                         "Upload vit_scratch model from run2"]  # fmt: skip
     card_text = Path(hf_hub_download(REPO_ID, "README.md", revision=finished.commit_id)).read_text()
     assert f'revision="{model_commit}"' in card_text and commits() == main_before
+
+
+def test_the_packages_own_pipeline_is_pushed_and_any_other_is_refused(local_hub, tmp_path):  # noqa: F811
+    from modeling_vit_scratch.image_processing_vit_scratch import custom_pipelines
+
+    saved_folder(tmp_path / "run")
+    config_file = tmp_path / "run" / "config.json"
+    config = json.loads(config_file.read_text())
+    config_file.write_text(json.dumps({**config, "custom_pipelines": custom_pipelines()}))
+    result = push_to_hub(tmp_path / "run", REPO_ID)
+    pushed = json.loads(Path(hf_hub_download(REPO_ID, "config.json", revision=result.commit_id)).read_text())
+    assert pushed["custom_pipelines"] == custom_pipelines()
+    evil = custom_pipelines()
+    evil["image-classification"]["impl"] = "evil.Pipeline"
+    config_file.write_text(json.dumps({**config, "custom_pipelines": evil}))
+    with pytest.raises(ValueError, match="declares custom_pipelines other than vit-scratch's own pipeline"):
+        push_to_hub(tmp_path / "run", REPO_ID)
