@@ -109,9 +109,10 @@ def resolve_checkpoint(folder: str | Path, requested: str | bool | None) -> str 
     if requested in RESUME_OFF:
         return None
     folder = Path(folder)
+    if requested not in (True, "true", "True"):
+        folder = Path(requested).parent  # the run the named checkpoint belongs to
     complete = [path for path in checkpoints(folder) if is_complete_checkpoint(path)]
     incomplete = [path.name for path in checkpoints(folder) if not is_complete_checkpoint(path)]
-    last = f"the last complete one is {complete[-1]}" if complete else f"{str(folder)!r} has no complete checkpoint"
     if requested in (True, "true", "True"):
         if not complete:
             named = f" (incomplete, cut off mid-save: {', '.join(incomplete)})" if incomplete else ""
@@ -124,9 +125,12 @@ def resolve_checkpoint(folder: str | Path, requested: str | bool | None) -> str 
     if not path.is_dir():
         raise ValueError(f"--resume_from_checkpoint {requested!r} is not a folder: give a checkpoint-N folder or true.")
     if not is_complete_checkpoint(path):
+        way_on = (f"the last complete one is {complete[-1]}: resume with --resume_from_checkpoint {complete[-1]}"
+                  if complete else f"{str(folder)!r} has no complete checkpoint: start a new run with "
+                  "--overwrite_output_dir true")  # fmt: skip
         raise ValueError(
             f"Checkpoint {requested!r} is incomplete (no readable trainer_state.json or weights: the run was stopped "
-            f"while saving it); {last}: resume with --resume_from_checkpoint true."
+            f"while saving it); {way_on}."
         )
     return str(path)
 

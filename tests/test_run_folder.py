@@ -129,3 +129,14 @@ def test_publish_moves_the_weights_first_and_what_describes_them_last(tmp_path, 
     assert (tmp_path / "config.json").stat().st_mode & 0o777 == 0o644
     assert sorted(path.name for path in tmp_path.iterdir()) == ["README.md", "config.json", "model.safetensors",
                                                                 "training_record.json"]  # fmt: skip
+
+
+def test_an_incomplete_checkpoint_named_by_path_points_to_the_way_on(tmp_path):
+    incomplete = fake_checkpoint(tmp_path / "run", 4, complete=False)
+    with pytest.raises(ValueError) as refused:
+        resolve_checkpoint(tmp_path / "elsewhere", str(incomplete))
+    assert f"'{tmp_path / 'run'}' has no complete checkpoint: start a new run with --overwrite_output_dir true" in str(
+        refused.value)  # fmt: skip
+    complete = fake_checkpoint(tmp_path / "run", 2)
+    with pytest.raises(ValueError, match=f"resume with --resume_from_checkpoint {complete}"):
+        resolve_checkpoint(tmp_path / "elsewhere", str(incomplete))
