@@ -65,6 +65,17 @@ def check_writable(folder: Path) -> None:
         ) from None
 
 
+def refuse_a_model(folder: Path, overwrite: bool, resume: bool) -> None:
+    """A ValueError when `folder` holds a model that neither `overwrite` nor `resume` allows to touch."""
+    found = model_contents(folder)
+    if found and not (overwrite or resume):
+        raise ValueError(
+            f"The output folder {str(folder)!r} already holds a model ({', '.join(found[:4])}): pass "
+            "--overwrite_output_dir true to replace it, --resume_from_checkpoint true to continue its last "
+            "checkpoint, or choose another --output_dir."
+        )
+
+
 @contextmanager
 def claim_output_folder(folder: str | Path, overwrite: bool, resume: bool) -> Iterator[list[str]]:
     """Hold `folder` for one training run; yields the names of leftovers it removed. Raises ValueError when the
@@ -86,13 +97,7 @@ def claim_output_folder(folder: str | Path, overwrite: bool, resume: bool) -> It
         lock.truncate()
         lock.write(f"{os.getpid()}\n")
         lock.flush()
-        found = model_contents(folder)
-        if found and not (overwrite or resume):
-            raise ValueError(
-                f"The output folder {str(folder)!r} already holds a model ({', '.join(found[:4])}): pass "
-                "--overwrite_output_dir true to replace it, --resume_from_checkpoint true to continue its last "
-                "checkpoint, or choose another --output_dir."
-            )
+        refuse_a_model(folder, overwrite, resume)
         leftovers = [path for path in folder.iterdir() if path.name.startswith(STAGING_PREFIX)]
         if overwrite and not resume:  # the old checkpoints would mix with the new run's; the old model stays until
             leftovers += checkpoints(folder)  # the new one replaces it

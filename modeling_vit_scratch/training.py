@@ -29,7 +29,7 @@ from .image_processing_vit_scratch import ViTScratchImageProcessor
 from .modeling_vit_scratch import ViTScratchForImageClassification
 from .paths import looks_like_local_path
 from .preflight import DECODE_UP_FRONT_MAX_IMAGES, check_images
-from .run_folder import RESUME_OFF, claim_output_folder, publish, resolve_checkpoint, staged_folder
+from .run_folder import RESUME_OFF, claim_output_folder, publish, refuse_a_model, resolve_checkpoint, staged_folder
 from .safety import MASK, find_secrets, known_secrets, redact, weights_sha256
 
 logger = logging.getLogger(__name__)
@@ -383,6 +383,8 @@ def train(
     resume = training_args.resume_from_checkpoint
     main_process = training_args.process_index == 0
     claim = claim_output_folder(training_args.output_dir, output_args.overwrite_output_dir, resume not in RESUME_OFF)
+    if not main_process:  # the same refusal on every process, so none waits for one that has stopped
+        refuse_a_model(Path(training_args.output_dir), output_args.overwrite_output_dir, resume not in RESUME_OFF)
     with claim if main_process else nullcontext([]) as removed:
         if removed:
             logger.warning("Removed the leftovers of an earlier run in %s: %s", training_args.output_dir, ", ".join(removed))
