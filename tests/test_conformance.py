@@ -136,6 +136,7 @@ class ViTScratchModelTest(ModelTesterMixin, unittest.TestCase):
             registry.start()
             self.addCleanup(registry.stop)
         self.model_tester = ViTScratchModelTester(self)
+        # hidden_size=37 as transformers' ViT test; one head, since the config refuses a width the heads do not divide
         self.config_tester = ConfigTester(
             self, config_class=ConfigClass, has_text_modality=False, hidden_size=37, num_attention_heads=1
         )
@@ -148,7 +149,8 @@ class ViTScratchModelTest(ModelTesterMixin, unittest.TestCase):
         pass
 
     def test_model_get_set_embeddings(self):
-        """As transformers' ViT test: the input embedding of a ViT is the patch embedding module, not nn.Embedding."""
+        """Overridden as transformers' ViT test does: the mixin's version expects a text model's nn.Embedding; a ViT's
+        input embedding is its patch embedding module."""
         config, _ = self.model_tester.prepare_config_and_inputs_for_common()
         for model_class in self.all_model_classes:
             model = model_class(config)
@@ -188,7 +190,7 @@ class ViTScratchModelTest(ModelTesterMixin, unittest.TestCase):
         config.num_channels = 1
         model = ClassifierClass(config).eval()
         with torch.no_grad():
-            result = model(floats_tensor([self.model_tester.batch_size, 1, 30, 30]))
+            result = model(floats_tensor([self.model_tester.batch_size, 1, config.image_size, config.image_size]))
         self.assertEqual(result.logits.shape, (self.model_tester.batch_size, self.model_tester.num_labels))
 
 
