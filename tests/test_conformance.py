@@ -46,14 +46,14 @@ from transformers_common_tests.test_modeling_common import ModelTesterMixin, flo
 
 
 def remote_classes(folder: str) -> tuple:
-    """Config, base model, classifier and image processor classes as `trust_remote_code=True` loads them."""
-    from transformers import AutoConfig
-    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+    """Config, base model, classifier and image processor classes as `trust_remote_code=True` loads them (the Auto
+    classes, which also register what they load, as in a user's process)."""
+    from transformers import AutoConfig, AutoModel, AutoModelForImageClassification
 
     config_class = type(AutoConfig.from_pretrained(folder, trust_remote_code=True))
     model_classes = tuple(
-        get_class_from_dynamic_module(f"modeling_vit_scratch.{name}", folder)
-        for name in ("ViTScratchModel", "ViTScratchForImageClassification")
+        type(auto_class.from_pretrained(folder, trust_remote_code=True))
+        for auto_class in (AutoModel, AutoModelForImageClassification)
     )
     processor_class = type(AutoImageProcessor.from_pretrained(folder, trust_remote_code=True))
     for cls in (config_class, *model_classes, processor_class):
