@@ -153,9 +153,13 @@ class ViTScratchImageProcessor(PilBackend):
             images = [image[..., None] if getattr(image, "ndim", None) == 2 else image for image in images]
         return super()._prepare_images_structure(images, expected_ndims)
 
-    def process_image(self, image, num_channels: int | None = None, **kwargs) -> np.ndarray:
-        """One image -> channels-first array with `num_channels` channels."""
-        image = to_model_mode(image, num_channels or self.num_channels)
+    def process_image(
+        self, image, num_channels: int | None = None, do_convert_rgb: bool | None = None, **kwargs
+    ) -> np.ndarray:
+        """One image -> channels-first array with `num_channels` channels; with `do_convert_rgb=False` (asked for
+        explicitly) the image keeps its own channels, as transformers' processors do (mean/std must match them)."""
+        if do_convert_rgb is not False:
+            image = to_model_mode(image, num_channels or self.num_channels)
         return super().process_image(image, **{**kwargs, "do_convert_rgb": False})
 
 

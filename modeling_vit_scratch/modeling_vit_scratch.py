@@ -291,6 +291,11 @@ def incomplete_weights_file(folder: str) -> str:
     return f"A weights file of {folder}"
 
 
+class WeightsShapeMismatchError(ValueError, RuntimeError):
+    """A tensor of the weights has another shape than config.json asks for. A `ValueError` naming it, and the
+    `RuntimeError` transformers raises for a size mismatch, so code written for either catches it."""
+
+
 class ViTScratchPreTrainedModel(PreTrainedModel):
     """Weight initialisation and the transformers flags shared by the models below."""
 
@@ -313,6 +318,10 @@ class ViTScratchPreTrainedModel(PreTrainedModel):
 
         `ignore_mismatched_sizes=True` (fine-tuning with a new head) lets shapes differ and the head be missing; the
         differing keys are in `output_loading_info=True`'s `mismatched_keys` for the caller to check.
+        `output_loading_info=True` alone returns missing and unexpected keys in the info instead of raising: the
+        caller asked to check them (transformers' contract, which its common tests rely on); with
+        `ignore_mismatched_sizes=True` as well (fine-tuning), every tensor but the head must still load. An in-memory
+        `state_dict` with no folder (`from_pretrained(None, config=..., state_dict=...)`) is the caller's own too.
         """
         new_head = kwargs.get("ignore_mismatched_sizes", False)
         wants_info = kwargs.pop("output_loading_info", False)
@@ -327,23 +336,26 @@ class ViTScratchPreTrainedModel(PreTrainedModel):
             where = incomplete_weights_file(str(pretrained_model_name_or_path))
             fix = "re-save the model or download it again"
             raise OSError(f"{where} is incomplete or corrupt ({error}): {fix}.") from None
-        weights = weights_file_name(str(pretrained_model_name_or_path))
+        in_memory = pretrained_model_name_or_path is None
+        weights = "The state_dict" if in_memory else weights_file_name(str(pretrained_model_name_or_path))
         has_head = hasattr(model, "classifier")
         missing = sorted(key for key in info["missing_keys"] if not (new_head and key.startswith("classifier.")))
         unexpected = sorted(key for key in info["unexpected_keys"] if has_head or not key.startswith("classifier."))
         mismatched = [] if new_head else sorted(info["mismatched_keys"])
         more = lambda keys: f" (and {len(keys) - 1} more)" if len(keys) > 1 else ""  # noqa: E731
         different = "the config and the weights describe different models; re-save the model with both"
+        if mismatched:
+            key, stored, wanted = mismatched[0]
+            raise WeightsShapeMismatchError(f"{weights} holds {key!r}{more(mismatched)} of shape {tuple(stored)} "
+                                            f"where config.json asks for {tuple(wanted)}: {different}.")  # fmt: skip
+        if (wants_info and not new_head) or in_memory:  # the caller checks missing and unexpected keys itself
+            return (model, info) if wants_info else model
         if missing:
             raise ValueError(f"{weights} has no tensor {missing[0]!r}{more(missing)} that config.json asks for: "
                              f"{different}.")  # fmt: skip
         if unexpected:
             raise ValueError(f"{weights} has a tensor {unexpected[0]!r}{more(unexpected)} that config.json has no "
                              f"place for: {different}.")  # fmt: skip
-        if mismatched:
-            key, stored, wanted = mismatched[0]
-            raise ValueError(f"{weights} holds {key!r}{more(mismatched)} of shape {tuple(stored)} where config.json "
-                             f"asks for {tuple(wanted)}: {different}.")  # fmt: skip
         return (model, info) if wants_info else model
 
     def get_input_embeddings(self) -> nn.Module:
