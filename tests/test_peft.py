@@ -9,7 +9,7 @@ import textwrap
 import pytest
 import torch
 from peft import LoraConfig, get_peft_model
-from transformers import AutoModelForImageClassification
+from transformers import AutoModelForImageClassification, Trainer, TrainingArguments
 
 from conftest import tiny_config
 from modeling_vit_scratch import ViTScratchForImageClassification
@@ -82,24 +82,64 @@ def test_lora_trains_only_the_adapters_and_the_head(checkpointing):
     for name, parameter in model.named_parameters():
         changed = not torch.equal(parameter, before[name])
         assert changed == (name in trainable), name
-    assert len(attention_calls) == (2 if checkpointing else 1) * STEPS  # the backward pass recomputes checkpointed blocks
+    assert len(attention_calls) == (2 if checkpointing else 1) * STEPS  # backward recomputes checkpointed blocks
     if checkpointing:
         torch.testing.assert_close(losses, train_steps(lora_model(None)), rtol=1e-5, atol=1e-6)
 
 
-def test_reentrant_checkpointing_switched_on_after_peft_needs_the_input_embedding_hook():
-    """Reentrant checkpointing switched on after `get_peft_model`: no block input needs a gradient (the patch
-    embedding is frozen), so torch skips the blocks' backward and their LoRA weights get none, silently, until
-    `enable_input_require_grads()` hooks the patch embedding."""
+def test_enable_input_require_grads_lets_reentrant_checkpointing_switched_on_after_peft_train_the_blocks():
+    """The workaround for checkpointing switched on after `get_peft_model` (as the Trainer does): the hook makes the
+    frozen patch embedding's output need a gradient, so every block's backward runs and its LoRA matrices get one."""
+    model = lora_model()
+    model.base_model.model.activation_checkpointing_enable({"use_reentrant": True})
+    model.enable_input_require_grads()
+    patch_outputs = []
+    model.get_input_embeddings().register_forward_hook(lambda module, inputs, output: patch_outputs.append(output))
     pixel_values, labels = batch()
-    for hooked in (False, True):
-        model = lora_model()
-        model.base_model.model.activation_checkpointing_enable({"use_reentrant": True})
-        if hooked:
-            model.enable_input_require_grads()
-        model.train()(pixel_values=pixel_values, labels=labels).loss.backward()
-        lora_grads = [p.grad for name, p in model.named_parameters() if "lora_B" in name]
-        assert lora_grads and all((grad is not None) == hooked for grad in lora_grads), hooked
+    model.train()(pixel_values=pixel_values, labels=labels).loss.backward()
+    assert not model.get_input_embeddings().projection.weight.requires_grad and patch_outputs[0].requires_grad
+    lora_b_grads = [p.grad for name, p in model.named_parameters() if "lora_B" in name]  # A's is 0 while B is 0
+    assert len(lora_b_grads) == 4 * model.config.num_hidden_layers
+    assert all(grad is not None and grad.abs().sum() > 0 for grad in lora_b_grads)
+
+
+class FixedImages(torch.utils.data.Dataset):
+    """`batch(size)` as a data set of {"pixel_values": (3, 20, 20), "labels": ()} items for the Trainer."""
+
+    def __init__(self, size: int):
+        self.pixel_values, self.labels = batch(size)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return {"pixel_values": self.pixel_values[index], "labels": self.labels[index]}
+
+
+@pytest.mark.parametrize(
+    "use_reentrant",
+    [
+        pytest.param(True, marks=pytest.mark.xfail(strict=True, reason="until the model's activation_checkpointing_"
+                                                   "enable hooks the patch embedding (peft report)")),  # fmt: skip
+        False,
+    ],
+)
+def test_the_trainer_trains_every_lora_matrix_under_its_activation_checkpointing(tmp_path, use_reentrant):
+    """The Trainer switches checkpointing on after `get_peft_model` (`--activation_checkpointing`): the path where
+    reentrant checkpointing would leave every LoRA matrix untouched and train the head alone."""
+    model = lora_model()
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    args = TrainingArguments(
+        output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=6, learning_rate=1e-2, save_strategy="no",
+        activation_checkpointing=True, activation_checkpointing_kwargs={"use_reentrant": use_reentrant},
+        report_to="none", disable_tqdm=True, use_cpu=True,
+    )  # fmt: skip
+    Trainer(model=model, args=args, train_dataset=FixedImages(12)).train()
+    assert model.base_model.model.vit.layers[0].gradient_checkpointing
+    untouched = [name for name, p in model.named_parameters() if p.requires_grad and torch.equal(p, before[name])]
+    assert untouched == []
+    changed = [name for name, p in model.named_parameters() if not p.requires_grad and not torch.equal(p, before[name])]
+    assert changed == []
 
 
 def test_merged_model_saves_and_reloads_to_the_same_logits(tmp_path):
@@ -131,7 +171,7 @@ FRESH_PROCESS = textwrap.dedent(
     sys.modules["modeling_vit_scratch"] = None  # the package is absent: importing it would raise ImportError
     sys.modules["peft"] = None  # and so is peft: a merged model needs neither
     import torch
-    from transformers import AutoModelForImageClassification
+    from transformers import AutoModelForImageClassification, Trainer, TrainingArguments
     folder, inputs, outputs = sys.argv[1:4]
     model = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=True).eval()
     assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
