@@ -223,6 +223,21 @@ def check_world_size(training_args: TrainingArguments) -> None:
         )
 
 
+def check_fsdp(training_args: TrainingArguments) -> None:
+    """--fsdp only where accelerate shards: it keeps its FSDP plugin for several GPU (NPU, XPU...) processes only
+    (accelerate/state.py, `AcceleratorState.__init__`) and drops it without a word on CPU or in one process."""
+    from accelerate.utils import DistributedType
+
+    processes = training_args.world_size
+    unsharded = (DistributedType.NO, DistributedType.MULTI_CPU)
+    if training_args.fsdp and training_args.distributed_state.distributed_type in unsharded:
+        raise ValueError(
+            f"--fsdp shards the model across several GPUs, but accelerate ignores it for {processes} process"
+            f"{'es' if processes > 1 else ''} on {training_args.device.type} (each would hold the whole model); drop "
+            "--fsdp (torchrun on CPU trains data-parallel) or launch on GPUs."
+        )
+
+
 def parse_overrides(text: str | None) -> dict:
     """'a=1,b=0.5,c=mean,d=true' -> {'a': 1, 'b': 0.5, 'c': 'mean', 'd': True}."""
     overrides = {}
@@ -380,6 +395,7 @@ def train(
     output_args = output_args or OutputArguments()
     hub_token, training_args.hub_token = training_args.hub_token, None  # the Trainer pickles its arguments
     check_world_size(training_args)
+    check_fsdp(training_args)
     resume = training_args.resume_from_checkpoint
     main_process = training_args.process_index == 0
     claim = claim_output_folder(training_args.output_dir, output_args.overwrite_output_dir, resume not in RESUME_OFF)

@@ -1,0 +1,137 @@
+"""Several CPU processes (torchrun, gloo): DDP through scripts/train.py, FSDP refused there (accelerate drops it on
+CPU), and torch's FSDP2 sharded at `_no_split_modules` training like DDP.
+
+Run as a script under torchrun, this file is the FSDP2-and-DDP worker of
+`test_fsdp2_sharded_at_no_split_modules_trains_like_ddp`.
+"""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+from test_training import run_script, tiny_model_file
+
+REPO = Path(__file__).resolve().parent.parent
+WORKER_MODEL = dict(image_size=8, patch_size=4, num_channels=1, hidden_size=24, num_hidden_layers=2,
+                    num_attention_heads=2, intermediate_size=37, num_labels=10)  # fmt: skip
+WORKER_STEPS, WORKER_GLOBAL_BATCH = 6, 16
+
+
+def test_two_processes_train_like_one_with_the_same_global_batch(tmp_path):
+    """torchrun with 2 ranks (gloo) and 1 process, global batch 16: same samples per step, same weights.
+
+    Each rank averages the loss over its 8 images and DDP averages the gradients, which is the mean over the 16
+    images the single process sees; only float summation order differs, hence a tolerance instead of equality.
+    """
+    common = ["--model", tiny_model_file(tmp_path, num_channels=1), "--dataset", "digits", "--augment", "false",
+              "--max_train_samples", "64", "--total_train_batch_size", "16", "--num_train_epochs", "2",
+              "--eval_strategy", "epoch", "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true",
+              "--learning_rate", "0.003", "--seed", "5"]  # fmt: skip
+    outputs = {}
+    for nproc in (1, 2):
+        outputs[nproc] = tmp_path / f"nproc{nproc}"
+        result = run_script(*common, "--output_dir", str(outputs[nproc]), nproc=nproc)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert json.loads((outputs[nproc] / "all_results.json").read_text())["world_size"] == nproc
+    one, two = (load_file(outputs[n] / "model.safetensors") for n in (1, 2))
+    for name, tensor in one.items():
+        torch.testing.assert_close(two[name], tensor, atol=1e-5, rtol=1e-4)
+
+
+def test_fsdp_on_cpu_processes_is_refused_before_anything_is_written(tmp_path):
+    """accelerate 1.15 keeps the Trainer's FSDP plugin for several GPUs only (accelerate/state.py,
+    `AcceleratorState.__init__`): on CPU it would train plain DDP copies of the whole model under an --fsdp flag."""
+    output_dir = tmp_path / "out"
+    result = run_script("--model", tiny_model_file(tmp_path, num_channels=1), "--dataset", "digits",
+                        "--max_train_samples", "32", "--total_train_batch_size", "16", "--report_to", "none",
+                        "--fsdp", "--output_dir", str(output_dir), nproc=2)  # fmt: skip
+    assert result.returncode != 0
+    expected = ("error: --fsdp shards the model across several GPUs, but accelerate ignores it for 2 processes on "
+                "cpu (each would hold the whole model); drop --fsdp (torchrun on CPU trains data-parallel) or launch "
+                "on GPUs.")
+    assert expected in result.stderr  # both ranks print it, and their lines may interleave on the shared stderr
+    assert not output_dir.exists()
+
+
+def fsdp_and_ddp_worker(output: str) -> None:
+    """One rank: train one model copy under DDP and one under FSDP2 (a unit per `_no_split_modules` class, then the
+    root, activation checkpointing on) from the same weights on the same digits; rank 0 saves both, and the facts."""
+    import torch.distributed as dist
+    from sklearn.datasets import load_digits
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+    from torch.nn.parallel import DistributedDataParallel
+
+    from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification
+
+    dist.init_process_group("gloo")
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = ViTScratchForImageClassification(ViTScratchConfig(**WORKER_MODEL))
+    initial = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    ddp_model, fsdp_model = copy.deepcopy(model), copy.deepcopy(model)
+    fsdp_model.activation_checkpointing_enable()
+    units = [name for name, module in fsdp_model.named_modules() if type(module).__name__ in model._no_split_modules]
+    for name in units:
+        fully_shard(fsdp_model.get_submodule(name))
+    fully_shard(fsdp_model)
+    ddp = DistributedDataParallel(ddp_model)
+
+    digits = load_digits()
+    images = torch.tensor(digits.images, dtype=torch.float32).unsqueeze(1) / 16 * 2 - 1  # (n, 1, 8, 8) in [-1, 1]
+    labels = torch.tensor(digits.target)
+    per_rank = WORKER_GLOBAL_BATCH // world_size
+    optimizers = [torch.optim.AdamW(m.parameters(), lr=3e-3) for m in (ddp, fsdp_model)]
+    losses = {"ddp": [], "fsdp": []}
+    for step in range(WORKER_STEPS):
+        start = step * WORKER_GLOBAL_BATCH + rank * per_rank  # each rank its half of the global batch
+        batch = dict(pixel_values=images[start : start + per_rank], labels=labels[start : start + per_rank])
+        for name, wrapped, optimizer in zip(("ddp", "fsdp"), (ddp, fsdp_model), optimizers):
+            loss = wrapped(**batch).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            losses[name].append(loss.item())
+
+    local = sum(p.to_local().numel() for p in fsdp_model.parameters())  # DTensors: this rank's shard only
+    full = sum(p.numel() for p in fsdp_model.parameters())
+    fsdp_units = [name for name, module in fsdp_model.named_modules() if isinstance(module, FSDPModule)]
+    held = get_model_state_dict(fsdp_model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    if rank == 0:
+        torch.save(dict(initial=initial, ddp=ddp_model.state_dict(), fsdp=held, fsdp_units=fsdp_units, losses=losses,
+                        local_fraction=local / full, world_size=world_size), output)  # fmt: skip
+    dist.destroy_process_group()
+
+
+def run_worker(output: Path) -> subprocess.CompletedProcess:
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", __file__, str(output)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    return subprocess.run(launcher, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_fsdp2_sharded_at_no_split_modules_trains_like_ddp(tmp_path):
+    """FSDP2 (torch's `fully_shard`, gloo) with one unit per `_no_split_modules` class: each rank holds half of the
+    weights, and after 6 steps of a 16-digit global batch the weights are DDP's, up to float summation order (the
+    same tolerance as DDP against one process). Activation checkpointing runs inside the FSDP units."""
+    result = run_worker(tmp_path / "weights.pt")
+    assert result.returncode == 0, result.stderr[-3000:]
+    saved = torch.load(tmp_path / "weights.pt")
+    assert saved["world_size"] == 2
+    assert saved["fsdp_units"] == ["", "vit.embeddings", "vit.layers.0", "vit.layers.1"]  # the root, then the units
+    assert 0.45 < saved["local_fraction"] < 0.55  # sharded: not every rank holds every weight
+    torch.testing.assert_close(saved["losses"]["fsdp"], saved["losses"]["ddp"], atol=1e-5, rtol=1e-4)
+    ddp, fsdp = saved["ddp"], saved["fsdp"]
+    assert sorted(fsdp) == sorted(ddp)
+    assert all(not torch.equal(ddp[name], tensor) for name, tensor in saved["initial"].items())  # every weight trained
+    for name, tensor in ddp.items():
+        torch.testing.assert_close(fsdp[name], tensor, atol=1e-5, rtol=1e-4, msg=name)
+
+
+if __name__ == "__main__":
+    fsdp_and_ddp_worker(sys.argv[1])
