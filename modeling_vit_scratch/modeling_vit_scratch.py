@@ -362,6 +362,18 @@ class ViTScratchPreTrainedModel(PreTrainedModel):
         """The patch embedding (its output is the first activation), which `enable_input_require_grads` hooks."""
         return self.base_model.embeddings.patch_embeddings
 
+    def activation_checkpointing_enable(self, *args, **kwargs):
+        """transformers' activation checkpointing, with the patch embedding's output marked as needing a gradient:
+        with `use_reentrant=True` and a frozen patch embedding (LoRA, a frozen backbone) no block input would need
+        one, and torch would skip the blocks' backward without a word (transformers marks it for text models only)."""
+        super().activation_checkpointing_enable(*args, **kwargs)
+        if not getattr(self, "_require_grads_hooks", None):
+            self.enable_input_require_grads()
+
+    def activation_checkpointing_disable(self):
+        super().activation_checkpointing_disable()
+        self.disable_input_require_grads()
+
     def save_pretrained(self, save_directory, *args, **kwargs):
         """`PreTrainedModel.save_pretrained`, with both model classes in the config's `auto_map`, so that the
         saved folder loads by `AutoModel` and `AutoModelForImageClassification` with `trust_remote_code=True`."""

@@ -116,14 +116,7 @@ class FixedImages(torch.utils.data.Dataset):
         return {"pixel_values": self.pixel_values[index], "labels": self.labels[index]}
 
 
-@pytest.mark.parametrize(
-    "use_reentrant",
-    [
-        pytest.param(True, marks=pytest.mark.xfail(strict=True, reason="until the model's activation_checkpointing_"
-                                                   "enable hooks the patch embedding (peft report)")),  # fmt: skip
-        False,
-    ],
-)
+@pytest.mark.parametrize("use_reentrant", [True, False])
 def test_the_trainer_trains_every_lora_matrix_under_its_activation_checkpointing(tmp_path, use_reentrant):
     """The Trainer switches checkpointing on after `get_peft_model` (`--activation_checkpointing`): the path where
     reentrant checkpointing would leave every LoRA matrix untouched and train the head alone."""
