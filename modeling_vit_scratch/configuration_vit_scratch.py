@@ -6,14 +6,16 @@ the paper's Table 1 models (plus the DeiT Tiny and Small widths) by name, e.g. `
 
 import difflib
 from dataclasses import dataclass, fields
+from typing import Literal, get_args, get_origin
 
 from huggingface_hub.dataclasses import strict
 from huggingface_hub.errors import StrictDataclassFieldValidationError
 from transformers import PretrainedConfig
 
-POOLINGS = ("cls", "mean")
-POSITION_EMBEDDINGS = ("learned", "sincos")
-PATCH_EMBEDDINGS = ("conv", "linear")
+# The closed sets of values, typed as such: @strict refuses any other value when set, at construction and load.
+Pooling = Literal["cls", "mean"]
+PositionEmbedding = Literal["learned", "sincos"]
+PatchEmbedding = Literal["conv", "linear"]
 
 # Table 1 of the paper (Base, Large, Huge) and the DeiT widths (Tiny, Small): layers, hidden, MLP, heads.
 MODEL_SIZES = {
@@ -56,8 +58,11 @@ class ConfigFieldTypeError(StrictDataclassFieldValidationError, ValueError):
     `StrictDataclassError` catch it."""
 
     def __init__(self, name: str, value, expected):
-        expected = getattr(expected, "__name__", str(expected))
-        message = f"{name} must be {expected}, got {value!r} ({type(value).__name__}): give a value of that type."
+        if get_origin(expected) is Literal:
+            message = f"{name} must be one of {get_args(expected)}, got {value!r}."
+        else:
+            expected = getattr(expected, "__name__", str(expected))
+            message = f"{name} must be {expected}, got {value!r} ({type(value).__name__}): give a value of that type."
         Exception.__init__(self, message)  # not StrictDataclassFieldValidationError's two-line message
 
 
@@ -115,10 +120,10 @@ class ViTScratchConfig(PretrainedConfig):
     qkv_bias: bool = True
     layer_norm_eps: float = 1e-6
     initializer_range: float = 0.02
-    pooling: str = "cls"
+    pooling: Pooling = "cls"
     fc_norm: bool = False
-    position_embedding: str = "learned"
-    patch_embedding: str = "conv"
+    position_embedding: PositionEmbedding = "learned"
+    patch_embedding: PatchEmbedding = "conv"
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
@@ -176,13 +181,6 @@ class ViTScratchConfig(PretrainedConfig):
                 f"position_embedding='sincos' needs hidden_size divisible by 4, got {self.hidden_size}: "
                 "use position_embedding='learned' or a hidden size that is a multiple of 4."
             )
-        for name, allowed in (
-            ("pooling", POOLINGS),
-            ("position_embedding", POSITION_EMBEDDINGS),
-            ("patch_embedding", PATCH_EMBEDDINGS),
-        ):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}.")
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "ViTScratchConfig":
