@@ -11,11 +11,6 @@ timm model object (built by the caller, e.g. `scripts/convert_checkpoint.py`) is
 
 import json
 import logging
-import os
-import shutil
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -25,6 +20,7 @@ from .configuration_vit_scratch import ViTScratchConfig, to_pair
 from .image_processing_vit_scratch import ViTScratchImageProcessor
 from .modeling_vit_scratch import ViTScratchForImageClassification
 from .paths import looks_like_local_path
+from .run_folder import replaced_folder
 
 logger = logging.getLogger(__name__)
 
@@ -261,59 +257,11 @@ def build_with_weights(config: ViTScratchConfig, state_dict: dict[str, torch.Ten
     return model.eval()
 
 
-def check_output_folder(output_dir: str | Path, overwrite: bool = False) -> Path:
-    """`output_dir` as an absolute path, if a conversion may write it: new, empty, or (with `overwrite`) a model
-    folder; else a FileExistsError naming it and the fix. Run it before a long conversion to fail early."""
-    output_dir = Path(os.path.abspath(output_dir))  # "." has no parent to stage beside; symlinks stay links
-    if output_dir.exists() and not output_dir.is_dir():
-        raise FileExistsError(f"{output_dir} is a file, not a folder: choose another output folder.")
-    if output_dir.is_dir() and any(output_dir.iterdir()):
-        if not overwrite:
-            raise FileExistsError(f"{output_dir} already holds files: choose another output folder or pass "
-                                  "--overwrite (overwrite=True) to replace it.")  # fmt: skip
-        if not (output_dir / "config.json").is_file():  # --overwrite replaces a model, not a home directory
-            raise FileExistsError(f"{output_dir} holds files but no config.json, so it is not a model folder: refusing "
-                                  "to replace it even with --overwrite; choose another output folder.")  # fmt: skip
-    return output_dir
-
-
-@contextmanager
-def staged_folder(output_dir: str | Path, overwrite: bool = False) -> Iterator[Path]:
-    """A temporary folder beside `output_dir` (same filesystem) to write into, moved into place only when the block
-    completes: a failure or a refusal leaves `output_dir` as it was. An existing non-empty `output_dir` is refused
-    unless `overwrite`; then it is replaced only once the new one is complete (moved aside, new moved in, deleted)."""
-    output_dir = check_output_folder(output_dir, overwrite)
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = sibling(output_dir, "partial")
-    staging.mkdir()
-    try:
-        yield staging
-        if not output_dir.exists():
-            staging.rename(output_dir)
-            return
-        check_output_folder(output_dir, overwrite)  # again: the folder may have been filled meanwhile
-        aside = sibling(output_dir, "old")
-        output_dir.rename(aside)
-        try:
-            staging.rename(output_dir)
-        except OSError:
-            aside.rename(output_dir)  # put the old folder back
-            raise
-        shutil.rmtree(aside)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)  # a no-op once moved into place
-
-
-def sibling(folder: Path, tag: str) -> Path:
-    """A fresh hidden name beside `folder` (same filesystem, so renames are atomic): `.NAME.TAG-1a2b3c4d`."""
-    return folder.parent / f".{folder.name}.{tag}-{uuid.uuid4().hex[:8]}"
-
-
 def save_converted(
     model: ViTScratchForImageClassification, processor, output_dir: str | Path, overwrite: bool = False
 ) -> Path:
-    """`save_pretrained` of the model and its processor into `output_dir`, all or nothing (see `staged_folder`)."""
-    with staged_folder(output_dir, overwrite) as staging:
+    """`save_pretrained` of the model and its processor into `output_dir`, all or nothing (see `replaced_folder`)."""
+    with replaced_folder(output_dir, overwrite) as staging:
         model.save_pretrained(staging)
         processor.save_pretrained(staging)
     return Path(output_dir)
@@ -324,7 +272,7 @@ def to_transformers(
 ) -> Path:
     """Write our model as a transformers `ViTForImageClassification` folder (the 4.x key layout, which transformers
     4.x and 5.x both load): config.json, model.safetensors and preprocessor_config.json. Every check runs before
-    anything is written, and the folder is written all or nothing (see `staged_folder`)."""
+    anything is written, and the folder is written all or nothing (see `replaced_folder`)."""
     config = model.config
     features = {
         "pooling='mean'": config.pooling != "cls", "fc_norm": config.fc_norm,
@@ -351,7 +299,7 @@ def to_transformers(
                       architectures=["ViTForImageClassification"], encoder_stride=patch_h,
                       id2label={str(k): v for k, v in config.id2label.items()},
                       label2id=dict(config.label2id))  # fmt: skip
-    with staged_folder(output_dir, overwrite) as staging:
+    with replaced_folder(output_dir, overwrite) as staging:
         save_file(state_dict, staging / "model.safetensors", metadata={"format": "pt"})
         (staging / "config.json").write_text(json.dumps(reference, indent=2) + "\n")
         if processor is not None:

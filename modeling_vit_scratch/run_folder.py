@@ -1,4 +1,4 @@
-"""The output folder of a training run: claimed before any long work, never replaced silently, written atomically.
+"""Model folders on disk: claimed before any long work, never replaced silently, written all or nothing.
 
 - `claim_output_folder` checks that the folder is writable, takes a lock (a second run into the same folder is
   refused while the first lives; the lock dies with its process, so a killed run leaves none behind), removes the
@@ -6,8 +6,10 @@
   overwrite it or to resume it.
 - `resolve_checkpoint` turns `--resume_from_checkpoint` (`true` or a path) into a complete checkpoint, naming the
   incomplete ones a killed run left.
-- `staged_folder` + `publish` write a model folder beside its destination and move it into place only once it
-  is complete and checked.
+- `staging_inside` + `publish` write a training run's model files in a private folder inside its output folder
+  (which also holds checkpoints and the lock) and move them into place only once they are complete and checked.
+- `replaced_folder` writes a whole folder beside its destination (a conversion) and swaps it in when complete;
+  an existing folder is replaced only when asked, and only if it is a model folder.
 
 Training glue, never imported by the model files.
 """
@@ -18,6 +20,7 @@ import os
 import re
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -141,7 +144,7 @@ def resolve_checkpoint(folder: str | Path, requested: str | bool | None) -> str 
 
 
 @contextmanager
-def staged_folder(destination: str | Path) -> Iterator[Path]:
+def staging_inside(destination: str | Path) -> Iterator[Path]:
     """A private folder beside `destination` (same file system) to write into; removed afterwards, whatever
     happens. Move its contents into place with `publish`."""
     destination = Path(destination)
@@ -158,3 +161,51 @@ def publish(staging: Path, destination: Path) -> None:
         if path.is_file():
             path.chmod(0o644)  # staged files may be private (mkstemp); the folder is meant to be shared
         os.replace(path, destination / path.name)
+
+
+def check_replaceable(output_dir: str | Path, overwrite: bool = False) -> Path:
+    """`output_dir` as an absolute path, if a conversion may write it: new, empty, or (with `overwrite`) a model
+    folder; else a FileExistsError naming it and the fix. Run it before a long conversion to fail early."""
+    output_dir = Path(os.path.abspath(output_dir))  # "." has no parent to stage beside; symlinks stay links
+    if output_dir.exists() and not output_dir.is_dir():
+        raise FileExistsError(f"{output_dir} is a file, not a folder: choose another output folder.")
+    if output_dir.is_dir() and any(output_dir.iterdir()):
+        if not overwrite:
+            raise FileExistsError(f"{output_dir} already holds files: choose another output folder or pass "
+                                  "--overwrite (overwrite=True) to replace it.")  # fmt: skip
+        if not (output_dir / "config.json").is_file():  # --overwrite replaces a model, not a home directory
+            raise FileExistsError(f"{output_dir} holds files but no config.json, so it is not a model folder: refusing "
+                                  "to replace it even with --overwrite; choose another output folder.")  # fmt: skip
+    return output_dir
+
+
+@contextmanager
+def replaced_folder(output_dir: str | Path, overwrite: bool = False) -> Iterator[Path]:
+    """A temporary folder beside `output_dir` (same filesystem) to write into, moved into place only when the block
+    completes: a failure or a refusal leaves `output_dir` as it was. An existing non-empty `output_dir` is refused
+    unless `overwrite`; then it is replaced only once the new one is complete (moved aside, new moved in, deleted)."""
+    output_dir = check_replaceable(output_dir, overwrite)
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = sibling(output_dir, "partial")
+    staging.mkdir()
+    try:
+        yield staging
+        if not output_dir.exists():
+            staging.rename(output_dir)
+            return
+        check_replaceable(output_dir, overwrite)  # again: the folder may have been filled meanwhile
+        aside = sibling(output_dir, "old")
+        output_dir.rename(aside)
+        try:
+            staging.rename(output_dir)
+        except OSError:
+            aside.rename(output_dir)  # put the old folder back
+            raise
+        shutil.rmtree(aside)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # a no-op once moved into place
+
+
+def sibling(folder: Path, tag: str) -> Path:
+    """A fresh hidden name beside `folder` (same filesystem, so renames are atomic): `.NAME.TAG-1a2b3c4d`."""
+    return folder.parent / f".{folder.name}.{tag}-{uuid.uuid4().hex[:8]}"

@@ -29,7 +29,7 @@ from .image_processing_vit_scratch import ViTScratchImageProcessor
 from .modeling_vit_scratch import ViTScratchForImageClassification
 from .paths import looks_like_local_path
 from .preflight import DECODE_UP_FRONT_MAX_IMAGES, check_images
-from .run_folder import RESUME_OFF, claim_output_folder, publish, refuse_a_model, resolve_checkpoint, staged_folder
+from .run_folder import RESUME_OFF, claim_output_folder, publish, refuse_a_model, resolve_checkpoint, staging_inside
 from .safety import MASK, find_secrets, known_secrets, redact, weights_sha256
 
 logger = logging.getLogger(__name__)
@@ -492,7 +492,7 @@ def write_model_folder(
 
     output_dir = Path(trainer.args.output_dir)
     model = trainer.accelerator.unwrap_model(trainer.model)
-    with staged_folder(output_dir) as staging:
+    with staging_inside(output_dir) as staging:
         model.save_pretrained(staging)
         processor.save_pretrained(staging)
         (staging / RESULTS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")

@@ -14,13 +14,8 @@ import sys
 from pathlib import Path
 
 from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor
-from modeling_vit_scratch.convert import (
-    check_output_folder,
-    from_timm,
-    from_transformers,
-    save_converted,
-    to_transformers,
-)
+from modeling_vit_scratch.convert import from_timm, from_transformers, save_converted, to_transformers
+from modeling_vit_scratch.run_folder import check_replaceable
 from modeling_vit_scratch.training import parse_overrides
 
 
@@ -40,7 +35,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def convert(args: argparse.Namespace) -> None:
-    check_output_folder(args.output, args.overwrite)  # before any download or conversion
+    check_replaceable(args.output, args.overwrite)  # before any download or conversion
     if args.target == "transformers":
         model = ViTScratchForImageClassification.from_pretrained(args.input)
         processor = ViTScratchImageProcessor.from_pretrained(args.input)

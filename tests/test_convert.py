@@ -11,11 +11,11 @@ from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassificat
 from modeling_vit_scratch.convert import (
     from_transformers,
     save_converted,
-    staged_folder,
     timm_key_map,
     to_transformers,
     transformers_key_map,
 )
+from modeling_vit_scratch.run_folder import replaced_folder
 
 REFERENCE_SIZES = {
     "small-rgb": dict(image_size=32, patch_size=8, num_channels=3, hidden_size=48, num_hidden_layers=2,
@@ -231,7 +231,7 @@ def test_conversions_write_all_or_nothing_and_replace_only_with_overwrite(tmp_pa
     with pytest.raises(FileExistsError, match=f"^{target} already holds files: .* pass --overwrite"):
         to_transformers(good, target)
     with pytest.raises(RuntimeError, match="disk full"):
-        with staged_folder(target, overwrite=True) as staging:
+        with replaced_folder(target, overwrite=True) as staging:
             (staging / "model.safetensors").write_bytes(b"half a file")
             raise RuntimeError("disk full")
     assert folder_bytes(target) == before and sorted(p.name for p in tmp_path.iterdir()) == ["hf"]  # no leftovers

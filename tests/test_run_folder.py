@@ -15,7 +15,7 @@ from modeling_vit_scratch.run_folder import (
     claim_output_folder,
     publish,
     resolve_checkpoint,
-    staged_folder,
+    staging_inside,
 )
 
 
@@ -109,7 +109,7 @@ def test_resume_true_without_a_complete_checkpoint_names_the_incomplete_ones(tmp
 def test_staged_writes_reach_the_folder_only_when_published(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"old")
     with pytest.raises(RuntimeError):
-        with staged_folder(tmp_path) as staging:
+        with staging_inside(tmp_path) as staging:
             (staging / "model.safetensors").write_bytes(b"new")
             raise RuntimeError("killed before publishing")
     assert (tmp_path / "model.safetensors").read_bytes() == b"old"
@@ -119,7 +119,7 @@ def test_staged_writes_reach_the_folder_only_when_published(tmp_path):
 def test_publish_moves_the_weights_first_and_what_describes_them_last(tmp_path, monkeypatch):
     moved, real_replace = [], os.replace
     monkeypatch.setattr(os, "replace", lambda source, target: (moved.append(Path(source).name), real_replace(source, target)))
-    with staged_folder(tmp_path) as staging:
+    with staging_inside(tmp_path) as staging:
         for name in ("README.md", "training_record.json", "model.safetensors", "config.json"):
             (staging / name).write_text(name)
         publish(staging, tmp_path)
