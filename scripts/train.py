@@ -1,7 +1,7 @@
 """Train a vit-scratch model: `python scripts/train.py [RECIPE.json|.yaml] [--any_argument value ...]`.
 
 A recipe file in configs/ gives the arguments; any argument on the command line overrides it. Arguments are those
-of `modeling_vit_scratch.training.ModelArguments`, `DataArguments`, `OutputArguments` and transformers'
+of `modeling_vit_scratch.arguments.ModelArguments`, `DataArguments`, `OutputArguments` and transformers'
 `TrainingArguments` (`python scripts/train.py --help` lists them), matched exactly. Runs unchanged under `torchrun`
 and `accelerate launch`. Bad input is one line, `error: ...`, before any long work; no token value is ever printed.
 """
@@ -10,12 +10,8 @@ import sys
 
 from modeling_vit_scratch.hub import PushError
 from modeling_vit_scratch.safety import redact
-from modeling_vit_scratch.training import (
-    command_secrets,
-    parse_arguments,
-    train,
-    use_cpu_processes_without_accelerator,
-)
+from modeling_vit_scratch.arguments import command_secrets, parse_arguments
+from modeling_vit_scratch.training import train, use_cpu_processes_without_accelerator
 
 
 def main(argv: list[str]) -> None:

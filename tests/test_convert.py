@@ -13,7 +13,6 @@ from modeling_vit_scratch.convert import (
     save_converted,
     timm_key_map,
     to_transformers,
-    transformers_key_map,
 )
 from modeling_vit_scratch.run_folder import replaced_folder
 

@@ -17,18 +17,15 @@ from transformers import AutoModelForImageClassification, TrainingArguments, pip
 
 from modeling_vit_scratch.run_folder import LOCK_FILE, claim_output_folder
 from modeling_vit_scratch.safety import weights_sha256
-from modeling_vit_scratch.training import (
+from modeling_vit_scratch.arguments import (
     DataArguments,
     ModelArguments,
     OutputArguments,
-    build_model,
     mask_token_values,
     parse_arguments,
-    parse_overrides,
     recipe_to_argv,
-    set_global_batch_size,
-    train,
 )
+from modeling_vit_scratch.training import build_model, parse_overrides, set_global_batch_size, train
 from test_data import write_imagefolder
 
 REPO = Path(__file__).resolve().parent.parent

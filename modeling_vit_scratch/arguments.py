@@ -1,0 +1,191 @@
+"""The command line of `scripts/train.py`: its argument groups, recipes, and the token values it must never leak.
+
+Arguments are those of `ModelArguments`, `DataArguments`, `OutputArguments` and transformers' `TrainingArguments`,
+given on the command line or in a JSON/YAML recipe (`configs/`), matched exactly: an unknown or shortened name is an
+error naming the closest real one, which never echoes the value that follows it (it may be a token). Any value given
+to an argument whose name holds "token" is masked wherever the command is shown.
+"""
+
+import difflib
+import json
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from transformers import HfArgumentParser, TrainingArguments
+
+from .paths import DIGITS
+from .preflight import DECODE_UP_FRONT_MAX_IMAGES
+from .safety import MASK, known_secrets, redact
+
+
+@dataclass
+class ModelArguments:
+    model: str = field(
+        default="vit-tiny-patch16-224",
+        metadata={
+            "help": "What to train: a preset name (e.g. vit-base-patch16-224), a config JSON file to build a new "
+            "model from, or a saved folder / hub repo id to fine-tune."
+        },
+    )
+    config_overrides: str | None = field(
+        default=None,
+        metadata={"help": "Config fields to override for a new model, e.g. 'image_size=64,drop_path_rate=0.1'."},
+    )
+    attn_implementation: str | None = field(
+        default=None, metadata={"help": "Attention kernel: 'eager' or 'sdpa' (default: transformers' choice)."}
+    )
+
+
+@dataclass
+class DataArguments:
+    dataset: str = field(
+        default=DIGITS,
+        metadata={
+            "help": f"'{DIGITS}' (the embedded scikit-learn digits), an imagefolder or save_to_disk folder, "
+            "or a hub dataset name."
+        },
+    )
+    dataset_config: str | None = field(default=None, metadata={"help": "Hub dataset configuration name."})
+    image_column: str | None = field(default=None, metadata={"help": "Image column (default: detected)."})
+    label_column: str | None = field(default=None, metadata={"help": "Label column (default: detected)."})
+    validation_fraction: float = field(
+        default=0.1, metadata={"help": "Share of train held out for model selection when there is no validation split."}
+    )
+    test_fraction: float = field(default=0.1, metadata={"help": "Share of train held out when there is no test split."})
+    split_seed: int = field(default=0, metadata={"help": "Seed of the splits made here (independent of --seed)."})
+    augment: bool = field(default=True, metadata={"help": "Random small shifts and rotations of training images."})
+    max_shift: float = field(default=0.1, metadata={"help": "Largest shift, as a fraction of the image side."})
+    max_degrees: float = field(default=10.0, metadata={"help": "Largest rotation in degrees."})
+    total_train_batch_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "Global batch size: sets the per-device batch from the number of processes and gradient "
+            "accumulation steps, so a recipe trains the same way on 1 or N processes."
+        },
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only this many training images."})
+    check_images: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Decode every image before the first training step (default: when there are at most "
+            f"{DECODE_UP_FRONT_MAX_IMAGES:,}; above that only check that each file exists and its header parses)."
+        },
+    )
+
+
+@dataclass
+class OutputArguments:
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Replace the model already in --output_dir (without it, a folder holding a model is refused)."},
+    )
+
+
+ARGUMENT_TYPES = (ModelArguments, DataArguments, OutputArguments, TrainingArguments)
+
+
+def argument_names() -> list[str]:
+    """Every argument `scripts/train.py` accepts, as written in a recipe (`learning_rate`)."""
+    return [item.name for kind in ARGUMENT_TYPES for item in fields(kind) if item.init]
+
+
+def closest(name: str, names: list[str]) -> str:
+    """' (did you mean X?)' for the nearest real name, or ''."""
+    match = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def recipe_to_argv(argv: list[str]) -> list[str]:
+    """`[recipe.json, --key value, ...]` -> the recipe's arguments as command-line arguments, then the rest.
+
+    Arguments given on the command line come last, so they override the recipe's. Recipe keys must be argument
+    names exactly: an unknown or shortened key is an error naming the closest real one.
+    """
+    if not argv or not argv[0].endswith((".json", ".yaml", ".yml")):
+        return argv
+    path = Path(argv[0])
+    if not path.is_file():
+        raise FileNotFoundError(f"Recipe {argv[0]!r} not found: give a JSON or YAML file such as configs/train_digits.json.")
+    if path.suffix == ".json":
+        recipe = json.loads(path.read_text())
+    else:
+        import yaml
+
+        recipe = yaml.safe_load(path.read_text())
+    names = argument_names()
+    args = []
+    for key, value in recipe.items():
+        if key not in names:
+            raise ValueError(f"Unknown key {key!r} in the recipe {argv[0]}{closest(key, names)}: fix or remove it.")
+        if value is None:
+            continue
+        values = value if isinstance(value, list) else [value]
+        args += [f"--{key}", *(str(v).lower() if isinstance(v, bool) else str(v) for v in values)]
+    return args + argv[1:]
+
+
+def raise_value_error(message: str):
+    """argparse's `error`, as an exception the script prints as one line (argparse would print usage and exit)."""
+    raise ValueError(f"{message}; `python scripts/train.py --help` lists the arguments.")
+
+
+def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, OutputArguments, TrainingArguments]:
+    """`scripts/train.py`'s command line (a recipe first, if any): names are matched exactly, never abbreviated."""
+    parser = HfArgumentParser(ARGUMENT_TYPES, allow_abbrev=False)
+    parser.error = raise_value_error
+    *parsed, remaining = parser.parse_args_into_dataclasses(recipe_to_argv(argv), return_remaining_strings=True)
+    options = [arg.split("=", 1)[0] for arg in remaining if arg.startswith("-")]
+    if options:  # named without the value that follows it, which may be a secret
+        known = [f"--{name}" for name in argument_names()]
+        raise ValueError(f"Unknown argument {options[0]}{closest(options[0].replace('-', '_'), known)}: "
+                         "arguments are matched exactly, not abbreviated.")  # fmt: skip
+    if remaining:
+        raise ValueError(f"{len(remaining)} value(s) without an --argument before them on the command line (a recipe "
+                         "file goes first): fix the command line.")  # fmt: skip
+    return tuple(parsed)
+
+
+def token_value_positions(argv: list[str]) -> list[tuple[int, str]]:
+    """(index, value) of every value given to an argument whose name holds 'token', in any spelling: `--x value`
+    or `--x=value`; for `--x=value` the index is that of the whole argument."""
+    found = []
+    for index, arg in enumerate(argv):
+        name, equals, value = arg.partition("=")
+        if arg.startswith("-") and "token" in name.lower():
+            if equals:
+                found.append((index, value))
+            elif index + 1 < len(argv):
+                found.append((index + 1, argv[index + 1]))
+    return [(index, value) for index, value in found if value]
+
+
+def secrets_in_argv(argv: list[str]) -> list[str]:
+    """The token values given on a command line (see `token_value_positions`)."""
+    return [value for _, value in token_value_positions(argv)]
+
+
+def mask_token_values(argv: list[str]) -> list[str]:
+    """`argv` with every token value replaced by ***, whatever its length."""
+    masked = list(argv)
+    for index, value in token_value_positions(argv):
+        masked[index] = masked[index][: -len(value)] + MASK if masked[index] != value else MASK
+    return masked
+
+
+def command_secrets(argv: list[str]) -> list[str]:
+    """Every token value this command could leak: given on the command line or in its recipe, or known to
+    huggingface_hub (`HF_TOKEN`, the saved login)."""
+    try:
+        expanded = recipe_to_argv(argv)
+    except (OSError, ValueError):
+        expanded = argv
+    return known_secrets(*secrets_in_argv(argv), *secrets_in_argv(expanded))
+
+
+def plain_command() -> str:
+    """The command that started this run, with every token value replaced by ***."""
+    launcher = f"torchrun --nproc_per_node {os.environ['WORLD_SIZE']} " if int(os.environ.get("WORLD_SIZE", 1)) > 1 else "python "
+    return redact(launcher + shlex.join(mask_token_values(sys.argv)), command_secrets(sys.argv[1:]))
