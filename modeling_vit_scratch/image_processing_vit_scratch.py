@@ -237,6 +237,20 @@ class ViTScratchImageProcessorFast(ViTScratchProcessing, TorchvisionBackend):
             )
         super().__init__(**kwargs)
 
+    # transformers resizes CPU images one by one (faster for large images); up to this many pixels (digits, icons)
+    # the per-image overhead dominates, and one stacked tensor per size is faster (measured 2x on 256 8x8 digits)
+    small_image_pixels = 64 * 64
+
+    def _preprocess(self, images: list, *args, **kwargs):
+        """transformers' batched resize and normalise; small CPU images grouped by size unless `disable_grouping`
+        is given."""
+        if kwargs.get("disable_grouping") is None and images and all(
+            image.device.type == "cpu" and image.shape[-2] * image.shape[-1] <= self.small_image_pixels
+            for image in images
+        ):
+            kwargs["disable_grouping"] = False
+        return super()._preprocess(images, *args, **kwargs)
+
     def process_image(
         self, image, num_channels: int | None = None, do_convert_rgb: bool | None = None, **kwargs
     ) -> "torch.Tensor":

@@ -112,6 +112,8 @@ def test_fast_batches_of_mixed_inputs_and_sizes_match_in_order(channels):
     expected, got = pil(batch, return_tensors="pt").pixel_values, fast(batch, return_tensors="pt").pixel_values
     assert got.shape == expected.shape == (5, channels, 20, 28)
     torch.testing.assert_close(got, expected, atol=ONE_LEVEL / 0.5, rtol=0)  # std 0.5: one level is 2/255 here
+    one_by_one = fast(batch, return_tensors="pt", disable_grouping=True).pixel_values  # small: grouped by default
+    torch.testing.assert_close(one_by_one, got, atol=1e-6, rtol=0)
     stacked = torch.from_numpy(np.stack([pixels((3, 31, 45), seed) for seed in range(4)]))  # (N, C, H, W)
     torch.testing.assert_close(fast(stacked, return_tensors="pt").pixel_values,
                                pil(stacked, return_tensors="pt").pixel_values, atol=ONE_LEVEL / 0.5, rtol=0)  # fmt: skip
