@@ -163,6 +163,9 @@ class ViTScratchImageProcessorKwargs(ImagesKwargs, total=False):
     num_channels: int
 
 
+ViTScratchImageProcessorFastKwargs = ViTScratchImageProcessorKwargs  # the name transformers looks up for the fast class
+
+
 class ViTScratchProcessing:
     """What the PIL and the torchvision processor share: settings, `for_config`, 2-D arrays as one gray image, and
     one saved form (the same `image_processor_type` and `auto_map`, so a folder does not depend on which saved it)."""
