@@ -5,26 +5,34 @@ and marks them so that `save_pretrained` writes the model code and an `auto_map`
 """
 
 from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForImageClassification
+from transformers.utils import is_torchvision_available
 
 from .configuration_vit_scratch import PRESETS, ViTScratchConfig
-from .image_processing_vit_scratch import ViTScratchImageProcessor
+from .image_processing_vit_scratch import ViTScratchImageProcessor, ViTScratchImageProcessorFast
 from .modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchModel, ViTScratchPreTrainedModel
 
 AutoConfig.register(ViTScratchConfig.model_type, ViTScratchConfig, exist_ok=True)
 AutoModel.register(ViTScratchConfig, ViTScratchModel, exist_ok=True)
 AutoModelForImageClassification.register(ViTScratchConfig, ViTScratchForImageClassification, exist_ok=True)
-AutoImageProcessor.register(ViTScratchConfig, image_processor_classes={"pil": ViTScratchImageProcessor}, exist_ok=True)
+# torchvision is picked when installed (transformers' default), or asked for with backend="torchvision"/use_fast=True;
+# without torchvision only the PIL class is registered, so transformers falls back to it as for its own models.
+PROCESSORS = {"pil": ViTScratchImageProcessor}
+if is_torchvision_available():
+    PROCESSORS["torchvision"] = ViTScratchImageProcessorFast
+AutoImageProcessor.register(ViTScratchConfig, image_processor_classes=PROCESSORS, exist_ok=True)
 
 ViTScratchConfig.register_for_auto_class()
 ViTScratchModel.register_for_auto_class("AutoModel")
 ViTScratchForImageClassification.register_for_auto_class("AutoModelForImageClassification")
 ViTScratchImageProcessor.register_for_auto_class("AutoImageProcessor")
+ViTScratchImageProcessorFast.register_for_auto_class("AutoImageProcessor")
 
 __all__ = [
     "PRESETS",
     "ViTScratchConfig",
     "ViTScratchForImageClassification",
     "ViTScratchImageProcessor",
+    "ViTScratchImageProcessorFast",
     "ViTScratchModel",
     "ViTScratchPreTrainedModel",
 ]
