@@ -44,7 +44,12 @@ OWN_AUTO_MAP = {
         "AutoModel": "modeling_vit_scratch.ViTScratchModel",
         "AutoModelForImageClassification": "modeling_vit_scratch.ViTScratchForImageClassification",
     },
-    "preprocessor_config.json": {"AutoImageProcessor": "image_processing_vit_scratch.ViTScratchImageProcessor"},
+    "preprocessor_config.json": {  # [PIL class, torchvision class]: transformers picks one by backend= / use_fast=
+        "AutoImageProcessor": [
+            "image_processing_vit_scratch.ViTScratchImageProcessor",
+            "image_processing_vit_scratch.ViTScratchImageProcessorFast",
+        ]
+    },
 }
 RESULTS_FILE, RECORD_FILE, CURVES_FILE = "all_results.json", "training_record.json", "training_curves.png"
 # Files of a training output that travel with the model, when present.

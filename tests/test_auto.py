@@ -55,7 +55,8 @@ def test_saved_folder_holds_safetensors_code_and_auto_map(saved_folder):
         "AutoModelForImageClassification": "modeling_vit_scratch.ViTScratchForImageClassification",
     }
     processor_map = json.loads((folder / "preprocessor_config.json").read_text())["auto_map"]
-    assert processor_map == {"AutoImageProcessor": "image_processing_vit_scratch.ViTScratchImageProcessor"}
+    assert processor_map == {"AutoImageProcessor": ["image_processing_vit_scratch.ViTScratchImageProcessor",
+                                                    "image_processing_vit_scratch.ViTScratchImageProcessorFast"]}
 
 
 FRESH_PROCESS = textwrap.dedent(
