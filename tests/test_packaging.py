@@ -65,6 +65,7 @@ print("result:", type(model).__name__, len(pipeline("image-classification", mode
     result = run_outside_checkout(code, REPO, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split("result:")[-1].split() == ["ViTScratchForImageClassification", "3"]
+    assert "custom code" not in result.stdout + result.stderr  # no consent prompt: the installed classes serve
 
 
 def test_an_installed_wheel_trains_and_writes_a_complete_folder_with_its_card(wheel, tmp_path):
