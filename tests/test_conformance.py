@@ -228,7 +228,8 @@ class ViTScratchImageProcessingTest(ImageProcessingTestMixin, unittest.TestCase)
     image_processor_tester_class = ViTScratchImageProcessingTester
 
     @unittest.skip(reason="a policy for image processors added to transformers after 2025-09 (they must ship a "
-                   "torchvision backend); this one is PIL only, so it runs where torchvision is not installed")
+                   "torchvision backend): ours ships one, registered only where torchvision is installed, which this "
+                   "environment lacks; tests/test_image_processing_fast.py covers it in .venv-timm")
     def test_new_models_require_torchvision_backend(self):
         pass
 
