@@ -296,8 +296,8 @@ def test_convert_script_takes_the_underscore_flags_and_keeps_the_dashed_ones(spe
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     kwargs_flag = spelling.replace("model", "kwargs")
-    argv = ["--from", "timm", spelling, "vit_tiny_patch16_224", kwargs_flag, "img_size=64", "--input", "w", "--output", "o"]
-    args = script.parse_args(argv)
+    args = script.parse_args(["--from", "timm", spelling, "vit_tiny_patch16_224", kwargs_flag, "img_size=64",
+                              "--input", "w", "--output", "o"])  # fmt: skip
     assert (args.timm_model, args.timm_kwargs) == ("vit_tiny_patch16_224", "img_size=64")
     with pytest.raises(SystemExit):
         script.parse_args(["--help"])
