@@ -79,8 +79,10 @@ def plot_overlay(image, patch_map, title: str, path: str | Path) -> Path:
     return _save(figure, path)
 
 
-def plot_layer_attention(class_attention, path: str | Path) -> Path:
-    """One panel per layer: attention from the pooled token to each patch, averaged over heads. (L, gh, gw)."""
+def layer_attention_figure(class_attention):
+    """One panel per layer: the class token's attention to each patch (row 0 of the attention matrix, patch
+    columns), averaged over heads. (L, gh, gw). The class token's row whatever the pooling: with pooling="mean" it
+    is not the row the classifier reads."""
     layers = class_attention.shape[0]
     columns = min(layers, 6)
     rows = (layers + columns - 1) // columns
@@ -93,8 +95,13 @@ def plot_layer_attention(class_attention, path: str | Path) -> Path:
             axis.set_title(f"layer {index + 1}")
         else:
             axis.axis("off")
-    figure.suptitle("attention from the class token to the patches, per layer")
-    return _save(figure, path)
+    figure.suptitle("attention from the class token to each patch, per layer (mean over heads)")
+    return figure
+
+
+def plot_layer_attention(class_attention, path: str | Path) -> Path:
+    """`layer_attention_figure` saved to `path`. (L, gh, gw)."""
+    return _save(layer_attention_figure(class_attention), path)
 
 
 def plot_embedding_filters(components, path: str | Path) -> Path:

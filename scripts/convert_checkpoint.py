@@ -1,7 +1,7 @@
 """Convert ViT checkpoints to and from vit_scratch.
 
     python scripts/convert_checkpoint.py --from transformers --input google/vit-base-patch16-224 --output DIR
-    python scripts/convert_checkpoint.py --from timm --timm-model vit_base_patch16_224 --input weights.safetensors --output DIR
+    python scripts/convert_checkpoint.py --from timm --timm_model vit_base_patch16_224 --input weights.safetensors --output DIR
     python scripts/convert_checkpoint.py --to transformers --input DIR --output DIR
 
 The output folder is written beside its final place and moved in only when complete; an existing non-empty output
@@ -29,8 +29,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace an existing model folder once the new one is complete"
     )
-    parser.add_argument("--timm-model", help="timm architecture name, e.g. vit_base_patch16_224 (--from timm)")
-    parser.add_argument("--timm-kwargs", help="extra timm.create_model arguments, e.g. 'global_pool=avg,img_size=384'")
+    parser.add_argument(
+        "--timm_model", "--timm-model", help="timm architecture name, e.g. vit_base_patch16_224 (--from timm)"
+    )
+    parser.add_argument(
+        "--timm_kwargs", "--timm-kwargs", help="extra timm.create_model arguments, e.g. 'global_pool=avg,img_size=384'"
+    )
     return parser.parse_args(argv)
 
 
@@ -44,7 +48,7 @@ def convert(args: argparse.Namespace) -> None:
         return
     if args.source == "timm":
         if not args.timm_model:
-            raise ValueError("--from timm needs --timm-model NAME (e.g. vit_base_patch16_224) to know the architecture.")
+            raise ValueError("--from timm needs --timm_model NAME (e.g. vit_base_patch16_224) to know the architecture.")
         if not Path(args.input).is_file():
             raise FileNotFoundError(f"--input {args.input!r} is not a file: give the timm model's weights as safetensors.")
         import timm

@@ -48,7 +48,7 @@ def test_a_measurement_runs_the_step_and_reports_throughput_and_memory(mode):
 
 
 def test_a_round_runs_each_implementation_in_its_own_process_and_pairs_them():
-    args = benchmark.main_parser().parse_args(["--warmup", "1", "--steps", "1", "--chunks", "2", "--chunk-seconds", "0"])
+    args = benchmark.main_parser().parse_args(["--warmup", "1", "--steps", "1", "--chunks", "2", "--chunk_seconds", "0"])
     results = benchmark.measure_round(["vit_scratch", "transformers-sdpa"], "digits", "inference", 8, args)
     assert set(results) == {"vit_scratch", "transformers-sdpa"}
     for result in results.values():
@@ -86,14 +86,57 @@ def test_ratios_pair_each_chunk_with_the_reference_chunk_timed_next_to_it():
     assert (summary["median"], summary["min"], summary["max"]) == (1.125, 1.0, 1.25)
 
 
+TODAYS_BARS = dict(min_speedup_vs_sdpa=1.0, min_speedup_vs_fastest=0.95, max_memory_ratio=1.05)
+
+
+def our_row(**ratios):
+    return dict(config="digits", mode="train", batch=256, implementation="vit_scratch", **ratios)
+
+
 def test_bars_report_each_failed_condition():
-    row = dict(config="digits", mode="train", batch=256, implementation="vit_scratch", ratio=1.02,
-               ratio_to_fastest_peer=0.93, memory_ratio=1.0)  # fmt: skip
-    assert benchmark.bars([row]) == [
+    row = our_row(ratio=1.02, ratio_to_fastest_peer=0.93, memory_ratio=1.0)
+    assert benchmark.bars([row], **TODAYS_BARS) == [
         "digits train batch 256: 1.020x transformers SDPA (bar 1.00x), 0.930x fastest of eager/timm (bar 0.95x), "
         "memory 1.000x (bar <= 1.05x): NOT met"
     ]
-    assert benchmark.bars([{**row, "ratio_to_fastest_peer": 0.95}])[0].endswith(": met")
+    assert benchmark.bars([{**row, "ratio_to_fastest_peer": 0.95}], **TODAYS_BARS)[0].endswith(": met")
+
+
+def test_bars_are_judged_only_as_given_on_the_command_line():
+    """The same row meets loose bars and fails strict ones; a bar not given is neither shown nor judged."""
+    row = our_row(ratio=1.02, ratio_to_fastest_peer=0.93, memory_ratio=1.1)
+    others = dict(config="digits", mode="train", batch=256, implementation="timm", ratio=0.5, memory_ratio=3.0)
+    assert benchmark.bars([row, others]) == []  # no bar given: no verdict
+    args = benchmark.main_parser().parse_args(["--min_speedup_vs_sdpa", "1.03", "--max_memory_ratio", "1.2"])
+    bars = dict(min_speedup_vs_sdpa=args.min_speedup_vs_sdpa, min_speedup_vs_fastest=args.min_speedup_vs_fastest,
+                max_memory_ratio=args.max_memory_ratio)  # fmt: skip
+    assert benchmark.bars([row, others], **bars) == [
+        "digits train batch 256: 1.020x transformers SDPA (bar 1.03x), memory 1.100x (bar <= 1.20x): NOT met"
+    ]
+    assert benchmark.bars([row], min_speedup_vs_fastest=0.925) == [
+        "digits train batch 256: 0.930x fastest of eager/timm (bar 0.925x): met"
+    ]
+    assert benchmark.bars([row], max_memory_ratio=1.05)[0].endswith("memory 1.100x (bar <= 1.05x): NOT met")
+    without_peers = our_row(ratio=1.02, memory_ratio=1.0)  # eager and timm not measured: that bar has nothing to judge
+    assert benchmark.bars([without_peers], **TODAYS_BARS) == [
+        "digits train batch 256: 1.020x transformers SDPA (bar 1.00x), memory 1.000x (bar <= 1.05x): met"
+    ]
+
+
+@pytest.mark.parametrize("spelling", ["underscore", "dash"])
+def test_flags_take_the_underscore_spelling_and_keep_the_dashed_one(spelling):
+    flags = ["--chunk_seconds", "0.5", "--glibc_malloc_defaults", "--peak_tflops", "100"]
+    if spelling == "dash":
+        flags = [flag.replace("_", "-") for flag in flags]
+    args = benchmark.main_parser().parse_args(flags)
+    assert (args.chunk_seconds, args.glibc_malloc_defaults, args.peak_tflops) == (0.5, True, 100.0)
+
+
+def test_help_shows_the_underscore_spelling_first():
+    usage = benchmark.main_parser().format_help()
+    for flag in ("chunk_seconds", "glibc_malloc_defaults", "peak_tflops"):
+        assert f"--{flag.replace('_', '-')}" in usage
+        assert usage.index(f"--{flag}") < usage.index(f"--{flag.replace('_', '-')}")
 
 
 def test_cuda_adds_bf16_training_and_cpu_only_on_request():

@@ -283,3 +283,24 @@ def test_convert_script_refuses_a_used_folder_and_leaves_it_as_it_was(tmp_path):
     assert refused.returncode != 0 and "pooling='mean'" in refused.stderr.strip().splitlines()[-1]
     assert folder_bytes(tmp_path / "ours") == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mean", "ours", "reference"]
+
+
+@pytest.mark.parametrize("spelling", ["--timm_model", "--timm-model"])
+def test_convert_script_takes_the_underscore_flags_and_keeps_the_dashed_ones(spelling, capsys):
+    """Users' command lines with the dashed spelling keep working; --help shows the underscore one first."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "convert_checkpoint.py"
+    spec = importlib.util.spec_from_file_location("convert_checkpoint", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    kwargs_flag = spelling.replace("model", "kwargs")
+    args = script.parse_args(["--from", "timm", spelling, "vit_tiny_patch16_224", kwargs_flag, "img_size=64",
+                              "--input", "w", "--output", "o"])  # fmt: skip
+    assert (args.timm_model, args.timm_kwargs) == ("vit_tiny_patch16_224", "img_size=64")
+    with pytest.raises(SystemExit):
+        script.parse_args(["--help"])
+    usage = capsys.readouterr().out
+    for flag in ("timm_model", "timm_kwargs"):
+        assert f"--{flag}" in usage and usage.index(f"--{flag}") < usage.index(f"--{flag.replace('_', '-')}")

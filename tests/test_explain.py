@@ -193,3 +193,21 @@ def test_explain_script_runs_a_grayscale_model_with_an_rgb_processor(tmp_path):
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(list((tmp_path / "out").glob("*.png"))) == 7
+
+
+def test_per_layer_attention_plot_says_it_shows_the_class_token_row_of_each_layer():
+    import matplotlib.pyplot as plt
+
+    from modeling_vit_scratch import plots
+
+    class_attention = torch.rand(7, 2, 3)  # 7 layers: two rows of panels, the last 5 empty
+    figure = plots.layer_attention_figure(class_attention)
+    try:
+        assert figure.get_suptitle() == "attention from the class token to each patch, per layer (mean over heads)"
+        panels = [axis for axis in figure.axes if axis.images]
+        assert [axis.get_title() for axis in panels] == [f"layer {index}" for index in range(1, 8)]
+        for axis, layer in zip(panels, class_attention):
+            np.testing.assert_array_equal(axis.images[0].get_array(), layer.numpy())
+        assert len(figure.axes) == 12 and not any(axis.axison for axis in figure.axes if not axis.images)
+    finally:
+        plt.close(figure)
