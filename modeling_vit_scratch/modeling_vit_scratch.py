@@ -244,7 +244,7 @@ class ViTScratchLayer(GradientCheckpointingLayer):
         self.mlp = ViTScratchMLP(config)
         self.drop_path = ViTScratchDropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
 
-    def forward(self, hidden_states: torch.Tensor, output_attentions: bool = False, class_token_only: bool = False):
+    def forward(self, hidden_states: torch.Tensor, *, output_attentions: bool = False, class_token_only: bool = False):
         queries = slice(0, 1) if class_token_only else slice(None)
         attention_output, attention_weights = self.attention(
             self.layernorm_before(hidden_states), output_attentions, queries
@@ -421,6 +421,7 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
     def forward_features(
         self,
         pixel_values: torch.Tensor,
+        *,
         interpolate_pos_encoding: bool = False,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
@@ -428,8 +429,8 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
         """Tokens (batch, 1 + N, D) after the final LayerNorm (unless fc_norm), and per-layer states/weights if asked.
 
-        With `class_token_only` the last block computes the class token alone, (batch, 1, D): all that Eq. 4 reads.
-        It is ignored when hidden states, attentions or mean pooling need every token.
+        With `class_token_only` the last block computes the class token alone, (batch, 1, D): all that Eq. 4 reads,
+        so the classifier asks for it. It is ignored when hidden states, attentions or mean pooling need every token.
         """
         every_token_needed = output_attentions or output_hidden_states or self.config.pooling != "cls"
         class_token_only = class_token_only and not every_token_needed
@@ -439,7 +440,9 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
         last = len(self.layers) - 1
         for index, layer in enumerate(self.layers):
             last_class_token_only = class_token_only and index == last
-            hidden_states, attention_weights = layer(hidden_states, output_attentions, last_class_token_only)
+            hidden_states, attention_weights = layer(
+                hidden_states, output_attentions=output_attentions, class_token_only=last_class_token_only
+            )
             if output_hidden_states:
                 all_hidden_states.append(hidden_states)
             if output_attentions:
@@ -448,6 +451,14 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
             self.layernorm(hidden_states),
             tuple(all_hidden_states) if output_hidden_states else None,
             tuple(all_attentions) if output_attentions else None,
+        )
+
+    def feature_options(self, output_attentions, output_hidden_states, interpolate_pos_encoding) -> dict[str, bool]:
+        """`forward`'s optional flags as `forward_features` takes them: None means the config's setting."""
+        return dict(
+            interpolate_pos_encoding=bool(interpolate_pos_encoding),
+            output_attentions=self.config.output_attentions if output_attentions is None else output_attentions,
+            output_hidden_states=self.config.output_hidden_states if output_hidden_states is None else output_hidden_states,
         )
 
     def pool(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -462,14 +473,9 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
         output_hidden_states: bool | None = None,
         interpolate_pos_encoding: bool | None = None,
         return_dict: bool | None = None,
-        class_token_only: bool = False,
     ) -> BaseModelOutputWithPooling | tuple:
-        """`class_token_only`: last_hidden_state is the class token alone, (batch, 1, D), as `forward_features`
-        computes it; a classifier needs no more."""
-        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
-        output_hidden_states = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
         tokens, hidden_states, attentions = self.forward_features(
-            pixel_values, bool(interpolate_pos_encoding), output_attentions, output_hidden_states, class_token_only
+            pixel_values, **self.feature_options(output_attentions, output_hidden_states, interpolate_pos_encoding)
         )
         output = BaseModelOutputWithPooling(
             last_hidden_state=tokens, pooler_output=self.pool(tokens), hidden_states=hidden_states, attentions=attentions
@@ -496,19 +502,12 @@ class ViTScratchForImageClassification(ViTScratchPreTrainedModel):
         interpolate_pos_encoding: bool | None = None,
         return_dict: bool | None = None,
     ) -> ImageClassifierOutput | tuple:
-        outputs = self.vit(
-            pixel_values,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            interpolate_pos_encoding=interpolate_pos_encoding,
-            return_dict=True,
-            class_token_only=True,  # the head reads the class token only
-        )
-        logits = self.classifier(outputs.pooler_output)
+        options = self.vit.feature_options(output_attentions, output_hidden_states, interpolate_pos_encoding)
+        # the head reads the pooled token only: the last block need not compute the other tokens
+        tokens, hidden_states, attentions = self.vit.forward_features(pixel_values, **options, class_token_only=True)
+        logits = self.classifier(self.vit.pool(tokens))
         loss = self.loss_function(labels, logits, self.config) if labels is not None else None
-        output = ImageClassifierOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+        output = ImageClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states, attentions=attentions)
         return output if (self.config.return_dict if return_dict is None else return_dict) else output.to_tuple()
 
 

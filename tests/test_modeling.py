@@ -253,14 +253,15 @@ def test_classifier_computes_only_the_class_token_in_the_last_block_with_the_sam
     model = ViTScratchForImageClassification(config).eval()
     pixel_values = images(config, batch=3)
     full = model.vit(pixel_values)
-    short = model.vit(pixel_values, class_token_only=True)
-    assert (full.last_hidden_state.shape[1], short.last_hidden_state.shape[1]) == (26, 1)
-    torch.testing.assert_close(short.pooler_output, full.pooler_output, atol=1e-6, rtol=0)
+    short, _, _ = model.vit.forward_features(pixel_values, class_token_only=True)
+    assert (full.last_hidden_state.shape[1], short.shape[1]) == (26, 1)  # the base model's output keeps every token
+    torch.testing.assert_close(model.vit.pool(short), full.pooler_output, atol=1e-6, rtol=0)
     torch.testing.assert_close(model(pixel_values).logits, model.classifier(full.pooler_output), atol=1e-6, rtol=0)
     # what needs every token gets every token
-    assert model.vit(pixel_values, class_token_only=True, output_hidden_states=True).last_hidden_state.shape[1] == 26
+    every, _, _ = model.vit.forward_features(pixel_values, class_token_only=True, output_hidden_states=True)
+    assert every.shape[1] == 26
     mean_pooled = ViTScratchModel(tiny_config(pooling="mean")).eval()
-    assert mean_pooled(pixel_values, class_token_only=True).last_hidden_state.shape[1] == 26
+    assert mean_pooled.forward_features(pixel_values, class_token_only=True)[0].shape[1] == 26
 
 
 def test_class_token_only_training_gives_the_same_gradients(config):
