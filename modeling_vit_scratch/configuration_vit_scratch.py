@@ -9,8 +9,8 @@ from dataclasses import dataclass, fields
 from typing import Literal, get_args, get_origin
 
 from huggingface_hub.dataclasses import strict
-from huggingface_hub.errors import StrictDataclassFieldValidationError
-from transformers import PretrainedConfig
+from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
+from transformers import PreTrainedConfig
 
 # The closed sets of values, typed as such: @strict refuses any other value when set, at construction and load.
 Pooling = Literal["cls", "mean"]
@@ -66,9 +66,11 @@ class ConfigFieldTypeError(StrictDataclassFieldValidationError, ValueError):
         Exception.__init__(self, message)  # not StrictDataclassFieldValidationError's two-line message
 
 
-def one_line_type_errors(cls):
-    """Re-raise @strict's two-line field error (not a ValueError) as a `ConfigFieldTypeError` naming the field."""
-    strict_setattr = cls.__setattr__
+def one_line_errors(cls):
+    """@strict's errors as one-line `ValueError`s: a field of the wrong type is a `ConfigFieldTypeError` naming the
+    field; a failed cross-field check (a `validate_*` method, which @strict runs after `__init__` and on
+    `.validate()`) raises its own ValueError instead of @strict's two-line wrapper."""
+    strict_setattr, strict_validate = cls.__setattr__, cls.validate
 
     def __setattr__(self, name, value):
         try:
@@ -76,14 +78,21 @@ def one_line_type_errors(cls):
         except StrictDataclassFieldValidationError:
             raise ConfigFieldTypeError(name, value, cls.__dataclass_fields__[name].type) from None  # fields only
 
-    cls.__setattr__ = __setattr__
+    def validate(self) -> None:
+        try:
+            strict_validate(self)
+        except StrictDataclassClassValidationError as error:
+            raise error.__cause__ from None
+
+    validate.__is_defined_by_strict_decorator__ = True  # @strict on a subclass may replace it
+    cls.__setattr__, cls.validate = __setattr__, validate
     return cls
 
 
-@one_line_type_errors
+@one_line_errors
 @strict(accept_kwargs=True)
 @dataclass(repr=False)
-class ViTScratchConfig(PretrainedConfig):
+class ViTScratchConfig(PreTrainedConfig):
     r"""
     Args:
         image_size: side (or `(height, width)`) of the images the position embeddings are built for.
@@ -129,14 +138,13 @@ class ViTScratchConfig(PretrainedConfig):
         super().__post_init__(**kwargs)
         if self.id2label is not None and not self.label2id:  # the pipeline and the Trainer read both maps
             self.label2id = {label: index for index, label in self.id2label.items()}
-        self.validate_architecture()
 
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):
-        """`PretrainedConfig.from_dict`, which sets keyword overrides (`from_pretrained(folder, pooling="avg")`)
-        after the constructor has validated, then the constructor's checks again on the result."""
+        """`PreTrainedConfig.from_dict`, which sets keyword overrides (`from_pretrained(folder, pooling="avg")`)
+        after the constructor has validated, then the cross-field checks again on the result."""
         loaded = super().from_dict(config_dict, **kwargs)
-        (loaded[0] if isinstance(loaded, tuple) else loaded).validate_architecture()
+        (loaded[0] if isinstance(loaded, tuple) else loaded).validate()
         return loaded
 
     @property
@@ -190,7 +198,7 @@ class ViTScratchConfig(PretrainedConfig):
         return cls(**{**PRESETS[name], **overrides})
 
 
-# Keys a config may be given besides its dataclass fields: PretrainedConfig's keyword arguments and properties.
+# Keys a config may be given besides its dataclass fields: PreTrainedConfig's keyword arguments and properties.
 STANDARD_CONFIG_KEYS = ("num_labels", "attn_implementation", "torch_dtype", "output_attentions")
 
 
