@@ -15,6 +15,7 @@ from PIL import Image
 from safetensors.torch import load_file
 from transformers import AutoModelForImageClassification, TrainingArguments, pipeline
 
+from modeling_vit_scratch.hub import check_own_code
 from modeling_vit_scratch.run_folder import LOCK_FILE, claim_output_folder
 from modeling_vit_scratch.safety import weights_sha256
 from modeling_vit_scratch.arguments import (
@@ -202,6 +203,21 @@ def test_a_checkpoint_whose_body_does_not_fit_its_config_is_refused(tmp_path, tr
     data = __import__("modeling_vit_scratch.data", fromlist=["x"])
     with pytest.raises(ValueError, match="do not fit its config.json .*mlp.fc1"):
         build_model(ModelArguments(model=str(broken)), data.prepare_splits(data.digits_dataset()))
+
+
+def test_fine_tuning_does_not_carry_a_foreign_custom_pipelines_into_the_new_model(tmp_path, trained_imagefolder):
+    output_dir, _ = trained_imagefolder
+    foreign = tmp_path / "foreign"
+    shutil.copytree(output_dir, foreign)
+    config = json.loads((foreign / "config.json").read_text())
+    pipelines = {"image-classification": {"impl": "evil.Evil", "pt": ["AutoModelForImageClassification"]}}
+    (foreign / "config.json").write_text(json.dumps({**config, "custom_pipelines": pipelines}))
+    data = __import__("modeling_vit_scratch.data", fromlist=["x"])
+    model, processor = build_model(ModelArguments(model=str(foreign)), data.prepare_splits(data.digits_dataset()))
+    model.save_pretrained(tmp_path / "saved")
+    processor.save_pretrained(tmp_path / "saved")
+    assert "evil" not in (tmp_path / "saved" / "config.json").read_text()
+    check_own_code(tmp_path / "saved")  # what push_to_hub applies: the fine-tuned folder names only the package's code
 
 
 def test_accuracy_metrics_and_the_tie_breaking_selection_score():
