@@ -388,6 +388,16 @@ def test_bad_training_input_is_refused_before_training(tmp_path, extra, message)
     assert not any(path.name.startswith("checkpoint-") for path in (tmp_path / "out").glob("*"))
 
 
+def test_an_empty_output_dir_is_refused_and_the_working_directory_is_not_claimed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # Path("") is the working directory
+    argv = ["--model", tiny_model_file(tmp_path, num_channels=1), "--output_dir", "", "--report_to", "none",
+            "--max_train_samples", "32", "--num_train_epochs", "1", "--disable_tqdm", "true"]  # fmt: skip
+    model_args, data_args, output_args, args = parse_arguments(argv)
+    with pytest.raises(ValueError, match="--output_dir is empty: give the folder to write the model to"):
+        train(model_args, data_args, args, output_args)
+    assert not (tmp_path / LOCK_FILE).exists()
+
+
 def test_push_to_hub_goes_through_the_gate_and_a_failed_push_keeps_the_trained_model(tmp_path):
     """`--push_to_hub` with the token on the command line, against the local Hub through HF_ENDPOINT: the pushed repo
     holds the model and no token value; when the Hub fails the commit, the model stays saved and the one error line
