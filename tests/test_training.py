@@ -301,6 +301,16 @@ def test_no_token_value_reaches_any_file_or_printed_line(tmp_path):
     assert "--hub-token=***" in command and str(recipe) in command
 
 
+def test_a_token_in_the_output_folder_name_is_not_printed(tmp_path):
+    token = FAKE_TOKENS["command line"]
+    result = run_script("--model", tiny_model_file(tmp_path, num_channels=1), "--dataset", "digits", "--hub_token",
+                        token, "--output_dir", str(tmp_path / f"dir_{token}"), "--max_train_samples", "32",
+                        "--num_train_epochs", "1", "--report_to", "none", "--disable_tqdm", "true")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Model saved in" in result.stdout
+    assert token not in result.stdout + result.stderr
+
+
 @pytest.mark.parametrize("spelling", [["--hub_token", "SECRET"], ["--hub-token", "SECRET"], ["--hub_token=SECRET"],
                                       ["--hub-token=SECRET"], ["--HUB_TOKEN", "SECRET"], ["--other_token", "SECRET"]])  # fmt: skip
 def test_token_values_are_masked_in_every_spelling(spelling):
