@@ -84,6 +84,9 @@ def claim_output_folder(folder: str | Path, overwrite: bool, resume: bool) -> It
     """Hold `folder` for one training run; yields the names of leftovers it removed. Raises ValueError when the
     folder is not writable, is in use by another run, or holds a model that neither `overwrite` nor `resume`
     allows to touch."""
+    if not str(folder).strip():  # Path("") is the working directory: never claim it by accident
+        raise ValueError("--output_dir is empty: give the folder to write the model to, e.g. --output_dir "
+                         "outputs/vit-digits.")  # fmt: skip
     folder = Path(folder)
     check_writable(folder)
     with open(folder / LOCK_FILE, "a+") as lock:

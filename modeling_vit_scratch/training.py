@@ -147,6 +147,8 @@ def fine_tuned_model(
             f"The weights of {source!r} do not fit its config.json ({', '.join(body_mismatches[:3])}): re-save the "
             "checkpoint with save_pretrained."
         )
+    # a folder's config may name other code to run (custom_pipelines); the trained folder names only the package's
+    vars(model.config).pop("custom_pipelines", None)
     saved_labels = [str(saved.id2label[index]) for index in sorted(saved.id2label or {})]
     if saved_labels != data.labels and not loading["mismatched_keys"]:
         model.classifier = nn.Linear(model.config.hidden_size, model.config.num_labels)  # same count, other labels

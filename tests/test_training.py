@@ -15,6 +15,7 @@ from PIL import Image
 from safetensors.torch import load_file
 from transformers import AutoModelForImageClassification, TrainingArguments, pipeline
 
+from modeling_vit_scratch.hub import check_own_code
 from modeling_vit_scratch.run_folder import LOCK_FILE, claim_output_folder
 from modeling_vit_scratch.safety import weights_sha256
 from modeling_vit_scratch.arguments import (
@@ -204,6 +205,21 @@ def test_a_checkpoint_whose_body_does_not_fit_its_config_is_refused(tmp_path, tr
         build_model(ModelArguments(model=str(broken)), data.prepare_splits(data.digits_dataset()))
 
 
+def test_fine_tuning_does_not_carry_a_foreign_custom_pipelines_into_the_new_model(tmp_path, trained_imagefolder):
+    output_dir, _ = trained_imagefolder
+    foreign = tmp_path / "foreign"
+    shutil.copytree(output_dir, foreign)
+    config = json.loads((foreign / "config.json").read_text())
+    pipelines = {"image-classification": {"impl": "evil.Evil", "pt": ["AutoModelForImageClassification"]}}
+    (foreign / "config.json").write_text(json.dumps({**config, "custom_pipelines": pipelines}))
+    data = __import__("modeling_vit_scratch.data", fromlist=["x"])
+    model, processor = build_model(ModelArguments(model=str(foreign)), data.prepare_splits(data.digits_dataset()))
+    model.save_pretrained(tmp_path / "saved")
+    processor.save_pretrained(tmp_path / "saved")
+    assert "evil" not in (tmp_path / "saved" / "config.json").read_text()
+    check_own_code(tmp_path / "saved")  # what push_to_hub applies: the fine-tuned folder names only the package's code
+
+
 def test_accuracy_metrics_and_the_tie_breaking_selection_score():
     from transformers import EvalPrediction
 
@@ -283,6 +299,16 @@ def test_no_token_value_reaches_any_file_or_printed_line(tmp_path):
             assert token.encode() not in path.read_bytes(), (where, path)
     command = json.loads((output_dir / "training_record.json").read_text())["command"]
     assert "--hub-token=***" in command and str(recipe) in command
+
+
+def test_a_token_in_the_output_folder_name_is_not_printed(tmp_path):
+    token = FAKE_TOKENS["command line"]
+    result = run_script("--model", tiny_model_file(tmp_path, num_channels=1), "--dataset", "digits", "--hub_token",
+                        token, "--output_dir", str(tmp_path / f"dir_{token}"), "--max_train_samples", "32",
+                        "--num_train_epochs", "1", "--report_to", "none", "--disable_tqdm", "true")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Model saved in" in result.stdout
+    assert token not in result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("spelling", [["--hub_token", "SECRET"], ["--hub-token", "SECRET"], ["--hub_token=SECRET"],
@@ -370,6 +396,16 @@ def test_bad_training_input_is_refused_before_training(tmp_path, extra, message)
         train(model_args, data_args, args, output_args)
     assert message in " ".join(str(refused.value).split())
     assert not any(path.name.startswith("checkpoint-") for path in (tmp_path / "out").glob("*"))
+
+
+def test_an_empty_output_dir_is_refused_and_the_working_directory_is_not_claimed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # Path("") is the working directory
+    argv = ["--model", tiny_model_file(tmp_path, num_channels=1), "--output_dir", "", "--report_to", "none",
+            "--max_train_samples", "32", "--num_train_epochs", "1", "--disable_tqdm", "true"]  # fmt: skip
+    model_args, data_args, output_args, args = parse_arguments(argv)
+    with pytest.raises(ValueError, match="--output_dir is empty: give the folder to write the model to"):
+        train(model_args, data_args, args, output_args)
+    assert not (tmp_path / LOCK_FILE).exists()
 
 
 def test_push_to_hub_goes_through_the_gate_and_a_failed_push_keeps_the_trained_model(tmp_path):
