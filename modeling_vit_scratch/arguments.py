@@ -9,6 +9,7 @@ to an argument whose name holds "token" is masked wherever the command is shown.
 import difflib
 import json
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field, fields
@@ -145,7 +146,24 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     if remaining:
         raise ValueError(f"{len(remaining)} value(s) without an --argument before them on the command line (a recipe "
                          "file goes first): fix the command line.")  # fmt: skip
+    refuse_misplaced_tokens(recipe_to_argv(argv))
     return tuple(parsed)
+
+
+HUB_TOKEN_SHAPE = re.compile(r"hf_[A-Za-z0-9]{30,}")  # what the Hub's access tokens look like
+
+
+def refuse_misplaced_tokens(argv: list[str]) -> None:
+    """A ValueError when a value shaped like a Hub token is given to an argument that is not for tokens (e.g.
+    `--hub_model_id hf_...`): it would be written to the card, the record and every checkpoint. The value is
+    never echoed."""
+    masked = set(secrets_in_argv(argv))
+    for index, arg in enumerate(argv):
+        name, _, value = arg.partition("=") if arg.startswith("--") else (argv[index - 1] if index else "", "", arg)
+        if value not in masked and HUB_TOKEN_SHAPE.search(value):
+            raise ValueError(f"The value of {name or 'an argument'} looks like a Hub token: tokens go in --hub_token, "
+                             "HF_TOKEN or `hf auth login`, never in another argument, where they would be written to "
+                             "files; fix the command line.")  # fmt: skip
 
 
 def token_value_positions(argv: list[str]) -> list[tuple[int, str]]:

@@ -433,3 +433,15 @@ def test_push_to_hub_goes_through_the_gate_and_a_failed_push_keeps_the_trained_m
     assert f"python scripts/push_to_hub.py {tmp_path / 'b'} local-user/b" in line
     assert json.loads((tmp_path / "b" / "training_record.json").read_text())["weights_sha256"] == weights_sha256(
         tmp_path / "b")  # fmt: skip
+
+
+@pytest.mark.parametrize("where", [["--hub_model_id", "{token}"], ["--output_dir={token}"], ["--run_name", "x-{token}"]])
+def test_a_token_given_to_another_argument_is_refused_without_echoing_it(tmp_path, where):
+    token = "hf_" + "Ab3" * 12
+    argv = ["--model", "vit-tiny-patch16-224", "--output_dir", str(tmp_path / "out"),
+            *(arg.format(token=token) for arg in where)]  # fmt: skip
+    with pytest.raises(ValueError) as refused:
+        parse_arguments(argv)
+    assert "looks like a Hub token" in str(refused.value) and token not in str(refused.value)
+    assert where[0].split("=")[0] in str(refused.value)
+    parse_arguments(["--model", "vit-tiny-patch16-224", "--output_dir", str(tmp_path / "out"), "--hub_token", token])
