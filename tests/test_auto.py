@@ -2,9 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -18,7 +15,7 @@ from modeling_vit_scratch import (
     ViTScratchImageProcessor,
     ViTScratchModel,
 )
-from tests.conftest import tiny_config
+from helpers import run_fresh, tiny_config
 
 
 @pytest.fixture
@@ -57,51 +54,6 @@ def test_saved_folder_holds_safetensors_code_and_auto_map(saved_folder):
     processor_map = json.loads((folder / "preprocessor_config.json").read_text())["auto_map"]
     assert processor_map == {"AutoImageProcessor": ["image_processing_vit_scratch.ViTScratchImageProcessor",
                                                     "image_processing_vit_scratch.ViTScratchImageProcessorFast"]}
-
-
-FRESH_PROCESS = textwrap.dedent(
-    """
-    import sys
-    sys.modules["modeling_vit_scratch"] = None  # the package is absent: importing it would raise ImportError
-    import numpy as np, torch
-    from PIL import Image
-    from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForImageClassification, pipeline
-    folder, inputs, outputs, revision = sys.argv[1:4] + [sys.argv[4] or None]
-    pixel_values = torch.load(inputs)
-    load = dict(trust_remote_code=True, revision=revision)
-    model = AutoModelForImageClassification.from_pretrained(folder, **load).eval()
-    assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
-    base = AutoModel.from_pretrained(folder, **load).eval()
-    config = AutoConfig.from_pretrained(folder, **load)
-    processor = AutoImageProcessor.from_pretrained(folder, **load)
-    classify = pipeline("image-classification", model=folder, **load)
-    image = Image.fromarray(np.arange(30 * 40 * 3, dtype=np.uint8).reshape(30, 40, 3))
-    with torch.no_grad():
-        torch.save({
-            "logits": model(pixel_values).logits,
-            "tokens": base(pixel_values).last_hidden_state,
-            "config_class": type(config).__name__,
-            "processor_class": type(processor).__name__,
-            "pipeline": classify(image),
-        }, outputs)
-    """
-)
-
-
-def run_fresh(folder, pixel_values, tmp_path, env: dict | None = None, revision: str | None = None) -> dict:
-    """Load `folder` (or a repo id, with `env` pointing at a hub) in a new process where the package is absent:
-    logits, base-model tokens, config and processor classes, and the pipeline's answer for a 40x30 RGB image."""
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    script, inputs, outputs = tmp_path / "load.py", tmp_path / "inputs.pt", tmp_path / "outputs.pt"
-    script.write_text(FRESH_PROCESS)
-    torch.save(pixel_values, inputs)
-    env = {**os.environ, **(env or {"HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1"})}
-    result = subprocess.run(
-        [sys.executable, str(script), str(folder), str(inputs), str(outputs), revision or ""],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return torch.load(outputs)
 
 
 def test_fresh_process_without_the_package_loads_by_trust_remote_code(saved_folder, tmp_path):

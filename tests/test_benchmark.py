@@ -2,12 +2,12 @@
 speed lives in the benchmark's own runs, these tests check that what it compares and reports is right."""
 
 import importlib.util
-from pathlib import Path
 
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers import REPO
+
 spec = importlib.util.spec_from_file_location("benchmark", REPO / "scripts" / "benchmark.py")
 benchmark = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(benchmark)

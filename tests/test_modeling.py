@@ -11,7 +11,7 @@ from modeling_vit_scratch.modeling_vit_scratch import (
     sincos_position_table,
     truncated_normal_,
 )
-from tests.conftest import tiny_config
+from helpers import tiny_config
 
 
 def images(config: ViTScratchConfig, batch: int = 2, size: tuple[int, int] | None = None) -> torch.Tensor:
