@@ -1,7 +1,9 @@
 """Auto classes, safetensors saving and the pipeline: in this process and in one that has never heard of us."""
 
+import ast
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -29,7 +31,7 @@ def saved_folder(tmp_path):
 
 
 def test_importing_the_package_registers_the_auto_classes(saved_folder):
-    model, folder = saved_folder
+    _, folder = saved_folder
     config = AutoConfig.for_model("vit_scratch", hidden_size=24, num_attention_heads=2)
     assert isinstance(config, ViTScratchConfig)
     assert isinstance(AutoModel.from_config(tiny_config()), ViTScratchModel)
@@ -54,6 +56,37 @@ def test_saved_folder_holds_safetensors_code_and_auto_map(saved_folder):
     processor_map = json.loads((folder / "preprocessor_config.json").read_text())["auto_map"]
     assert processor_map == {"AutoImageProcessor": ["image_processing_vit_scratch.ViTScratchImageProcessor",
                                                     "image_processing_vit_scratch.ViTScratchImageProcessorFast"]}
+
+
+# The code `save_pretrained` copies into a folder, which runs with `trust_remote_code` where the package is not
+# installed, and what it may import there: the standard library, what such users have anyway, and each other.
+SHIPPED_CODE = {"configuration_vit_scratch", "modeling_vit_scratch", "image_processing_vit_scratch"}
+SHIPPED_CODE_IMPORTS = {"torch", "numpy", "PIL", "transformers", "huggingface_hub"}
+
+
+def test_the_code_a_saved_folder_ships_imports_nothing_else_of_the_package(saved_folder):
+    """A relative import of another package module would be copied along by transformers and ship silently (or fail
+    on the Hub): each import of each *.py file in the saved folder is checked, and the folder holds only our three."""
+    _, folder = saved_folder
+    shipped = {path.stem: path for path in folder.glob("*.py")}
+    assert SHIPPED_CODE <= set(shipped)
+    allowed = SHIPPED_CODE_IMPORTS | set(sys.stdlib_module_names)
+    foreign = []
+    for path in sorted(shipped.values()):
+        for node in ast.walk(ast.parse(path.read_text(), filename=path.name)):
+            if isinstance(node, ast.Import):
+                foreign += [f"{path.name}:{node.lineno}: import {alias.name}" for alias in node.names
+                            if alias.name.split(".")[0] not in allowed]  # fmt: skip
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                if node.module.split(".")[0] not in allowed:
+                    foreign.append(f"{path.name}:{node.lineno}: from {node.module} import ...")
+            elif isinstance(node, ast.ImportFrom):  # relative: only another of the shipped files
+                targets = [node.module] if node.module else [alias.name for alias in node.names]
+                if node.level > 1 or any(target.split(".")[0] not in SHIPPED_CODE for target in targets):
+                    foreign.append(f"{path.name}:{node.lineno}: from {'.' * node.level}{node.module or ''} import "
+                                   f"{', '.join(alias.name for alias in node.names)} (not a shipped file)")
+    assert not foreign, "the saved code imports what a Hub user does not have:\n" + "\n".join(foreign)
+    assert set(shipped) == SHIPPED_CODE, f"save_pretrained also copied {sorted(set(shipped) - SHIPPED_CODE)}"
 
 
 def test_fresh_process_without_the_package_loads_by_trust_remote_code(saved_folder, tmp_path):
