@@ -1,5 +1,9 @@
-"""Helpers shared by the tests, imported as `helpers` (pytest puts tests/ on sys.path through the rootdir conftest.py):
-tiny models, tiny data sets, training arguments, and the subprocesses a user's tools would run."""
+"""Helpers shared by the tests: tiny models, tiny data sets, training arguments, the subprocesses a user's tools run.
+
+Imported as `helpers`, never `tests.helpers` (likewise `hub_server`, `transformers_common`): tests/ has no
+__init__.py, so pytest's default import mode puts tests/ itself on sys.path, from the repository root or anywhere else,
+and a script run from tests/ (the torchrun worker in test_distributed.py) has it there too. conftest.py is for fixtures.
+"""
 
 import json
 import os
