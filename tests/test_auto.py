@@ -1,10 +1,9 @@
 """Auto classes, safetensors saving and the pipeline: in this process and in one that has never heard of us."""
 
+import ast
 import json
 import os
-import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -18,7 +17,7 @@ from modeling_vit_scratch import (
     ViTScratchImageProcessor,
     ViTScratchModel,
 )
-from tests.conftest import tiny_config
+from helpers import run_fresh, tiny_config
 
 
 @pytest.fixture
@@ -32,7 +31,7 @@ def saved_folder(tmp_path):
 
 
 def test_importing_the_package_registers_the_auto_classes(saved_folder):
-    model, folder = saved_folder
+    _, folder = saved_folder
     config = AutoConfig.for_model("vit_scratch", hidden_size=24, num_attention_heads=2)
     assert isinstance(config, ViTScratchConfig)
     assert isinstance(AutoModel.from_config(tiny_config()), ViTScratchModel)
@@ -59,49 +58,35 @@ def test_saved_folder_holds_safetensors_code_and_auto_map(saved_folder):
                                                     "image_processing_vit_scratch.ViTScratchImageProcessorFast"]}
 
 
-FRESH_PROCESS = textwrap.dedent(
-    """
-    import sys
-    sys.modules["modeling_vit_scratch"] = None  # the package is absent: importing it would raise ImportError
-    import numpy as np, torch
-    from PIL import Image
-    from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForImageClassification, pipeline
-    folder, inputs, outputs, revision = sys.argv[1:4] + [sys.argv[4] or None]
-    pixel_values = torch.load(inputs)
-    load = dict(trust_remote_code=True, revision=revision)
-    model = AutoModelForImageClassification.from_pretrained(folder, **load).eval()
-    assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
-    base = AutoModel.from_pretrained(folder, **load).eval()
-    config = AutoConfig.from_pretrained(folder, **load)
-    processor = AutoImageProcessor.from_pretrained(folder, **load)
-    classify = pipeline("image-classification", model=folder, **load)
-    image = Image.fromarray(np.arange(30 * 40 * 3, dtype=np.uint8).reshape(30, 40, 3))
-    with torch.no_grad():
-        torch.save({
-            "logits": model(pixel_values).logits,
-            "tokens": base(pixel_values).last_hidden_state,
-            "config_class": type(config).__name__,
-            "processor_class": type(processor).__name__,
-            "pipeline": classify(image),
-        }, outputs)
-    """
-)
+# The code `save_pretrained` copies into a folder, which runs with `trust_remote_code` where the package is not
+# installed, and what it may import there: the standard library, what such users have anyway, and each other.
+SHIPPED_CODE = {"configuration_vit_scratch", "modeling_vit_scratch", "image_processing_vit_scratch"}
+SHIPPED_CODE_IMPORTS = {"torch", "numpy", "PIL", "transformers", "huggingface_hub"}
 
 
-def run_fresh(folder, pixel_values, tmp_path, env: dict | None = None, revision: str | None = None) -> dict:
-    """Load `folder` (or a repo id, with `env` pointing at a hub) in a new process where the package is absent:
-    logits, base-model tokens, config and processor classes, and the pipeline's answer for a 40x30 RGB image."""
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    script, inputs, outputs = tmp_path / "load.py", tmp_path / "inputs.pt", tmp_path / "outputs.pt"
-    script.write_text(FRESH_PROCESS)
-    torch.save(pixel_values, inputs)
-    env = {**os.environ, **(env or {"HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1"})}
-    result = subprocess.run(
-        [sys.executable, str(script), str(folder), str(inputs), str(outputs), revision or ""],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return torch.load(outputs)
+def test_the_code_a_saved_folder_ships_imports_nothing_else_of_the_package(saved_folder):
+    """A relative import of another package module would be copied along by transformers and ship silently (or fail
+    on the Hub): each import of each *.py file in the saved folder is checked, and the folder holds only our three."""
+    _, folder = saved_folder
+    shipped = {path.stem: path for path in folder.glob("*.py")}
+    assert SHIPPED_CODE <= set(shipped)
+    allowed = SHIPPED_CODE_IMPORTS | set(sys.stdlib_module_names)
+    foreign = []
+    for path in sorted(shipped.values()):
+        for node in ast.walk(ast.parse(path.read_text(), filename=path.name)):
+            if isinstance(node, ast.Import):
+                foreign += [f"{path.name}:{node.lineno}: import {alias.name}" for alias in node.names
+                            if alias.name.split(".")[0] not in allowed]  # fmt: skip
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                if node.module.split(".")[0] not in allowed:
+                    foreign.append(f"{path.name}:{node.lineno}: from {node.module} import ...")
+            elif isinstance(node, ast.ImportFrom):  # relative: only another of the shipped files
+                targets = [node.module] if node.module else [alias.name for alias in node.names]
+                if node.level > 1 or any(target.split(".")[0] not in SHIPPED_CODE for target in targets):
+                    foreign.append(f"{path.name}:{node.lineno}: from {'.' * node.level}{node.module or ''} import "
+                                   f"{', '.join(alias.name for alias in node.names)} (not a shipped file)")
+    assert not foreign, "the saved code imports what a Hub user does not have:\n" + "\n".join(foreign)
+    assert set(shipped) == SHIPPED_CODE, f"save_pretrained also copied {sorted(set(shipped) - SHIPPED_CODE)}"
 
 
 def test_fresh_process_without_the_package_loads_by_trust_remote_code(saved_folder, tmp_path):

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import tempfile
 import unittest
-from pathlib import Path
 from unittest import mock
 
 REMOTE_FOLDER = os.environ.get("VIT_SCRATCH_REMOTE_FOLDER")
@@ -33,7 +32,6 @@ from transformers.models.auto.modeling_auto import (  # noqa: E402
     MODEL_MAPPING_NAMES,
 )
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import transformers_common  # noqa: E402
 
 transformers_common.load()

@@ -6,16 +6,15 @@ file in a second environment (.venv-timm) that has both, with the `timm` marker.
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import save_file
 
+from helpers import REPO
 from modeling_vit_scratch.convert import from_timm
 
 pytestmark = pytest.mark.timm  # deselected in the main environment, selected in .venv-timm
-REPO = Path(__file__).resolve().parent.parent
 
 
 def timm_vit(**kwargs):

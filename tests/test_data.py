@@ -1,5 +1,7 @@
 """Data: the embedded digits, user data sets (imagefolder, save_to_disk), column detection, splits, transforms."""
 
+import random
+
 import numpy as np
 import pytest
 import torch
@@ -8,6 +10,7 @@ from PIL import Image
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
+from helpers import write_imagefolder
 from modeling_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.data import (
     ImageTransform,
@@ -17,18 +20,6 @@ from modeling_vit_scratch.data import (
     prepare_splits,
     random_shift_rotate,
 )
-
-
-def write_imagefolder(root, classes=("cat", "dog", "fox"), per_class=6, size=(12, 10), mode="RGB"):
-    """An imagefolder with one sub-folder per class; each class has its own brightness so it can be learned."""
-    rng = np.random.default_rng(0)
-    for index, name in enumerate(classes):
-        (root / name).mkdir(parents=True)
-        for k in range(per_class):
-            base = 40 + 80 * index
-            pixels = np.clip(base + rng.integers(-20, 20, (size[1], size[0], 3)), 0, 255).astype(np.uint8)
-            Image.fromarray(pixels).convert(mode).save(root / name / f"{k}.png")
-    return root
 
 
 def test_digits_match_scikit_learn_split_and_scaling():
@@ -98,7 +89,7 @@ def test_missing_folder_is_a_clear_error(tmp_path):
 def test_shift_rotate_keeps_size_and_moves_pixels():
     image = Image.new("L", (8, 8))
     image.putpixel((4, 4), 255)
-    moved = random_shift_rotate(image, max_shift=0.25, max_degrees=0.0, rng=__import__("random").Random(1))
+    moved = random_shift_rotate(image, max_shift=0.25, max_degrees=0.0, rng=random.Random(1))
     assert moved.size == (8, 8) and moved.mode == "L"
     assert np.asarray(moved).argmax() != np.asarray(image).argmax()
 

@@ -15,9 +15,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from test_training import run_script, tiny_model_file
+from helpers import REPO, run_script, tiny_model_file
 
-REPO = Path(__file__).resolve().parent.parent
 WORKER_MODEL = dict(image_size=8, patch_size=4, num_channels=1, hidden_size=24, num_hidden_layers=2,
                     num_attention_heads=2, intermediate_size=37, num_labels=10)  # fmt: skip
 WORKER_STEPS, WORKER_GLOBAL_BATCH = 6, 16

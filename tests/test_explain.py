@@ -4,18 +4,16 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
-from conftest import tiny_config
+from helpers import REPO, tiny_config
 from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor
 from modeling_vit_scratch import explain
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 def random_attention(batch=2, heads=3, tokens=10, layers=4) -> tuple[torch.Tensor, ...]:

@@ -12,12 +12,11 @@ import torch
 import yaml
 from huggingface_hub import HfApi, ModelCard, hf_hub_download, snapshot_download
 
-from conftest import tiny_config
+from helpers import run_fresh, tiny_config
 from hub_server import TOKEN, local_hub  # noqa: F401  (the fixture)
 from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor
 from modeling_vit_scratch.hub import RELOAD_WITHOUT_PACKAGE, PushError, push_to_hub
 from modeling_vit_scratch.safety import TOKEN_VARIABLES, credential_free_env, weights_sha256
-from test_auto import run_fresh
 
 REPO = Path(__file__).resolve().parent.parent
 REPO_ID = "local-user/vit-tiny-test"

@@ -17,7 +17,7 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import get_session
 
-from tests.hub_server import USER, LocalHub, local_hub  # noqa: F401  (local_hub is a fixture)
+from hub_server import USER, LocalHub, local_hub  # noqa: F401  (local_hub is a fixture)
 
 REPO_ID = f"{USER}/tiny"
 COMMIT_ID = re.compile(r"[0-9a-f]{40}")

@@ -4,7 +4,7 @@ import torch
 from PIL import Image
 
 from modeling_vit_scratch import ViTScratchImageProcessor
-from tests.conftest import tiny_config
+from helpers import tiny_config
 
 
 def rgb_image(height: int = 31, width: int = 45) -> Image.Image:

@@ -14,7 +14,7 @@ import torch
 from PIL import Image
 
 from modeling_vit_scratch import ViTScratchImageProcessor
-from tests.conftest import tiny_config
+from helpers import tiny_config
 
 ONE_LEVEL = 1 / 255 + 1e-6  # one 8-bit level of the [0, 1] pixel (float rounding on top)
 

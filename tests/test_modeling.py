@@ -11,7 +11,7 @@ from modeling_vit_scratch.modeling_vit_scratch import (
     sincos_position_table,
     truncated_normal_,
 )
-from tests.conftest import tiny_config
+from helpers import tiny_config
 
 
 def images(config: ViTScratchConfig, batch: int = 2, size: tuple[int, int] | None = None) -> torch.Tensor:
@@ -159,13 +159,15 @@ def test_hidden_dropout_changes_training_outputs_only():
 def test_gradient_checkpointing_gives_the_same_loss_and_gradients(config):
     model = ViTScratchForImageClassification(config).train()
     pixel_values, labels = images(config), torch.tensor([1, 3])
-    model(pixel_values, labels=labels).loss.backward()
+    reference_loss = model(pixel_values, labels=labels).loss
+    reference_loss.backward()
     reference = {n: p.grad.clone() for n, p in model.named_parameters()}
     model.zero_grad()
     model.activation_checkpointing_enable()
     assert model.vit.layers[0].gradient_checkpointing
     loss = model(pixel_values, labels=labels).loss
     loss.backward()
+    torch.testing.assert_close(loss, reference_loss)
     for name, parameter in model.named_parameters():
         torch.testing.assert_close(parameter.grad, reference[name], msg=name)
 
@@ -225,6 +227,7 @@ def test_loss_is_cross_entropy_and_tuples_are_returned_on_request(config):
     output = model(pixel_values, labels=labels)
     torch.testing.assert_close(output.loss, torch.nn.functional.cross_entropy(output.logits, labels))
     loss, logits = model(pixel_values, labels=labels, return_dict=False)
+    torch.testing.assert_close(loss, output.loss)
     torch.testing.assert_close(logits, output.logits)
 
 

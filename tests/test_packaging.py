@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers import REPO
+
 BASE_REQUIREMENTS = {"torch", "transformers", "safetensors", "pillow", "numpy"}
 TRAINING_ONLY = ("datasets", "accelerate", "sklearn", "matplotlib", "tensorboard", "jinja2")
 

@@ -11,7 +11,7 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForImageClassification, Trainer, TrainingArguments
 
-from conftest import tiny_config
+from helpers import tiny_config
 from modeling_vit_scratch import ViTScratchForImageClassification
 
 LORA_MODULES = ["qkv_proj", "o_proj", "fc1", "fc2"]  # ViTScratchAttention and ViTScratchMLP's nn.Linear layers

@@ -1,10 +1,7 @@
 """Training: the real Trainer path on real image data sets, the output folder, resuming, several processes, errors."""
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +12,8 @@ from PIL import Image
 from safetensors.torch import load_file
 from transformers import AutoModelForImageClassification, TrainingArguments, pipeline
 
-from modeling_vit_scratch.hub import check_own_code
-from modeling_vit_scratch.run_folder import LOCK_FILE, claim_output_folder
-from modeling_vit_scratch.safety import weights_sha256
+from helpers import run_script, tiny_model_file, training_args, write_imagefolder
+from hub_server import TOKEN, LocalHub
 from modeling_vit_scratch.arguments import (
     DataArguments,
     ModelArguments,
@@ -26,27 +22,11 @@ from modeling_vit_scratch.arguments import (
     parse_arguments,
     recipe_to_argv,
 )
+from modeling_vit_scratch.data import PreparedData, digits_dataset, prepare_splits
+from modeling_vit_scratch.hub import check_own_code
+from modeling_vit_scratch.run_folder import LOCK_FILE, claim_output_folder
+from modeling_vit_scratch.safety import weights_sha256
 from modeling_vit_scratch.training import build_model, parse_overrides, set_global_batch_size, train
-from test_data import write_imagefolder
-
-REPO = Path(__file__).resolve().parent.parent
-TINY_MODEL = dict(image_size=8, patch_size=4, hidden_size=24, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=37)  # fmt: skip
-
-
-def tiny_model_file(tmp_path: Path, **overrides) -> str:
-    path = tmp_path / "tiny.json"
-    path.write_text(json.dumps({**TINY_MODEL, **overrides}))
-    return str(path)
-
-
-def training_args(output_dir: Path, **overrides) -> TrainingArguments:
-    fields = dict(
-        output_dir=str(output_dir), num_train_epochs=4, per_device_train_batch_size=8, per_device_eval_batch_size=32,
-        learning_rate=3e-3, eval_strategy="epoch", save_strategy="epoch", logging_strategy="epoch",
-        load_best_model_at_end=True, metric_for_best_model="accuracy", report_to="none", disable_tqdm=True, seed=3,
-    )  # fmt: skip
-    return TrainingArguments(**{**fields, **overrides})
 
 
 @pytest.fixture(scope="module")
@@ -124,14 +104,6 @@ def test_resumed_run_ends_like_an_uninterrupted_one(tmp_path):
         torch.testing.assert_close(resumed_weights[name], tensor, atol=1e-6, rtol=0)
 
 
-def run_script(*args: str, nproc: int = 1, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-    launcher = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}"] if nproc > 1 else [
-        sys.executable]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run([*launcher, str(REPO / "scripts" / "train.py"), *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
-
-
 def test_unknown_preset_is_one_clear_line():
     result = run_script("--model", "vit-gigantic-patch16-224", "--output_dir", "/tmp/never-written")
     assert result.returncode != 0
@@ -141,8 +113,7 @@ def test_unknown_preset_is_one_clear_line():
 
 
 def test_bad_arguments_name_the_problem(tmp_path):
-    data = __import__("modeling_vit_scratch.data", fromlist=["x"])
-    prepared = data.prepare_splits(data.digits_dataset())
+    prepared = prepare_splits(digits_dataset())
     with pytest.raises(FileNotFoundError, match="Checkpoint folder './no/such/folder' does not exist"):
         build_model(ModelArguments(model="./no/such/folder"), prepared)
     with pytest.raises(FileNotFoundError, match="Config file"):
@@ -169,8 +140,7 @@ def test_recipe_and_command_line_merge_with_the_command_line_winning(tmp_path):
 
 def test_fine_tuning_with_new_labels_reinitialises_the_head(tmp_path, trained_imagefolder):
     output_dir, _ = trained_imagefolder
-    data = __import__("modeling_vit_scratch.data", fromlist=["x"])
-    prepared = data.prepare_splits(data.digits_dataset())
+    prepared = prepare_splits(digits_dataset())
     model, processor = build_model(ModelArguments(model=str(output_dir)), prepared)
     assert model.config.num_labels == 10 and model.config.id2label[3] == "3"
     assert model.classifier.out_features == 10
@@ -182,15 +152,14 @@ def test_fine_tuning_with_new_labels_reinitialises_the_head(tmp_path, trained_im
 
 def test_fine_tuning_on_other_labels_of_the_same_count_gets_a_new_head(trained_imagefolder):
     output_dir, _ = trained_imagefolder
-    data = __import__("modeling_vit_scratch.data", fromlist=["x"])
-    prepared = data.prepare_splits(data.digits_dataset())
+    prepared = prepare_splits(digits_dataset())
     prepared.labels = ["ant", "bee", "cow"]  # three labels, like the checkpoint's cat, dog, fox
     model, _ = build_model(ModelArguments(model=str(output_dir)), prepared)
     original = AutoModelForImageClassification.from_pretrained(output_dir)
     assert model.config.id2label == {0: "ant", 1: "bee", 2: "cow"}
     assert not torch.equal(model.classifier.weight, original.classifier.weight)
     assert model.classifier.bias.abs().max() == 0 and model.classifier.weight.std() < 0.05  # the model's own init
-    same, _ = build_model(ModelArguments(model=str(output_dir)), data.PreparedData(prepared.splits, ["cat", "dog", "fox"]))
+    same, _ = build_model(ModelArguments(model=str(output_dir)), PreparedData(prepared.splits, ["cat", "dog", "fox"]))
     torch.testing.assert_close(same.classifier.weight, original.classifier.weight, rtol=0, atol=0)
 
 
@@ -200,9 +169,8 @@ def test_a_checkpoint_whose_body_does_not_fit_its_config_is_refused(tmp_path, tr
     shutil.copytree(output_dir, broken)
     config = json.loads((broken / "config.json").read_text())
     (broken / "config.json").write_text(json.dumps({**config, "intermediate_size": 38}))
-    data = __import__("modeling_vit_scratch.data", fromlist=["x"])
     with pytest.raises(ValueError, match="do not fit its config.json .*mlp.fc1"):
-        build_model(ModelArguments(model=str(broken)), data.prepare_splits(data.digits_dataset()))
+        build_model(ModelArguments(model=str(broken)), prepare_splits(digits_dataset()))
 
 
 def test_fine_tuning_does_not_carry_a_foreign_custom_pipelines_into_the_new_model(tmp_path, trained_imagefolder):
@@ -212,8 +180,7 @@ def test_fine_tuning_does_not_carry_a_foreign_custom_pipelines_into_the_new_mode
     config = json.loads((foreign / "config.json").read_text())
     pipelines = {"image-classification": {"impl": "evil.Evil", "pt": ["AutoModelForImageClassification"]}}
     (foreign / "config.json").write_text(json.dumps({**config, "custom_pipelines": pipelines}))
-    data = __import__("modeling_vit_scratch.data", fromlist=["x"])
-    model, processor = build_model(ModelArguments(model=str(foreign)), data.prepare_splits(data.digits_dataset()))
+    model, processor = build_model(ModelArguments(model=str(foreign)), prepare_splits(digits_dataset()))
     model.save_pretrained(tmp_path / "saved")
     processor.save_pretrained(tmp_path / "saved")
     assert "evil" not in (tmp_path / "saved" / "config.json").read_text()
@@ -412,8 +379,6 @@ def test_push_to_hub_goes_through_the_gate_and_a_failed_push_keeps_the_trained_m
     """`--push_to_hub` with the token on the command line, against the local Hub through HF_ENDPOINT: the pushed repo
     holds the model and no token value; when the Hub fails the commit, the model stays saved and the one error line
     says how to push it without training again."""
-    from hub_server import TOKEN, LocalHub
-
     common = ["--model", tiny_model_file(tmp_path, num_channels=1), "--max_train_samples", "32", "--num_train_epochs",
               "1", "--report_to", "none", "--disable_tqdm", "true", "--push_to_hub", "true", "--hub_token", TOKEN]  # fmt: skip
     with LocalHub(tmp_path / "hub") as hub:

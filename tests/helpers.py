@@ -1,0 +1,121 @@
+"""Helpers shared by the tests: tiny models, tiny data sets, training arguments, the subprocesses a user's tools run.
+
+Imported as `helpers`, never `tests.helpers` (likewise `hub_server`, `transformers_common`): tests/ has no
+__init__.py, so pytest's default import mode puts tests/ itself on sys.path, from the repository root or anywhere else,
+and a script run from tests/ (the torchrun worker in test_distributed.py) has it there too. conftest.py is for fixtures.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from transformers import TrainingArguments
+
+from modeling_vit_scratch import ViTScratchConfig
+
+REPO = Path(__file__).resolve().parent.parent
+TINY_MODEL = dict(image_size=8, patch_size=4, hidden_size=24, num_hidden_layers=2, num_attention_heads=2,
+                  intermediate_size=37)  # fmt: skip
+
+
+def tiny_config(**overrides) -> ViTScratchConfig:
+    """A small model with odd sizes: 3 heads of width 12, MLP 37, a 5x5 grid of 4x4 patches, 5 labels."""
+    fields = dict(
+        image_size=20,
+        patch_size=4,
+        num_channels=3,
+        hidden_size=36,
+        num_hidden_layers=2,
+        num_attention_heads=3,
+        intermediate_size=37,
+        num_labels=5,
+    )
+    return ViTScratchConfig(**{**fields, **overrides})
+
+
+def tiny_model_file(tmp_path: Path, **overrides) -> str:
+    """A JSON model file for `--model` (8x8 images, 2x2 patches of 4): the fastest model the scripts can train."""
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps({**TINY_MODEL, **overrides}))
+    return str(path)
+
+
+def training_args(output_dir: Path, **overrides) -> TrainingArguments:
+    fields = dict(
+        output_dir=str(output_dir), num_train_epochs=4, per_device_train_batch_size=8, per_device_eval_batch_size=32,
+        learning_rate=3e-3, eval_strategy="epoch", save_strategy="epoch", logging_strategy="epoch",
+        load_best_model_at_end=True, metric_for_best_model="accuracy", report_to="none", disable_tqdm=True, seed=3,
+    )  # fmt: skip
+    return TrainingArguments(**{**fields, **overrides})
+
+
+def write_imagefolder(root, classes=("cat", "dog", "fox"), per_class=6, size=(12, 10), mode="RGB"):
+    """An imagefolder with one sub-folder per class; each class has its own brightness so it can be learned."""
+    rng = np.random.default_rng(0)
+    for index, name in enumerate(classes):
+        (root / name).mkdir(parents=True)
+        for k in range(per_class):
+            base = 40 + 80 * index
+            pixels = np.clip(base + rng.integers(-20, 20, (size[1], size[0], 3)), 0, 255).astype(np.uint8)
+            Image.fromarray(pixels).convert(mode).save(root / name / f"{k}.png")
+    return root
+
+
+def run_script(*args: str, nproc: int = 1, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """scripts/train.py in a new process (under torchrun when `nproc` > 1), offline, from the repository root."""
+    launcher = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}"] if nproc > 1 else [
+        sys.executable]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run([*launcher, str(REPO / "scripts" / "train.py"), *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+
+
+FRESH_PROCESS = textwrap.dedent(
+    """
+    import sys
+    sys.modules["modeling_vit_scratch"] = None  # the package is absent: importing it would raise ImportError
+    import numpy as np, torch
+    from PIL import Image
+    from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForImageClassification, pipeline
+    folder, inputs, outputs, revision = sys.argv[1:4] + [sys.argv[4] or None]
+    pixel_values = torch.load(inputs)
+    load = dict(trust_remote_code=True, revision=revision)
+    model = AutoModelForImageClassification.from_pretrained(folder, **load).eval()
+    assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+    base = AutoModel.from_pretrained(folder, **load).eval()
+    config = AutoConfig.from_pretrained(folder, **load)
+    processor = AutoImageProcessor.from_pretrained(folder, **load)
+    classify = pipeline("image-classification", model=folder, **load)
+    image = Image.fromarray(np.arange(30 * 40 * 3, dtype=np.uint8).reshape(30, 40, 3))
+    with torch.no_grad():
+        torch.save({
+            "logits": model(pixel_values).logits,
+            "tokens": base(pixel_values).last_hidden_state,
+            "config_class": type(config).__name__,
+            "processor_class": type(processor).__name__,
+            "pipeline": classify(image),
+        }, outputs)
+    """
+)
+
+
+def run_fresh(folder, pixel_values, tmp_path, env: dict | None = None, revision: str | None = None) -> dict:
+    """Load `folder` (or a repo id, with `env` pointing at a hub) in a new process where the package is absent:
+    logits, base-model tokens, config and processor classes, and the pipeline's answer for a 40x30 RGB image."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    script, inputs, outputs = tmp_path / "load.py", tmp_path / "inputs.pt", tmp_path / "outputs.pt"
+    script.write_text(FRESH_PROCESS)
+    torch.save(pixel_values, inputs)
+    env = {**os.environ, **(env or {"HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1"})}
+    result = subprocess.run(
+        [sys.executable, str(script), str(folder), str(inputs), str(outputs), revision or ""],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return torch.load(outputs)
