@@ -193,7 +193,7 @@ def test_push_script_prints_url_and_commit_and_never_the_token(local_hub, tmp_pa
     result = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "push_to_hub.py"), str(tmp_path / "run"), REPO_ID,
          "--commit_message", "from the script"],
-        env={**__import__("os").environ, **local_hub.env(tmp_path / "hf_home")}, capture_output=True, text=True,
+        env={**os.environ, **local_hub.env(tmp_path / "hf_home")}, capture_output=True, text=True,
         timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
@@ -201,7 +201,7 @@ def test_push_script_prints_url_and_commit_and_never_the_token(local_hub, tmp_pa
     assert f"commit: {commit}" in result.stdout and REPO_ID in result.stdout
     assert "hf_local_test_token" not in result.stdout + result.stderr
     missing = subprocess.run([sys.executable, str(REPO / "scripts" / "push_to_hub.py"), str(tmp_path / "nope"), REPO_ID],
-                             env={**__import__("os").environ, **local_hub.env(tmp_path / "hf_home")},
+                             env={**os.environ, **local_hub.env(tmp_path / "hf_home")},
                              capture_output=True, text=True, timeout=300)  # fmt: skip
     assert missing.returncode != 0 and "has no config.json" in missing.stderr.strip().splitlines()[-1]
 
