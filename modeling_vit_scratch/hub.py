@@ -33,6 +33,7 @@ from huggingface_hub.hf_api import RepoFile
 from .image_processing_vit_scratch import ViTScratchImageProcessor, custom_pipelines
 from .model_card import render_model_card
 from .modeling_vit_scratch import ViTScratchForImageClassification
+from .run_folder import CURVES_FILE, RECORD_FILE, RESULTS_FILE
 from .safety import credential_free_env, find_secrets, known_secrets, redact, weights_sha256
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -51,7 +52,6 @@ OWN_AUTO_MAP = {
         ]
     },
 }
-RESULTS_FILE, RECORD_FILE, CURVES_FILE = "all_results.json", "training_record.json", "training_curves.png"
 # Files of a training output that travel with the model, when present.
 SHARED_FILES = (RESULTS_FILE, CURVES_FILE, RECORD_FILE)
 # Files of an earlier push that this push replaces: deleted from the repo (in the model commit) when this push does

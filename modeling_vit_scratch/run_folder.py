@@ -26,13 +26,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 LOCK_FILE = ".vit-scratch.lock"
+# What a training run writes beside the model, read again by the push.
+RESULTS_FILE, RECORD_FILE, CURVES_FILE = "all_results.json", "training_record.json", "training_curves.png"
 STAGING_PREFIX = ".saving-"
 MODEL_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json")
 RESUME_OFF = (None, False, "", "false", "False")  # values of --resume_from_checkpoint that mean "start afresh"
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 # Moved last into the output folder: weights first, then what describes them, so a kill between two moves never
 # leaves a record or card that describes weights which are not there (the digest in the record would not match).
-DESCRIBING_FILES = ("training_record.json", "all_results.json", "README.md")
+DESCRIBING_FILES = (RECORD_FILE, RESULTS_FILE, "README.md")
 
 
 def checkpoints(folder: Path) -> list[Path]:
@@ -119,12 +121,11 @@ def resolve_checkpoint(folder: str | Path, requested: str | bool | None) -> str 
     """`--resume_from_checkpoint`: None, `true` (the last complete checkpoint in `folder`) or a checkpoint path."""
     if requested in RESUME_OFF:
         return None
-    folder = Path(folder)
-    if requested not in (True, "true", "True"):
-        folder = Path(requested).parent  # the run the named checkpoint belongs to
+    last = requested in (True, "true", "True")
+    folder = Path(folder) if last else Path(requested).parent  # a named checkpoint: the run it belongs to
     complete = [path for path in checkpoints(folder) if is_complete_checkpoint(path)]
     incomplete = [path.name for path in checkpoints(folder) if not is_complete_checkpoint(path)]
-    if requested in (True, "true", "True"):
+    if last:
         if not complete:
             named = f" (incomplete, cut off mid-save: {', '.join(incomplete)})" if incomplete else ""
             raise ValueError(

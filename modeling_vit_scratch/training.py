@@ -27,14 +27,21 @@ from .image_processing_vit_scratch import ViTScratchImageProcessor
 from .modeling_vit_scratch import ViTScratchForImageClassification
 from .paths import looks_like_local_path
 from .preflight import check_images
-from .run_folder import RESUME_OFF, claim_output_folder, publish, refuse_a_model, resolve_checkpoint, staging_inside
+from .run_folder import (
+    CURVES_FILE,
+    RECORD_FILE,
+    RESULTS_FILE,
+    RESUME_OFF,
+    claim_output_folder,
+    publish,
+    refuse_a_model,
+    resolve_checkpoint,
+    staging_inside,
+)
 from .safety import find_secrets, known_secrets, weights_sha256
 
 logger = logging.getLogger(__name__)
 
-CURVES_FILE = "training_curves.png"
-RESULTS_FILE = "all_results.json"
-RECORD_FILE = "training_record.json"
 
 
 def use_cpu_processes_without_accelerator() -> None:
