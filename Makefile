@@ -16,7 +16,7 @@ BENCHMARK_ARGS ?=
 # The bars `make benchmark` judges our model by (README, Performance); empty: the table without a verdict.
 BENCHMARK_BARS ?= --min_speedup_vs_sdpa 1.0 --min_speedup_vs_fastest 0.95 --max_memory_ratio 1.05
 
-.PHONY: install install-timm train test test-fast test-timm test-slow benchmark clean
+.PHONY: install install-timm train lint test test-fast test-timm test-slow benchmark clean
 
 install: $(VENV)/.installed
 
@@ -37,7 +37,12 @@ $(TIMM_VENV)/.installed: pyproject.toml
 train: install
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) scripts/train.py $(TRAIN_CONFIG) --output_dir $(OUTPUT_DIR) $(TRAIN_ARGS)
 
-test: test-fast test-timm
+test: lint test-fast test-timm
+
+# ruff's rules and line length are in pyproject.toml; `ruff format .` fixes what the second check finds
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 test-fast: install
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -81,7 +81,9 @@ class DataArguments:
 class OutputArguments:
     overwrite_output_dir: bool = field(
         default=False,
-        metadata={"help": "Replace the model already in --output_dir (without it, a folder holding a model is refused)."},
+        metadata={
+            "help": "Replace the model already in --output_dir (without it, a folder holding a model is refused)."
+        },
     )
 
 
@@ -109,7 +111,9 @@ def recipe_to_argv(argv: list[str]) -> list[str]:
         return argv
     path = Path(argv[0])
     if not path.is_file():
-        raise FileNotFoundError(f"Recipe {argv[0]!r} not found: give a JSON or YAML file such as configs/train_digits.json.")
+        raise FileNotFoundError(
+            f"Recipe {argv[0]!r} not found: give a JSON or YAML file such as configs/train_digits.json."
+        )
     if path.suffix == ".json":
         recipe = json.loads(path.read_text())
     else:
@@ -141,11 +145,15 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     options = [arg.split("=", 1)[0] for arg in remaining if arg.startswith("-")]
     if options:  # named without the value that follows it, which may be a secret
         known = [f"--{name}" for name in argument_names()]
-        raise ValueError(f"Unknown argument {options[0]}{closest(options[0].replace('-', '_'), known)}: "
-                         "arguments are matched exactly, not abbreviated.")  # fmt: skip
+        raise ValueError(
+            f"Unknown argument {options[0]}{closest(options[0].replace('-', '_'), known)}: "
+            "arguments are matched exactly, not abbreviated."
+        )
     if remaining:
-        raise ValueError(f"{len(remaining)} value(s) without an --argument before them on the command line (a recipe "
-                         "file goes first): fix the command line.")  # fmt: skip
+        raise ValueError(
+            f"{len(remaining)} value(s) without an --argument before them on the command line (a recipe "
+            "file goes first): fix the command line."
+        )
     refuse_misplaced_tokens(recipe_to_argv(argv))
     return tuple(parsed)
 
@@ -161,9 +169,11 @@ def refuse_misplaced_tokens(argv: list[str]) -> None:
     for index, arg in enumerate(argv):
         name, _, value = arg.partition("=") if arg.startswith("--") else (argv[index - 1] if index else "", "", arg)
         if value not in masked and HUB_TOKEN_SHAPE.search(value):
-            raise ValueError(f"The value of {name or 'an argument'} looks like a Hub token: tokens go in --hub_token, "
-                             "HF_TOKEN or `hf auth login`, never in another argument, where they would be written to "
-                             "files; fix the command line.")  # fmt: skip
+            raise ValueError(
+                f"The value of {name or 'an argument'} looks like a Hub token: tokens go in --hub_token, "
+                "HF_TOKEN or `hf auth login`, never in another argument, where they would be written to "
+                "files; fix the command line."
+            )
 
 
 def token_value_positions(argv: list[str]) -> list[tuple[int, str]]:
@@ -205,5 +215,9 @@ def command_secrets(argv: list[str]) -> list[str]:
 
 def plain_command() -> str:
     """The command that started this run, with every token value replaced by ***."""
-    launcher = f"torchrun --nproc_per_node {os.environ['WORLD_SIZE']} " if int(os.environ.get("WORLD_SIZE", 1)) > 1 else "python "
+    launcher = (
+        f"torchrun --nproc_per_node {os.environ['WORLD_SIZE']} "
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1
+        else "python "
+    )
     return redact(launcher + shlex.join(mask_token_values(sys.argv)), command_secrets(sys.argv[1:]))

@@ -213,4 +213,4 @@ def check_config_overrides(overrides: dict) -> None:
             raise ValueError(f"Unknown config field {key!r}: {hint}")
 
 
-__all__ = ["ViTScratchConfig", "PRESETS", "check_config_overrides"]
+__all__ = ["PRESETS", "ViTScratchConfig", "check_config_overrides"]

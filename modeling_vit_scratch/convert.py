@@ -52,14 +52,24 @@ TIMM_BLOCK = {
 # transformers' ViTModel has a tanh "pooler" that no classification head uses; it has no counterpart here.
 IGNORED_KEYS = ("pooler.dense.weight", "pooler.dense.bias")
 TRANSFORMERS_CONFIG_FIELDS = (
-    "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_dropout_prob",
-    "attention_probs_dropout_prob", "layer_norm_eps", "image_size", "patch_size", "num_channels", "qkv_bias",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "layer_norm_eps",
+    "image_size",
+    "patch_size",
+    "num_channels",
+    "qkv_bias",
     "initializer_range",
-)  # fmt: skip
+)
 
 
 def block_key_map(num_layers: int, ours_prefix: str, theirs_prefix: str, block: dict) -> dict[str, tuple[str, ...]]:
-    """Weights and biases of every block: `{ours_prefix}{i}.{ours}.weight -> ({theirs_prefix}{i}.{theirs}.weight, ...)`."""
+    """Weights and biases of every block:
+    `{ours_prefix}{i}.{ours}.weight -> ({theirs_prefix}{i}.{theirs}.weight, ...)`."""
     key_map = {}
     for i in range(num_layers):
         for ours, theirs in block.items():
@@ -73,11 +83,17 @@ def transformers_key_map(num_layers: int, layout: str = "v4", prefix: str = "vit
     (`layers.i.attention.q_proj`) layout. `prefix` is "vit." for `ViTForImageClassification`, "" for `ViTModel`."""
     key_map = {
         f"vit.embeddings.{name}": (f"{prefix}embeddings.{name}",)
-        for name in ("cls_token", "position_embeddings", "patch_embeddings.projection.weight",
-                     "patch_embeddings.projection.bias")  # fmt: skip
+        for name in (
+            "cls_token",
+            "position_embeddings",
+            "patch_embeddings.projection.weight",
+            "patch_embeddings.projection.bias",
+        )
     }
     blocks = f"{prefix}encoder.layer." if layout == "v4" else f"{prefix}layers."
-    key_map |= block_key_map(num_layers, "vit.layers.", blocks, TRANSFORMERS_V4_BLOCK if layout == "v4" else TRANSFORMERS_V5_BLOCK)
+    key_map |= block_key_map(
+        num_layers, "vit.layers.", blocks, TRANSFORMERS_V4_BLOCK if layout == "v4" else TRANSFORMERS_V5_BLOCK
+    )
     key_map |= {f"vit.layernorm.{p}": (f"{prefix}layernorm.{p}",) for p in ("weight", "bias")}
     key_map |= {f"classifier.{p}": (f"classifier.{p}",) for p in ("weight", "bias")}
     return key_map
@@ -109,14 +125,18 @@ def remap(source: dict[str, torch.Tensor], key_map: dict[str, tuple[str, ...]], 
         parts = key_map[key]
         missing = [part for part in parts if part not in source]
         if missing:
-            raise KeyError(f"{origin} checkpoint is missing {missing[0]!r} (needed for {key!r}): it is incomplete "
-                           "or not of the architecture its config describes.")  # fmt: skip
+            raise KeyError(
+                f"{origin} checkpoint is missing {missing[0]!r} (needed for {key!r}): it is incomplete "
+                "or not of the architecture its config describes."
+            )
         state_dict[key] = torch.cat([source[part] for part in parts]) if len(parts) > 1 else source[parts[0]]
         used.update(parts)
     unexpected = sorted(set(source) - used)
     if unexpected:
-        raise KeyError(f"{origin} checkpoint has keys this conversion does not know: {unexpected[:5]}"
-                       f"{' ...' if len(unexpected) > 5 else ''}; refusing to drop weights silently.")  # fmt: skip
+        raise KeyError(
+            f"{origin} checkpoint has keys this conversion does not know: {unexpected[:5]}"
+            f"{' ...' if len(unexpected) > 5 else ''}; refusing to drop weights silently."
+        )
     dropped = sorted(set(source) & set(IGNORED_KEYS))
     if dropped:
         logger.warning("Not converted (no counterpart in vit_scratch): %s", dropped)
@@ -168,7 +188,11 @@ def processor_from_reference(config: ViTScratchConfig, mean, std, size: tuple[in
     if len(mean) != config.num_channels or len(std) != config.num_channels:
         mean, std = ([sum(values) / len(values)] * config.num_channels for values in (mean, std))
     return ViTScratchImageProcessor.for_config(
-        config, image_mean=list(mean), image_std=list(std), size={"height": size[0], "width": size[1]}, resample=resample
+        config,
+        image_mean=list(mean),
+        image_std=list(std),
+        size={"height": size[0], "width": size[1]},
+        resample=resample,
     )
 
 
@@ -205,8 +229,10 @@ def reference_labels(reference: dict, source: dict[str, torch.Tensor], origin: s
     num_labels = source["classifier.weight"].shape[0]
     id2label = {int(k): v for k, v in (reference.get("id2label") or {}).items()}
     if id2label and sorted(id2label) != list(range(num_labels)):
-        raise ValueError(f"{origin}: config.json names labels {sorted(id2label)} but the classifier has {num_labels} "
-                         "outputs: fix id2label in config.json.")  # fmt: skip
+        raise ValueError(
+            f"{origin}: config.json names labels {sorted(id2label)} but the classifier has {num_labels} "
+            "outputs: fix id2label in config.json."
+        )
     return {"id2label": id2label or {i: f"LABEL_{i}" for i in range(num_labels)}}
 
 
@@ -239,10 +265,14 @@ def timm_config(timm_model) -> ViTScratchConfig:
     )
 
 
-def from_timm(timm_model, state_dict: dict[str, torch.Tensor]) -> tuple[ViTScratchForImageClassification, ViTScratchImageProcessor]:
+def from_timm(
+    timm_model, state_dict: dict[str, torch.Tensor]
+) -> tuple[ViTScratchForImageClassification, ViTScratchImageProcessor]:
     """A timm `VisionTransformer` (for its hyper-parameters) and a state dict for it -> our model and processor."""
     config = timm_config(timm_model)
-    model = build_with_weights(config, remap(state_dict, timm_key_map(config.num_hidden_layers), expected_keys(config), "timm ViT"))
+    model = build_with_weights(
+        config, remap(state_dict, timm_key_map(config.num_hidden_layers), expected_keys(config), "timm ViT")
+    )
     data_config = getattr(timm_model, "pretrained_cfg", None) or {}
     resample = {"bilinear": 2, "bicubic": 3, "nearest": 0}.get(data_config.get("interpolation", "bicubic"), 3)
     mean, std = (data_config.get(name, [0.5] * config.num_channels) for name in ("mean", "std"))
@@ -250,7 +280,9 @@ def from_timm(timm_model, state_dict: dict[str, torch.Tensor]) -> tuple[ViTScrat
     return model, processor
 
 
-def build_with_weights(config: ViTScratchConfig, state_dict: dict[str, torch.Tensor]) -> ViTScratchForImageClassification:
+def build_with_weights(
+    config: ViTScratchConfig, state_dict: dict[str, torch.Tensor]
+) -> ViTScratchForImageClassification:
     """Our model holding exactly `state_dict` (strict: every key, every shape)."""
     model = ViTScratchForImageClassification(config)
     model.load_state_dict(state_dict, strict=True)
@@ -275,17 +307,19 @@ def to_transformers(
     anything is written, and the folder is written all or nothing (see `replaced_folder`)."""
     config = model.config
     features = {
-        "pooling='mean'": config.pooling != "cls", "fc_norm": config.fc_norm,
+        "pooling='mean'": config.pooling != "cls",
+        "fc_norm": config.fc_norm,
         "position_embedding='sincos'": config.position_embedding != "learned",
-    }  # fmt: skip
+    }
     problems = [name for name, used in features.items() if used]
     if problems:
         raise ValueError(f"transformers' ViT has no {', '.join(problems)}: this model cannot be exported to it.")
     height, width = to_pair(config.image_size)
     patch_h, patch_w = to_pair(config.patch_size)
     if height != width or patch_h != patch_w:
-        raise ValueError("transformers' ViT config takes square image and patch sizes only: this model cannot be "
-                         "exported to it.")  # fmt: skip
+        raise ValueError(
+            "transformers' ViT config takes square image and patch sizes only: this model cannot be exported to it."
+        )
     key_map = transformers_key_map(config.num_hidden_layers, "v4", "vit.")
     state_dict = {}
     for key, tensor in model.state_dict().items():
@@ -295,19 +329,30 @@ def to_transformers(
         for part, chunk in zip(parts, tensor.chunk(len(parts)) if len(parts) > 1 else (tensor,)):
             state_dict[part] = chunk.contiguous()
     reference = {name: getattr(config, name) for name in TRANSFORMERS_CONFIG_FIELDS}
-    reference |= dict(image_size=height, patch_size=patch_h, model_type="vit", hidden_act="gelu",
-                      architectures=["ViTForImageClassification"], encoder_stride=patch_h,
-                      id2label={str(k): v for k, v in config.id2label.items()},
-                      label2id=dict(config.label2id))  # fmt: skip
+    reference |= dict(
+        image_size=height,
+        patch_size=patch_h,
+        model_type="vit",
+        hidden_act="gelu",
+        architectures=["ViTForImageClassification"],
+        encoder_stride=patch_h,
+        id2label={str(k): v for k, v in config.id2label.items()},
+        label2id=dict(config.label2id),
+    )
     with replaced_folder(output_dir, overwrite) as staging:
         save_file(state_dict, staging / "model.safetensors", metadata={"format": "pt"})
         (staging / "config.json").write_text(json.dumps(reference, indent=2) + "\n")
         if processor is not None:
             settings = {
-                "image_processor_type": "ViTImageProcessor", "do_resize": True, "do_rescale": True,
-                "do_normalize": True, "size": dict(processor.size),
-                "resample": int(processor.resample), "rescale_factor": processor.rescale_factor,
-                "image_mean": list(processor.image_mean), "image_std": list(processor.image_std),
-            }  # fmt: skip
+                "image_processor_type": "ViTImageProcessor",
+                "do_resize": True,
+                "do_rescale": True,
+                "do_normalize": True,
+                "size": dict(processor.size),
+                "resample": int(processor.resample),
+                "rescale_factor": processor.rescale_factor,
+                "image_mean": list(processor.image_mean),
+                "image_std": list(processor.image_std),
+            }
             (staging / "preprocessor_config.json").write_text(json.dumps(settings, indent=2) + "\n")
     return Path(output_dir)

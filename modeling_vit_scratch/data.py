@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from datasets import ClassLabel, Dataset, DatasetDict, Features, Image as ImageFeature, load_dataset, load_from_disk
+from datasets import ClassLabel, Dataset, DatasetDict, Features, load_dataset, load_from_disk
+from datasets import Image as ImageFeature
 from PIL import Image
 
 from .image_processing_vit_scratch import to_model_mode
@@ -113,14 +114,14 @@ def find_column(dataset: Dataset, wanted: str | None, kind: str, names: tuple[st
     columns = list(dataset.features)
     if wanted is not None:
         if wanted not in columns:
-            raise ValueError(f"{kind} column {wanted!r} is not in the data set (columns: {columns}): fix --{kind}_column.")
+            raise ValueError(
+                f"{kind} column {wanted!r} is not in the data set (columns: {columns}): fix --{kind}_column."
+            )
         return wanted
     typed = [name for name, feature in dataset.features.items() if isinstance(feature, feature_type)]
     found = typed or [name for name in names if name in columns]
     if not found:
-        raise ValueError(
-            f"No {kind} column found in the data set (columns: {columns}): name it with --{kind}_column."
-        )
+        raise ValueError(f"No {kind} column found in the data set (columns: {columns}): name it with --{kind}_column.")
     return found[0]
 
 
@@ -169,8 +170,11 @@ def prepare_splits(
         )
     if not isinstance(splits["train"].features["label"], ClassLabel):
         splits = splits.class_encode_column("label")
-    carve_outs = [(name, fraction) for name, fraction in (("test", test_fraction), ("validation", validation_fraction))
-                  if name not in splits]  # fmt: skip
+    carve_outs = [
+        (name, fraction)
+        for name, fraction in (("test", test_fraction), ("validation", validation_fraction))
+        if name not in splits
+    ]
     check_class_sizes(splits["train"]["label"], splits["train"].features["label"].names, carve_outs)
     for name, fraction in carve_outs:
         try:

@@ -26,7 +26,9 @@ def model_inputs(image: Image.Image, processor, num_channels: int) -> tuple[torc
     """
     image = to_model_mode(image, num_channels)
     mean = getattr(processor, "image_mean", None)
-    wanted = getattr(processor, "num_channels", None) or (len(mean) if isinstance(mean, (list, tuple)) else num_channels)
+    wanted = getattr(processor, "num_channels", None) or (
+        len(mean) if isinstance(mean, (list, tuple)) else num_channels
+    )
     fed = image if wanted == num_channels or wanted not in (1, 3) else to_model_mode(image, wanted)
     pixel_values = processor(fed, return_tensors="pt")["pixel_values"]
     made = pixel_values.shape[1]

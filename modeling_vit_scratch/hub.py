@@ -86,20 +86,27 @@ def check_own_code(folder: Path) -> None:
     fix = "save the model again with save_pretrained from vit-scratch, which writes only the package's own code"
     for path in sorted(folder.glob("*.py")):
         if path.name not in OWN_CODE:
-            raise ValueError(f"{path} is not part of vit-scratch's model code; refusing to run or push it: remove it, "
-                             f"or {fix}.")  # fmt: skip
+            raise ValueError(
+                f"{path} is not part of vit-scratch's model code; refusing to run or push it: remove it, or {fix}."
+            )
         if path.read_bytes() != (PACKAGE_DIR / path.name).read_bytes():
-            raise ValueError(f"{path} differs from vit-scratch's own {path.name} (edited, or saved by another "
-                             f"version); refusing to run or push it: {fix}.")  # fmt: skip
+            raise ValueError(
+                f"{path} differs from vit-scratch's own {path.name} (edited, or saved by another "
+                f"version); refusing to run or push it: {fix}."
+            )
     for name, allowed in OWN_AUTO_MAP.items():
         config = json.loads((folder / name).read_text())
         if config.get("custom_pipelines", custom_pipelines()) != custom_pipelines():
-            raise ValueError(f"{folder / name} declares custom_pipelines other than vit-scratch's own pipeline; "
-                             f"refusing to run or push it: {fix}.")  # fmt: skip
+            raise ValueError(
+                f"{folder / name} declares custom_pipelines other than vit-scratch's own pipeline; "
+                f"refusing to run or push it: {fix}."
+            )
         for auto_class, reference in (config.get("auto_map") or {}).items():
             if allowed.get(auto_class) != reference:
-                raise ValueError(f"{folder / name} maps {auto_class} to {reference!r}, which is not vit-scratch's own "
-                                 f"code; refusing to run or push it: {fix}.")  # fmt: skip
+                raise ValueError(
+                    f"{folder / name} maps {auto_class} to {reference!r}, which is not vit-scratch's own "
+                    f"code; refusing to run or push it: {fix}."
+                )
 
 
 RELOAD_WITHOUT_PACKAGE = """
@@ -126,15 +133,27 @@ def logits_without_package(folder: Path, pixel_values: torch.Tensor) -> torch.Te
         torch.save(pixel_values, scratch / "inputs.pt")
         (scratch / "hub_home").mkdir()
         env = {**credential_free_env(scratch / "hub_home"), "HF_MODULES_CACHE": str(scratch / "modules")}
-        result = subprocess.run(
-            [sys.executable, "-c", RELOAD_WITHOUT_PACKAGE, str(folder), str(scratch / "inputs.pt"),
-             str(scratch / "logits.pt")],
-            env=env, cwd=scratch, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+        result = subprocess.run(  # noqa: PLW1510 (the caller reads the return code and stderr)
+            [
+                sys.executable,
+                "-c",
+                RELOAD_WITHOUT_PACKAGE,
+                str(folder),
+                str(scratch / "inputs.pt"),
+                str(scratch / "logits.pt"),
+            ],
+            env=env,
+            cwd=scratch,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if result.returncode != 0:
             last_line = (result.stderr.strip().splitlines() or ["no error output"])[-1]
-            raise RuntimeError(f"{folder} does not load through AutoModelForImageClassification with its own code "
-                               f"({last_line}); refusing to push it. Save it again with save_pretrained.")  # fmt: skip
+            raise RuntimeError(
+                f"{folder} does not load through AutoModelForImageClassification with its own code "
+                f"({last_line}); refusing to push it. Save it again with save_pretrained."
+            )
         return torch.load(scratch / "logits.pt")
 
 
@@ -144,8 +163,10 @@ def load_verified(folder: str | Path) -> tuple[ViTScratchForImageClassification,
     folder = Path(folder)
     for name in ("config.json", "preprocessor_config.json"):
         if not (folder / name).is_file():
-            raise FileNotFoundError(f"{folder} has no {name}: push a folder written by save_pretrained, with the "
-                                    "image processor saved beside the model (scripts/train.py writes both).")  # fmt: skip
+            raise FileNotFoundError(
+                f"{folder} has no {name}: push a folder written by save_pretrained, with the "
+                "image processor saved beside the model (scripts/train.py writes both)."
+            )
     check_own_code(folder)  # before anything loads the folder: no code but the package's own may run
     model = ViTScratchForImageClassification.from_pretrained(folder).eval()
     processor = ViTScratchImageProcessor.from_pretrained(folder)
@@ -154,16 +175,20 @@ def load_verified(folder: str | Path) -> tuple[ViTScratchForImageClassification,
         expected = model(pixel_values).logits
     got = logits_without_package(folder.resolve(), pixel_values)
     if not torch.equal(expected, got):
-        raise RuntimeError(f"{folder} does not reload identically through AutoModelForImageClassification with its "
-                           f"own code (max difference {(expected - got).abs().max():.2e}); refusing to push it. "
-                           "Save it again with save_pretrained.")  # fmt: skip
+        raise RuntimeError(
+            f"{folder} does not reload identically through AutoModelForImageClassification with its "
+            f"own code (max difference {(expected - got).abs().max():.2e}); refusing to push it. "
+            "Save it again with save_pretrained."
+        )
     return model, processor
 
 
 def read_training_files(folder: Path) -> tuple[dict, dict]:
     """all_results.json and training_record.json of a training output ({} for each that is missing)."""
-    return tuple(json.loads((folder / name).read_text()) if (folder / name).is_file() else {}
-                 for name in (RESULTS_FILE, RECORD_FILE))  # fmt: skip
+    return tuple(
+        json.loads((folder / name).read_text()) if (folder / name).is_file() else {}
+        for name in (RESULTS_FILE, RECORD_FILE)
+    )
 
 
 def measured_training_files(folder: Path, digest: str, allow_unmeasured_weights: bool) -> tuple[dict, dict, bool]:
@@ -177,10 +202,12 @@ def measured_training_files(folder: Path, digest: str, allow_unmeasured_weights:
         return metrics, record, True
     if not allow_unmeasured_weights:
         why = "its training_record.json names other weights" if recorded else "it has no weights digest on record"
-        raise ValueError(f"The weights in {folder} are not the ones the metrics in {RESULTS_FILE} were measured on "
-                         f"({why}): retrain, or pass --allow_unmeasured_weights (Python: "
-                         "allow_unmeasured_weights=True) to push them with a card that says the metrics were not "
-                         "measured on these weights.")  # fmt: skip
+        raise ValueError(
+            f"The weights in {folder} are not the ones the metrics in {RESULTS_FILE} were measured on "
+            f"({why}): retrain, or pass --allow_unmeasured_weights (Python: "
+            "allow_unmeasured_weights=True) to push them with a card that says the metrics were not "
+            "measured on these weights."
+        )
     return {}, record, False
 
 
@@ -205,15 +232,20 @@ def check_staged(folder: Path, staging: Path, digest: str, secrets: list[str]) -
     """The staged repo holds the package's own code, the folder's weights and no token, or nothing is uploaded."""
     check_own_code(staging)
     if weights_sha256(staging) != digest:
-        raise RuntimeError(f"The weights staged for upload differ from those in {folder}; refusing to push them. "
-                           "Save the folder again with save_pretrained.")  # fmt: skip
+        raise RuntimeError(
+            f"The weights staged for upload differ from those in {folder}; refusing to push them. "
+            "Save the folder again with save_pretrained."
+        )
     leaks = find_secrets(staging, secrets)
     if leaks:
-        names = ", ".join("the model card README.md" if path.name == "README.md" else str(folder / path.name)
-                          for path in leaks)  # fmt: skip
-        raise ValueError(f"A Hub token is in {names} (as staged for upload from {folder}); refusing to push: remove "
-                         "the token from the folder's files (an old training_record.json: retrain, or delete the "
-                         "line holding it) and push again.")  # fmt: skip
+        names = ", ".join(
+            "the model card README.md" if path.name == "README.md" else str(folder / path.name) for path in leaks
+        )
+        raise ValueError(
+            f"A Hub token is in {names} (as staged for upload from {folder}); refusing to push: remove "
+            "the token from the folder's files (an old training_record.json: retrain, or delete the "
+            "line holding it) and push again."
+        )
 
 
 def file_hashes(content: Path | bytes) -> tuple[str, str]:
@@ -251,8 +283,11 @@ def remote_files(api: HfApi, repo_id: str, commit: str) -> dict[str, RepoFile]:
 
 def replaced_files(remote: dict[str, RepoFile], staging: Path) -> list[str]:
     """Files of an earlier push (weights, training files) that this push does not bring: to delete."""
-    return sorted(name for name in remote if not (staging / name).exists()
-                  and any(fnmatch(name, pattern) for pattern in REPLACED_PATTERNS))  # fmt: skip
+    return sorted(
+        name
+        for name in remote
+        if not (staging / name).exists() and any(fnmatch(name, pattern) for pattern in REPLACED_PATTERNS)
+    )
 
 
 def holds_model(remote: dict[str, RepoFile], staging: Path) -> bool:
@@ -304,8 +339,10 @@ def push_to_hub(
     """
     folder = Path(folder)
     if create_pr and revision not in (None, "main"):
-        raise ValueError("A pull request (create_pr) is opened against main: drop the revision, or push to the "
-                         f"branch {revision!r} without create_pr.")  # fmt: skip
+        raise ValueError(
+            "A pull request (create_pr) is opened against main: drop the revision, or push to the "
+            f"branch {revision!r} without create_pr."
+        )
     model, processor = load_verified(folder)
     digest = weights_sha256(folder)
     metrics, record, measured = measured_training_files(folder, digest, allow_unmeasured_weights)
@@ -327,9 +364,11 @@ def push_to_hub(
             remote = remote_files(api, repo_id, head)
             model_commit = head if not create_pr and holds_model(remote, staging) else None
         except HUB_ERRORS as error:
-            raise PushError(f"Preparing {repo_id} on the Hub failed ({describe(error, secrets)}): nothing was "
-                            "committed; check the repo id, your token and the network, then re-run the same "
-                            "command.") from None  # fmt: skip
+            raise PushError(
+                f"Preparing {repo_id} on the Hub failed ({describe(error, secrets)}): nothing was "
+                "committed; check the repo id, your token and the network, then re-run the same "
+                "command."
+            ) from None
 
         pull_request_url, card_revision = None, target
         if model_commit is None:
@@ -339,15 +378,23 @@ def push_to_hub(
                     CommitOperationAdd(path.name, str(path)) for path in sorted(staging.iterdir())
                 ]
                 commit = api.create_commit(
-                    repo_id, operations, revision=target, create_pr=create_pr,
+                    repo_id,
+                    operations,
+                    revision=target,
+                    create_pr=create_pr,
                     parent_commit=None if create_pr else head,
                     commit_message=commit_message or f"Upload {model.config.model_type} model from {folder.name}",
-                )  # fmt: skip
+                )
             except HUB_ERRORS as error:
-                left = (f"the repo {repo_id}, created by this push, is still empty" if created
-                        else f"{repo_id} is unchanged")  # fmt: skip
-                raise PushError(f"Uploading the model to {repo_id} failed ({describe(error, secrets)}): nothing was "
-                                f"committed and {left}; re-run the same command to push it.") from None  # fmt: skip
+                left = (
+                    f"the repo {repo_id}, created by this push, is still empty"
+                    if created
+                    else f"{repo_id} is unchanged"
+                )
+                raise PushError(
+                    f"Uploading the model to {repo_id} failed ({describe(error, secrets)}): nothing was "
+                    f"committed and {left}; re-run the same command to push it."
+                ) from None
             model_commit, pull_request_url = commit.oid, commit.pr_url
             card_revision = commit.pr_revision if create_pr else target
         else:
@@ -358,8 +405,10 @@ def push_to_hub(
 
                 done = card_pinned_already(api, repo_id, model_commit, staging, card_for)
             except HUB_ERRORS as error:
-                raise PushError(f"Reading {repo_id} on the Hub failed ({describe(error, secrets)}): nothing was "
-                                "committed; re-run the same command.") from None  # fmt: skip
+                raise PushError(
+                    f"Reading {repo_id} on the Hub failed ({describe(error, secrets)}): nothing was "
+                    "committed; re-run the same command."
+                ) from None
             if done:
                 return PushResult(repo_url, model_commit, f"{repo_url}/commit/{model_commit}")
 
@@ -368,15 +417,23 @@ def push_to_hub(
             raise ValueError(f"The model card of {folder} would hold a Hub token; refusing to push it.")
         try:
             card_commit = api.upload_file(
-                path_or_fileobj=pinned_card.encode(), path_in_repo="README.md", repo_id=repo_id,
-                revision=card_revision, parent_commit=model_commit,
+                path_or_fileobj=pinned_card.encode(),
+                path_in_repo="README.md",
+                repo_id=repo_id,
+                revision=card_revision,
+                parent_commit=model_commit,
                 commit_message=f"Model card: pin the loading example to {model_commit[:12]}",
-            )  # fmt: skip
+            )
         except HUB_ERRORS as error:
-            retry = (f"re-run the same command with --revision {card_revision} (Python: revision={card_revision!r}) "
-                     "instead of --create_pr" if create_pr else "re-run the same command")  # fmt: skip
-            raise PushError(f"The model is on {repo_id} at commit {model_commit} (complete and loadable, its card "
-                            f"unpinned), but pinning the card's loading example to that commit failed "
-                            f"({describe(error, secrets)}); {retry} to pin it.") from None  # fmt: skip
+            retry = (
+                f"re-run the same command with --revision {card_revision} (Python: revision={card_revision!r}) "
+                "instead of --create_pr"
+                if create_pr
+                else "re-run the same command"
+            )
+            raise PushError(
+                f"The model is on {repo_id} at commit {model_commit} (complete and loadable, its card "
+                f"unpinned), but pinning the card's loading example to that commit failed "
+                f"({describe(error, secrets)}); {retry} to pin it."
+            ) from None
     return PushResult(repo_url, card_commit.oid, card_commit.commit_url, pull_request_url)
-

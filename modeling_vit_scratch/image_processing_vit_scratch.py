@@ -145,8 +145,11 @@ def to_model_tensor(image, num_channels: int) -> "torch.Tensor":
         if pixels.ndim == 3 and pixels.shape[-1] == 1:
             pixels = pixels[..., 0]
         if pixels.dtype != torch.uint8 or (pixels.ndim == 3 and pixels.shape[-1] != 3) or pixels.ndim not in (2, 3):
-            unit = composite_on_white(unit_scale(channels_last(np.asarray(image.detach().cpu() if isinstance(
-                image, torch.Tensor) else image))))  # fmt: skip
+            unit = composite_on_white(
+                unit_scale(
+                    channels_last(np.asarray(image.detach().cpu() if isinstance(image, torch.Tensor) else image))
+                )
+            )
             pixels = torch.from_numpy(np.rint(unit * 255).astype(np.uint8))
     if pixels.ndim == 2:
         pixels = pixels[None] if num_channels == 1 else pixels[None].expand(3, -1, -1)
@@ -209,8 +212,10 @@ class ViTScratchProcessing:
         output["image_processor_type"] = "ViTScratchImageProcessor"
         if "AutoImageProcessor" in (output.get("auto_map") or {}):
             module = __name__.rsplit(".", 1)[-1]
-            output["auto_map"] = {**output["auto_map"], "AutoImageProcessor": [
-                f"{module}.ViTScratchImageProcessor", f"{module}.ViTScratchImageProcessorFast"]}  # fmt: skip
+            output["auto_map"] = {
+                **output["auto_map"],
+                "AutoImageProcessor": [f"{module}.ViTScratchImageProcessor", f"{module}.ViTScratchImageProcessorFast"],
+            }
         return output
 
 
@@ -247,9 +252,13 @@ class ViTScratchImageProcessorFast(ViTScratchProcessing, TorchvisionBackend):
     def _preprocess(self, images: list, *args, **kwargs):
         """transformers' batched resize and normalise; small CPU images grouped by size unless `disable_grouping`
         is given."""
-        if kwargs.get("disable_grouping") is None and images and all(
-            image.device.type == "cpu" and image.shape[-2] * image.shape[-1] <= self.small_image_pixels
-            for image in images
+        if (
+            kwargs.get("disable_grouping") is None
+            and images
+            and all(
+                image.device.type == "cpu" and image.shape[-2] * image.shape[-1] <= self.small_image_pixels
+                for image in images
+            )
         ):
             kwargs["disable_grouping"] = False
         return super()._preprocess(images, *args, **kwargs)
@@ -296,9 +305,9 @@ def custom_pipelines() -> dict:
 
 
 __all__ = [
+    "ViTScratchImageClassificationPipeline",
     "ViTScratchImageProcessor",
     "ViTScratchImageProcessorFast",
-    "ViTScratchImageClassificationPipeline",
     "to_model_mode",
     "to_model_tensor",
 ]

@@ -14,7 +14,9 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from .configuration_vit_scratch import MODEL_SIZES, ViTScratchConfig, to_pair
 from .paths import DIGITS
 
-TEMPLATE = Path(__file__).with_name("model_card.md")  # a link to the repository's model_card.md, shipped as package data
+TEMPLATE = Path(__file__).with_name(
+    "model_card.md"
+)  # a link to the repository's model_card.md, shipped as package data
 DIGITS_TEXT = (
     "The handwritten digits bundled with scikit-learn (`sklearn.datasets.load_digits`, a copy of the test set of the "
     "UCI ML hand-written digits data set): 1,797 grayscale 8x8 images of the digits 0-9 written by 43 people, "
@@ -52,10 +54,15 @@ def card_data(config: ViTScratchConfig, metrics: dict, dataset: str | None, mode
     dataset_name = "scikit-learn handwritten digits" if dataset == DIGITS else dataset_type
     eval_results = [
         EvalResult(
-            task_type="image-classification", task_name="Image Classification", dataset_type=dataset_type,
-            dataset_name=dataset_name, dataset_split="test", metric_type=key, metric_name=METRIC_NAMES[key],
+            task_type="image-classification",
+            task_name="Image Classification",
+            dataset_type=dataset_type,
+            dataset_name=dataset_name,
+            dataset_split="test",
+            metric_type=key,
+            metric_name=METRIC_NAMES[key],
             metric_value=round(float(metrics[f"test_{key}"]), 4),
-        )  # fmt: skip
+        )
         for key in ("accuracy", "top5_accuracy")
         if f"test_{key}" in metrics
     ]
@@ -71,8 +78,9 @@ def card_data(config: ViTScratchConfig, metrics: dict, dataset: str | None, mode
     )
 
 
-def training_record(command: str, dataset: str, splits: dict[str, int], training_args, metrics: dict,
-                    augmentation: str | None) -> dict:  # fmt: skip
+def training_record(
+    command: str, dataset: str, splits: dict[str, int], training_args, metrics: dict, augmentation: str | None
+) -> dict:
     """What the card says about training, saved beside the model (training_record.json) so a later push can
     render the same card."""
     precision = "bf16 mixed precision" if training_args.bf16 else "fp16 mixed precision" if training_args.fp16 else None
@@ -119,10 +127,12 @@ def render_model_card(
     if record:
         minutes, seconds = divmod(int(record.get("wall_time_seconds") or 0), 60)
         record.update(
-            epochs=f"{record['epochs']:g}", learning_rate=f"{record['learning_rate']:g}",
-            weight_decay=f"{record['weight_decay']:g}", wall_time=f"{minutes} min {seconds} s",
+            epochs=f"{record['epochs']:g}",
+            learning_rate=f"{record['learning_rate']:g}",
+            weight_decay=f"{record['weight_decay']:g}",
+            wall_time=f"{minutes} min {seconds} s",
             dataset_text=DIGITS_TEXT if dataset == DIGITS else f"The image-classification data set `{dataset}`.",
-        )  # fmt: skip
+        )
     values = dict(
         card_data=card_data(config, metrics, dataset, model_name).to_yaml(),
         model_name=model_name,

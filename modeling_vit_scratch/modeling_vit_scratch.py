@@ -99,7 +99,9 @@ class ViTScratchEmbeddings(nn.Module):
         dim = patch_positions.shape[-1]
         # (1, h*w, D) -> (1, D, h, w): the stored grid, never a guess from sqrt(N)
         patch_positions = patch_positions.reshape(1, *self.grid_size, dim).permute(0, 3, 1, 2)
-        patch_positions = nn.functional.interpolate(patch_positions, size=grid_size, mode="bicubic", align_corners=False)
+        patch_positions = nn.functional.interpolate(
+            patch_positions, size=grid_size, mode="bicubic", align_corners=False
+        )
         patch_positions = patch_positions.permute(0, 2, 3, 1).reshape(1, -1, dim)
         return torch.cat([cls_position, patch_positions], dim=1)
 
@@ -114,7 +116,8 @@ class ViTScratchEmbeddings(nn.Module):
         if channels != self.patch_embeddings.num_channels:
             raise ValueError(
                 f"pixel_values have {channels} channels but the model expects {self.patch_embeddings.num_channels} "
-                f"(config.num_channels); convert the images (grayscale 'L' or 'RGB'), e.g. with the model's image processor."
+                "(config.num_channels); convert the images (grayscale 'L' or 'RGB'), e.g. with the model's "
+                "image processor."
             )
         patch_h, patch_w = self.patch_embeddings.patch_size
         if interpolate_pos_encoding and (height % patch_h or width % patch_w):
@@ -122,7 +125,8 @@ class ViTScratchEmbeddings(nn.Module):
         if not interpolate_pos_encoding and (height, width) != self.image_size:
             raise ValueError(
                 f"Image size {height}x{width} does not match the model's {self.image_size[0]}x{self.image_size[1]} "
-                "(config.image_size); resize the images (the image processor does) or pass interpolate_pos_encoding=True."
+                "(config.image_size); resize the images (the image processor does) or pass "
+                "interpolate_pos_encoding=True."
             )
 
     def forward(self, pixel_values: torch.Tensor, interpolate_pos_encoding: bool = False) -> torch.Tensor:
@@ -342,20 +346,25 @@ class ViTScratchPreTrainedModel(PreTrainedModel):
         missing = sorted(key for key in info["missing_keys"] if not (new_head and key.startswith("classifier.")))
         unexpected = sorted(key for key in info["unexpected_keys"] if has_head or not key.startswith("classifier."))
         mismatched = [] if new_head else sorted(info["mismatched_keys"])
-        more = lambda keys: f" (and {len(keys) - 1} more)" if len(keys) > 1 else ""  # noqa: E731
+        more = lambda keys: f" (and {len(keys) - 1} more)" if len(keys) > 1 else ""
         different = "the config and the weights describe different models; re-save the model with both"
         if mismatched:
             key, stored, wanted = mismatched[0]
-            raise WeightsShapeMismatchError(f"{weights} holds {key!r}{more(mismatched)} of shape {tuple(stored)} "
-                                            f"where config.json asks for {tuple(wanted)}: {different}.")  # fmt: skip
+            raise WeightsShapeMismatchError(
+                f"{weights} holds {key!r}{more(mismatched)} of shape {tuple(stored)} "
+                f"where config.json asks for {tuple(wanted)}: {different}."
+            )
         if (wants_info and not new_head) or in_memory:  # the caller checks missing and unexpected keys itself
             return (model, info) if wants_info else model
         if missing:
-            raise ValueError(f"{weights} has no tensor {missing[0]!r}{more(missing)} that config.json asks for: "
-                             f"{different}.")  # fmt: skip
+            raise ValueError(
+                f"{weights} has no tensor {missing[0]!r}{more(missing)} that config.json asks for: {different}."
+            )
         if unexpected:
-            raise ValueError(f"{weights} has a tensor {unexpected[0]!r}{more(unexpected)} that config.json has no "
-                             f"place for: {different}.")  # fmt: skip
+            raise ValueError(
+                f"{weights} has a tensor {unexpected[0]!r}{more(unexpected)} that config.json has no "
+                f"place for: {different}."
+            )
         return (model, info) if wants_info else model
 
     def get_input_embeddings(self) -> nn.Module:
@@ -378,14 +387,17 @@ class ViTScratchPreTrainedModel(PreTrainedModel):
         """`PreTrainedModel.save_pretrained`, with both model classes in the config's `auto_map`, so that the
         saved folder loads by `AutoModel` and `AutoModelForImageClassification` with `trust_remote_code=True`."""
         auto_map = dict(getattr(self.config, "auto_map", None) or {})
-        for auto_class, model_class in (("AutoModel", "ViTScratchModel"), ("AutoModelForImageClassification", "ViTScratchForImageClassification")):
+        for auto_class, model_class in (
+            ("AutoModel", "ViTScratchModel"),
+            ("AutoModelForImageClassification", "ViTScratchForImageClassification"),
+        ):
             auto_map.setdefault(auto_class, f"modeling_vit_scratch.{model_class}")
         self.config.auto_map = auto_map
         return super().save_pretrained(save_directory, *args, **kwargs)
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        """Truncated normal (cut at 2 std) for weights and tokens, zero biases, unit LayerNorms, as in the reference code."""
+        """Truncated normal (cut at 2 std) for weights and tokens, zero biases, unit LayerNorms (the reference code)."""
         std = self.config.initializer_range
         if isinstance(module, (nn.Linear, nn.Conv2d)):
             truncated_normal_(module.weight, std)
@@ -458,7 +470,9 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
         return dict(
             interpolate_pos_encoding=bool(interpolate_pos_encoding),
             output_attentions=self.config.output_attentions if output_attentions is None else output_attentions,
-            output_hidden_states=self.config.output_hidden_states if output_hidden_states is None else output_hidden_states,
+            output_hidden_states=self.config.output_hidden_states
+            if output_hidden_states is None
+            else output_hidden_states,
         )
 
     def pool(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -478,7 +492,10 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
             pixel_values, **self.feature_options(output_attentions, output_hidden_states, interpolate_pos_encoding)
         )
         output = BaseModelOutputWithPooling(
-            last_hidden_state=tokens, pooler_output=self.pool(tokens), hidden_states=hidden_states, attentions=attentions
+            last_hidden_state=tokens,
+            pooler_output=self.pool(tokens),
+            hidden_states=hidden_states,
+            attentions=attentions,
         )
         return output if (self.config.return_dict if return_dict is None else return_dict) else output.to_tuple()
 
@@ -511,4 +528,4 @@ class ViTScratchForImageClassification(ViTScratchPreTrainedModel):
         return output if (self.config.return_dict if return_dict is None else return_dict) else output.to_tuple()
 
 
-__all__ = ["ViTScratchPreTrainedModel", "ViTScratchModel", "ViTScratchForImageClassification"]
+__all__ = ["ViTScratchForImageClassification", "ViTScratchModel", "ViTScratchPreTrainedModel"]

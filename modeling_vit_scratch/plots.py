@@ -5,7 +5,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")  # files only, no screen
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def epoch_series(log_history: list[dict], key: str) -> tuple[list[float], list[float]]:
@@ -73,8 +73,15 @@ def plot_overlay(image, patch_map, title: str, path: str | Path) -> Path:
     left.set_title("input")
     _show_image(right, image)
     width, height = image.size
-    right.imshow(patch_map.numpy(), cmap="inferno", alpha=0.6, extent=(-0.5, width - 0.5, height - 0.5, -0.5),
-                 interpolation="bilinear", vmin=0, vmax=1)  # fmt: skip
+    right.imshow(
+        patch_map.numpy(),
+        cmap="inferno",
+        alpha=0.6,
+        extent=(-0.5, width - 0.5, height - 0.5, -0.5),
+        interpolation="bilinear",
+        vmin=0,
+        vmax=1,
+    )
     right.set_title(title)
     return _save(figure, path)
 
@@ -124,8 +131,7 @@ def plot_embedding_filters(components, path: str | Path) -> Path:
 def plot_position_similarity(similarity, path: str | Path) -> Path:
     """Fig. 7 centre: for each patch position, the cosine similarity of its embedding with all others."""
     grid_h, grid_w = similarity.shape[:2]
-    figure, axes = plt.subplots(grid_h, grid_w, figsize=(0.5 * grid_w + 1, 0.5 * grid_h + 0.6), dpi=100,
-                                squeeze=False)  # fmt: skip
+    figure, axes = plt.subplots(grid_h, grid_w, figsize=(0.5 * grid_w + 1, 0.5 * grid_h + 0.6), dpi=100, squeeze=False)
     for row in range(grid_h):
         for column in range(grid_w):
             axis = axes[row, column]

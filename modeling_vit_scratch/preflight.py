@@ -14,7 +14,8 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from datasets import DatasetDict, Image as ImageFeature
+from datasets import DatasetDict
+from datasets import Image as ImageFeature
 from PIL import Image
 from tqdm.auto import tqdm
 
@@ -131,8 +132,9 @@ def check_images(
     started = time.time()
     total = sum(len(split) for split in splits.values())
     decode = total <= DECODE_UP_FRONT_MAX_IMAGES if decode is None else decode
-    with tqdm(total=total, desc="Decoding images" if decode else "Opening images", unit="image",
-              disable=not progress) as bar:  # fmt: skip
+    with tqdm(
+        total=total, desc="Decoding images" if decode else "Opening images", unit="image", disable=not progress
+    ) as bar:
         for split_name, split in splits.items():
             if not isinstance(split.features.get(image_column), ImageFeature):
                 raise ValueError(f"Split {split_name!r} has no image column {image_column!r}: fix --image_column.")
@@ -160,6 +162,6 @@ def check_one(cell: dict | None, decode: bool, split_name: str, row: int) -> Non
         raise ValueError(f"{where} does not exist: restore the file or remove the row.") from None
     except ValueError as error:  # to_model_mode's refusal, or a cell with no data
         raise ValueError(f"{where} cannot be used ({str(error).rstrip('.')}).") from None
-    except Exception as error:  # PIL raises OSError, SyntaxError, struct.error, ... for damaged files
+    except Exception as error:  # noqa: BLE001 PIL raises OSError, SyntaxError, struct.error, ... for damaged files
         reason = str(error).split(" '", 1)[0] or type(error).__name__  # drop PIL's repetition of the path
         raise ValueError(f"{where} cannot be decoded ({reason}): remove or replace the file.") from None

@@ -39,7 +39,9 @@ DESCRIBING_FILES = (RECORD_FILE, RESULTS_FILE, "README.md")
 
 def checkpoints(folder: Path) -> list[Path]:
     """`checkpoint-N` sub-folders, by step."""
-    found = [path for path in folder.iterdir() if path.is_dir() and CHECKPOINT.match(path.name)] if folder.is_dir() else []
+    found = (
+        [path for path in folder.iterdir() if path.is_dir() and CHECKPOINT.match(path.name)] if folder.is_dir() else []
+    )
     return sorted(found, key=lambda path: int(CHECKPOINT.match(path.name).group(1)))
 
 
@@ -87,8 +89,9 @@ def claim_output_folder(folder: str | Path, overwrite: bool, resume: bool) -> It
     folder is not writable, is in use by another run, or holds a model that neither `overwrite` nor `resume`
     allows to touch."""
     if not str(folder).strip():  # Path("") is the working directory: never claim it by accident
-        raise ValueError("--output_dir is empty: give the folder to write the model to, e.g. --output_dir "
-                         "outputs/vit-digits.")  # fmt: skip
+        raise ValueError(
+            "--output_dir is empty: give the folder to write the model to, e.g. --output_dir outputs/vit-digits."
+        )
     folder = Path(folder)
     check_writable(folder)
     with open(folder / LOCK_FILE, "a+") as lock:
@@ -137,9 +140,11 @@ def resolve_checkpoint(folder: str | Path, requested: str | bool | None) -> str 
     if not path.is_dir():
         raise ValueError(f"--resume_from_checkpoint {requested!r} is not a folder: give a checkpoint-N folder or true.")
     if not is_complete_checkpoint(path):
-        way_on = (f"the last complete one is {complete[-1]}: resume with --resume_from_checkpoint {complete[-1]}"
-                  if complete else f"{str(folder)!r} has no complete checkpoint: start a new run with "
-                  "--overwrite_output_dir true")  # fmt: skip
+        way_on = (
+            f"the last complete one is {complete[-1]}: resume with --resume_from_checkpoint {complete[-1]}"
+            if complete
+            else f"{str(folder)!r} has no complete checkpoint: start a new run with --overwrite_output_dir true"
+        )
         raise ValueError(
             f"Checkpoint {requested!r} is incomplete (no readable trainer_state.json or weights: the run was stopped "
             f"while saving it); {way_on}."
@@ -175,11 +180,15 @@ def check_replaceable(output_dir: str | Path, overwrite: bool = False) -> Path:
         raise FileExistsError(f"{output_dir} is a file, not a folder: choose another output folder.")
     if output_dir.is_dir() and any(output_dir.iterdir()):
         if not overwrite:
-            raise FileExistsError(f"{output_dir} already holds files: choose another output folder or pass "
-                                  "--overwrite (overwrite=True) to replace it.")  # fmt: skip
+            raise FileExistsError(
+                f"{output_dir} already holds files: choose another output folder or pass "
+                "--overwrite (overwrite=True) to replace it."
+            )
         if not (output_dir / "config.json").is_file():  # --overwrite replaces a model, not a home directory
-            raise FileExistsError(f"{output_dir} holds files but no config.json, so it is not a model folder: refusing "
-                                  "to replace it even with --overwrite; choose another output folder.")  # fmt: skip
+            raise FileExistsError(
+                f"{output_dir} holds files but no config.json, so it is not a model folder: refusing "
+                "to replace it even with --overwrite; choose another output folder."
+            )
     return output_dir
 
 

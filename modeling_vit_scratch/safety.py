@@ -4,7 +4,8 @@
   `redact` removes them from a text, and `find_secrets` lists the files of a folder that contain one, so a writer
   can refuse before anything is published.
 - `weights_sha256` is the SHA-256 of a folder's weights (a line per tensor with its name, dtype, shape and
-  the SHA-256 of its bytes, in name order), independent of how the safetensors files are sharded: the training record keeps it, the push checks it.
+  the SHA-256 of its bytes, in name order), independent of how the safetensors files are sharded: the training
+  record keeps it, the push checks it.
 
 Training glue, never imported by the model files.
 """
@@ -25,7 +26,7 @@ def known_secrets(*given: str | None) -> list[str]:
     values = set(given) | {os.environ.get(name) for name in TOKEN_VARIABLES}
     try:
         values.add(get_token())
-    except Exception:  # a broken login (e.g. an OIDC exchange that fails) is no secret to hide
+    except Exception:  # noqa: BLE001, S110 (a broken login, e.g. an OIDC exchange that fails, holds no secret)
         pass
     return sorted((v.strip() for v in values if v and len(v.strip()) >= MIN_SECRET_LENGTH), key=len, reverse=True)
 
@@ -62,7 +63,7 @@ def weights_sha256(folder: str | Path) -> str:
     entries = []  # one line per tensor: name, dtype, shape and the SHA-256 of its bytes
     for path in files:
         with safe_open(str(path), framework="pt") as weights:
-            for name in weights.keys():
+            for name in weights.keys():  # noqa: SIM118 (safe_open is no dict)
                 tensor = weights.get_tensor(name).contiguous()
                 data = tensor.reshape(-1).view(torch.uint8).numpy().tobytes()
                 entries.append(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|{hashlib.sha256(data).hexdigest()}\n")
@@ -81,7 +82,10 @@ def credential_free_env(hub_home: str | Path) -> dict[str, str]:
     }
     hub_home = Path(hub_home)
     env.update(
-        HF_HOME=str(hub_home), HF_TOKEN_PATH=str(hub_home / "token"),
-        HF_STORED_TOKENS_PATH=str(hub_home / "stored_tokens"), HF_HUB_OFFLINE="1", HF_HUB_DISABLE_IMPLICIT_TOKEN="1",
-    )  # fmt: skip
+        HF_HOME=str(hub_home),
+        HF_TOKEN_PATH=str(hub_home / "token"),
+        HF_STORED_TOKENS_PATH=str(hub_home / "stored_tokens"),
+        HF_HUB_OFFLINE="1",
+        HF_HUB_DISABLE_IMPLICIT_TOKEN="1",
+    )
     return env

@@ -20,7 +20,6 @@ from torch import nn
 from transformers import AutoModelForImageClassification, Trainer, TrainingArguments, set_seed
 
 from .arguments import DataArguments, ModelArguments, OutputArguments, plain_command
-
 from .configuration_vit_scratch import PRESETS, ViTScratchConfig, check_config_overrides
 from .data import ImageTransform, PreparedData, collate_images, load_image_dataset, prepare_splits
 from .image_processing_vit_scratch import ViTScratchImageProcessor
@@ -41,7 +40,6 @@ from .run_folder import (
 from .safety import find_secrets, known_secrets, weights_sha256
 
 logger = logging.getLogger(__name__)
-
 
 
 def use_cpu_processes_without_accelerator() -> None:
@@ -211,11 +209,14 @@ def augmentation_text(data_args: DataArguments) -> str | None:
 def check_training_steps(training_args: TrainingArguments, num_train: int) -> None:
     """At least one optimisation step, or one line saying why not."""
     if num_train == 0:
-        raise ValueError("The training split is empty: give a data set with training images (or a larger "
-                         "--max_train_samples).")  # fmt: skip
+        raise ValueError(
+            "The training split is empty: give a data set with training images (or a larger --max_train_samples)."
+        )
     if training_args.max_steps <= 0 and training_args.num_train_epochs <= 0:
-        raise ValueError(f"--num_train_epochs {training_args.num_train_epochs:g} trains nothing: give "
-                         "--num_train_epochs > 0 or --max_steps >= 1.")  # fmt: skip
+        raise ValueError(
+            f"--num_train_epochs {training_args.num_train_epochs:g} trains nothing: give "
+            "--num_train_epochs > 0 or --max_steps >= 1."
+        )
 
 
 def train(
@@ -240,27 +241,39 @@ def train(
         refuse_a_model(Path(training_args.output_dir), output_args.overwrite_output_dir, resume not in RESUME_OFF)
     with claim if main_process else nullcontext([]) as removed:
         if removed:
-            logger.warning("Removed the leftovers of an earlier run in %s: %s", training_args.output_dir, ", ".join(removed))
+            logger.warning(
+                "Removed the leftovers of an earlier run in %s: %s", training_args.output_dir, ", ".join(removed)
+            )
         checkpoint = resolve_checkpoint(training_args.output_dir, resume)
         metrics = train_in_claimed_folder(model_args, data_args, training_args, checkpoint, hub_token)
     return metrics
 
 
-def train_in_claimed_folder(model_args, data_args, training_args, checkpoint: str | None, hub_token: str | None) -> dict:
+def train_in_claimed_folder(
+    model_args, data_args, training_args, checkpoint: str | None, hub_token: str | None
+) -> dict:
     """`train` once the output folder is held: data, pre-flight, model, Trainer, evaluation, the model folder."""
     started = time.time()
     model_config(model_args)  # the model arguments' errors before any data is read
     set_seed(training_args.seed)  # before the model is built, so the initial weights follow --seed
     raw = load_image_dataset(data_args.dataset, data_args.dataset_config)
     data = prepare_splits(
-        raw, data_args.image_column, data_args.label_column, data_args.validation_fraction,
-        data_args.test_fraction, data_args.split_seed,
-    )  # fmt: skip
+        raw,
+        data_args.image_column,
+        data_args.label_column,
+        data_args.validation_fraction,
+        data_args.test_fraction,
+        data_args.split_seed,
+    )
     if data_args.max_train_samples is not None:
-        data.splits["train"] = data.splits["train"].select(range(min(data_args.max_train_samples, len(data.splits["train"]))))
+        data.splits["train"] = data.splits["train"].select(
+            range(min(data_args.max_train_samples, len(data.splits["train"])))
+        )
     check_training_steps(training_args, len(data.splits["train"]))
     main_process = training_args.process_index == 0
-    images = check_images(data.splits, decode=data_args.check_images, progress=main_process and not training_args.disable_tqdm)
+    images = check_images(
+        data.splits, decode=data_args.check_images, progress=main_process and not training_args.disable_tqdm
+    )
     if main_process:
         print(images.summary())
     model, processor = build_model(model_args, data)
@@ -311,11 +324,18 @@ def push_trained_folder(training_args: TrainingArguments, hub_token: str | None)
 
     folder, repo_id = training_args.output_dir, training_args.hub_model_id or Path(training_args.output_dir).name
     try:
-        result = push_to_hub(folder, repo_id, private=bool(training_args.hub_private_repo), token=hub_token,
-                             revision=training_args.hub_revision)  # fmt: skip
+        result = push_to_hub(
+            folder,
+            repo_id,
+            private=bool(training_args.hub_private_repo),
+            token=hub_token,
+            revision=training_args.hub_revision,
+        )
     except (PushError, ValueError, FileNotFoundError) as error:
-        raise PushError(f"The trained model is saved in {folder}, but pushing it failed: {error} (to push it again "
-                        f"without training: python scripts/push_to_hub.py {folder} {repo_id})") from None  # fmt: skip
+        raise PushError(
+            f"The trained model is saved in {folder}, but pushing it failed: {error} (to push it again "
+            f"without training: python scripts/push_to_hub.py {folder} {repo_id})"
+        ) from None
     print(f"Pushed to {result.repo_url} (commit {result.commit_id})")
 
 
@@ -335,8 +355,9 @@ def write_model_folder(
         (staging / RESULTS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
         plot_training_curves(trainer.state.log_history, staging / CURVES_FILE)
         splits = {name: len(split) for name, split in data.splits.items()}
-        record = training_record(plain_command(), data_args.dataset, splits, trainer.args, metrics,
-                                 augmentation_text(data_args))  # fmt: skip
+        record = training_record(
+            plain_command(), data_args.dataset, splits, trainer.args, metrics, augmentation_text(data_args)
+        )
         record["weights_sha256"] = weights_sha256(staging)  # the weights the metrics above were measured on
         (staging / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n")
         card = render_model_card(model.config, metrics, record)
@@ -344,8 +365,10 @@ def write_model_folder(
         check_reload(model, staging, data.splits["test"].with_transform(ImageTransform(processor)))
         leaked = find_secrets(staging, secrets)
         if leaked:
-            raise RuntimeError(f"A token value was found in {', '.join(p.name for p in leaked)}; the model folder was "
-                               "not written. Please report this as a bug.")  # fmt: skip
+            raise RuntimeError(
+                f"A token value was found in {', '.join(p.name for p in leaked)}; the model folder was "
+                "not written. Please report this as a bug."
+            )
         publish(staging, output_dir)
 
 
@@ -360,5 +383,7 @@ def check_reload(model, folder: Path, test_set) -> None:
         got = reloaded(pixel_values=batch["pixel_values"]).logits.float()
     model.train(model_was_training)
     if not torch.allclose(expected, got, atol=1e-4, rtol=1e-4):
-        raise RuntimeError(f"The folder {folder} does not reload to the trained model (max diff "
-                           f"{(expected - got).abs().max():.2e}); nothing was written. Please report this as a bug.")
+        raise RuntimeError(
+            f"The folder {folder} does not reload to the trained model (max diff "
+            f"{(expected - got).abs().max():.2e}); nothing was written. Please report this as a bug."
+        )

@@ -29,15 +29,51 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # Same hyper-parameters for every implementation. Inference batch sizes are lists (base224: latency and batch 8).
 CONFIGS = {
-    "digits": dict(image_size=8, patch_size=2, num_channels=1, hidden_size=64, num_hidden_layers=4,
-                   num_attention_heads=4, intermediate_size=128, batch=[256], train=True),
-    "mnist28": dict(image_size=28, patch_size=4, num_channels=1, hidden_size=64, num_hidden_layers=6,
-                    num_attention_heads=4, intermediate_size=128, batch=[128], train=True),
-    "tiny224": dict(image_size=224, patch_size=16, num_channels=3, hidden_size=192, num_hidden_layers=12,
-                    num_attention_heads=3, intermediate_size=768, batch=[8], train=True),
-    "base224": dict(image_size=224, patch_size=16, num_channels=3, hidden_size=768, num_hidden_layers=12,
-                    num_attention_heads=12, intermediate_size=3072, batch=[1, 8], train=False),
-}  # fmt: skip
+    "digits": dict(
+        image_size=8,
+        patch_size=2,
+        num_channels=1,
+        hidden_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=128,
+        batch=[256],
+        train=True,
+    ),
+    "mnist28": dict(
+        image_size=28,
+        patch_size=4,
+        num_channels=1,
+        hidden_size=64,
+        num_hidden_layers=6,
+        num_attention_heads=4,
+        intermediate_size=128,
+        batch=[128],
+        train=True,
+    ),
+    "tiny224": dict(
+        image_size=224,
+        patch_size=16,
+        num_channels=3,
+        hidden_size=192,
+        num_hidden_layers=12,
+        num_attention_heads=3,
+        intermediate_size=768,
+        batch=[8],
+        train=True,
+    ),
+    "base224": dict(
+        image_size=224,
+        patch_size=16,
+        num_channels=3,
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        batch=[1, 8],
+        train=False,
+    ),
+}
 IMPLEMENTATIONS = ("vit_scratch", "transformers-sdpa", "transformers-eager", "timm")
 ALL_IMPLEMENTATIONS = IMPLEMENTATIONS + ("vit_scratch-eager",)  # ours with the explicit attention, on request
 OURS = "vit_scratch"
@@ -57,26 +93,45 @@ PEAK_BF16_FLOPS = {"H100": 989e12, "A100": 312e12, "L4": 121e12, "A10": 125e12, 
 
 def build(implementation: str, config: dict):
     """The model, built with random weights and the same hyper-parameters, as a user gets it by default."""
-    dims = {key: config[key] for key in ("image_size", "patch_size", "num_channels", "hidden_size",
-                                         "num_hidden_layers", "num_attention_heads", "intermediate_size")}  # fmt: skip
+    dims = {
+        key: config[key]
+        for key in (
+            "image_size",
+            "patch_size",
+            "num_channels",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+        )
+    }
     if implementation.startswith("vit_scratch"):
         from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification
 
         kernel = {"vit_scratch": None, "vit_scratch-eager": "eager"}[implementation]  # None: the default kernel
-        return ViTScratchForImageClassification(ViTScratchConfig(**dims, num_labels=NUM_LABELS, attn_implementation=kernel))
+        return ViTScratchForImageClassification(
+            ViTScratchConfig(**dims, num_labels=NUM_LABELS, attn_implementation=kernel)
+        )
     if implementation.startswith("transformers"):
         from transformers import ViTConfig, ViTForImageClassification
 
         kernel = implementation.split("-")[1]
-        return ViTForImageClassification._from_config(ViTConfig(**dims, num_labels=NUM_LABELS), attn_implementation=kernel)
+        return ViTForImageClassification._from_config(
+            ViTConfig(**dims, num_labels=NUM_LABELS), attn_implementation=kernel
+        )
     if implementation == "timm":
         from timm.models.vision_transformer import VisionTransformer
 
         return VisionTransformer(
-            img_size=dims["image_size"], patch_size=dims["patch_size"], in_chans=dims["num_channels"],
-            num_classes=NUM_LABELS, embed_dim=dims["hidden_size"], depth=dims["num_hidden_layers"],
-            num_heads=dims["num_attention_heads"], mlp_ratio=dims["intermediate_size"] / dims["hidden_size"],
-        )  # fmt: skip
+            img_size=dims["image_size"],
+            patch_size=dims["patch_size"],
+            in_chans=dims["num_channels"],
+            num_classes=NUM_LABELS,
+            embed_dim=dims["hidden_size"],
+            depth=dims["num_hidden_layers"],
+            num_heads=dims["num_attention_heads"],
+            mlp_ratio=dims["intermediate_size"] / dims["hidden_size"],
+        )
     raise ValueError(f"Unknown implementation {implementation!r}: choose from {ALL_IMPLEMENTATIONS}.")
 
 
@@ -149,8 +204,13 @@ class Measurement:
         torch.manual_seed(0)
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.config, self.mode, self.batch = CONFIGS[config_name], mode, batch
-        tiny = {**self.config, "image_size": 2 * self.config["patch_size"], "num_hidden_layers": 1,
-                "hidden_size": 8 * self.config["num_attention_heads"], "intermediate_size": 8}  # fmt: skip
+        tiny = {
+            **self.config,
+            "image_size": 2 * self.config["patch_size"],
+            "num_hidden_layers": 1,
+            "hidden_size": 8 * self.config["num_attention_heads"],
+            "intermediate_size": 8,
+        }
         make_step(build(implementation, tiny).to(self.device), *inputs_for(tiny, 2, self.device), mode)()
         self.baseline = 0 if self.device.type == "cuda" else peak_memory_bytes(self.device)
         if self.device.type == "cuda":
@@ -184,14 +244,21 @@ class Measurement:
         """Throughput of a step time, and the peak memory so far."""
         import torch
 
-        result = dict(images_per_second=self.batch / seconds_per_step, milliseconds_per_batch=1000 * seconds_per_step,
-                      peak_memory_mb=(peak_memory_bytes(self.device) - self.baseline) / 2**20,
-                      steps_per_chunk=self.steps_per_chunk)  # fmt: skip
+        result = dict(
+            images_per_second=self.batch / seconds_per_step,
+            milliseconds_per_batch=1000 * seconds_per_step,
+            peak_memory_mb=(peak_memory_bytes(self.device) - self.baseline) / 2**20,
+            steps_per_chunk=self.steps_per_chunk,
+        )
         if self.device.type == "cuda":
             flops = forward_flops(self.config) * (1 if self.mode == "inference" else 3) * self.batch / seconds_per_step
             name = torch.cuda.get_device_name(self.device)
-            peak = peak_tflops * 1e12 if peak_tflops else next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
-            result.update(achieved_tflops=flops / 1e12, mfu=flops / peak if peak and self.mode == "train-bf16" else None)
+            peak = (
+                peak_tflops * 1e12 if peak_tflops else next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
+            )
+            result.update(
+                achieved_tflops=flops / 1e12, mfu=flops / peak if peak and self.mode == "train-bf16" else None
+            )
         return result
 
 
@@ -219,13 +286,27 @@ class Worker:
 
     def __init__(self, implementation: str, config_name: str, mode: str, batch: int, args):
         env = {**os.environ, "PYTHONPATH": str(ROOT), **({} if args.glibc_malloc_defaults else STEADY_MALLOC)}
-        command = [sys.executable, __file__, "--worker", implementation, config_name, mode, str(batch),
-                   "--steps", str(args.steps), "--warmup", str(args.warmup), "--chunk_seconds", str(args.chunk_seconds)]  # fmt: skip
+        command = [
+            sys.executable,
+            __file__,
+            "--worker",
+            implementation,
+            config_name,
+            mode,
+            str(batch),
+            "--steps",
+            str(args.steps),
+            "--warmup",
+            str(args.warmup),
+            "--chunk_seconds",
+            str(args.chunk_seconds),
+        ]
         command += ["--peak_tflops", str(args.peak_tflops)] if args.peak_tflops else []
         self.name = f"{implementation} {config_name} {mode} batch {batch}"
-        self.log = tempfile.TemporaryFile("w+")
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-                                        text=True, env=env)  # fmt: skip
+        self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (open for the worker's life; close() closes it)
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, env=env
+        )
 
     def ask(self, request: str | None = None) -> dict:
         if request is not None:
@@ -262,8 +343,10 @@ def measure_round(implementations: list[str], config_name: str, mode: str, batch
             for name in order:
                 time.sleep(SETTLE_SECONDS)  # the previous worker's idle threads stop spinning
                 chunks[name].append(workers[name].ask("chunk")["seconds_per_step"])
-        return {name: dict(worker.ask(f"report {min(chunks[name])}"), chunk_seconds=chunks[name])
-                for name, worker in workers.items()}  # fmt: skip
+        return {
+            name: dict(worker.ask(f"report {min(chunks[name])}"), chunk_seconds=chunks[name])
+            for name, worker in workers.items()
+        }
     finally:
         for worker in workers.values():
             worker.close()
@@ -285,9 +368,13 @@ def summarise(samples: list[dict], by_implementation: dict[str, list[dict]]) -> 
     """Median, min-max and peak memory of one implementation, and its ratios to transformers' ViT (SDPA) and to the
     fastest peer: medians over rounds of each round's ratio, paired chunk by chunk (`speed_ratio`)."""
     values = [sample["images_per_second"] for sample in samples]
-    summary = dict(median=statistics.median(values), min=min(values), max=max(values),
-                   milliseconds_per_batch=statistics.median(sample["milliseconds_per_batch"] for sample in samples),
-                   peak_memory_mb=statistics.median(sample["peak_memory_mb"] for sample in samples))  # fmt: skip
+    summary = dict(
+        median=statistics.median(values),
+        min=min(values),
+        max=max(values),
+        milliseconds_per_batch=statistics.median(sample["milliseconds_per_batch"] for sample in samples),
+        peak_memory_mb=statistics.median(sample["peak_memory_mb"] for sample in samples),
+    )
     if BASELINE in by_implementation:
         baseline = by_implementation[BASELINE]
         summary["ratio"] = statistics.median(speed_ratio(s, b["chunk_seconds"]) for s, b in zip(samples, baseline))
@@ -295,8 +382,10 @@ def summarise(samples: list[dict], by_implementation: dict[str, list[dict]]) -> 
         summary["memory_ratio"] = statistics.median(memory_ratios)
     peers = [name for name in PEERS if name in by_implementation]
     if peers:  # against the fastest of the peers at each chunk
-        fastest = [fastest_chunks([by_implementation[name][round_index] for name in peers])
-                   for round_index in range(len(samples))]  # fmt: skip
+        fastest = [
+            fastest_chunks([by_implementation[name][round_index] for name in peers])
+            for round_index in range(len(samples))
+        ]
         summary["ratio_to_fastest_peer"] = statistics.median(speed_ratio(s, f) for s, f in zip(samples, fastest))
     for extra in ("achieved_tflops", "mfu"):
         if samples[0].get(extra) is not None:
@@ -320,29 +409,61 @@ def benchmark(args) -> list[dict]:
             for batch in config["batch"] if mode == "inference" else config["batch"][-1:]:
                 samples = {implementation: [] for implementation in args.implementations}
                 for round_index in range(args.rounds):
-                    for implementation, result in measure_round(args.implementations, config_name, mode, batch, args).items():
+                    for implementation, result in measure_round(
+                        args.implementations, config_name, mode, batch, args
+                    ).items():
                         samples[implementation].append(result)
-                    print(f"  {config_name} {mode} batch {batch}: round {round_index + 1}/{args.rounds}", file=sys.stderr)
+                    print(
+                        f"  {config_name} {mode} batch {batch}: round {round_index + 1}/{args.rounds}", file=sys.stderr
+                    )
                 for implementation, runs in samples.items():
-                    rows.append(dict(config=config_name, mode=mode, batch=batch, implementation=implementation,
-                                     **summarise(runs, samples), samples=runs))  # fmt: skip
+                    rows.append(
+                        dict(
+                            config=config_name,
+                            mode=mode,
+                            batch=batch,
+                            implementation=implementation,
+                            **summarise(runs, samples),
+                            samples=runs,
+                        )
+                    )
     return rows
 
 
 def markdown(rows: list[dict]) -> str:
     """The table: one row per config, mode, batch and implementation; TFLOP/s and MFU columns on CUDA."""
     on_cuda = any("achieved_tflops" in row for row in rows)
-    header = ["config", "mode", "batch", "implementation", "images/s (median)", "min-max", "ms/batch",
-              "vs transformers SDPA", "vs fastest of eager/timm", "peak memory MB", "memory vs transformers"]  # fmt: skip
+    header = [
+        "config",
+        "mode",
+        "batch",
+        "implementation",
+        "images/s (median)",
+        "min-max",
+        "ms/batch",
+        "vs transformers SDPA",
+        "vs fastest of eager/timm",
+        "peak memory MB",
+        "memory vs transformers",
+    ]
     header += ["TFLOP/s", "MFU"] if on_cuda else []
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    ratio = lambda row, key: f"{row[key]:.2f}x" if key in row else ""  # noqa: E731
-    rate = lambda value: f"{value:.0f}" if value >= 100 else f"{value:.1f}"  # noqa: E731  (ViT-B: a few images/s)
+    ratio = lambda row, key: f"{row[key]:.2f}x" if key in row else ""
+    rate = lambda value: f"{value:.0f}" if value >= 100 else f"{value:.1f}"
     for row in rows:
-        cells = [row["config"], row["mode"], row["batch"], row["implementation"], rate(row["median"]),
-                 f"{rate(row['min'])}-{rate(row['max'])}", f"{row['milliseconds_per_batch']:.1f}", ratio(row, "ratio"),
-                 ratio(row, "ratio_to_fastest_peer") if row["implementation"] == OURS else "",
-                 f"{row['peak_memory_mb']:.0f}", ratio(row, "memory_ratio")]  # fmt: skip
+        cells = [
+            row["config"],
+            row["mode"],
+            row["batch"],
+            row["implementation"],
+            rate(row["median"]),
+            f"{rate(row['min'])}-{rate(row['max'])}",
+            f"{row['milliseconds_per_batch']:.1f}",
+            ratio(row, "ratio"),
+            ratio(row, "ratio_to_fastest_peer") if row["implementation"] == OURS else "",
+            f"{row['peak_memory_mb']:.0f}",
+            ratio(row, "memory_ratio"),
+        ]
         if on_cuda:
             cells += [f"{row.get('achieved_tflops', 0):.1f}", f"{row['mfu']:.1%}" if row.get("mfu") else ""]
         lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
@@ -354,8 +475,12 @@ def bar_text(bar: float) -> str:
     return f"{bar:.2f}x" if round(bar, 2) == bar else f"{bar:g}x"
 
 
-def bars(rows: list[dict], min_speedup_vs_sdpa: float | None = None, min_speedup_vs_fastest: float | None = None,
-         max_memory_ratio: float | None = None) -> list[str]:  # fmt: skip
+def bars(
+    rows: list[dict],
+    min_speedup_vs_sdpa: float | None = None,
+    min_speedup_vs_fastest: float | None = None,
+    max_memory_ratio: float | None = None,
+) -> list[str]:
     """The verdict on our model, per config/mode/batch, against the bars given (None: not judged): speed ratio to
     transformers SDPA >= `min_speedup_vs_sdpa`, to the fastest of transformers eager and timm >=
     `min_speedup_vs_fastest` (where eager or timm was measured), peak memory ratio to transformers SDPA <=
@@ -366,18 +491,28 @@ def bars(rows: list[dict], min_speedup_vs_sdpa: float | None = None, min_speedup
             continue
         checks = []
         if min_speedup_vs_sdpa is not None:
-            checks.append((f"{row['ratio']:.3f}x transformers SDPA (bar {bar_text(min_speedup_vs_sdpa)})",
-                           row["ratio"] >= min_speedup_vs_sdpa))  # fmt: skip
+            checks.append(
+                (
+                    f"{row['ratio']:.3f}x transformers SDPA (bar {bar_text(min_speedup_vs_sdpa)})",
+                    row["ratio"] >= min_speedup_vs_sdpa,
+                )
+            )
         if min_speedup_vs_fastest is not None and "ratio_to_fastest_peer" in row:
             text = f"{row['ratio_to_fastest_peer']:.3f}x fastest of eager/timm (bar {bar_text(min_speedup_vs_fastest)})"
             checks.append((text, row["ratio_to_fastest_peer"] >= min_speedup_vs_fastest))
         if max_memory_ratio is not None:
-            checks.append((f"memory {row['memory_ratio']:.3f}x (bar <= {bar_text(max_memory_ratio)})",
-                           row["memory_ratio"] <= max_memory_ratio))  # fmt: skip
+            checks.append(
+                (
+                    f"memory {row['memory_ratio']:.3f}x (bar <= {bar_text(max_memory_ratio)})",
+                    row["memory_ratio"] <= max_memory_ratio,
+                )
+            )
         if not checks:
             continue
         verdict = "met" if all(ok for _, ok in checks) else "NOT met"
-        lines.append(f"{row['config']} {row['mode']} batch {row['batch']}: " + ", ".join(t for t, _ in checks) + f": {verdict}")
+        lines.append(
+            f"{row['config']} {row['mode']} batch {row['batch']}: " + ", ".join(t for t, _ in checks) + f": {verdict}"
+        )
     return lines
 
 
@@ -399,25 +534,46 @@ def main_parser() -> argparse.ArgumentParser:
     parser.add_argument("--implementations", nargs="+", default=list(IMPLEMENTATIONS), choices=ALL_IMPLEMENTATIONS)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps before timing")
-    parser.add_argument("--chunks", type=int, default=5,
-                        help="timed chunks per implementation and round (throughput: the fastest; ratios: all, paired)")
-    parser.add_argument("--chunk_seconds", "--chunk-seconds", type=float, default=1.0,
-                        help="least duration of a timed chunk")
+    parser.add_argument(
+        "--chunks",
+        type=int,
+        default=5,
+        help="timed chunks per implementation and round (throughput: the fastest; ratios: all, paired)",
+    )
+    parser.add_argument(
+        "--chunk_seconds", "--chunk-seconds", type=float, default=1.0, help="least duration of a timed chunk"
+    )
     parser.add_argument("--steps", type=int, default=3, help="least number of steps in a timed chunk")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--bf16", action="store_true", help="also bf16-autocast training on CPU (always on CUDA)")
-    parser.add_argument("--glibc_malloc_defaults", "--glibc-malloc-defaults", action="store_true",
-                        help="workers keep glibc's dynamic malloc thresholds (noisier on CPU, see STEADY_MALLOC)")
-    parser.add_argument("--peak_tflops", "--peak-tflops", type=float,
-                        help="the GPU's peak dense bf16 TFLOP/s, for MFU")
-    judged = parser.add_argument_group("bars", "judge our model against these (a verdict line per config, mode and "
-                                       "batch); none given: no verdict")  # fmt: skip
-    judged.add_argument("--min_speedup_vs_sdpa", type=float, metavar="RATIO",
-                        help="least speed ratio of ours to transformers' ViT with SDPA, e.g. 1.0")
-    judged.add_argument("--min_speedup_vs_fastest", type=float, metavar="RATIO",
-                        help="least speed ratio of ours to the fastest of transformers eager and timm, e.g. 0.95")
-    judged.add_argument("--max_memory_ratio", type=float, metavar="RATIO",
-                        help="most peak memory of ours relative to transformers' ViT with SDPA, e.g. 1.05")
+    parser.add_argument(
+        "--glibc_malloc_defaults",
+        "--glibc-malloc-defaults",
+        action="store_true",
+        help="workers keep glibc's dynamic malloc thresholds (noisier on CPU, see STEADY_MALLOC)",
+    )
+    parser.add_argument("--peak_tflops", "--peak-tflops", type=float, help="the GPU's peak dense bf16 TFLOP/s, for MFU")
+    judged = parser.add_argument_group(
+        "bars", "judge our model against these (a verdict line per config, mode and batch); none given: no verdict"
+    )
+    judged.add_argument(
+        "--min_speedup_vs_sdpa",
+        type=float,
+        metavar="RATIO",
+        help="least speed ratio of ours to transformers' ViT with SDPA, e.g. 1.0",
+    )
+    judged.add_argument(
+        "--min_speedup_vs_fastest",
+        type=float,
+        metavar="RATIO",
+        help="least speed ratio of ours to the fastest of transformers eager and timm, e.g. 0.95",
+    )
+    judged.add_argument(
+        "--max_memory_ratio",
+        type=float,
+        metavar="RATIO",
+        help="most peak memory of ours relative to transformers' ViT with SDPA, e.g. 1.05",
+    )
     parser.add_argument("--json", default="benchmark_results.json", help="where to write every sample")
     return parser
 
@@ -437,11 +593,13 @@ def main(argv: list[str]) -> None:
 
     started = time.time()
     rows = benchmark(args)
-    header = (f"{machine_name()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-              f"{'CUDA ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'CPU'}, "
-              f"{args.rounds} rounds of {args.chunks} interleaved chunks of >= {args.chunk_seconds} s, "
-              f"throughput from the fastest chunk of each round, ratios paired chunk by chunk; malloc "
-              f"{'glibc defaults' if args.glibc_malloc_defaults else 'thresholds fixed (STEADY_MALLOC)'}")  # fmt: skip
+    header = (
+        f"{machine_name()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+        f"{'CUDA ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'CPU'}, "
+        f"{args.rounds} rounds of {args.chunks} interleaved chunks of >= {args.chunk_seconds} s, "
+        f"throughput from the fastest chunk of each round, ratios paired chunk by chunk; malloc "
+        f"{'glibc defaults' if args.glibc_malloc_defaults else 'thresholds fixed (STEADY_MALLOC)'}"
+    )
     verdicts = bars(rows, args.min_speedup_vs_sdpa, args.min_speedup_vs_fastest, args.max_memory_ratio)
     verdict_block = "\n".join(verdicts) + "\n\n" if verdicts else ""  # no bars given: no verdict
     print(f"\n{header}\n\n{markdown(rows)}\n\n{verdict_block}({time.time() - started:.0f} s)")

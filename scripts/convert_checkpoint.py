@@ -1,7 +1,8 @@
 """Convert ViT checkpoints to and from vit_scratch.
 
     python scripts/convert_checkpoint.py --from transformers --input google/vit-base-patch16-224 --output DIR
-    python scripts/convert_checkpoint.py --from timm --timm_model vit_base_patch16_224 --input weights.safetensors --output DIR
+    python scripts/convert_checkpoint.py --from timm --timm_model vit_base_patch16_224 \
+        --input weights.safetensors --output DIR
     python scripts/convert_checkpoint.py --to transformers --input DIR --output DIR
 
 The output folder is written beside its final place and moved in only when complete; an existing non-empty output
@@ -48,9 +49,13 @@ def convert(args: argparse.Namespace) -> None:
         return
     if args.source == "timm":
         if not args.timm_model:
-            raise ValueError("--from timm needs --timm_model NAME (e.g. vit_base_patch16_224) to know the architecture.")
+            raise ValueError(
+                "--from timm needs --timm_model NAME (e.g. vit_base_patch16_224) to know the architecture."
+            )
         if not Path(args.input).is_file():
-            raise FileNotFoundError(f"--input {args.input!r} is not a file: give the timm model's weights as safetensors.")
+            raise FileNotFoundError(
+                f"--input {args.input!r} is not a file: give the timm model's weights as safetensors."
+            )
         import timm
         from safetensors.torch import load_file
 
@@ -68,7 +73,8 @@ def _num_classes(path: str) -> int:
     from safetensors import safe_open
 
     with safe_open(path, framework="pt") as weights:
-        return weights.get_slice("head.weight").get_shape()[0] if "head.weight" in weights.keys() else 0
+        names = weights.keys()  # a safe_open handle is no dict: `in` needs its list of keys
+        return weights.get_slice("head.weight").get_shape()[0] if "head.weight" in names else 0
 
 
 def main(argv: list[str]) -> None:

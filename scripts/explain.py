@@ -34,7 +34,9 @@ def load_image(source: str) -> Image.Image:
     except (UnidentifiedImageError, OSError) as error:
         if isinstance(error, FileNotFoundError):
             raise
-        raise ValueError(f"Cannot read {source!r} as an image ({error}): give a PNG, JPEG or other image file.") from None
+        raise ValueError(
+            f"Cannot read {source!r} as an image ({error}): give a PNG, JPEG or other image file."
+        ) from None
 
 
 def load_model(model_source: str, trust_remote_code: bool = False):
@@ -45,13 +47,21 @@ def load_model(model_source: str, trust_remote_code: bool = False):
     except ValueError as error:
         if trust_remote_code or "trust_remote_code" not in str(error):
             raise
-        raise ValueError(f"{model_source} is not a vit_scratch model and needs its own code to load, which runs "
-                         "only if you trust it: read that code, then pass --trust_remote_code.") from None  # fmt: skip
+        raise ValueError(
+            f"{model_source} is not a vit_scratch model and needs its own code to load, which runs "
+            "only if you trust it: read that code, then pass --trust_remote_code."
+        ) from None
     return model.eval(), processor
 
 
-def explain_image(model_source: str, image_source: str, out_dir: str, head_fusion: str = "mean",
-                  discard_ratio: float = 0.0, trust_remote_code: bool = False) -> list[Path]:  # fmt: skip
+def explain_image(
+    model_source: str,
+    image_source: str,
+    out_dir: str,
+    head_fusion: str = "mean",
+    discard_ratio: float = 0.0,
+    trust_remote_code: bool = False,
+) -> list[Path]:
     """Everything the script does; returns the paths of the pictures written."""
     model, processor = load_model(model_source, trust_remote_code)
     config = model.config
@@ -80,14 +90,17 @@ def explain_image(model_source: str, image_source: str, out_dir: str, head_fusio
     return [
         plots.plot_patch_grid(shown, embeddings.patch_embeddings.patch_size, out / "patch_grid.png"),
         plots.plot_overlay(shown, rollout_map, f"attention rollout ({head_fusion})", out / "attention_rollout.png"),
-        plots.plot_overlay(shown, relevance_map, f"gradient rollout for {label!r}",
-                           out / f"gradient_rollout_class_{safe_label}.png"),  # fmt: skip
+        plots.plot_overlay(
+            shown, relevance_map, f"gradient rollout for {label!r}", out / f"gradient_rollout_class_{safe_label}.png"
+        ),
         plots.plot_layer_attention(per_layer, out / "attention_per_layer.png"),
         plots.plot_embedding_filters(explain.patch_embedding_components(model), out / "fig7_patch_embedding_pca.png"),
-        plots.plot_position_similarity(explain.position_embedding_similarity(model),
-                                       out / "fig7_position_embedding_similarity.png"),  # fmt: skip
+        plots.plot_position_similarity(
+            explain.position_embedding_similarity(model), out / "fig7_position_embedding_similarity.png"
+        ),
         plots.plot_attention_distance(
-            explain.mean_attention_distance(attentions, grid, config.patch_size), out / "fig7_mean_attention_distance.png"
+            explain.mean_attention_distance(attentions, grid, config.patch_size),
+            out / "fig7_mean_attention_distance.png",
         ),
     ]
 
@@ -99,12 +112,16 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--out", required=True, help="folder for the PNG files")
     parser.add_argument("--head_fusion", default="mean", choices=explain.HEAD_FUSIONS)
     parser.add_argument("--discard_ratio", type=float, default=0.0, help="share of weakest attention to drop")
-    parser.add_argument("--trust_remote_code", action="store_true",
-                        help="run the code that comes with the model (only models other than vit_scratch need it)")
+    parser.add_argument(
+        "--trust_remote_code",
+        action="store_true",
+        help="run the code that comes with the model (only models other than vit_scratch need it)",
+    )
     args = parser.parse_args(argv)
     try:
-        paths = explain_image(args.model, args.image, args.out, args.head_fusion, args.discard_ratio,
-                              args.trust_remote_code)  # fmt: skip
+        paths = explain_image(
+            args.model, args.image, args.out, args.head_fusion, args.discard_ratio, args.trust_remote_code
+        )
     except (ValueError, FileNotFoundError) as error:
         sys.exit(f"error: {error}")
     print("wrote:\n" + "\n".join(f"  {path}" for path in paths))

@@ -22,15 +22,23 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--create_pr", action="store_true", help="open a pull request instead of committing")
     parser.add_argument("--commit_message", help="message of the model commit")
     parser.add_argument("--max_shard_size", default="2GB", help="split model.safetensors above this size")
-    parser.add_argument("--allow_unmeasured_weights", action="store_true",
-                        help="push weights changed after training, with a card that reports no metrics for them")
+    parser.add_argument(
+        "--allow_unmeasured_weights",
+        action="store_true",
+        help="push weights changed after training, with a card that reports no metrics for them",
+    )
     args = parser.parse_args(argv)
     try:
         result = push_to_hub(
-            args.folder, args.repo_id, private=args.private, revision=args.revision, create_pr=args.create_pr,
-            commit_message=args.commit_message, max_shard_size=args.max_shard_size,
+            args.folder,
+            args.repo_id,
+            private=args.private,
+            revision=args.revision,
+            create_pr=args.create_pr,
+            commit_message=args.commit_message,
+            max_shard_size=args.max_shard_size,
             allow_unmeasured_weights=args.allow_unmeasured_weights,
-        )  # fmt: skip
+        )
     except (ValueError, RuntimeError, *HUB_ERRORS) as error:  # FileNotFoundError and the Hub's errors are OSErrors
         sys.exit("error: " + redact(" ".join(str(error).split()), known_secrets()))
     print(f"repo: {result.repo_url}\ncommit: {result.commit_id}")

@@ -8,9 +8,9 @@ and `accelerate launch`. Bad input is one line, `error: ...`, before any long wo
 
 import sys
 
+from modeling_vit_scratch.arguments import command_secrets, parse_arguments
 from modeling_vit_scratch.hub import PushError
 from modeling_vit_scratch.safety import redact
-from modeling_vit_scratch.arguments import command_secrets, parse_arguments
 from modeling_vit_scratch.training import train, use_cpu_processes_without_accelerator
 
 
@@ -23,10 +23,15 @@ def main(argv: list[str]) -> None:
         sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}")
     if training_args.process_index == 0:
         print(f"\nTest accuracy {metrics['test_accuracy']:.4f} ({metrics['wall_time_seconds']:.0f} s).")
-        print(redact(f"Model saved in {training_args.output_dir}; load it with\n"
-              f"  AutoModelForImageClassification.from_pretrained({training_args.output_dir!r}, trust_remote_code=True)\n"
-              f"  pipeline('image-classification', model={training_args.output_dir!r}, trust_remote_code=True)",
-              command_secrets(argv)))  # a token in the folder's name is no reason to print it
+        print(
+            redact(
+                f"Model saved in {training_args.output_dir}; load it with\n"
+                "  AutoModelForImageClassification.from_pretrained("
+                f"{training_args.output_dir!r}, trust_remote_code=True)\n"
+                f"  pipeline('image-classification', model={training_args.output_dir!r}, trust_remote_code=True)",
+                command_secrets(argv),
+            )
+        )  # a token in the folder's name is no reason to print it
 
 
 if __name__ == "__main__":

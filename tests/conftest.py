@@ -10,8 +10,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 torch.set_num_threads(1)
 
-from helpers import tiny_config  # noqa: E402
-from modeling_vit_scratch import ViTScratchConfig  # noqa: E402
+from helpers import tiny_config
+
+from modeling_vit_scratch import ViTScratchConfig
 
 
 @pytest.fixture

@@ -20,8 +20,9 @@ from transformers import TrainingArguments
 from modeling_vit_scratch import ViTScratchConfig
 
 REPO = Path(__file__).resolve().parent.parent
-TINY_MODEL = dict(image_size=8, patch_size=4, hidden_size=24, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=37)  # fmt: skip
+TINY_MODEL = dict(
+    image_size=8, patch_size=4, hidden_size=24, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37
+)
 
 
 def tiny_config(**overrides) -> ViTScratchConfig:
@@ -48,10 +49,20 @@ def tiny_model_file(tmp_path: Path, **overrides) -> str:
 
 def training_args(output_dir: Path, **overrides) -> TrainingArguments:
     fields = dict(
-        output_dir=str(output_dir), num_train_epochs=4, per_device_train_batch_size=8, per_device_eval_batch_size=32,
-        learning_rate=3e-3, eval_strategy="epoch", save_strategy="epoch", logging_strategy="epoch",
-        load_best_model_at_end=True, metric_for_best_model="accuracy", report_to="none", disable_tqdm=True, seed=3,
-    )  # fmt: skip
+        output_dir=str(output_dir),
+        num_train_epochs=4,
+        per_device_train_batch_size=8,
+        per_device_eval_batch_size=32,
+        learning_rate=3e-3,
+        eval_strategy="epoch",
+        save_strategy="epoch",
+        logging_strategy="epoch",
+        load_best_model_at_end=True,
+        metric_for_best_model="accuracy",
+        report_to="none",
+        disable_tqdm=True,
+        seed=3,
+    )
     return TrainingArguments(**{**fields, **overrides})
 
 
@@ -69,11 +80,18 @@ def write_imagefolder(root, classes=("cat", "dog", "fox"), per_class=6, size=(12
 
 def run_script(*args: str, nproc: int = 1, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
     """scripts/train.py in a new process (under torchrun when `nproc` > 1), offline, from the repository root."""
-    launcher = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}"] if nproc > 1 else [
-        sys.executable]  # fmt: skip
+    launcher = (
+        [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}"] if nproc > 1 else [sys.executable]
+    )
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run([*launcher, str(REPO / "scripts" / "train.py"), *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [*launcher, str(REPO / "scripts" / "train.py"), *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 FRESH_PROCESS = textwrap.dedent(
@@ -115,7 +133,11 @@ def run_fresh(folder, pixel_values, tmp_path, env: dict | None = None, revision:
     env = {**os.environ, **(env or {"HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1"})}
     result = subprocess.run(
         [sys.executable, str(script), str(folder), str(inputs), str(outputs), revision or ""],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return torch.load(outputs)

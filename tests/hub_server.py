@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Self
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
@@ -172,8 +173,12 @@ class Repo:
         digest = f"parent {parent or ''}\ntree {tree_digest(files)}\n\n{title}\n\n{message}"
         commit_id = hashlib.sha1(digest.encode()).hexdigest()
         self.state["commits"][commit_id] = {
-            "parent": parent, "title": title, "message": message, "date": now(), "files": files,
-        }  # fmt: skip
+            "parent": parent,
+            "title": title,
+            "message": message,
+            "date": now(),
+            "files": files,
+        }
         self.refs[ref] = commit_id
         return commit_id
 
@@ -182,9 +187,12 @@ class Repo:
         of `base`; return its number."""
         num = len(self.state["discussions"]) + 1
         self.state["discussions"][str(num)] = {
-            "title": title, "description": description, "isPullRequest": base is not None, "base": base,
+            "title": title,
+            "description": description,
+            "isPullRequest": base is not None,
+            "base": base,
             "createdAt": now(),
-        }  # fmt: skip
+        }
         if base is not None:
             self.refs[f"refs/pr/{num}"] = self.refs[base]
         return num
@@ -229,7 +237,7 @@ REV = r"(?P<rev>[^/]+)"  # the client quotes revisions whole: refs/pr/1 arrives 
 class HubApp:
     """The Hub API: one handler per endpoint, each turning a `Request` into a `Response` (or raising `HubError`)."""
 
-    ROUTES = [
+    ROUTES = (
         ("POST", r"/api/repos/create", "create_repo"),
         ("GET", r"/api/whoami-v2", "whoami"),
         ("POST", r"/api/validate-yaml", "validate_yaml"),
@@ -244,17 +252,21 @@ class HubApp:
         ("GET", REPO + r"/commits/" + REV, "list_commits"),
         ("POST", REPO + r"/discussions", "create_discussion"),
         ("GET", REPO + r"/discussions/(?P<num>\d+)", "discussion_details"),
-        ("GET HEAD", r"/(?:(?P<type>datasets)/)?(?P<ns>[^/]+)/(?P<name>[^/]+)/resolve/" + REV + r"/(?P<path>.+)",
-         "resolve_file"),
-    ]  # fmt: skip
+        (
+            "GET HEAD",
+            r"/(?:(?P<type>datasets)/)?(?P<ns>[^/]+)/(?P<name>[^/]+)/resolve/" + REV + r"/(?P<path>.+)",
+            "resolve_file",
+        ),
+    )
 
     def __init__(self, store: Store, url: str, fail_commits: set[int] | None = None):
         self.store, self.url = store, url
         self.fail_commits = fail_commits if fail_commits is not None else set()  # commit requests to answer 500
         self.commit_requests = 0
         self.lock = threading.Lock()  # one request at a time reads or changes the repos
-        self.routes = [(methods.split(), re.compile(pattern + "$"), getattr(self, name))
-                       for methods, pattern, name in self.ROUTES]  # fmt: skip
+        self.routes = [
+            (methods.split(), re.compile(pattern + "$"), getattr(self, name)) for methods, pattern, name in self.ROUTES
+        ]
         self.unknown_routes: list[str] = []
 
     # -- dispatch
@@ -275,7 +287,7 @@ class HubApp:
                     if error.code:
                         error_headers["X-Error-Code"] = error.code
                     return json_response({"error": error.message, **error.fields}, error.status, error_headers)
-                except Exception:
+                except Exception:  # noqa: BLE001 (any failure of a handler is the server's 500)
                     traceback.print_exc(file=sys.stderr)
                     return json_response({"error": "Internal error of the local hub (traceback on stderr)"}, 500)
         self.unknown_routes.append(f"{method} {raw_path}")
@@ -314,8 +326,16 @@ class HubApp:
     def whoami(self, request: Request) -> Response:
         """GET /api/whoami-v2: every token is the local user's, with write access."""
         access = {"displayName": "local", "role": "write"}
-        return json_response({"type": "user", "id": "0" * 24, "name": USER, "fullname": "Local User", "orgs": [],
-                              "auth": {"type": "access_token", "accessToken": access}})  # fmt: skip
+        return json_response(
+            {
+                "type": "user",
+                "id": "0" * 24,
+                "name": USER,
+                "fullname": "Local User",
+                "orgs": [],
+                "auth": {"type": "access_token", "accessToken": access},
+            }
+        )
 
     def create_repo(self, request: Request) -> Response:
         """POST /api/repos/create {name, organization, type, visibility|private}: 409 if it exists."""
@@ -341,12 +361,23 @@ class HubApp:
                 blob = repo.blob(files[sibling["rfilename"]])
                 sibling.update(size=blob["size"], blobId=blob["oid"])
         namespace = repo.id.split("/")[0]
-        return json_response({
-            "_id": repo.object_id, "id": repo.id, "author": namespace, "sha": commit_id,
-            "lastModified": repo.commit_info(commit_id)["date"], "createdAt": repo.state["createdAt"],
-            "private": repo.state["private"], "disabled": False, "gated": False, "downloads": 0, "likes": 0,
-            "tags": [], "siblings": siblings,
-        })  # fmt: skip
+        return json_response(
+            {
+                "_id": repo.object_id,
+                "id": repo.id,
+                "author": namespace,
+                "sha": commit_id,
+                "lastModified": repo.commit_info(commit_id)["date"],
+                "createdAt": repo.state["createdAt"],
+                "private": repo.state["private"],
+                "disabled": False,
+                "gated": False,
+                "downloads": 0,
+                "likes": 0,
+                "tags": [],
+                "siblings": siblings,
+            }
+        )
 
     def validate_yaml(self, request: Request) -> Response:
         """POST /api/validate-yaml {content}: only rejects front matter that is opened and never closed."""
@@ -363,10 +394,14 @@ class HubApp:
         repo = self.repo(request)
         files = repo.files(repo.resolve(request.params["rev"]))
         answers = [
-            {"path": item["path"], "uploadMode": "regular", "shouldIgnore": False,
-             "oid": repo.blob(files[item["path"]])["oid"] if item["path"] in files else None}
+            {
+                "path": item["path"],
+                "uploadMode": "regular",
+                "shouldIgnore": False,
+                "oid": repo.blob(files[item["path"]])["oid"] if item["path"] in files else None,
+            }
             for item in request.json().get("files", [])
-        ]  # fmt: skip
+        ]
         return json_response({"files": answers})
 
     def commit(self, request: Request) -> Response:
@@ -398,8 +433,15 @@ class HubApp:
             ref, pull_request_url = f"refs/pr/{num}", f"{repo_url}/discussions/{num}"
         commit_id = repo.commit(ref, title, description, files)
         repo.save()
-        return json_response({"success": True, "commitOid": commit_id, "commitUrl": f"{repo_url}/commit/{commit_id}",
-                              "hookOutput": "", "pullRequestUrl": pull_request_url})  # fmt: skip
+        return json_response(
+            {
+                "success": True,
+                "commitOid": commit_id,
+                "commitUrl": f"{repo_url}/commit/{commit_id}",
+                "hookOutput": "",
+                "pullRequestUrl": pull_request_url,
+            }
+        )
 
     @staticmethod
     def apply_operations(repo: Repo, files: dict[str, str], operations: list[dict], head: str) -> dict[str, str]:
@@ -419,8 +461,11 @@ class HubApp:
                 for name in inside:
                     del files[name]
             elif key == "lfsFile":
-                raise HubError(400, f"LFS files are not supported by the local hub ({path}): it answers uploadMode "
-                                    "'regular' at preupload, so contents must come inline")  # fmt: skip
+                raise HubError(
+                    400,
+                    f"LFS files are not supported by the local hub ({path}): it answers uploadMode "
+                    "'regular' at preupload, so contents must come inline",
+                )
             else:
                 raise HubError(400, f"Unknown commit operation: {key}")
         return files
@@ -450,12 +495,21 @@ class HubApp:
         if num not in repo.state["discussions"]:
             raise HubError(404, f"Discussion not found: {num}")
         discussion = repo.state["discussions"][num]
-        return json_response({
-            "num": int(num), "title": discussion["title"], "status": "draft" if discussion["isPullRequest"] else "open",
-            "isPullRequest": discussion["isPullRequest"], "createdAt": discussion["createdAt"],
-            "author": {"name": USER}, "repo": {"name": repo.id, "type": repo.type}, "events": [],
-            "changes": {"base": discussion["base"]}, "filesWithConflicts": [], "diff": "",
-        })  # fmt: skip
+        return json_response(
+            {
+                "num": int(num),
+                "title": discussion["title"],
+                "status": "draft" if discussion["isPullRequest"] else "open",
+                "isPullRequest": discussion["isPullRequest"],
+                "createdAt": discussion["createdAt"],
+                "author": {"name": USER},
+                "repo": {"name": repo.id, "type": repo.type},
+                "events": [],
+                "changes": {"base": discussion["base"]},
+                "filesWithConflicts": [],
+                "diff": "",
+            }
+        )
 
     # -- reading
 
@@ -464,8 +518,11 @@ class HubApp:
         repo = self.repo(request)
 
         def refs(prefix: str) -> list[dict]:
-            return [{"name": ref.removeprefix("refs/heads/"), "ref": ref, "targetCommit": commit_id}
-                    for ref, commit_id in sorted(repo.refs.items()) if ref.startswith(prefix)]  # fmt: skip
+            return [
+                {"name": ref.removeprefix("refs/heads/"), "ref": ref, "targetCommit": commit_id}
+                for ref, commit_id in sorted(repo.refs.items())
+                if ref.startswith(prefix)
+            ]
 
         answer = {"branches": refs("refs/heads/"), "tags": [], "converts": []}
         if request.flag("include_prs"):
@@ -508,8 +565,15 @@ class HubApp:
         commit_id, history = repo.resolve(request.params["rev"]), []
         while commit_id is not None:
             commit = repo.commit_info(commit_id)
-            history.append({"id": commit_id, "title": commit["title"], "message": commit["message"],
-                            "authors": [{"user": USER}], "date": commit["date"]})  # fmt: skip
+            history.append(
+                {
+                    "id": commit_id,
+                    "title": commit["title"],
+                    "message": commit["message"],
+                    "authors": [{"user": USER}],
+                    "date": commit["date"],
+                }
+            )
             commit_id = commit["parent"]
         return json_response(history)
 
@@ -524,8 +588,12 @@ class HubApp:
         if path not in files:
             raise entry_not_found(path, commit_id)
         data = repo.read_blob(files[path])
-        headers = {"X-Repo-Commit": commit_id, "ETag": f'"{repo.blob(files[path])["oid"]}"',
-                   "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}  # fmt: skip
+        headers = {
+            "X-Repo-Commit": commit_id,
+            "ETag": f'"{repo.blob(files[path])["oid"]}"',
+            "Accept-Ranges": "bytes",
+            "Content-Type": "application/octet-stream",
+        }
         byte_range = request.headers.get("Range")
         if byte_range is None:
             return Response(200, data, headers)
@@ -580,8 +648,9 @@ class LocalHub:
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._server.app = HubApp(Store(self.root), self.url, self.fail_commits)
         # A short poll interval: stop() waits for the serving loop to notice the shutdown.
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="local-hub", daemon=True)  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="local-hub", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -590,7 +659,7 @@ class LocalHub:
         self._server.server_close()
         self._thread.join()
 
-    def __enter__(self) -> "LocalHub":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc_info) -> None:

@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from helpers import run_fresh, tiny_config
 from PIL import Image
 from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForImageClassification, pipeline
 
@@ -17,7 +18,6 @@ from modeling_vit_scratch import (
     ViTScratchImageProcessor,
     ViTScratchModel,
 )
-from helpers import run_fresh, tiny_config
 
 
 @pytest.fixture
@@ -54,8 +54,12 @@ def test_saved_folder_holds_safetensors_code_and_auto_map(saved_folder):
         "AutoModelForImageClassification": "modeling_vit_scratch.ViTScratchForImageClassification",
     }
     processor_map = json.loads((folder / "preprocessor_config.json").read_text())["auto_map"]
-    assert processor_map == {"AutoImageProcessor": ["image_processing_vit_scratch.ViTScratchImageProcessor",
-                                                    "image_processing_vit_scratch.ViTScratchImageProcessorFast"]}
+    assert processor_map == {
+        "AutoImageProcessor": [
+            "image_processing_vit_scratch.ViTScratchImageProcessor",
+            "image_processing_vit_scratch.ViTScratchImageProcessorFast",
+        ]
+    }
 
 
 # The code `save_pretrained` copies into a folder, which runs with `trust_remote_code` where the package is not
@@ -75,16 +79,21 @@ def test_the_code_a_saved_folder_ships_imports_nothing_else_of_the_package(saved
     for path in sorted(shipped.values()):
         for node in ast.walk(ast.parse(path.read_text(), filename=path.name)):
             if isinstance(node, ast.Import):
-                foreign += [f"{path.name}:{node.lineno}: import {alias.name}" for alias in node.names
-                            if alias.name.split(".")[0] not in allowed]  # fmt: skip
+                foreign += [
+                    f"{path.name}:{node.lineno}: import {alias.name}"
+                    for alias in node.names
+                    if alias.name.split(".")[0] not in allowed
+                ]
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
                 if node.module.split(".")[0] not in allowed:
                     foreign.append(f"{path.name}:{node.lineno}: from {node.module} import ...")
             elif isinstance(node, ast.ImportFrom):  # relative: only another of the shipped files
                 targets = [node.module] if node.module else [alias.name for alias in node.names]
                 if node.level > 1 or any(target.split(".")[0] not in SHIPPED_CODE for target in targets):
-                    foreign.append(f"{path.name}:{node.lineno}: from {'.' * node.level}{node.module or ''} import "
-                                   f"{', '.join(alias.name for alias in node.names)} (not a shipped file)")
+                    foreign.append(
+                        f"{path.name}:{node.lineno}: from {'.' * node.level}{node.module or ''} import "
+                        f"{', '.join(alias.name for alias in node.names)} (not a shipped file)"
+                    )
     assert not foreign, "the saved code imports what a Hub user does not have:\n" + "\n".join(foreign)
     assert set(shipped) == SHIPPED_CODE, f"save_pretrained also copied {sorted(set(shipped) - SHIPPED_CODE)}"
 
@@ -149,7 +158,7 @@ def test_a_truncated_weights_file_is_one_error_naming_it(saved_folder, keep):
 
 def test_a_truncated_shard_is_named(tmp_path):
     ViTScratchForImageClassification(tiny_config()).save_pretrained(tmp_path, max_shard_size="20KB")
-    shard = sorted(tmp_path.glob("model-*.safetensors"))[-1]
+    shard = max(tmp_path.glob("model-*.safetensors"))
     cut_short(shard)
     with pytest.raises(OSError, match=f"^{shard} is incomplete or corrupt"):
         ViTScratchModel.from_pretrained(tmp_path)
@@ -158,16 +167,27 @@ def test_a_truncated_shard_is_named(tmp_path):
 @pytest.mark.parametrize(
     "change, message",
     [
-        (dict(num_hidden_layers=3),
-         "has no tensor 'vit.layers.2.attention.o_proj.bias' \\(and 11 more\\) that config.json asks for"),
-        (dict(num_hidden_layers=1),
-         "has a tensor 'vit.layers.1.attention.o_proj.bias' \\(and 11 more\\) that config.json has no place for"),
-        (dict(intermediate_size=40),
-         "holds 'vit.layers.0.mlp.fc1.bias' \\(and 5 more\\) of shape \\(37,\\) where config.json asks for \\(40,\\)"),
-        (dict(position_embedding="sincos"),
-         "has a tensor 'vit.embeddings.position_embeddings' that config.json has no place for"),
+        (
+            dict(num_hidden_layers=3),
+            "has no tensor 'vit.layers.2.attention.o_proj.bias' \\(and 11 more\\) that config.json asks for",
+        ),
+        (
+            dict(num_hidden_layers=1),
+            "has a tensor 'vit.layers.1.attention.o_proj.bias' \\(and 11 more\\) that config.json has no place for",
+        ),
+        (
+            dict(intermediate_size=40),
+            (
+                "holds 'vit.layers.0.mlp.fc1.bias' \\(and 5 more\\) of shape \\(37,\\) "
+                "where config.json asks for \\(40,\\)"
+            ),
+        ),
+        (
+            dict(position_embedding="sincos"),
+            "has a tensor 'vit.embeddings.position_embeddings' that config.json has no place for",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_config_that_disagrees_with_the_weights_is_refused_naming_tensor_and_file(saved_folder, change, message):
     """Instead of a randomly initialised layer (transformers only logs a report) or a RuntimeError naming nothing."""
     _, folder = saved_folder

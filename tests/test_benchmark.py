@@ -5,7 +5,6 @@ import importlib.util
 
 import pytest
 import torch
-
 from helpers import REPO
 
 spec = importlib.util.spec_from_file_location("benchmark", REPO / "scripts" / "benchmark.py")
@@ -22,7 +21,9 @@ def parameter_count(implementation: str, config_name: str) -> int:
 @pytest.mark.parametrize("config_name", list(benchmark.CONFIGS))
 def test_ours_and_transformers_are_built_with_the_same_hyper_parameters(config_name):
     ours = parameter_count("vit_scratch", config_name)
-    assert ours == parameter_count("transformers-sdpa", config_name) == parameter_count("transformers-eager", config_name)
+    assert (
+        ours == parameter_count("transformers-sdpa", config_name) == parameter_count("transformers-eager", config_name)
+    )
 
 
 @pytest.mark.timm
@@ -50,7 +51,9 @@ def test_a_measurement_runs_the_step_and_reports_throughput_and_memory(mode):
 
 
 def test_a_round_runs_each_implementation_in_its_own_process_and_pairs_them():
-    args = benchmark.main_parser().parse_args(["--warmup", "1", "--steps", "1", "--chunks", "2", "--chunk_seconds", "0"])
+    args = benchmark.main_parser().parse_args(
+        ["--warmup", "1", "--steps", "1", "--chunks", "2", "--chunk_seconds", "0"]
+    )
     results = benchmark.measure_round(["vit_scratch", "transformers-sdpa"], "digits", "inference", 8, args)
     assert set(results) == {"vit_scratch", "transformers-sdpa"}
     for result in results.values():
@@ -60,14 +63,23 @@ def test_a_round_runs_each_implementation_in_its_own_process_and_pairs_them():
 
 def test_a_failing_worker_names_itself_and_shows_its_error():
     args = benchmark.main_parser().parse_args(["--warmup", "1", "--steps", "1", "--chunks", "1"])
-    with pytest.raises(RuntimeError, match=r"(?s)no-such-model digits inference batch 8 failed.*Unknown implementation"):
+    with pytest.raises(
+        RuntimeError, match=r"(?s)no-such-model digits inference batch 8 failed.*Unknown implementation"
+    ):
         benchmark.measure_round(["no-such-model"], "digits", "inference", 8, args)
 
 
 def samples(*chunk_seconds, memory=100.0):
     """One result per round from its chunks' seconds per step (batch 1), as `measure_round` returns them."""
-    return [dict(images_per_second=1 / min(chunks), milliseconds_per_batch=1000 * min(chunks), peak_memory_mb=memory,
-                 chunk_seconds=list(chunks)) for chunks in chunk_seconds]  # fmt: skip
+    return [
+        dict(
+            images_per_second=1 / min(chunks),
+            milliseconds_per_batch=1000 * min(chunks),
+            peak_memory_mb=memory,
+            chunk_seconds=list(chunks),
+        )
+        for chunks in chunk_seconds
+    ]
 
 
 def test_ratios_pair_each_chunk_with_the_reference_chunk_timed_next_to_it():
@@ -98,8 +110,10 @@ def our_row(**ratios):
 def test_bars_report_each_failed_condition():
     row = our_row(ratio=1.02, ratio_to_fastest_peer=0.93, memory_ratio=1.0)
     assert benchmark.bars([row], **TODAYS_BARS) == [
-        "digits train batch 256: 1.020x transformers SDPA (bar 1.00x), 0.930x fastest of eager/timm (bar 0.95x), "
-        "memory 1.000x (bar <= 1.05x): NOT met"
+        (
+            "digits train batch 256: 1.020x transformers SDPA (bar 1.00x), 0.930x fastest of eager/timm (bar 0.95x), "
+            "memory 1.000x (bar <= 1.05x): NOT met"
+        )
     ]
     assert benchmark.bars([{**row, "ratio_to_fastest_peer": 0.95}], **TODAYS_BARS)[0].endswith(": met")
 
@@ -110,8 +124,11 @@ def test_bars_are_judged_only_as_given_on_the_command_line():
     others = dict(config="digits", mode="train", batch=256, implementation="timm", ratio=0.5, memory_ratio=3.0)
     assert benchmark.bars([row, others]) == []  # no bar given: no verdict
     args = benchmark.main_parser().parse_args(["--min_speedup_vs_sdpa", "1.03", "--max_memory_ratio", "1.2"])
-    bars = dict(min_speedup_vs_sdpa=args.min_speedup_vs_sdpa, min_speedup_vs_fastest=args.min_speedup_vs_fastest,
-                max_memory_ratio=args.max_memory_ratio)  # fmt: skip
+    bars = dict(
+        min_speedup_vs_sdpa=args.min_speedup_vs_sdpa,
+        min_speedup_vs_fastest=args.min_speedup_vs_fastest,
+        max_memory_ratio=args.max_memory_ratio,
+    )
     assert benchmark.bars([row, others], **bars) == [
         "digits train batch 256: 1.020x transformers SDPA (bar 1.03x), memory 1.100x (bar <= 1.20x): NOT met"
     ]
@@ -142,7 +159,7 @@ def test_help_shows_the_underscore_spelling_first():
 
 
 def test_cuda_adds_bf16_training_and_cpu_only_on_request():
-    args = lambda **kw: type("Args", (), {"bf16": False, "cuda": False, "modes": list(benchmark.MODES), **kw})  # noqa: E731
+    args = lambda **kw: type("Args", (), {"bf16": False, "cuda": False, "modes": list(benchmark.MODES), **kw})
     assert benchmark.modes_for(benchmark.CONFIGS["digits"], args()) == ["inference", "train"]
     assert benchmark.modes_for(benchmark.CONFIGS["digits"], args(cuda=True))[-1] == "train-bf16"
     assert benchmark.modes_for(benchmark.CONFIGS["base224"], args(bf16=True)) == ["inference"]
@@ -150,8 +167,10 @@ def test_cuda_adds_bf16_training_and_cpu_only_on_request():
 
 def test_table_has_a_row_per_implementation_and_our_peer_ratio():
     runs = {name: samples([0.01, 0.02], [0.01]) for name in benchmark.IMPLEMENTATIONS}
-    rows = [dict(config="digits", mode="train", batch=256, implementation=name, **benchmark.summarise(runs[name], runs))
-            for name in benchmark.IMPLEMENTATIONS]  # fmt: skip
+    rows = [
+        dict(config="digits", mode="train", batch=256, implementation=name, **benchmark.summarise(runs[name], runs))
+        for name in benchmark.IMPLEMENTATIONS
+    ]
     table = benchmark.markdown(rows).splitlines()
     assert len(table) == 2 + len(benchmark.IMPLEMENTATIONS)
     assert table[2].count("1.00x") == 3 and table[3].count("1.00x") == 2  # ours also carries the peer ratio

@@ -61,7 +61,10 @@ def test_main_presets_ship_as_json():
 @pytest.mark.parametrize(
     "fields, message",
     [
-        (dict(hidden_size=100, num_attention_heads=3), "hidden_size \\(100\\) must be divisible by num_attention_heads"),
+        (
+            dict(hidden_size=100, num_attention_heads=3),
+            "hidden_size \\(100\\) must be divisible by num_attention_heads",
+        ),
         (dict(image_size=225), "image_size 225 must be divisible by patch_size 16"),
         (dict(image_size=(224, 230)), "must be divisible by patch_size"),
         (dict(pooling="max"), "pooling must be one of"),
@@ -83,8 +86,15 @@ def test_invalid_values_raise_value_error_naming_the_field(fields, message):
 
 def test_json_round_trip_keeps_every_field(tmp_path):
     config = ViTScratchConfig(
-        image_size=(32, 48), patch_size=8, pooling="mean", position_embedding="sincos", patch_embedding="linear",
-        qkv_bias=False, layer_norm_eps=1e-12, drop_path_rate=0.1, id2label={0: "cat", 1: "dog"},
+        image_size=(32, 48),
+        patch_size=8,
+        pooling="mean",
+        position_embedding="sincos",
+        patch_embedding="linear",
+        qkv_bias=False,
+        layer_norm_eps=1e-12,
+        drop_path_rate=0.1,
+        id2label={0: "cat", 1: "dog"},
     )
     config.save_pretrained(tmp_path)
     loaded = ViTScratchConfig.from_pretrained(tmp_path)

@@ -21,26 +21,27 @@ if REMOTE_FOLDER:  # the child process: the package is absent, importing it woul
     sys.modules["modeling_vit_scratch"] = None
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from safetensors.torch import load_file, save_file  # noqa: E402
-from torch import nn  # noqa: E402
-from transformers import AutoImageProcessor  # noqa: E402
-from transformers.models.auto.modeling_auto import (  # noqa: E402
+import numpy as np
+import pytest
+import torch
+import transformers_common
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import AutoImageProcessor
+from transformers.models.auto.modeling_auto import (
     MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES as IMAGE_CLASSIFIERS,
+)
+from transformers.models.auto.modeling_auto import (
     MODEL_MAPPING_NAMES,
 )
 
-import transformers_common  # noqa: E402
-
 transformers_common.load()
-from transformers_common_tests.test_configuration_common import ConfigTester  # noqa: E402
-from transformers_common_tests.test_image_processing_common import (  # noqa: E402
+from transformers_common_tests.test_configuration_common import ConfigTester
+from transformers_common_tests.test_image_processing_common import (
     ImageProcessingTester,
     ImageProcessingTestMixin,
 )
-from transformers_common_tests.test_modeling_common import ModelTesterMixin, floats_tensor, ids_tensor  # noqa: E402
+from transformers_common_tests.test_modeling_common import ModelTesterMixin, floats_tensor, ids_tensor
 
 
 def remote_classes(folder: str) -> tuple:
@@ -65,8 +66,14 @@ if REMOTE_FOLDER:
 else:
     from modeling_vit_scratch import (
         ViTScratchConfig as ConfigClass,
+    )
+    from modeling_vit_scratch import (
         ViTScratchForImageClassification as ClassifierClass,
+    )
+    from modeling_vit_scratch import (
         ViTScratchImageProcessor as ProcessorClass,
+    )
+    from modeling_vit_scratch import (
         ViTScratchModel as ModelClass,
     )
 
@@ -74,9 +81,20 @@ else:
 class ViTScratchModelTester:
     """Tiny odd-sized models and random inputs for the mixin, in the spirit of transformers' ViTModelTester."""
 
-    def __init__(self, parent, batch_size=5, image_size=30, patch_size=3, num_channels=3, hidden_size=36,
-                 num_hidden_layers=2, num_attention_heads=3, intermediate_size=37, num_labels=7,
-                 **options):  # fmt: skip
+    def __init__(
+        self,
+        parent,
+        batch_size=5,
+        image_size=30,
+        patch_size=3,
+        num_channels=3,
+        hidden_size=36,
+        num_hidden_layers=2,
+        num_attention_heads=3,
+        intermediate_size=37,
+        num_labels=7,
+        **options,
+    ):
         self.parent = parent
         self.options = options  # the config's other fields (position_embedding, pooling, ...)
         self.batch_size = batch_size
@@ -199,9 +217,14 @@ class ViTScratchOptionsModelTest(ViTScratchModelTest):
     def setUp(self):
         super().setUp()
         self.model_tester = ViTScratchModelTester(
-            self, position_embedding="sincos", patch_embedding="linear", pooling="mean", fc_norm=True,
-            qkv_bias=False, drop_path_rate=0.1,
-        )  # fmt: skip
+            self,
+            position_embedding="sincos",
+            patch_embedding="linear",
+            pooling="mean",
+            fc_norm=True,
+            qkv_bias=False,
+            drop_path_rate=0.1,
+        )
 
 
 class ViTScratchImageProcessingTester(ImageProcessingTester):
@@ -225,9 +248,11 @@ class ViTScratchImageProcessingTester(ImageProcessingTester):
 class ViTScratchImageProcessingTest(ImageProcessingTestMixin, unittest.TestCase):
     image_processor_tester_class = ViTScratchImageProcessingTester
 
-    @unittest.skip(reason="a policy for image processors added to transformers after 2025-09 (they must ship a "
-                   "torchvision backend): ours ships one, registered only where torchvision is installed, which this "
-                   "environment lacks; tests/test_image_processing_fast.py covers it in .venv-timm")
+    @unittest.skip(
+        reason="a policy for image processors added to transformers after 2025-09 (they must ship a "
+        "torchvision backend): ours ships one, registered only where torchvision is installed, which this "
+        "environment lacks; tests/test_image_processing_fast.py covers it in .venv-timm"
+    )
     def test_new_models_require_torchvision_backend(self):
         pass
 
@@ -300,13 +325,19 @@ def test_the_remote_code_classes_pass_in_a_fresh_process(tmp_path):
     """The same tests, in a new pytest process without the package, on the classes loaded from a saved folder."""
     from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchImageProcessor
 
-    config = ViTScratchConfig(image_size=12, patch_size=3, hidden_size=12, num_hidden_layers=1, num_attention_heads=3,
-                              intermediate_size=13)  # fmt: skip
+    config = ViTScratchConfig(
+        image_size=12, patch_size=3, hidden_size=12, num_hidden_layers=1, num_attention_heads=3, intermediate_size=13
+    )
     folder = tmp_path / "model"
     ViTScratchForImageClassification(config).save_pretrained(folder)
     ViTScratchImageProcessor.for_config(config).save_pretrained(folder)
-    env = {**os.environ, "VIT_SCRATCH_REMOTE_FOLDER": str(folder), "HF_HOME": str(tmp_path / "hf_home"),
-           "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}  # fmt: skip
+    env = {
+        **os.environ,
+        "VIT_SCRATCH_REMOTE_FOLDER": str(folder),
+        "HF_HOME": str(tmp_path / "hf_home"),
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": "",
+    }
     command = [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "--noconftest", "-rs"]
     result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     summary = result.stdout[result.stdout.rfind("short test summary") :]

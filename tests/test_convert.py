@@ -17,11 +17,27 @@ from modeling_vit_scratch.convert import (
 from modeling_vit_scratch.run_folder import replaced_folder
 
 REFERENCE_SIZES = {
-    "small-rgb": dict(image_size=32, patch_size=8, num_channels=3, hidden_size=48, num_hidden_layers=2,
-                      num_attention_heads=3, intermediate_size=37),
-    "larger-gray": dict(image_size=48, patch_size=6, num_channels=1, hidden_size=64, num_hidden_layers=3,
-                        num_attention_heads=4, intermediate_size=96, qkv_bias=False, layer_norm_eps=1e-12),
-}  # fmt: skip
+    "small-rgb": dict(
+        image_size=32,
+        patch_size=8,
+        num_channels=3,
+        hidden_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=3,
+        intermediate_size=37,
+    ),
+    "larger-gray": dict(
+        image_size=48,
+        patch_size=6,
+        num_channels=1,
+        hidden_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=96,
+        qkv_bias=False,
+        layer_norm_eps=1e-12,
+    ),
+}
 
 
 def reference_vit(size: str, attn_implementation: str = "eager", num_labels: int = 7) -> ViTForImageClassification:
@@ -71,7 +87,9 @@ def test_both_key_layouts_and_the_base_model_convert(tmp_path):
     reference.save_pretrained(tmp_path / "saved")
     assert any(".encoder.layer." in key for key in load_file(tmp_path / "saved" / "model.safetensors"))
     (tmp_path / "in_memory").mkdir()
-    save_file({k: v.contiguous() for k, v in reference.state_dict().items()}, tmp_path / "in_memory" / "model.safetensors")
+    save_file(
+        {k: v.contiguous() for k, v in reference.state_dict().items()}, tmp_path / "in_memory" / "model.safetensors"
+    )
     reference.config.to_json_file(tmp_path / "in_memory" / "config.json")
     images = torch.randn(2, 3, 32, 32)
     for folder in ("saved", "in_memory"):
@@ -155,15 +173,30 @@ def test_convert_script_both_ways(tmp_path):
     script = Path(__file__).resolve().parent.parent / "scripts" / "convert_checkpoint.py"
     reference = reference_vit("small-rgb")
     reference.save_pretrained(tmp_path / "reference")
-    for args in (["--from", "transformers", "--input", str(tmp_path / "reference"), "--output", str(tmp_path / "ours")],
-                 ["--to", "transformers", "--input", str(tmp_path / "ours"), "--output", str(tmp_path / "back")]):
+    for args in (
+        ["--from", "transformers", "--input", str(tmp_path / "reference"), "--output", str(tmp_path / "ours")],
+        ["--to", "transformers", "--input", str(tmp_path / "ours"), "--output", str(tmp_path / "back")],
+    ):
         result = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr[-2000:]
     back = ViTForImageClassification.from_pretrained(tmp_path / "back")
     for key, tensor in reference.state_dict().items():
         assert torch.equal(back.state_dict()[key], tensor), key
-    failed = subprocess.run([sys.executable, str(script), "--from", "transformers", "--input", str(tmp_path / "nope"),
-                             "--output", str(tmp_path / "x")], capture_output=True, text=True, timeout=300)  # fmt: skip
+    failed = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--from",
+            "transformers",
+            "--input",
+            str(tmp_path / "nope"),
+            "--output",
+            str(tmp_path / "x"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert failed.returncode != 0 and failed.stderr.strip().splitlines()[-1].startswith("error: Folder")
 
 
@@ -229,10 +262,9 @@ def test_conversions_write_all_or_nothing_and_replace_only_with_overwrite(tmp_pa
         to_transformers(mean_pooled, target, overwrite=True)
     with pytest.raises(FileExistsError, match=f"^{target} already holds files: .* pass --overwrite"):
         to_transformers(good, target)
-    with pytest.raises(RuntimeError, match="disk full"):
-        with replaced_folder(target, overwrite=True) as staging:
-            (staging / "model.safetensors").write_bytes(b"half a file")
-            raise RuntimeError("disk full")
+    with pytest.raises(RuntimeError, match="disk full"), replaced_folder(target, overwrite=True) as staging:
+        (staging / "model.safetensors").write_bytes(b"half a file")
+        raise RuntimeError("disk full")
     assert folder_bytes(target) == before and sorted(p.name for p in tmp_path.iterdir()) == ["hf"]  # no leftovers
 
     other = ViTScratchForImageClassification(ViTScratchConfig(**REFERENCE_SIZES["small-rgb"], num_labels=3)).eval()
@@ -296,8 +328,20 @@ def test_convert_script_takes_the_underscore_flags_and_keeps_the_dashed_ones(spe
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     kwargs_flag = spelling.replace("model", "kwargs")
-    args = script.parse_args(["--from", "timm", spelling, "vit_tiny_patch16_224", kwargs_flag, "img_size=64",
-                              "--input", "w", "--output", "o"])  # fmt: skip
+    args = script.parse_args(
+        [
+            "--from",
+            "timm",
+            spelling,
+            "vit_tiny_patch16_224",
+            kwargs_flag,
+            "img_size=64",
+            "--input",
+            "w",
+            "--output",
+            "o",
+        ]
+    )
     assert (args.timm_model, args.timm_kwargs) == ("vit_tiny_patch16_224", "img_size=64")
     with pytest.raises(SystemExit):
         script.parse_args(["--help"])

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 import torch
+from helpers import REPO
 from safetensors.torch import save_file
 
-from helpers import REPO
 from modeling_vit_scratch.convert import from_timm
 
 pytestmark = pytest.mark.timm  # deselected in the main environment, selected in .venv-timm
@@ -74,9 +74,20 @@ def test_unsupported_timm_variant_is_refused():
 def test_convert_script_from_timm_file(tmp_path):
     reference = timm_vit(global_pool="avg")
     save_file({k: v.contiguous() for k, v in reference.state_dict().items()}, tmp_path / "weights.safetensors")
-    command = [sys.executable, str(REPO / "scripts" / "convert_checkpoint.py"), "--from", "timm", "--timm-model",
-               "vit_tiny_patch16_224", "--timm-kwargs", "global_pool=avg,img_size=64", "--input",
-               str(tmp_path / "weights.safetensors"), "--output", str(tmp_path / "ours")]  # fmt: skip
+    command = [
+        sys.executable,
+        str(REPO / "scripts" / "convert_checkpoint.py"),
+        "--from",
+        "timm",
+        "--timm-model",
+        "vit_tiny_patch16_224",
+        "--timm-kwargs",
+        "global_pool=avg,img_size=64",
+        "--input",
+        str(tmp_path / "weights.safetensors"),
+        "--output",
+        str(tmp_path / "ours"),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     from transformers import AutoModelForImageClassification

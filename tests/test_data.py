@@ -5,12 +5,13 @@ import random
 import numpy as np
 import pytest
 import torch
-from datasets import ClassLabel, Dataset, DatasetDict, Features, Image as ImageFeature
+from datasets import ClassLabel, Dataset, DatasetDict, Features
+from datasets import Image as ImageFeature
+from helpers import write_imagefolder
 from PIL import Image
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-from helpers import write_imagefolder
 from modeling_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.data import (
     ImageTransform,
@@ -24,9 +25,7 @@ from modeling_vit_scratch.data import (
 
 def test_digits_match_scikit_learn_split_and_scaling():
     digits = load_digits()
-    _, test_idx = train_test_split(
-        np.arange(len(digits.target)), test_size=0.2, stratify=digits.target, random_state=0
-    )
+    _, test_idx = train_test_split(np.arange(len(digits.target)), test_size=0.2, stratify=digits.target, random_state=0)
     splits = digits_dataset()
     assert len(splits["train"]) + len(splits["test"]) == 1797 and len(splits["test"]) == 360
     assert splits["train"].features["label"].names == [str(d) for d in range(10)]
@@ -95,8 +94,9 @@ def test_shift_rotate_keeps_size_and_moves_pixels():
 
 
 def test_transform_and_collator_feed_the_model_shape():
-    processor = ViTScratchImageProcessor(size={"height": 8, "width": 8}, num_channels=3, image_mean=[0.5] * 3,
-                                         image_std=[0.5] * 3)  # fmt: skip
+    processor = ViTScratchImageProcessor(
+        size={"height": 8, "width": 8}, num_channels=3, image_mean=[0.5] * 3, image_std=[0.5] * 3
+    )
     split = digits_dataset()["test"].select(range(4))
     rows = split.with_transform(ImageTransform(processor, augment=True))
     batch = collate_images([rows[i] for i in range(4)])
@@ -111,8 +111,9 @@ def test_transform_and_collator_feed_the_model_shape():
 
 @pytest.mark.parametrize("stored", ["I;16", "I;16B", "F"])
 def test_augmented_wide_image_matches_its_8_bit_twin_through_a_dataset(stored):
-    processor = ViTScratchImageProcessor(size={"height": 12, "width": 10}, num_channels=1, image_mean=[0.5],
-                                         image_std=[0.5])  # fmt: skip
+    processor = ViTScratchImageProcessor(
+        size={"height": 12, "width": 10}, num_channels=1, image_mean=[0.5], image_std=[0.5]
+    )
     pixels = np.random.default_rng(4).integers(0, 256, (12, 10), dtype=np.uint8)
     wide = {
         "I;16": Image.fromarray(pixels.astype(np.uint16) * 257),
@@ -171,15 +172,20 @@ def test_a_class_too_small_for_the_stratified_splits_is_named_with_its_count_and
     )
     with_test = rows([Image.new("L", (4, 4))] * 11, [0] * 5 + [1] * 5 + [2], names=("cat", "dog", "fox"))
     with_test["test"] = with_test["train"]  # only the validation split is carved: two per class suffice
-    with pytest.raises(ValueError, match=r"^Class 'fox' has 1 image, fewer than the 2 each class needs for the "
-                                         r"stratified validation split: add images of 'fox' \(a stratified split"):
-        prepare_splits(with_test, validation_fraction=0.3)  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"^Class 'fox' has 1 image, fewer than the 2 each class needs for the "
+        r"stratified validation split: add images of 'fox' \(a stratified split",
+    ):
+        prepare_splits(with_test, validation_fraction=0.3)
 
 
 def test_a_split_smaller_than_the_number_of_classes_names_the_fraction_to_raise(tmp_path):
     raw = load_image_dataset(str(write_imagefolder(tmp_path / "pets", per_class=4)))  # 3 classes, 12 images
-    expected = (r"^--test_fraction 0.1 of 12 training images makes a test split of 2, fewer than the 3 classes .*: "
-                r"raise --test_fraction to at least 0.25 or add images")
+    expected = (
+        r"^--test_fraction 0.1 of 12 training images makes a test split of 2, fewer than the 3 classes .*: "
+        r"raise --test_fraction to at least 0.25 or add images"
+    )
     with pytest.raises(ValueError, match=expected):
         prepare_splits(raw, test_fraction=0.1, validation_fraction=0.4)
     data = prepare_splits(raw, test_fraction=0.25, validation_fraction=0.4)  # the suggested fraction works
@@ -195,14 +201,20 @@ def test_check_images_decodes_every_split_and_names_a_corrupt_file(tmp_path):
     assert (result.num_images, result.decoded) == (12, True)
     dog = (root / "dog" / "2.png").read_bytes()
     (root / "dog" / "2.png").write_bytes(b"this is not a png")
-    with pytest.raises(ValueError, match=r"^Image \d+ of split '(train|validation|test)' \(.*dog/2\.png\) cannot be "
-                                         r"decoded \(cannot identify image file\): remove or replace the file\.$"):
-        check_images(data.splits, progress=False)  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"^Image \d+ of split '(train|validation|test)' \(.*dog/2\.png\) cannot be "
+        r"decoded \(cannot identify image file\): remove or replace the file\.$",
+    ):
+        check_images(data.splits, progress=False)
     (root / "dog" / "2.png").write_bytes(dog)
     (root / "cat" / "1.png").unlink()
-    with pytest.raises(ValueError, match=r"^Image \d+ of split '\w+' \(.*cat/1\.png\) does not exist: restore the "
-                                         r"file or remove the row\.$"):
-        check_images(data.splits, progress=False)  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"^Image \d+ of split '\w+' \(.*cat/1\.png\) does not exist: restore the "
+        r"file or remove the row\.$",
+    ):
+        check_images(data.splits, progress=False)
 
 
 def test_a_truncated_file_passes_the_header_check_and_fails_the_decode(tmp_path):
@@ -213,9 +225,12 @@ def test_a_truncated_file_passes_the_header_check_and_fails_the_decode(tmp_path)
     (root / "dog" / "1.png").write_bytes(whole[: len(whole) // 2])
     splits = load_image_dataset(str(root))
     assert check_images(splits, decode=False, progress=False).decoded is False
-    with pytest.raises(ValueError, match=r"^Image 4 of split 'train' \(.*dog/1\.png\) cannot be decoded \(image file "
-                                         r"is truncated.*\): remove or replace the file\.$"):
-        check_images(splits, progress=False)  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"^Image 4 of split 'train' \(.*dog/1\.png\) cannot be decoded \(image file "
+        r"is truncated.*\): remove or replace the file\.$",
+    ):
+        check_images(splits, progress=False)
 
 
 def test_check_images_refuses_values_the_model_cannot_scale(tmp_path):

@@ -13,12 +13,19 @@ import sys
 from pathlib import Path
 
 import torch
+from helpers import REPO, run_script, tiny_model_file
 from safetensors.torch import load_file
 
-from helpers import REPO, run_script, tiny_model_file
-
-WORKER_MODEL = dict(image_size=8, patch_size=4, num_channels=1, hidden_size=24, num_hidden_layers=2,
-                    num_attention_heads=2, intermediate_size=37, num_labels=10)  # fmt: skip
+WORKER_MODEL = dict(
+    image_size=8,
+    patch_size=4,
+    num_channels=1,
+    hidden_size=24,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=37,
+    num_labels=10,
+)
 WORKER_STEPS, WORKER_GLOBAL_BATCH = 6, 16
 
 
@@ -28,10 +35,32 @@ def test_two_processes_train_like_one_with_the_same_global_batch(tmp_path):
     Each rank averages the loss over its 8 images and DDP averages the gradients, which is the mean over the 16
     images the single process sees; only float summation order differs, hence a tolerance instead of equality.
     """
-    common = ["--model", tiny_model_file(tmp_path, num_channels=1), "--dataset", "digits", "--augment", "false",
-              "--max_train_samples", "64", "--total_train_batch_size", "16", "--num_train_epochs", "2",
-              "--eval_strategy", "epoch", "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true",
-              "--learning_rate", "0.003", "--seed", "5"]  # fmt: skip
+    common = [
+        "--model",
+        tiny_model_file(tmp_path, num_channels=1),
+        "--dataset",
+        "digits",
+        "--augment",
+        "false",
+        "--max_train_samples",
+        "64",
+        "--total_train_batch_size",
+        "16",
+        "--num_train_epochs",
+        "2",
+        "--eval_strategy",
+        "epoch",
+        "--save_strategy",
+        "no",
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--learning_rate",
+        "0.003",
+        "--seed",
+        "5",
+    ]
     outputs = {}
     for nproc in (1, 2):
         outputs[nproc] = tmp_path / f"nproc{nproc}"
@@ -47,13 +76,28 @@ def test_fsdp_on_cpu_processes_is_refused_before_anything_is_written(tmp_path):
     """accelerate 1.15 keeps the Trainer's FSDP plugin for several GPUs only (accelerate/state.py,
     `AcceleratorState.__init__`): on CPU it would train plain DDP copies of the whole model under an --fsdp flag."""
     output_dir = tmp_path / "out"
-    result = run_script("--model", tiny_model_file(tmp_path, num_channels=1), "--dataset", "digits",
-                        "--max_train_samples", "32", "--total_train_batch_size", "16", "--report_to", "none",
-                        "--fsdp", "--output_dir", str(output_dir), nproc=2)  # fmt: skip
+    result = run_script(
+        "--model",
+        tiny_model_file(tmp_path, num_channels=1),
+        "--dataset",
+        "digits",
+        "--max_train_samples",
+        "32",
+        "--total_train_batch_size",
+        "16",
+        "--report_to",
+        "none",
+        "--fsdp",
+        "--output_dir",
+        str(output_dir),
+        nproc=2,
+    )
     assert result.returncode != 0
-    expected = ("error: --fsdp shards the model across several GPUs, but accelerate ignores it for 2 processes on "
-                "cpu (each would hold the whole model); drop --fsdp (torchrun on CPU trains data-parallel) or launch "
-                "on GPUs.")
+    expected = (
+        "error: --fsdp shards the model across several GPUs, but accelerate ignores it for 2 processes on "
+        "cpu (each would hold the whole model); drop --fsdp (torchrun on CPU trains data-parallel) or launch "
+        "on GPUs."
+    )
     assert expected in result.stderr  # both ranks print it, and their lines may interleave on the shared stderr
     assert not output_dir.exists()
 
@@ -103,8 +147,18 @@ def fsdp_and_ddp_worker(output: str) -> None:
     fsdp_units = [name for name, module in fsdp_model.named_modules() if isinstance(module, FSDPModule)]
     held = get_model_state_dict(fsdp_model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     if rank == 0:
-        torch.save(dict(initial=initial, ddp=ddp_model.state_dict(), fsdp=held, fsdp_units=fsdp_units, losses=losses,
-                        local_fraction=local / full, world_size=world_size), output)  # fmt: skip
+        torch.save(
+            dict(
+                initial=initial,
+                ddp=ddp_model.state_dict(),
+                fsdp=held,
+                fsdp_units=fsdp_units,
+                losses=losses,
+                local_fraction=local / full,
+                world_size=world_size,
+            ),
+            output,
+        )
     dist.destroy_process_group()
 
 

@@ -8,12 +8,10 @@ import sys
 import numpy as np
 import pytest
 import torch
+from helpers import REPO, tiny_config
 from PIL import Image
 
-from helpers import REPO, tiny_config
-from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor
-from modeling_vit_scratch import explain
-
+from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor, explain
 
 
 def random_attention(batch=2, heads=3, tokens=10, layers=4) -> tuple[torch.Tensor, ...]:
@@ -97,16 +95,32 @@ def test_explain_script_writes_pictures(tmp_path, channels):
     ViTScratchForImageClassification(config).save_pretrained(tmp_path / "model")
     ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path / "model")
     Image.fromarray(np.random.default_rng(0).integers(0, 255, (40, 30, 3), dtype=np.uint8)).save(tmp_path / "in.png")
-    command = [sys.executable, str(REPO / "scripts" / "explain.py"), "--model", str(tmp_path / "model"),
-               "--image", str(tmp_path / "in.png"), "--out", str(tmp_path / "out")]  # fmt: skip
+    command = [
+        sys.executable,
+        str(REPO / "scripts" / "explain.py"),
+        "--model",
+        str(tmp_path / "model"),
+        "--image",
+        str(tmp_path / "in.png"),
+        "--out",
+        str(tmp_path / "out"),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     ranking = result.stdout.split("top classes:")[1].split("wrote:")[0].split()
     assert ranking[::2] and len(ranking) == 10 and all(label.startswith("LABEL_") for label in ranking[::2])
     pictures = sorted(path.name for path in (tmp_path / "out").glob("*.png"))
-    assert pictures == sorted(["patch_grid.png", "attention_rollout.png", f"gradient_rollout_class_{ranking[0]}.png", "attention_per_layer.png",
-                               "fig7_patch_embedding_pca.png", "fig7_position_embedding_similarity.png",
-                               "fig7_mean_attention_distance.png"])  # fmt: skip
+    assert pictures == sorted(
+        [
+            "patch_grid.png",
+            "attention_rollout.png",
+            f"gradient_rollout_class_{ranking[0]}.png",
+            "attention_per_layer.png",
+            "fig7_patch_embedding_pca.png",
+            "fig7_position_embedding_similarity.png",
+            "fig7_mean_attention_distance.png",
+        ]
+    )
     with Image.open(tmp_path / "out" / "attention_rollout.png") as picture:
         assert picture.format == "PNG" and picture.size == (800, 400)
     with Image.open(tmp_path / "out" / "patch_grid.png") as picture:
@@ -123,25 +137,42 @@ def test_explain_script_runs_no_model_code_unless_asked(tmp_path):
     only with --trust_remote_code."""
     folder, marker = tmp_path / "foreign", tmp_path / "code_ran"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({
-        "model_type": "foreign_net", "architectures": ["ForeignModel"],
-        "auto_map": {"AutoConfig": "configuration_foreign.ForeignConfig",
-                     "AutoModelForImageClassification": "configuration_foreign.ForeignModel"},
-    }))  # fmt: skip
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "foreign_net",
+                "architectures": ["ForeignModel"],
+                "auto_map": {
+                    "AutoConfig": "configuration_foreign.ForeignConfig",
+                    "AutoModelForImageClassification": "configuration_foreign.ForeignModel",
+                },
+            }
+        )
+    )
     (folder / "configuration_foreign.py").write_text(
         f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n"
         "from transformers import PretrainedConfig\n\n\nclass ForeignConfig(PretrainedConfig):\n"
         "    model_type = 'foreign_net'\n"
-    )  # fmt: skip
+    )
     Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)).save(tmp_path / "in.png")
-    command = [sys.executable, str(REPO / "scripts" / "explain.py"), "--model", str(folder),
-               "--image", str(tmp_path / "in.png"), "--out", str(tmp_path / "out")]  # fmt: skip
+    command = [
+        sys.executable,
+        str(REPO / "scripts" / "explain.py"),
+        "--model",
+        str(folder),
+        "--image",
+        str(tmp_path / "in.png"),
+        "--out",
+        str(tmp_path / "out"),
+    ]
     env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
     refused = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     lines = refused.stderr.strip().splitlines()
     assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-2000:]
-    assert lines[-1] == (f"error: {folder} is not a vit_scratch model and needs its own code to load, which runs only "
-                         "if you trust it: read that code, then pass --trust_remote_code.")  # fmt: skip
+    assert lines[-1] == (
+        f"error: {folder} is not a vit_scratch model and needs its own code to load, which runs only "
+        "if you trust it: read that code, then pass --trust_remote_code."
+    )
     assert not marker.exists()
 
     trusted = subprocess.run(command + ["--trust_remote_code"], capture_output=True, text=True, timeout=300, env=env)
@@ -169,8 +200,11 @@ def test_model_inputs_match_the_packages_processor_whatever_processor_the_folder
     config = tiny_config(num_channels=1, image_size=16, patch_size=4)
     rgb_processor = ViTImageProcessor(size={"height": 16, "width": 16}, image_mean=[0.5] * 3, image_std=[0.5] * 3)
     levels = np.random.default_rng(0).integers(0, 256, (23, 19), dtype=np.uint8)
-    image = {"L": Image.fromarray(levels), "I;16": Image.fromarray(levels.astype(np.uint16) * 257),
-             "RGB": Image.fromarray(np.stack([levels, levels[::-1], levels[:, ::-1]], -1))}[mode]  # fmt: skip
+    image = {
+        "L": Image.fromarray(levels),
+        "I;16": Image.fromarray(levels.astype(np.uint16) * 257),
+        "RGB": Image.fromarray(np.stack([levels, levels[::-1], levels[:, ::-1]], -1)),
+    }[mode]
     ours, shown = explain.model_inputs(image, ViTScratchImageProcessor.for_config(config), 1)
     theirs, _ = explain.model_inputs(image, rgb_processor, 1)
     assert ours.shape == theirs.shape == (1, 1, 16, 16) and shown.mode == "L" and shown.size == (16, 16)
@@ -186,9 +220,21 @@ def test_explain_script_runs_a_grayscale_model_with_an_rgb_processor(tmp_path):
     ViTScratchForImageClassification(config).save_pretrained(tmp_path / "model")
     ViTImageProcessor(size={"height": 16, "width": 16}).save_pretrained(tmp_path / "model")
     Image.fromarray(np.random.default_rng(0).integers(0, 255, (40, 30, 3), dtype=np.uint8)).save(tmp_path / "in.png")
-    result = subprocess.run([sys.executable, str(REPO / "scripts" / "explain.py"), "--model", str(tmp_path / "model"),
-                             "--image", str(tmp_path / "in.png"), "--out", str(tmp_path / "out")],
-                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "explain.py"),
+            "--model",
+            str(tmp_path / "model"),
+            "--image",
+            str(tmp_path / "in.png"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(list((tmp_path / "out").glob("*.png"))) == 7
 

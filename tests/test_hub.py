@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from huggingface_hub import HfApi, ModelCard, hf_hub_download, snapshot_download
-
 from helpers import run_fresh, tiny_config
 from hub_server import TOKEN, local_hub  # noqa: F401  (the fixture)
+from huggingface_hub import HfApi, ModelCard, hf_hub_download, snapshot_download
+
 from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor
 from modeling_vit_scratch.hub import RELOAD_WITHOUT_PACKAGE, PushError, push_to_hub
 from modeling_vit_scratch.safety import TOKEN_VARIABLES, credential_free_env, weights_sha256
@@ -30,13 +30,31 @@ def saved_folder(path: Path, seed: int = 0, with_training_files: bool = True) ->
     model.save_pretrained(path)
     ViTScratchImageProcessor.for_config(config).save_pretrained(path)
     if with_training_files:
-        (path / "all_results.json").write_text(json.dumps({"test_accuracy": 0.91234, "eval_accuracy": 0.95,
-                                                           "test_top5_accuracy": 1.0}))  # fmt: skip
-        (path / "training_record.json").write_text(json.dumps(dict(
-            command="python scripts/train.py configs/train_digits.json", dataset="digits", num_train=10,
-            num_validation=2, num_test=3, epochs=2.0, learning_rate=1e-3, weight_decay=0.05, scheduler="cosine",
-            total_batch=64, seed=seed, world_size=1, precision=None, augmentation=None, wall_time_seconds=12.0,
-            weights_sha256=weights_sha256(path))))  # fmt: skip
+        (path / "all_results.json").write_text(
+            json.dumps({"test_accuracy": 0.91234, "eval_accuracy": 0.95, "test_top5_accuracy": 1.0})
+        )
+        (path / "training_record.json").write_text(
+            json.dumps(
+                dict(
+                    command="python scripts/train.py configs/train_digits.json",
+                    dataset="digits",
+                    num_train=10,
+                    num_validation=2,
+                    num_test=3,
+                    epochs=2.0,
+                    learning_rate=1e-3,
+                    weight_decay=0.05,
+                    scheduler="cosine",
+                    total_batch=64,
+                    seed=seed,
+                    world_size=1,
+                    precision=None,
+                    augmentation=None,
+                    wall_time_seconds=12.0,
+                    weights_sha256=weights_sha256(path),
+                )
+            )
+        )
         (path / "training_curves.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"0" * 100)
     return model
 
@@ -46,9 +64,17 @@ def test_push_uploads_everything_and_loads_back_without_the_package(local_hub, t
     first = push_to_hub(tmp_path / "run", REPO_ID, max_shard_size="40KB", commit_message="first model")
     assert len(first.commit_id) == 40 and first.repo_url.endswith(REPO_ID)
     files = set(HfApi().list_repo_files(REPO_ID))
-    assert {"config.json", "modeling_vit_scratch.py", "configuration_vit_scratch.py", "image_processing_vit_scratch.py",
-            "preprocessor_config.json", "README.md", "all_results.json", "training_curves.png",
-            "model.safetensors.index.json"} <= files  # fmt: skip
+    assert {
+        "config.json",
+        "modeling_vit_scratch.py",
+        "configuration_vit_scratch.py",
+        "image_processing_vit_scratch.py",
+        "preprocessor_config.json",
+        "README.md",
+        "all_results.json",
+        "training_curves.png",
+        "model.safetensors.index.json",
+    } <= files
     assert sum(name.startswith("model-") and name.endswith(".safetensors") for name in files) > 1  # sharded
     config = json.loads(Path(hf_hub_download(REPO_ID, "config.json")).read_text())
     assert set(config["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForImageClassification"}
@@ -65,8 +91,9 @@ def test_push_uploads_everything_and_loads_back_without_the_package(local_hub, t
     second = push_to_hub(tmp_path / "run2", REPO_ID)
     assert second.commit_id != first.commit_id
     latest = run_fresh(REPO_ID, pixel_values, tmp_path / "fresh2", env=local_hub.env(tmp_path / "hf_home2"))
-    pinned = run_fresh(REPO_ID, pixel_values, tmp_path / "fresh3", env=local_hub.env(tmp_path / "hf_home3"),
-                       revision=first.commit_id)  # fmt: skip
+    pinned = run_fresh(
+        REPO_ID, pixel_values, tmp_path / "fresh3", env=local_hub.env(tmp_path / "hf_home3"), revision=first.commit_id
+    )
     with torch.no_grad():
         assert torch.equal(latest["logits"], newer(pixel_values).logits)
         assert torch.equal(pinned["logits"], model(pixel_values).logits)
@@ -133,8 +160,15 @@ from modeling_vit_scratch import ViTScratchForImageClassification as Evil
 """
 
 
-@pytest.mark.parametrize("attack", ["extra module in config auto_map", "extra module in processor auto_map",
-                                    "module of another repo", "module without auto_map"])  # fmt: skip
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "extra module in config auto_map",
+        "extra module in processor auto_map",
+        "module of another repo",
+        "module without auto_map",
+    ],
+)
 def test_code_other_than_the_package_s_never_runs_and_is_not_pushed(local_hub, tmp_path, attack):  # noqa: F811
     folder, marker = tmp_path / "run", tmp_path / "marker"
     saved_folder(folder)
@@ -157,9 +191,13 @@ def test_code_other_than_the_package_s_never_runs_and_is_not_pushed(local_hub, t
     assert not marker.exists() and not HfApi().repo_exists(REPO_ID)
 
     if attack == "extra module in config auto_map":  # the script, as a user runs it: one line, nothing ran
-        result = subprocess.run([sys.executable, str(REPO / "scripts" / "push_to_hub.py"), str(folder), REPO_ID],
-                                env={**os.environ, **local_hub.env(tmp_path / "hf_home")}, capture_output=True,
-                                text=True, timeout=300)  # fmt: skip
+        result = subprocess.run(
+            [sys.executable, str(REPO / "scripts" / "push_to_hub.py"), str(folder), REPO_ID],
+            env={**os.environ, **local_hub.env(tmp_path / "hf_home")},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert result.returncode != 0 and "Traceback" not in result.stderr
         assert result.stderr.strip().splitlines()[-1].startswith(f"error: {expected}")
         assert not marker.exists()
@@ -177,32 +215,54 @@ def test_the_reload_check_reaches_no_credential(local_hub, tmp_path, monkeypatch
     assert not any(value in text for value in (TOKEN, secret, "hf_legacy_variable_secret") for text in env.values())
     assert env["HF_HOME"] == str(tmp_path / "empty_home") and env["HF_HUB_OFFLINE"] == "1"
     assert env["HF_TOKEN_PATH"].startswith(str(tmp_path / "empty_home"))
-    found = subprocess.run([sys.executable, "-c", "from huggingface_hub import get_token; print(get_token())"],
-                           env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    found = subprocess.run(
+        [sys.executable, "-c", "from huggingface_hub import get_token; print(get_token())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert found.stdout.strip() == "None", found.stderr[-2000:]
 
     saved_folder(tmp_path / "run")
     push_to_hub(tmp_path / "run", REPO_ID)  # the gate's reload ran, with its guard, while HF_TOKEN is set here
-    leaked = subprocess.run([sys.executable, "-c", RELOAD_WITHOUT_PACKAGE, str(tmp_path / "run"), "x", "y"],
-                            env=os.environ, capture_output=True, text=True, timeout=120)  # fmt: skip
+    leaked = subprocess.run(
+        [sys.executable, "-c", RELOAD_WITHOUT_PACKAGE, str(tmp_path / "run"), "x", "y"],
+        env=os.environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert leaked.returncode != 0 and "a Hub token reached the reload check" in leaked.stderr
 
 
 def test_push_script_prints_url_and_commit_and_never_the_token(local_hub, tmp_path):  # noqa: F811
     saved_folder(tmp_path / "run")
     result = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "push_to_hub.py"), str(tmp_path / "run"), REPO_ID,
-         "--commit_message", "from the script"],
-        env={**os.environ, **local_hub.env(tmp_path / "hf_home")}, capture_output=True, text=True,
+        [
+            sys.executable,
+            str(REPO / "scripts" / "push_to_hub.py"),
+            str(tmp_path / "run"),
+            REPO_ID,
+            "--commit_message",
+            "from the script",
+        ],
+        env={**os.environ, **local_hub.env(tmp_path / "hf_home")},
+        capture_output=True,
+        text=True,
         timeout=300,
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     commit = HfApi().list_repo_commits(REPO_ID)[0].commit_id
     assert f"commit: {commit}" in result.stdout and REPO_ID in result.stdout
     assert "hf_local_test_token" not in result.stdout + result.stderr
-    missing = subprocess.run([sys.executable, str(REPO / "scripts" / "push_to_hub.py"), str(tmp_path / "nope"), REPO_ID],
-                             env={**os.environ, **local_hub.env(tmp_path / "hf_home")},
-                             capture_output=True, text=True, timeout=300)  # fmt: skip
+    missing = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "push_to_hub.py"), str(tmp_path / "nope"), REPO_ID],
+        env={**os.environ, **local_hub.env(tmp_path / "hf_home")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert missing.returncode != 0 and "has no config.json" in missing.stderr.strip().splitlines()[-1]
 
 
@@ -219,8 +279,10 @@ def test_weights_changed_after_training_are_refused_or_pushed_without_their_metr
     folder = tmp_path / "run"
     saved_folder(folder)
     changed = change_weights(folder)
-    refusal = (f"The weights in {folder} are not the ones the metrics in all_results.json were measured on "
-               "(its training_record.json names other weights): retrain, or pass --allow_unmeasured_weights")
+    refusal = (
+        f"The weights in {folder} are not the ones the metrics in all_results.json were measured on "
+        "(its training_record.json names other weights): retrain, or pass --allow_unmeasured_weights"
+    )
     with pytest.raises(ValueError, match=re.escape(refusal)):
         push_to_hub(folder, REPO_ID)
     record = json.loads((folder / "training_record.json").read_text())
@@ -261,8 +323,9 @@ def test_a_folder_holding_the_token_is_refused(local_hub, tmp_path, secret):  # 
     with pytest.raises(ValueError) as refused:
         push_to_hub(folder, REPO_ID, token=GIVEN_TOKEN)
     record = folder / "training_record.json"
-    assert str(refused.value).startswith(f"A Hub token is in the model card README.md, {record} (as staged for upload "
-                                         f"from {folder}); refusing to push")  # fmt: skip
+    assert str(refused.value).startswith(
+        f"A Hub token is in the model card README.md, {record} (as staged for upload from {folder}); refusing to push"
+    )
     assert secret not in str(refused.value) and not HfApi().repo_exists(REPO_ID)
 
 
@@ -290,7 +353,8 @@ def test_failed_model_commit_leaves_no_commit_and_the_same_push_completes(local_
         push_to_hub(tmp_path / "run", REPO_ID)
     assert str(failed.value) == (
         f"Uploading the model to {REPO_ID} failed (HTTP 500: Injected fault: commit request 1 fails): nothing was "
-        f"committed and the repo {REPO_ID}, created by this push, is still empty; re-run the same command to push it.")
+        f"committed and the repo {REPO_ID}, created by this push, is still empty; re-run the same command to push it."
+    )
     assert commits() == ["initial commit"]
     push_to_hub(tmp_path / "run", REPO_ID)
     assert len(commits()) == 3 and commits()[1].startswith("Upload vit_scratch model")
@@ -305,7 +369,8 @@ def test_failed_pin_leaves_a_loadable_repo_and_the_same_push_only_pins_it(local_
     assert str(failed.value) == (
         f"The model is on {REPO_ID} at commit {model_commit} (complete and loadable, its card unpinned), but pinning "
         "the card's loading example to that commit failed (HTTP 500: Injected fault: commit request 2 fails); "
-        "re-run the same command to pin it.")  # fmt: skip
+        "re-run the same command to pin it."
+    )
     card_text = Path(hf_hub_download(REPO_ID, "README.md")).read_text()
     assert "revision=" not in card_text and f'model="{REPO_ID}", trust_remote_code=True)' in card_text
     pixel_values = torch.randn(2, 1, 20, 20)
@@ -321,10 +386,15 @@ def test_failed_pin_leaves_a_loadable_repo_and_the_same_push_only_pins_it(local_
     assert again.commit_id == finished.commit_id and len(commits()) == 3
 
 
-def run_script(local_hub, tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    environment = {**os.environ, **local_hub.env(tmp_path / "hf_home"), **env}
-    return subprocess.run([sys.executable, str(REPO / "scripts" / "push_to_hub.py"), *map(str, args)],
-                          env=environment, capture_output=True, text=True, timeout=300)  # fmt: skip
+def run_push_script(hub, tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, **hub.env(tmp_path / "hf_home"), **env}
+    return subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "push_to_hub.py"), *map(str, args)],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def one_error_line(result: subprocess.CompletedProcess) -> str:
@@ -338,24 +408,25 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
 
 def test_push_script_faults_are_one_line_and_running_it_again_completes(local_hub, tmp_path):  # noqa: F811
     saved_folder(tmp_path / "run")
-    unreachable = run_script(local_hub, tmp_path, tmp_path / "run", REPO_ID, HF_ENDPOINT="http://127.0.0.1:9")
+    unreachable = run_push_script(local_hub, tmp_path, tmp_path / "run", REPO_ID, HF_ENDPOINT="http://127.0.0.1:9")
     assert one_error_line(unreachable).startswith(f"error: Preparing {REPO_ID} on the Hub failed (")
 
     local_hub.fail_commits.add(local_hub.commit_requests + 2)
-    failed = run_script(local_hub, tmp_path, tmp_path / "run", REPO_ID)
+    failed = run_push_script(local_hub, tmp_path, tmp_path / "run", REPO_ID)
     model_commit = HfApi().list_repo_commits(REPO_ID)[0].commit_id
     assert one_error_line(failed) == (
         f"error: The model is on {REPO_ID} at commit {model_commit} (complete and loadable, its card unpinned), but "
         "pinning the card's loading example to that commit failed (HTTP 500: Injected fault: commit request 2 "
-        "fails); re-run the same command to pin it.")  # fmt: skip
-    finished = run_script(local_hub, tmp_path, tmp_path / "run", REPO_ID)
+        "fails); re-run the same command to pin it."
+    )
+    finished = run_push_script(local_hub, tmp_path, tmp_path / "run", REPO_ID)
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert f"commit: {HfApi().list_repo_commits(REPO_ID)[0].commit_id}" in finished.stdout and len(commits()) == 3
 
     change_weights(tmp_path / "run")
-    refused = run_script(local_hub, tmp_path, tmp_path / "run", REPO_ID)
+    refused = run_push_script(local_hub, tmp_path, tmp_path / "run", REPO_ID)
     assert one_error_line(refused).startswith(f"error: The weights in {tmp_path / 'run'} are not the ones the metrics")
-    accepted = run_script(local_hub, tmp_path, tmp_path / "run", REPO_ID, "--allow_unmeasured_weights")
+    accepted = run_push_script(local_hub, tmp_path, tmp_path / "run", REPO_ID, "--allow_unmeasured_weights")
     assert accepted.returncode == 0 and len(commits()) == 5, accepted.stderr[-3000:]
 
 
@@ -366,13 +437,20 @@ def test_a_pull_request_whose_pin_failed_is_finished_on_its_ref(local_hub, tmp_p
     newer = tmp_path / "run2"
     saved_folder(newer, seed=1)
     local_hub.fail_commits.add(local_hub.commit_requests + 2)
-    with pytest.raises(PushError, match=re.escape("re-run the same command with --revision refs/pr/1 (Python: "
-                                                  "revision='refs/pr/1') instead of --create_pr to pin it.")):
+    with pytest.raises(
+        PushError,
+        match=re.escape(
+            "re-run the same command with --revision refs/pr/1 (Python: "
+            "revision='refs/pr/1') instead of --create_pr to pin it."
+        ),
+    ):
         push_to_hub(newer, REPO_ID, create_pr=True)
     model_commit = HfApi().list_repo_commits(REPO_ID, revision="refs/pr/1")[0].commit_id
     finished = push_to_hub(newer, REPO_ID, revision="refs/pr/1")
-    assert commits("refs/pr/1")[:2] == [f"Model card: pin the loading example to {model_commit[:12]}",
-                                        "Upload vit_scratch model from run2"]  # fmt: skip
+    assert commits("refs/pr/1")[:2] == [
+        f"Model card: pin the loading example to {model_commit[:12]}",
+        "Upload vit_scratch model from run2",
+    ]
     card_text = Path(hf_hub_download(REPO_ID, "README.md", revision=finished.commit_id)).read_text()
     assert f'revision="{model_commit}"' in card_text and commits() == main_before
 

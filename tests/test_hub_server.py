@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hub_server import USER, LocalHub, local_hub  # noqa: F401  (local_hub is a fixture)
 from huggingface_hub import HfApi, RepoFile, RepoFolder, hf_hub_download, snapshot_download
 from huggingface_hub.errors import (
     HfHubHTTPError,
@@ -16,8 +17,6 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.utils import get_session
-
-from hub_server import USER, LocalHub, local_hub  # noqa: F401  (local_hub is a fixture)
 
 REPO_ID = f"{USER}/tiny"
 COMMIT_ID = re.compile(r"[0-9a-f]{40}")
@@ -194,8 +193,9 @@ def test_range_requests_get_a_slice(pushed, folder, local_hub):  # noqa: F811
 def test_dataset_repos():
     api = HfApi()
     api.create_repo("data", repo_type="dataset")
-    api.upload_file(path_or_fileobj=b"a,b\n1,2\n", path_in_repo="train.csv", repo_id=f"{USER}/data",
-                    repo_type="dataset")  # fmt: skip
+    api.upload_file(
+        path_or_fileobj=b"a,b\n1,2\n", path_in_repo="train.csv", repo_id=f"{USER}/data", repo_type="dataset"
+    )
     path = hf_hub_download(f"{USER}/data", "train.csv", repo_type="dataset")
     assert Path(path).read_bytes() == b"a,b\n1,2\n" and "datasets--local-user--data" in path
 
@@ -209,8 +209,13 @@ def test_repos_persist_across_server_restarts(pushed, local_hub, tmp_path):  # n
 
 def test_a_fresh_process_finds_the_hub_through_the_environment(pushed, local_hub, tmp_path):  # noqa: F811
     code = f"from huggingface_hub import hf_hub_download; print(hf_hub_download({REPO_ID!r}, 'sub/notes.txt'))"
-    result = subprocess.run([sys.executable, "-c", code], env=local_hub.env(tmp_path / "fresh_home"),
-                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env=local_hub.env(tmp_path / "fresh_home"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     path = result.stdout.strip()
     assert path.startswith(str(tmp_path / "fresh_home")) and Path(path).read_text() == "notes\n"

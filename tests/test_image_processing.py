@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 import torch
+from helpers import tiny_config
 from PIL import Image
 
 from modeling_vit_scratch import ViTScratchImageProcessor
-from helpers import tiny_config
 
 
 def rgb_image(height: int = 31, width: int = 45) -> Image.Image:
@@ -58,8 +58,9 @@ def picture(channels: int, height: int = 11, width: int = 13) -> np.ndarray:
 
 def unit_processor(channels: int) -> ViTScratchImageProcessor:
     """A processor whose output is the pixel in [0, 1] (no resize, mean 0, std 1), to compare in 1/255 steps."""
-    return ViTScratchImageProcessor(num_channels=channels, do_resize=False, image_mean=[0.0] * channels,
-                                    image_std=[1.0] * channels)  # fmt: skip
+    return ViTScratchImageProcessor(
+        num_channels=channels, do_resize=False, image_mean=[0.0] * channels, image_std=[1.0] * channels
+    )
 
 
 def gray16(pixels8: np.ndarray) -> np.ndarray:
@@ -121,15 +122,21 @@ def test_transparency_is_composited_on_white_like_transformers(mode):
     if mode != "P with transparency":
         assert (got[0] == 1).all()  # transparent -> white
     gray = unit_processor(1)(image, return_tensors="np").pixel_values[0, 0]
-    np.testing.assert_allclose(gray, np.asarray(Image.fromarray(np.rint(expected * 255).astype(np.uint8)).convert("L"))
-                               / 255, atol=1 / 255 + 1e-6)  # fmt: skip
+    np.testing.assert_allclose(
+        gray,
+        np.asarray(Image.fromarray(np.rint(expected * 255).astype(np.uint8)).convert("L")) / 255,
+        atol=1 / 255 + 1e-6,
+    )
 
 
 def test_two_and_four_channel_arrays_are_composited_on_white():
     processor = unit_processor(1)
     gray_alpha = np.stack([np.full((4, 5), 0.2), np.r_[[1.0] * 2, [0.0] * 2][:, None].repeat(5, 1)], -1)
-    np.testing.assert_allclose(processor(gray_alpha, return_tensors="np").pixel_values[0, 0],
-                               np.r_[[51 / 255] * 2, [1.0] * 2][:, None].repeat(5, 1), atol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(
+        processor(gray_alpha, return_tensors="np").pixel_values[0, 0],
+        np.r_[[51 / 255] * 2, [1.0] * 2][:, None].repeat(5, 1),
+        atol=1e-6,
+    )
 
 
 @pytest.mark.parametrize(
@@ -156,8 +163,14 @@ def rgba_on_white(rgba: np.ndarray) -> np.ndarray:
 PIPELINE_FILES = {  # name -> (model channels, (picture, twin) -> file stored that way, its 8-bit twin as an array)
     "16-bit grayscale PNG": (1, lambda g: (Image.fromarray(gray16(g)), "png", g)),
     "float TIFF": (1, lambda g: (Image.fromarray(g.astype(np.float32) / 255), "tiff", g)),
-    "RGBA PNG": (3, lambda g: (Image.fromarray(np.dstack([picture(3), g]), mode="RGBA"), "png",
-                               rgba_on_white(np.dstack([picture(3), g])))),  # fmt: skip
+    "RGBA PNG": (
+        3,
+        lambda g: (
+            Image.fromarray(np.dstack([picture(3), g]), mode="RGBA"),
+            "png",
+            rgba_on_white(np.dstack([picture(3), g])),
+        ),
+    ),
 }
 
 
@@ -179,8 +192,10 @@ def test_pipeline_reads_a_file_like_its_8_bit_twin(name, tmp_path):
     assert Image.open(tmp_path / f"stored.{suffix}").mode == image.mode
     classify = pipeline("image-classification", model=str(tmp_path / "model"), trust_remote_code=True)
     assert type(classify).__name__ == "ViTScratchImageClassificationPipeline"
-    scores = {file: {p["label"]: p["score"] for p in classify(str(tmp_path / file), top_k=None)}
-              for file in (f"stored.{suffix}", "twin.png")}  # fmt: skip
+    scores = {
+        file: {p["label"]: p["score"] for p in classify(str(tmp_path / file), top_k=None)}
+        for file in (f"stored.{suffix}", "twin.png")
+    }
     assert scores[f"stored.{suffix}"] == pytest.approx(scores["twin.png"], abs=1e-5)
     # transformers' own pipeline converts the file to RGB first (the bug this guards against): the check above can fail
     plain = ImageClassificationPipeline(model=classify.model, image_processor=classify.image_processor)
@@ -203,8 +218,9 @@ def test_the_folders_pipeline_runs_only_with_consent_or_the_installed_class(tmp_
     ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="trust_remote_code=True"):
         pipeline("image-classification", model=str(tmp_path))
-    installed = pipeline("image-classification", model=str(tmp_path),
-                         pipeline_class=ViTScratchImageClassificationPipeline)  # fmt: skip
+    installed = pipeline(
+        "image-classification", model=str(tmp_path), pipeline_class=ViTScratchImageClassificationPipeline
+    )
     assert type(installed) is ViTScratchImageClassificationPipeline
     image = Image.fromarray(picture(1).astype(np.uint16) * 257)
     assert installed(image, top_k=1)[0]["label"] == installed(Image.fromarray(picture(1)), top_k=1)[0]["label"]

@@ -11,10 +11,10 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+from helpers import tiny_config
 from PIL import Image
 
 from modeling_vit_scratch import ViTScratchImageProcessor
-from helpers import tiny_config
 
 ONE_LEVEL = 1 / 255 + 1e-6  # one 8-bit level of the [0, 1] pixel (float rounding on top)
 
@@ -81,8 +81,13 @@ def unit_processors(channels: int, size: tuple[int, int], **kwargs) -> tuple:
     """The PIL and the fast processor with output = pixel in [0, 1] (mean 0, std 1), to compare in 1/255 steps."""
     from modeling_vit_scratch import ViTScratchImageProcessorFast
 
-    settings = dict(num_channels=channels, size={"height": size[0], "width": size[1]}, image_mean=[0.0] * channels,
-                    image_std=[1.0] * channels, **kwargs)  # fmt: skip
+    settings = dict(
+        num_channels=channels,
+        size={"height": size[0], "width": size[1]},
+        image_mean=[0.0] * channels,
+        image_std=[1.0] * channels,
+        **kwargs,
+    )
     return ViTScratchImageProcessor(**settings), ViTScratchImageProcessorFast(**settings)
 
 
@@ -115,8 +120,12 @@ def test_fast_batches_of_mixed_inputs_and_sizes_match_in_order(channels):
     one_by_one = fast(batch, return_tensors="pt", disable_grouping=True).pixel_values  # small: grouped by default
     torch.testing.assert_close(one_by_one, got, atol=1e-6, rtol=0)
     stacked = torch.from_numpy(np.stack([pixels((3, 31, 45), seed) for seed in range(4)]))  # (N, C, H, W)
-    torch.testing.assert_close(fast(stacked, return_tensors="pt").pixel_values,
-                               pil(stacked, return_tensors="pt").pixel_values, atol=ONE_LEVEL / 0.5, rtol=0)  # fmt: skip
+    torch.testing.assert_close(
+        fast(stacked, return_tensors="pt").pixel_values,
+        pil(stacked, return_tensors="pt").pixel_values,
+        atol=ONE_LEVEL / 0.5,
+        rtol=0,
+    )
 
 
 @pytest.mark.timm
@@ -152,8 +161,10 @@ def test_a_folder_is_the_same_whichever_processor_saved_it(tmp_path):
         assert (tmp_path / "fast" / file).read_bytes() == (tmp_path / "pil" / file).read_bytes(), file
     saved = json.loads((tmp_path / "fast/preprocessor_config.json").read_text())
     assert saved["image_processor_type"] == "ViTScratchImageProcessor"
-    assert saved["auto_map"]["AutoImageProcessor"] == ["image_processing_vit_scratch.ViTScratchImageProcessor",
-                                                       "image_processing_vit_scratch.ViTScratchImageProcessorFast"]  # fmt: skip
+    assert saved["auto_map"]["AutoImageProcessor"] == [
+        "image_processing_vit_scratch.ViTScratchImageProcessor",
+        "image_processing_vit_scratch.ViTScratchImageProcessorFast",
+    ]
     loaded = ViTScratchImageProcessorFast.from_pretrained(tmp_path / "pil")
     assert loaded.num_channels == 1 and tuple(loaded.image_mean) == (0.2,) and loaded.size["width"] == 12
 
@@ -169,10 +180,17 @@ PICK = textwrap.dedent(
         import modeling_vit_scratch  # registers the classes
     from transformers import AutoImageProcessor
     picked = {}
-    for name, switches in {"default": {}, "backend=pil": {"backend": "pil"}, "use_fast=False": {"use_fast": False},
-                           "backend=torchvision": {"backend": "torchvision"}, "use_fast=True": {"use_fast": True}}.items():
+    switches_by_name = {
+        "default": {},
+        "backend=pil": {"backend": "pil"},
+        "use_fast=False": {"use_fast": False},
+        "backend=torchvision": {"backend": "torchvision"},
+        "use_fast=True": {"use_fast": True},
+    }
+    for name, switches in switches_by_name.items():
         try:
-            picked[name] = type(AutoImageProcessor.from_pretrained(sys.argv[1], trust_remote_code=True, **switches)).__name__
+            processor = AutoImageProcessor.from_pretrained(sys.argv[1], trust_remote_code=True, **switches)
+            picked[name] = type(processor).__name__
         except ImportError as error:
             picked[name] = "ImportError: " + str(error)
     print(json.dumps(picked))
@@ -185,11 +203,19 @@ def picked_classes(folder, tmp_path, torchvision: bool, package: bool) -> dict:
     script = tmp_path / "pick.py"
     script.write_text(PICK)
     result = subprocess.run(
-        [sys.executable, str(script), str(folder), "torchvision" if torchvision else "no torchvision",
-         "package" if package else "no package"],
-        cwd=tmp_path, env={**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1"},
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(script),
+            str(folder),
+            "torchvision" if torchvision else "no torchvision",
+            "package" if package else "no package",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -233,8 +259,9 @@ def test_the_folders_pipeline_with_the_fast_processor_scores_like_the_pil_one(tm
     scores = {}
     for backend in ("pil", "torchvision"):
         processor = AutoImageProcessor.from_pretrained(tmp_path, trust_remote_code=True, backend=backend)
-        classify = pipeline("image-classification", model=str(tmp_path), trust_remote_code=True,
-                            image_processor=processor)  # fmt: skip
+        classify = pipeline(
+            "image-classification", model=str(tmp_path), trust_remote_code=True, image_processor=processor
+        )
         assert type(classify).__name__ == "ViTScratchImageClassificationPipeline"
         assert classify.image_processor.backend == backend
         scores[backend] = {p["label"]: p["score"] for p in classify(image, top_k=None)}

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from helpers import tiny_config
 
 from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchModel
 from modeling_vit_scratch.modeling_vit_scratch import (
@@ -11,7 +12,6 @@ from modeling_vit_scratch.modeling_vit_scratch import (
     sincos_position_table,
     truncated_normal_,
 )
-from helpers import tiny_config
 
 
 def images(config: ViTScratchConfig, batch: int = 2, size: tuple[int, int] | None = None) -> torch.Tensor:
@@ -59,7 +59,9 @@ def test_sdpa_model_returns_the_same_attention_maps_as_eager(config):
     sdpa = ViTScratchForImageClassification(tiny_config(attn_implementation="sdpa")).eval()
     sdpa.load_state_dict(eager.state_dict())
     pixel_values = images(config)
-    for ours, reference in zip(sdpa(pixel_values, output_attentions=True).attentions, eager(pixel_values, output_attentions=True).attentions):
+    for ours, reference in zip(
+        sdpa(pixel_values, output_attentions=True).attentions, eager(pixel_values, output_attentions=True).attentions
+    ):
         torch.testing.assert_close(ours, reference, atol=1e-6, rtol=0)
     assert sdpa.config._attn_implementation == "sdpa"
 
@@ -69,7 +71,7 @@ def test_attention_matches_the_written_out_equation():
     attention = ViTScratchAttention(config).eval()
     x = torch.randn(2, 7, 36)
     q, k, v = attention.qkv_proj(x).split(36, dim=-1)
-    heads = lambda t: t.view(2, 7, 3, 12).transpose(1, 2)  # noqa: E731
+    heads = lambda t: t.view(2, 7, 3, 12).transpose(1, 2)
     weights = torch.softmax(heads(q) @ heads(k).transpose(-1, -2) / 12**0.5, dim=-1)
     expected = attention.o_proj((weights @ heads(v)).transpose(1, 2).reshape(2, 7, 36))
     output, returned_weights = attention(x, output_attentions=True)
@@ -210,7 +212,11 @@ def test_sincos_table_is_refilled_after_loading(tmp_path):
     [
         (torch.randn(2, 1, 20, 20), {}, "have 1 channels but the model expects 3"),
         (torch.randn(2, 4, 20, 20), {}, "have 4 channels but the model expects 3"),
-        (torch.randn(2, 3, 24, 24), {}, "Image size 24x24 does not match the model's 20x20.*interpolate_pos_encoding=True"),
+        (
+            torch.randn(2, 3, 24, 24),
+            {},
+            "Image size 24x24 does not match the model's 20x20.*interpolate_pos_encoding=True",
+        ),
         (torch.randn(2, 3, 21, 24), dict(interpolate_pos_encoding=True), "must be divisible by the patch size 4x4"),
         (torch.randn(3, 20, 20), {}, "must have shape \\(batch, channels, height, width\\), got \\(3, 20, 20\\)"),
     ],
@@ -249,7 +255,9 @@ def test_mixed_precision_autocast_trains_and_stays_close_to_float32(kernel, dtyp
     torch.testing.assert_close(output.logits.float(), expected, atol=0.05, rtol=0.05)
     output.loss.backward()
     gradients = [parameter.grad for parameter in model.parameters()]
-    assert all(gradient is not None and gradient.dtype == torch.float32 and gradient.isfinite().all() for gradient in gradients)
+    assert all(
+        gradient is not None and gradient.dtype == torch.float32 and gradient.isfinite().all() for gradient in gradients
+    )
 
 
 def test_classifier_computes_only_the_class_token_in_the_last_block_with_the_same_result(config):

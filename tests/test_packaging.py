@@ -9,7 +9,6 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
-
 from helpers import REPO
 
 BASE_REQUIREMENTS = {"torch", "transformers", "safetensors", "pillow", "numpy"}
@@ -20,9 +19,24 @@ TRAINING_ONLY = ("datasets", "accelerate", "sklearn", "matplotlib", "tensorboard
 def wheel(tmp_path_factory) -> Path:
     """The wheel pip builds from the checkout, as `pip install .` would."""
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
-                    "--disable-pip-version-check", "-w", str(out), str(REPO)],
-                   check=True, capture_output=True, cwd=out)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-w",
+            str(out),
+            str(REPO),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=out,
+    )
     (path,) = out.glob("vit_scratch-*.whl")
     return path
 
@@ -71,11 +85,35 @@ print("result:", type(model).__name__, len(pipeline("image-classification", mode
 
 def test_an_installed_wheel_trains_and_writes_a_complete_folder_with_its_card(wheel, tmp_path):
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--disable-pip-version-check",
-                    "--target", str(site), str(wheel)], check=True, capture_output=True)  # fmt: skip
-    (tmp_path / "tiny.json").write_text(json.dumps(dict(image_size=8, patch_size=4, hidden_size=12, num_channels=1,
-                                                        num_hidden_layers=1, num_attention_heads=2,
-                                                        intermediate_size=16)))  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--target",
+            str(site),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (tmp_path / "tiny.json").write_text(
+        json.dumps(
+            dict(
+                image_size=8,
+                patch_size=4,
+                hidden_size=12,
+                num_channels=1,
+                num_hidden_layers=1,
+                num_attention_heads=2,
+                intermediate_size=16,
+            )
+        )
+    )
     code = """
 import modeling_vit_scratch
 from modeling_vit_scratch.arguments import parse_arguments
@@ -90,8 +128,16 @@ train(model_args, data_args, training_args, output_args)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines()[0].startswith(str(site))  # the installed copy, not the checkout
     out = tmp_path / "out"
-    for name in ("model.safetensors", "config.json", "modeling_vit_scratch.py", "configuration_vit_scratch.py",
-                 "preprocessor_config.json", "all_results.json", "training_record.json", "training_curves.png"):  # fmt: skip
+    for name in (
+        "model.safetensors",
+        "config.json",
+        "modeling_vit_scratch.py",
+        "configuration_vit_scratch.py",
+        "preprocessor_config.json",
+        "all_results.json",
+        "training_record.json",
+        "training_curves.png",
+    ):
         assert (out / name).is_file(), name
     card = (out / "README.md").read_text()
     assert card.startswith("---\n") and "## Training procedure" in card and "{{" not in card

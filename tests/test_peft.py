@@ -8,10 +8,10 @@ import textwrap
 
 import pytest
 import torch
+from helpers import tiny_config
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForImageClassification, Trainer, TrainingArguments
 
-from helpers import tiny_config
 from modeling_vit_scratch import ViTScratchForImageClassification
 
 LORA_MODULES = ["qkv_proj", "o_proj", "fc1", "fc2"]  # ViTScratchAttention and ViTScratchMLP's nn.Linear layers
@@ -55,8 +55,11 @@ def test_lora_wraps_exactly_the_four_projections_of_every_block():
     model = lora_model()
     wrapped = sorted(name for name, module in model.named_modules() if hasattr(module, "lora_A"))
     layers = model.base_model.model.config.num_hidden_layers
-    expected = sorted(f"base_model.model.vit.layers.{i}.{where}" for i in range(layers)
-                      for where in ("attention.qkv_proj", "attention.o_proj", "mlp.fc1", "mlp.fc2"))  # fmt: skip
+    expected = sorted(
+        f"base_model.model.vit.layers.{i}.{where}"
+        for i in range(layers)
+        for where in ("attention.qkv_proj", "attention.o_proj", "mlp.fc1", "mlp.fc2")
+    )
     assert wrapped == expected
     trainable, total = model.get_nb_trainable_parameters()
     config = tiny_config()
@@ -123,10 +126,17 @@ def test_the_trainer_trains_every_lora_matrix_under_its_activation_checkpointing
     model = lora_model()
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     args = TrainingArguments(
-        output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=6, learning_rate=1e-2, save_strategy="no",
-        activation_checkpointing=True, activation_checkpointing_kwargs={"use_reentrant": use_reentrant},
-        report_to="none", disable_tqdm=True, use_cpu=True,
-    )  # fmt: skip
+        output_dir=str(tmp_path),
+        max_steps=4,
+        per_device_train_batch_size=6,
+        learning_rate=1e-2,
+        save_strategy="no",
+        activation_checkpointing=True,
+        activation_checkpointing_kwargs={"use_reentrant": use_reentrant},
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=True,
+    )
     Trainer(model=model, args=args, train_dataset=FixedImages(12)).train()
     assert model.base_model.model.vit.layers[0].gradient_checkpointing
     untouched = [name for name, p in model.named_parameters() if p.requires_grad and torch.equal(p, before[name])]
@@ -180,7 +190,13 @@ def load_in_fresh_process(folder, pixel_values: torch.Tensor, tmp_path) -> torch
     script.write_text(FRESH_PROCESS)
     torch.save(pixel_values, inputs)
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run([sys.executable, str(script), str(folder), str(inputs), str(outputs)], cwd=tmp_path,
-                            env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, str(script), str(folder), str(inputs), str(outputs)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return torch.load(outputs)

@@ -32,9 +32,8 @@ def fake_checkpoint(folder: Path, step: int, complete: bool = True) -> Path:
 def test_a_folder_holding_a_model_is_refused_naming_both_ways_on(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     (tmp_path / "model.safetensors").write_bytes(b"old weights")
-    with pytest.raises(ValueError) as refused:
-        with claim_output_folder(tmp_path, overwrite=False, resume=False):
-            pass
+    with pytest.raises(ValueError) as refused, claim_output_folder(tmp_path, overwrite=False, resume=False):
+        pass
     message = str(refused.value)
     assert str(tmp_path) in message and "config.json" in message
     assert "--overwrite_output_dir true" in message and "--resume_from_checkpoint true" in message
@@ -52,26 +51,35 @@ def test_overwrite_drops_old_checkpoints_but_keeps_the_model_until_replaced(tmp_
 
 
 def test_a_folder_in_use_is_refused_and_freed_when_the_run_ends(tmp_path):
-    with claim_output_folder(tmp_path, overwrite=False, resume=False):
-        with pytest.raises(ValueError, match=f"in use by another training run \\(process {os.getpid()}\\)"):
-            with claim_output_folder(tmp_path, overwrite=False, resume=False):
-                pass
+    in_use = f"in use by another training run \\(process {os.getpid()}\\)"
+    with (
+        claim_output_folder(tmp_path, overwrite=False, resume=False),
+        pytest.raises(ValueError, match=in_use),
+        claim_output_folder(tmp_path, overwrite=False, resume=False),
+    ):
+        pass
     with claim_output_folder(tmp_path, overwrite=False, resume=False):
         pass
 
 
 def test_a_killed_run_leaves_no_lock_and_its_staging_leftovers_are_removed(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from modeling_vit_scratch.run_folder import claim_output_folder\n"
-         "with claim_output_folder(sys.argv[1], False, False):\n    print('held', flush=True); time.sleep(60)",
-         str(tmp_path)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time; from modeling_vit_scratch.run_folder import claim_output_folder\n"
+                "with claim_output_folder(sys.argv[1], False, False):\n    print('held', flush=True); time.sleep(60)"
+            ),
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "held"
     (tmp_path / ".saving-abc123").mkdir()  # what a run killed while writing its model folder leaves
-    with pytest.raises(ValueError, match="in use"):
-        with claim_output_folder(tmp_path, overwrite=False, resume=False):
-            pass
+    with pytest.raises(ValueError, match="in use"), claim_output_folder(tmp_path, overwrite=False, resume=False):
+        pass
     holder.send_signal(signal.SIGKILL)
     holder.wait(timeout=30)
     with claim_output_folder(tmp_path, overwrite=False, resume=False) as removed:
@@ -81,9 +89,13 @@ def test_a_killed_run_leaves_no_lock_and_its_staging_leftovers_are_removed(tmp_p
 
 def test_an_unwritable_output_folder_is_one_line_naming_it(tmp_path):
     (tmp_path / "a_file").write_text("")
-    with pytest.raises(ValueError, match="Cannot write to the output folder .*a_file/out.*choose a writable --output_dir"):
-        with claim_output_folder(tmp_path / "a_file" / "out", overwrite=False, resume=False):
-            pass
+    with (
+        pytest.raises(
+            ValueError, match="Cannot write to the output folder .*a_file/out.*choose a writable --output_dir"
+        ),
+        claim_output_folder(tmp_path / "a_file" / "out", overwrite=False, resume=False),
+    ):
+        pass
 
 
 def test_resume_true_picks_the_last_complete_checkpoint(tmp_path):
@@ -102,23 +114,26 @@ def test_resume_true_without_a_complete_checkpoint_names_the_incomplete_ones(tmp
     fake_checkpoint(tmp_path, 7, complete=False)
     (tmp_path / "checkpoint-8").mkdir()
     (tmp_path / "checkpoint-8" / "trainer_state.json").write_text('{"global_st')  # cut off while writing it
-    with pytest.raises(ValueError, match="no complete checkpoint \\(incomplete, cut off mid-save: checkpoint-7, checkpoint-8\\)"):
+    with pytest.raises(
+        ValueError, match="no complete checkpoint \\(incomplete, cut off mid-save: checkpoint-7, checkpoint-8\\)"
+    ):
         resolve_checkpoint(tmp_path, "true")
 
 
 def test_staged_writes_reach_the_folder_only_when_published(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"old")
-    with pytest.raises(RuntimeError):
-        with staging_inside(tmp_path) as staging:
-            (staging / "model.safetensors").write_bytes(b"new")
-            raise RuntimeError("killed before publishing")
+    with pytest.raises(RuntimeError), staging_inside(tmp_path) as staging:
+        (staging / "model.safetensors").write_bytes(b"new")
+        raise RuntimeError("killed before publishing")
     assert (tmp_path / "model.safetensors").read_bytes() == b"old"
     assert [path.name for path in tmp_path.iterdir()] == ["model.safetensors"]
 
 
 def test_publish_moves_the_weights_first_and_what_describes_them_last(tmp_path, monkeypatch):
     moved, real_replace = [], os.replace
-    monkeypatch.setattr(os, "replace", lambda source, target: (moved.append(Path(source).name), real_replace(source, target)))
+    monkeypatch.setattr(
+        os, "replace", lambda source, target: (moved.append(Path(source).name), real_replace(source, target))
+    )
     with staging_inside(tmp_path) as staging:
         for name in ("README.md", "training_record.json", "model.safetensors", "config.json"):
             (staging / name).write_text(name)
@@ -127,8 +142,12 @@ def test_publish_moves_the_weights_first_and_what_describes_them_last(tmp_path, 
     assert moved.index("config.json") < moved.index("training_record.json")
     assert (tmp_path / "model.safetensors").read_text() == "model.safetensors"
     assert (tmp_path / "config.json").stat().st_mode & 0o777 == 0o644
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["README.md", "config.json", "model.safetensors",
-                                                                "training_record.json"]  # fmt: skip
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "README.md",
+        "config.json",
+        "model.safetensors",
+        "training_record.json",
+    ]
 
 
 def test_an_incomplete_checkpoint_named_by_path_points_to_the_way_on(tmp_path):
@@ -136,7 +155,8 @@ def test_an_incomplete_checkpoint_named_by_path_points_to_the_way_on(tmp_path):
     with pytest.raises(ValueError) as refused:
         resolve_checkpoint(tmp_path / "elsewhere", str(incomplete))
     assert f"'{tmp_path / 'run'}' has no complete checkpoint: start a new run with --overwrite_output_dir true" in str(
-        refused.value)  # fmt: skip
+        refused.value
+    )
     complete = fake_checkpoint(tmp_path / "run", 2)
     with pytest.raises(ValueError, match=f"resume with --resume_from_checkpoint {complete}"):
         resolve_checkpoint(tmp_path / "elsewhere", str(incomplete))

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from helpers import run_script, tiny_model_file, training_args, write_imagefolder
+from hub_server import TOKEN, LocalHub
 from PIL import Image
 from safetensors.torch import load_file
 from transformers import AutoModelForImageClassification, TrainingArguments, pipeline
 
-from helpers import run_script, tiny_model_file, training_args, write_imagefolder
-from hub_server import TOKEN, LocalHub
 from modeling_vit_scratch.arguments import (
     DataArguments,
     ModelArguments,
@@ -45,11 +45,22 @@ def trained_imagefolder(tmp_path_factory):
 def test_loss_falls_and_the_folder_holds_everything(trained_imagefolder):
     output_dir, metrics = trained_imagefolder
     last = max(output_dir.glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[1]))
-    history = [entry["loss"] for entry in json.loads((last / "trainer_state.json").read_text())["log_history"]
-               if "loss" in entry]  # fmt: skip
+    history = [
+        entry["loss"]
+        for entry in json.loads((last / "trainer_state.json").read_text())["log_history"]
+        if "loss" in entry
+    ]
     assert len(history) >= 5 and history[-1] < history[0]
-    for name in ("model.safetensors", "config.json", "modeling_vit_scratch.py", "configuration_vit_scratch.py",
-                 "preprocessor_config.json", "README.md", "training_curves.png", "all_results.json"):  # fmt: skip
+    for name in (
+        "model.safetensors",
+        "config.json",
+        "modeling_vit_scratch.py",
+        "configuration_vit_scratch.py",
+        "preprocessor_config.json",
+        "README.md",
+        "training_curves.png",
+        "all_results.json",
+    ):
         assert (output_dir / name).is_file(), name
     config = json.loads((output_dir / "config.json").read_text())
     assert config["id2label"] == {"0": "cat", "1": "dog", "2": "fox"}
@@ -108,7 +119,9 @@ def test_unknown_preset_is_one_clear_line():
     result = run_script("--model", "vit-gigantic-patch16-224", "--output_dir", "/tmp/never-written")
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
-    assert lines[-1].startswith("error: Unknown preset 'vit-gigantic-patch16-224'") and "vit-base-patch16-224" in lines[-1]
+    assert (
+        lines[-1].startswith("error: Unknown preset 'vit-gigantic-patch16-224'") and "vit-base-patch16-224" in lines[-1]
+    )
     assert "Traceback" not in result.stderr
 
 
@@ -129,13 +142,20 @@ def test_bad_arguments_name_the_problem(tmp_path):
 
 def test_recipe_and_command_line_merge_with_the_command_line_winning(tmp_path):
     recipe = tmp_path / "recipe.json"
-    recipe.write_text(json.dumps({"model": "vit-tiny-patch16-224", "augment": False, "report_to": ["tensorboard"],
-                                  "num_train_epochs": 3}))  # fmt: skip
+    recipe.write_text(
+        json.dumps(
+            {"model": "vit-tiny-patch16-224", "augment": False, "report_to": ["tensorboard"], "num_train_epochs": 3}
+        )
+    )
     argv = recipe_to_argv([str(recipe), "--num_train_epochs", "7"])
     assert argv[:4] == ["--model", "vit-tiny-patch16-224", "--augment", "false"]
     assert argv[-2:] == ["--num_train_epochs", "7"]
     assert parse_overrides("hidden_size=64,pooling=mean,qkv_bias=false,drop_path_rate=0.1") == {
-        "hidden_size": 64, "pooling": "mean", "qkv_bias": False, "drop_path_rate": 0.1}  # fmt: skip
+        "hidden_size": 64,
+        "pooling": "mean",
+        "qkv_bias": False,
+        "drop_path_rate": 0.1,
+    }
 
 
 def test_fine_tuning_with_new_labels_reinitialises_the_head(tmp_path, trained_imagefolder):
@@ -197,10 +217,16 @@ def test_accuracy_metrics_and_the_tie_breaking_selection_score():
     hesitant = np.eye(6, dtype=np.float32) * 0.5  # all right, high loss
     wrong_once = confident.copy()
     wrong_once[0] = np.roll(wrong_once[0], 1)
-    scores = {name: accuracy_metrics(EvalPrediction(predictions=logits, label_ids=labels))
-              for name, logits in (("confident", confident), ("hesitant", hesitant), ("wrong_once", wrong_once))}
+    scores = {
+        name: accuracy_metrics(EvalPrediction(predictions=logits, label_ids=labels))
+        for name, logits in (("confident", confident), ("hesitant", hesitant), ("wrong_once", wrong_once))
+    }
     assert scores["confident"]["accuracy"] == scores["hesitant"]["accuracy"] == 1.0
-    assert scores["confident"]["selection_score"] > scores["hesitant"]["selection_score"] > scores["wrong_once"]["selection_score"]
+    assert (
+        scores["confident"]["selection_score"]
+        > scores["hesitant"]["selection_score"]
+        > scores["wrong_once"]["selection_score"]
+    )
     assert scores["wrong_once"]["accuracy"] == pytest.approx(5 / 6)
     assert scores["confident"]["top5_accuracy"] == 1.0
 
@@ -209,7 +235,7 @@ def folder_test_accuracy(folder: Path) -> float:
     """Accuracy on the digits test split of a saved folder, loaded through the Auto classes with its own code."""
     from transformers import AutoImageProcessor
 
-    from modeling_vit_scratch.data import collate_images, digits_dataset, ImageTransform
+    from modeling_vit_scratch.data import ImageTransform, collate_images, digits_dataset
 
     model = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=True).eval()
     processor = AutoImageProcessor.from_pretrained(folder, trust_remote_code=True)
@@ -222,9 +248,11 @@ def folder_test_accuracy(folder: Path) -> float:
 
 @pytest.mark.slow
 def test_default_recipe_reaches_98_percent_on_the_digits_test_split(tmp_path):
-    """`make train`'s recipe, end to end (about 4 CPU-minutes): the reloaded folder classifies >= 98% of the test split."""
-    result = run_script("configs/train_digits.json", "--output_dir", str(tmp_path / "out"), "--disable_tqdm", "true",
-                        timeout=1800)  # fmt: skip
+    """`make train`'s recipe, end to end (about 4 CPU-minutes): the reloaded folder classifies >= 98% of the test
+    split."""
+    result = run_script(
+        "configs/train_digits.json", "--output_dir", str(tmp_path / "out"), "--disable_tqdm", "true", timeout=1800
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     accuracy = folder_test_accuracy(tmp_path / "out")
     assert accuracy >= 0.98
@@ -248,14 +276,36 @@ def test_no_token_value_reaches_any_file_or_printed_line(tmp_path):
     hf_home.mkdir()
     (hf_home / "token").write_text(FAKE_TOKENS["saved login"])
     recipe = tmp_path / "recipe.json"
-    recipe.write_text(json.dumps({"model": tiny_model_file(tmp_path, num_channels=1), "dataset": "digits",
-                                  "hub_token": FAKE_TOKENS["recipe"], "max_train_samples": 32}))  # fmt: skip
+    recipe.write_text(
+        json.dumps(
+            {
+                "model": tiny_model_file(tmp_path, num_channels=1),
+                "dataset": "digits",
+                "hub_token": FAKE_TOKENS["recipe"],
+                "max_train_samples": 32,
+            }
+        )
+    )
     output_dir = tmp_path / "out"
-    result = run_script(str(recipe), f"--hub-token={FAKE_TOKENS['command line']}", "--output_dir", str(output_dir),
-                        "--num_train_epochs", "2", "--save_strategy", "epoch", "--eval_strategy", "epoch",
-                        "--report_to", "tensorboard",
-                        "--logging_strategy", "epoch", "--disable_tqdm", "true",
-                        env={"HF_HOME": str(hf_home), "HF_TOKEN": FAKE_TOKENS["environment"]})  # fmt: skip
+    result = run_script(
+        str(recipe),
+        f"--hub-token={FAKE_TOKENS['command line']}",
+        "--output_dir",
+        str(output_dir),
+        "--num_train_epochs",
+        "2",
+        "--save_strategy",
+        "epoch",
+        "--eval_strategy",
+        "epoch",
+        "--report_to",
+        "tensorboard",
+        "--logging_strategy",
+        "epoch",
+        "--disable_tqdm",
+        "true",
+        env={"HF_HOME": str(hf_home), "HF_TOKEN": FAKE_TOKENS["environment"]},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     written = [path for path in output_dir.rglob("*") if path.is_file()]
     assert {"training_args.bin", "training_record.json", "README.md"} <= {path.name for path in written}
@@ -270,16 +320,40 @@ def test_no_token_value_reaches_any_file_or_printed_line(tmp_path):
 
 def test_a_token_in_the_output_folder_name_is_not_printed(tmp_path):
     token = FAKE_TOKENS["command line"]
-    result = run_script("--model", tiny_model_file(tmp_path, num_channels=1), "--dataset", "digits", "--hub_token",
-                        token, "--output_dir", str(tmp_path / f"dir_{token}"), "--max_train_samples", "32",
-                        "--num_train_epochs", "1", "--report_to", "none", "--disable_tqdm", "true")  # fmt: skip
+    result = run_script(
+        "--model",
+        tiny_model_file(tmp_path, num_channels=1),
+        "--dataset",
+        "digits",
+        "--hub_token",
+        token,
+        "--output_dir",
+        str(tmp_path / f"dir_{token}"),
+        "--max_train_samples",
+        "32",
+        "--num_train_epochs",
+        "1",
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Model saved in" in result.stdout
     assert token not in result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("spelling", [["--hub_token", "SECRET"], ["--hub-token", "SECRET"], ["--hub_token=SECRET"],
-                                      ["--hub-token=SECRET"], ["--HUB_TOKEN", "SECRET"], ["--other_token", "SECRET"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        ["--hub_token", "SECRET"],
+        ["--hub-token", "SECRET"],
+        ["--hub_token=SECRET"],
+        ["--hub-token=SECRET"],
+        ["--HUB_TOKEN", "SECRET"],
+        ["--other_token", "SECRET"],
+    ],
+)
 def test_token_values_are_masked_in_every_spelling(spelling):
     argv = ["configs/train_digits.json", *spelling, "--seed", "3"]
     masked = mask_token_values(argv)
@@ -292,7 +366,8 @@ def test_an_abbreviated_argument_is_refused_without_echoing_its_value(tmp_path):
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         "error: Unknown argument --hub_tok (did you mean '--hub_token'?): arguments are matched exactly, not "
-        "abbreviated.")  # fmt: skip
+        "abbreviated."
+    )
     assert "hf_abbreviatedTOKEN12345" not in result.stdout + result.stderr
     assert not (tmp_path / "out").exists()
 
@@ -309,7 +384,9 @@ def test_recipe_keys_are_matched_exactly(tmp_path):
 
 def test_a_second_run_into_a_model_folder_is_refused_and_leaves_it_whole(tmp_path, trained_imagefolder):
     output_dir, _ = trained_imagefolder
-    before = {path.name: path.read_bytes() for path in output_dir.iterdir() if path.is_file() and path.name != LOCK_FILE}
+    before = {
+        path.name: path.read_bytes() for path in output_dir.iterdir() if path.is_file() and path.name != LOCK_FILE
+    }
     result = run_script("--model", tiny_model_file(tmp_path), "--output_dir", str(output_dir))
     assert result.returncode != 0 and "Traceback" not in result.stderr
     line = result.stderr.strip().splitlines()[-1]
@@ -344,20 +421,38 @@ def test_overwrite_replaces_the_model_when_asked(tmp_path):
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--num_train_epochs", "0"], "--num_train_epochs 0 trains nothing: give --num_train_epochs > 0 or --max_steps >= 1."),
+        (
+            ["--num_train_epochs", "0"],
+            "--num_train_epochs 0 trains nothing: give --num_train_epochs > 0 or --max_steps >= 1.",
+        ),
         (["--max_train_samples", "0"], "The training split is empty"),
         (["--config_overrides", "hiden_size=8"], "Unknown config field 'hiden_size': did you mean 'hidden_size'?"),
         (["--config_overrides", "hidden_size=16.5"], "hidden_size must be int, got 16.5 (float)"),
         (["--resume_from_checkpoint", "true"], "has no complete checkpoint"),
         (["--learning_rate", "fast"], "invalid float value: 'fast'"),
-        (["--dataset", "no-such-data-set-here"], "'no-such-data-set-here' is no folder here and could not be loaded from the hub"),
-        (["--model", "someone/no-such-model"], "Cannot load the checkpoint 'someone/no-such-model': it is no folder here"),
+        (
+            ["--dataset", "no-such-data-set-here"],
+            "'no-such-data-set-here' is no folder here and could not be loaded from the hub",
+        ),
+        (
+            ["--model", "someone/no-such-model"],
+            "Cannot load the checkpoint 'someone/no-such-model': it is no folder here",
+        ),
         (["--validation_fraction", "1.5"], "--validation_fraction 1.5 is not between 0 and 1"),
     ],
-)  # fmt: skip
+)
 def test_bad_training_input_is_refused_before_training(tmp_path, extra, message):
-    argv = ["--model", tiny_model_file(tmp_path, num_channels=1), "--output_dir", str(tmp_path / "out"),
-            "--report_to", "none", "--disable_tqdm", "true", *extra]  # fmt: skip
+    argv = [
+        "--model",
+        tiny_model_file(tmp_path, num_channels=1),
+        "--output_dir",
+        str(tmp_path / "out"),
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        *extra,
+    ]
     with pytest.raises((ValueError, FileNotFoundError)) as refused:  # what scripts/train.py prints as one line
         model_args, data_args, output_args, args = parse_arguments(argv)
         train(model_args, data_args, args, output_args)
@@ -367,8 +462,20 @@ def test_bad_training_input_is_refused_before_training(tmp_path, extra, message)
 
 def test_an_empty_output_dir_is_refused_and_the_working_directory_is_not_claimed(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # Path("") is the working directory
-    argv = ["--model", tiny_model_file(tmp_path, num_channels=1), "--output_dir", "", "--report_to", "none",
-            "--max_train_samples", "32", "--num_train_epochs", "1", "--disable_tqdm", "true"]  # fmt: skip
+    argv = [
+        "--model",
+        tiny_model_file(tmp_path, num_channels=1),
+        "--output_dir",
+        "",
+        "--report_to",
+        "none",
+        "--max_train_samples",
+        "32",
+        "--num_train_epochs",
+        "1",
+        "--disable_tqdm",
+        "true",
+    ]
     model_args, data_args, output_args, args = parse_arguments(argv)
     with pytest.raises(ValueError, match="--output_dir is empty: give the folder to write the model to"):
         train(model_args, data_args, args, output_args)
@@ -379,8 +486,22 @@ def test_push_to_hub_goes_through_the_gate_and_a_failed_push_keeps_the_trained_m
     """`--push_to_hub` with the token on the command line, against the local Hub through HF_ENDPOINT: the pushed repo
     holds the model and no token value; when the Hub fails the commit, the model stays saved and the one error line
     says how to push it without training again."""
-    common = ["--model", tiny_model_file(tmp_path, num_channels=1), "--max_train_samples", "32", "--num_train_epochs",
-              "1", "--report_to", "none", "--disable_tqdm", "true", "--push_to_hub", "true", "--hub_token", TOKEN]  # fmt: skip
+    common = [
+        "--model",
+        tiny_model_file(tmp_path, num_channels=1),
+        "--max_train_samples",
+        "32",
+        "--num_train_epochs",
+        "1",
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--push_to_hub",
+        "true",
+        "--hub_token",
+        TOKEN,
+    ]
     with LocalHub(tmp_path / "hub") as hub:
         env = hub.env(tmp_path / "hf_home")
         pushed = run_script(*common, "--output_dir", str(tmp_path / "a"), "--hub_model_id", "local-user/a", env=env)
@@ -397,14 +518,22 @@ def test_push_to_hub_goes_through_the_gate_and_a_failed_push_keeps_the_trained_m
     assert line.startswith(f"error: The trained model is saved in {tmp_path / 'b'}, but pushing it failed: ")
     assert f"python scripts/push_to_hub.py {tmp_path / 'b'} local-user/b" in line
     assert json.loads((tmp_path / "b" / "training_record.json").read_text())["weights_sha256"] == weights_sha256(
-        tmp_path / "b")  # fmt: skip
+        tmp_path / "b"
+    )
 
 
-@pytest.mark.parametrize("where", [["--hub_model_id", "{token}"], ["--output_dir={token}"], ["--run_name", "x-{token}"]])
+@pytest.mark.parametrize(
+    "where", [["--hub_model_id", "{token}"], ["--output_dir={token}"], ["--run_name", "x-{token}"]]
+)
 def test_a_token_given_to_another_argument_is_refused_without_echoing_it(tmp_path, where):
     token = "hf_" + "Ab3" * 12
-    argv = ["--model", "vit-tiny-patch16-224", "--output_dir", str(tmp_path / "out"),
-            *(arg.format(token=token) for arg in where)]  # fmt: skip
+    argv = [
+        "--model",
+        "vit-tiny-patch16-224",
+        "--output_dir",
+        str(tmp_path / "out"),
+        *(arg.format(token=token) for arg in where),
+    ]
     with pytest.raises(ValueError) as refused:
         parse_arguments(argv)
     assert "looks like a Hub token" in str(refused.value) and token not in str(refused.value)

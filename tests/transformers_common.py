@@ -66,8 +66,20 @@ URL_HELPER = (
 def download_common_tests(version: str, target: Path) -> None:
     """Fetch transformers==`version`'s sdist with pip and write the common files and stand-ins under `target`."""
     with tempfile.TemporaryDirectory() as download_dir:
-        command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
-                   "--no-binary", ":all:", f"transformers=={version}", "--dest", download_dir]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"transformers=={version}",
+            "--dest",
+            download_dir,
+        ]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(
