@@ -16,6 +16,7 @@ from transformers import PreTrainedConfig
 Pooling = Literal["cls", "mean"]
 PositionEmbedding = Literal["learned", "sincos"]
 PatchEmbedding = Literal["conv", "linear"]
+Stem = Literal["none", "resnetv2", "conv"]
 
 # Table 1 of the paper (Base, Large, Huge) and the DeiT widths (Tiny, Small): layers, hidden, MLP, heads.
 MODEL_SIZES = {
@@ -112,6 +113,18 @@ class ViTScratchConfig(PreTrainedConfig):
         fc_norm: move the final LayerNorm after the pooling (timm's `fc_norm`, used with mean pooling).
         position_embedding: `"learned"` (the paper) or `"sincos"` (fixed 2-D sine-cosine table).
         patch_embedding: `"conv"` (a strided Conv2d) or `"linear"` (flattened patches through nn.Linear).
+        stem: what runs before the patch projection (the paper's hybrid, section 3.1): `"none"` (pixels),
+            `"resnetv2"` (a BiT ResNet-V2: weight-standardised convolutions, GroupNorm) or `"conv"` (the small stem
+            of Xiao et al. 2021, "Early convolutions help transformers see better"). With a stem, `patch_size`
+            counts cells of its feature map, and the image is cut into `image_size / (stem_stride * patch_size)`.
+        stem_width: `"resnetv2"`: channels of the root convolution (64 in the paper); a multiple of 32, GroupNorm's
+            group count. Stage i has `4 * stem_width * 2**i` output channels.
+        stem_depths: `"resnetv2"`: bottleneck blocks per stage, e.g. `[3, 4, 9]` (R50 in the paper's hybrid) or
+            `[2, 2, 2, 2]` (R26); `[]` is the root alone (7x7 conv and max pool, stride 4).
+        stem_preactivation: `"resnetv2"`: pre-activation bottlenecks (BiT: norm, ReLU, conv) instead of the
+            post-activation form (conv, norm, ReLU) that the paper's and timm's hybrids use.
+        stem_channels: `"conv"`: output channels of each 3x3 convolution (stride 2, BatchNorm, ReLU); the default is
+            the paper's ViT_C-4GF stem (stride 16, then a 1x1 projection: `patch_size=1`).
     """
 
     model_type = "vit_scratch"
@@ -133,8 +146,15 @@ class ViTScratchConfig(PreTrainedConfig):
     fc_norm: bool = False
     position_embedding: PositionEmbedding = "learned"
     patch_embedding: PatchEmbedding = "conv"
+    stem: Stem = "none"
+    stem_width: int = 64
+    # tuples as defaults (a dataclass default must be immutable), lists once constructed: one type, as JSON gives
+    stem_depths: list[int] | tuple[int, ...] = ()
+    stem_preactivation: bool = False
+    stem_channels: list[int] | tuple[int, ...] = (48, 96, 192, 384)
 
     def __post_init__(self, **kwargs):
+        self.stem_depths, self.stem_channels = list(self.stem_depths), list(self.stem_channels)
         super().__post_init__(**kwargs)
         if self.id2label is not None and not self.label2id:  # the pipeline and the Trainer read both maps
             self.label2id = {label: index for index, label in self.id2label.items()}
@@ -148,10 +168,24 @@ class ViTScratchConfig(PreTrainedConfig):
         return loaded
 
     @property
+    def stem_stride(self) -> int:
+        """The stem's total downsampling: 1 without a stem, 4 for the ResNet root and x2 for every stage after the
+        first, x2 for each convolution of the conv stem."""
+        if self.stem == "resnetv2":
+            return 4 * 2 ** max(len(self.stem_depths) - 1, 0)
+        return 2 ** len(self.stem_channels) if self.stem == "conv" else 1
+
+    @property
+    def cell_size(self) -> tuple[int, int]:
+        """Pixels along (height, width) that one token covers: the patch size times the stem's stride."""
+        patch_h, patch_w = to_pair(self.patch_size)
+        return patch_h * self.stem_stride, patch_w * self.stem_stride
+
+    @property
     def grid_size(self) -> tuple[int, int]:
-        """Patches along (height, width) at `image_size`."""
-        (height, width), (patch_h, patch_w) = to_pair(self.image_size), to_pair(self.patch_size)
-        return height // patch_h, width // patch_w
+        """Tokens along (height, width) at `image_size`: patches of the stem's feature map (of the image without)."""
+        (height, width), (cell_h, cell_w) = to_pair(self.image_size), self.cell_size
+        return height // cell_h, width // cell_w
 
     def validate_architecture(self):
         """Cross-field checks; each error names the field, the value and the fix."""
@@ -178,16 +212,37 @@ class ViTScratchConfig(PreTrainedConfig):
                 f"({self.num_attention_heads}): pick a head count that divides it, e.g. "
                 f"{[h for h in range(1, 17) if self.hidden_size % h == 0]}."
             )
-        image, patch = to_pair(self.image_size), to_pair(self.patch_size)
-        if image[0] % patch[0] or image[1] % patch[1]:
+        self.validate_stem()
+        image, cell = to_pair(self.image_size), self.cell_size
+        if image[0] % cell[0] or image[1] % cell[1]:
+            stem = f" times the stem's stride {self.stem_stride} (config.stem_stride)" if self.stem != "none" else ""
             raise ValueError(
-                f"image_size {self.image_size} must be divisible by patch_size {self.patch_size}: "
-                f"resize the images or choose a patch size that divides the image size."
+                f"image_size {self.image_size} must be divisible by patch_size {self.patch_size}{stem}: "
+                f"resize the images or choose a patch size{' or stem' if stem else ''} that divides the image size."
             )
         if self.position_embedding == "sincos" and self.hidden_size % 4:
             raise ValueError(
                 f"position_embedding='sincos' needs hidden_size divisible by 4, got {self.hidden_size}: "
                 "use position_embedding='learned' or a hidden size that is a multiple of 4."
+            )
+
+    def validate_stem(self):
+        """Checks of the stem fields (those of the stem in use)."""
+        if self.stem == "resnetv2":
+            if self.stem_width <= 0 or self.stem_width % 32:
+                raise ValueError(
+                    f"stem_width must be a positive multiple of 32 (GroupNorm's 32 groups), got {self.stem_width}: "
+                    "use e.g. 32 or 64."
+                )
+            if any(depth <= 0 for depth in self.stem_depths):
+                raise ValueError(
+                    f"stem_depths must hold positive block counts, got {self.stem_depths}: "
+                    "e.g. [3, 4, 9] for R50, or [] for the root alone."
+                )
+        if self.stem == "conv" and (not self.stem_channels or min(self.stem_channels) <= 0):
+            raise ValueError(
+                f"stem_channels must list at least one positive channel count for stem='conv', got "
+                f"{self.stem_channels}: e.g. [48, 96, 192, 384]."
             )
 
     @classmethod

@@ -77,6 +77,14 @@ def test_main_presets_ship_as_json():
         (dict(layer_norm_eps=0.0), "layer_norm_eps must be > 0"),
         (dict(position_embedding="sincos", hidden_size=18, num_attention_heads=3), "divisible by 4"),
         (dict(patch_size=[16, 16, 3]), "patch_size must be an int or a \\(height, width\\) pair"),
+        (dict(stem="cnn"), "stem must be one of \\('none', 'resnetv2', 'conv'\\)"),
+        (dict(stem="conv"), "divisible by patch_size 16 times the stem's stride 16 \\(config.stem_stride\\)"),
+        (dict(stem="resnetv2", stem_depths=[3, 4, 9], image_size=200, patch_size=1), "stem's stride 16"),
+        (dict(stem="resnetv2", patch_size=1, stem_width=48), "stem_width must be a positive multiple of 32"),
+        (dict(stem="resnetv2", patch_size=1, stem_depths=[2, 0]), "stem_depths must hold positive block counts"),
+        (dict(stem="conv", patch_size=1, stem_channels=[]), "stem_channels must list at least one positive"),
+        (dict(stem="conv", patch_size=1, stem_channels=[8, -1]), "stem_channels must list at least one positive"),
+        (dict(stem_depths=[1, "2"]), "stem_depths must be list\\[int\\] \\| tuple\\[int, ...\\], got \\[1, '2'\\]"),
     ],
 )
 def test_invalid_values_raise_value_error_naming_the_field(fields, message):
@@ -102,6 +110,33 @@ def test_json_round_trip_keeps_every_field(tmp_path):
     for key in ("pooling", "position_embedding", "patch_embedding", "qkv_bias", "layer_norm_eps", "drop_path_rate"):
         assert getattr(loaded, key) == getattr(config, key)
     assert loaded.id2label == {0: "cat", 1: "dog"} and loaded.label2id == {"cat": 0, "dog": 1}
+
+
+@pytest.mark.parametrize(
+    "fields, stride, grid",
+    [
+        (dict(), 1, (14, 14)),
+        (dict(stem="resnetv2", patch_size=1), 4, (56, 56)),  # the root alone
+        (dict(stem="resnetv2", patch_size=8), 4, (7, 7)),  # timm's vit_tiny_r_s16_p8_224
+        (dict(stem="resnetv2", stem_depths=[3, 4, 9], patch_size=1), 16, (14, 14)),  # the paper's R50+ViT-B/16
+        (dict(stem="resnetv2", stem_depths=[2, 2, 2, 2], patch_size=1), 32, (7, 7)),  # R26+ViT-S/32
+        (dict(stem="conv", patch_size=1), 16, (14, 14)),  # Xiao et al.'s 4GF stem
+        (dict(stem="conv", stem_channels=[8], patch_size=(2, 4), image_size=(28, 40)), 2, (7, 5)),
+    ],
+)
+def test_stem_stride_and_the_grid_of_feature_map_cells(fields, stride, grid):
+    config = ViTScratchConfig(**fields)
+    assert config.stem_stride == stride and config.grid_size == grid
+
+
+def test_stem_fields_survive_a_json_round_trip_as_lists(tmp_path):
+    config = ViTScratchConfig(stem="resnetv2", stem_width=32, stem_depths=(1, 2), stem_preactivation=True, patch_size=2)
+    assert config.stem_depths == [1, 2] and ViTScratchConfig().stem_depths == []  # one type, whatever was given
+    config.save_pretrained(tmp_path)
+    loaded = ViTScratchConfig.from_pretrained(tmp_path)
+    for key in ("stem", "stem_width", "stem_depths", "stem_preactivation", "stem_channels"):
+        assert getattr(loaded, key) == getattr(config, key), key
+    assert loaded.grid_size == config.grid_size == (14, 14)
 
 
 @pytest.mark.parametrize(
