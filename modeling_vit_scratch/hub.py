@@ -38,7 +38,12 @@ from .safety import credential_free_env, find_secrets, known_secrets, redact, we
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The code a saved folder may hold: the package's own model files, nothing else.
-OWN_CODE = ("configuration_vit_scratch.py", "modeling_vit_scratch.py", "image_processing_vit_scratch.py")
+OWN_CODE = (
+    "configuration_vit_scratch.py",
+    "modeling_vit_scratch.py",
+    "stems_vit_scratch.py",
+    "image_processing_vit_scratch.py",
+)
 OWN_AUTO_MAP = {
     "config.json": {
         "AutoConfig": "configuration_vit_scratch.ViTScratchConfig",

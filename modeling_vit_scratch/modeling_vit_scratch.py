@@ -5,8 +5,9 @@ Read top to bottom, it follows the paper's equations:
     Eq. 2  z'_l = MSA(LN(z_{l-1})) + z_{l-1}                       ViTScratchAttention, ViTScratchLayer
     Eq. 3  z_l = MLP(LN(z'_l)) + z'_l                              ViTScratchMLP, ViTScratchLayer
     Eq. 4  y = LN(z_L^0)                                           ViTScratchModel (+ a linear head)
-Only torch, transformers' public API and the sibling configuration file are imported, so the file travels with a
-saved model and loads with `trust_remote_code=True` where this package is not installed.
+A hybrid (section 3.1) runs a CNN stem (stems_vit_scratch.py) before Eq. 1's projection, which then cuts the stem's
+feature map into patches. Only torch, transformers' public API and the sibling files are imported, so the files
+travel with a saved model and load with `trust_remote_code=True` where this package is not installed.
 """
 
 import json
@@ -22,6 +23,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPooling, ImageClass
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .configuration_vit_scratch import ViTScratchConfig, to_pair
+from .stems_vit_scratch import ViTScratchStemConv2d, build_stem
 
 
 def sincos_position_table(grid_size: tuple[int, int], dim: int) -> torch.Tensor:
@@ -43,30 +45,35 @@ def sincos_position_table(grid_size: tuple[int, int], dim: int) -> torch.Tensor:
 class ViTScratchPatchEmbeddings(nn.Module):
     """Eq. 1, x_p E: cut (batch, channels, height, width) into P x P patches and project each to D.
 
-    Two equivalent forms: a Conv2d with kernel = stride = P, or flattening each patch (channel, row, column order,
-    the Conv2d kernel's own order) and an nn.Linear. Output: (batch, num_patches, D).
+    A hybrid first runs the stem (`nn.Identity` without one) and cuts its feature map instead, so a token covers
+    `cell_size` = P * stem stride pixels. Two equivalent projections: a Conv2d with kernel = stride = P, or
+    flattening each patch (channel, row, column order, the Conv2d kernel's own order) and an nn.Linear.
+    Output: (batch, num_patches, D).
     """
 
     def __init__(self, config: ViTScratchConfig):
         super().__init__()
         self.patch_size = to_pair(config.patch_size)
+        self.cell_size = config.cell_size
         self.num_channels = config.num_channels
+        self.stem, self.feature_channels = build_stem(config)
         self.use_conv = config.patch_embedding == "conv"
         if self.use_conv:
             self.projection = nn.Conv2d(
-                config.num_channels, config.hidden_size, kernel_size=self.patch_size, stride=self.patch_size
+                self.feature_channels, config.hidden_size, kernel_size=self.patch_size, stride=self.patch_size
             )
         else:
-            patch_dim = config.num_channels * self.patch_size[0] * self.patch_size[1]
+            patch_dim = self.feature_channels * self.patch_size[0] * self.patch_size[1]
             self.projection = nn.Linear(patch_dim, config.hidden_size)
 
     def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        features = self.stem(pixel_values)  # (batch, C', H / s, W / s); the pixels themselves without a stem
         if self.use_conv:
-            return self.projection(pixel_values).flatten(2).transpose(1, 2)  # (batch, D, h, w) -> (batch, h*w, D)
-        batch, channels, height, width = pixel_values.shape
+            return self.projection(features).flatten(2).transpose(1, 2)  # (batch, D, h, w) -> (batch, h*w, D)
+        batch, channels, height, width = features.shape
         patch_h, patch_w = self.patch_size
         # (batch, C, h, P, w, P) -> (batch, h, w, C, P, P) -> (batch, h*w, C*P*P)
-        patches = pixel_values.reshape(batch, channels, height // patch_h, patch_h, width // patch_w, patch_w)
+        patches = features.reshape(batch, channels, height // patch_h, patch_h, width // patch_w, patch_w)
         patches = patches.permute(0, 2, 4, 1, 3, 5).reshape(batch, -1, channels * patch_h * patch_w)
         return self.projection(patches)
 
@@ -119,9 +126,13 @@ class ViTScratchEmbeddings(nn.Module):
                 "(config.num_channels); convert the images (grayscale 'L' or 'RGB'), e.g. with the model's "
                 "image processor."
             )
-        patch_h, patch_w = self.patch_embeddings.patch_size
-        if interpolate_pos_encoding and (height % patch_h or width % patch_w):
-            raise ValueError(f"Image size {height}x{width} must be divisible by the patch size {patch_h}x{patch_w}.")
+        (cell_h, cell_w), (patch_h, patch_w) = self.patch_embeddings.cell_size, self.patch_embeddings.patch_size
+        if interpolate_pos_encoding and (height % cell_h or width % cell_w):
+            stem = f" times the stem's stride (config.cell_size: {cell_h}x{cell_w})" if cell_h != patch_h else ""
+            raise ValueError(
+                f"Image size {height}x{width} must be divisible by the patch size {patch_h}x{patch_w}{stem}: "
+                "resize the images to a multiple of it."
+            )
         if not interpolate_pos_encoding and (height, width) != self.image_size:
             raise ValueError(
                 f"Image size {height}x{width} does not match the model's {self.image_size[0]}x{self.image_size[1]} "
@@ -132,11 +143,11 @@ class ViTScratchEmbeddings(nn.Module):
     def forward(self, pixel_values: torch.Tensor, interpolate_pos_encoding: bool = False) -> torch.Tensor:
         self.check_pixel_values(pixel_values, interpolate_pos_encoding)
         batch, _, height, width = pixel_values.shape
-        patch_h, patch_w = self.patch_embeddings.patch_size
+        cell_h, cell_w = self.patch_embeddings.cell_size
         pixel_values = pixel_values.to(self.cls_token.dtype)
         patches = self.patch_embeddings(pixel_values)  # (batch, N, D)
         tokens = torch.cat([self.cls_token.expand(batch, -1, -1), patches], dim=1)  # (batch, 1 + N, D)
-        tokens = tokens + self.position_embeddings_for((height // patch_h, width // patch_w))
+        tokens = tokens + self.position_embeddings_for((height // cell_h, width // cell_w))
         return self.dropout(tokens)
 
 
@@ -397,9 +408,19 @@ class ViTScratchPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        """Truncated normal (cut at 2 std) for weights and tokens, zero biases, unit LayerNorms (the reference code)."""
+        """Truncated normal (cut at 2 std) for weights and tokens, zero biases, unit LayerNorms (the reference code);
+        He normal for the stem's convolutions (they feed ReLUs, as in ResNets), unit norms with fresh statistics."""
         std = self.config.initializer_range
-        if isinstance(module, (nn.Linear, nn.Conv2d)):
+        if isinstance(module, ViTScratchStemConv2d):
+            init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
+        elif isinstance(module, (nn.GroupNorm, nn.BatchNorm2d)):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+            if isinstance(module, nn.BatchNorm2d):
+                init.zeros_(module.running_mean)
+                init.ones_(module.running_var)
+                init.zeros_(module.num_batches_tracked)
+        elif isinstance(module, (nn.Linear, nn.Conv2d)):
             truncated_normal_(module.weight, std)
             if module.bias is not None:
                 init.zeros_(module.bias)

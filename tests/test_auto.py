@@ -45,7 +45,7 @@ def test_saved_folder_holds_safetensors_code_and_auto_map(saved_folder):
     _, folder = saved_folder
     files = set(os.listdir(folder))
     assert {"model.safetensors", "config.json", "preprocessor_config.json"} <= files
-    assert {"configuration_vit_scratch.py", "modeling_vit_scratch.py", "image_processing_vit_scratch.py"} <= files
+    assert {f"{name}.py" for name in SHIPPED_CODE} <= files
     assert not any(name.endswith((".bin", ".pt", ".pth")) for name in files)
     auto_map = json.loads((folder / "config.json").read_text())["auto_map"]
     assert auto_map == {
@@ -64,7 +64,12 @@ def test_saved_folder_holds_safetensors_code_and_auto_map(saved_folder):
 
 # The code `save_pretrained` copies into a folder, which runs with `trust_remote_code` where the package is not
 # installed, and what it may import there: the standard library, what such users have anyway, and each other.
-SHIPPED_CODE = {"configuration_vit_scratch", "modeling_vit_scratch", "image_processing_vit_scratch"}
+SHIPPED_CODE = {
+    "configuration_vit_scratch",
+    "modeling_vit_scratch",
+    "stems_vit_scratch",
+    "image_processing_vit_scratch",
+}
 SHIPPED_CODE_IMPORTS = {"torch", "numpy", "PIL", "transformers", "huggingface_hub"}
 
 
@@ -107,6 +112,29 @@ def test_fresh_process_without_the_package_loads_by_trust_remote_code(saved_fold
         assert torch.equal(loaded["tokens"], model.vit(pixel_values).last_hidden_state)
     assert (loaded["config_class"], loaded["processor_class"]) == ("ViTScratchConfig", "ViTScratchImageProcessor")
     assert [p["label"] for p in loaded["pipeline"]][:1][0].startswith("digit ")
+
+
+HYBRIDS = {
+    "resnetv2": dict(stem="resnetv2", stem_width=32, stem_depths=[1, 1], image_size=24, patch_size=1),
+    "conv": dict(stem="conv", stem_channels=[5, 7], image_size=20, patch_size=1),
+}
+
+
+@pytest.mark.parametrize("stem", sorted(HYBRIDS))
+def test_a_hybrid_loads_by_the_auto_classes_in_a_fresh_process_without_the_package(tmp_path, stem):
+    """The stems live in their own shipped file: a saved hybrid carries it and reloads from it alone."""
+    config = tiny_config(**HYBRIDS[stem])
+    model = ViTScratchForImageClassification(config).eval()
+    folder = tmp_path / "hybrid"
+    model.save_pretrained(folder)
+    ViTScratchImageProcessor.for_config(config).save_pretrained(folder)
+    assert (folder / "stems_vit_scratch.py").is_file()
+    assert type(AutoModelForImageClassification.from_pretrained(folder)) is ViTScratchForImageClassification
+    pixel_values = torch.randn(2, 3, config.image_size, config.image_size)
+    loaded = run_fresh(folder, pixel_values, tmp_path / "fresh")
+    with torch.no_grad():
+        assert torch.equal(loaded["logits"], model(pixel_values).logits)
+    assert len(loaded["pipeline"]) == 5  # the pipeline resizes a 40x30 image to the hybrid's input
 
 
 def test_sharded_save_loads_in_a_fresh_process(tmp_path):
