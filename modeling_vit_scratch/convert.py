@@ -1,4 +1,5 @@
-"""Pretrained interop: transformers ViT (4.x and 5.x key names) and timm ViT checkpoints <-> vit_scratch.
+"""Pretrained interop: transformers ViT (4.x and 5.x key names) and timm ViT checkpoints <-> vit_scratch, timm's
+hybrids (`vit_*_r*`: a ResNet-V2 stem, or its root alone, before the patch projection) included.
 
 Each direction is an explicit key map, `our key -> the reference keys it is made of` (three keys for our fused
 query/key/value projection, one for everything else). A key the map does not expect, or one it needs and does not
@@ -99,8 +100,40 @@ def transformers_key_map(num_layers: int, layout: str = "v4", prefix: str = "vit
     return key_map
 
 
+# timm's ResNet-V2 bottleneck (post-activation, as in its hybrids) -> ours: our names -> timm's.
+TIMM_BOTTLENECK = {
+    "conv1": "conv1",
+    "norm1": "norm1",
+    "conv2": "conv2",
+    "norm2": "norm2",
+    "conv3": "conv3",
+    "norm3": "norm3",
+    "shortcut_conv": "downsample.conv",
+    "shortcut_norm": "downsample.norm",
+}
+
+
+def timm_stem_key_map(config: ViTScratchConfig) -> dict[str, tuple[str, ...]]:
+    """Our stem's keys -> timm's hybrid backbone keys: a ResNetV2 (`stem.conv`, `stages.i.blocks.j`), or for
+    `stem_depths=[]` its root alone (`conv`, `norm`). Keys the model does not have (a block without a shortcut) are
+    never asked for."""
+    ours, theirs = "vit.embeddings.patch_embeddings.stem.", "patch_embed.backbone."
+    root = theirs if not config.stem_depths else f"{theirs}stem."
+    key_map = {f"{ours}root_conv.weight": (f"{root}conv.weight",)}
+    key_map |= {f"{ours}root_norm.{p}": (f"{root}norm.{p}",) for p in ("weight", "bias")}
+    for i, depth in enumerate(config.stem_depths):
+        for j in range(depth):
+            for our_name, their_name in TIMM_BOTTLENECK.items():
+                for p in ("weight", "bias") if "norm" in our_name else ("weight",):
+                    key_map[f"{ours}stages.{i}.{j}.{our_name}.{p}"] = (
+                        f"{theirs}stages.{i}.blocks.{j}.{their_name}.{p}",
+                    )
+    return key_map
+
+
 def timm_key_map(num_layers: int) -> dict[str, tuple[str, ...]]:
-    """Our keys -> timm `VisionTransformer` keys (its qkv projection is fused like ours)."""
+    """Our keys -> timm `VisionTransformer` keys (its qkv projection is fused like ours). A hybrid's projection
+    is `patch_embed.proj` too; its stem's keys are in `timm_stem_key_map`."""
     key_map = {
         "vit.embeddings.cls_token": ("cls_token",),
         "vit.embeddings.position_embeddings": ("pos_embed",),
@@ -249,10 +282,16 @@ def timm_config(timm_model) -> ViTScratchConfig:
         raise ValueError(f"The timm model uses {', '.join(problems)}, which vit_scratch does not implement.")
     block = timm_model.blocks[0]
     head = timm_model.head
+    backbone = getattr(timm_model.patch_embed, "backbone", None)  # timm's HybridEmbed
+    stem = (
+        timm_stem_fields(backbone)
+        if backbone is not None
+        else {"num_channels": timm_model.patch_embed.proj.in_channels}
+    )
     return ViTScratchConfig(
+        **stem,
         image_size=list(timm_model.patch_embed.img_size),
         patch_size=list(timm_model.patch_embed.patch_size),
-        num_channels=timm_model.patch_embed.proj.in_channels,
         hidden_size=timm_model.embed_dim,
         num_hidden_layers=len(timm_model.blocks),
         num_attention_heads=block.attn.num_heads,
@@ -265,14 +304,49 @@ def timm_config(timm_model) -> ViTScratchConfig:
     )
 
 
+def timm_stem_fields(backbone) -> dict:
+    """Our stem fields for the backbone of a timm hybrid: a `ResNetV2` of post-activation bottlenecks, or its root
+    alone (an `nn.Sequential` of `conv`, `norm`, `pool`), with weight-standardised "SAME" convolutions (timm's
+    `StdConv2dSame`, eps 1e-8) as in `vit_*_r*` models. Anything else is refused, naming what differs."""
+    stages = getattr(backbone, "stages", None)
+    root = backbone.stem if stages is not None else backbone
+    convs = [module for module in backbone.modules() if isinstance(module, torch.nn.Conv2d)]
+    blocks = [block for stage in stages or () for block in stage.blocks]
+    problems = {
+        "convolutions other than weight-standardised SAME ones (StdConv2dSame)": any(
+            type(conv).__name__ != "StdConv2dSame" for conv in convs
+        ),
+        "a weight-standardisation eps other than 1e-8": any(getattr(conv, "eps", 1e-8) != 1e-8 for conv in convs),
+        "a root other than a 7x7 conv, GroupNorm and a max pool": [name for name, _ in root.named_children()]
+        != ["conv", "norm", "pool"],
+        "blocks other than post-activation bottlenecks": any(type(block).__name__ != "Bottleneck" for block in blocks),
+    }
+    found = [name for name, present in problems.items() if present]
+    if found:
+        raise ValueError(f"The timm hybrid's backbone has {', '.join(found)}, which vit_scratch does not implement.")
+    width = root.conv.out_channels
+    depths = [len(stage.blocks) for stage in stages or ()]
+    widths = [stage.blocks[-1].conv3.out_channels for stage in stages or ()]
+    if widths != [4 * width * 2**i for i in range(len(depths))]:
+        raise ValueError(
+            f"The timm hybrid's stages are {widths} channels wide; vit_scratch's ResNet-V2 has 4 * {width} * 2**i."
+        )
+    return dict(
+        stem="resnetv2",
+        stem_width=width,
+        stem_depths=depths,
+        stem_preactivation=False,
+        num_channels=root.conv.in_channels,
+    )
+
+
 def from_timm(
     timm_model, state_dict: dict[str, torch.Tensor]
 ) -> tuple[ViTScratchForImageClassification, ViTScratchImageProcessor]:
     """A timm `VisionTransformer` (for its hyper-parameters) and a state dict for it -> our model and processor."""
     config = timm_config(timm_model)
-    model = build_with_weights(
-        config, remap(state_dict, timm_key_map(config.num_hidden_layers), expected_keys(config), "timm ViT")
-    )
+    key_map = timm_key_map(config.num_hidden_layers) | (timm_stem_key_map(config) if config.stem != "none" else {})
+    model = build_with_weights(config, remap(state_dict, key_map, expected_keys(config), "timm ViT"))
     data_config = getattr(timm_model, "pretrained_cfg", None) or {}
     resample = {"bilinear": 2, "bicubic": 3, "nearest": 0}.get(data_config.get("interpolation", "bicubic"), 3)
     mean, std = (data_config.get(name, [0.5] * config.num_channels) for name in ("mean", "std"))
@@ -310,6 +384,7 @@ def to_transformers(
         "pooling='mean'": config.pooling != "cls",
         "fc_norm": config.fc_norm,
         "position_embedding='sincos'": config.position_embedding != "learned",
+        f"stem={config.stem!r} (a hybrid; transformers 5 has no ViT hybrid)": config.stem != "none",
     }
     problems = [name for name, used in features.items() if used]
     if problems:

@@ -3,6 +3,8 @@
     python scripts/convert_checkpoint.py --from transformers --input google/vit-base-patch16-224 --output DIR
     python scripts/convert_checkpoint.py --from timm --timm_model vit_base_patch16_224 \
         --input weights.safetensors --output DIR
+    python scripts/convert_checkpoint.py --from timm --timm_model vit_base_r50_s16_224 \
+        --input weights.safetensors --output DIR      # a hybrid: its ResNet-V2 stem converts too
     python scripts/convert_checkpoint.py --to transformers --input DIR --output DIR
 
 The output folder is written beside its final place and moved in only when complete; an existing non-empty output

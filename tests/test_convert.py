@@ -126,6 +126,13 @@ def test_mean_pooling_cannot_be_exported_to_transformers(tmp_path):
         to_transformers(ours, tmp_path / "hf")
 
 
+def test_a_hybrid_cannot_be_exported_to_transformers_and_nothing_is_written(tmp_path):
+    config = ViTScratchConfig(**REFERENCE_SIZES["small-rgb"], stem="conv", stem_channels=[8])
+    with pytest.raises(ValueError, match="transformers' ViT has no stem='conv' \\(a hybrid"):
+        to_transformers(ViTScratchForImageClassification(config), tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
+
+
 @pytest.mark.parametrize("change", ["missing", "extra"])
 def test_a_missing_or_extra_key_is_an_error_naming_it(tmp_path, change):
     reference_vit("small-rgb").save_pretrained(tmp_path / "reference")

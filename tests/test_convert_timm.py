@@ -94,3 +94,100 @@ def test_convert_script_from_timm_file(tmp_path):
 
     ours = AutoModelForImageClassification.from_pretrained(tmp_path / "ours", trust_remote_code=True).eval()
     assert max_difference(ours, reference, torch.randn(2, 3, 64, 64)) < 1e-5
+
+
+# timm's hybrids (ResNet-V2 stems) and the stem fields each converts to.
+TIMM_HYBRIDS = {
+    "vit_tiny_r_s16_p8_224": dict(stem_width=64, stem_depths=[], patch_size=[8, 8]),
+    "vit_small_r26_s32_224": dict(stem_width=64, stem_depths=[2, 2, 2, 2], patch_size=[1, 1]),
+    "vit_base_r50_s16_224": dict(stem_width=64, stem_depths=[3, 4, 9], patch_size=[1, 1]),
+}
+
+
+def timm_hybrid(name: str, **kwargs):
+    """A timm hybrid with random weights, its norms' scales and every bias moved off their initial 1 and 0, so that
+    a GroupNorm or bias mapped to the wrong place changes the logits."""
+    import timm
+
+    model = timm.create_model(name, pretrained=False, num_classes=7, **kwargs).eval()
+    with torch.no_grad():
+        for key, parameter in model.named_parameters():
+            if "norm" in key and key.endswith("weight"):
+                parameter.uniform_(0.5, 1.5)
+            elif key.endswith("bias"):
+                parameter.normal_(0, 0.1)
+    return model
+
+
+def assert_same_logits(ours, reference, images):
+    with torch.no_grad():
+        torch.testing.assert_close(ours(pixel_values=images).logits, reference(images), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", sorted(TIMM_HYBRIDS))
+def test_converted_timm_hybrid_computes_the_same_logits_at_an_odd_grid(name):
+    reference = timm_hybrid(name, img_size=96)  # a 3x3 (R26, R-Ti) or 6x6 (R50) grid of cells: quick
+    ours, processor = from_timm(reference, reference.state_dict())
+    config = ours.config
+    assert config.stem == "resnetv2" and not config.stem_preactivation
+    assert {key: getattr(config, key) for key in TIMM_HYBRIDS[name]} == TIMM_HYBRIDS[name]
+    assert config.grid_size == tuple(reference.patch_embed.grid_size)
+    assert ours.num_parameters() == sum(p.numel() for p in reference.parameters())
+    assert_same_logits(ours, reference, torch.randn(2, 3, 96, 96))
+    assert list(processor.image_mean) == [0.5, 0.5, 0.5] and processor.resample == 3  # the hybrids' bicubic
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "vit_tiny_r_s16_p8_224",
+        "vit_small_r26_s32_224",
+        pytest.param("vit_base_r50_s16_224", marks=pytest.mark.slow),
+    ],
+)
+def test_full_size_timm_hybrid_converts_with_the_same_logits(name):
+    reference = timm_hybrid(name)
+    ours, _ = from_timm(reference, reference.state_dict())
+    assert_same_logits(ours, reference, torch.randn(2, 3, 224, 224))
+
+
+def test_a_missing_stem_key_of_a_timm_hybrid_is_an_error_naming_it():
+    reference = timm_hybrid("vit_small_r26_s32_224", img_size=64)
+    weights = dict(reference.state_dict())
+    del weights["patch_embed.backbone.stages.1.blocks.0.downsample.norm.bias"]
+    with pytest.raises(KeyError, match=r"patch_embed\.backbone\.stages\.1\.blocks\.0\.downsample\.norm\.bias"):
+        from_timm(reference, weights)
+
+
+def test_a_timm_hybrid_with_another_backbone_is_refused_naming_what_differs():
+    import timm
+
+    reference = timm.create_model("vit_small_resnet26d_224", pretrained=False, img_size=64)  # a ResNet-D backbone
+    with pytest.raises(ValueError, match=r"convolutions other than weight-standardised SAME ones \(StdConv2dSame\)"):
+        from_timm(reference, reference.state_dict())
+
+
+def test_convert_script_from_a_timm_hybrid_file_loads_by_remote_code(tmp_path):
+    reference = timm_hybrid("vit_tiny_r_s16_p8_224", img_size=64)
+    save_file({k: v.contiguous() for k, v in reference.state_dict().items()}, tmp_path / "weights.safetensors")
+    command = [
+        sys.executable,
+        str(REPO / "scripts" / "convert_checkpoint.py"),
+        "--from",
+        "timm",
+        "--timm_model",
+        "vit_tiny_r_s16_p8_224",
+        "--timm_kwargs",
+        "img_size=64",
+        "--input",
+        str(tmp_path / "weights.safetensors"),
+        "--output",
+        str(tmp_path / "ours"),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (tmp_path / "ours" / "stems_vit_scratch.py").is_file()
+    from transformers import AutoModelForImageClassification
+
+    ours = AutoModelForImageClassification.from_pretrained(tmp_path / "ours", trust_remote_code=True).eval()
+    assert_same_logits(ours, reference, torch.randn(2, 3, 64, 64))
