@@ -120,8 +120,14 @@ def token_to_patch_map(rollout: torch.Tensor, grid_size: tuple[int, int], poolin
 
 
 def patch_embedding_components(model, count: int = 28) -> torch.Tensor:
-    """Fig. 7 (left): principal components of the patch-embedding filters, (count, C, P, P), largest first."""
+    """Fig. 7 (left): principal components of the patch-embedding filters, (count, C, P, P), largest first.
+    A hybrid's filters read the stem's feature channels, not pixels: there is no picture of them to draw."""
     embeddings = model.base_model.embeddings.patch_embeddings
+    if model.config.stem != "none":
+        raise ValueError(
+            f"The patch embedding of a hybrid (stem={model.config.stem!r}) reads the stem's feature map, not pixels: "
+            "Fig. 7's filter components exist for models without a stem only."
+        )
     weight = embeddings.projection.weight.detach().float()
     filters = weight.reshape(weight.shape[0], -1)  # (D, C*P*P): conv kernel or linear rows, same order
     centred = filters - filters.mean(dim=0, keepdim=True)
@@ -141,7 +147,8 @@ def position_embedding_similarity(model) -> torch.Tensor:
 
 
 def patch_distances(grid_size: tuple[int, int], patch_size) -> torch.Tensor:
-    """Pixel distance between the centres of every pair of patches, (N, N)."""
+    """Pixel distance between the centres of every pair of patches, (N, N). `patch_size` is the pixels a token
+    covers: a hybrid's `config.cell_size` (the patch size times the stem's stride)."""
     patch_h, patch_w = to_pair(patch_size)
     rows, cols = torch.meshgrid(torch.arange(grid_size[0]), torch.arange(grid_size[1]), indexing="ij")
     centres = torch.stack([rows.flatten() * patch_h, cols.flatten() * patch_w], dim=-1).double()  # (N, 2)

@@ -87,19 +87,27 @@ def explain_image(
     per_layer = torch.stack([a[0].mean(0)[0, 1:].reshape(grid) for a in attentions])  # (L, gh, gw)
     label = config.id2label[best]
     safe_label = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(label))
+    cell_size = embeddings.patch_embeddings.cell_size  # pixels per token: the patch size times a stem's stride
+    filters = []  # Fig. 7 left: a hybrid's projection reads feature maps, not pixels, so it has no such picture
+    if config.stem == "none":
+        filters.append(
+            plots.plot_embedding_filters(
+                explain.patch_embedding_components(model), out / "fig7_patch_embedding_pca.png"
+            )
+        )
     return [
-        plots.plot_patch_grid(shown, embeddings.patch_embeddings.patch_size, out / "patch_grid.png"),
+        plots.plot_patch_grid(shown, cell_size, out / "patch_grid.png"),
         plots.plot_overlay(shown, rollout_map, f"attention rollout ({head_fusion})", out / "attention_rollout.png"),
         plots.plot_overlay(
             shown, relevance_map, f"gradient rollout for {label!r}", out / f"gradient_rollout_class_{safe_label}.png"
         ),
         plots.plot_layer_attention(per_layer, out / "attention_per_layer.png"),
-        plots.plot_embedding_filters(explain.patch_embedding_components(model), out / "fig7_patch_embedding_pca.png"),
+        *filters,
         plots.plot_position_similarity(
             explain.position_embedding_similarity(model), out / "fig7_position_embedding_similarity.png"
         ),
         plots.plot_attention_distance(
-            explain.mean_attention_distance(attentions, grid, config.patch_size),
+            explain.mean_attention_distance(attentions, grid, cell_size),
             out / "fig7_mean_attention_distance.png",
         ),
     ]

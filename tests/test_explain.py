@@ -89,6 +89,32 @@ def test_fig7_diagnostics_have_the_paper_shapes(config):
     torch.testing.assert_close(similarity.reshape(25, 25).diagonal(), torch.ones(25))
 
 
+def test_a_hybrids_maps_are_its_feature_grid_and_distances_count_its_cells():
+    config = tiny_config(stem="conv", stem_channels=[5], image_size=(16, 24), patch_size=2)  # cells of 4x4 pixels
+    model = ViTScratchForImageClassification(config).eval()
+    attentions = explain.attention_maps(model, torch.randn(1, 3, 16, 24))
+    rollout = explain.attention_rollout(attentions, "mean", 0.0)
+    assert explain.token_to_patch_map(rollout, config.grid_size)[0].shape == (4, 6)
+    distances = explain.patch_distances(config.grid_size, config.cell_size)
+    assert distances[0, 1].item() == 4.0 and distances[0, 6].item() == 4.0  # the neighbours right and below
+    with pytest.raises(ValueError, match="reads the stem's feature map, not pixels"):
+        explain.patch_embedding_components(model)
+
+
+def test_explain_script_draws_a_hybrids_cell_grid_and_no_filter_components(tmp_path):
+    config = tiny_config(stem="conv", stem_channels=[5], image_size=16, patch_size=2)
+    ViTScratchForImageClassification(config).save_pretrained(tmp_path / "model")
+    ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path / "model")
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (40, 30, 3), dtype=np.uint8)).save(tmp_path / "in.png")
+    script = str(REPO / "scripts" / "explain.py")
+    command = [sys.executable, script, "--model", str(tmp_path / "model"), "--image", str(tmp_path / "in.png")]
+    result = subprocess.run([*command, "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    pictures = {path.name for path in (tmp_path / "out").glob("*.png")}
+    assert "fig7_mean_attention_distance.png" in pictures and "fig7_patch_embedding_pca.png" not in pictures
+    assert len(pictures) == 6
+
+
 @pytest.mark.parametrize("channels", [1, 3])
 def test_explain_script_writes_pictures(tmp_path, channels):
     config = tiny_config(num_channels=channels, image_size=16, patch_size=4)
