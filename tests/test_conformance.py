@@ -107,7 +107,8 @@ class ViTScratchModelTester:
         self.intermediate_size = intermediate_size
         self.num_labels = num_labels
         self.is_training = True
-        self.seq_length = (image_size // patch_size) ** 2 + 1  # the patches and the class token
+        grid_h, grid_w = self.get_config().grid_size  # cells of a stem's feature map for a hybrid
+        self.seq_length = grid_h * grid_w + 1  # the patches and the class token
 
     def get_config(self):
         return ConfigClass(
@@ -225,6 +226,15 @@ class ViTScratchOptionsModelTest(ViTScratchModelTest):
             qkv_bias=False,
             drop_path_rate=0.1,
         )
+
+
+class ViTScratchHybridModelTest(ViTScratchModelTest):
+    """The same tests for a hybrid: Xiao et al.'s conv stem (a 3x3 conv of stride 2, BatchNorm, ReLU) before the
+    projection, which cuts its 15x15 feature map into 5x5 patches of 3x3 cells."""
+
+    def setUp(self):
+        super().setUp()
+        self.model_tester = ViTScratchModelTester(self, stem="conv", stem_channels=[5])
 
 
 class ViTScratchImageProcessingTester(ImageProcessingTester):
