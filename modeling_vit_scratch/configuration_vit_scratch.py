@@ -1,7 +1,8 @@
 """Configuration of the from-scratch Vision Transformer (Dosovitskiy et al., 2021).
 
 One config object drives every module. Defaults are ViT-B/16 at 224x224; `ViTScratchConfig.from_preset` builds
-the paper's Table 1 models (plus the DeiT Tiny and Small widths) by name, e.g. `"vit-base-patch16-224"`.
+the paper's Table 1 models (plus the DeiT Tiny and Small widths) by name, e.g. `"vit-base-patch16-224"`, and its
+ResNet hybrids, e.g. `"vit-base-r50-s16-224"`.
 """
 
 import difflib
@@ -46,7 +47,14 @@ def _preset_table() -> dict[str, dict]:
     return table
 
 
-PRESETS = _preset_table()
+# The paper's hybrids as timm names them (section 3.1; R26+S/32 from "How to train your ViT?"): a ResNet-V2 stem
+# of post-activation bottlenecks, then 1x1 patches of its feature map (8x8 on the root alone for R+Ti/S16).
+HYBRID_PRESETS = {
+    "vit-tiny-r-s16-p8-224": dict(MODEL_SIZES["tiny"], stem="resnetv2", stem_depths=(), patch_size=8),
+    "vit-small-r26-s32-224": dict(MODEL_SIZES["small"], stem="resnetv2", stem_depths=(2, 2, 2, 2), patch_size=1),
+    "vit-base-r50-s16-224": dict(MODEL_SIZES["base"], stem="resnetv2", stem_depths=(3, 4, 9), patch_size=1),
+}
+PRESETS = _preset_table() | HYBRID_PRESETS
 
 
 def to_pair(value: int | list[int] | tuple[int, int]) -> tuple[int, int]:

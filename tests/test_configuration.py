@@ -2,6 +2,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from modeling_vit_scratch import PRESETS, ViTScratchConfig
 
@@ -32,6 +33,26 @@ def test_presets_follow_table_1(name, layers, hidden, mlp, heads, patch):
     assert (config.num_attention_heads, config.patch_size) == (heads, patch)
 
 
+@pytest.mark.parametrize(
+    "name, depths, patch, grid, parameters",
+    [
+        ("vit-tiny-r-s16-p8-224", [], 8, (7, 7), 6_337_704),
+        ("vit-small-r26-s32-224", [2, 2, 2, 2], 1, (7, 7), 36_431_912),
+        ("vit-base-r50-s16-224", [3, 4, 9], 1, (14, 14), 98_659_112),
+    ],
+)
+def test_hybrid_presets_are_timms_hybrids(name, depths, patch, grid, parameters):
+    """Parameter counts with a 1000-class head, as timm counts `timm.create_model(name)` (R50's default there is the
+    head-less ImageNet-21k model: 97,890,112 plus the head's 769,000). tests/test_convert_timm.py checks that a
+    converted timm hybrid has as many parameters as timm's."""
+    from modeling_vit_scratch import ViTScratchForImageClassification
+
+    config = ViTScratchConfig.from_preset(name, num_labels=1000)
+    assert (config.stem, config.stem_depths, config.patch_size, config.grid_size) == ("resnetv2", depths, patch, grid)
+    with torch.device("meta"):
+        assert ViTScratchForImageClassification(config).num_parameters() == parameters
+
+
 def test_preset_overrides_and_unknown_preset():
     assert ViTScratchConfig.from_preset("vit-tiny-patch16-224", num_labels=7).num_labels == 7
     with pytest.raises(ValueError, match="Unknown preset 'vit-gigantic'.*vit-base-patch16-224"):
@@ -43,8 +64,10 @@ def test_preset_overrides_and_unknown_preset():
 def test_config_files_equal_their_presets(path):
     saved = json.loads(path.read_text())
     preset = ViTScratchConfig.from_preset(path.stem).to_dict()
-    for key in ("image_size", "patch_size", "hidden_size", "num_hidden_layers", "num_attention_heads"):
-        assert saved[key] == preset[key]
+    for key in ("image_size", "patch_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "stem"):
+        assert saved.get(key, "none") == preset[key]
+    for key in ("stem_width", "stem_depths", "stem_preactivation"):  # a hybrid's stem, as its file says
+        assert saved.get(key, preset[key]) == preset[key]
     assert ViTScratchConfig.from_json_file(str(path)).to_dict()["intermediate_size"] == preset["intermediate_size"]
 
 

@@ -191,3 +191,36 @@ def test_convert_script_from_a_timm_hybrid_file_loads_by_remote_code(tmp_path):
 
     ours = AutoModelForImageClassification.from_pretrained(tmp_path / "ours", trust_remote_code=True).eval()
     assert_same_logits(ours, reference, torch.randn(2, 3, 64, 64))
+
+
+@pytest.mark.parametrize("stride, in_channels", [(1, 64), (2, 64), (1, 128)])
+def test_preactivation_bottleneck_is_timms_with_the_same_weights(stride, in_channels):
+    """timm's hybrids use post-activation blocks (parity above); BiT's pre-activation block is checked against timm's
+    PreActBottleneck built with the same weight-standardised SAME convolution, block by block."""
+    from functools import partial
+
+    from timm.layers import StdConv2dSame
+    from timm.models.resnetv2 import DownsampleConv, PreActBottleneck
+
+    from modeling_vit_scratch.stems_vit_scratch import ViTScratchPreActBottleneck
+
+    reshapes = stride != 1 or in_channels != 128
+    theirs = PreActBottleneck(
+        in_channels,
+        128,
+        stride=stride,
+        conv_layer=partial(StdConv2dSame, eps=1e-8),
+        proj_layer=DownsampleConv if reshapes else None,
+    ).eval()
+    with torch.no_grad():
+        for key, parameter in theirs.named_parameters():
+            if "norm" in key and key.endswith("weight"):
+                parameter.uniform_(0.5, 1.5)
+            else:
+                parameter.normal_(0, 0.1)
+    ours = ViTScratchPreActBottleneck(in_channels, 128, stride=stride)
+    renamed = {key.replace("downsample.conv", "shortcut_conv"): value for key, value in theirs.state_dict().items()}
+    ours.load_state_dict(renamed, strict=True)
+    x = torch.randn(2, in_channels, 9, 11)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-4)
