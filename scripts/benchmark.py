@@ -73,6 +73,20 @@ CONFIGS = {
         batch=[1, 8],
         train=False,
     ),
+    # The paper's R26+S/32 hybrid (timm's vit_small_r26_s32_224): a ResNet-V2 stem, then 1x1 patches of its 7x7
+    # map. transformers 5 has no ViT hybrid: measured against timm only.
+    "r26s32_224": dict(
+        image_size=224,
+        patch_size=1,
+        num_channels=3,
+        hidden_size=384,
+        num_hidden_layers=12,
+        num_attention_heads=6,
+        intermediate_size=1536,
+        stem=dict(stem="resnetv2", stem_depths=[2, 2, 2, 2], timm_model="vit_small_r26_s32_224"),
+        batch=[8],
+        train=True,
+    ),
 }
 IMPLEMENTATIONS = ("vit_scratch", "transformers-sdpa", "transformers-eager", "timm")
 ALL_IMPLEMENTATIONS = IMPLEMENTATIONS + ("vit_scratch-eager",)  # ours with the explicit attention, on request
@@ -105,12 +119,29 @@ def build(implementation: str, config: dict):
             "intermediate_size",
         )
     }
+    stem = build_stem_fields(config)
     if implementation.startswith("vit_scratch"):
         from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification
 
         kernel = {"vit_scratch": None, "vit_scratch-eager": "eager"}[implementation]  # None: the default kernel
         return ViTScratchForImageClassification(
-            ViTScratchConfig(**dims, num_labels=NUM_LABELS, attn_implementation=kernel)
+            ViTScratchConfig(**dims, **stem, num_labels=NUM_LABELS, attn_implementation=kernel)
+        )
+    if not builds(implementation, config):
+        raise ValueError(f"{implementation} has no hybrid ViT: measure {config['stem']['timm_model']} with timm.")
+    if implementation == "timm" and stem:
+        import timm
+
+        return timm.create_model(
+            config["stem"]["timm_model"],
+            pretrained=False,
+            img_size=dims["image_size"],
+            in_chans=dims["num_channels"],
+            num_classes=NUM_LABELS,
+            embed_dim=dims["hidden_size"],
+            depth=dims["num_hidden_layers"],
+            num_heads=dims["num_attention_heads"],
+            mlp_ratio=dims["intermediate_size"] / dims["hidden_size"],
         )
     if implementation.startswith("transformers"):
         from transformers import ViTConfig, ViTForImageClassification
@@ -135,6 +166,23 @@ def build(implementation: str, config: dict):
     raise ValueError(f"Unknown implementation {implementation!r}: choose from {ALL_IMPLEMENTATIONS}.")
 
 
+def builds(implementation: str, config: dict) -> bool:
+    """Whether `implementation` has the architecture of `config`: a hybrid (a config with a stem) has no
+    transformers counterpart."""
+    return "stem" not in config or not implementation.startswith("transformers")
+
+
+def stem_stride(config: dict) -> int:
+    """Pixels per feature-map cell of a hybrid's stem (1 without one)."""
+    from modeling_vit_scratch import ViTScratchConfig
+
+    return ViTScratchConfig(patch_size=1, image_size=config["image_size"], **build_stem_fields(config)).stem_stride
+
+
+def build_stem_fields(config: dict) -> dict:
+    return {key: value for key, value in config.get("stem", {}).items() if key != "timm_model"}
+
+
 def logits_of(output):
     return output if hasattr(output, "shape") else output.logits
 
@@ -148,8 +196,9 @@ def peak_memory_bytes(device) -> int:
 
 
 def forward_flops(config: dict) -> float:
-    """Matrix-multiply FLOPs of one forward pass for one image (2 per multiply-add)."""
-    tokens = 1 + (config["image_size"] // config["patch_size"]) ** 2
+    """Matrix-multiply FLOPs of one forward pass for one image (2 per multiply-add), of the transformer: a hybrid's
+    stem convolutions are not counted, and its projection is counted as if it read image channels."""
+    tokens = 1 + (config["image_size"] // (config["patch_size"] * stem_stride(config))) ** 2
     dim, mlp, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
     patch_dim = config["num_channels"] * config["patch_size"] ** 2
     per_layer = 2 * tokens * (4 * dim * dim + 2 * dim * mlp) + 4 * tokens * tokens * dim
@@ -206,7 +255,7 @@ class Measurement:
         self.config, self.mode, self.batch = CONFIGS[config_name], mode, batch
         tiny = {
             **self.config,
-            "image_size": 2 * self.config["patch_size"],
+            "image_size": 2 * self.config["patch_size"] * stem_stride(self.config),
             "num_hidden_layers": 1,
             "hidden_size": 8 * self.config["num_attention_heads"],
             "intermediate_size": 8,
@@ -407,10 +456,11 @@ def benchmark(args) -> list[dict]:
         config = CONFIGS[config_name]
         for mode in modes_for(config, args):
             for batch in config["batch"] if mode == "inference" else config["batch"][-1:]:
-                samples = {implementation: [] for implementation in args.implementations}
+                implementations = [name for name in args.implementations if builds(name, config)]
+                samples = {implementation: [] for implementation in implementations}
                 for round_index in range(args.rounds):
                     for implementation, result in measure_round(
-                        args.implementations, config_name, mode, batch, args
+                        implementations, config_name, mode, batch, args
                     ).items():
                         samples[implementation].append(result)
                     print(

@@ -18,7 +18,10 @@ def parameter_count(implementation: str, config_name: str) -> int:
     return sum(parameter.numel() for parameter in model.parameters())
 
 
-@pytest.mark.parametrize("config_name", list(benchmark.CONFIGS))
+PLAIN_CONFIGS = [name for name, config in benchmark.CONFIGS.items() if "stem" not in config]
+
+
+@pytest.mark.parametrize("config_name", PLAIN_CONFIGS)
 def test_ours_and_transformers_are_built_with_the_same_hyper_parameters(config_name):
     ours = parameter_count("vit_scratch", config_name)
     assert (
@@ -30,6 +33,20 @@ def test_ours_and_transformers_are_built_with_the_same_hyper_parameters(config_n
 @pytest.mark.parametrize("config_name", list(benchmark.CONFIGS))
 def test_timm_is_built_with_the_same_hyper_parameters(config_name):
     assert parameter_count("timm", config_name) == parameter_count("vit_scratch", config_name)
+
+
+def test_a_hybrid_is_measured_against_timm_alone_and_transformers_is_not_asked_to_build_it():
+    config = benchmark.CONFIGS["r26s32_224"]
+    assert [name for name in benchmark.IMPLEMENTATIONS if benchmark.builds(name, config)] == ["vit_scratch", "timm"]
+    with pytest.raises(
+        ValueError, match="transformers-sdpa has no hybrid ViT: measure vit_small_r26_s32_224 with timm"
+    ):
+        benchmark.build("transformers-sdpa", config)
+    plain = {key: value for key, value in config.items() if key != "stem"}  # 224x224 tokens of 1x1 pixels
+    assert (
+        benchmark.stem_stride(config) == 32 and benchmark.forward_flops(config) < benchmark.forward_flops(plain) / 1e3
+    )
+    assert parameter_count("vit_scratch", "r26s32_224") == 36_431_912 - 1000 * 385 + 10 * 385  # 10 labels
 
 
 @pytest.mark.parametrize("implementation", ["vit_scratch", "transformers-sdpa"])
