@@ -27,14 +27,34 @@ METRIC_NAMES = {"accuracy": "accuracy", "top5_accuracy": "top-5 accuracy", "loss
 
 
 def size_name(config: ViTScratchConfig) -> str:
-    """'ViT-B/16' for a paper-sized model, else 'custom, patch 2'."""
+    """'ViT-B/16' for a paper-sized model, 'R50+ViT-B/16' for a hybrid (the pixels a token covers), else
+    'custom, patch 2'."""
     dims = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads")
-    patch = to_pair(config.patch_size)
+    patch = config.cell_size  # the patch size itself without a stem
     patch_text = str(patch[0]) if patch[0] == patch[1] else f"{patch[0]}x{patch[1]}"
+    stem = {"none": "", "conv": "conv-stem "}.get(config.stem, f"R{resnet_depth(config) or ''}+")
     for name, size in MODEL_SIZES.items():
         if all(getattr(config, dim) == size[dim] for dim in dims):
-            return f"ViT-{name[0].upper()}/{patch_text}"
-    return f"a custom size, patch {patch_text}"
+            return f"{stem}ViT-{name[0].upper()}/{patch_text}"
+    return f"a custom size, {stem}patch {patch_text}"
+
+
+def resnet_depth(config: ViTScratchConfig) -> int:
+    """The layer count in a ResNet's name (R50: 16 bottlenecks of 3 convs, the root conv and the head; 0 for the
+    root alone)."""
+    return 2 + 3 * sum(config.stem_depths) if config.stem_depths else 0
+
+
+def stem_text(config: ViTScratchConfig) -> str:
+    """One line on the stem for the card, '' without one."""
+    if config.stem == "conv":
+        convs = ", ".join(str(channels) for channels in config.stem_channels)
+        return f"a convolutional stem (Xiao et al., 2021): 3x3 convolutions of stride 2 with {convs} channels"
+    if config.stem == "resnetv2":
+        form = "pre-activation" if config.stem_preactivation else "post-activation"
+        blocks = f"stages of {config.stem_depths} {form} bottlenecks" if config.stem_depths else "no stages"
+        return f"a ResNet-V2 (BiT) stem of root width {config.stem_width} and {blocks}"
+    return ""
 
 
 def result_rows(metrics: dict) -> list[dict]:
@@ -138,6 +158,8 @@ def render_model_card(
         model_name=model_name,
         size_name=size_name(config),
         patch=f"{patch_h}x{patch_w}",
+        stem_text=stem_text(config),
+        cell=f"{config.cell_size[0]}x{config.cell_size[1]}",
         num_patches=grid_h * grid_w,
         image_size=f"{height}x{width}",
         num_channels=config.num_channels,

@@ -14,8 +14,9 @@ from helpers import run_fresh, tiny_config
 from hub_server import TOKEN, local_hub  # noqa: F401  (the fixture)
 from huggingface_hub import HfApi, ModelCard, hf_hub_download, snapshot_download
 
-from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor
+from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchImageProcessor
 from modeling_vit_scratch.hub import RELOAD_WITHOUT_PACKAGE, PushError, push_to_hub
+from modeling_vit_scratch.model_card import render_model_card
 from modeling_vit_scratch.safety import TOKEN_VARIABLES, credential_free_env, weights_sha256
 
 REPO = Path(__file__).resolve().parent.parent
@@ -118,6 +119,23 @@ def test_model_card_is_valid_and_its_metrics_are_the_measured_ones(local_hub, tm
     model_commit = HfApi().list_repo_commits(REPO_ID)[1].commit_id  # the card pins the commit holding the weights
     assert f'revision="{model_commit}"' in card_text and "dosovitskiy2021an" in card_text
     assert "hf_local_test_token" not in card_text
+
+
+@pytest.mark.parametrize(
+    "fields, name, stem",
+    [
+        (dict(stem="resnetv2", stem_depths=[3, 4, 9]), "R50+ViT-B/16", "stages of [3, 4, 9] post-activation"),
+        (dict(stem="resnetv2", stem_preactivation=True, patch_size=4), "R+ViT-B/16", "root width 64 and no stages"),
+        (dict(stem="conv", stem_channels=[24, 48]), "conv-stem ViT-B/16", "stride 2 with 24, 48 channels"),
+    ],
+)
+def test_the_card_of_a_hybrid_names_its_stem_and_the_pixels_a_token_covers(fields, name, stem):
+    stride = ViTScratchConfig(**{**fields, "patch_size": 1}).stem_stride
+    card = str(render_model_card(ViTScratchConfig(**{"patch_size": 16 // stride, **fields}, num_labels=3)))
+    assert f"A Vision Transformer ({name})" in card and stem in card
+    assert "the feature map of a convolutional stem is cut into" in card and "each token covers 16x16 pixels" in card
+    plain = str(render_model_card(ViTScratchConfig(num_labels=3)))
+    assert "(ViT-B/16)" in plain and "the image is cut into 16x16 patches" in plain and "| stem |" not in plain
 
 
 def test_card_of_a_folder_without_training_files_leaves_them_out(local_hub, tmp_path):  # noqa: F811
