@@ -52,8 +52,11 @@ class ViTScratchStdConv2d(ViTScratchStemConv2d):
         flat = self.weight.flatten(1)  # (out, in * k * k)
         variance, mean = torch.var_mean(flat, dim=1, unbiased=False, keepdim=True)
         weight = ((flat - mean) * torch.rsqrt(variance + WEIGHT_STANDARDIZATION_EPS)).view_as(self.weight)
-        x = pad_same(x, self.kernel_size[0], self.stride[0])
-        return nn.functional.conv2d(x, weight, None, self.stride)
+        kernel, stride = self.kernel_size[0], self.stride[0]
+        (top, bottom), (left, right) = (same_padding(size, kernel, stride) for size in x.shape[-2:])
+        if top == bottom and left == right:  # symmetric: the convolution pads, without a padded copy of x
+            return nn.functional.conv2d(x, weight, None, stride, padding=(top, left))
+        return nn.functional.conv2d(pad_same(x, kernel, stride), weight, None, stride)
 
 
 class ViTScratchMaxPoolSame(nn.Module):
