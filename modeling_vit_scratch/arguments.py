@@ -60,6 +60,13 @@ class DataArguments:
     augment: bool = field(default=True, metadata={"help": "Random small shifts and rotations of training images."})
     max_shift: float = field(default=0.1, metadata={"help": "Largest shift, as a fraction of the image side."})
     max_degrees: float = field(default=10.0, metadata={"help": "Largest rotation in degrees."})
+    validation_views: int = field(
+        default=1,
+        metadata={
+            "help": "Score each validation image also in this many - 1 seeded shifts and rotations (the training "
+            "augmentation), so that model selection on a small validation split can tell epochs apart."
+        },
+    )
     total_train_batch_size: int | None = field(
         default=None,
         metadata={
@@ -75,6 +82,10 @@ class DataArguments:
             f"{DECODE_UP_FRONT_MAX_IMAGES:,}; above that only check that each file exists and its header parses)."
         },
     )
+
+    def __post_init__(self):
+        if self.validation_views < 1:
+            raise ValueError(f"--validation_views must be at least 1 (the image itself), got {self.validation_views}.")
 
 
 @dataclass

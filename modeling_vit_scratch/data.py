@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from datasets import ClassLabel, Dataset, DatasetDict, Features, load_dataset, load_from_disk
+from datasets import ClassLabel, Dataset, DatasetDict, Features, concatenate_datasets, load_dataset, load_from_disk
 from datasets import Image as ImageFeature
 from PIL import Image
 
@@ -200,6 +200,23 @@ def random_shift_rotate(image: Image.Image, max_shift: float, max_degrees: float
     angle = rng.uniform(-max_degrees, max_degrees) if max_degrees > 0 else 0.0
     resample = Image.BILINEAR if angle else Image.NEAREST
     return image.rotate(angle, resample=resample, translate=(dx, dy))
+
+
+def with_augmented_views(
+    split: Dataset, views: int, max_shift: float, max_degrees: float, num_channels: int, seed: int = 0
+) -> Dataset:
+    """`split` and, for `views` > 1, `views - 1` shifted and rotated copies of each image (the training
+    augmentation, seeded: the same copies every epoch and every run). Model selection on a small validation split
+    then scores in steps of 1 / (views * images) and rewards what generalises to the shifts seen in training."""
+    if views <= 1:
+        return split
+    rng = random.Random(seed)
+    originals = [to_model_mode(image, num_channels) for image in split["image"]]
+    copies = [split]
+    for _ in range(views - 1):
+        images = [random_shift_rotate(image, max_shift, max_degrees, rng) for image in originals]
+        copies.append(Dataset.from_dict({"image": images, "label": list(split["label"])}, features=split.features))
+    return concatenate_datasets(copies)
 
 
 class ImageTransform:

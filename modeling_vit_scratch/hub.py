@@ -18,8 +18,6 @@ re-running the same push finishes it without a second model commit. The token co
 import hashlib
 import json
 import shutil
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from fnmatch import fnmatch
@@ -33,8 +31,9 @@ from huggingface_hub.hf_api import RepoFile
 from .image_processing_vit_scratch import ViTScratchImageProcessor, custom_pipelines
 from .model_card import render_model_card
 from .modeling_vit_scratch import ViTScratchForImageClassification
+from .reload_check import FolderReloadError, check_reloads_to
 from .run_folder import CURVES_FILE, RECORD_FILE, RESULTS_FILE
-from .safety import credential_free_env, find_secrets, known_secrets, redact, weights_sha256
+from .safety import find_secrets, known_secrets, redact, weights_sha256
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The code a saved folder may hold: the package's own model files, nothing else.
@@ -114,54 +113,6 @@ def check_own_code(folder: Path) -> None:
                 )
 
 
-RELOAD_WITHOUT_PACKAGE = """
-import sys
-sys.modules["modeling_vit_scratch"] = None  # as on a machine without the package: only the folder's own code
-import torch
-from huggingface_hub import get_token
-from transformers import AutoModelForImageClassification
-if get_token() is not None:
-    sys.exit("a Hub token reached the reload check, which must run without credentials")
-folder, inputs, outputs = sys.argv[1:4]
-model = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=True).eval()
-with torch.no_grad():
-    torch.save(model(torch.load(inputs)).logits, outputs)
-"""
-
-
-def logits_without_package(folder: Path, pixel_values: torch.Tensor) -> torch.Tensor:
-    """Logits of the folder loaded through `AutoModelForImageClassification` with `trust_remote_code=True`, in a
-    new process where this package cannot be imported (so the folder's own code is what runs) and no Hub
-    credential can be read. Call it only on a folder that passed `check_own_code`."""
-    with tempfile.TemporaryDirectory() as scratch:
-        scratch = Path(scratch)
-        torch.save(pixel_values, scratch / "inputs.pt")
-        (scratch / "hub_home").mkdir()
-        env = {**credential_free_env(scratch / "hub_home"), "HF_MODULES_CACHE": str(scratch / "modules")}
-        result = subprocess.run(  # noqa: PLW1510 (the caller reads the return code and stderr)
-            [
-                sys.executable,
-                "-c",
-                RELOAD_WITHOUT_PACKAGE,
-                str(folder),
-                str(scratch / "inputs.pt"),
-                str(scratch / "logits.pt"),
-            ],
-            env=env,
-            cwd=scratch,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if result.returncode != 0:
-            last_line = (result.stderr.strip().splitlines() or ["no error output"])[-1]
-            raise RuntimeError(
-                f"{folder} does not load through AutoModelForImageClassification with its own code "
-                f"({last_line}); refusing to push it. Save it again with save_pretrained."
-            )
-        return torch.load(scratch / "logits.pt")
-
-
 def load_verified(folder: str | Path) -> tuple[ViTScratchForImageClassification, ViTScratchImageProcessor]:
     """The folder's model and image processor, once its code is known to be the package's own and that code
     (through the Auto class, without credentials) reproduces the model."""
@@ -175,16 +126,10 @@ def load_verified(folder: str | Path) -> tuple[ViTScratchForImageClassification,
     check_own_code(folder)  # before anything loads the folder: no code but the package's own may run
     model = ViTScratchForImageClassification.from_pretrained(folder).eval()
     processor = ViTScratchImageProcessor.from_pretrained(folder)
-    pixel_values = fixed_input(model.config)
-    with torch.no_grad():
-        expected = model(pixel_values).logits
-    got = logits_without_package(folder.resolve(), pixel_values)
-    if not torch.equal(expected, got):
-        raise RuntimeError(
-            f"{folder} does not reload identically through AutoModelForImageClassification with its "
-            f"own code (max difference {(expected - got).abs().max():.2e}); refusing to push it. "
-            "Save it again with save_pretrained."
-        )
+    try:  # bit for bit: the same weights through the same code
+        check_reloads_to(model, folder, fixed_input(model.config), own_code=True)
+    except FolderReloadError as error:
+        raise RuntimeError(f"{error}; refusing to push it. Save it again with save_pretrained.") from None
     return model, processor
 
 

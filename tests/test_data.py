@@ -20,6 +20,7 @@ from modeling_vit_scratch.data import (
     load_image_dataset,
     prepare_splits,
     random_shift_rotate,
+    with_augmented_views,
 )
 
 
@@ -241,3 +242,17 @@ def test_check_images_refuses_values_the_model_cannot_scale(tmp_path):
     check_images(rows([good, good], [0, 1]), progress=False)
     with pytest.raises(ValueError, match=r"^Image 1 of split 'train' .*cannot be used \(Float image values span -2"):
         check_images(rows([good, bad], [0, 1]), progress=False)
+
+
+def test_validation_views_are_the_images_then_seeded_shifted_copies():
+    digits = digits_dataset()["test"].select(range(30))
+    views = with_augmented_views(digits, 4, max_shift=0.25, max_degrees=0, num_channels=1)
+    again = with_augmented_views(digits, 4, max_shift=0.25, max_degrees=0, num_channels=1)
+    assert len(views) == 4 * len(digits) and list(views["label"]) == list(digits["label"]) * 4
+    pixels = [np.asarray(image) for image in views["image"]]
+    originals = [np.asarray(image) for image in digits["image"]]
+    assert all(np.array_equal(a, b) for a, b in zip(pixels[:30], originals, strict=True))
+    assert all(np.array_equal(a, np.asarray(b)) for a, b in zip(pixels, again["image"], strict=True))  # seeded
+    moved = sum(not np.array_equal(pixels[30 * view + i], originals[i]) for view in (1, 2, 3) for i in range(30))
+    assert moved > 60  # most copies are shifted (a shift of 0 pixels is possible)
+    assert with_augmented_views(digits, 1, 0.25, 0, 1) is digits

@@ -15,8 +15,9 @@ from hub_server import TOKEN, local_hub  # noqa: F401  (the fixture)
 from huggingface_hub import HfApi, ModelCard, hf_hub_download, snapshot_download
 
 from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchImageProcessor
-from modeling_vit_scratch.hub import RELOAD_WITHOUT_PACKAGE, PushError, push_to_hub
+from modeling_vit_scratch.hub import PushError, push_to_hub
 from modeling_vit_scratch.model_card import render_model_card
+from modeling_vit_scratch.reload_check import RELOAD_WITHOUT_PACKAGE
 from modeling_vit_scratch.safety import TOKEN_VARIABLES, credential_free_env, weights_sha256
 
 REPO = Path(__file__).resolve().parent.parent

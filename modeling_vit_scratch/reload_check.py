@@ -1,0 +1,94 @@
+"""The one check that a saved model folder reloads to the model that wrote it.
+
+Training runs it before a model folder is published, the push gate before anything is uploaded, and the tests on
+what they save. The folder is loaded through `AutoModelForImageClassification`, as users load it:
+- in this process (the classes this package registers on import), or
+- with `own_code=True`, in a new process where this package cannot be imported, so the folder's own `.py` files run
+  (`trust_remote_code=True`), and where no Hub credential can be read. Call that only on a folder whose code is
+  known to be the package's own (`hub.check_own_code`): it runs that code.
+
+Training glue, never imported by the model files.
+"""
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForImageClassification
+
+from .safety import credential_free_env
+
+# Run with `python -c`: folder, inputs file, outputs file.
+RELOAD_WITHOUT_PACKAGE = """
+import sys
+sys.modules["modeling_vit_scratch"] = None  # as on a machine without the package: only the folder's own code
+import torch
+from huggingface_hub import get_token
+from transformers import AutoModelForImageClassification
+if get_token() is not None:
+    sys.exit("a Hub token reached the reload check, which must run without credentials")
+folder, inputs, outputs = sys.argv[1:4]
+model = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=True).eval()
+with torch.no_grad():
+    torch.save(model(torch.load(inputs)).logits, outputs)
+"""
+
+
+class FolderReloadError(RuntimeError):
+    """A saved folder does not load, or loads to another model than the one that wrote it."""
+
+
+def logits_in_new_process(folder: Path, pixel_values: torch.Tensor) -> torch.Tensor:
+    """Logits (batch, labels) of `folder` loaded with its own code in a new, credential-free process."""
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        torch.save(pixel_values, scratch / "inputs.pt")
+        (scratch / "hub_home").mkdir()
+        env = {**credential_free_env(scratch / "hub_home"), "HF_MODULES_CACHE": str(scratch / "modules")}
+        command = [
+            sys.executable,
+            "-c",
+            RELOAD_WITHOUT_PACKAGE,
+            str(folder),
+            *(str(scratch / f) for f in ("inputs.pt", "logits.pt")),
+        ]
+        result = subprocess.run(command, env=env, cwd=scratch, capture_output=True, text=True, timeout=600, check=False)
+        if result.returncode != 0:
+            last_line = (result.stderr.strip().splitlines() or ["no error output"])[-1]
+            raise FolderReloadError(
+                f"{folder} does not load through AutoModelForImageClassification with its own code ({last_line})"
+            )
+        return torch.load(scratch / "logits.pt")
+
+
+def reloaded_logits(folder: str | Path, pixel_values: torch.Tensor, *, own_code: bool = False) -> torch.Tensor:
+    """Logits (batch, labels) of `folder` loaded through `AutoModelForImageClassification`, in float32 on the CPU:
+    in this process, or with `own_code` in a new process running the folder's own code without credentials."""
+    folder = Path(folder).resolve()
+    if own_code:
+        return logits_in_new_process(folder, pixel_values).float()
+    model = AutoModelForImageClassification.from_pretrained(folder).eval()
+    with torch.no_grad():
+        return model(pixel_values=pixel_values).logits.float()
+
+
+def check_reloads_to(
+    model, folder: str | Path, pixel_values: torch.Tensor, *, own_code: bool = False, tolerance: float = 0.0
+) -> None:
+    """Raise a `FolderReloadError` unless `folder` reloads to `model`: the same logits on `pixel_values`
+    (batch, channels, height, width) within `tolerance` (0.0: bit for bit). `model` is left in its mode."""
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        expected = model(pixel_values=pixel_values.to(model.device, model.dtype)).logits.float().cpu()
+    model.train(was_training)
+    got = reloaded_logits(folder, pixel_values, own_code=own_code)
+    difference = (expected - got).abs().max().item() if expected.shape == got.shape else float("inf")
+    if not difference <= tolerance:
+        how = "with its own code" if own_code else "through the Auto classes"
+        raise FolderReloadError(
+            f"{folder} does not reload to the model that wrote it {how} (max logit difference {difference:.2e}, "
+            f"allowed {tolerance:.0e})"
+        )
