@@ -372,6 +372,7 @@ def write_model_folder(
         record = training_record(
             plain_command(), data_args.dataset, splits, trainer.args, metrics, augmentation_text(data_args)
         )
+        record["validation_views"] = data_args.validation_views  # selection scored this many views of each image
         record["weights_sha256"] = weights_sha256(staging)  # the weights the metrics above were measured on
         (staging / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n")
         card = render_model_card(model.config, metrics, record)
