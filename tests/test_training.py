@@ -247,15 +247,24 @@ def folder_test_accuracy(folder: Path) -> float:
 
 
 @pytest.mark.slow
-def test_default_recipe_reaches_98_percent_on_the_digits_test_split(tmp_path):
-    """`make train`'s recipe, end to end (about 4 CPU-minutes): the reloaded folder classifies >= 98% of the test
-    split."""
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_default_recipe_reaches_99_percent_on_the_digits_test_split(tmp_path, seed):
+    """`make train SEED=seed`'s recipe, end to end (3-11 CPU-minutes each): the folder, reloaded through the Auto
+    classes, classifies >= 99% of the test split (issue 14's bar, for each of seeds 0, 1, 2)."""
     result = run_script(
-        "configs/train_digits.json", "--output_dir", str(tmp_path / "out"), "--disable_tqdm", "true", timeout=1800
+        "configs/train_digits.json",
+        "--output_dir",
+        str(tmp_path / "out"),
+        "--seed",
+        str(seed),
+        "--disable_tqdm",
+        "true",
+        timeout=1800,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     accuracy = folder_test_accuracy(tmp_path / "out")
-    assert accuracy >= 0.98
+    assert accuracy >= 0.99
+    assert json.loads((tmp_path / "out" / "training_record.json").read_text())["seed"] == seed
     reported = json.loads((tmp_path / "out" / "all_results.json").read_text())["test_accuracy"]
     assert accuracy == pytest.approx(reported, abs=1 / 360 + 1e-9)  # at most one image apart (float rounding)
 
