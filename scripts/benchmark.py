@@ -474,7 +474,7 @@ def benchmark(args) -> list[dict]:
         for mode in modes_for(config, args):
             precisions = precisions_for(mode, args.dtypes)
             variants = [(name, precision) for precision in precisions for name in args.implementations]
-            for batch in config["batch"] if mode == "inference" else [config["train_batch"]]:
+            for batch in (args.batch or config["batch"]) if mode == "inference" else [config["train_batch"]]:
                 samples = {variant: [] for variant in variants}
                 for round_index in range(args.rounds):
                     for variant, result in measure_round(variants, config_name, mode, batch, args).items():
@@ -631,6 +631,7 @@ def main_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--steps", type=int, default=3, help="least number of steps in a timed chunk")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    parser.add_argument("--batch", type=int, nargs="+", help="inference batch sizes (default: each config's own)")
     parser.add_argument(
         "--dtype",
         default="float32,bfloat16",
