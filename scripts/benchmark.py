@@ -13,9 +13,11 @@ median and min-max over rounds); the median over rounds of each round's ratio to
 default) in the same precision, for ours also to the fastest of transformers' eager ViT and timm, and of each bf16
 variant to the same implementation in float32, where a round's ratio pairs each chunk with the reference's chunk
 timed next to it; the model's matrix-multiply FLOP/s (`forward_flops`) as a fraction of what a large matrix product
-reaches in the same dtype on the same machine, measured at the start of the run (`--matmul_size`); then, for the bars given (--min_speedup_vs_sdpa, --min_speedup_vs_fastest,
---max_memory_ratio; none by default), whether ours meets them. Needs timm and transformers (`make install-timm` has
-both: run it with .venv-timm/bin/python). CPU figures are noisy: compare ratios from one run, not numbers across runs.
+reaches in the same dtype on the same machine, measured at the start of the run (`--matmul_size`); then, for the
+bars given (--min_speedup_vs_sdpa, --min_speedup_vs_fastest, --max_memory_ratio; none by default), whether ours
+meets them. Needs timm and transformers (`make install-timm` has both: run it with .venv-timm/bin/python). Memory:
+every variant of a round is alive at once (base224 training: about 5 GB each in float32), so measure one --dtype at
+a time where memory is short. CPU figures are noisy: compare ratios from one run, not numbers across runs.
 """
 
 import argparse
