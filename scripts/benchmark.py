@@ -238,7 +238,15 @@ class Measurement:
     activations, gradients and optimizer state. On CUDA it is the peak of allocated memory.
     """
 
-    def __init__(self, implementation: str, config_name: str, mode: str, batch: int, precision: str = "float32"):
+    def __init__(
+        self,
+        implementation: str,
+        config_name: str,
+        mode: str,
+        batch: int,
+        precision: str = "float32",
+        compile_model: bool = False,
+    ):
         torch.manual_seed(0)
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.config, self.mode, self.batch, self.precision = CONFIGS[config_name], mode, batch, precision
@@ -256,7 +264,14 @@ class Measurement:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
         self.model = build(implementation, self.config, dtype).to(self.device)
-        self.step = make_step(self.model, *inputs_for(self.config, batch, self.device, dtype), mode, precision)
+        model = self.model
+        if compile_model:
+            # inference on CPU: weights frozen into the compiled graph (constant folding, oneDNN weight prepacking)
+            torch._inductor.config.freezing = mode == "inference" and self.device.type == "cpu"
+            model = torch.compile(self.model)
+        self.step = make_step(model, *inputs_for(self.config, batch, self.device, dtype), mode, precision)
+        if compile_model:
+            self.step()  # compiles: not part of any timed or warm-up step
         self.steps_per_chunk = 1
 
     def timed(self, steps: int) -> float:
@@ -303,7 +318,7 @@ def serve(implementation: str, config_name: str, mode: str, precision: str, batc
     "warm" (warm up and size the chunks), "chunk" (seconds per step of one timed chunk), "report" (memory)."""
     channel = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # whatever a library prints cannot garble the answers
-    measurement = Measurement(implementation, config_name, mode, batch, precision)
+    measurement = Measurement(implementation, config_name, mode, batch, precision, args.compile)
     channel.write(json.dumps(dict(ready=True)) + "\n")
     for request in sys.stdin:
         request = request.strip()
@@ -352,6 +367,7 @@ class Worker:
             str(args.chunk_seconds),
         ]
         command += ["--peak_tflops", str(args.peak_tflops)] if args.peak_tflops else []
+        command += ["--compile"] if args.compile else []
         self.name = f"{implementation} {config_name} {mode} {precision} batch {batch}"
         self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (open for the worker's life; close() closes it)
         self.process = subprocess.Popen(
@@ -646,6 +662,11 @@ def main_parser() -> argparse.ArgumentParser:
         help="side of the square matrix product that measures each dtype's matmul rate at the start",
     )
     parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile every model (on CPU, inference with inductor's weight freezing); compiling is not timed",
+    )
+    parser.add_argument(
         "--glibc_malloc_defaults",
         "--glibc-malloc-defaults",
         action="store_true",
@@ -707,6 +728,7 @@ def main(argv: list[str]) -> None:
         f"{'CUDA ' + torch.cuda.get_device_name() if on_cuda else 'CPU'}"
         f"{'' if on_cuda else ' (bf16 units: ' + (', '.join(cpu_bf16_flags()) or 'none') + ')'}, "
         f"{args.matmul_size}x{args.matmul_size} matmul {rates}, "
+        f"{'torch.compile (not timed), ' if args.compile else ''}"
         f"{args.rounds} rounds of {args.chunks} interleaved chunks of >= {args.chunk_seconds} s, "
         f"throughput from the fastest chunk of each round, ratios paired chunk by chunk; malloc "
         f"{'glibc defaults' if args.glibc_malloc_defaults else 'thresholds fixed (STEADY_MALLOC)'}"

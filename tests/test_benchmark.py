@@ -78,6 +78,20 @@ def test_a_measurement_runs_the_step_and_reports_throughput_and_memory(mode, pre
     assert 0 <= result["peak_memory_mb"] < whole_process_mb, (result["peak_memory_mb"], whole_process_mb)
 
 
+@pytest.mark.slow  # compiling takes about 20 s
+def test_compiled_bf16_inference_gives_the_eager_logits_and_is_measured_after_compiling():
+    eager = benchmark.Measurement("vit_scratch", "digits", "inference", batch=4, precision="bf16-weights")
+    compiled = benchmark.Measurement("vit_scratch", "digits", "inference", 4, "bf16-weights", compile_model=True)
+    compiled.warm_up(warmup=1, min_steps=1, chunk_seconds=0.0)
+    assert compiled.chunk() < 5  # the compilation happened while setting up, not in a timed step
+    images = torch.randn(4, 1, 8, 8, dtype=torch.bfloat16)
+    with torch.inference_mode():
+        expected = eager.model(images).logits.float()
+        got = torch.compile(compiled.model)(images).logits.float()
+    torch.testing.assert_close(got, expected, atol=0.1, rtol=0.05)
+    torch._inductor.config.freezing = False
+
+
 def test_a_round_runs_each_implementation_in_its_own_process_and_pairs_them():
     args = benchmark.main_parser().parse_args(
         ["--warmup", "1", "--steps", "1", "--chunks", "2", "--chunk_seconds", "0"]
