@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+import torch
 from transformers import HfArgumentParser, TrainingArguments
 
 from .paths import DIGITS
@@ -152,6 +153,9 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     """`scripts/train.py`'s command line (a recipe first, if any): names are matched exactly, never abbreviated."""
     parser = HfArgumentParser(ARGUMENT_TYPES, allow_abbrev=False)
     parser.error = raise_value_error
+    # Without a GPU (or other accelerator) the CPU is the device: saying so lets `--bf16 true` train under the CPU's
+    # autocast, which TrainingArguments refuses unless `use_cpu` is set.
+    parser.set_defaults(use_cpu=not torch.accelerator.is_available())
     *parsed, remaining = parser.parse_args_into_dataclasses(recipe_to_argv(argv), return_remaining_strings=True)
     options = [arg.split("=", 1)[0] for arg in remaining if arg.startswith("-")]
     if options:  # named without the value that follows it, which may be a secret

@@ -362,7 +362,8 @@ def write_model_folder(
     from .plots import plot_training_curves
 
     output_dir = Path(trainer.args.output_dir)
-    model = trainer.accelerator.unwrap_model(trainer.model)
+    # without the autocast that --bf16 wraps around forward: the reload check compares float32 with float32
+    model = trainer.accelerator.unwrap_model(trainer.model, keep_fp32_wrapper=False)
     with staging_inside(output_dir) as staging:
         model.save_pretrained(staging)
         processor.save_pretrained(staging)

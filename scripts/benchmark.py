@@ -2,15 +2,22 @@
 
     python scripts/benchmark.py                       # digits and tiny224, 5 rounds, inference and training
     python scripts/benchmark.py --configs digits mnist28 tiny224 base224 --rounds 7 --json results.json
+    python scripts/benchmark.py --configs base224 --modes inference --dtype bfloat16
 
 Every measurement runs in its own subprocess (a fresh allocator, no warm caches shared between implementations). In
 each round every implementation gets a fresh process; their timed chunks are interleaved (A B C D, D C B A, ...), so
-a slow spell of the machine hits all of them. Reported: throughput (the fastest chunk of a round; median and min-max
-over rounds) and the median over rounds of each round's ratio to transformers' ViT with SDPA (its default) and,
-for ours, to the fastest of transformers' eager ViT and timm, where a round's ratio pairs each chunk with the
-reference's chunk timed next to it; then, for the bars given (--min_speedup_vs_sdpa, --min_speedup_vs_fastest,
---max_memory_ratio; none by default), whether ours meets them. Needs timm and transformers (`make install-timm` has
-both: run it with .venv-timm/bin/python). CPU figures are noisy: compare ratios from one run, not numbers across runs.
+a slow spell of the machine hits all of them. Each precision asked for (`--dtype`, float32 and bfloat16 by default)
+is a variant of each implementation in the same rounds: float32; bf16 autocast (inference and training); and, for
+inference, weights loaded in bf16 (`dtype=torch.bfloat16`). Reported: throughput (the fastest chunk of a round;
+median and min-max over rounds); the median over rounds of each round's ratio to transformers' ViT with SDPA (its
+default) in the same precision, for ours also to the fastest of transformers' eager ViT and timm, and of each bf16
+variant to the same implementation in float32, where a round's ratio pairs each chunk with the reference's chunk
+timed next to it; the model's matrix-multiply FLOP/s (`forward_flops`) as a fraction of what a large matrix product
+reaches in the same dtype on the same machine, measured at the start of the run (`--matmul_size`); then, for the
+bars given (--min_speedup_vs_sdpa, --min_speedup_vs_fastest, --max_memory_ratio; none by default), whether ours
+meets them. Needs timm and transformers (`make install-timm` has both: run it with .venv-timm/bin/python). Memory:
+every variant of a round is alive at once (base224 training: about 5 GB each in float32), so measure one --dtype at
+a time where memory is short. CPU figures are noisy: compare ratios from one run, not numbers across runs.
 """
 
 import argparse
@@ -26,8 +33,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
+
+from modeling_vit_scratch.precision import cpu_bf16_flags, dtype_name, parse_dtypes
+
 ROOT = Path(__file__).resolve().parent.parent
 # Same hyper-parameters for every implementation. Inference batch sizes are lists (base224: latency and batch 8).
+# ViT-Ti/16 is tiny224, ViT-B/16 base224.
 CONFIGS = {
     "digits": dict(
         image_size=8,
@@ -38,7 +50,7 @@ CONFIGS = {
         num_attention_heads=4,
         intermediate_size=128,
         batch=[256],
-        train=True,
+        train_batch=256,
     ),
     "mnist28": dict(
         image_size=28,
@@ -49,7 +61,7 @@ CONFIGS = {
         num_attention_heads=4,
         intermediate_size=128,
         batch=[128],
-        train=True,
+        train_batch=128,
     ),
     "tiny224": dict(
         image_size=224,
@@ -60,7 +72,7 @@ CONFIGS = {
         num_attention_heads=3,
         intermediate_size=768,
         batch=[8],
-        train=True,
+        train_batch=16,
     ),
     "base224": dict(
         image_size=224,
@@ -71,7 +83,7 @@ CONFIGS = {
         num_attention_heads=12,
         intermediate_size=3072,
         batch=[1, 8],
-        train=False,
+        train_batch=16,  # about 5 GB per training process in float32: --modes inference where memory is short
     ),
     # The paper's R26+S/32 hybrid (timm's vit_small_r26_s32_224): a ResNet-V2 stem, then 1x1 patches of its 7x7
     # map. transformers 5 has no ViT hybrid: measured against timm only.
@@ -85,7 +97,7 @@ CONFIGS = {
         intermediate_size=1536,
         stem=dict(stem="resnetv2", stem_depths=[2, 2, 2, 2], timm_model="vit_small_r26_s32_224"),
         batch=[8],
-        train=True,
+        train_batch=8,
     ),
 }
 IMPLEMENTATIONS = ("vit_scratch", "transformers-sdpa", "transformers-eager", "timm")
@@ -93,20 +105,26 @@ ALL_IMPLEMENTATIONS = IMPLEMENTATIONS + ("vit_scratch-eager",)  # ours with the 
 OURS = "vit_scratch"
 BASELINE = "transformers-sdpa"  # transformers' ViT as a user gets it by default
 PEERS = ("transformers-eager", "timm")  # the fastest of these, round by round, is the other bar
-MODES = ("inference", "train", "train-bf16")
+MODES = ("inference", "train")
+# How a step computes: in float32; under bf16 autocast (float32 weights, matrix products in bf16); with the weights
+# loaded in bf16 (inference only: training needs float32 master weights)
+PRECISIONS = ("float32", "bf16-autocast", "bf16-weights")
+DTYPE_OF = {"float32": torch.float32, "bf16-autocast": torch.bfloat16, "bf16-weights": torch.bfloat16}
+MATMUL_REPEATS = 5
 SETTLE_SECONDS = 0.2  # pause before each timed chunk
 # With glibc malloc's dynamic thresholds, the same model measured in two fresh CPU processes differed by up to 2x
 # here (README, Performance). Fixed thresholds, for every implementation alike, keep freed activations in the heap
 # and narrow that spread; --glibc_malloc_defaults turns this off.
 STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(2**31), "MALLOC_TRIM_THRESHOLD_": str(2**31)}
 NUM_LABELS = 10
-# Peak dense bf16 throughput (FLOP/s) of common GPUs, for the model FLOP utilisation of bf16 training;
+# Peak dense bf16 throughput (FLOP/s) of common GPUs, for the model FLOP utilisation of bf16 rows;
 # --peak_tflops sets it for other devices.
 PEAK_BF16_FLOPS = {"H100": 989e12, "A100": 312e12, "L4": 121e12, "A10": 125e12, "RTX 4090": 165e12}
 
 
-def build(implementation: str, config: dict):
-    """The model, built with random weights and the same hyper-parameters, as a user gets it by default."""
+def build(implementation: str, config: dict, dtype: torch.dtype | None = None):
+    """The model, built with random weights and the same hyper-parameters, as a user gets it by default; in `dtype`
+    as `from_pretrained(dtype=...)` loads it (None: float32)."""
     dims = {
         key: config[key]
         for key in (
@@ -124,9 +142,8 @@ def build(implementation: str, config: dict):
         from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification
 
         kernel = {"vit_scratch": None, "vit_scratch-eager": "eager"}[implementation]  # None: the default kernel
-        return ViTScratchForImageClassification(
-            ViTScratchConfig(**dims, **stem, num_labels=NUM_LABELS, attn_implementation=kernel)
-        )
+        model_config = ViTScratchConfig(**dims, **stem, num_labels=NUM_LABELS, attn_implementation=kernel)
+        return ViTScratchForImageClassification._from_config(model_config, dtype=dtype)
     if not builds(implementation, config):
         raise ValueError(f"{implementation} has no hybrid ViT: measure {config['stem']['timm_model']} with timm.")
     if implementation == "timm" and stem:
@@ -142,13 +159,13 @@ def build(implementation: str, config: dict):
             depth=dims["num_hidden_layers"],
             num_heads=dims["num_attention_heads"],
             mlp_ratio=dims["intermediate_size"] / dims["hidden_size"],
-        )
+        ).to(dtype)
     if implementation.startswith("transformers"):
         from transformers import ViTConfig, ViTForImageClassification
 
         kernel = implementation.split("-")[1]
         return ViTForImageClassification._from_config(
-            ViTConfig(**dims, num_labels=NUM_LABELS), attn_implementation=kernel
+            ViTConfig(**dims, num_labels=NUM_LABELS), attn_implementation=kernel, dtype=dtype
         )
     if implementation == "timm":
         from timm.models.vision_transformer import VisionTransformer
@@ -162,7 +179,7 @@ def build(implementation: str, config: dict):
             depth=dims["num_hidden_layers"],
             num_heads=dims["num_attention_heads"],
             mlp_ratio=dims["intermediate_size"] / dims["hidden_size"],
-        )
+        ).to(dtype)
     raise ValueError(f"Unknown implementation {implementation!r}: choose from {ALL_IMPLEMENTATIONS}.")
 
 
@@ -188,8 +205,6 @@ def logits_of(output):
 
 
 def peak_memory_bytes(device) -> int:
-    import torch
-
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device)
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
@@ -205,12 +220,10 @@ def forward_flops(config: dict) -> float:
     return layers * per_layer + 2 * (tokens - 1) * patch_dim * dim
 
 
-def make_step(model, images, labels, mode: str):
-    """One step of `mode`: inference under torch.inference_mode, or forward, loss, backward and an AdamW step
-    (under bf16 autocast for "train-bf16")."""
-    import torch
-
-    autocast = torch.autocast(images.device.type, dtype=torch.bfloat16, enabled=mode == "train-bf16")
+def make_step(model, images, labels, mode: str, precision: str = "float32"):
+    """One step of `mode`: inference under torch.inference_mode, or forward, loss, backward and an AdamW step; under
+    bf16 autocast for "bf16-autocast" (a "bf16-weights" model is in bf16 already, its images too)."""
+    autocast = torch.autocast(images.device.type, dtype=torch.bfloat16, enabled=precision == "bf16-autocast")
     if mode == "inference":
         model.eval()
 
@@ -232,27 +245,61 @@ def make_step(model, images, labels, mode: str):
     return step
 
 
-def inputs_for(config: dict, batch: int, device):
-    import torch
-
-    images = torch.randn(batch, config["num_channels"], config["image_size"], config["image_size"], device=device)
+def inputs_for(config: dict, batch: int, device, dtype: torch.dtype | None = None):
+    shape = (batch, config["num_channels"], config["image_size"], config["image_size"])
+    images = torch.randn(shape, device=device, dtype=dtype)
     return images, torch.randint(0, NUM_LABELS, (batch,), device=device)
 
 
+def weights_dtype(precision: str) -> torch.dtype | None:
+    """The dtype the model is built in for `precision` (None: torch's default, float32)."""
+    return torch.bfloat16 if precision == "bf16-weights" else None
+
+
+def precisions_for(mode: str, dtypes: list[torch.dtype]) -> list[str]:
+    """The precisions measured for `mode` and the dtypes asked for: bf16 weights for inference only."""
+    wanted = [p for p in PRECISIONS if DTYPE_OF[p] in dtypes]
+    return [p for p in wanted if not (mode == "train" and p == "bf16-weights")]
+
+
+def matmul_flops(dtype: torch.dtype, device, size: int, repeats: int = MATMUL_REPEATS) -> float:
+    """FLOP/s of the fastest of `repeats` products of two random `size` x `size` matrices in `dtype`: about the most
+    this machine's matrix units reach, the yardstick for a model's matrix-multiply FLOP/s."""
+    left, right = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
+    fastest = math.inf
+    for index in range(repeats + 1):  # the first is a warm-up
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        torch.mm(left, right)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        if index:
+            fastest = min(fastest, time.perf_counter() - started)
+    return 2 * size**3 / fastest
+
+
 class Measurement:
-    """One implementation, config, mode and batch, set up in this process and timed chunk by chunk.
+    """One implementation, config, mode, precision and batch, set up in this process and timed chunk by chunk.
 
     Memory on CPU is the peak resident size above a process that has already built and run the same implementation
     at a tiny size, so that library imports and lazy set-up do not count: what remains is the model, its inputs,
     activations, gradients and optimizer state. On CUDA it is the peak of allocated memory.
     """
 
-    def __init__(self, implementation: str, config_name: str, mode: str, batch: int):
-        import torch
-
+    def __init__(
+        self,
+        implementation: str,
+        config_name: str,
+        mode: str,
+        batch: int,
+        precision: str = "float32",
+        compile_model: bool = False,
+    ):
         torch.manual_seed(0)
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        self.config, self.mode, self.batch = CONFIGS[config_name], mode, batch
+        self.config, self.mode, self.batch, self.precision = CONFIGS[config_name], mode, batch, precision
+        dtype = weights_dtype(precision)
         tiny = {
             **self.config,
             "image_size": 2 * self.config["patch_size"] * stem_stride(self.config),
@@ -260,18 +307,24 @@ class Measurement:
             "hidden_size": 8 * self.config["num_attention_heads"],
             "intermediate_size": 8,
         }
-        make_step(build(implementation, tiny).to(self.device), *inputs_for(tiny, 2, self.device), mode)()
+        tiny_model = build(implementation, tiny, dtype).to(self.device)
+        make_step(tiny_model, *inputs_for(tiny, 2, self.device, dtype), mode, precision)()
         self.baseline = 0 if self.device.type == "cuda" else peak_memory_bytes(self.device)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        model = build(implementation, self.config).to(self.device)
-        self.step = make_step(model, *inputs_for(self.config, batch, self.device), mode)
+        self.model = build(implementation, self.config, dtype).to(self.device)
+        model = self.model
+        if compile_model:
+            # inference on CPU: weights frozen into the compiled graph (constant folding, oneDNN weight prepacking)
+            torch._inductor.config.freezing = mode == "inference" and self.device.type == "cpu"
+            model = torch.compile(self.model)
+        self.step = make_step(model, *inputs_for(self.config, batch, self.device, dtype), mode, precision)
+        if compile_model:
+            self.step()  # compiles: not part of any timed or warm-up step
         self.steps_per_chunk = 1
 
     def timed(self, steps: int) -> float:
         """Seconds per step over `steps` steps."""
-        import torch
-
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         started = time.perf_counter()
@@ -290,33 +343,31 @@ class Measurement:
         return self.timed(self.steps_per_chunk)
 
     def report(self, seconds_per_step: float, peak_tflops: float | None = None) -> dict:
-        """Throughput of a step time, and the peak memory so far."""
-        import torch
-
+        """Throughput of a step time, the model's matrix-multiply FLOP/s at it (a training step: 3 passes' worth), and
+        the peak memory so far."""
+        flops = forward_flops(self.config) * (1 if self.mode == "inference" else 3) * self.batch / seconds_per_step
         result = dict(
             images_per_second=self.batch / seconds_per_step,
             milliseconds_per_batch=1000 * seconds_per_step,
             peak_memory_mb=(peak_memory_bytes(self.device) - self.baseline) / 2**20,
             steps_per_chunk=self.steps_per_chunk,
+            achieved_tflops=flops / 1e12,
         )
         if self.device.type == "cuda":
-            flops = forward_flops(self.config) * (1 if self.mode == "inference" else 3) * self.batch / seconds_per_step
             name = torch.cuda.get_device_name(self.device)
             peak = (
                 peak_tflops * 1e12 if peak_tflops else next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
             )
-            result.update(
-                achieved_tflops=flops / 1e12, mfu=flops / peak if peak and self.mode == "train-bf16" else None
-            )
+            result.update(mfu=flops / peak if peak and self.precision != "float32" else None)
         return result
 
 
-def serve(implementation: str, config_name: str, mode: str, batch: int, args) -> None:
+def serve(implementation: str, config_name: str, mode: str, precision: str, batch: int, args) -> None:
     """Worker process: set up one Measurement, then answer the parent's requests on stdin, one JSON line each:
     "warm" (warm up and size the chunks), "chunk" (seconds per step of one timed chunk), "report" (memory)."""
     channel = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # whatever a library prints cannot garble the answers
-    measurement = Measurement(implementation, config_name, mode, batch)
+    measurement = Measurement(implementation, config_name, mode, batch, precision, args.compile)
     channel.write(json.dumps(dict(ready=True)) + "\n")
     for request in sys.stdin:
         request = request.strip()
@@ -330,11 +381,24 @@ def serve(implementation: str, config_name: str, mode: str, batch: int, args) ->
         channel.write(json.dumps(answer) + "\n")
 
 
+def worker_environment(args) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), **({} if args.glibc_malloc_defaults else STEADY_MALLOC)}
+
+
+def measure_matmul_rates(dtypes: list[torch.dtype], args) -> dict[str, float]:
+    """FLOP/s of a `--matmul_size` square matrix product by dtype name, in a fresh process set up as the workers."""
+    names = ",".join(dtype_name(dtype) for dtype in dtypes)
+    command = [sys.executable, __file__, "--matmul", names, str(args.matmul_size)]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, env=worker_environment(args))
+    if done.returncode != 0:
+        raise RuntimeError(f"The matrix products ({names}) failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
 class Worker:
     """The parent's handle on a `serve` process."""
 
-    def __init__(self, implementation: str, config_name: str, mode: str, batch: int, args):
-        env = {**os.environ, "PYTHONPATH": str(ROOT), **({} if args.glibc_malloc_defaults else STEADY_MALLOC)}
+    def __init__(self, implementation: str, config_name: str, mode: str, precision: str, batch: int, args):
         command = [
             sys.executable,
             __file__,
@@ -342,6 +406,7 @@ class Worker:
             implementation,
             config_name,
             mode,
+            precision,
             str(batch),
             "--steps",
             str(args.steps),
@@ -351,10 +416,16 @@ class Worker:
             str(args.chunk_seconds),
         ]
         command += ["--peak_tflops", str(args.peak_tflops)] if args.peak_tflops else []
-        self.name = f"{implementation} {config_name} {mode} batch {batch}"
+        command += ["--compile"] if args.compile else []
+        self.name = f"{implementation} {config_name} {mode} {precision} batch {batch}"
         self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (open for the worker's life; close() closes it)
         self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, env=env
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            env=worker_environment(args),
         )
 
     def ask(self, request: str | None = None) -> dict:
@@ -374,12 +445,18 @@ class Worker:
         self.log.close()
 
 
-def measure_round(implementations: list[str], config_name: str, mode: str, batch: int, args) -> dict[str, dict]:
-    """One round: a fresh process per implementation, all set up first; then timed chunks interleaved
-    A B C D, D C B A, A B C D ..., each while the others wait, so that a slow spell of the machine hits all of them
-    and no implementation always goes first. Each result has every chunk's seconds per step, for ratios paired chunk
-    by chunk, and its throughput is that of its fastest chunk (as timeit: other work only ever slows a chunk down)."""
-    workers = {name: Worker(name, config_name, mode, batch, args) for name in implementations}
+def measure_round(
+    variants: list[tuple[str, str]], config_name: str, mode: str, batch: int, args
+) -> dict[tuple[str, str], dict]:
+    """One round: a fresh process per variant (implementation, precision), all set up first; then timed chunks
+    interleaved A B C D, D C B A, A B C D ..., each while the others wait, so that a slow spell of the machine hits
+    all of them and no variant always goes first. Each result has every chunk's seconds per step, for ratios paired
+    chunk by chunk, and its throughput is that of its fastest chunk (as timeit: other work only ever slows a chunk
+    down)."""
+    workers = {
+        (implementation, precision): Worker(implementation, config_name, mode, precision, batch, args)
+        for implementation, precision in variants
+    }
     try:
         for worker in workers.values():
             worker.ask()  # ready
@@ -413,9 +490,13 @@ def fastest_chunks(results: list[dict]) -> list[float]:
     return [min(chunk) for chunk in zip(*(result["chunk_seconds"] for result in results))]
 
 
-def summarise(samples: list[dict], by_implementation: dict[str, list[dict]]) -> dict:
+def summarise(
+    samples: list[dict], by_implementation: dict[str, list[dict]], float32_samples: list[dict] | None = None
+) -> dict:
     """Median, min-max and peak memory of one implementation, and its ratios to transformers' ViT (SDPA) and to the
-    fastest peer: medians over rounds of each round's ratio, paired chunk by chunk (`speed_ratio`)."""
+    fastest peer (`by_implementation`: every implementation in the same precision) and, for a bf16 variant, to the
+    same implementation in float32: medians over rounds of each round's ratio, paired chunk by chunk
+    (`speed_ratio`)."""
     values = [sample["images_per_second"] for sample in samples]
     summary = dict(
         median=statistics.median(values),
@@ -436,6 +517,9 @@ def summarise(samples: list[dict], by_implementation: dict[str, list[dict]]) -> 
             for round_index in range(len(samples))
         ]
         summary["ratio_to_fastest_peer"] = statistics.median(speed_ratio(s, f) for s, f in zip(samples, fastest))
+    if float32_samples:
+        pairs = zip(samples, float32_samples)
+        summary["ratio_to_float32"] = statistics.median(speed_ratio(s, f["chunk_seconds"]) for s, f in pairs)
     for extra in ("achieved_tflops", "mfu"):
         if samples[0].get(extra) is not None:
             summary[extra] = statistics.median(sample[extra] for sample in samples)
@@ -443,49 +527,57 @@ def summarise(samples: list[dict], by_implementation: dict[str, list[dict]]) -> 
 
 
 def modes_for(config: dict, args) -> list[str]:
-    """Inference for every config; training where the config trains; bf16 training on CUDA or when asked."""
-    modes = ["inference"] + (["train"] if config["train"] else [])
-    if config["train"] and (args.bf16 or args.cuda):
-        modes.append("train-bf16")
+    """Inference for every config; training where the config has a training batch."""
+    modes = ["inference"] + (["train"] if config["train_batch"] else [])
     return [mode for mode in modes if mode in args.modes]
 
 
 def benchmark(args) -> list[dict]:
+    """Every config, mode and batch: rounds of every implementation in every precision, summarised row by row; each
+    row's model FLOP/s also as a fraction of `args.matmul_rates` (FLOP/s by dtype name) for its dtype."""
     rows = []
     for config_name in args.configs:
         config = CONFIGS[config_name]
         for mode in modes_for(config, args):
-            for batch in config["batch"] if mode == "inference" else config["batch"][-1:]:
-                implementations = [name for name in args.implementations if builds(name, config)]
-                samples = {implementation: [] for implementation in implementations}
+            precisions = precisions_for(mode, args.dtypes)
+            implementations = [name for name in args.implementations if builds(name, config)]
+            variants = [(name, precision) for precision in precisions for name in implementations]
+            for batch in (args.batch or config["batch"]) if mode == "inference" else [config["train_batch"]]:
+                samples = {variant: [] for variant in variants}
                 for round_index in range(args.rounds):
-                    for implementation, result in measure_round(
-                        implementations, config_name, mode, batch, args
-                    ).items():
-                        samples[implementation].append(result)
+                    for variant, result in measure_round(variants, config_name, mode, batch, args).items():
+                        samples[variant].append(result)
                     print(
                         f"  {config_name} {mode} batch {batch}: round {round_index + 1}/{args.rounds}", file=sys.stderr
                     )
-                for implementation, runs in samples.items():
+                for implementation, precision in variants:
+                    same_precision = {name: samples[(name, precision)] for name in implementations}
+                    float32 = samples.get((implementation, "float32")) if precision != "float32" else None
+                    summary = summarise(samples[(implementation, precision)], same_precision, float32)
+                    rate = args.matmul_rates.get(dtype_name(DTYPE_OF[precision]))
+                    if rate:
+                        summary["matmul_fraction"] = summary["achieved_tflops"] * 1e12 / rate
                     rows.append(
                         dict(
                             config=config_name,
                             mode=mode,
+                            precision=precision,
                             batch=batch,
                             implementation=implementation,
-                            **summarise(runs, samples),
-                            samples=runs,
+                            **summary,
+                            samples=samples[(implementation, precision)],
                         )
                     )
     return rows
 
 
 def markdown(rows: list[dict]) -> str:
-    """The table: one row per config, mode, batch and implementation; TFLOP/s and MFU columns on CUDA."""
-    on_cuda = any("achieved_tflops" in row for row in rows)
+    """The table: one row per config, mode, precision, batch and implementation; an MFU column on CUDA."""
+    on_cuda = any("mfu" in row for row in rows)
     header = [
         "config",
         "mode",
+        "precision",
         "batch",
         "implementation",
         "images/s (median)",
@@ -495,8 +587,11 @@ def markdown(rows: list[dict]) -> str:
         "vs fastest of eager/timm",
         "peak memory MB",
         "memory vs transformers",
+        "vs float32",
+        "model TFLOP/s",
+        "of matmul rate",
     ]
-    header += ["TFLOP/s", "MFU"] if on_cuda else []
+    header += ["MFU"] if on_cuda else []
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     ratio = lambda row, key: f"{row[key]:.2f}x" if key in row else ""
     rate = lambda value: f"{value:.0f}" if value >= 100 else f"{value:.1f}"
@@ -504,6 +599,7 @@ def markdown(rows: list[dict]) -> str:
         cells = [
             row["config"],
             row["mode"],
+            row.get("precision", "float32"),
             row["batch"],
             row["implementation"],
             rate(row["median"]),
@@ -513,9 +609,12 @@ def markdown(rows: list[dict]) -> str:
             ratio(row, "ratio_to_fastest_peer") if row["implementation"] == OURS else "",
             f"{row['peak_memory_mb']:.0f}",
             ratio(row, "memory_ratio"),
+            ratio(row, "ratio_to_float32"),
+            f"{row['achieved_tflops']:.3g}" if "achieved_tflops" in row else "",
+            f"{row['matmul_fraction']:.0%}" if "matmul_fraction" in row else "",
         ]
         if on_cuda:
-            cells += [f"{row.get('achieved_tflops', 0):.1f}", f"{row['mfu']:.1%}" if row.get("mfu") else ""]
+            cells.append(f"{row['mfu']:.1%}" if row.get("mfu") else "")
         lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
     return "\n".join(lines)
 
@@ -561,7 +660,9 @@ def bars(
             continue
         verdict = "met" if all(ok for _, ok in checks) else "NOT met"
         lines.append(
-            f"{row['config']} {row['mode']} batch {row['batch']}: " + ", ".join(t for t, _ in checks) + f": {verdict}"
+            f"{row['config']} {row['mode']} {row.get('precision', 'float32')} batch {row['batch']}: "
+            + ", ".join(t for t, _ in checks)
+            + f": {verdict}"
         )
     return lines
 
@@ -579,7 +680,10 @@ def machine_name() -> str:
 
 def main_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--worker", nargs=4, metavar=("IMPL", "CONFIG", "MODE", "BATCH"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--worker", nargs=5, metavar=("IMPL", "CONFIG", "MODE", "PRECISION", "BATCH"), help=argparse.SUPPRESS
+    )
+    parser.add_argument("--matmul", nargs=2, metavar=("DTYPES", "SIZE"), help=argparse.SUPPRESS)
     parser.add_argument("--configs", nargs="+", default=["digits", "tiny224"], choices=list(CONFIGS))
     parser.add_argument("--implementations", nargs="+", default=list(IMPLEMENTATIONS), choices=ALL_IMPLEMENTATIONS)
     parser.add_argument("--rounds", type=int, default=5)
@@ -595,7 +699,23 @@ def main_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--steps", type=int, default=3, help="least number of steps in a timed chunk")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
-    parser.add_argument("--bf16", action="store_true", help="also bf16-autocast training on CPU (always on CUDA)")
+    parser.add_argument("--batch", type=int, nargs="+", help="inference batch sizes (default: each config's own)")
+    parser.add_argument(
+        "--dtype",
+        default="float32,bfloat16",
+        help="comma-separated: float32 measures float32; bfloat16 bf16 autocast and (inference) bf16 weights",
+    )
+    parser.add_argument(
+        "--matmul_size",
+        type=int,
+        default=4096,
+        help="side of the square matrix product that measures each dtype's matmul rate at the start",
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile every model (on CPU, inference with inductor's weight freezing); compiling is not timed",
+    )
     parser.add_argument(
         "--glibc_malloc_defaults",
         "--glibc-malloc-defaults",
@@ -604,7 +724,8 @@ def main_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--peak_tflops", "--peak-tflops", type=float, help="the GPU's peak dense bf16 TFLOP/s, for MFU")
     judged = parser.add_argument_group(
-        "bars", "judge our model against these (a verdict line per config, mode and batch); none given: no verdict"
+        "bars",
+        "judge our model against these (a verdict line per config, mode, precision and batch); none given: no verdict",
     )
     judged.add_argument(
         "--min_speedup_vs_sdpa",
@@ -632,20 +753,32 @@ def main(argv: list[str]) -> None:
     parser = main_parser()
     args = parser.parse_args(argv)
     if args.worker:
-        implementation, config_name, mode, batch = args.worker
-        serve(implementation, config_name, mode, int(batch), args)
+        implementation, config_name, mode, precision, batch = args.worker
+        serve(implementation, config_name, mode, precision, int(batch), args)
+        return
+    if args.matmul:
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        dtypes, size = parse_dtypes(args.matmul[0]), int(args.matmul[1])
+        print(json.dumps({dtype_name(dtype): matmul_flops(dtype, device, size) for dtype in dtypes}))
         return
     if BASELINE not in args.implementations:
         parser.error(f"--implementations must include the baseline {BASELINE}.")
-    import torch
-
-    args.cuda = torch.cuda.is_available()
+    try:
+        args.dtypes = parse_dtypes(args.dtype)
+    except ValueError as error:
+        sys.exit(f"error: --dtype: {error}")
 
     started = time.time()
+    args.matmul_rates = measure_matmul_rates(args.dtypes, args)
     rows = benchmark(args)
+    on_cuda = torch.cuda.is_available()
+    rates = ", ".join(f"{name} {rate / 1e9:.0f} GFLOP/s" for name, rate in args.matmul_rates.items())
     header = (
         f"{machine_name()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-        f"{'CUDA ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'CPU'}, "
+        f"{'CUDA ' + torch.cuda.get_device_name() if on_cuda else 'CPU'}"
+        f"{'' if on_cuda else ' (bf16 units: ' + (', '.join(cpu_bf16_flags()) or 'none') + ')'}, "
+        f"{args.matmul_size}x{args.matmul_size} matmul {rates}, "
+        f"{'torch.compile (not timed), ' if args.compile else ''}"
         f"{args.rounds} rounds of {args.chunks} interleaved chunks of >= {args.chunk_seconds} s, "
         f"throughput from the fastest chunk of each round, ratios paired chunk by chunk; malloc "
         f"{'glibc defaults' if args.glibc_malloc_defaults else 'thresholds fixed (STEADY_MALLOC)'}"
@@ -653,7 +786,8 @@ def main(argv: list[str]) -> None:
     verdicts = bars(rows, args.min_speedup_vs_sdpa, args.min_speedup_vs_fastest, args.max_memory_ratio)
     verdict_block = "\n".join(verdicts) + "\n\n" if verdicts else ""  # no bars given: no verdict
     print(f"\n{header}\n\n{markdown(rows)}\n\n{verdict_block}({time.time() - started:.0f} s)")
-    Path(args.json).write_text(json.dumps(dict(machine=header, argv=argv, rows=rows, bars=verdicts), indent=2) + "\n")
+    result = dict(machine=header, argv=argv, matmul_flops=args.matmul_rates, rows=rows, bars=verdicts)
+    Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

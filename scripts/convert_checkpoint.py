@@ -10,14 +10,20 @@
 The output folder is written beside its final place and moved in only when complete; an existing non-empty output
 folder is refused unless --overwrite, which replaces it only once the new folder is complete.
 timm is needed only for `--from timm` (to build the architecture, without weights, and read its hyper-parameters).
+Once written, the folder is loaded back and its logits (final tokens for a model without a head) compared with the
+source model's on random images, in `--dtype` (float32, or bfloat16 with the looser tolerance the check prints).
 """
 
 import argparse
 import sys
 from pathlib import Path
 
+import torch
+from transformers import AutoModel, AutoModelForImageClassification
+
 from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor
 from modeling_vit_scratch.convert import from_timm, from_transformers, save_converted, to_transformers
+from modeling_vit_scratch.precision import dtype_name, logits_agree, parse_dtype
 from modeling_vit_scratch.run_folder import check_replaceable
 from modeling_vit_scratch.training import parse_overrides
 
@@ -38,16 +44,46 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--timm_kwargs", "--timm-kwargs", help="extra timm.create_model arguments, e.g. 'global_pool=avg,img_size=384'"
     )
+    parser.add_argument("--dtype", default="float32", help="precision of the parity check: float32 or bfloat16")
     return parser.parse_args(argv)
 
 
+def compared_output(model, pixel_values: torch.Tensor) -> torch.Tensor:
+    """What the parity check compares: logits, or the final tokens of a model without a classification head (ours,
+    transformers' ViTModel or a timm model with `num_classes=0`)."""
+    with torch.inference_mode():
+        if hasattr(model, "forward_features"):  # timm
+            return model(pixel_values) if model.num_classes else model.forward_features(pixel_values)
+        if getattr(model.config, "num_labels", 0) and hasattr(model, "classifier"):
+            return model(pixel_values=pixel_values).logits
+        return model.base_model(pixel_values=pixel_values).last_hidden_state
+
+
+def check_parity(reference, converted, config, dtype: torch.dtype) -> str:
+    """Both models in `dtype` on the same random images: one line saying how closely they agree, or a ValueError."""
+    generator = torch.Generator().manual_seed(0)
+    height, width = (config.image_size,) * 2 if isinstance(config.image_size, int) else config.image_size
+    pixel_values = torch.randn(2, config.num_channels, height, width, generator=generator).to(dtype)
+    expected = compared_output(reference.to(dtype).eval(), pixel_values)
+    agree, difference, tolerance = logits_agree(expected, compared_output(converted.eval(), pixel_values), dtype)
+    verdict = f"max |difference| {difference:.2e}, tolerance {tolerance:.2e} for {dtype_name(dtype)}"
+    if dtype != torch.float32:
+        verdict += " (bf16 keeps 8 bits of mantissa: 2^-4 of the largest output, not float32's 1e-4)"
+    if not agree:
+        raise ValueError(f"The written folder does not compute what its source computes ({verdict}): report this.")
+    return f"Parity with the source model: {verdict}."
+
+
 def convert(args: argparse.Namespace) -> None:
+    dtype = parse_dtype(args.dtype)  # a typo is refused before any work
     check_replaceable(args.output, args.overwrite)  # before any download or conversion
     if args.target == "transformers":
         model = ViTScratchForImageClassification.from_pretrained(args.input)
         processor = ViTScratchImageProcessor.from_pretrained(args.input)
         to_transformers(model, args.output, processor, overwrite=args.overwrite)
         print(f"Wrote a transformers ViTForImageClassification folder to {args.output}")
+        converted = AutoModelForImageClassification.from_pretrained(args.output, dtype=dtype)
+        print(check_parity(model, converted, model.config, dtype))
         return
     if args.source == "timm":
         if not args.timm_model:
@@ -64,10 +100,15 @@ def convert(args: argparse.Namespace) -> None:
         kwargs = {"num_classes": _num_classes(args.input), **parse_overrides(args.timm_kwargs)}
         reference = timm.create_model(args.timm_model, pretrained=False, **kwargs)
         model, processor = from_timm(reference, load_file(args.input))
+        reference.load_state_dict(load_file(args.input))
     else:
         model, processor = from_transformers(args.input)
+        reference_class = AutoModelForImageClassification if model.config.num_labels else AutoModel
+        reference = reference_class.from_pretrained(args.input)
     save_converted(model, processor, args.output, overwrite=args.overwrite)
     print(f"Wrote a vit_scratch folder to {args.output} ({model.num_parameters():,} parameters)")
+    converted = ViTScratchForImageClassification.from_pretrained(args.output, dtype=dtype)
+    print(check_parity(reference, converted, model.config, dtype))
 
 
 def _num_classes(path: str) -> int:

@@ -3,7 +3,8 @@
 Prints the top-5 classes and writes PNGs to DIR: the patch grid, attention rollout, a class-specific gradient
 rollout for the top class, the per-layer attention from the class token, and the paper's Fig. 7 panels.
 A vit_scratch model loads with the installed package's code; code that travels with a model (a folder's or a
-repo's `.py` files) runs only with --trust_remote_code.
+repo's `.py` files) runs only with --trust_remote_code. `--dtype bfloat16` loads and runs the model in bf16 (the maps
+are combined in float32 either way).
 """
 
 import argparse
@@ -17,6 +18,7 @@ from PIL import Image, UnidentifiedImageError
 from transformers import AutoImageProcessor, AutoModelForImageClassification
 
 from modeling_vit_scratch import explain, plots
+from modeling_vit_scratch.precision import parse_dtype
 
 
 def load_image(source: str) -> Image.Image:
@@ -39,10 +41,12 @@ def load_image(source: str) -> Image.Image:
         ) from None
 
 
-def load_model(model_source: str, trust_remote_code: bool = False):
-    """Model and image processor of a folder or repo; its own code runs only if `trust_remote_code`."""
+def load_model(model_source: str, trust_remote_code: bool = False, dtype: torch.dtype = torch.float32):
+    """Model (in `dtype`) and image processor of a folder or repo; its own code runs only if `trust_remote_code`."""
     try:
-        model = AutoModelForImageClassification.from_pretrained(model_source, trust_remote_code=trust_remote_code)
+        model = AutoModelForImageClassification.from_pretrained(
+            model_source, trust_remote_code=trust_remote_code, dtype=dtype
+        )
         processor = AutoImageProcessor.from_pretrained(model_source, trust_remote_code=trust_remote_code)
     except ValueError as error:
         if trust_remote_code or "trust_remote_code" not in str(error):
@@ -61,15 +65,18 @@ def explain_image(
     head_fusion: str = "mean",
     discard_ratio: float = 0.0,
     trust_remote_code: bool = False,
+    dtype: str = "float32",
 ) -> list[Path]:
-    """Everything the script does; returns the paths of the pictures written."""
-    model, processor = load_model(model_source, trust_remote_code)
+    """Everything the script does, with the model in `dtype` ("float32" or "bfloat16"); returns the paths of the
+    pictures written."""
+    model, processor = load_model(model_source, trust_remote_code, parse_dtype(dtype))
     config = model.config
     pixel_values, shown = explain.model_inputs(load_image(image_source), processor, config.num_channels)
+    pixel_values = pixel_values.to(model.dtype)
     embeddings = model.base_model.embeddings
 
     with torch.no_grad():
-        probabilities = model(pixel_values=pixel_values).logits.softmax(-1)[0]
+        probabilities = model(pixel_values=pixel_values).logits.float().softmax(-1)[0]
     top = probabilities.topk(min(5, probabilities.numel()))
     print("top classes:")
     for score, index in zip(top.values.tolist(), top.indices.tolist()):
@@ -84,7 +91,7 @@ def explain_image(
     best = top.indices[0].item()
     relevance = explain.gradient_rollout(model, pixel_values, best)
     relevance_map = explain.token_to_patch_map(relevance, grid, config.pooling)[0]
-    per_layer = torch.stack([a[0].mean(0)[0, 1:].reshape(grid) for a in attentions])  # (L, gh, gw)
+    per_layer = torch.stack([a[0].float().mean(0)[0, 1:].reshape(grid) for a in attentions])  # (L, gh, gw)
     label = config.id2label[best]
     safe_label = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(label))
     cell_size = embeddings.patch_embeddings.cell_size  # pixels per token: the patch size times a stem's stride
@@ -120,6 +127,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--out", required=True, help="folder for the PNG files")
     parser.add_argument("--head_fusion", default="mean", choices=explain.HEAD_FUSIONS)
     parser.add_argument("--discard_ratio", type=float, default=0.0, help="share of weakest attention to drop")
+    parser.add_argument("--dtype", default="float32", help="run the model in float32 or bfloat16")
     parser.add_argument(
         "--trust_remote_code",
         action="store_true",
@@ -128,7 +136,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     try:
         paths = explain_image(
-            args.model, args.image, args.out, args.head_fusion, args.discard_ratio, args.trust_remote_code
+            args.model, args.image, args.out, args.head_fusion, args.discard_ratio, args.trust_remote_code, args.dtype
         )
     except (ValueError, FileNotFoundError) as error:
         sys.exit(f"error: {error}")

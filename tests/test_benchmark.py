@@ -2,6 +2,8 @@
 speed lives in the benchmark's own runs, these tests check that what it compares and reports is right."""
 
 import importlib.util
+import json
+import statistics
 
 import pytest
 import torch
@@ -55,24 +57,65 @@ def test_models_are_built_with_their_default_attention_kernel(implementation):
     assert model.config._attn_implementation == "sdpa"
 
 
-@pytest.mark.parametrize("mode", ["inference", "train", "train-bf16"])
-def test_a_measurement_runs_the_step_and_reports_throughput_and_memory(mode):
-    measurement = benchmark.Measurement("vit_scratch", "digits", mode, batch=4)
+MODES_AND_PRECISIONS = [
+    (mode, precision)
+    for mode in benchmark.MODES
+    for precision in benchmark.precisions_for(mode, [torch.float32, torch.bfloat16])
+]
+
+
+def test_every_mode_is_measured_in_float32_and_bf16_autocast_and_inference_also_with_bf16_weights():
+    assert MODES_AND_PRECISIONS == [
+        ("inference", "float32"),
+        ("inference", "bf16-autocast"),
+        ("inference", "bf16-weights"),
+        ("train", "float32"),
+        ("train", "bf16-autocast"),
+    ]
+    assert benchmark.precisions_for("inference", [torch.bfloat16]) == ["bf16-autocast", "bf16-weights"]
+    assert benchmark.precisions_for("train", [torch.float32]) == ["float32"]
+
+
+@pytest.mark.parametrize(("mode", "precision"), MODES_AND_PRECISIONS)
+def test_a_measurement_runs_the_step_and_reports_throughput_and_memory(mode, precision):
+    measurement = benchmark.Measurement("vit_scratch", "digits", mode, batch=4, precision=precision)
+    # bf16 weights are loaded in bf16; autocast keeps float32 weights and computes in bf16
+    wanted = torch.bfloat16 if precision == "bf16-weights" else torch.float32
+    assert {parameter.dtype for parameter in measurement.model.parameters()} == {wanted}
     measurement.warm_up(warmup=1, min_steps=2, chunk_seconds=0.0)
     assert measurement.steps_per_chunk == 2
-    result = measurement.report(measurement.chunk())
+    seconds = measurement.chunk()
+    result = measurement.report(seconds)
     assert result["images_per_second"] > 0 and result["milliseconds_per_batch"] > 0
+    passes = 1 if mode == "inference" else 3  # a training step: forward and a backward of twice its FLOPs
+    config = benchmark.CONFIGS["digits"]
+    assert result["achieved_tflops"] == pytest.approx(passes * benchmark.forward_flops(config) * 4 / seconds / 1e12)
     # on CPU the growth of the process peak since the baseline: under the whole peak, which an unset baseline reports
     whole_process_mb = benchmark.peak_memory_bytes(measurement.device) / 2**20
     assert 0 <= result["peak_memory_mb"] < whole_process_mb, (result["peak_memory_mb"], whole_process_mb)
+
+
+@pytest.mark.slow  # compiling takes about 20 s
+def test_compiled_bf16_inference_gives_the_eager_logits_and_is_measured_after_compiling():
+    eager = benchmark.Measurement("vit_scratch", "digits", "inference", batch=4, precision="bf16-weights")
+    compiled = benchmark.Measurement("vit_scratch", "digits", "inference", 4, "bf16-weights", compile_model=True)
+    compiled.warm_up(warmup=1, min_steps=1, chunk_seconds=0.0)
+    assert compiled.chunk() < 5  # the compilation happened while setting up, not in a timed step
+    images = torch.randn(4, 1, 8, 8, dtype=torch.bfloat16)
+    with torch.inference_mode():
+        expected = eager.model(images).logits.float()
+        got = torch.compile(compiled.model)(images).logits.float()
+    torch.testing.assert_close(got, expected, atol=0.1, rtol=0.05)
+    torch._inductor.config.freezing = False
 
 
 def test_a_round_runs_each_implementation_in_its_own_process_and_pairs_them():
     args = benchmark.main_parser().parse_args(
         ["--warmup", "1", "--steps", "1", "--chunks", "2", "--chunk_seconds", "0"]
     )
-    results = benchmark.measure_round(["vit_scratch", "transformers-sdpa"], "digits", "inference", 8, args)
-    assert set(results) == {"vit_scratch", "transformers-sdpa"}
+    variants = [("transformers-sdpa", "float32"), ("vit_scratch", "bf16-weights")]
+    results = benchmark.measure_round(variants, "digits", "inference", 8, args)
+    assert set(results) == set(variants)
     for result in results.values():
         assert result["steps_per_chunk"] == 1 and len(result["chunk_seconds"]) == 2
         assert result["images_per_second"] == pytest.approx(8 / min(result["chunk_seconds"]))
@@ -81,9 +124,9 @@ def test_a_round_runs_each_implementation_in_its_own_process_and_pairs_them():
 def test_a_failing_worker_names_itself_and_shows_its_error():
     args = benchmark.main_parser().parse_args(["--warmup", "1", "--steps", "1", "--chunks", "1"])
     with pytest.raises(
-        RuntimeError, match=r"(?s)no-such-model digits inference batch 8 failed.*Unknown implementation"
+        RuntimeError, match=r"(?s)no-such-model digits inference float32 batch 8 failed.*Unknown implementation"
     ):
-        benchmark.measure_round(["no-such-model"], "digits", "inference", 8, args)
+        benchmark.measure_round([("no-such-model", "float32")], "digits", "inference", 8, args)
 
 
 def samples(*chunk_seconds, memory=100.0):
@@ -121,15 +164,15 @@ TODAYS_BARS = dict(min_speedup_vs_sdpa=1.0, min_speedup_vs_fastest=0.95, max_mem
 
 
 def our_row(**ratios):
-    return dict(config="digits", mode="train", batch=256, implementation="vit_scratch", **ratios)
+    return dict(config="digits", mode="train", precision="float32", batch=256, implementation="vit_scratch", **ratios)
 
 
 def test_bars_report_each_failed_condition():
     row = our_row(ratio=1.02, ratio_to_fastest_peer=0.93, memory_ratio=1.0)
     assert benchmark.bars([row], **TODAYS_BARS) == [
         (
-            "digits train batch 256: 1.020x transformers SDPA (bar 1.00x), 0.930x fastest of eager/timm (bar 0.95x), "
-            "memory 1.000x (bar <= 1.05x): NOT met"
+            "digits train float32 batch 256: 1.020x transformers SDPA (bar 1.00x), "
+            "0.930x fastest of eager/timm (bar 0.95x), memory 1.000x (bar <= 1.05x): NOT met"
         )
     ]
     assert benchmark.bars([{**row, "ratio_to_fastest_peer": 0.95}], **TODAYS_BARS)[0].endswith(": met")
@@ -138,7 +181,7 @@ def test_bars_report_each_failed_condition():
 def test_bars_are_judged_only_as_given_on_the_command_line():
     """The same row meets loose bars and fails strict ones; a bar not given is neither shown nor judged."""
     row = our_row(ratio=1.02, ratio_to_fastest_peer=0.93, memory_ratio=1.1)
-    others = dict(config="digits", mode="train", batch=256, implementation="timm", ratio=0.5, memory_ratio=3.0)
+    others = {**our_row(ratio=0.5, memory_ratio=3.0), "implementation": "timm"}
     assert benchmark.bars([row, others]) == []  # no bar given: no verdict
     args = benchmark.main_parser().parse_args(["--min_speedup_vs_sdpa", "1.03", "--max_memory_ratio", "1.2"])
     bars = dict(
@@ -147,15 +190,15 @@ def test_bars_are_judged_only_as_given_on_the_command_line():
         max_memory_ratio=args.max_memory_ratio,
     )
     assert benchmark.bars([row, others], **bars) == [
-        "digits train batch 256: 1.020x transformers SDPA (bar 1.03x), memory 1.100x (bar <= 1.20x): NOT met"
+        "digits train float32 batch 256: 1.020x transformers SDPA (bar 1.03x), memory 1.100x (bar <= 1.20x): NOT met"
     ]
     assert benchmark.bars([row], min_speedup_vs_fastest=0.925) == [
-        "digits train batch 256: 0.930x fastest of eager/timm (bar 0.925x): met"
+        "digits train float32 batch 256: 0.930x fastest of eager/timm (bar 0.925x): met"
     ]
     assert benchmark.bars([row], max_memory_ratio=1.05)[0].endswith("memory 1.100x (bar <= 1.05x): NOT met")
     without_peers = our_row(ratio=1.02, memory_ratio=1.0)  # eager and timm not measured: that bar has nothing to judge
     assert benchmark.bars([without_peers], **TODAYS_BARS) == [
-        "digits train batch 256: 1.020x transformers SDPA (bar 1.00x), memory 1.000x (bar <= 1.05x): met"
+        "digits train float32 batch 256: 1.020x transformers SDPA (bar 1.00x), memory 1.000x (bar <= 1.05x): met"
     ]
 
 
@@ -175,11 +218,51 @@ def test_help_shows_the_underscore_spelling_first():
         assert usage.index(f"--{flag}") < usage.index(f"--{flag.replace('_', '-')}")
 
 
-def test_cuda_adds_bf16_training_and_cpu_only_on_request():
-    args = lambda **kw: type("Args", (), {"bf16": False, "cuda": False, "modes": list(benchmark.MODES), **kw})
-    assert benchmark.modes_for(benchmark.CONFIGS["digits"], args()) == ["inference", "train"]
-    assert benchmark.modes_for(benchmark.CONFIGS["digits"], args(cuda=True))[-1] == "train-bf16"
-    assert benchmark.modes_for(benchmark.CONFIGS["base224"], args(bf16=True)) == ["inference"]
+def test_modes_are_those_asked_for_that_the_config_has():
+    args = benchmark.main_parser().parse_args([])
+    assert benchmark.modes_for(benchmark.CONFIGS["digits"], args) == ["inference", "train"]
+    args = benchmark.main_parser().parse_args(["--modes", "inference"])
+    assert benchmark.modes_for(benchmark.CONFIGS["base224"], args) == ["inference"]
+    no_training = {**benchmark.CONFIGS["digits"], "train_batch": None}
+    assert benchmark.modes_for(no_training, benchmark.main_parser().parse_args([])) == ["inference"]
+
+
+def test_an_unknown_dtype_is_one_line_naming_the_choices(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main(["--dtype", "float32,float16"])
+    message = str(exit_info.value.code)
+    assert message == "error: --dtype: Unknown dtype 'float16': choose from float32, bfloat16 (or fp32, bf16)."
+    assert capsys.readouterr().out == ""  # refused before any measurement
+
+
+def test_the_matmul_rate_is_measured_per_dtype_in_a_worker_process():
+    args = benchmark.main_parser().parse_args(["--matmul_size", "64"])
+    rates = benchmark.measure_matmul_rates([torch.float32, torch.bfloat16], args)
+    assert list(rates) == ["float32", "bfloat16"] and all(rate > 0 for rate in rates.values())
+
+
+@pytest.mark.slow
+def test_a_tiny_run_measures_each_precision_against_its_own_matmul_rate_and_float32(tmp_path):
+    """The whole script on the digits config, training, in both dtypes: a row per implementation and precision, each
+    with its model FLOP/s as a fraction of its dtype's matmul rate, and bf16 rows with their speed-up over float32."""
+    output = tmp_path / "results.json"
+    flags = ["--configs", "digits", "--modes", "train", "--implementations", "vit_scratch", "transformers-sdpa"]
+    flags += ["--rounds", "1", "--chunks", "2", "--chunk_seconds", "0", "--warmup", "1", "--steps", "1"]
+    benchmark.main([*flags, "--matmul_size", "128", "--json", str(output)])
+    result = json.loads(output.read_text())
+    rows = {(row["implementation"], row["precision"]): row for row in result["rows"]}
+    assert set(rows) == {
+        (name, p) for name in ("vit_scratch", "transformers-sdpa") for p in ("float32", "bf16-autocast")
+    }
+    for (name, precision), row in rows.items():
+        rate = result["matmul_flops"]["float32" if precision == "float32" else "bfloat16"]
+        assert row["matmul_fraction"] == pytest.approx(row["achieved_tflops"] * 1e12 / rate)
+        assert ("ratio_to_float32" in row) == (precision != "float32")
+    # the baseline is transformers in the same precision: its bf16 row is 1.00x itself, not its float32 row
+    assert rows[("transformers-sdpa", "bf16-autocast")]["ratio"] == 1.0
+    chunks = lambda precision: rows[("vit_scratch", precision)]["samples"][0]["chunk_seconds"]
+    paired = [f / b for f, b in zip(chunks("float32"), chunks("bf16-autocast"))]
+    assert rows[("vit_scratch", "bf16-autocast")]["ratio_to_float32"] == pytest.approx(statistics.median(paired))
 
 
 def test_table_has_a_row_per_implementation_and_our_peer_ratio():
@@ -199,3 +282,13 @@ def test_table_keeps_a_decimal_for_slow_models():
     summary = benchmark.summarise(runs["vit_scratch"], runs)
     row = dict(config="base224", mode="inference", batch=1, implementation="vit_scratch", **summary)
     assert "| 2.6 | 2.5-2.7 |" in benchmark.markdown([row])
+
+
+def test_table_shows_the_precision_the_speed_up_over_float32_and_the_share_of_the_matmul_rate():
+    runs = {name: samples([0.01, 0.02], [0.01]) for name in benchmark.IMPLEMENTATIONS}
+    summary = benchmark.summarise(runs["vit_scratch"], runs, samples([0.025, 0.05], [0.025]))
+    assert summary["ratio_to_float32"] == pytest.approx(2.5)
+    row = dict(config="digits", mode="inference", precision="bf16-weights", batch=1, implementation="vit_scratch")
+    table = benchmark.markdown([{**row, **summary, "achieved_tflops": 0.5741, "matmul_fraction": 0.7834}])
+    assert "| digits | inference | bf16-weights | 1 | vit_scratch |" in table
+    assert table.splitlines()[2].endswith("| 2.50x | 0.574 | 78% |")

@@ -115,6 +115,28 @@ def test_explain_script_draws_a_hybrids_cell_grid_and_no_filter_components(tmp_p
     assert len(pictures) == 6
 
 
+BF16_TOLERANCE = 1e-2  # bf16 keeps 8 bits of mantissa: a sum of a few dozen weights is off by a few 2^-9
+
+
+def test_maps_of_a_model_loaded_in_bf16_are_distributions_and_match_float32(tmp_path, config):
+    ViTScratchForImageClassification(config).save_pretrained(tmp_path)
+    images = torch.randn(2, 3, 20, 20)
+    maps = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        model = ViTScratchForImageClassification.from_pretrained(tmp_path, dtype=dtype)
+        attentions = explain.attention_maps(model, images.to(dtype))
+        assert attentions[0].dtype == dtype
+        for attention in attentions:
+            torch.testing.assert_close(attention.float().sum(-1), torch.ones(2, 3, 26), atol=BF16_TOLERANCE, rtol=0)
+        rollout = explain.attention_rollout(attentions)
+        assert rollout.dtype == torch.float32 and (rollout >= 0).all()
+        torch.testing.assert_close(rollout.sum(-1), torch.ones(2, 26), atol=BF16_TOLERANCE, rtol=0)
+        relevance = explain.gradient_rollout(model, images.to(dtype), 1)
+        maps[dtype] = [explain.token_to_patch_map(r, config.grid_size) for r in (rollout, relevance)]
+    for float32_map, bf16_map in zip(maps[torch.float32], maps[torch.bfloat16]):
+        torch.testing.assert_close(bf16_map, float32_map, atol=2 * BF16_TOLERANCE, rtol=0)
+
+
 @pytest.mark.parametrize("channels", [1, 3])
 def test_explain_script_writes_pictures(tmp_path, channels):
     config = tiny_config(num_channels=channels, image_size=16, patch_size=4)
@@ -156,6 +178,27 @@ def test_explain_script_writes_pictures(tmp_path, channels):
     command[command.index("--image") + 1] = str(tmp_path / "broken.png")
     refused = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert refused.returncode != 0 and refused.stderr.strip().splitlines()[-1].startswith("error: Cannot read")
+
+
+def test_explain_script_runs_in_bf16_and_refuses_an_unknown_dtype_in_one_line(tmp_path):
+    config = tiny_config(image_size=16, patch_size=4)
+    ViTScratchForImageClassification(config).save_pretrained(tmp_path / "model")
+    ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path / "model")
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (40, 30, 3), dtype=np.uint8)).save(tmp_path / "in.png")
+    script = [sys.executable, str(REPO / "scripts" / "explain.py"), "--model", str(tmp_path / "model")]
+    command = [*script, "--image", str(tmp_path / "in.png"), "--out"]
+    bf16 = subprocess.run(
+        [*command, str(tmp_path / "bf16"), "--dtype", "bfloat16"], capture_output=True, text=True, timeout=300
+    )
+    assert bf16.returncode == 0, bf16.stderr[-2000:]
+    assert len(list((tmp_path / "bf16").glob("*.png"))) == 7
+    unknown = subprocess.run(
+        [*command, str(tmp_path / "fp16"), "--dtype", "float16"], capture_output=True, text=True, timeout=300
+    )
+    assert unknown.returncode != 0 and not (tmp_path / "fp16").exists()
+    assert unknown.stderr.strip().splitlines() == [
+        "error: Unknown dtype 'float16': choose from float32, bfloat16 (or fp32, bf16)."
+    ]
 
 
 def test_explain_script_runs_no_model_code_unless_asked(tmp_path):

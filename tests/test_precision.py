@@ -1,0 +1,147 @@
+"""Half precision: the --dtype the scripts take, how closely two runs must agree in it, and bf16 training on CPU."""
+
+import copy
+import importlib.util
+import json
+
+import pytest
+import torch
+from helpers import REPO, run_script, tiny_model_file
+from safetensors.torch import load_file
+from transformers import ViTConfig, ViTForImageClassification, ViTModel
+
+from modeling_vit_scratch.arguments import parse_arguments
+from modeling_vit_scratch.precision import cpu_bf16_flags, logits_agree, parse_dtype, parse_dtypes
+
+
+def test_dtypes_are_parsed_by_name_or_alias_and_anything_else_is_refused_naming_the_choices():
+    assert parse_dtype("bfloat16") is parse_dtype("bf16") is parse_dtype(" BF16 ") is torch.bfloat16
+    assert parse_dtype("float32") is parse_dtype("fp32") is torch.float32
+    assert parse_dtypes("float32,bf16,bfloat16") == [torch.float32, torch.bfloat16]
+    with pytest.raises(ValueError, match=r"^Unknown dtype 'float16': choose from float32, bfloat16 \(or fp32, bf16\)"):
+        parse_dtype("float16")
+    with pytest.raises(ValueError, match="No dtype in ','"):
+        parse_dtypes(",")
+
+
+def test_logits_agree_within_a_tolerance_scaled_to_the_logits_and_looser_in_bf16():
+    reference = torch.tensor([[4.0, -2.0]])
+    assert logits_agree(reference, reference + 0.2, torch.bfloat16)[0]  # 0.2 <= 4 * 2^-4
+    agree, difference, tolerance = logits_agree(reference, reference + 0.3, torch.bfloat16)
+    assert not agree and difference == pytest.approx(0.3) and tolerance == 0.25
+    assert not logits_agree(reference, reference + 1e-3, torch.float32)[0]
+    assert logits_agree(reference, reference + 1e-4, torch.float32)[0]
+
+
+def test_bf16_units_are_read_from_the_cpu_flags(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse avx512f amx_bf16 amx_tile avx512_bf16\n")
+    assert cpu_bf16_flags(str(cpuinfo)) == ["avx512_bf16", "amx_bf16"]
+    cpuinfo.write_text("flags\t\t: fpu sse avx2\n")
+    assert cpu_bf16_flags(str(cpuinfo)) == []
+    assert cpu_bf16_flags(str(tmp_path / "missing")) == []
+
+
+def test_bf16_needs_no_other_flag_where_the_cpu_is_the_device(tmp_path):
+    """TrainingArguments refuses `bf16` without `use_cpu` on a machine with no accelerator; the CPU is the device."""
+    *_, training_args = parse_arguments(["--output_dir", str(tmp_path), "--bf16", "true"])
+    assert training_args.bf16 and training_args.use_cpu == (not torch.accelerator.is_available())
+
+
+def train_tiny(tmp_path, name: str, *flags: str) -> tuple[list[float], dict]:
+    """scripts/train.py on 96 digits for 4 epochs: the logged training losses and the training record."""
+    output_dir = tmp_path / name
+    result = run_script(
+        *("--model", tiny_model_file(tmp_path, num_channels=1), "--max_train_samples", "96", "--report_to", "none"),
+        *("--num_train_epochs", "4", "--per_device_train_batch_size", "8", "--learning_rate", "3e-3"),
+        *("--eval_strategy", "epoch", "--save_strategy", "epoch", "--logging_strategy", "epoch", "--seed", "0"),
+        *("--output_dir", str(output_dir), *flags),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    last = max(output_dir.glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[1]))
+    history = json.loads((last / "trainer_state.json").read_text())["log_history"]
+    return [entry["loss"] for entry in history if "loss" in entry], output_dir
+
+
+@pytest.mark.slow  # two runs of the script: about 15 s on an idle machine
+def test_train_script_with_bf16_trains_under_autocast_and_saves_float32_weights(tmp_path):
+    bf16_losses, folder = train_tiny(tmp_path, "bf16", "--bf16", "true")
+    float32_losses, _ = train_tiny(tmp_path, "float32")
+    assert len(bf16_losses) == 4 and bf16_losses[-1] < bf16_losses[0]
+    # the same seed and data: bf16 matrix products change the losses a little, not the course of training
+    assert bf16_losses != float32_losses
+    assert bf16_losses == pytest.approx(float32_losses, rel=0.05)
+    assert {tensor.dtype for tensor in load_file(folder / "model.safetensors").values()} == {torch.float32}
+    assert json.loads((folder / "training_record.json").read_text())["precision"] == "bf16 mixed precision"
+    assert "bf16 mixed precision" in (folder / "README.md").read_text()
+
+
+def convert_script():
+    spec = importlib.util.spec_from_file_location("convert_checkpoint", REPO / "scripts" / "convert_checkpoint.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def random_vit(model_class=ViTForImageClassification) -> torch.nn.Module:
+    config = ViTConfig(
+        image_size=20, patch_size=4, hidden_size=36, num_hidden_layers=2, num_attention_heads=3, intermediate_size=37
+    )
+    model = model_class(config).eval()
+    with torch.no_grad():  # non-trivial weights everywhere, LayerNorms and biases too
+        for parameter in model.parameters():
+            parameter.normal_(0, 0.1)
+    return model
+
+
+@pytest.mark.parametrize("model_class", [ViTForImageClassification, ViTModel])
+def test_convert_script_checks_parity_in_the_dtype_asked_for_and_says_which_tolerance(tmp_path, capsys, model_class):
+    script = convert_script()
+    random_vit(model_class).save_pretrained(tmp_path / "reference")
+    script.main(["--from", "transformers", "--input", str(tmp_path / "reference"), "--output", str(tmp_path / "ours")])
+    float32 = capsys.readouterr().out.splitlines()[-1]
+    assert float32.startswith("Parity with the source model: max |difference|") and "for float32." in float32
+    for direction in (["--to", "transformers", "--input", str(tmp_path / "ours")], ["--from", "transformers"]):
+        if direction[0] == "--from":
+            direction += ["--input", str(tmp_path / "reference")]
+        output = str(tmp_path / f"bf16{direction[0]}")
+        script.main([*direction, "--output", output, "--dtype", "bfloat16"])
+        line = capsys.readouterr().out.splitlines()[-1]
+        assert "for bfloat16 (bf16 keeps 8 bits of mantissa: 2^-4 of the largest output" in line
+
+
+def test_the_check_fails_a_model_that_computes_something_else_with_the_tolerance_of_its_dtype():
+    script = convert_script()
+    reference = random_vit()
+    with pytest.raises(ValueError, match=r"does not compute what its source computes \(max \|difference\|"):
+        script.check_parity(reference, random_vit(), reference.config, torch.bfloat16)  # other random weights
+    slightly_off = copy.deepcopy(reference)
+    with torch.no_grad():
+        slightly_off.classifier.bias += 1e-2  # within bf16's rounding, far outside float32's
+    assert "for bfloat16" in script.check_parity(
+        copy.deepcopy(reference), slightly_off, reference.config, torch.bfloat16
+    )
+    with pytest.raises(ValueError, match="for float32"):
+        script.check_parity(reference.float(), slightly_off.float(), reference.config, torch.float32)
+
+
+def test_convert_script_refuses_an_unknown_dtype_in_one_line_before_any_work(tmp_path):
+    script = convert_script()
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(["--from", "transformers", "--input", "x", "--output", str(tmp_path / "out"), "--dtype", "half"])
+    assert str(exit_info.value.code) == "error: Unknown dtype 'half': choose from float32, bfloat16 (or fp32, bf16)."
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.timm
+def test_convert_script_from_timm_checks_parity_in_bf16(tmp_path, capsys):
+    import timm
+    from safetensors.torch import save_file
+
+    kwargs = dict(img_size=32, depth=2, num_classes=5)
+    reference = timm.create_model("vit_tiny_patch16_224", pretrained=False, **kwargs)
+    save_file(reference.state_dict(), tmp_path / "weights.safetensors")
+    flags = ["--from", "timm", "--timm_model", "vit_tiny_patch16_224", "--timm_kwargs", "img_size=32,depth=2"]
+    flags += ["--input", str(tmp_path / "weights.safetensors"), "--output", str(tmp_path / "ours")]
+    convert_script().main([*flags, "--dtype", "bf16"])
+    assert "for bfloat16 (bf16 keeps" in capsys.readouterr().out.splitlines()[-1]
