@@ -1,0 +1,203 @@
+"""Two 28x28 grayscale image sets built from real pictures that ship in packages, written as imagefolders.
+
+They stand in for the small real image sets users train on (handwriting, scans, textures), so the training
+defaults can be measured on data that is neither the embedded 8x8 digits nor a test split anyone tuned on:
+
+- `glyphs`: the 26 lowercase letters drawn in 22 of the fonts matplotlib ships (DejaVu Sans/Mono/Serif and STIX in
+  four styles each, six Computer Modern fonts), each sample with its own stroke width, affine jitter (rotation,
+  shear, scale, aspect) and elastic distortion, white on black and centred by its mass like MNIST.
+- `textures`: 28x28 crops of ten scikit-image sample pictures (brick, grass, gravel, moon, hubble_deep_field,
+  retina, chelsea, coins, page, cell), each crop of its own size (28 to 56 pixels, resized), quarter turn, mirror,
+  brightness, contrast and noise. Train crops come from the left three quarters of each picture and test crops from
+  the right quarter, so no test pixel was ever seen in training.
+
+`build_image_set(name, root)` writes `root/train/<class>/<n>.png` and `root/test/<class>/<n>.png`, which
+`scripts/train.py --dataset root` reads. The same seed and sizes give the same images (for the same Pillow,
+FreeType and fonts). Needs matplotlib and scipy (`glyphs`) and scikit-image (`textures`): `pip install
+.[image_sets]`. This module is training glue: the model code never imports it.
+"""
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFilter, ImageFont
+
+SIDE = 28  # the side of every image, as in MNIST and the held-back handwritten set of issue 14
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+# matplotlib's fonts that draw all 26 lowercase letters (its other files are symbols, subsets or placeholders)
+GLYPH_FONTS = (
+    *(f"DejaVuSans{style}.ttf" for style in ("", "-Bold", "-Oblique", "-BoldOblique")),
+    *(f"DejaVuSansMono{style}.ttf" for style in ("", "-Bold", "-Oblique", "-BoldOblique")),
+    *(f"DejaVuSerif{style}.ttf" for style in ("", "-Bold", "-Italic", "-BoldItalic")),
+    *(f"STIXGeneral{style}.ttf" for style in ("", "Bol", "Italic", "BolIta")),
+    *(f"cm{name}10.ttf" for name in ("r", "b", "ss", "ti", "tt", "mi")),
+)
+# scikit-image sample pictures used as texture classes: (class name, function in skimage.data, rows, columns) where
+# rows/columns keep the picture's textured part (the retina photograph's black surround is cut away)
+TEXTURE_SOURCES = (
+    ("brick", "brick", slice(None), slice(None)),
+    ("grass", "grass", slice(None), slice(None)),
+    ("gravel", "gravel", slice(None), slice(None)),
+    ("moon", "moon", slice(None), slice(None)),
+    ("stars", "hubble_deep_field", slice(None), slice(None)),
+    ("retina", "retina", slice(300, 1100), slice(300, 1100)),
+    ("cat", "chelsea", slice(None), slice(None)),
+    ("coins", "coins", slice(None), slice(None)),
+    ("page", "page", slice(None), slice(None)),
+    ("cell", "cell", slice(None), slice(None)),
+)
+TRAIN_SHARE_OF_WIDTH = 0.75  # texture crops: train from the left 3/4 of each picture, test from the right 1/4
+
+
+def sample_seed(seed: int, split: str, label: int, index: int) -> np.random.Generator:
+    """The random numbers of one sample, the same whatever else is built (so a tiny set is a prefix of a big one)."""
+    return np.random.default_rng([seed, 0 if split == "train" else 1, label, index])
+
+
+def center_by_mass(pixels: np.ndarray, side: int, box: int, rng: np.random.Generator) -> np.ndarray:
+    """(H, W) ink in [0, 255] -> (side, side): the ink's bounding box fitted into `box` pixels keeping its aspect,
+    then its centre of mass put at the image centre (as MNIST was made), moved by up to one pixel."""
+    rows, columns = np.nonzero(pixels > 10)
+    if rows.size == 0:
+        return np.zeros((side, side), np.uint8)
+    ink = Image.fromarray(pixels[rows.min() : rows.max() + 1, columns.min() : columns.max() + 1])
+    scale = box / max(ink.size)
+    ink = ink.resize((max(1, round(ink.width * scale)), max(1, round(ink.height * scale))), Image.LANCZOS)
+    small = np.asarray(ink, dtype=np.float64)
+    mass = small.sum() or 1.0
+    row_center = (small.sum(1) * np.arange(small.shape[0])).sum() / mass
+    column_center = (small.sum(0) * np.arange(small.shape[1])).sum() / mass
+    top = round(float(side / 2 - row_center + rng.uniform(-1, 1)))
+    left = round(float(side / 2 - column_center + rng.uniform(-1, 1)))
+    canvas = Image.new("L", (side, side))
+    canvas.paste(ink, (left, top))
+    return np.asarray(canvas)
+
+
+def elastic(pixels: np.ndarray, alpha: float, sigma: float, rng: np.random.Generator) -> np.ndarray:
+    """(H, W) -> (H, W) moved by a smooth random displacement field (Simard et al., 2003): `alpha` pixels of
+    displacement, smoothed over `sigma` pixels."""
+    from scipy.ndimage import gaussian_filter, map_coordinates
+
+    height, width = pixels.shape
+    dy = gaussian_filter(rng.uniform(-1, 1, (height, width)), sigma) * alpha
+    dx = gaussian_filter(rng.uniform(-1, 1, (height, width)), sigma) * alpha
+    rows, columns = np.meshgrid(np.arange(height), np.arange(width), indexing="ij")
+    moved = map_coordinates(pixels.astype(np.float64), [rows + dy, columns + dx], order=1, mode="constant")
+    return np.clip(moved, 0, 255).astype(np.uint8)
+
+
+def glyph(letter: str, font: ImageFont.FreeTypeFont, rng: np.random.Generator) -> np.ndarray:
+    """One letter drawn at 96x96, thickened or thinned, sheared, rotated, stretched and bent, then made 28x28."""
+    canvas = Image.new("L", (96, 96))
+    ImageDraw.Draw(canvas).text((48, 48), letter, fill=255, font=font, anchor="mm")
+    stroke = rng.choice([-1, 0, 0, 1, 2])  # MinFilter thins, MaxFilter thickens, by 2 pixels a step at 96 pixels
+    for _ in range(abs(stroke)):
+        canvas = canvas.filter(ImageFilter.MaxFilter(3) if stroke > 0 else ImageFilter.MinFilter(3))
+    angle, shear = np.deg2rad(rng.uniform(-12, 12)), rng.uniform(-0.3, 0.3)
+    stretch = np.exp(rng.uniform(-0.15, 0.15))
+    # the inverse map output -> input, about the centre: rotation @ shear @ aspect stretch
+    matrix = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    matrix = matrix @ np.array([[1.0, shear], [0.0, 1.0]]) @ np.diag([stretch, 1 / stretch])
+    offset = np.array([48.0, 48.0]) - matrix @ np.array([48.0, 48.0])
+    canvas = canvas.transform(
+        (96, 96), Image.AFFINE, (*matrix[0], offset[0], *matrix[1], offset[1]), resample=Image.BILINEAR
+    )
+    bent = elastic(np.asarray(canvas), alpha=rng.uniform(0, 8), sigma=8.0, rng=rng)
+    return center_by_mass(bent, SIDE, box=int(rng.integers(17, 22)), rng=rng)
+
+
+def make_glyphs(root: Path, train_per_class: int, test_per_class: int, seed: int) -> list[str]:
+    """Write the `glyphs` set under `root`; returns the class names."""
+    import matplotlib
+
+    font_folder = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
+    fonts = [ImageFont.truetype(str(font_folder / name), 64) for name in GLYPH_FONTS]
+    for split, count in (("train", train_per_class), ("test", test_per_class)):
+        for label, letter in enumerate(LETTERS):
+            folder = root / split / letter
+            folder.mkdir(parents=True, exist_ok=True)
+            for index in range(count):
+                rng = sample_seed(seed, split, label, index)
+                font = fonts[int(rng.integers(len(fonts)))]
+                Image.fromarray(glyph(letter, font, rng), mode="L").save(folder / f"{index}.png")
+    return list(LETTERS)
+
+
+def texture_pictures() -> dict[str, np.ndarray]:
+    """Class name -> (H, W) uint8 grayscale picture, from scikit-image's bundled sample data (no download)."""
+    try:
+        from skimage import data
+    except ImportError:
+        raise ImportError(
+            "The textures image set is cut from scikit-image's sample pictures: pip install scikit-image "
+            "(or the project's [image_sets] extra)."
+        ) from None
+    pictures = {}
+    for name, function, rows, columns in TEXTURE_SOURCES:
+        picture = Image.fromarray(getattr(data, function)()).convert("L")  # colour -> ITU-R 601 luma
+        pictures[name] = np.asarray(picture)[rows, columns]
+    return pictures
+
+
+def texture_crop(picture: np.ndarray, columns: slice, rng: np.random.Generator) -> np.ndarray:
+    """A random 28x28 crop of `picture[:, columns]`: a square of 28 to 56 pixels resized, turned by a random
+    quarter, maybe mirrored, with random brightness, contrast and noise."""
+    region = picture[:, columns]
+    size = int(rng.integers(SIDE, min(2 * SIDE, *region.shape) + 1))
+    top = int(rng.integers(region.shape[0] - size + 1))
+    left = int(rng.integers(region.shape[1] - size + 1))
+    crop = Image.fromarray(region[top : top + size, left : left + size]).resize((SIDE, SIDE), Image.BOX)
+    pixels = np.rot90(np.asarray(crop, dtype=np.float64), k=int(rng.integers(4)))
+    if rng.random() < 0.5:
+        pixels = pixels[:, ::-1]
+    mean = pixels.mean()
+    pixels = (pixels - mean) * rng.uniform(0.7, 1.3) + mean + rng.uniform(-25, 25)
+    pixels = pixels + rng.normal(0, rng.uniform(0, 8), pixels.shape)
+    return np.clip(np.rint(pixels), 0, 255).astype(np.uint8)
+
+
+def make_textures(
+    root: Path, train_per_class: int, test_per_class: int, seed: int, pictures: dict[str, np.ndarray] | None = None
+) -> list[str]:
+    """Write the `textures` set under `root` (crops of `pictures`, by default scikit-image's); returns the classes."""
+    pictures = texture_pictures() if pictures is None else pictures
+    for split, count in (("train", train_per_class), ("test", test_per_class)):
+        for label, (name, picture) in enumerate(pictures.items()):
+            boundary = int(picture.shape[1] * TRAIN_SHARE_OF_WIDTH)
+            columns = slice(0, boundary) if split == "train" else slice(boundary, None)
+            folder = root / split / name
+            folder.mkdir(parents=True, exist_ok=True)
+            for index in range(count):
+                crop = texture_crop(picture, columns, sample_seed(seed, split, label, index))
+                Image.fromarray(crop, mode="L").save(folder / f"{index}.png")
+    return list(pictures)
+
+
+IMAGE_SETS: dict[str, tuple[Callable[..., list[str]], int, int]] = {
+    # name: (maker, train images per class, test images per class) for ~4,000 train / ~1,000 test
+    "glyphs": (make_glyphs, 154, 38),
+    "textures": (make_textures, 400, 100),
+}
+
+
+def build_image_set(
+    name: str, root: str | Path, train_per_class: int | None = None, test_per_class: int | None = None, seed: int = 0
+) -> list[str]:
+    """Write the image set `name` as an imagefolder under `root` (train/ and test/ of class folders of PNGs).
+
+    Sizes default to ~4,000 train and ~1,000 test images. `root` must not hold images yet. Returns the classes.
+    """
+    if name not in IMAGE_SETS:
+        raise ValueError(f"Unknown image set {name!r}: choose one of {', '.join(IMAGE_SETS)}.")
+    root = Path(root)
+    if root.exists() and any(root.rglob("*.png")):
+        raise ValueError(
+            f"{root} already holds PNG images: give a new or empty folder, so no set is mixed with another."
+        )
+    maker, train_default, test_default = IMAGE_SETS[name]
+    for label, value in (("train_per_class", train_per_class), ("test_per_class", test_per_class)):
+        if value is not None and value < 1:
+            raise ValueError(f"{label} is {value}: give at least 1 image per class.")
+    return maker(root, train_per_class or train_default, test_per_class or test_default, seed)

@@ -1,0 +1,163 @@
+"""The reference of issue 14: a plain Trainer loop that `scripts/train.py`'s defaults must match.
+
+transformers' `ViTForImageClassification` (or this package's model, `model_kind="ours"`) of the reference size
+(28x28 input, patch 4, width 64, 6 blocks, 4 heads, MLP 128, dropout 0.1) trained with the issue's budget: AdamW
+1e-3, weight decay 0.05, cosine schedule with 10% warmup, batch 64, 40 epochs, small random shifts and rotations done
+on tensors, no label smoothing, no validation split and no model selection: every training image is trained on and
+the last epoch is tested. Images are read from the same imagefolder (`train/` and `test/`) as `scripts/train.py`.
+
+A yardstick for benchmarks, never imported by the model files (it imports transformers' ViT).
+"""
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from datasets import ClassLabel
+from datasets import Image as ImageFeature
+from transformers import Trainer, TrainingArguments, ViTConfig, ViTForImageClassification
+
+from .configuration_vit_scratch import ViTScratchConfig
+from .data import IMAGE_COLUMN_NAMES, LABEL_COLUMN_NAMES, find_column, load_image_dataset
+from .image_processing_vit_scratch import to_model_mode
+from .modeling_vit_scratch import ViTScratchForImageClassification
+
+REFERENCE_SIZE = dict(
+    image_size=28,
+    patch_size=4,
+    num_channels=1,
+    hidden_size=64,
+    num_hidden_layers=6,
+    num_attention_heads=4,
+    intermediate_size=128,
+    hidden_dropout_prob=0.1,
+    attention_probs_dropout_prob=0.1,
+)
+REFERENCE_BUDGET = dict(
+    num_train_epochs=40,
+    per_device_train_batch_size=64,
+    learning_rate=1e-3,
+    weight_decay=0.05,
+    lr_scheduler_type="cosine",
+    warmup_steps=0.1,  # a float below 1 is a share of the steps
+)
+MODEL_KINDS = ("transformers", "ours")
+
+
+def image_tensors(split, size: int, num_channels: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A `datasets` split -> (images (N, channels, size, size) uint8, labels (N,) int64), resized if needed."""
+    image_column = find_column(split, None, "image", IMAGE_COLUMN_NAMES, ImageFeature)
+    label_column = find_column(split, None, "label", LABEL_COLUMN_NAMES, ClassLabel)
+    images = []
+    for image in split[image_column]:
+        image = to_model_mode(image, num_channels)
+        if image.size != (size, size):
+            image = image.resize((size, size))
+        pixels = np.asarray(image)
+        images.append(pixels[None] if pixels.ndim == 2 else pixels.transpose(2, 0, 1))
+    return torch.from_numpy(np.stack(images)), torch.tensor(split[label_column], dtype=torch.long)
+
+
+def shift_rotate(images: torch.Tensor, max_shift: float, max_degrees: float) -> torch.Tensor:
+    """(batch, C, H, W) in [0, 1] -> the same, each image rotated by up to `max_degrees` and shifted by up to
+    `max_shift` of its side (bilinear, black outside), with torch's global generator."""
+    batch = images.shape[0]
+    angle = (torch.rand(batch) * 2 - 1) * math.radians(max_degrees)
+    shift = (torch.rand(batch, 2) * 2 - 1) * max_shift * 2  # affine_grid's coordinates span 2 per side
+    cos, sin = angle.cos(), angle.sin()
+    theta = torch.stack([torch.stack([cos, -sin, shift[:, 0]], 1), torch.stack([sin, cos, shift[:, 1]], 1)], 1)
+    grid = F.affine_grid(theta, list(images.shape), align_corners=False)
+    return F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+
+
+class TensorImages(torch.utils.data.Dataset):
+    """uint8 images + labels -> rows {"pixel_values": (C, H, W) normalised to [-1, 1], "labels"}, augmented if asked."""
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, augment: bool, max_shift=0.1, max_degrees=10.0):
+        self.images, self.labels = images, labels
+        self.augment, self.max_shift, self.max_degrees = augment, max_shift, max_degrees
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> dict:
+        pixels = self.images[index].float()[None] / 255  # (1, C, H, W)
+        if self.augment:
+            pixels = shift_rotate(pixels, self.max_shift, self.max_degrees)
+        return {"pixel_values": (pixels[0] - 0.5) / 0.5, "labels": self.labels[index]}
+
+
+def reference_model(model_kind: str, num_labels: int, seed: int) -> torch.nn.Module:
+    """transformers' ViT or this package's model, of the reference size, initialised from `seed`."""
+    torch.manual_seed(seed)
+    if model_kind == "transformers":
+        return ViTForImageClassification(ViTConfig(**REFERENCE_SIZE, num_labels=num_labels))
+    if model_kind == "ours":
+        return ViTScratchForImageClassification(ViTScratchConfig(**REFERENCE_SIZE, num_labels=num_labels))
+    raise ValueError(f"Unknown model kind {model_kind!r}: choose one of {', '.join(MODEL_KINDS)}.")
+
+
+def accuracy(eval_prediction) -> dict[str, float]:
+    logits = eval_prediction.predictions
+    logits = logits[0] if isinstance(logits, tuple) else logits
+    return {"accuracy": float((logits.argmax(-1) == eval_prediction.label_ids).mean())}
+
+
+def train_plain(
+    dataset: str, model_kind: str, output_dir: str | Path, seed: int = 0, **budget_overrides
+) -> dict[str, float]:
+    """Train `model_kind` on `dataset`'s train split with the reference budget and test its last epoch.
+
+    Returns test accuracy, final training loss (mean of the last epoch), wall time and parameter count; they are
+    also written to `output_dir/reference_results.json`. The model is not saved.
+    """
+    started = time.time()
+    raw = load_image_dataset(dataset)
+    if "test" not in raw:
+        raise ValueError(f"{dataset!r} has no test split: give an imagefolder with train/ and test/ sub-folders.")
+    size, channels = REFERENCE_SIZE["image_size"], REFERENCE_SIZE["num_channels"]
+    train_images, train_labels = image_tensors(raw["train"], size, channels)
+    test_images, test_labels = image_tensors(raw["test"], size, channels)
+    num_labels = int(max(train_labels.max(), test_labels.max())) + 1
+    model = reference_model(model_kind, num_labels, seed)
+    args = TrainingArguments(
+        output_dir=str(output_dir),
+        **{**REFERENCE_BUDGET, **budget_overrides},
+        per_device_eval_batch_size=256,
+        eval_strategy="no",
+        save_strategy="no",
+        logging_strategy="epoch",
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        dataloader_pin_memory=False,
+        remove_unused_columns=False,
+        seed=seed,
+    )
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=TensorImages(train_images, train_labels, augment=True),
+        compute_metrics=accuracy,
+    )
+    trainer.train()
+    test = trainer.evaluate(TensorImages(test_images, test_labels, augment=False), metric_key_prefix="test")
+    epoch_losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    results = {
+        "model_kind": model_kind,
+        "dataset": str(dataset),
+        "seed": seed,
+        "test_accuracy": test["test_accuracy"],
+        "final_train_loss": epoch_losses[-1] if epoch_losses else float("nan"),
+        "num_train": len(train_labels),
+        "num_test": len(test_labels),
+        "num_parameters": sum(p.numel() for p in model.parameters()),
+        "wall_time_seconds": round(time.time() - started, 1),
+    }
+    Path(output_dir).mkdir(parents=True, exist_ok=True)
+    (Path(output_dir) / "reference_results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return results

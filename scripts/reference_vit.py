@@ -1,0 +1,35 @@
+"""The reference of issue 14: transformers' ViT (or ours) of the reference size in a plain Trainer loop.
+
+    python scripts/reference_vit.py DATASET_FOLDER --model_kind transformers --seed 0 --output_dir outputs/ref
+
+Trains on every image of the imagefolder's train/ with the issue's budget (see `modeling_vit_scratch.reference`),
+tests the last epoch on test/, prints and writes `reference_results.json`. It is what `scripts/train.py`'s defaults
+are compared with.
+"""
+
+import argparse
+import json
+import sys
+
+from modeling_vit_scratch.reference import MODEL_KINDS, REFERENCE_BUDGET, train_plain
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+    parser.add_argument("dataset", help="An imagefolder with train/ and test/ (e.g. from make_image_sets.py).")
+    parser.add_argument("--model_kind", choices=MODEL_KINDS, default="transformers")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--num_train_epochs", type=float, default=REFERENCE_BUDGET["num_train_epochs"])
+    args = parser.parse_args(argv)
+    try:
+        results = train_plain(
+            args.dataset, args.model_kind, args.output_dir, seed=args.seed, num_train_epochs=args.num_train_epochs
+        )
+    except (ValueError, FileNotFoundError) as error:
+        sys.exit(f"error: {error}")
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
