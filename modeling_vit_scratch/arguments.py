@@ -151,6 +151,7 @@ def raise_value_error(message: str):
 
 def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, OutputArguments, TrainingArguments]:
     """`scripts/train.py`'s command line (a recipe first, if any): names are matched exactly, never abbreviated."""
+    refuse_one_dash_names(argv)
     parser = HfArgumentParser(ARGUMENT_TYPES, allow_abbrev=False)
     parser.error = raise_value_error
     # Without a GPU (or other accelerator) the CPU is the device: saying so lets `--bf16 true` train under the CPU's
@@ -171,6 +172,20 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
         )
     refuse_misplaced_tokens(recipe_to_argv(argv))
     return tuple(parsed)
+
+
+ONE_DASH_NAME = re.compile(r"-([A-Za-z][A-Za-z0-9_-]+)(=.*)?")  # `-hub_token`: argparse would read `-h ub_token`
+
+
+def refuse_one_dash_names(argv: list[str]) -> None:
+    """A ValueError naming the two-dash form of a long argument written with one dash (`-seed 3`), which argparse
+    would otherwise split into a short option and a value (`-hub_token` is `-h` with "ub_token"). Only the name is
+    shown, never the value that follows it."""
+    for arg in argv:
+        match = ONE_DASH_NAME.fullmatch(arg)
+        if match:
+            name = match.group(1)
+            raise ValueError(f"Argument -{name} has one dash: long arguments take two, write --{name}.")
 
 
 HUB_TOKEN_SHAPE = re.compile(r"hf_[A-Za-z0-9]{30,}")  # what the Hub's access tokens look like

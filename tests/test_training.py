@@ -381,6 +381,18 @@ def test_an_abbreviated_argument_is_refused_without_echoing_its_value(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    "spelling", [["-hub_token", "hf_oneDashTOKEN1234567890"], ["-hub_token=hf_oneDashTOKEN1234567890"]]
+)
+def test_a_long_argument_with_one_dash_is_named_with_two_without_its_value(tmp_path, spelling):
+    result = run_script(*spelling, "--output_dir", str(tmp_path / "out"))
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line == "error: Argument -hub_token has one dash: long arguments take two, write --hub_token."
+    assert "hf_oneDashTOKEN1234567890" not in result.stdout + result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_recipe_keys_are_matched_exactly(tmp_path):
     recipe = tmp_path / "recipe.json"
     for key, suggestion in (("learning_rat", "learning_rate"), ("see", "seed"), ("hiden_size", None)):
