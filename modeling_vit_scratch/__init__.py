@@ -9,11 +9,18 @@ from transformers.utils import is_torchvision_available
 
 from .configuration_vit_scratch import PRESETS, ViTScratchConfig
 from .image_processing_vit_scratch import ViTScratchImageProcessor, ViTScratchImageProcessorFast
-from .modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchModel, ViTScratchPreTrainedModel
+from .modeling_vit_scratch import (
+    ViTScratchForImageClassification,
+    ViTScratchForImageClassificationWithTeacher,
+    ViTScratchModel,
+    ViTScratchPreTrainedModel,
+)
 
 AutoConfig.register(ViTScratchConfig.model_type, ViTScratchConfig, exist_ok=True)
 AutoModel.register(ViTScratchConfig, ViTScratchModel, exist_ok=True)
-AutoModelForImageClassification.register(ViTScratchConfig, ViTScratchForImageClassification, exist_ok=True)
+# Two heads for one config, as transformers maps DeiT: the class named in config.architectures is built, else the first.
+IMAGE_CLASSIFIERS = (ViTScratchForImageClassification, ViTScratchForImageClassificationWithTeacher)
+AutoModelForImageClassification.register(ViTScratchConfig, IMAGE_CLASSIFIERS, exist_ok=True)
 # torchvision is picked when installed (transformers' default), or asked for with backend="torchvision"/use_fast=True;
 # without torchvision only the PIL class is registered, so transformers falls back to it as for its own models.
 PROCESSORS = {"pil": ViTScratchImageProcessor}
@@ -24,6 +31,7 @@ AutoImageProcessor.register(ViTScratchConfig, image_processor_classes=PROCESSORS
 ViTScratchConfig.register_for_auto_class()
 ViTScratchModel.register_for_auto_class("AutoModel")
 ViTScratchForImageClassification.register_for_auto_class("AutoModelForImageClassification")
+ViTScratchForImageClassificationWithTeacher.register_for_auto_class("AutoModelForImageClassification")
 ViTScratchImageProcessor.register_for_auto_class("AutoImageProcessor")
 ViTScratchImageProcessorFast.register_for_auto_class("AutoImageProcessor")
 
@@ -31,6 +39,7 @@ __all__ = [
     "PRESETS",
     "ViTScratchConfig",
     "ViTScratchForImageClassification",
+    "ViTScratchForImageClassificationWithTeacher",
     "ViTScratchImageProcessor",
     "ViTScratchImageProcessorFast",
     "ViTScratchModel",

@@ -133,6 +133,8 @@ class ViTScratchConfig(PreTrainedConfig):
             post-activation form (conv, norm, ReLU) that the paper's and timm's hybrids use.
         stem_channels: `"conv"`: output channels of each 3x3 convolution (stride 2, BatchNorm, ReLU); the default is
             the paper's ViT_C-4GF stem (stride 16, then a 1x1 projection: `patch_size=1`).
+        distillation_token: a second learned token after the class token (DeiT, Touvron et al. 2021), read by a
+            second head that learns from a teacher's predictions (`ViTScratchForImageClassificationWithTeacher`).
     """
 
     model_type = "vit_scratch"
@@ -160,6 +162,7 @@ class ViTScratchConfig(PreTrainedConfig):
     stem_depths: list[int] | tuple[int, ...] = ()
     stem_preactivation: bool = False
     stem_channels: list[int] | tuple[int, ...] = (48, 96, 192, 384)
+    distillation_token: bool = False
 
     def __post_init__(self, **kwargs):
         self.stem_depths, self.stem_channels = list(self.stem_depths), list(self.stem_channels)
@@ -194,6 +197,11 @@ class ViTScratchConfig(PreTrainedConfig):
         """Tokens along (height, width) at `image_size`: patches of the stem's feature map (of the image without)."""
         (height, width), (cell_h, cell_w) = to_pair(self.image_size), self.cell_size
         return height // cell_h, width // cell_w
+
+    @property
+    def num_prefix_tokens(self) -> int:
+        """Learned tokens before the patch tokens: the class token, and the distillation token if there is one."""
+        return 2 if self.distillation_token else 1
 
     def validate_architecture(self):
         """Cross-field checks; each error names the field, the value and the fix."""

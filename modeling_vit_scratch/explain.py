@@ -112,10 +112,12 @@ def gradient_rollout(model, pixel_values: torch.Tensor, target_class: int | torc
 def token_to_patch_map(rollout: torch.Tensor, grid_size: tuple[int, int], pooling: str = "cls") -> torch.Tensor:
     """(B, T, T) -> (B, gh, gw): what the pooled output draws from each patch, scaled to a maximum of 1.
 
-    The pooled output is the class token's row, or for `pooling="mean"` the mean of the patch tokens' rows.
+    The pooled output is the class token's row, or for `pooling="mean"` the mean of the patch tokens' rows. The
+    tokens before the patches (the class token, and a distillation token) are the T - gh*gw first.
     """
-    rows = rollout[:, 0] if pooling == "cls" else rollout[:, 1:].mean(dim=1)  # (B, T)
-    patches = rows[:, 1:].reshape(-1, *grid_size)
+    prefix = rollout.shape[-1] - grid_size[0] * grid_size[1]
+    rows = rollout[:, 0] if pooling == "cls" else rollout[:, prefix:].mean(dim=1)  # (B, T)
+    patches = rows[:, prefix:].reshape(-1, *grid_size)
     return patches / patches.amax(dim=(1, 2), keepdim=True).clamp(min=1e-12)
 
 
@@ -140,7 +142,7 @@ def patch_embedding_components(model, count: int = 28) -> torch.Tensor:
 def position_embedding_similarity(model) -> torch.Tensor:
     """Fig. 7 (centre): cosine similarity of each patch's position embedding with every other, (gh, gw, gh, gw)."""
     embeddings = model.base_model.embeddings
-    positions = embeddings.position_embeddings[0, 1:].detach().float()  # (N, D), class token left out
+    positions = embeddings.position_embeddings[0, embeddings.num_prefix_tokens :].detach().float()  # (N, D), patches
     positions = torch.nn.functional.normalize(positions, dim=-1)
     grid_h, grid_w = embeddings.grid_size
     return (positions @ positions.T).reshape(grid_h, grid_w, grid_h, grid_w)
@@ -166,7 +168,8 @@ def mean_attention_distance(
     distances = patch_distances(grid_size, patch_size)
     result = []
     for attention in attentions:
-        patches = attention[:, :, 1:, 1:].double()  # (B, H, N, N)
+        prefix = attention.shape[-1] - distances.shape[0]  # the class token (and a distillation token)
+        patches = attention[:, :, prefix:, prefix:].double()  # (B, H, N, N)
         patches = patches / patches.sum(dim=-1, keepdim=True).clamp(min=1e-12)
         result.append((patches * distances).sum(dim=-1).mean(dim=(0, 2)))  # (H,)
     return torch.stack(result).float()

@@ -5,6 +5,8 @@ Read top to bottom, it follows the paper's equations:
     Eq. 2  z'_l = MSA(LN(z_{l-1})) + z_{l-1}                       ViTScratchAttention, ViTScratchLayer
     Eq. 3  z_l = MLP(LN(z'_l)) + z'_l                              ViTScratchMLP, ViTScratchLayer
     Eq. 4  y = LN(z_L^0)                                           ViTScratchModel (+ a linear head)
+A DeiT-style model (Touvron et al., 2021) adds a distillation token after the class token, read by a second head
+that learns from a teacher: ViTScratchForImageClassificationWithTeacher.
 A hybrid (section 3.1) runs a CNN stem (stems_vit_scratch.py) before Eq. 1's projection, which then cuts the stem's
 feature map into patches. Only torch, transformers' public API and the sibling files are imported, so the files
 travel with a saved model and load with `trust_remote_code=True` where this package is not installed.
@@ -13,6 +15,7 @@ travel with a saved model and load with `trust_remote_code=True` where this pack
 import json
 import math
 import os
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -21,13 +24,15 @@ from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPooling, ImageClassifierOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import ModelOutput
 
 from .configuration_vit_scratch import ViTScratchConfig, to_pair
 from .stems_vit_scratch import ViTScratchStemConv2d, build_stem
 
 
-def sincos_position_table(grid_size: tuple[int, int], dim: int) -> torch.Tensor:
-    """Fixed 2-D sine-cosine position embeddings (as in MAE), a zero row first for the class token: (1, 1 + h*w, dim).
+def sincos_position_table(grid_size: tuple[int, int], dim: int, num_prefix_tokens: int = 1) -> torch.Tensor:
+    """Fixed 2-D sine-cosine position embeddings (as in MAE), a zero row first for the class token (and one for the
+    distillation token): (1, num_prefix_tokens + h*w, dim).
 
     A quarter of the channels encodes the row with sines, a quarter with cosines, and the same for the column.
     Computed in float64, returned in torch's default dtype: the one `from_pretrained(dtype=...)` builds the model in.
@@ -39,7 +44,8 @@ def sincos_position_table(grid_size: tuple[int, int], dim: int) -> torch.Tensor:
     row_angles = rows.reshape(-1, 1) * omega  # (h*w, dim/4)
     col_angles = cols.reshape(-1, 1) * omega
     table = torch.cat([row_angles.sin(), row_angles.cos(), col_angles.sin(), col_angles.cos()], dim=1)
-    return torch.cat([torch.zeros(1, dim, dtype=torch.float64), table]).unsqueeze(0).to(torch.get_default_dtype())
+    prefix = torch.zeros(num_prefix_tokens, dim, dtype=torch.float64)
+    return torch.cat([prefix, table]).unsqueeze(0).to(torch.get_default_dtype())
 
 
 class ViTScratchPatchEmbeddings(nn.Module):
@@ -79,7 +85,8 @@ class ViTScratchPatchEmbeddings(nn.Module):
 
 
 class ViTScratchEmbeddings(nn.Module):
-    """Eq. 1: prepend the class token to the patch embeddings and add position embeddings -> (batch, 1 + N, D)."""
+    """Eq. 1: prepend the class token (and DeiT's distillation token) to the patch embeddings and add position
+    embeddings -> (batch, T + N, D), T = config.num_prefix_tokens."""
 
     def __init__(self, config: ViTScratchConfig):
         super().__init__()
@@ -87,8 +94,12 @@ class ViTScratchEmbeddings(nn.Module):
         self.image_size = to_pair(config.image_size)
         self.grid_size = config.grid_size
         self.cls_token = nn.Parameter(torch.zeros(1, 1, config.hidden_size))
+        self.distillation_token = (
+            nn.Parameter(torch.zeros(1, 1, config.hidden_size)) if config.distillation_token else None
+        )
+        self.num_prefix_tokens = config.num_prefix_tokens
         self.learned_positions = config.position_embedding == "learned"
-        table = sincos_position_table(self.grid_size, config.hidden_size)
+        table = sincos_position_table(self.grid_size, config.hidden_size, self.num_prefix_tokens)
         if self.learned_positions:
             self.position_embeddings = nn.Parameter(torch.zeros_like(table))
         else:  # a fixed function of the grid, not state: never saved, refilled by _init_weights after loading
@@ -100,9 +111,10 @@ class ViTScratchEmbeddings(nn.Module):
         if grid_size == self.grid_size:
             return self.position_embeddings
         if not self.learned_positions:
-            table = sincos_position_table(grid_size, self.position_embeddings.shape[-1])
+            table = sincos_position_table(grid_size, self.position_embeddings.shape[-1], self.num_prefix_tokens)
             return table.to(self.position_embeddings)
-        cls_position, patch_positions = self.position_embeddings[:, :1], self.position_embeddings[:, 1:]
+        prefix = self.num_prefix_tokens
+        prefix_positions, patch_positions = self.position_embeddings[:, :prefix], self.position_embeddings[:, prefix:]
         dim = patch_positions.shape[-1]
         # (1, h*w, D) -> (1, D, h, w): the stored grid, never a guess from sqrt(N)
         patch_positions = patch_positions.reshape(1, *self.grid_size, dim).permute(0, 3, 1, 2)
@@ -110,7 +122,7 @@ class ViTScratchEmbeddings(nn.Module):
             patch_positions, size=grid_size, mode="bicubic", align_corners=False
         )
         patch_positions = patch_positions.permute(0, 2, 3, 1).reshape(1, -1, dim)
-        return torch.cat([cls_position, patch_positions], dim=1)
+        return torch.cat([prefix_positions, patch_positions], dim=1)
 
     def check_pixel_values(self, pixel_values: torch.Tensor, interpolate_pos_encoding: bool) -> None:
         """Raise a ValueError that names the problem and the fix for input the model cannot embed."""
@@ -146,7 +158,8 @@ class ViTScratchEmbeddings(nn.Module):
         cell_h, cell_w = self.patch_embeddings.cell_size
         pixel_values = pixel_values.to(self.cls_token.dtype)
         patches = self.patch_embeddings(pixel_values)  # (batch, N, D)
-        tokens = torch.cat([self.cls_token.expand(batch, -1, -1), patches], dim=1)  # (batch, 1 + N, D)
+        prefix = [self.cls_token] + ([self.distillation_token] if self.distillation_token is not None else [])
+        tokens = torch.cat([token.expand(batch, -1, -1) for token in prefix] + [patches], dim=1)  # (batch, T + N, D)
         tokens = tokens + self.position_embeddings_for((height // cell_h, width // cell_w))
         return self.dropout(tokens)
 
@@ -249,7 +262,8 @@ class ViTScratchDropPath(nn.Module):
 
 class ViTScratchLayer(GradientCheckpointingLayer):
     """Eq. 2-3, a pre-norm encoder block: z' = MSA(LN(z)) + z, then z'' = MLP(LN(z')) + z'. Shape (batch, tokens, D),
-    or (batch, 1, D) with `class_token_only`: every token is read, only the class token is computed."""
+    or (batch, T, D) with `class_token_only`: every token is read, only the class token (and the distillation token,
+    T = config.num_prefix_tokens) is computed."""
 
     def __init__(self, config: ViTScratchConfig, drop_path_rate: float = 0.0):
         super().__init__()
@@ -258,9 +272,10 @@ class ViTScratchLayer(GradientCheckpointingLayer):
         self.layernorm_after = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.mlp = ViTScratchMLP(config)
         self.drop_path = ViTScratchDropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
+        self.num_prefix_tokens = config.num_prefix_tokens
 
     def forward(self, hidden_states: torch.Tensor, *, output_attentions: bool = False, class_token_only: bool = False):
-        queries = slice(0, 1) if class_token_only else slice(None)
+        queries = slice(0, self.num_prefix_tokens) if class_token_only else slice(None)
         attention_output, attention_weights = self.attention(
             self.layernorm_before(hidden_states), output_attentions, queries
         )
@@ -353,9 +368,12 @@ class ViTScratchPreTrainedModel(PreTrainedModel):
             raise OSError(f"{where} is incomplete or corrupt ({error}): {fix}.") from None
         in_memory = pretrained_model_name_or_path is None
         weights = "The state_dict" if in_memory else weights_file_name(str(pretrained_model_name_or_path))
-        has_head = hasattr(model, "classifier")
-        missing = sorted(key for key in info["missing_keys"] if not (new_head and key.startswith("classifier.")))
-        unexpected = sorted(key for key in info["unexpected_keys"] if has_head or not key.startswith("classifier."))
+        is_head = lambda key: key.split(".")[0] in ("classifier", "distillation_classifier")
+        missing = sorted(key for key in info["missing_keys"] if not (new_head and is_head(key)))
+        # a head this model has not (the encoder alone, or the class head alone of a two-headed model) is left out
+        unexpected = sorted(
+            key for key in info["unexpected_keys"] if not (is_head(key) and not hasattr(model, key.split(".")[0]))
+        )
         mismatched = [] if new_head else sorted(info["mismatched_keys"])
         more = lambda keys: f" (and {len(keys) - 1} more)" if len(keys) > 1 else ""
         different = "the config and the weights describe different models; re-save the model with both"
@@ -429,14 +447,17 @@ class ViTScratchPreTrainedModel(PreTrainedModel):
             init.zeros_(module.bias)
         elif isinstance(module, ViTScratchEmbeddings):
             truncated_normal_(module.cls_token, std)
+            if module.distillation_token is not None:
+                truncated_normal_(module.distillation_token, std)
             if module.learned_positions:
                 truncated_normal_(module.position_embeddings, std)
             else:
-                init.copy_(module.position_embeddings, sincos_position_table(module.grid_size, self.config.hidden_size))
+                table = sincos_position_table(module.grid_size, self.config.hidden_size, module.num_prefix_tokens)
+                init.copy_(module.position_embeddings, table)
 
 
 class ViTScratchModel(ViTScratchPreTrainedModel):
-    """The encoder: embeddings, L blocks, final LayerNorm, pooling. Tokens (batch, 1 + N, D), pooled (batch, D)."""
+    """The encoder: embeddings, L blocks, final LayerNorm, pooling. Tokens (batch, T + N, D), pooled (batch, D)."""
 
     def __init__(self, config: ViTScratchConfig):
         super().__init__(config)
@@ -460,9 +481,9 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
         output_hidden_states: bool = False,
         class_token_only: bool = False,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
-        """Tokens (batch, 1 + N, D) after the final LayerNorm (unless fc_norm), and per-layer states/weights if asked.
+        """Tokens (batch, T + N, D) after the final LayerNorm (unless fc_norm), and per-layer states/weights if asked.
 
-        With `class_token_only` the last block computes the class token alone, (batch, 1, D): all that Eq. 4 reads,
+        With `class_token_only` the last block computes the T prefix tokens alone, (batch, T, D): all the heads read,
         so the classifier asks for it. It is ignored when hidden states, attentions or mean pooling need every token.
         """
         every_token_needed = output_attentions or output_hidden_states or self.config.pooling != "cls"
@@ -497,8 +518,9 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
         )
 
     def pool(self, tokens: torch.Tensor) -> torch.Tensor:
-        """(batch, 1 + N, D) -> (batch, D): the class token (Eq. 4), or the mean of the patch tokens."""
-        pooled = tokens[:, 0] if self.config.pooling == "cls" else tokens[:, 1:].mean(dim=1)
+        """(batch, T + N, D) -> (batch, D): the class token (Eq. 4), or the mean of the patch tokens."""
+        patch_tokens = tokens[:, self.config.num_prefix_tokens :]
+        pooled = tokens[:, 0] if self.config.pooling == "cls" else patch_tokens.mean(dim=1)
         return self.fc_norm(pooled)
 
     def forward(
@@ -549,4 +571,74 @@ class ViTScratchForImageClassification(ViTScratchPreTrainedModel):
         return output if (self.config.return_dict if return_dict is None else return_dict) else output.to_tuple()
 
 
-__all__ = ["ViTScratchForImageClassification", "ViTScratchModel", "ViTScratchPreTrainedModel"]
+@dataclass
+class ViTScratchWithTeacherOutput(ModelOutput):
+    """`logits` (batch, num_labels): the mean of the two heads', what to predict with (DeiT); `cls_logits` and
+    `distillation_logits`: each head's, which a distillation loss reads; `loss` with `labels`."""
+
+    loss: torch.FloatTensor | None = None
+    logits: torch.FloatTensor | None = None
+    cls_logits: torch.FloatTensor | None = None
+    distillation_logits: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    attentions: tuple[torch.FloatTensor, ...] | None = None
+
+
+class ViTScratchForImageClassificationWithTeacher(ViTScratchPreTrainedModel):
+    """DeiT's two heads: one on the class token, one on the distillation token (config.distillation_token).
+
+    The distillation head learns from a teacher's predictions (the training script's `--teacher`); at inference
+    `logits` is the mean of both heads'. With `labels` alone (no teacher), both heads learn the labels.
+    """
+
+    def __init__(self, config: ViTScratchConfig):
+        super().__init__(config)
+        if not config.distillation_token:
+            raise ValueError(
+                f"{type(self).__name__} reads a distillation token, but config.distillation_token is False: "
+                "set distillation_token=True in the config (or use ViTScratchForImageClassification)."
+            )
+        self.num_labels = config.num_labels
+        self.vit = ViTScratchModel(config)
+        head = lambda: nn.Linear(config.hidden_size, config.num_labels) if config.num_labels > 0 else nn.Identity()
+        self.classifier, self.distillation_classifier = head(), head()
+        self.post_init()
+
+    def forward(
+        self,
+        pixel_values: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        interpolate_pos_encoding: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> ViTScratchWithTeacherOutput | tuple:
+        options = self.vit.feature_options(output_attentions, output_hidden_states, interpolate_pos_encoding)
+        tokens, hidden_states, attentions = self.vit.forward_features(pixel_values, **options, class_token_only=True)
+        cls_logits = self.classifier(self.vit.pool(tokens))
+        distillation_logits = self.distillation_classifier(tokens[:, 1])  # the distillation token, after the norm
+        logits = (cls_logits + distillation_logits) / 2
+        loss = None
+        if labels is not None:
+            loss = (
+                self.loss_function(labels, cls_logits, self.config)
+                + self.loss_function(labels, distillation_logits, self.config)
+            ) / 2
+        output = ViTScratchWithTeacherOutput(
+            loss=loss,
+            logits=logits,
+            cls_logits=cls_logits,
+            distillation_logits=distillation_logits,
+            hidden_states=hidden_states,
+            attentions=attentions,
+        )
+        return output if (self.config.return_dict if return_dict is None else return_dict) else output.to_tuple()
+
+
+__all__ = [
+    "ViTScratchForImageClassification",
+    "ViTScratchForImageClassificationWithTeacher",
+    "ViTScratchModel",
+    "ViTScratchPreTrainedModel",
+    "ViTScratchWithTeacherOutput",
+]

@@ -91,7 +91,8 @@ def explain_image(
     best = top.indices[0].item()
     relevance = explain.gradient_rollout(model, pixel_values, best)
     relevance_map = explain.token_to_patch_map(relevance, grid, config.pooling)[0]
-    per_layer = torch.stack([a[0].float().mean(0)[0, 1:].reshape(grid) for a in attentions])  # (L, gh, gw)
+    prefix = embeddings.num_prefix_tokens  # the class token's row, patch columns
+    per_layer = torch.stack([a[0].float().mean(0)[0, prefix:].reshape(grid) for a in attentions])  # (L, gh, gw)
     label = config.id2label[best]
     safe_label = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(label))
     cell_size = embeddings.patch_embeddings.cell_size  # pixels per token: the patch size times a stem's stride

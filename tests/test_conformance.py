@@ -76,6 +76,8 @@ else:
     from modeling_vit_scratch import (
         ViTScratchModel as ModelClass,
     )
+# the two-headed classifier lives in the classifier's file, wherever that was loaded from
+TeacherClassifierClass = sys.modules[ClassifierClass.__module__].ViTScratchForImageClassificationWithTeacher
 
 
 class ViTScratchModelTester:
@@ -108,7 +110,7 @@ class ViTScratchModelTester:
         self.num_labels = num_labels
         self.is_training = True
         grid_h, grid_w = self.get_config().grid_size  # cells of a stem's feature map for a hybrid
-        self.seq_length = grid_h * grid_w + 1  # the patches and the class token
+        self.seq_length = grid_h * grid_w + self.get_config().num_prefix_tokens  # patches, class (distillation) token
 
     def get_config(self):
         return ConfigClass(
@@ -235,6 +237,22 @@ class ViTScratchHybridModelTest(ViTScratchModelTest):
     def setUp(self):
         super().setUp()
         self.model_tester = ViTScratchModelTester(self, stem="conv", stem_channels=[5])
+
+
+class ViTScratchDistilledModelTest(ViTScratchModelTest):
+    """The same tests for DeiT's layout, a distillation token after the class token, with the two-headed classifier
+    as a third model class."""
+
+    all_model_classes = (ModelClass, ClassifierClass, TeacherClassifierClass)
+
+    def setUp(self):
+        super().setUp()
+        # both classifiers in the registry, as transformers lists DeiT's, so the mixin trains both with labels
+        names = (ClassifierClass.__name__, TeacherClassifierClass.__name__)
+        registry = mock.patch.dict(IMAGE_CLASSIFIERS, {ConfigClass.model_type: names})
+        registry.start()
+        self.addCleanup(registry.stop)
+        self.model_tester = ViTScratchModelTester(self, distillation_token=True)
 
 
 class ViTScratchImageProcessingTester(ImageProcessingTester):

@@ -101,6 +101,23 @@ def test_a_hybrids_maps_are_its_feature_grid_and_distances_count_its_cells():
         explain.patch_embedding_components(model)
 
 
+def test_a_distilled_models_maps_leave_out_both_prefix_tokens():
+    """With a distillation token the patches start at token 2: maps, distances and position similarity skip both."""
+    config = tiny_config(distillation_token=True)
+    model = ViTScratchForImageClassification(config).eval()
+    attentions = explain.attention_maps(model, torch.randn(1, 3, 20, 20))
+    assert attentions[0].shape[-1] == 27
+    rollout = explain.attention_rollout(attentions, "mean", 0.0)
+    patch_map = explain.token_to_patch_map(rollout, config.grid_size)[0]
+    assert patch_map.shape == (5, 5) and patch_map.max().item() == 1.0
+    # the map is the class token's row over the patch columns 2..26, scaled
+    torch.testing.assert_close(patch_map.flatten(), rollout[0, 0, 2:] / rollout[0, 0, 2:].max())
+    distances = explain.mean_attention_distance(attentions, config.grid_size, config.cell_size)
+    assert distances.shape == (2, 3) and distances.isfinite().all()
+    similarity = explain.position_embedding_similarity(model)
+    torch.testing.assert_close(similarity.reshape(25, 25).diagonal(), torch.ones(25))
+
+
 def test_explain_script_draws_a_hybrids_cell_grid_and_no_filter_components(tmp_path):
     config = tiny_config(stem="conv", stem_channels=[5], image_size=16, patch_size=2)
     ViTScratchForImageClassification(config).save_pretrained(tmp_path / "model")

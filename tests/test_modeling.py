@@ -2,9 +2,15 @@
 
 import pytest
 import torch
-from helpers import tiny_config
+from helpers import run_fresh, tiny_config
 
-from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchModel
+from modeling_vit_scratch import (
+    ViTScratchConfig,
+    ViTScratchForImageClassification,
+    ViTScratchForImageClassificationWithTeacher,
+    ViTScratchImageProcessor,
+    ViTScratchModel,
+)
 from modeling_vit_scratch.modeling_vit_scratch import (
     ViTScratchAttention,
     ViTScratchDropPath,
@@ -346,3 +352,68 @@ def test_input_embeddings_hook_lets_reentrant_checkpointing_train_a_frozen_model
     output = model(images(model.config))
     (output.logits if model_class is ViTScratchForImageClassification else output.last_hidden_state).sum().backward()
     assert trained.grad is not None and trained.grad.abs().sum() > 0
+
+
+# DeiT's distillation token: a second prefix token, read by a second head
+
+
+@pytest.mark.parametrize("position_embedding", ["learned", "sincos"])
+def test_the_distillation_token_follows_the_class_token_with_its_own_position(position_embedding):
+    config = tiny_config(distillation_token=True, position_embedding=position_embedding)
+    model = ViTScratchModel(config).eval()
+    embeddings = model.embeddings
+    assert config.num_prefix_tokens == 2 and embeddings.position_embeddings.shape == (1, 2 + 25, 36)
+    tokens = embeddings(images(config))
+    patches = embeddings.patch_embeddings(images(config))
+    assert tokens.shape == (2, 27, 36)
+    expected = embeddings.distillation_token[0] + embeddings.position_embeddings[:, 1]  # (1, D)
+    torch.testing.assert_close(tokens[:, 1], expected.expand(2, -1))
+    assert not torch.equal(embeddings.cls_token, embeddings.distillation_token)  # both drawn, not zero or shared
+    resampled = embeddings.position_embeddings_for((4, 6))
+    assert resampled.shape == (1, 2 + 24, 36)
+    torch.testing.assert_close(resampled[:, :2], embeddings.position_embeddings[:, :2])  # both prefix rows kept
+    assert patches.shape == (2, 25, 36)
+
+
+def test_two_heads_read_the_class_and_distillation_tokens_and_predict_with_their_mean():
+    config = tiny_config(distillation_token=True)
+    model = ViTScratchForImageClassificationWithTeacher(config).eval()
+    pixel_values, labels = images(config, batch=3), torch.tensor([0, 1, 4])
+    tokens = model.vit(pixel_values).last_hidden_state  # (3, 2 + 25, 36), every token
+    output = model(pixel_values, labels=labels)
+    cls_logits, distillation_logits = model.classifier(tokens[:, 0]), model.distillation_classifier(tokens[:, 1])
+    torch.testing.assert_close(output.cls_logits, cls_logits, atol=1e-6, rtol=0)
+    torch.testing.assert_close(output.distillation_logits, distillation_logits, atol=1e-6, rtol=0)
+    torch.testing.assert_close(output.logits, (cls_logits + distillation_logits) / 2, atol=1e-6, rtol=0)
+    cross_entropy = torch.nn.functional.cross_entropy
+    expected_loss = (cross_entropy(cls_logits, labels) + cross_entropy(distillation_logits, labels)) / 2
+    torch.testing.assert_close(output.loss, expected_loss, atol=1e-6, rtol=0)
+    # the single-head classifier of the same config reads the class token only
+    single = ViTScratchForImageClassification(config).eval()
+    single.load_state_dict(model.state_dict(), strict=False)
+    torch.testing.assert_close(single(pixel_values).logits, cls_logits, atol=1e-6, rtol=0)
+
+
+def test_the_two_headed_classifier_needs_a_distillation_token(config):
+    with pytest.raises(ValueError, match="set distillation_token=True"):
+        ViTScratchForImageClassificationWithTeacher(config)
+
+
+def test_a_distilled_folder_loads_its_two_heads_through_the_auto_class_or_the_class_head_alone(tmp_path):
+    from transformers import AutoModelForImageClassification
+
+    config = tiny_config(distillation_token=True)
+    model = ViTScratchForImageClassificationWithTeacher(config).eval()
+    model.save_pretrained(tmp_path)
+    ViTScratchImageProcessor(size={"height": 20, "width": 20}).save_pretrained(tmp_path)
+    pixel_values = images(config)
+    expected = model(pixel_values)
+    loaded = AutoModelForImageClassification.from_pretrained(tmp_path)
+    assert type(loaded).__name__ == "ViTScratchForImageClassificationWithTeacher"
+    torch.testing.assert_close(loaded(pixel_values).logits, expected.logits, atol=0, rtol=0)
+    # with its own code, in a process where the package is absent (pipeline included)
+    fresh = run_fresh(tmp_path, pixel_values, tmp_path / "fresh")
+    torch.testing.assert_close(fresh["logits"], expected.logits, atol=0, rtol=0)
+    assert len(fresh["pipeline"]) == 5
+    class_head = ViTScratchForImageClassification.from_pretrained(tmp_path).eval()
+    torch.testing.assert_close(class_head(pixel_values).logits, expected.cls_logits, atol=0, rtol=0)
