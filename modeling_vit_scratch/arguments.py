@@ -14,6 +14,7 @@ import shlex
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Literal
 
 import torch
 from transformers import HfArgumentParser, TrainingArguments
@@ -39,6 +40,30 @@ class ModelArguments:
     attn_implementation: str | None = field(
         default=None, metadata={"help": "Attention kernel: 'eager' or 'sdpa' (default: transformers' choice)."}
     )
+    teacher: str | None = field(
+        default=None,
+        metadata={
+            "help": "Train against this teacher (DeiT): a folder or hub repo of an image classifier with the same "
+            "labels, e.g. one trained by this script from configs/model_digits_teacher.json. The student gets a "
+            "distillation token and a second head."
+        },
+    )
+    distillation: Literal["hard", "soft"] = field(
+        default="hard",
+        metadata={
+            "help": "'hard': the distillation head learns the teacher's top class; 'soft': its softened "
+            "probabilities (KL divergence at --distillation_temperature)."
+        },
+    )
+    distillation_alpha: float = field(
+        default=0.5, metadata={"help": "The teacher's share of the loss; the labels' is 1 - alpha."}
+    )
+    distillation_temperature: float = field(default=1.0, metadata={"help": "Softmax temperature of 'soft'."})
+
+    def __post_init__(self):
+        from .distillation import Distillation
+
+        Distillation(self.distillation, self.distillation_alpha, self.distillation_temperature)  # checks the values
 
 
 @dataclass

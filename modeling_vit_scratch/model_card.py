@@ -170,6 +170,7 @@ def render_model_card(
         pooling=config.pooling,
         pooling_text="class token" if config.pooling == "cls" else "mean of the patch tokens",
         position_embedding=config.position_embedding,
+        distillation_token=config.distillation_token,
         num_labels=len(labels),
         label_preview=", ".join(labels[:10]) + (", ..." if len(labels) > 10 else ""),
         num_parameters=parameter_count(config),
@@ -190,7 +191,25 @@ def parameter_count(config: ViTScratchConfig) -> int:
     """Parameters of the classification model for `config`, counted without allocating them."""
     import torch
 
-    from .modeling_vit_scratch import ViTScratchForImageClassification
+    from .modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchForImageClassificationWithTeacher
 
+    two_heads = config.distillation_token
     with torch.device("meta"):
-        return ViTScratchForImageClassification(config).num_parameters()
+        model = (ViTScratchForImageClassificationWithTeacher if two_heads else ViTScratchForImageClassification)(config)
+        return model.num_parameters()
+
+
+def render_other_model_card(config, metrics: dict, record: dict) -> ModelCard:
+    """A short card for a transformers model (not a vit_scratch one) that scripts/train.py trained, e.g. a teacher:
+    its type, the data, the command and the measured results."""
+    rows = "".join(f"| {row['split']} | {row['metric']} | {row['value']} |\n" for row in result_rows(metrics))
+    data = ModelCardData(library_name="transformers", pipeline_tag="image-classification", license="apache-2.0")
+    text = (
+        f"---\n{data.to_yaml()}\n---\n\n# {config.model_type} image classifier\n\n"
+        f"A transformers `{config.architectures[0] if config.architectures else config.model_type}` trained from "
+        f"scratch by vit-scratch's `scripts/train.py` on `{record['dataset']}` ({record['num_train']} training, "
+        f"{record['num_validation']} validation and {record['num_test']} test images), for {record['epochs']:g} "
+        f"epochs, seed {record['seed']}, e.g. as a teacher for a distilled ViT. The command:\n\n"
+        f"```bash\n{record['command']}\n```\n\n## Results\n\n| split | metric | value |\n| --- | --- | --- |\n{rows}"
+    )
+    return ModelCard(text)

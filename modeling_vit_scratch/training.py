@@ -17,7 +17,14 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
-from transformers import Trainer, TrainingArguments, set_seed
+from transformers import (
+    AutoConfig,
+    AutoModelForImageClassification,
+    PreTrainedConfig,
+    Trainer,
+    TrainingArguments,
+    set_seed,
+)
 
 from .arguments import DataArguments, ModelArguments, OutputArguments, plain_command
 from .configuration_vit_scratch import PRESETS, ViTScratchConfig, check_config_overrides
@@ -29,8 +36,9 @@ from .data import (
     prepare_splits,
     with_augmented_views,
 )
+from .distillation import Distillation, DistillationTrainer, load_teacher
 from .image_processing_vit_scratch import ViTScratchImageProcessor
-from .modeling_vit_scratch import ViTScratchForImageClassification
+from .modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchForImageClassificationWithTeacher
 from .paths import looks_like_local_path
 from .preflight import check_images
 from .reload_check import FolderReloadError, check_reloads_to
@@ -99,18 +107,43 @@ def parse_overrides(text: str | None) -> dict:
     return overrides
 
 
-def model_config(args: ModelArguments) -> tuple[ViTScratchConfig, bool]:
+def model_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
     """The architecture `--model` names, without the data's labels, and whether it is a new model. Every error in
-    the model arguments surfaces here, cheaply, before the data is read."""
+    the model arguments surfaces here, cheaply, before the data is read. With `--teacher`, a new model gets a
+    distillation token, and a checkpoint must have one."""
+    config, new = named_config(args)
+    if args.teacher and new and isinstance(config, ViTScratchConfig):
+        config.distillation_token = True
+    if args.teacher and not getattr(config, "distillation_token", False):
+        kind = "a new model" if new else f"the checkpoint {args.model!r}"
+        raise ValueError(
+            f"--teacher trains a distillation token, which {kind} has not: train a new vit_scratch model with "
+            "--teacher, or drop --teacher."
+        )
+    return config, new
+
+
+def named_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
+    """`model_config` without the teacher's requirement. A config file with another `model_type` (e.g. "resnet",
+    a teacher) builds that transformers image classifier; its `image_size` sets the processor's."""
     overrides = parse_overrides(args.config_overrides)
+    if args.model.endswith(".json") and Path(args.model).is_file():
+        fields_in_file = ViTScratchConfig.get_config_dict(args.model)[0]
+        model_type = fields_in_file.pop("model_type", ViTScratchConfig.model_type)
+        if model_type != ViTScratchConfig.model_type:
+            if "image_size" not in fields_in_file:
+                raise ValueError(
+                    f"{args.model} (model_type {model_type!r}) gives no image_size: add the side images are resized "
+                    'to, e.g. "image_size": 32.'
+                )
+            return AutoConfig.for_model(model_type, **{**fields_in_file, **overrides}), True
     check_config_overrides(overrides)
     if args.model in PRESETS:
         return ViTScratchConfig.from_preset(args.model, **overrides), True
     if args.model.endswith(".json"):
         if not Path(args.model).is_file():
             raise FileNotFoundError(f"Config file {args.model!r} does not exist: give an existing JSON file.")
-        fields_in_file = ViTScratchConfig.get_config_dict(args.model)[0]
-        check_config_overrides({key: value for key, value in fields_in_file.items() if key != "model_type"})
+        check_config_overrides(fields_in_file)
         return ViTScratchConfig(**{**fields_in_file, **overrides}), True
     if overrides:
         raise ValueError("--config_overrides applies to new models only; a checkpoint keeps its architecture.")
@@ -125,12 +158,22 @@ def model_config(args: ModelArguments) -> tuple[ViTScratchConfig, bool]:
             "or give a config JSON file, a saved folder or a hub repo id."
         )
     try:
-        return ViTScratchConfig.from_pretrained(args.model), False
+        return AutoConfig.from_pretrained(args.model), False
     except OSError as error:
         raise FileNotFoundError(
             f"Cannot load the checkpoint {args.model!r}: it is no folder here and no reachable hub repo "
             f"({str(error).splitlines()[0]}). Check the path (a folder name needs ./ in front) or the repo id."
         ) from None
+
+
+def classifier_class(config: PreTrainedConfig):
+    """The two-headed classifier for a config with a distillation token, the one-headed one for the rest of ours,
+    and transformers' own class for another model type (a teacher)."""
+    if not isinstance(config, ViTScratchConfig):
+        return AutoModelForImageClassification
+    return (
+        ViTScratchForImageClassificationWithTeacher if config.distillation_token else ViTScratchForImageClassification
+    )
 
 
 def build_model(args: ModelArguments, data: PreparedData) -> tuple[ViTScratchForImageClassification, object]:
@@ -141,7 +184,12 @@ def build_model(args: ModelArguments, data: PreparedData) -> tuple[ViTScratchFor
         return fine_tuned_model(args.model, config, data, kernel)
     config.id2label, config.label2id = data.id2label, {name: i for i, name in data.id2label.items()}
     config.num_labels = len(data.labels)
-    model = ViTScratchForImageClassification._from_config(config, **kernel)
+    model_class = classifier_class(config)
+    model = (
+        model_class.from_config(config, **kernel)
+        if model_class is AutoModelForImageClassification
+        else (model_class._from_config(config, **kernel))
+    )
     return model, ViTScratchImageProcessor.for_config(config)
 
 
@@ -151,7 +199,7 @@ def fine_tuned_model(
     """A saved folder or hub repo, to fine-tune on `data`. A new label set gets a new head, initialised afresh;
     every other weight must load as saved (a shape that differs anywhere else is an error, never a re-init)."""
     labels = dict(id2label=data.id2label, label2id={name: i for i, name in data.id2label.items()})
-    model, loading = ViTScratchForImageClassification.from_pretrained(
+    model, loading = classifier_class(saved).from_pretrained(
         source, num_labels=len(data.labels), ignore_mismatched_sizes=True, output_loading_info=True, **labels, **kernel
     )
     body_mismatches = sorted(name for name, *_ in loading["mismatched_keys"] if not name.startswith("classifier."))
@@ -163,9 +211,11 @@ def fine_tuned_model(
     # a folder's config may name other code to run (custom_pipelines); the trained folder names only the package's
     vars(model.config).pop("custom_pipelines", None)
     saved_labels = [str(saved.id2label[index]) for index in sorted(saved.id2label or {})]
-    if saved_labels != data.labels and not loading["mismatched_keys"]:
-        model.classifier = nn.Linear(model.config.hidden_size, model.config.num_labels)  # same count, other labels
-        model._init_weights(model.classifier)
+    if saved_labels != data.labels and not loading["mismatched_keys"] and isinstance(saved, ViTScratchConfig):
+        for head in ("classifier", "distillation_classifier"):  # same count, other labels: new heads
+            if hasattr(model, head):
+                setattr(model, head, nn.Linear(model.config.hidden_size, model.config.num_labels))
+                model._init_weights(getattr(model, head))
     try:
         processor = ViTScratchImageProcessor.from_pretrained(source)
     except OSError:  # a checkpoint saved without its processor
@@ -302,7 +352,15 @@ def train_in_claimed_folder(
     push = training_args.push_to_hub  # pushed below through the same gate as scripts/push_to_hub.py
     training_args.push_to_hub = False
     set_global_batch_size(training_args, data_args.total_train_batch_size)
-    trainer = Trainer(
+    trainer_class, teaching = Trainer, {}
+    if model_args.teacher:
+        teacher, teacher_inputs = load_teacher(model_args.teacher, processor, data.id2label)
+        distillation = Distillation(
+            model_args.distillation, model_args.distillation_alpha, model_args.distillation_temperature
+        )
+        trainer_class = DistillationTrainer
+        teaching = dict(teacher=teacher, teacher_inputs=teacher_inputs, distillation=distillation)
+    trainer = trainer_class(
         model=model,
         args=training_args,
         train_dataset=train_set,
@@ -310,6 +368,7 @@ def train_in_claimed_folder(
         data_collator=collate_images,
         compute_metrics=accuracy_metrics,
         processing_class=processor,
+        **teaching,
     )
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = {**train_result.metrics}
@@ -324,11 +383,27 @@ def train_in_claimed_folder(
         wall_time_seconds=round(time.time() - started, 1),
     )
     if trainer.is_world_process_zero():
-        write_model_folder(trainer, processor, data, data_args, metrics, known_secrets(hub_token))
+        teacher_text = distillation_text(model_args)
+        write_model_folder(trainer, processor, data, data_args, metrics, known_secrets(hub_token), teacher_text)
         if push:
             push_trained_folder(training_args, hub_token)
     trainer.accelerator.wait_for_everyone()
     return metrics
+
+
+def distillation_text(model_args: ModelArguments) -> str | None:
+    """How the model learned from a teacher, in words for the model card and the record (None without one)."""
+    if not model_args.teacher:
+        return None
+    how = (
+        "its top class (hard distillation)"
+        if model_args.distillation == "hard"
+        else f"its probabilities at temperature {model_args.distillation_temperature:g} (soft distillation)"
+    )
+    return (
+        f"the distillation head learned from the teacher {model_args.teacher} {how}, with weight "
+        f"{model_args.distillation_alpha:g} (the labels {1 - model_args.distillation_alpha:g})"
+    )
 
 
 def push_trained_folder(training_args: TrainingArguments, hub_token: str | None) -> None:
@@ -354,11 +429,17 @@ def push_trained_folder(training_args: TrainingArguments, hub_token: str | None)
 
 
 def write_model_folder(
-    trainer: Trainer, processor, data: PreparedData, data_args: DataArguments, metrics: dict, secrets: list[str]
+    trainer: Trainer,
+    processor,
+    data: PreparedData,
+    data_args: DataArguments,
+    metrics: dict,
+    secrets: list[str],
+    teacher_text: str | None = None,
 ) -> None:
     """Weights, config, code, processor, metrics, curves, record and card, written beside the output folder, checked
     (it reloads to the trained model and holds no secret), then moved into place."""
-    from .model_card import render_model_card, training_record
+    from .model_card import render_model_card, render_other_model_card, training_record
     from .plots import plot_training_curves
 
     output_dir = Path(trainer.args.output_dir)
@@ -374,9 +455,13 @@ def write_model_folder(
             plain_command(), data_args.dataset, splits, trainer.args, metrics, augmentation_text(data_args)
         )
         record["validation_views"] = data_args.validation_views  # selection scored this many views of each image
+        record["distillation"] = teacher_text
         record["weights_sha256"] = weights_sha256(staging)  # the weights the metrics above were measured on
         (staging / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n")
-        card = render_model_card(model.config, metrics, record)
+        if isinstance(model.config, ViTScratchConfig):
+            card = render_model_card(model.config, metrics, record)
+        else:  # a transformers model, e.g. a teacher
+            card = render_other_model_card(model.config, metrics, record)
         card.save(staging / "README.md")
         test_images = data.splits["test"].with_transform(ImageTransform(processor))
         batch = collate_images([test_images[i] for i in range(min(8, len(test_images)))])

@@ -1,0 +1,127 @@
+"""Training against a teacher, as DeiT does (Touvron et al., 2021): the student's class head learns the labels, its
+distillation head (on the distillation token) learns what a trained teacher predicts.
+
+    loss = (1 - alpha) * CE(class head, labels) + alpha * D(distillation head, teacher)
+    soft:  D = T^2 * KL(softmax(teacher / T) || softmax(student / T))     (Hinton et al.'s soft targets)
+    hard:  D = CE(student, argmax teacher)                                (DeiT's hard-label distillation)
+
+`scripts/train.py --teacher FOLDER_OR_REPO` turns it on: any `AutoModelForImageClassification` with the same labels,
+loaded without running code from its folder, in eval mode and without gradients. The teacher sees the student's
+batch, resampled to its own input size, channels and normalisation (`TeacherInputs`).
+"""
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import AutoImageProcessor, AutoModelForImageClassification, Trainer
+
+DISTILLATION_MODES = ("soft", "hard")
+
+
+@dataclass(frozen=True)
+class Distillation:
+    """The distillation loss: `mode` soft or hard, the teacher's share `alpha` in [0, 1], the temperature (soft)."""
+
+    mode: str = "hard"
+    alpha: float = 0.5
+    temperature: float = 1.0
+
+    def __post_init__(self):
+        if self.mode not in DISTILLATION_MODES:
+            raise ValueError(f"--distillation must be 'soft' or 'hard', got {self.mode!r}.")
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ValueError(f"--distillation_alpha must be in [0, 1] (the teacher's share), got {self.alpha}.")
+        if self.temperature <= 0:
+            raise ValueError(f"--distillation_temperature must be > 0, got {self.temperature}.")
+
+    def teacher_loss(self, student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
+        """D(student, teacher) on (batch, classes) logits, a mean over the batch."""
+        if self.mode == "hard":
+            return nn.functional.cross_entropy(student_logits, teacher_logits.argmax(dim=-1))
+        temperature = self.temperature
+        student = nn.functional.log_softmax(student_logits / temperature, dim=-1)
+        teacher = nn.functional.log_softmax(teacher_logits / temperature, dim=-1)
+        # T^2 keeps the gradient's size independent of T (Hinton et al., 2015)
+        return nn.functional.kl_div(student, teacher, reduction="batchmean", log_target=True) * temperature**2
+
+    def loss(self, cls_logits, distillation_logits, teacher_logits, labels, label_smoothing: float = 0.0):
+        """The DeiT objective from the student's two heads (batch, classes), the teacher's logits and the labels."""
+        label_loss = nn.functional.cross_entropy(cls_logits.float(), labels, label_smoothing=label_smoothing)
+        teacher_loss = self.teacher_loss(distillation_logits.float(), teacher_logits.float())
+        return (1 - self.alpha) * label_loss + self.alpha * teacher_loss
+
+
+class TeacherInputs(nn.Module):
+    """The student's pixel_values (batch, C, H, W) as the teacher's processor would have made them: undo the
+    student's normalisation, match the channels (grey <-> RGB), resize bilinearly, normalise the teacher's way."""
+
+    def __init__(self, student_processor, teacher_processor, teacher_channels: int):
+        super().__init__()
+        as_column = lambda values: torch.tensor(values, dtype=torch.float32).reshape(1, -1, 1, 1)
+        self.register_buffer("student_mean", as_column(student_processor.image_mean), persistent=False)
+        self.register_buffer("student_std", as_column(student_processor.image_std), persistent=False)
+        self.register_buffer("teacher_mean", as_column(teacher_processor.image_mean), persistent=False)
+        self.register_buffer("teacher_std", as_column(teacher_processor.image_std), persistent=False)
+        self.teacher_channels = teacher_channels
+        size = teacher_processor.size
+        self.size = (size["height"], size["width"]) if "height" in size else None  # None: keep the student's size
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        pixels = pixel_values.float() * self.student_std + self.student_mean  # (batch, C, H, W) in [0, 1]
+        if pixels.shape[1] != self.teacher_channels:
+            pixels = pixels.mean(dim=1, keepdim=True).expand(-1, self.teacher_channels, -1, -1)
+        if self.size is not None and tuple(pixels.shape[-2:]) != self.size:
+            pixels = nn.functional.interpolate(pixels, size=self.size, mode="bilinear", antialias=True)
+        return (pixels - self.teacher_mean) / self.teacher_std
+
+
+def load_teacher(source: str, student_processor, id2label: dict[int, str]) -> tuple[nn.Module, TeacherInputs]:
+    """The teacher model (eval mode, frozen) and the conversion of the student's inputs for it. It must predict the
+    same classes in the same order; code from its folder is never run."""
+    try:
+        teacher = AutoModelForImageClassification.from_pretrained(source)
+        teacher_processor = AutoImageProcessor.from_pretrained(source)
+    except (OSError, ValueError) as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(
+            f"Cannot load the teacher {source!r} ({first_line}): give a folder or hub repo of an image "
+            "classifier with its image processor, such as one scripts/train.py wrote."
+        ) from None
+    teacher_labels = [str(teacher.config.id2label[index]) for index in sorted(teacher.config.id2label)]
+    student_labels = [str(id2label[index]) for index in sorted(id2label)]
+    if teacher_labels != student_labels:
+        raise ValueError(
+            f"The teacher {source!r} predicts {len(teacher_labels)} classes ({', '.join(teacher_labels[:5])}...) but "
+            f"the data has {len(student_labels)} ({', '.join(student_labels[:5])}...): train the teacher on the same "
+            "labels."
+        )
+    teacher.eval().requires_grad_(False)
+    channels = teacher.config.num_channels
+    return teacher, TeacherInputs(student_processor, teacher_processor, channels)
+
+
+class DistillationTrainer(Trainer):
+    """The `Trainer`, with the DeiT loss: the teacher runs on the same batch, in eval mode, without gradients, on
+    the student's device in float32, outside the student's autocast."""
+
+    def __init__(self, *args, teacher: nn.Module, teacher_inputs: TeacherInputs, distillation: Distillation, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.teacher = teacher.to(self.args.device)
+        self.teacher_inputs = teacher_inputs.to(self.args.device)
+        self.distillation = distillation
+
+    def teacher_logits(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad(), torch.autocast(pixel_values.device.type, enabled=False):
+            return self.teacher(pixel_values=self.teacher_inputs(pixel_values)).logits.float()
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        outputs = model(pixel_values=inputs["pixel_values"])
+        loss = self.distillation.loss(
+            outputs.cls_logits,
+            outputs.distillation_logits,
+            self.teacher_logits(inputs["pixel_values"]),
+            inputs["labels"],
+            self.args.label_smoothing_factor,
+        )
+        return (loss, outputs) if return_outputs else loss
