@@ -58,11 +58,18 @@ class TeacherInputs(nn.Module):
 
     def __init__(self, student_processor, teacher_processor, teacher_channels: int):
         super().__init__()
-        as_column = lambda values: torch.tensor(values, dtype=torch.float32).reshape(1, -1, 1, 1)
-        self.register_buffer("student_mean", as_column(student_processor.image_mean), persistent=False)
-        self.register_buffer("student_std", as_column(student_processor.image_std), persistent=False)
-        self.register_buffer("teacher_mean", as_column(teacher_processor.image_mean), persistent=False)
-        self.register_buffer("teacher_std", as_column(teacher_processor.image_std), persistent=False)
+        student_channels = student_processor.num_channels
+        statistics = dict(
+            student_mean=(student_processor.image_mean, student_channels),
+            student_std=(student_processor.image_std, student_channels),
+            teacher_mean=(teacher_processor.image_mean, teacher_channels),
+            teacher_std=(teacher_processor.image_std, teacher_channels),
+        )
+        for name, (values, channels) in statistics.items():
+            values = torch.tensor(values, dtype=torch.float32).flatten()
+            if values.numel() != channels:  # RGB statistics of a grayscale model: their mean, as the processor does
+                values = values.mean().expand(channels)
+            self.register_buffer(name, values.reshape(1, channels, 1, 1).clone(), persistent=False)
         self.teacher_channels = teacher_channels
         size = teacher_processor.size
         self.size = (size["height"], size["width"]) if "height" in size else None  # None: keep the student's size
