@@ -13,12 +13,17 @@ TRAIN_CONFIG ?= configs/train_digits.json
 TRAIN_ARGS ?=
 # the training seed (recorded in the output folder's training_record.json); the data splits do not depend on it
 SEED ?= 0
+# `make train-distilled`: a small ResNet teacher (trained once into TEACHER_DIR), then a ViT taught by it (DeiT)
+TEACHER_DIR ?= outputs/teacher-digits
+TEACHER_CONFIG ?= configs/model_digits_teacher.json
+TEACHER_EPOCHS ?= 60
+DISTILLED_OUTPUT_DIR ?= outputs/vit-digits-distilled
 PYTEST_ARGS ?=
 BENCHMARK_ARGS ?=
 # The bars `make benchmark` judges our model by (README, Performance); empty: the table without a verdict.
 BENCHMARK_BARS ?= --min_speedup_vs_sdpa 1.0 --min_speedup_vs_fastest 0.95 --max_memory_ratio 1.05
 
-.PHONY: install install-timm train lint test test-fast test-timm test-slow benchmark clean
+.PHONY: install install-timm train teacher train-distilled lint test test-fast test-timm test-slow benchmark clean
 
 install: $(VENV)/.installed
 
@@ -38,6 +43,17 @@ $(TIMM_VENV)/.installed: pyproject.toml
 
 train: install
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) scripts/train.py $(TRAIN_CONFIG) --output_dir $(OUTPUT_DIR) --seed $(SEED) $(TRAIN_ARGS)
+
+teacher: $(TEACHER_DIR)/training_record.json
+
+# written last into a model folder: once it exists the teacher is trained, and a second `make` reuses it
+$(TEACHER_DIR)/training_record.json: $(VENV)/.installed
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) scripts/train.py $(TRAIN_CONFIG) --model $(TEACHER_CONFIG) \
+		--num_train_epochs $(TEACHER_EPOCHS) --output_dir $(TEACHER_DIR) --seed $(SEED)
+
+train-distilled: teacher
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) scripts/train.py $(TRAIN_CONFIG) --teacher $(TEACHER_DIR) \
+		--output_dir $(DISTILLED_OUTPUT_DIR) --seed $(SEED) $(TRAIN_ARGS)
 
 test: lint test-fast test-timm
 
