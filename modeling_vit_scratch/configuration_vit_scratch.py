@@ -167,6 +167,10 @@ class ViTScratchConfig(PreTrainedConfig):
     def __post_init__(self, **kwargs):
         self.stem_depths, self.stem_channels = list(self.stem_depths), list(self.stem_channels)
         super().__post_init__(**kwargs)
+        # transformers' Auto classes pick between our two classifiers by `architectures` and iterate over it, None
+        # included (auto_factory._get_model_class): an empty list means "the first", the one-head classifier
+        if self.architectures is None:
+            self.architectures = []
         if self.id2label is not None and not self.label2id:  # the pipeline and the Trainer read both maps
             self.label2id = {label: index for index, label in self.id2label.items()}
 
