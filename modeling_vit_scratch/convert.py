@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 
 from .configuration_vit_scratch import ViTScratchConfig, to_pair
 from .image_processing_vit_scratch import ViTScratchImageProcessor
-from .modeling_vit_scratch import ViTScratchForImageClassification
+from .modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchForImageClassificationWithTeacher
 from .paths import looks_like_local_path
 from .run_folder import replaced_folder
 
@@ -79,13 +79,17 @@ def block_key_map(num_layers: int, ours_prefix: str, theirs_prefix: str, block: 
     return key_map
 
 
-def transformers_key_map(num_layers: int, layout: str = "v4", prefix: str = "vit.") -> dict[str, tuple[str, ...]]:
-    """Our keys -> transformers ViT keys, in the 4.x (`encoder.layer.i.attention.attention.query`) or the 5.x
-    (`layers.i.attention.q_proj`) layout. `prefix` is "vit." for `ViTForImageClassification`, "" for `ViTModel`."""
+def transformers_key_map(
+    num_layers: int, layout: str = "v4", prefix: str = "vit.", class_head: str = "classifier"
+) -> dict[str, tuple[str, ...]]:
+    """Our keys -> transformers ViT or DeiT keys, in the 4.x (`encoder.layer.i.attention.attention.query`) or the
+    5.x (`layers.i.attention.q_proj`) layout. `prefix` is "vit." for `ViTForImageClassification`, "deit." for
+    DeiT's classifiers, "" for a base model; DeiT's two-headed model calls its class head `cls_classifier`."""
     key_map = {
         f"vit.embeddings.{name}": (f"{prefix}embeddings.{name}",)
         for name in (
             "cls_token",
+            "distillation_token",
             "position_embeddings",
             "patch_embeddings.projection.weight",
             "patch_embeddings.projection.bias",
@@ -96,7 +100,8 @@ def transformers_key_map(num_layers: int, layout: str = "v4", prefix: str = "vit
         num_layers, "vit.layers.", blocks, TRANSFORMERS_V4_BLOCK if layout == "v4" else TRANSFORMERS_V5_BLOCK
     )
     key_map |= {f"vit.layernorm.{p}": (f"{prefix}layernorm.{p}",) for p in ("weight", "bias")}
-    key_map |= {f"classifier.{p}": (f"classifier.{p}",) for p in ("weight", "bias")}
+    key_map |= {f"classifier.{p}": (f"{class_head}.{p}",) for p in ("weight", "bias")}
+    key_map |= {f"distillation_classifier.{p}": (f"distillation_classifier.{p}",) for p in ("weight", "bias")}
     return key_map
 
 
@@ -136,12 +141,14 @@ def timm_key_map(num_layers: int) -> dict[str, tuple[str, ...]]:
     is `patch_embed.proj` too; its stem's keys are in `timm_stem_key_map`."""
     key_map = {
         "vit.embeddings.cls_token": ("cls_token",),
+        "vit.embeddings.distillation_token": ("dist_token",),  # VisionTransformerDistilled (DeiT)
         "vit.embeddings.position_embeddings": ("pos_embed",),
         "vit.embeddings.patch_embeddings.projection.weight": ("patch_embed.proj.weight",),
         "vit.embeddings.patch_embeddings.projection.bias": ("patch_embed.proj.bias",),
     }
     key_map |= block_key_map(num_layers, "vit.layers.", "blocks.", TIMM_BLOCK)
-    for ours, theirs in (("vit.layernorm", "norm"), ("vit.fc_norm", "fc_norm"), ("classifier", "head")):
+    pairs = (("vit.layernorm", "norm"), ("vit.fc_norm", "fc_norm"), ("classifier", "head"))
+    for ours, theirs in (*pairs, ("distillation_classifier", "head_dist")):
         key_map |= {f"{ours}.{p}": (f"{theirs}.{p}",) for p in ("weight", "bias")}
     return key_map
 
@@ -176,10 +183,10 @@ def remap(source: dict[str, torch.Tensor], key_map: dict[str, tuple[str, ...]], 
     return state_dict
 
 
-def expected_keys(config: ViTScratchConfig) -> list[str]:
+def expected_keys(config: ViTScratchConfig, model_class=ViTScratchForImageClassification) -> list[str]:
     """The state-dict keys of our classification model for `config`, without allocating weights."""
     with torch.device("meta"):
-        return list(ViTScratchForImageClassification(config).state_dict())
+        return list(model_class(config).state_dict())
 
 
 def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
@@ -230,36 +237,47 @@ def processor_from_reference(config: ViTScratchConfig, mean, std, size: tuple[in
 
 
 def from_transformers(path_or_repo: str) -> tuple[ViTScratchForImageClassification, ViTScratchImageProcessor]:
-    """A transformers `ViTForImageClassification` or `ViTModel` folder or repo -> our model and image processor."""
+    """A transformers `ViTForImageClassification` or `ViTModel` folder or repo -> our model and image processor.
+    DeiT too: `DeiTForImageClassificationWithTeacher` -> `ViTScratchForImageClassificationWithTeacher`,
+    `DeiTForImageClassification` (the class token's head) and `DeiTModel` -> ours with a distillation token."""
     folder = local_folder(path_or_repo)
     reference = json.loads((folder / "config.json").read_text())
-    if reference.get("model_type") != "vit":
-        raise ValueError(f"{path_or_repo} holds a {reference.get('model_type')!r} model, not a transformers 'vit' one.")
+    model_type = reference.get("model_type")
+    if model_type not in ("vit", "deit"):
+        raise ValueError(f"{path_or_repo} holds a {model_type!r} model, not a transformers 'vit' or 'deit' one.")
     if reference.get("hidden_act", "gelu") != "gelu":
         raise ValueError(f"hidden_act {reference['hidden_act']!r} is not supported: vit_scratch uses exact GELU.")
     fields = {name: reference[name] for name in TRANSFORMERS_CONFIG_FIELDS if name in reference}
     source = read_state_dict(folder)
-    config = ViTScratchConfig(**fields, **reference_labels(reference, source, path_or_repo))
-    prefix = "vit." if any(key.startswith("vit.") for key in source) else ""
+    two_heads = "cls_classifier.weight" in source  # DeiTForImageClassificationWithTeacher
+    class_head = "cls_classifier" if two_heads else "classifier"
+    labels = reference_labels(reference, source, path_or_repo, class_head)
+    config = ViTScratchConfig(**fields, **labels, distillation_token=model_type == "deit")
+    prefix = f"{model_type}." if any(key.startswith(f"{model_type}.") for key in source) else ""
     layout = "v4" if any(".encoder.layer." in f".{key}" for key in source) else "v5"
-    key_map = transformers_key_map(config.num_hidden_layers, layout, prefix)
-    model = build_with_weights(config, remap(source, key_map, expected_keys(config), "transformers ViT"))
+    key_map = transformers_key_map(config.num_hidden_layers, layout, prefix, class_head)
+    model_class = ViTScratchForImageClassificationWithTeacher if two_heads else ViTScratchForImageClassification
+    wanted = expected_keys(config, model_class)
+    origin = f"transformers {'DeiT' if model_type == 'deit' else 'ViT'}"
+    model = build_with_weights(config, remap(source, key_map, wanted, origin), model_class)
     processor_file = folder / "preprocessor_config.json"  # absent from some folders: transformers' ViT defaults
     settings = json.loads(processor_file.read_text()) if processor_file.exists() else {}
     height, width = to_pair(config.image_size)
     size = settings.get("size", {"height": height, "width": width})
+    if settings.get("do_center_crop") and "crop_size" in settings:  # DeiT: resize to 256, crop 224; ours resizes
+        size = settings["crop_size"]
     mean, std = (settings.get(name, [0.5] * config.num_channels) for name in ("image_mean", "image_std"))
     resample = settings.get("resample", 2)  # transformers' ViTImageProcessor default: bilinear
     processor = processor_from_reference(config, mean, std, (size["height"], size["width"]), resample)
     return model, processor
 
 
-def reference_labels(reference: dict, source: dict[str, torch.Tensor], origin: str) -> dict:
+def reference_labels(reference: dict, source: dict[str, torch.Tensor], origin: str, head: str = "classifier") -> dict:
     """Our label fields for a transformers ViT: the head's size from its weights (transformers 5 writes no
     `id2label` for 2 labels, its default), the names from `id2label` when given; no head -> `num_labels=0`."""
-    if "classifier.weight" not in source:
+    if f"{head}.weight" not in source:
         return {"num_labels": 0}
-    num_labels = source["classifier.weight"].shape[0]
+    num_labels = source[f"{head}.weight"].shape[0]
     id2label = {int(k): v for k, v in (reference.get("id2label") or {}).items()}
     if id2label and sorted(id2label) != list(range(num_labels)):
         raise ValueError(
@@ -271,6 +289,7 @@ def reference_labels(reference: dict, source: dict[str, torch.Tensor], origin: s
 
 def timm_config(timm_model) -> ViTScratchConfig:
     """Hyper-parameters of a timm `VisionTransformer` object (built without weights), as our config."""
+    distilled = getattr(timm_model, "dist_token", None) is not None  # VisionTransformerDistilled (DeiT)
     unsupported = {
         "a class token": getattr(timm_model, "cls_token", None) is None,
         "register tokens": getattr(timm_model, "num_reg_tokens", 0) > 0,
@@ -301,6 +320,7 @@ def timm_config(timm_model) -> ViTScratchConfig:
         pooling="cls" if timm_model.global_pool == "token" else "mean",
         fc_norm=isinstance(timm_model.fc_norm, torch.nn.LayerNorm),
         num_labels=head.out_features if isinstance(head, torch.nn.Linear) else 0,
+        distillation_token=distilled,
     )
 
 
@@ -346,7 +366,11 @@ def from_timm(
     """A timm `VisionTransformer` (for its hyper-parameters) and a state dict for it -> our model and processor."""
     config = timm_config(timm_model)
     key_map = timm_key_map(config.num_hidden_layers) | (timm_stem_key_map(config) if config.stem != "none" else {})
-    model = build_with_weights(config, remap(state_dict, key_map, expected_keys(config), "timm ViT"))
+    # a distilled DeiT with heads computes the mean of both in eval mode: our two-headed model
+    two_heads = config.distillation_token and config.num_labels > 0
+    model_class = ViTScratchForImageClassificationWithTeacher if two_heads else ViTScratchForImageClassification
+    wanted = expected_keys(config, model_class)
+    model = build_with_weights(config, remap(state_dict, key_map, wanted, "timm ViT"), model_class)
     data_config = getattr(timm_model, "pretrained_cfg", None) or {}
     resample = {"bilinear": 2, "bicubic": 3, "nearest": 0}.get(data_config.get("interpolation", "bicubic"), 3)
     mean, std = (data_config.get(name, [0.5] * config.num_channels) for name in ("mean", "std"))
@@ -355,10 +379,10 @@ def from_timm(
 
 
 def build_with_weights(
-    config: ViTScratchConfig, state_dict: dict[str, torch.Tensor]
+    config: ViTScratchConfig, state_dict: dict[str, torch.Tensor], model_class=ViTScratchForImageClassification
 ) -> ViTScratchForImageClassification:
     """Our model holding exactly `state_dict` (strict: every key, every shape)."""
-    model = ViTScratchForImageClassification(config)
+    model = model_class(config)
     model.load_state_dict(state_dict, strict=True)
     return model.eval()
 
@@ -385,6 +409,9 @@ def to_transformers(
         "fc_norm": config.fc_norm,
         "position_embedding='sincos'": config.position_embedding != "learned",
         f"stem={config.stem!r} (a hybrid; transformers 5 has no ViT hybrid)": config.stem != "none",
+        "distillation token (DeiT's layout; a distilled model converts from transformers' DeiT, not to it)": (
+            config.distillation_token
+        ),
     }
     problems = [name for name, used in features.items() if used]
     if problems:

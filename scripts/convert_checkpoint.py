@@ -5,6 +5,8 @@
         --input weights.safetensors --output DIR
     python scripts/convert_checkpoint.py --from timm --timm_model vit_base_r50_s16_224 \
         --input weights.safetensors --output DIR      # a hybrid: its ResNet-V2 stem converts too
+    python scripts/convert_checkpoint.py --from transformers --input facebook/deit-tiny-distilled-patch16-224 \
+        --output DIR                                   # DeiT: distillation token and both heads
     python scripts/convert_checkpoint.py --to transformers --input DIR --output DIR
 
 The output folder is written beside its final place and moved in only when complete; an existing non-empty output
@@ -54,7 +56,7 @@ def compared_output(model, pixel_values: torch.Tensor) -> torch.Tensor:
     with torch.inference_mode():
         if hasattr(model, "forward_features"):  # timm
             return model(pixel_values) if model.num_classes else model.forward_features(pixel_values)
-        if getattr(model.config, "num_labels", 0) and hasattr(model, "classifier"):
+        if getattr(model.config, "num_labels", 0) and "ForImageClassification" in type(model).__name__:
             return model(pixel_values=pixel_values).logits
         return model.base_model(pixel_values=pixel_values).last_hidden_state
 
@@ -107,7 +109,7 @@ def convert(args: argparse.Namespace) -> None:
         reference = reference_class.from_pretrained(args.input)
     save_converted(model, processor, args.output, overwrite=args.overwrite)
     print(f"Wrote a vit_scratch folder to {args.output} ({model.num_parameters():,} parameters)")
-    converted = ViTScratchForImageClassification.from_pretrained(args.output, dtype=dtype)
+    converted = type(model).from_pretrained(args.output, dtype=dtype)  # one head, or DeiT's two
     print(check_parity(reference, converted, model.config, dtype))
 
 

@@ -1,9 +1,12 @@
 """Conversion from and to transformers' ViT: same function to 1e-5, bit-exact round trip, clear key errors."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
+from helpers import REPO
 from safetensors.torch import load_file, save_file
 from transformers import ViTConfig, ViTForImageClassification, ViTModel, pipeline
 
@@ -355,3 +358,75 @@ def test_convert_script_takes_the_underscore_flags_and_keeps_the_dashed_ones(spe
     usage = capsys.readouterr().out
     for flag in ("timm_model", "timm_kwargs"):
         assert f"--{flag}" in usage and usage.index(f"--{flag}") < usage.index(f"--{flag.replace('_', '-')}")
+
+
+# DeiT: the distillation token, and the two heads of DeiTForImageClassificationWithTeacher
+
+
+def reference_deit(model_class, size: str = "small-rgb", num_labels: int = 7):
+    from transformers import DeiTConfig
+
+    model = model_class(DeiTConfig(**REFERENCE_SIZES[size], num_labels=num_labels)).eval()
+    with torch.no_grad():  # random, non-trivial weights everywhere, the distillation token and both heads included
+        for parameter in model.parameters():
+            parameter.normal_(0, 0.1)
+    return model
+
+
+@pytest.mark.parametrize("size", sorted(REFERENCE_SIZES))
+def test_a_transformers_deit_with_teacher_converts_with_both_heads_within_1e_5(tmp_path, size):
+    from transformers import DeiTForImageClassificationWithTeacher
+
+    reference = reference_deit(DeiTForImageClassificationWithTeacher, size)
+    reference.save_pretrained(tmp_path / "deit")
+    model, _ = from_transformers(str(tmp_path / "deit"))
+    assert type(model).__name__ == "ViTScratchForImageClassificationWithTeacher" and model.config.distillation_token
+    config = reference.config
+    pixel_values = torch.randn(3, config.num_channels, config.image_size, config.image_size)
+    with torch.no_grad():
+        expected, ours = reference(pixel_values=pixel_values), model(pixel_values)
+    for name in ("logits", "cls_logits", "distillation_logits"):
+        torch.testing.assert_close(ours[name], expected[name], atol=1e-5, rtol=0)
+
+
+def test_a_transformers_deit_classifier_converts_to_the_class_head_over_a_distillation_token(tmp_path):
+    from transformers import DeiTForImageClassification
+
+    reference = reference_deit(DeiTForImageClassification)
+    reference.save_pretrained(tmp_path / "deit")
+    (tmp_path / "deit" / "preprocessor_config.json").write_text(
+        json.dumps(
+            {"do_center_crop": True, "crop_size": {"height": 32, "width": 32}, "size": {"height": 36, "width": 36}}
+        )
+    )
+    model, processor = from_transformers(str(tmp_path / "deit"))
+    assert type(model).__name__ == "ViTScratchForImageClassification" and model.config.distillation_token
+    assert processor.size == {"height": 32, "width": 32}  # DeiT's crop is the model's input size
+    pixel_values = torch.randn(2, 3, 32, 32)
+    torch.testing.assert_close(logits(model, pixel_values), logits(reference, pixel_values), atol=1e-5, rtol=0)
+
+
+def test_the_convert_script_checks_a_deit_and_a_distilled_model_is_not_exported_to_vit(tmp_path):
+    from transformers import DeiTForImageClassificationWithTeacher
+
+    reference_deit(DeiTForImageClassificationWithTeacher).save_pretrained(tmp_path / "deit")
+    script = [sys.executable, str(REPO / "scripts" / "convert_checkpoint.py")]
+    result = subprocess.run(
+        [*script, "--from", "transformers", "--input", str(tmp_path / "deit"), "--output", str(tmp_path / "ours")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Parity with the source model" in result.stdout
+    assert json.loads((tmp_path / "ours" / "config.json").read_text())["architectures"] == [
+        "ViTScratchForImageClassificationWithTeacher"
+    ]
+    back = subprocess.run(
+        [*script, "--to", "transformers", "--input", str(tmp_path / "ours"), "--output", str(tmp_path / "back")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert back.returncode == 1 and not (tmp_path / "back").exists()
+    assert back.stderr.strip().splitlines()[-1].startswith("error: transformers' ViT has no distillation token")

@@ -224,3 +224,53 @@ def test_preactivation_bottleneck_is_timms_with_the_same_weights(stride, in_chan
     x = torch.randn(2, in_channels, 9, 11)
     with torch.no_grad():
         torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-4)
+
+
+# timm's distilled DeiTs (VisionTransformerDistilled): a distillation token and a second head, mean of both in eval
+
+
+def timm_distilled_deit(name: str = "deit_tiny_distilled_patch16_224", **kwargs):
+    import timm
+
+    model = timm.create_model(name, pretrained=False, **kwargs).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0, 0.1)
+    return model
+
+
+def test_a_timm_distilled_deit_converts_to_two_heads_within_1e_5():
+    reference = timm_distilled_deit(img_size=64, num_classes=9)
+    ours, _ = from_timm(reference, reference.state_dict())
+    assert type(ours).__name__ == "ViTScratchForImageClassificationWithTeacher" and ours.config.distillation_token
+    images = torch.randn(3, 3, 64, 64)
+    assert max_difference(ours, reference, images) < 1e-5  # timm's eval forward: the mean of both heads
+    with torch.no_grad():
+        tokens = reference.forward_features(images)  # (batch, 2 + N, D) after the final norm
+        output = ours(pixel_values=images)
+    torch.testing.assert_close(output.cls_logits, reference.head(tokens[:, 0]), atol=1e-5, rtol=0)
+    torch.testing.assert_close(output.distillation_logits, reference.head_dist(tokens[:, 1]), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["deit_tiny_distilled_patch16_224", "deit_small_distilled_patch16_224"])
+def test_full_size_timm_distilled_deits_convert(name):
+    reference = timm_distilled_deit(name)
+    ours, _ = from_timm(reference, reference.state_dict())
+    assert ours.num_parameters() == sum(p.numel() for p in reference.parameters())
+    assert max_difference(ours, reference, torch.randn(1, 3, 224, 224)) < 1e-5
+
+
+def test_convert_script_from_a_timm_distilled_deit_file(tmp_path):
+    reference = timm_distilled_deit(img_size=64, num_classes=9)
+    save_file({k: v.contiguous() for k, v in reference.state_dict().items()}, tmp_path / "weights.safetensors")
+    command = [sys.executable, str(REPO / "scripts" / "convert_checkpoint.py"), "--from", "timm"]
+    command += ["--timm_model", "deit_tiny_distilled_patch16_224", "--timm_kwargs", "img_size=64"]
+    command += ["--input", str(tmp_path / "weights.safetensors"), "--output", str(tmp_path / "ours")]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Parity with the source model" in result.stdout
+    from transformers import AutoModelForImageClassification
+
+    ours = AutoModelForImageClassification.from_pretrained(tmp_path / "ours", trust_remote_code=True).eval()
+    assert type(ours).__name__ == "ViTScratchForImageClassificationWithTeacher"
+    assert max_difference(ours, reference, torch.randn(2, 3, 64, 64)) < 1e-5
