@@ -111,6 +111,11 @@ def model_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
     """The architecture `--model` names, without the data's labels, and whether it is a new model. Every error in
     the model arguments surfaces here, cheaply, before the data is read. With `--teacher`, a new model gets a
     distillation token, and a checkpoint must have one."""
+    if args.teacher and looks_like_local_path(args.teacher) and not Path(args.teacher).is_dir():
+        raise FileNotFoundError(
+            f"Teacher folder {args.teacher!r} does not exist: give a folder written by scripts/train.py (e.g. `make "
+            "teacher`) or a hub repo id."
+        )
     config, new = named_config(args)
     if args.teacher and new and isinstance(config, ViTScratchConfig):
         config.distillation_token = True
