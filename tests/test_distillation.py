@@ -228,3 +228,10 @@ def test_distillation_trains_under_torchrun_in_bf16(tmp_path, trained_teacher):
     assert results["world_size"] == 2 and results["train_loss"] > 0
     record = json.loads((tmp_path / "out" / "training_record.json").read_text())
     assert record["precision"] == "bf16 mixed precision" and "hard distillation" in record["distillation"]
+
+
+def test_a_missing_teacher_folder_is_refused_before_any_data_is_read(tmp_path):
+    from modeling_vit_scratch.training import model_config
+
+    with pytest.raises(FileNotFoundError, match="Teacher folder .* does not exist: give a folder written by"):
+        model_config(ModelArguments(model="vit-tiny-patch16-224", teacher=str(tmp_path / "missing")))
