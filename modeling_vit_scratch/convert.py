@@ -401,28 +401,40 @@ def to_transformers(
     model: ViTScratchForImageClassification, output_dir: str | Path, processor=None, overwrite: bool = False
 ) -> Path:
     """Write our model as a transformers `ViTForImageClassification` folder (the 4.x key layout, which transformers
-    4.x and 5.x both load): config.json, model.safetensors and preprocessor_config.json. Every check runs before
-    anything is written, and the folder is written all or nothing (see `replaced_folder`)."""
+    4.x and 5.x both load): config.json, model.safetensors and preprocessor_config.json. A model with a
+    distillation token is written as transformers' DeiT: `DeiTForImageClassificationWithTeacher` from our
+    two-headed model, `DeiTForImageClassification` from the one-headed one. Every check runs before anything is
+    written, and the folder is written all or nothing (see `replaced_folder`)."""
     config = model.config
+    deit = config.distillation_token
+    reference_name = "DeiT" if deit else "ViT"
     features = {
         "pooling='mean'": config.pooling != "cls",
         "fc_norm": config.fc_norm,
         "position_embedding='sincos'": config.position_embedding != "learned",
         f"stem={config.stem!r} (a hybrid; transformers 5 has no ViT hybrid)": config.stem != "none",
-        "distillation token (DeiT's layout; a distilled model converts from transformers' DeiT, not to it)": (
-            config.distillation_token
-        ),
     }
     problems = [name for name, used in features.items() if used]
     if problems:
-        raise ValueError(f"transformers' ViT has no {', '.join(problems)}: this model cannot be exported to it.")
+        raise ValueError(
+            f"transformers' {reference_name} has no {', '.join(problems)}: this model cannot be exported to it."
+        )
     height, width = to_pair(config.image_size)
     patch_h, patch_w = to_pair(config.patch_size)
     if height != width or patch_h != patch_w:
         raise ValueError(
-            "transformers' ViT config takes square image and patch sizes only: this model cannot be exported to it."
+            f"transformers' {reference_name} config takes square image and patch sizes only: "
+            "this model cannot be exported to it."
         )
-    key_map = transformers_key_map(config.num_hidden_layers, "v4", "vit.")
+    two_heads = isinstance(model, ViTScratchForImageClassificationWithTeacher)
+    if deit:
+        architecture = "DeiTForImageClassificationWithTeacher" if two_heads else "DeiTForImageClassification"
+        key_map = transformers_key_map(
+            config.num_hidden_layers, "v4", "deit.", "cls_classifier" if two_heads else "classifier"
+        )
+    else:
+        architecture = "ViTForImageClassification"
+        key_map = transformers_key_map(config.num_hidden_layers, "v4", "vit.")
     state_dict = {}
     for key, tensor in model.state_dict().items():
         parts = key_map[key]
@@ -434,9 +446,9 @@ def to_transformers(
     reference |= dict(
         image_size=height,
         patch_size=patch_h,
-        model_type="vit",
+        model_type="deit" if deit else "vit",
         hidden_act="gelu",
-        architectures=["ViTForImageClassification"],
+        architectures=[architecture],
         encoder_stride=patch_h,
         id2label={str(k): v for k, v in config.id2label.items()},
         label2id=dict(config.label2id),

@@ -8,6 +8,7 @@
     python scripts/convert_checkpoint.py --from transformers --input facebook/deit-tiny-distilled-patch16-224 \
         --output DIR                                   # DeiT: distillation token and both heads
     python scripts/convert_checkpoint.py --to transformers --input DIR --output DIR
+                                                       # a distilled model (DeiT) is written as transformers' DeiT
 
 The output folder is written beside its final place and moved in only when complete; an existing non-empty output
 folder is refused unless --overwrite, which replaces it only once the new folder is complete.
@@ -17,13 +18,19 @@ source model's on random images, in `--dtype` (float32, or bfloat16 with the loo
 """
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 import torch
 from transformers import AutoModel, AutoModelForImageClassification
 
-from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor
+from modeling_vit_scratch import (
+    ViTScratchConfig,
+    ViTScratchForImageClassification,
+    ViTScratchForImageClassificationWithTeacher,
+    ViTScratchImageProcessor,
+)
 from modeling_vit_scratch.convert import from_timm, from_transformers, save_converted, to_transformers
 from modeling_vit_scratch.precision import dtype_name, logits_agree, parse_dtype
 from modeling_vit_scratch.run_folder import check_replaceable
@@ -80,10 +87,11 @@ def convert(args: argparse.Namespace) -> None:
     dtype = parse_dtype(args.dtype)  # a typo is refused before any work
     check_replaceable(args.output, args.overwrite)  # before any download or conversion
     if args.target == "transformers":
-        model = ViTScratchForImageClassification.from_pretrained(args.input)
+        model = saved_class(args.input).from_pretrained(args.input)
         processor = ViTScratchImageProcessor.from_pretrained(args.input)
-        to_transformers(model, args.output, processor, overwrite=args.overwrite)
-        print(f"Wrote a transformers ViTForImageClassification folder to {args.output}")
+        written = to_transformers(model, args.output, processor, overwrite=args.overwrite)
+        architecture = json.loads((written / "config.json").read_text())["architectures"][0]
+        print(f"Wrote a transformers {architecture} folder to {args.output}")
         converted = AutoModelForImageClassification.from_pretrained(args.output, dtype=dtype)
         print(check_parity(model, converted, model.config, dtype))
         return
@@ -111,6 +119,13 @@ def convert(args: argparse.Namespace) -> None:
     print(f"Wrote a vit_scratch folder to {args.output} ({model.num_parameters():,} parameters)")
     converted = type(model).from_pretrained(args.output, dtype=dtype)  # one head, or DeiT's two
     print(check_parity(reference, converted, model.config, dtype))
+
+
+def saved_class(folder: str):
+    """Our class a saved folder names in `architectures`: DeiT's two-headed one, or the one-headed classifier."""
+    architectures = ViTScratchConfig.from_pretrained(folder).architectures or []
+    two_heads = ViTScratchForImageClassificationWithTeacher.__name__ in architectures
+    return ViTScratchForImageClassificationWithTeacher if two_heads else ViTScratchForImageClassification
 
 
 def _num_classes(path: str) -> int:

@@ -406,10 +406,11 @@ def test_a_transformers_deit_classifier_converts_to_the_class_head_over_a_distil
     torch.testing.assert_close(logits(model, pixel_values), logits(reference, pixel_values), atol=1e-5, rtol=0)
 
 
-def test_the_convert_script_checks_a_deit_and_a_distilled_model_is_not_exported_to_vit(tmp_path):
+def test_the_convert_script_converts_a_deit_both_ways_with_parity(tmp_path):
     from transformers import DeiTForImageClassificationWithTeacher
 
-    reference_deit(DeiTForImageClassificationWithTeacher).save_pretrained(tmp_path / "deit")
+    reference = reference_deit(DeiTForImageClassificationWithTeacher)
+    reference.save_pretrained(tmp_path / "deit")
     script = [sys.executable, str(REPO / "scripts" / "convert_checkpoint.py")]
     result = subprocess.run(
         [*script, "--from", "transformers", "--input", str(tmp_path / "deit"), "--output", str(tmp_path / "ours")],
@@ -428,5 +429,88 @@ def test_the_convert_script_checks_a_deit_and_a_distilled_model_is_not_exported_
         text=True,
         timeout=300,
     )
-    assert back.returncode == 1 and not (tmp_path / "back").exists()
-    assert back.stderr.strip().splitlines()[-1].startswith("error: transformers' ViT has no distillation token")
+    assert back.returncode == 0, back.stderr[-2000:]
+    assert "Wrote a transformers DeiTForImageClassificationWithTeacher folder" in back.stdout
+    assert "Parity with the source model" in back.stdout
+    exported = DeiTForImageClassificationWithTeacher.from_pretrained(tmp_path / "back").eval()
+    for key, tensor in reference.state_dict().items():  # source -> ours -> DeiT: the very same tensors
+        assert torch.equal(exported.state_dict()[key], tensor), key
+
+
+@pytest.mark.parametrize("two_heads", [True, False])
+def test_a_distilled_model_exports_to_transformers_deit_and_back_bit_exact(tmp_path, two_heads):
+    from transformers import DeiTForImageClassification, DeiTForImageClassificationWithTeacher
+
+    from modeling_vit_scratch import ViTScratchForImageClassificationWithTeacher
+
+    config = ViTScratchConfig(**REFERENCE_SIZES["larger-gray"], distillation_token=True, id2label={0: "a", 1: "b"})
+    ours_class = ViTScratchForImageClassificationWithTeacher if two_heads else ViTScratchForImageClassification
+    ours = ours_class(config).eval()
+    with torch.no_grad():
+        for parameter in ours.parameters():
+            parameter.normal_(0, 0.1)
+    to_transformers(ours, tmp_path / "hf", ViTScratchImageProcessor.for_config(config))
+    saved = json.loads((tmp_path / "hf" / "config.json").read_text())
+    reference_class = DeiTForImageClassificationWithTeacher if two_heads else DeiTForImageClassification
+    assert saved["model_type"] == "deit" and saved["architectures"] == [reference_class.__name__]
+    exported = reference_class.from_pretrained(tmp_path / "hf").eval()
+    images = torch.randn(2, 1, 48, 48)
+    with torch.no_grad():
+        expected, got = exported(pixel_values=images), ours(pixel_values=images)
+    for name in ("logits", "cls_logits", "distillation_logits") if two_heads else ("logits",):
+        torch.testing.assert_close(got[name], expected[name], atol=1e-5, rtol=0)
+    back, _ = from_transformers(str(tmp_path / "hf"))
+    assert type(back) is ours_class and back.config.id2label == {0: "a", 1: "b"}
+    for key, tensor in ours.state_dict().items():
+        assert torch.equal(back.state_dict()[key], tensor), key
+
+
+def test_a_distilled_model_with_mean_pooling_is_refused_naming_deit(tmp_path):
+    config = ViTScratchConfig(**REFERENCE_SIZES["small-rgb"], distillation_token=True, pooling="mean", num_labels=3)
+    with pytest.raises(ValueError, match=r"^transformers' DeiT has no pooling='mean': this model cannot be expo"):
+        to_transformers(ViTScratchForImageClassification(config), tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
+
+
+def test_deit_in_the_5x_key_layout_and_deit_model_convert(tmp_path):
+    """A DeiT state dict written straight from transformers 5's modules (`deit.layers.i.attention.q_proj`), and the
+    base `DeiTModel` (its tanh pooler has no counterpart and is dropped)."""
+    from transformers import DeiTForImageClassificationWithTeacher, DeiTModel
+
+    reference = reference_deit(DeiTForImageClassificationWithTeacher)
+    (tmp_path / "in_memory").mkdir()
+    state_dict = {k: v.contiguous() for k, v in reference.state_dict().items()}
+    assert any(".layers.0.attention.q_proj." in key for key in state_dict)
+    save_file(state_dict, tmp_path / "in_memory" / "model.safetensors")
+    reference.config.to_json_file(tmp_path / "in_memory" / "config.json")
+    images = torch.randn(2, 3, 32, 32)
+    ours, _ = from_transformers(str(tmp_path / "in_memory"))
+    torch.testing.assert_close(logits(ours, images), logits(reference, images), atol=1e-5, rtol=0)
+
+    base = DeiTModel(reference.config, add_pooling_layer=True).eval()
+    with torch.no_grad():
+        for parameter in base.parameters():
+            parameter.normal_(0, 0.1)
+    base.save_pretrained(tmp_path / "base")
+    ours_base, _ = from_transformers(str(tmp_path / "base"))
+    assert ours_base.config.num_labels == 0 and ours_base.config.distillation_token
+    with torch.no_grad():
+        expected, got = base(images).last_hidden_state, ours_base.vit(images).last_hidden_state
+    assert got.shape == expected.shape == (2, 2 + 16, 48)  # class, distillation, 4x4 patches
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("new_size", [(64, 64), (32, 56)])
+def test_deit_interpolated_position_embeddings_match_transformers(tmp_path, new_size):
+    """Two prefix rows (class and distillation) stay; the patch grid is resampled as transformers' DeiT does."""
+    from transformers import DeiTForImageClassificationWithTeacher
+
+    reference = reference_deit(DeiTForImageClassificationWithTeacher)
+    reference.save_pretrained(tmp_path / "deit")
+    ours, _ = from_transformers(str(tmp_path / "deit"))
+    images = torch.randn(2, 3, *new_size)
+    with torch.no_grad():
+        expected = reference(pixel_values=images, interpolate_pos_encoding=True)
+        got = ours(pixel_values=images, interpolate_pos_encoding=True)
+    for name in ("logits", "cls_logits", "distillation_logits"):
+        torch.testing.assert_close(got[name], expected[name], atol=1e-5, rtol=0)

@@ -274,3 +274,31 @@ def test_convert_script_from_a_timm_distilled_deit_file(tmp_path):
     ours = AutoModelForImageClassification.from_pretrained(tmp_path / "ours", trust_remote_code=True).eval()
     assert type(ours).__name__ == "ViTScratchForImageClassificationWithTeacher"
     assert max_difference(ours, reference, torch.randn(2, 3, 64, 64)) < 1e-5
+
+
+def test_a_timm_distilled_deit_reaches_transformers_deit_through_ours(tmp_path):
+    """timm -> vit_scratch -> transformers' DeiTForImageClassificationWithTeacher: the same logits, both heads."""
+    from transformers import DeiTForImageClassificationWithTeacher
+
+    from modeling_vit_scratch.convert import to_transformers
+
+    reference = timm_distilled_deit(img_size=64, num_classes=9)
+    ours, processor = from_timm(reference, reference.state_dict())
+    to_transformers(ours, tmp_path / "deit", processor)
+    exported = DeiTForImageClassificationWithTeacher.from_pretrained(tmp_path / "deit").eval()
+    images = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        output, tokens = exported(pixel_values=images), reference.forward_features(images)
+        torch.testing.assert_close(output.logits, reference(images), atol=1e-5, rtol=0)
+        torch.testing.assert_close(output.distillation_logits, reference.head_dist(tokens[:, 1]), atol=1e-5, rtol=0)
+
+
+def test_a_headless_timm_distilled_deit_converts_to_its_final_tokens():
+    reference = timm_distilled_deit(img_size=64, num_classes=0)
+    ours, _ = from_timm(reference, reference.state_dict())
+    assert type(ours).__name__ == "ViTScratchForImageClassification" and ours.config.num_labels == 0
+    assert ours.config.distillation_token
+    images = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        expected, got = reference.forward_features(images), ours.vit(images).last_hidden_state
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
