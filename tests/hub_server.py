@@ -19,7 +19,9 @@ Faults, for tests of what a client leaves behind: `LocalHub(root, fail_commits={
 import base64
 import hashlib
 import json
+import os
 import re
+import subprocess
 import sys
 import threading
 import traceback
@@ -687,37 +689,47 @@ class LocalHub:
             "NO_PROXY": "127.0.0.1,localhost",  # a proxy configured on the machine must not see local requests
         }
 
+    def run(self, *args, hf_home: str | Path, env: dict | None = None, timeout: float = 300):
+        """`python *args` in a new process whose huggingface_hub (and transformers) reach this hub through the
+        environment, as a user's would: this process's environment, then `env(hf_home)`, then `env`."""
+        return subprocess.run(
+            [sys.executable, *map(str, args)],
+            env={**os.environ, **self.env(hf_home), **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    # -- what clients left on the hub, read from the store (no client, no request)
+
+    def repo_exists(self, repo_id: str) -> bool:
+        return (Store(self.root).repo_path("models", repo_id) / "repo.json").is_file()
+
+    def files(self, repo_id: str, revision: str = "main") -> dict[str, bytes]:
+        """{path: content} of every file of a model repo at a branch, `refs/pr/N` or commit id."""
+        repo = Store(self.root).open("models", repo_id)
+        return {path: repo.read_blob(sha256) for path, sha256 in repo.files(repo.resolve(revision)).items()}
+
+    def commits(self, repo_id: str, revision: str = "main") -> list[tuple[str, str]]:
+        """(commit id, title) of a revision's history, newest first."""
+        repo = Store(self.root).open("models", repo_id)
+        commit_id, history = repo.resolve(revision), []
+        while commit_id is not None:
+            history.append((commit_id, repo.commit_info(commit_id)["title"]))
+            commit_id = repo.commit_info(commit_id)["parent"]
+        return history
+
+    def private(self, repo_id: str) -> bool:
+        return Store(self.root).open("models", repo_id).state["private"]
+
 
 @pytest.fixture
-def local_hub(tmp_path, monkeypatch):
-    """A started `LocalHub` (root tmp_path/"hub") that this process's huggingface_hub and transformers talk to.
+def local_hub(tmp_path):
+    """A started `LocalHub` storing its repos under tmp_path/"hub".
 
-    Sets the environment (`LocalHub.env`, HF_HOME = tmp_path/"hf_home") and the huggingface_hub constants that were
-    read from it at import time (endpoint, offline flag, cache and token paths). transformers reads these through
-    `huggingface_hub.constants` and keeps no copies of the endpoint or the offline flag.
+    Nothing in this process is pointed at it (the test process stays offline): clients run in new processes
+    started with `LocalHub.run`, and tests read what those clients left on the hub with `files`, `commits` and
+    `repo_exists`.
     """
-    from huggingface_hub import constants
-    from huggingface_hub.utils import _cache_manager
-
-    hf_home = tmp_path / "hf_home"
-    hf_home.mkdir()
     with LocalHub(tmp_path / "hub") as hub:
-        for name, value in hub.env(hf_home).items():
-            monkeypatch.setenv(name, value)
-        for name, value in {
-            "ENDPOINT": hub.url,
-            "HUGGINGFACE_CO_URL_TEMPLATE": hub.url + "/{repo_id}/resolve/{revision}/{filename}",
-            "HF_URL_HOSTS": constants.HF_URL_HOSTS | {"127.0.0.1"},
-            "HF_HUB_OFFLINE": False,
-            "HF_HUB_DISABLE_TELEMETRY": True,
-            "HF_HOME": str(hf_home),
-            "HF_HUB_CACHE": str(hf_home / "hub"),
-            "HUGGINGFACE_HUB_CACHE": str(hf_home / "hub"),
-            "HF_ASSETS_CACHE": str(hf_home / "assets"),
-            "HF_XET_CACHE": str(hf_home / "xet"),
-            "HF_TOKEN_PATH": str(hf_home / "token"),
-            "HF_STORED_TOKENS_PATH": str(hf_home / "stored_tokens"),
-        }.items():
-            monkeypatch.setattr(constants, name, value)
-        monkeypatch.setattr(_cache_manager, "HF_HUB_CACHE", str(hf_home / "hub"))  # scan_cache_dir's default
         yield hub
