@@ -75,11 +75,11 @@ def git_oid(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def get(url: str) -> tuple[int, bytes]:
+def get(url: str, **headers: str) -> tuple[int, bytes]:
     """A plain GET from this process (no Hub client, no proxy): status and body."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        with opener.open(url, timeout=30) as response:
+        with opener.open(urllib.request.Request(url, headers=headers), timeout=30) as response:
             return response.status, response.read()
     except HTTPError as error:
         return error.code, error.read()
@@ -275,7 +275,7 @@ api.upload_file(path_or_fileobj=b"---\\nlicense: mit\\n---\\n# Tiny\\n", path_in
     assert local_hub.files(REPO_ID)["README.md"] == b"---\nlicense: mit\n---\n# Tiny\n"
 
 
-def test_repos_persist_across_server_restarts_and_unknown_routes_are_501(local_hub, folder, tmp_path):  # noqa: F811
+def test_repos_persist_across_restarts_and_what_no_client_uses_is_501(local_hub, folder, tmp_path):  # noqa: F811
     client(local_hub, folder, "")
     with LocalHub(tmp_path / "hub") as restarted:
         assert restarted.url != local_hub.url
@@ -283,7 +283,11 @@ def test_repos_persist_across_server_restarts_and_unknown_routes_are_501(local_h
         assert status == 200 and json.loads(body)["sha"] == local_hub.commits(REPO_ID)[0][0]
         status, body = get(f"{restarted.url}/api/whoami-v2")
         assert status == 501 and json.loads(body)["error"] == "LocalHub does not implement GET /api/whoami-v2"
-        assert restarted.unknown_routes == ["GET /api/whoami-v2"]
+        status, body = get(f"{restarted.url}/{REPO_ID}/resolve/main/config.json", Range="bytes=0-3")
+        assert status == 501 and json.loads(body)["error"].startswith("LocalHub does not implement byte ranges")
+        ranged = f"GET /{REPO_ID}/resolve/main/config.json (LocalHub does not implement byte ranges"
+        assert restarted.unknown_routes[0] == "GET /api/whoami-v2" and restarted.unknown_routes[1].startswith(ranged)
+        assert len(restarted.unknown_routes) == 2
 
 
 def test_a_fresh_process_finds_the_hub_through_the_environment_alone(local_hub, folder, tmp_path):  # noqa: F811
