@@ -1,6 +1,7 @@
 """Pushing to the Hub and loading back without the package, as users do: the push (scripts/push_to_hub.py, or
 push_to_hub from Python) and the load run in new processes that find a local Hub-compatible server through the
-environment (HF_ENDPOINT); the tests read what they left from the server's store."""
+environment (HF_ENDPOINT); the tests read what they left from the server's store. Refusals of the push gate, which
+come before any request, run in this process, which is offline."""
 
 import json
 import shutil
@@ -11,9 +12,10 @@ import torch
 import yaml
 from helpers import run_fresh, tiny_config
 from hub_server import TOKEN, local_hub  # noqa: F401  (the fixture)
-from huggingface_hub import ModelCard
+from huggingface_hub import ModelCard, constants
 
 from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchImageProcessor
+from modeling_vit_scratch.hub import push_to_hub
 from modeling_vit_scratch.model_card import render_model_card
 from modeling_vit_scratch.reload_check import RELOAD_WITHOUT_PACKAGE
 from modeling_vit_scratch.safety import TOKEN_VARIABLES, weights_sha256
@@ -253,19 +255,27 @@ def attacked_folder(folder: Path, attack: str, marker: Path) -> str:
     return f"{folder / 'evil.py'} is not part of vit-scratch's model code"
 
 
-def test_code_other_than_the_package_s_never_runs_and_is_not_pushed(local_hub, tmp_path):  # noqa: F811
-    """Each folder is refused, naming the file, before anything runs or is created on the hub."""
-    marker = tmp_path / "marker"
-    folders = {attack: tmp_path / attack.replace(" ", "_") for attack in ATTACKS}
-    expected = {attack: attacked_folder(folder, attack, marker) for attack, folder in folders.items()}
-    refusals = push(local_hub, tmp_path, *(dict(folder=folder) for folder in folders.values()))
-    for attack, refusal in zip(ATTACKS, refusals, strict=True):
-        assert refusal["error"] == "ValueError" and expected[attack] in refusal["message"], attack
-    assert not marker.exists() and not local_hub.repo_exists(REPO_ID)
+def refusal(folder: Path, **kwargs) -> str:
+    """The refusal (a ValueError) of `push_to_hub(folder, REPO_ID, **kwargs)` run in this process, which is offline
+    (conftest): had the push made any request before refusing, it would have failed with OfflineModeIsEnabled (a
+    PushError) instead. So a refusal here is one that nothing on any hub came before."""
+    assert constants.HF_HUB_OFFLINE, "the test process must be offline (HF_HUB_OFFLINE=1)"
+    with pytest.raises(ValueError) as refused:
+        push_to_hub(folder, REPO_ID, **kwargs)
+    return str(refused.value)
 
-    script = run_push_script(local_hub, tmp_path, folders["extra module in config auto_map"], REPO_ID)
-    assert one_error_line(script).startswith(f"error: {expected['extra module in config auto_map']}")
-    assert not marker.exists() and not local_hub.repo_exists(REPO_ID)
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_code_other_than_the_package_s_never_runs_and_is_not_pushed(local_hub, tmp_path, attack):  # noqa: F811
+    """Refused, naming the file, before anything runs or reaches the hub."""
+    folder, marker = tmp_path / "run", tmp_path / "marker"
+    expected = attacked_folder(folder, attack, marker)
+    assert expected in refusal(folder) and not marker.exists()
+
+    if attack == "extra module in config auto_map":  # the script, as a user runs it: one line, nothing ran
+        script = run_push_script(local_hub, tmp_path, folder, REPO_ID)
+        assert one_error_line(script).startswith(f"error: {expected}")
+        assert not marker.exists() and not local_hub.repo_exists(REPO_ID)
 
 
 # Run with `python -c`: an empty folder for the child's hub home, the model folder, the repo id.
@@ -384,22 +394,18 @@ def test_weights_changed_after_training_are_refused_or_pushed_without_their_metr
     assert "all_results.json" in local_hub.files(REPO_ID)
 
 
-def test_a_folder_holding_the_token_is_refused(local_hub, tmp_path):  # noqa: F811
-    """Whether the token is the environment's (HF_TOKEN) or given as `token=`."""
-    secrets = {"HF_TOKEN": TOKEN, "token=": GIVEN_TOKEN}
-    for name, secret in secrets.items():
-        saved_folder(tmp_path / name)
-        write_json(tmp_path / name / "training_record.json", command=f"python scripts/train.py --hub_token {secret}")
-    refusals = push(local_hub, tmp_path, *(dict(folder=tmp_path / name, token=GIVEN_TOKEN) for name in secrets))
-    for (name, secret), refused in zip(secrets.items(), refusals, strict=True):
-        record, folder = tmp_path / name / "training_record.json", tmp_path / name
-        assert refused["error"] == "ValueError", name
-        assert refused["message"].startswith(
-            f"A Hub token is in the model card README.md, {record} (as staged for upload from {folder}); "
-            "refusing to push"
-        )
-        assert secret not in refused["message"]
-    assert not local_hub.repo_exists(REPO_ID)
+@pytest.mark.parametrize("secret", [TOKEN, GIVEN_TOKEN], ids=["HF_TOKEN", "token="])
+def test_a_folder_holding_the_token_is_refused(tmp_path, monkeypatch, secret):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    folder = tmp_path / "run"
+    saved_folder(folder)
+    write_json(folder / "training_record.json", command=f"python scripts/train.py --hub_token {secret}")
+    refused = refusal(folder, token=GIVEN_TOKEN)
+    record = folder / "training_record.json"
+    assert refused.startswith(
+        f"A Hub token is in the model card README.md, {record} (as staged for upload from {folder}); refusing to push"
+    )
+    assert secret not in refused
 
 
 def test_the_token_is_in_no_pushed_file_and_no_output(local_hub, tmp_path):  # noqa: F811
