@@ -14,7 +14,8 @@ without a client.
 Every file is a plain git file: the preupload endpoint answers `uploadMode: "regular"`, so contents come inline
 (base64) in the commit and no LFS or Xet transfer ever happens. Repo ids are always `namespace/name`, as on the Hub.
 Routes the server does not know are logged to stderr and answered 501 (and listed in `LocalHub.unknown_routes`), as
-are the options of known routes the clients do not use (trees listed non-recursively, byte ranges).
+are the options of known routes the clients do not use (file sizes in repo info, non-recursive trees, byte
+ranges).
 
 Faults, for tests of what a client leaves behind: `LocalHub(root, fail_commits={2})` answers the 2nd commit request
 (counted from 1 over the server's life, `LocalHub.commit_requests`) with a 500 and commits nothing; the set
@@ -595,7 +596,7 @@ class LocalHub:
 
     @property
     def unknown_routes(self) -> list[str]:
-        """The requests answered 501 so far ("METHOD /path?query")."""
+        """The requests answered 501 so far: "METHOD /path?query", and "(why)" for an option no client uses."""
         return self._server.app.unknown_routes
 
     def env(self, hf_home: str | Path) -> dict[str, str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from helpers import run_fresh, tiny_config
+from helpers import run_fresh, run_fresh_revisions, tiny_config
 from hub_server import TOKEN, local_hub  # noqa: F401  (the fixture)
 from huggingface_hub import ModelCard, constants
 
@@ -22,6 +22,7 @@ from modeling_vit_scratch.safety import TOKEN_VARIABLES, weights_sha256
 
 REPO = Path(__file__).resolve().parent.parent
 REPO_ID = "local-user/vit-tiny-test"
+BARE_REPO_ID = "local-user/vit-tiny-bare"
 GIVEN_TOKEN = "hf_given_by_argument_0123456789"
 
 
@@ -135,14 +136,8 @@ def test_push_uploads_everything_and_loads_back_without_the_package(local_hub, t
     # a new model on the same repo: the new revision loads, and the old one, pinned, still does
     assert second["commit_id"] != first["commit_id"]
     pixel_values = torch.randn(2, 1, 20, 20)
-    pinned = run_fresh(
-        REPO_ID,
-        pixel_values,
-        tmp_path / "fresh1",
-        env=local_hub.env(tmp_path / "hf_home1"),
-        revision=first["commit_id"],
-    )
-    latest = run_fresh(REPO_ID, pixel_values, tmp_path / "fresh2", env=local_hub.env(tmp_path / "hf_home2"))
+    env = local_hub.env(tmp_path / "hf_home_fresh")
+    pinned, latest = run_fresh_revisions(REPO_ID, pixel_values, tmp_path / "fresh", env, [first["commit_id"], None])
     with torch.no_grad():
         assert torch.equal(pinned["logits"], model(pixel_values).logits)
         assert torch.equal(latest["logits"], newer(pixel_values).logits)
@@ -154,10 +149,12 @@ def test_push_uploads_everything_and_loads_back_without_the_package(local_hub, t
     assert local_hub.unknown_routes == []
 
 
-def test_model_card_is_valid_and_its_metrics_are_the_measured_ones(local_hub, tmp_path):  # noqa: F811
+def test_model_card_is_valid_and_its_metrics_are_the_measured_ones_or_absent(local_hub, tmp_path):  # noqa: F811
+    """The card of a training output holds its measured metrics; that of a bare saved folder leaves them out."""
     saved_folder(tmp_path / "run")
-    (result,) = push(local_hub, tmp_path, {})  # its commits posted the card to the hub's validate-yaml first
-    card_text = card_at(local_hub, result["commit_id"])
+    saved_folder(tmp_path / "bare", with_training_files=False)
+    result, bare = push(local_hub, tmp_path, {}, dict(folder=tmp_path / "bare", repo_id=BARE_REPO_ID))
+    card_text = card_at(local_hub, result["commit_id"])  # the push's commits posted it to validate-yaml first
     assert "{{" not in card_text and "{%" not in card_text
     assert ModelCard(card_text).data.license == "apache-2.0"
     front = yaml.safe_load(card_text.split("---")[1])
@@ -168,6 +165,10 @@ def test_model_card_is_valid_and_its_metrics_are_the_measured_ones(local_hub, tm
     model_commit = local_hub.commits(REPO_ID)[1][0]  # the card pins the commit holding the weights
     assert f'revision="{model_commit}"' in card_text and "dosovitskiy2021an" in card_text
     assert TOKEN not in card_text
+
+    card_text = local_hub.files(BARE_REPO_ID, bare["commit_id"])["README.md"].decode()
+    assert "## Training procedure" not in card_text and "## Results" not in card_text
+    assert "model-index" not in card_text and "## Architecture" in card_text
 
 
 @pytest.mark.parametrize(
@@ -185,14 +186,6 @@ def test_the_card_of_a_hybrid_names_its_stem_and_the_pixels_a_token_covers(field
     assert "the feature map of a convolutional stem is cut into" in card and "each token covers 16x16 pixels" in card
     plain = str(render_model_card(ViTScratchConfig(num_labels=3)))
     assert "(ViT-B/16)" in plain and "the image is cut into 16x16 patches" in plain and "| stem |" not in plain
-
-
-def test_card_of_a_folder_without_training_files_leaves_them_out(local_hub, tmp_path):  # noqa: F811
-    saved_folder(tmp_path / "run", with_training_files=False)
-    (result,) = push(local_hub, tmp_path, {})
-    card_text = card_at(local_hub, result["commit_id"])
-    assert "## Training procedure" not in card_text and "## Results" not in card_text
-    assert "model-index" not in card_text and "## Architecture" in card_text
 
 
 def test_branch_private_and_pull_request(local_hub, tmp_path):  # noqa: F811
