@@ -96,29 +96,32 @@ def run_script(*args: str, nproc: int = 1, timeout: int = 300, env: dict | None 
 
 FRESH_PROCESS = textwrap.dedent(
     """
-    import sys
+    import json, sys
     sys.modules["modeling_vit_scratch"] = None  # the package is absent: importing it would raise ImportError
     import numpy as np, torch
     from PIL import Image
     from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForImageClassification, pipeline
-    folder, inputs, outputs, revision = sys.argv[1:4] + [sys.argv[4] or None]
+    folder, inputs, outputs, revisions = *sys.argv[1:4], json.loads(sys.argv[4])
     pixel_values = torch.load(inputs)
-    load = dict(trust_remote_code=True, revision=revision)
-    model = AutoModelForImageClassification.from_pretrained(folder, **load).eval()
-    assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
-    base = AutoModel.from_pretrained(folder, **load).eval()
-    config = AutoConfig.from_pretrained(folder, **load)
-    processor = AutoImageProcessor.from_pretrained(folder, **load)
-    classify = pipeline("image-classification", model=folder, **load)
     image = Image.fromarray(np.arange(30 * 40 * 3, dtype=np.uint8).reshape(30, 40, 3))
-    with torch.no_grad():
-        torch.save({
-            "logits": model(pixel_values).logits,
-            "tokens": base(pixel_values).last_hidden_state,
-            "config_class": type(config).__name__,
-            "processor_class": type(processor).__name__,
-            "pipeline": classify(image),
-        }, outputs)
+    loaded = []
+    for revision in revisions:
+        load = dict(trust_remote_code=True, revision=revision)
+        model = AutoModelForImageClassification.from_pretrained(folder, **load).eval()
+        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+        base = AutoModel.from_pretrained(folder, **load).eval()
+        config = AutoConfig.from_pretrained(folder, **load)
+        processor = AutoImageProcessor.from_pretrained(folder, **load)
+        classify = pipeline("image-classification", model=folder, **load)
+        with torch.no_grad():
+            loaded.append({
+                "logits": model(pixel_values).logits,
+                "tokens": base(pixel_values).last_hidden_state,
+                "config_class": type(config).__name__,
+                "processor_class": type(processor).__name__,
+                "pipeline": classify(image),
+            })
+    torch.save(loaded, outputs)
     """
 )
 
@@ -126,13 +129,18 @@ FRESH_PROCESS = textwrap.dedent(
 def run_fresh(folder, pixel_values, tmp_path, env: dict | None = None, revision: str | None = None) -> dict:
     """Load `folder` (or a repo id, with `env` pointing at a hub) in a new process where the package is absent:
     logits, base-model tokens, config and processor classes, and the pipeline's answer for a 40x30 RGB image."""
+    return run_fresh_revisions(folder, pixel_values, tmp_path, env, [revision])[0]
+
+
+def run_fresh_revisions(folder, pixel_values, tmp_path, env: dict | None, revisions: list[str | None]) -> list[dict]:
+    """`run_fresh` for each revision of a repo (None: the default branch), in one new process."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     script, inputs, outputs = tmp_path / "load.py", tmp_path / "inputs.pt", tmp_path / "outputs.pt"
     script.write_text(FRESH_PROCESS)
     torch.save(pixel_values, inputs)
     env = {**os.environ, **(env or {"HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1"})}
     result = subprocess.run(
-        [sys.executable, str(script), str(folder), str(inputs), str(outputs), revision or ""],
+        [sys.executable, str(script), str(folder), str(inputs), str(outputs), json.dumps(revisions)],
         cwd=tmp_path,
         env=env,
         capture_output=True,

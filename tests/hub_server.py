@@ -1,15 +1,21 @@
 """A local Hugging Face Hub for tests, on the standard library alone, driven by the unmodified `huggingface_hub`.
 
-`LocalHub(root)` serves the Hub HTTP API on 127.0.0.1 (a free port) and keeps repos under `root`:
-`root/{models,datasets}/{namespace}/{name}/repo.json` holds the refs, commits and discussions, and `blobs/{sha256}`
-beside it the file contents. Commit ids are real: the sha1 of the parent commit, the tree and the message.
+`LocalHub(root)` serves the part of the Hub HTTP API that the package's push (`modeling_vit_scratch.hub`) and a
+user's load (`from_pretrained(repo_id, trust_remote_code=True)`) use, on 127.0.0.1 (a free port), and keeps model
+repos under `root`: `root/models/{namespace}/{name}/repo.json` holds the refs, commits and pull requests, and
+`blobs/{sha256}` beside it the file contents. Commit ids are real: the sha1 of the parent commit, the tree and the
+message.
 
-The client reaches it through `HF_ENDPOINT` (see `LocalHub.env`) or, in this process, through the `local_hub`
-fixture, which also points the constants huggingface_hub read from the environment at import time at it.
+Clients reach it as users reach the Hub: in a new process whose environment names it (`LocalHub.env`: HF_ENDPOINT,
+a token, its own HF_HOME), started with `LocalHub.run`. Nothing in the test process is patched, and the test process
+stays offline. Tests read what clients left from the store itself (`files`, `commits`, `repo_exists`, `private`),
+without a client.
 
 Every file is a plain git file: the preupload endpoint answers `uploadMode: "regular"`, so contents come inline
 (base64) in the commit and no LFS or Xet transfer ever happens. Repo ids are always `namespace/name`, as on the Hub.
-Routes the server does not know are logged to stderr and answered 501 (and listed in `LocalHub.unknown_routes`).
+Routes the server does not know are logged to stderr and answered 501 (and listed in `LocalHub.unknown_routes`), as
+are the options of known routes the clients do not use (file sizes in repo info, non-recursive trees, byte
+ranges).
 
 Faults, for tests of what a client leaves behind: `LocalHub(root, fail_commits={2})` answers the 2nd commit request
 (counted from 1 over the server's life, `LocalHub.commit_requests`) with a 500 and commits nothing; the set
@@ -19,7 +25,9 @@ Faults, for tests of what a client leaves behind: `LocalHub(root, fail_commits={
 import base64
 import hashlib
 import json
+import os
 import re
+import subprocess
 import sys
 import threading
 import traceback
@@ -39,7 +47,6 @@ GITATTRIBUTES = b"".join(
     for ext in ("bin", "h5", "msgpack", "onnx", "pt", "pth", "safetensors", "zip")
 )
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-REPO_TYPES = {"models": "model", "datasets": "dataset"}  # URL segment -> repo type
 
 
 def now() -> str:
@@ -70,6 +77,12 @@ def valid_repo_id(repo_id: str) -> bool:
     """Whether `repo_id` is `namespace/name` with safe parts (which also keeps every repo path under the root)."""
     parts = repo_id.split("/")
     return len(parts) == 2 and all(NAME.fullmatch(part) and ".." not in part for part in parts)
+
+
+def unsupported(what: str) -> HubError:
+    """The answer to an option of a known route that the package's clients never use: a 501, like an unknown
+    route (and listed with them in `LocalHub.unknown_routes`)."""
+    return HubError(501, f"LocalHub does not implement {what}")
 
 
 def entry_not_found(path: str, commit: str) -> HubError:
@@ -107,14 +120,14 @@ def json_response(data, status: int = 200, headers: dict | None = None) -> Respo
 
 
 class Repo:
-    """One repository on disk: refs, commits and discussions in `repo.json`, file contents in `blobs/<sha256>`.
+    """One model repo on disk: refs, commits and pull requests in `repo.json`, file contents in `blobs/<sha256>`.
 
     Refs are full names: `refs/heads/<branch>` and `refs/pr/<n>`. A commit is
     `{parent, title, message, date, files: {path: sha256}}`; `blobs` maps a sha256 to the blob's size and git oid.
     """
 
-    def __init__(self, path: Path, repo_type: str, repo_id: str):
-        self.path, self.type, self.id = path, repo_type, repo_id
+    def __init__(self, path: Path, repo_id: str):
+        self.path, self.id = path, repo_id
         self.state = json.loads((path / "repo.json").read_text())
 
     def save(self) -> None:
@@ -143,7 +156,7 @@ class Repo:
     @property
     def object_id(self) -> str:
         """A stable 24-hex id, like the Hub's database ids."""
-        return hashlib.sha1(f"{self.type}/{self.id}".encode()).hexdigest()[:24]
+        return hashlib.sha1(f"model/{self.id}".encode()).hexdigest()[:24]
 
     def commit_info(self, commit_id: str) -> dict:
         return self.state["commits"][commit_id]
@@ -182,81 +195,79 @@ class Repo:
         self.refs[ref] = commit_id
         return commit_id
 
-    def open_discussion(self, title: str, description: str, base: str | None) -> int:
-        """Open a discussion, or with a `base` branch ref a pull request whose ref `refs/pr/<n>` starts at the head
-        of `base`; return its number."""
-        num = len(self.state["discussions"]) + 1
-        self.state["discussions"][str(num)] = {
+    def history(self, revision: str) -> list[tuple[str, dict]]:
+        """(commit id, commit) of a revision and its ancestors, newest first."""
+        commit_id, history = self.resolve(revision), []
+        while commit_id is not None:
+            history.append((commit_id, self.commit_info(commit_id)))
+            commit_id = self.commit_info(commit_id)["parent"]
+        return history
+
+    def open_pull_request(self, title: str, description: str, base: str) -> int:
+        """Open a pull request against the branch ref `base`; its ref `refs/pr/<n>` starts at the head of `base`.
+        Return its number."""
+        num = len(self.state["pull_requests"]) + 1
+        self.state["pull_requests"][str(num)] = {
             "title": title,
             "description": description,
-            "isPullRequest": base is not None,
             "base": base,
             "createdAt": now(),
         }
-        if base is not None:
-            self.refs[f"refs/pr/{num}"] = self.refs[base]
+        self.refs[f"refs/pr/{num}"] = self.refs[base]
         return num
 
 
 class Store:
-    """All repos under a root directory."""
+    """All model repos under a root directory."""
 
     def __init__(self, root: Path):
         self.root = root
 
-    def repo_path(self, url_type: str, repo_id: str) -> Path:
-        return self.root / url_type / repo_id
+    def repo_path(self, repo_id: str) -> Path:
+        return self.root / "models" / repo_id
 
-    def open(self, url_type: str, repo_id: str) -> Repo:
+    def open(self, repo_id: str) -> Repo:
         """The repo, or the Hub's RepoNotFound answer."""
-        path = self.repo_path(url_type, repo_id)
+        path = self.repo_path(repo_id)
         if not valid_repo_id(repo_id) or not (path / "repo.json").is_file():
             raise HubError(404, f"Repository not found: {repo_id}", "RepoNotFound")
-        return Repo(path, REPO_TYPES[url_type], repo_id)
+        return Repo(path, repo_id)
 
-    def create(self, url_type: str, repo_id: str, private: bool, url: str) -> Repo:
+    def create(self, repo_id: str, private: bool, url: str) -> Repo:
         """A new repo whose main branch holds an initial commit with a .gitattributes, like on the Hub.
 
         If it exists: 409, with its `url` (which the client reads when `exist_ok=True`)."""
-        path = self.repo_path(url_type, repo_id)
+        path = self.repo_path(repo_id)
         if (path / "repo.json").exists():
-            raise HubError(409, f"You already created this {REPO_TYPES[url_type]} repo: {repo_id}", url=url)
+            raise HubError(409, f"You already created this model repo: {repo_id}", url=url)
         (path / "blobs").mkdir(parents=True, exist_ok=True)
-        state = {"private": private, "createdAt": now(), "refs": {}, "commits": {}, "blobs": {}, "discussions": {}}
+        state = {"private": private, "createdAt": now(), "refs": {}, "commits": {}, "blobs": {}, "pull_requests": {}}
         (path / "repo.json").write_text(json.dumps(state))
-        repo = Repo(path, REPO_TYPES[url_type], repo_id)
+        repo = Repo(path, repo_id)
         repo.commit("refs/heads/main", "initial commit", "", {".gitattributes": repo.add_blob(GITATTRIBUTES)})
         repo.save()
         return repo
 
 
-REPO = r"/api/(?P<type>models|datasets)/(?P<ns>[^/]+)/(?P<name>[^/]+)"
+REPO = r"/api/models/(?P<ns>[^/]+)/(?P<name>[^/]+)"
 REV = r"(?P<rev>[^/]+)"  # the client quotes revisions whole: refs/pr/1 arrives as refs%2Fpr%2F1
 
 
 class HubApp:
     """The Hub API: one handler per endpoint, each turning a `Request` into a `Response` (or raising `HubError`)."""
 
-    ROUTES = (
+    ROUTES = (  # only what the package's push and a user's load use
         ("POST", r"/api/repos/create", "create_repo"),
-        ("GET", r"/api/whoami-v2", "whoami"),
         ("POST", r"/api/validate-yaml", "validate_yaml"),
         ("GET", REPO, "repo_info"),
         ("GET", REPO + r"/revision/" + REV, "repo_info"),
+        ("POST", REPO + r"/branch/(?P<branch>[^/]+)", "create_branch"),
         ("POST", REPO + r"/preupload/" + REV, "preupload"),
         ("POST", REPO + r"/commit/" + REV, "commit"),
-        ("POST", REPO + r"/branch/(?P<branch>[^/]+)", "create_branch"),
-        ("GET", REPO + r"/refs", "list_refs"),
-        ("GET", REPO + r"/tree/" + REV + r"(?:/(?P<path>.+))?", "list_tree"),
+        ("GET", REPO + r"/tree/" + REV, "list_tree"),
         ("POST", REPO + r"/paths-info/" + REV, "paths_info"),
         ("GET", REPO + r"/commits/" + REV, "list_commits"),
-        ("POST", REPO + r"/discussions", "create_discussion"),
-        ("GET", REPO + r"/discussions/(?P<num>\d+)", "discussion_details"),
-        (
-            "GET HEAD",
-            r"/(?:(?P<type>datasets)/)?(?P<ns>[^/]+)/(?P<name>[^/]+)/resolve/" + REV + r"/(?P<path>.+)",
-            "resolve_file",
-        ),
+        ("GET HEAD", r"/(?P<ns>[^/]+)/(?P<name>[^/]+)/resolve/" + REV + r"/(?P<path>.+)", "resolve_file"),
     )
 
     def __init__(self, store: Store, url: str, fail_commits: set[int] | None = None):
@@ -282,6 +293,9 @@ class HubApp:
                     with self.lock:
                         return handler(Request(params, parse_qs(url.query), headers, body))
                 except HubError as error:
+                    if error.status == 501:
+                        self.unknown_routes.append(f"{method} {raw_path} ({error.message})")
+                        print(f"LocalHub: {error.message} ({method} {raw_path}) -> 501", file=sys.stderr)
                     message = error.message.encode("ascii", "backslashreplace").decode()  # headers are latin-1
                     error_headers = {"X-Error-Message": message, **error.headers}
                     if error.code:
@@ -297,10 +311,10 @@ class HubApp:
     # -- helpers
 
     def repo(self, request: Request) -> Repo:
-        return self.store.open(request.params.get("type", "models"), f"{request.params['ns']}/{request.params['name']}")
+        return self.store.open(f"{request.params['ns']}/{request.params['name']}")
 
-    def repo_url(self, repo_type: str, repo_id: str) -> str:
-        return f"{self.url}/{'' if repo_type == 'model' else repo_type + 's/'}{repo_id}"
+    def repo_url(self, repo_id: str) -> str:
+        return f"{self.url}/{repo_id}"
 
     @staticmethod
     def file_entry(repo: Repo, path: str, sha256: str) -> dict:
@@ -321,45 +335,27 @@ class HubApp:
             raise HubError(400, f"Can only commit to a branch or a pull request ref, not {revision}")
         return ref
 
-    # -- account and repos
-
-    def whoami(self, request: Request) -> Response:
-        """GET /api/whoami-v2: every token is the local user's, with write access."""
-        access = {"displayName": "local", "role": "write"}
-        return json_response(
-            {
-                "type": "user",
-                "id": "0" * 24,
-                "name": USER,
-                "fullname": "Local User",
-                "orgs": [],
-                "auth": {"type": "access_token", "accessToken": access},
-            }
-        )
+    # -- repos
 
     def create_repo(self, request: Request) -> Response:
         """POST /api/repos/create {name, organization, type, visibility|private}: 409 if it exists."""
         body = request.json()
         repo_id = f"{body.get('organization') or USER}/{body.get('name', '')}"
-        url_type = {"model": "models", "dataset": "datasets"}.get(body.get("type") or "model")
-        if url_type is None:
-            raise HubError(400, f"This local hub has model and dataset repos only, not {body['type']}")
+        if (body.get("type") or "model") != "model":
+            raise HubError(400, f"This local hub has model repos only, not {body['type']} repos")
         if not valid_repo_id(repo_id):
             raise HubError(400, f"Invalid repo name: {repo_id}")
         private = bool(body.get("private")) or body.get("visibility") == "private"
-        repo = self.store.create(url_type, repo_id, private, self.repo_url(REPO_TYPES[url_type], repo_id))
-        return json_response({"url": self.repo_url(repo.type, repo.id), "name": repo.id, "id": repo.object_id})
+        repo = self.store.create(repo_id, private, self.repo_url(repo_id))
+        return json_response({"url": self.repo_url(repo.id), "name": repo.id, "id": repo.object_id})
 
     def repo_info(self, request: Request) -> Response:
-        """GET /api/models/{repo_id}[/revision/{revision}]: id, sha, siblings (sizes and oids with `blobs=1`)."""
+        """GET /api/models/{repo_id}[/revision/{revision}]: id, sha, siblings (their names)."""
+        if request.flag("blobs"):
+            raise unsupported("file sizes in repo info (blobs=true)")
         repo = self.repo(request)
         commit_id = repo.resolve(request.params.get("rev", "main"))
-        files = repo.files(commit_id)
-        siblings = [{"rfilename": path} for path in sorted(files)]
-        if request.flag("blobs"):
-            for sibling in siblings:
-                blob = repo.blob(files[sibling["rfilename"]])
-                sibling.update(size=blob["size"], blobId=blob["oid"])
+        siblings = [{"rfilename": path} for path in sorted(repo.files(commit_id))]
         namespace = repo.id.split("/")[0]
         return json_response(
             {
@@ -405,7 +401,7 @@ class HubApp:
         return json_response({"files": answers})
 
     def commit(self, request: Request) -> Response:
-        """POST .../commit/{revision} (NDJSON: a header, then file / deletedFile / deletedFolder lines).
+        """POST .../commit/{revision} (NDJSON: a header, then file / deletedFile lines).
 
         With `create_pr=1` the commit goes to a new pull request opened against the branch `revision`.
         A request whose number is in `fail_commits` is answered 500 before anything changes.
@@ -425,11 +421,11 @@ class HubApp:
         head = repo.refs[ref]
         if header.get("parentCommit") not in (None, head):
             raise HubError(412, f"A commit has happened since {header['parentCommit']}: {ref} is at {head}")
-        files = self.apply_operations(repo, dict(repo.files(head)), lines[1:], head)
+        files = self.apply_operations(repo, dict(repo.files(head)), lines[1:])
         title, description, pull_request_url = header.get("summary", ""), header.get("description", ""), None
-        repo_url = self.repo_url(repo.type, repo.id)
+        repo_url = self.repo_url(repo.id)
         if request.flag("create_pr"):
-            num = repo.open_discussion(title, description, base=ref)
+            num = repo.open_pull_request(title, description, base=ref)
             ref, pull_request_url = f"refs/pr/{num}", f"{repo_url}/discussions/{num}"
         commit_id = repo.commit(ref, title, description, files)
         repo.save()
@@ -444,7 +440,7 @@ class HubApp:
         )
 
     @staticmethod
-    def apply_operations(repo: Repo, files: dict[str, str], operations: list[dict], head: str) -> dict[str, str]:
+    def apply_operations(repo: Repo, files: dict[str, str], operations: list[dict]) -> dict[str, str]:
         """The tree `files` after a commit's operations; nothing is committed if one of them fails."""
         for operation in operations:
             key, value = operation.get("key"), operation.get("value", {})
@@ -454,12 +450,6 @@ class HubApp:
             elif key == "deletedFile":
                 if files.pop(path, None) is None:
                     raise HubError(404, f"A file with this name doesn't exist: {path}", "EntryNotFound")
-            elif key == "deletedFolder":
-                inside = [name for name in files if name.startswith(path.rstrip("/") + "/")]
-                if not inside:
-                    raise entry_not_found(path, head)
-                for name in inside:
-                    del files[name]
             elif key == "lfsFile":
                 raise HubError(
                     400,
@@ -481,70 +471,17 @@ class HubApp:
         repo.save()
         return json_response({})
 
-    def create_discussion(self, request: Request) -> Response:
-        """POST .../discussions {title, description, pullRequest}: a pull request (on main) gets a ref refs/pr/{num}."""
-        repo, body = self.repo(request), request.json()
-        base = "refs/heads/main" if body.get("pullRequest") else None
-        num = repo.open_discussion(body.get("title", ""), body.get("description", ""), base)
-        repo.save()
-        return json_response({"num": num, "url": f"{self.repo_url(repo.type, repo.id)}/discussions/{num}"})
-
-    def discussion_details(self, request: Request) -> Response:
-        """GET .../discussions/{num}: title, status and, for a pull request, its base branch."""
-        repo, num = self.repo(request), request.params["num"]
-        if num not in repo.state["discussions"]:
-            raise HubError(404, f"Discussion not found: {num}")
-        discussion = repo.state["discussions"][num]
-        return json_response(
-            {
-                "num": int(num),
-                "title": discussion["title"],
-                "status": "draft" if discussion["isPullRequest"] else "open",
-                "isPullRequest": discussion["isPullRequest"],
-                "createdAt": discussion["createdAt"],
-                "author": {"name": USER},
-                "repo": {"name": repo.id, "type": repo.type},
-                "events": [],
-                "changes": {"base": discussion["base"]},
-                "filesWithConflicts": [],
-                "diff": "",
-            }
-        )
-
     # -- reading
 
-    def list_refs(self, request: Request) -> Response:
-        """GET .../refs[?include_prs=1]: branches (and pull requests); no tags or converts here."""
-        repo = self.repo(request)
-
-        def refs(prefix: str) -> list[dict]:
-            return [
-                {"name": ref.removeprefix("refs/heads/"), "ref": ref, "targetCommit": commit_id}
-                for ref, commit_id in sorted(repo.refs.items())
-                if ref.startswith(prefix)
-            ]
-
-        answer = {"branches": refs("refs/heads/"), "tags": [], "converts": []}
-        if request.flag("include_prs"):
-            answer["pullRequests"] = refs("refs/pr/")
-        return json_response(answer)
-
     def list_tree(self, request: Request) -> Response:
-        """GET .../tree/{revision}[/{folder}][?recursive=true]: folders then files, in one page."""
+        """GET .../tree/{revision}?recursive=true: every folder, then every file, in one page."""
+        if not request.flag("recursive"):
+            raise unsupported("tree listings other than recursive ones from the root")
         repo = self.repo(request)
-        commit_id = repo.resolve(request.params["rev"])
-        files, folder = repo.files(commit_id), request.params.get("path", "").strip("/")
-        prefix = folder + "/" if folder else ""
-        folders, entries = set(), []
-        for path in sorted(name for name in files if name.startswith(prefix)):
-            parts = path[len(prefix) :].split("/")
-            if len(parts) == 1 or request.flag("recursive"):
-                entries.append(self.file_entry(repo, path, files[path]))
-            depth = len(parts) if request.flag("recursive") else 2
-            folders.update(prefix + "/".join(parts[:i]) for i in range(1, min(depth, len(parts))))
-        if folder and not entries and not folders:
-            raise entry_not_found(folder, commit_id)
-        return json_response([self.folder_entry(files, path) for path in sorted(folders)] + entries)
+        files = repo.files(repo.resolve(request.params["rev"]))
+        folders = sorted({path.rsplit("/", i)[0] for path in files for i in range(1, path.count("/") + 1)})
+        entries = [self.file_entry(repo, path, files[path]) for path in sorted(files)]
+        return json_response([self.folder_entry(files, path) for path in folders] + entries)
 
     def paths_info(self, request: Request) -> Response:
         """POST .../paths-info/{revision} (form: paths=...): the files and folders among `paths`; others are skipped."""
@@ -561,11 +498,9 @@ class HubApp:
 
     def list_commits(self, request: Request) -> Response:
         """GET .../commits/{revision}: the revision's history, newest first, in one page."""
-        repo = self.repo(request)
-        commit_id, history = repo.resolve(request.params["rev"]), []
-        while commit_id is not None:
-            commit = repo.commit_info(commit_id)
-            history.append(
+        history = self.repo(request).history(request.params["rev"])
+        return json_response(
+            [
                 {
                     "id": commit_id,
                     "title": commit["title"],
@@ -573,36 +508,25 @@ class HubApp:
                     "authors": [{"user": USER}],
                     "date": commit["date"],
                 }
-            )
-            commit_id = commit["parent"]
-        return json_response(history)
+                for commit_id, commit in history
+            ]
+        )
 
     def resolve_file(self, request: Request) -> Response:
-        """GET/HEAD /{repo_id}/resolve/{revision}/{path}: the bytes, `X-Repo-Commit`, the git oid as `ETag`.
-
-        A `Range: bytes=start-[end]` header (the client's resume) gets a 206 with that slice.
-        """
+        """GET/HEAD /{repo_id}/resolve/{revision}/{path}: the bytes, `X-Repo-Commit`, the git oid as `ETag`."""
+        if "Range" in request.headers:
+            raise unsupported("byte ranges (a client resuming a download)")
         repo = self.repo(request)
         commit_id, path = repo.resolve(request.params["rev"]), request.params["path"]
         files = repo.files(commit_id)
         if path not in files:
             raise entry_not_found(path, commit_id)
-        data = repo.read_blob(files[path])
         headers = {
             "X-Repo-Commit": commit_id,
             "ETag": f'"{repo.blob(files[path])["oid"]}"',
-            "Accept-Ranges": "bytes",
             "Content-Type": "application/octet-stream",
         }
-        byte_range = request.headers.get("Range")
-        if byte_range is None:
-            return Response(200, data, headers)
-        match = re.fullmatch(r"bytes=(\d+)-(\d*)", byte_range.strip())
-        start = int(match[1]) if match else len(data)
-        end = min(int(match[2]), len(data) - 1) if match and match[2] else len(data) - 1
-        if start > end:
-            raise HubError(416, f"Unsatisfiable range {byte_range}", headers={"Content-Range": f"bytes */{len(data)}"})
-        return Response(206, data[start : end + 1], {**headers, "Content-Range": f"bytes {start}-{end}/{len(data)}"})
+        return Response(200, repo.read_blob(files[path]), headers)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -672,7 +596,7 @@ class LocalHub:
 
     @property
     def unknown_routes(self) -> list[str]:
-        """The requests answered 501 so far ("METHOD /path?query")."""
+        """The requests answered 501 so far: "METHOD /path?query", and "(why)" for an option no client uses."""
         return self._server.app.unknown_routes
 
     def env(self, hf_home: str | Path) -> dict[str, str]:
@@ -687,37 +611,42 @@ class LocalHub:
             "NO_PROXY": "127.0.0.1,localhost",  # a proxy configured on the machine must not see local requests
         }
 
+    def run(self, *args, hf_home: str | Path, env: dict | None = None, timeout: float = 300):
+        """`python *args` in a new process whose huggingface_hub (and transformers) reach this hub through the
+        environment, as a user's would: this process's environment, then `env(hf_home)`, then `env`."""
+        return subprocess.run(
+            [sys.executable, *map(str, args)],
+            env={**os.environ, **self.env(hf_home), **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    # -- what clients left on the hub, read from the store (no client, no request)
+
+    def repo_exists(self, repo_id: str) -> bool:
+        return (Store(self.root).repo_path(repo_id) / "repo.json").is_file()
+
+    def files(self, repo_id: str, revision: str = "main") -> dict[str, bytes]:
+        """{path: content} of every file of a model repo at a branch, `refs/pr/N` or commit id."""
+        repo = Store(self.root).open(repo_id)
+        return {path: repo.read_blob(sha256) for path, sha256 in repo.files(repo.resolve(revision)).items()}
+
+    def commits(self, repo_id: str, revision: str = "main") -> list[tuple[str, str]]:
+        """(commit id, title) of a revision's history, newest first."""
+        return [(commit_id, commit["title"]) for commit_id, commit in Store(self.root).open(repo_id).history(revision)]
+
+    def private(self, repo_id: str) -> bool:
+        return Store(self.root).open(repo_id).state["private"]
+
 
 @pytest.fixture
-def local_hub(tmp_path, monkeypatch):
-    """A started `LocalHub` (root tmp_path/"hub") that this process's huggingface_hub and transformers talk to.
+def local_hub(tmp_path):
+    """A started `LocalHub` storing its repos under tmp_path/"hub".
 
-    Sets the environment (`LocalHub.env`, HF_HOME = tmp_path/"hf_home") and the huggingface_hub constants that were
-    read from it at import time (endpoint, offline flag, cache and token paths). transformers reads these through
-    `huggingface_hub.constants` and keeps no copies of the endpoint or the offline flag.
+    Nothing in this process is pointed at it (the test process stays offline): clients run in new processes
+    started with `LocalHub.run`, and tests read what those clients left on the hub with `files`, `commits` and
+    `repo_exists`.
     """
-    from huggingface_hub import constants
-    from huggingface_hub.utils import _cache_manager
-
-    hf_home = tmp_path / "hf_home"
-    hf_home.mkdir()
     with LocalHub(tmp_path / "hub") as hub:
-        for name, value in hub.env(hf_home).items():
-            monkeypatch.setenv(name, value)
-        for name, value in {
-            "ENDPOINT": hub.url,
-            "HUGGINGFACE_CO_URL_TEMPLATE": hub.url + "/{repo_id}/resolve/{revision}/{filename}",
-            "HF_URL_HOSTS": constants.HF_URL_HOSTS | {"127.0.0.1"},
-            "HF_HUB_OFFLINE": False,
-            "HF_HUB_DISABLE_TELEMETRY": True,
-            "HF_HOME": str(hf_home),
-            "HF_HUB_CACHE": str(hf_home / "hub"),
-            "HUGGINGFACE_HUB_CACHE": str(hf_home / "hub"),
-            "HF_ASSETS_CACHE": str(hf_home / "assets"),
-            "HF_XET_CACHE": str(hf_home / "xet"),
-            "HF_TOKEN_PATH": str(hf_home / "token"),
-            "HF_STORED_TOKENS_PATH": str(hf_home / "stored_tokens"),
-        }.items():
-            monkeypatch.setattr(constants, name, value)
-        monkeypatch.setattr(_cache_manager, "HF_HUB_CACHE", str(hf_home / "hub"))  # scan_cache_dir's default
         yield hub

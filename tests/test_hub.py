@@ -1,27 +1,29 @@
-"""Pushing to the Hub (a local Hub-compatible server, the unmodified client) and loading back without the package."""
+"""Pushing to the Hub and loading back without the package, as users do: the push (scripts/push_to_hub.py, or
+push_to_hub from Python) and the load run in new processes that find a local Hub-compatible server through the
+environment (HF_ENDPOINT); the tests read what they left from the server's store. Refusals of the push gate, which
+come before any request, run in this process, which is offline."""
 
 import json
-import os
-import re
-import subprocess
-import sys
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
-from helpers import run_fresh, tiny_config
+from helpers import run_fresh, run_fresh_revisions, tiny_config
 from hub_server import TOKEN, local_hub  # noqa: F401  (the fixture)
-from huggingface_hub import HfApi, ModelCard, hf_hub_download, snapshot_download
+from huggingface_hub import ModelCard, constants
 
 from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchImageProcessor
-from modeling_vit_scratch.hub import PushError, push_to_hub
+from modeling_vit_scratch.hub import push_to_hub
 from modeling_vit_scratch.model_card import render_model_card
 from modeling_vit_scratch.reload_check import RELOAD_WITHOUT_PACKAGE
-from modeling_vit_scratch.safety import TOKEN_VARIABLES, credential_free_env, weights_sha256
+from modeling_vit_scratch.safety import TOKEN_VARIABLES, weights_sha256
 
 REPO = Path(__file__).resolve().parent.parent
 REPO_ID = "local-user/vit-tiny-test"
+BARE_REPO_ID = "local-user/vit-tiny-bare"
+GIVEN_TOKEN = "hf_given_by_argument_0123456789"
 
 
 def saved_folder(path: Path, seed: int = 0, with_training_files: bool = True) -> ViTScratchForImageClassification:
@@ -61,11 +63,58 @@ def saved_folder(path: Path, seed: int = 0, with_training_files: bool = True) ->
     return model
 
 
+# Run with `python -c`: a JSON list of push_to_hub keyword arguments; prints one JSON outcome per push.
+PUSHES = """
+import json, sys
+from huggingface_hub import HfApi
+from huggingface_hub.errors import RepositoryNotFoundError
+from modeling_vit_scratch.hub import push_to_hub
+outcomes = []
+for call in json.loads(sys.argv[1]):
+    try:
+        result = push_to_hub(**call)
+        outcome = dict(commit_id=result.commit_id, repo_url=result.repo_url, pull_request_url=result.pull_request_url)
+    except (ValueError, RuntimeError) as error:  # the gate's refusals, and PushError
+        outcome = dict(error=type(error).__name__, message=str(error))
+    try:
+        history = HfApi().list_repo_commits(call["repo_id"])
+        outcome.update(commits=[commit.title for commit in history], head=history[0].commit_id)
+    except RepositoryNotFoundError:
+        outcome.update(commits=None, head=None)
+    outcomes.append(outcome)
+print(json.dumps(outcomes))
+"""
+
+
+def push(hub, tmp_path: Path, *calls: dict) -> list[dict]:
+    """`push_to_hub(**call)` for each call (folder tmp_path/"run" and REPO_ID unless given), in order, in one new
+    process that reaches `hub` through the environment, as a user's Python does. Per call: `commit_id`, `repo_url`,
+    `pull_request_url`, or the `error` class and its `message`; then main's history as the client reads it after
+    the call (`commits`, newest title first, and `head`; None if the repo does not exist). No token in any output."""
+    calls = [{"folder": str(tmp_path / "run"), "repo_id": REPO_ID, **call} for call in calls]
+    calls = [{key: str(value) if isinstance(value, Path) else value for key, value in c.items()} for c in calls]
+    result = hub.run("-c", PUSHES, json.dumps(calls), hf_home=tmp_path / "hf_home", env={"PYTHONPATH": str(REPO)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert TOKEN not in result.stdout + result.stderr and GIVEN_TOKEN not in result.stdout + result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def card_at(hub, revision: str = "main") -> str:
+    return hub.files(REPO_ID, revision)["README.md"].decode()
+
+
+def titles(hub, revision: str = "main") -> list[str]:
+    return [title for _, title in hub.commits(REPO_ID, revision)]
+
+
 def test_push_uploads_everything_and_loads_back_without_the_package(local_hub, tmp_path):  # noqa: F811
     model = saved_folder(tmp_path / "run")
-    first = push_to_hub(tmp_path / "run", REPO_ID, max_shard_size="40KB", commit_message="first model")
-    assert len(first.commit_id) == 40 and first.repo_url.endswith(REPO_ID)
-    files = set(HfApi().list_repo_files(REPO_ID))
+    newer = saved_folder(tmp_path / "run2", seed=1)
+    first, second = push(
+        local_hub, tmp_path, dict(max_shard_size="40KB", commit_message="first model"), dict(folder=tmp_path / "run2")
+    )
+    assert len(first["commit_id"]) == 40 and first["repo_url"].endswith(REPO_ID)
+    files = local_hub.files(REPO_ID, first["commit_id"])
     assert {
         "config.json",
         "modeling_vit_scratch.py",
@@ -76,50 +125,50 @@ def test_push_uploads_everything_and_loads_back_without_the_package(local_hub, t
         "all_results.json",
         "training_curves.png",
         "model.safetensors.index.json",
-    } <= files
+    } <= set(files)
     assert sum(name.startswith("model-") and name.endswith(".safetensors") for name in files) > 1  # sharded
-    config = json.loads(Path(hf_hub_download(REPO_ID, "config.json")).read_text())
-    assert set(config["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForImageClassification"}
-
-    pixel_values = torch.randn(2, 1, 20, 20)
-    loaded = run_fresh(REPO_ID, pixel_values, tmp_path / "fresh1", env=local_hub.env(tmp_path / "hf_home1"))
-    with torch.no_grad():
-        assert torch.equal(loaded["logits"], model(pixel_values).logits)
-    assert (loaded["config_class"], loaded["processor_class"]) == ("ViTScratchConfig", "ViTScratchImageProcessor")
-    assert loaded["pipeline"][0]["label"].startswith("digit ")
+    assert set(json.loads(files["config.json"])["auto_map"]) == {
+        "AutoConfig",
+        "AutoModel",
+        "AutoModelForImageClassification",
+    }
 
     # a new model on the same repo: the new revision loads, and the old one, pinned, still does
-    newer = saved_folder(tmp_path / "run2", seed=1)
-    second = push_to_hub(tmp_path / "run2", REPO_ID)
-    assert second.commit_id != first.commit_id
-    latest = run_fresh(REPO_ID, pixel_values, tmp_path / "fresh2", env=local_hub.env(tmp_path / "hf_home2"))
-    pinned = run_fresh(
-        REPO_ID, pixel_values, tmp_path / "fresh3", env=local_hub.env(tmp_path / "hf_home3"), revision=first.commit_id
-    )
+    assert second["commit_id"] != first["commit_id"]
+    pixel_values = torch.randn(2, 1, 20, 20)
+    env = local_hub.env(tmp_path / "hf_home_fresh")
+    pinned, latest = run_fresh_revisions(REPO_ID, pixel_values, tmp_path / "fresh", env, [first["commit_id"], None])
     with torch.no_grad():
-        assert torch.equal(latest["logits"], newer(pixel_values).logits)
         assert torch.equal(pinned["logits"], model(pixel_values).logits)
-    files = set(HfApi().list_repo_files(REPO_ID))  # the first push's shards went with the new unsharded model
+        assert torch.equal(latest["logits"], newer(pixel_values).logits)
+    assert (pinned["config_class"], pinned["processor_class"]) == ("ViTScratchConfig", "ViTScratchImageProcessor")
+    assert pinned["pipeline"][0]["label"].startswith("digit ")
+    files = set(local_hub.files(REPO_ID))  # the first push's shards went with the new unsharded model
     assert "model.safetensors" in files and not any(name.startswith("model-") for name in files)
     assert "model.safetensors.index.json" not in files
     assert local_hub.unknown_routes == []
 
 
-def test_model_card_is_valid_and_its_metrics_are_the_measured_ones(local_hub, tmp_path):  # noqa: F811
+def test_model_card_is_valid_and_its_metrics_are_the_measured_ones_or_absent(local_hub, tmp_path):  # noqa: F811
+    """The card of a training output holds its measured metrics; that of a bare saved folder leaves them out."""
     saved_folder(tmp_path / "run")
-    result = push_to_hub(tmp_path / "run", REPO_ID)
-    card_text = Path(hf_hub_download(REPO_ID, "README.md", revision=result.commit_id)).read_text()
+    saved_folder(tmp_path / "bare", with_training_files=False)
+    result, bare = push(local_hub, tmp_path, {}, dict(folder=tmp_path / "bare", repo_id=BARE_REPO_ID))
+    card_text = card_at(local_hub, result["commit_id"])  # the push's commits posted it to validate-yaml first
     assert "{{" not in card_text and "{%" not in card_text
-    card = ModelCard(card_text)
-    card.validate()  # posts the front matter to the hub's validate-yaml endpoint
+    assert ModelCard(card_text).data.license == "apache-2.0"
     front = yaml.safe_load(card_text.split("---")[1])
     assert front["library_name"] == "transformers" and front["pipeline_tag"] == "image-classification"
     assert {"vision-transformer", "custom_code"} <= set(front["tags"]) and front["license"] == "apache-2.0"
     metrics = {m["type"]: m["value"] for m in front["model-index"][0]["results"][0]["metrics"]}
     assert metrics == {"accuracy": round(0.91234, 4), "top5_accuracy": 1.0}
-    model_commit = HfApi().list_repo_commits(REPO_ID)[1].commit_id  # the card pins the commit holding the weights
+    model_commit = local_hub.commits(REPO_ID)[1][0]  # the card pins the commit holding the weights
     assert f'revision="{model_commit}"' in card_text and "dosovitskiy2021an" in card_text
-    assert "hf_local_test_token" not in card_text
+    assert TOKEN not in card_text
+
+    card_text = local_hub.files(BARE_REPO_ID, bare["commit_id"])["README.md"].decode()
+    assert "## Training procedure" not in card_text and "## Results" not in card_text
+    assert "model-index" not in card_text and "## Architecture" in card_text
 
 
 @pytest.mark.parametrize(
@@ -139,36 +188,25 @@ def test_the_card_of_a_hybrid_names_its_stem_and_the_pixels_a_token_covers(field
     assert "(ViT-B/16)" in plain and "the image is cut into 16x16 patches" in plain and "| stem |" not in plain
 
 
-def test_card_of_a_folder_without_training_files_leaves_them_out(local_hub, tmp_path):  # noqa: F811
-    saved_folder(tmp_path / "run", with_training_files=False)
-    push_to_hub(tmp_path / "run", REPO_ID)
-    card_text = Path(hf_hub_download(REPO_ID, "README.md")).read_text()
-    assert "## Training procedure" not in card_text and "## Results" not in card_text
-    assert "model-index" not in card_text and "## Architecture" in card_text
-
-
 def test_branch_private_and_pull_request(local_hub, tmp_path):  # noqa: F811
     saved_folder(tmp_path / "run")
-    push_to_hub(tmp_path / "run", REPO_ID, private=True, revision="experiment")
-    assert "config.json" in HfApi().list_repo_files(REPO_ID, revision="experiment")
-    assert "config.json" not in HfApi().list_repo_files(REPO_ID)  # main untouched
-    proposal = push_to_hub(tmp_path / "run", REPO_ID, create_pr=True)
-    assert proposal.pull_request_url and "/discussions/" in proposal.pull_request_url
-    with pytest.raises(ValueError, match="A pull request \\(create_pr\\) is opened against main: drop the revision"):
-        push_to_hub(tmp_path / "run", REPO_ID, create_pr=True, revision="experiment")
+    on_branch, proposal, refused = push(
+        local_hub,
+        tmp_path,
+        dict(private=True, revision="experiment"),
+        dict(create_pr=True),
+        dict(create_pr=True, revision="experiment"),
+    )
+    assert "config.json" in local_hub.files(REPO_ID, "experiment") and local_hub.private(REPO_ID)
+    assert on_branch["commits"] == ["initial commit"]  # main untouched
+    assert proposal["pull_request_url"] and proposal["pull_request_url"].endswith("/discussions/1")
+    assert "config.json" in local_hub.files(REPO_ID, "refs/pr/1") and "config.json" not in local_hub.files(REPO_ID)
+    assert refused["error"] == "ValueError"
+    assert refused["message"].startswith("A pull request (create_pr) is opened against main: drop the revision")
 
 
 def write_json(path: Path, **changes) -> None:
     path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
-
-
-def test_altered_model_code_is_refused_naming_the_file(local_hub, tmp_path):  # noqa: F811
-    saved_folder(tmp_path / "run")
-    code = tmp_path / "run" / "modeling_vit_scratch.py"
-    code.write_text(code.read_text().replace("return self.fc_norm(pooled)", "return self.fc_norm(pooled) * 1.01"))
-    with pytest.raises(ValueError, match=f"{code} differs from vit-scratch's own modeling_vit_scratch.py"):
-        push_to_hub(tmp_path / "run", REPO_ID)
-    assert not HfApi().repo_exists(REPO_ID)  # the gate runs before anything is created
 
 
 EVIL = """
@@ -177,112 +215,118 @@ from pathlib import Path
 Path({marker!r}).write_text("ran with token " + str(os.environ.get("HF_TOKEN")))
 from modeling_vit_scratch import ViTScratchForImageClassification as Evil
 """
-
-
-@pytest.mark.parametrize(
-    "attack",
-    [
-        "extra module in config auto_map",
-        "extra module in processor auto_map",
-        "module of another repo",
-        "module without auto_map",
-    ],
+ATTACKS = (
+    "altered model code",
+    "extra module in config auto_map",
+    "extra module in processor auto_map",
+    "module of another repo",
+    "module without auto_map",
 )
-def test_code_other_than_the_package_s_never_runs_and_is_not_pushed(local_hub, tmp_path, attack):  # noqa: F811
-    folder, marker = tmp_path / "run", tmp_path / "marker"
+
+
+def attacked_folder(folder: Path, attack: str, marker: Path) -> str:
+    """A saved folder holding code other than the package's own; the start of the refusal that names it."""
     saved_folder(folder)
+    if attack == "altered model code":
+        code = folder / "modeling_vit_scratch.py"
+        code.write_text(code.read_text().replace("return self.fc_norm(pooled)", "return self.fc_norm(pooled) * 1.01"))
+        return f"{code} differs from vit-scratch's own modeling_vit_scratch.py"
     (folder / "evil.py").write_text(EVIL.format(marker=str(marker)))
-    expected = f"{folder / 'evil.py'} is not part of vit-scratch's model code"
     if attack == "extra module in config auto_map":
         config = json.loads((folder / "config.json").read_text())
-        auto_map = {**config["auto_map"], "AutoModelForImageClassification": "evil.Evil"}
-        write_json(folder / "config.json", auto_map=auto_map)
+        write_json(
+            folder / "config.json", auto_map={**config["auto_map"], "AutoModelForImageClassification": "evil.Evil"}
+        )
     elif attack == "extra module in processor auto_map":
         (folder / "evil.py").unlink()
         write_json(folder / "preprocessor_config.json", auto_map={"AutoImageProcessor": "evil.Evil"})
-        expected = f"{folder / 'preprocessor_config.json'} maps AutoImageProcessor to 'evil.Evil'"
+        return f"{folder / 'preprocessor_config.json'} maps AutoImageProcessor to 'evil.Evil'"
     elif attack == "module of another repo":
         (folder / "evil.py").unlink()
         write_json(folder / "config.json", auto_map={"AutoModelForImageClassification": "attacker/repo--evil.Evil"})
-        expected = f"{folder / 'config.json'} maps AutoModelForImageClassification to 'attacker/repo--evil.Evil'"
-    with pytest.raises(ValueError, match=re.escape(expected)):
-        push_to_hub(folder, REPO_ID)
-    assert not marker.exists() and not HfApi().repo_exists(REPO_ID)
+        return f"{folder / 'config.json'} maps AutoModelForImageClassification to 'attacker/repo--evil.Evil'"
+    return f"{folder / 'evil.py'} is not part of vit-scratch's model code"
+
+
+def refusal(folder: Path, **kwargs) -> str:
+    """The refusal (a ValueError) of `push_to_hub(folder, REPO_ID, **kwargs)` run in this process, which is offline
+    (conftest): had the push made any request before refusing, it would have failed with OfflineModeIsEnabled (a
+    PushError) instead. So a refusal here is one that nothing on any hub came before."""
+    assert constants.HF_HUB_OFFLINE, "the test process must be offline (HF_HUB_OFFLINE=1)"
+    with pytest.raises(ValueError) as refused:
+        push_to_hub(folder, REPO_ID, **kwargs)
+    return str(refused.value)
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_code_other_than_the_package_s_never_runs_and_is_not_pushed(local_hub, tmp_path, attack):  # noqa: F811
+    """Refused, naming the file, before anything runs or reaches the hub."""
+    folder, marker = tmp_path / "run", tmp_path / "marker"
+    expected = attacked_folder(folder, attack, marker)
+    assert expected in refusal(folder) and not marker.exists()
 
     if attack == "extra module in config auto_map":  # the script, as a user runs it: one line, nothing ran
-        result = subprocess.run(
-            [sys.executable, str(REPO / "scripts" / "push_to_hub.py"), str(folder), REPO_ID],
-            env={**os.environ, **local_hub.env(tmp_path / "hf_home")},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert result.returncode != 0 and "Traceback" not in result.stderr
-        assert result.stderr.strip().splitlines()[-1].startswith(f"error: {expected}")
-        assert not marker.exists()
+        script = run_push_script(local_hub, tmp_path, folder, REPO_ID)
+        assert one_error_line(script).startswith(f"error: {expected}")
+        assert not marker.exists() and not local_hub.repo_exists(REPO_ID)
 
 
-def test_the_reload_check_reaches_no_credential(local_hub, tmp_path, monkeypatch):  # noqa: F811
+# Run with `python -c`: an empty folder for the child's hub home, the model folder, the repo id.
+CREDENTIAL_CHECK = """
+import json, subprocess, sys
+from modeling_vit_scratch.hub import push_to_hub
+from modeling_vit_scratch.safety import credential_free_env
+env = credential_free_env(sys.argv[1])
+code = "from huggingface_hub import get_token; print(get_token())"
+found = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+push_to_hub(sys.argv[2], sys.argv[3])  # the gate's reload runs, with its guard, while this process has a token
+print(json.dumps(dict(env=env, found=found.stdout.strip(), errors=found.stderr[-2000:])))
+"""
+
+
+def test_the_reload_check_reaches_no_credential(local_hub, tmp_path):  # noqa: F811
     """The gate's child process sees no token: not in its environment, not in a saved login. Its own guard (it
-    exits if huggingface_hub finds a token) passes, though this process has both, and trips when given one."""
-    secret = "hf_saved_login_secret_0123"
-    (tmp_path / "hf_home" / "token").write_text(secret)  # the saved login (HF_TOKEN_PATH of the fixture)
-    monkeypatch.setenv("HUGGING_FACE_HUB_TOKEN", "hf_legacy_variable_secret")
-    monkeypatch.setenv("MY_COPY_OF_THE_TOKEN", TOKEN)
-    env = credential_free_env(tmp_path / "empty_home")
+    exits if huggingface_hub finds a token) passes, though the pushing process has both, and trips when given one."""
+    secret, legacy = "hf_saved_login_secret_0123", "hf_legacy_variable_secret"
+    (tmp_path / "hf_home").mkdir()
+    (tmp_path / "hf_home" / "token").write_text(secret)  # the saved login of the pushing process (HF_HOME/token)
+    saved_folder(tmp_path / "run")
+    result = local_hub.run(
+        "-c",
+        CREDENTIAL_CHECK,
+        tmp_path / "empty_home",
+        tmp_path / "run",
+        REPO_ID,
+        hf_home=tmp_path / "hf_home",
+        env={"HUGGING_FACE_HUB_TOKEN": legacy, "MY_COPY_OF_THE_TOKEN": TOKEN, "PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    checked = json.loads(result.stdout.splitlines()[-1])
+    env = checked["env"]
     assert not set(env) & set(TOKEN_VARIABLES) and "MY_COPY_OF_THE_TOKEN" not in env
-    assert not any(value in text for value in (TOKEN, secret, "hf_legacy_variable_secret") for text in env.values())
+    assert not any(value in text for value in (TOKEN, secret, legacy) for text in env.values())
     assert env["HF_HOME"] == str(tmp_path / "empty_home") and env["HF_HUB_OFFLINE"] == "1"
     assert env["HF_TOKEN_PATH"].startswith(str(tmp_path / "empty_home"))
-    found = subprocess.run(
-        [sys.executable, "-c", "from huggingface_hub import get_token; print(get_token())"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert found.stdout.strip() == "None", found.stderr[-2000:]
+    assert checked["found"] == "None", checked["errors"]
+    assert len(titles(local_hub)) == 3  # pushed: the gate's reload passed its guard
 
-    saved_folder(tmp_path / "run")
-    push_to_hub(tmp_path / "run", REPO_ID)  # the gate's reload ran, with its guard, while HF_TOKEN is set here
-    leaked = subprocess.run(
-        [sys.executable, "-c", RELOAD_WITHOUT_PACKAGE, str(tmp_path / "run"), "x", "y"],
-        env=os.environ,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    leaked = local_hub.run("-c", RELOAD_WITHOUT_PACKAGE, tmp_path / "run", "x", "y", hf_home=tmp_path / "hf_home")
     assert leaked.returncode != 0 and "a Hub token reached the reload check" in leaked.stderr
 
 
 def test_push_script_prints_url_and_commit_and_never_the_token(local_hub, tmp_path):  # noqa: F811
     saved_folder(tmp_path / "run")
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "scripts" / "push_to_hub.py"),
-            str(tmp_path / "run"),
-            REPO_ID,
-            "--commit_message",
-            "from the script",
-        ],
-        env={**os.environ, **local_hub.env(tmp_path / "hf_home")},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_push_script(local_hub, tmp_path, tmp_path / "run", REPO_ID, "--commit_message", "from the script")
     assert result.returncode == 0, result.stderr[-2000:]
-    commit = HfApi().list_repo_commits(REPO_ID)[0].commit_id
+    commit = local_hub.commits(REPO_ID)[0][0]
     assert f"commit: {commit}" in result.stdout and REPO_ID in result.stdout
-    assert "hf_local_test_token" not in result.stdout + result.stderr
-    missing = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "push_to_hub.py"), str(tmp_path / "nope"), REPO_ID],
-        env={**os.environ, **local_hub.env(tmp_path / "hf_home")},
-        capture_output=True,
-        text=True,
-        timeout=300,
+    assert titles(local_hub)[1] == "from the script"
+    assert TOKEN not in result.stdout + result.stderr
+    missing = run_push_script(local_hub, tmp_path, tmp_path / "nope", REPO_ID)
+    assert one_error_line(missing).endswith(
+        f"error: {tmp_path / 'nope'} has no config.json: push a folder written "
+        "by save_pretrained, with the image processor saved beside the model (scripts/train.py writes both)."
     )
-    assert missing.returncode != 0 and "has no config.json" in missing.stderr.strip().splitlines()[-1]
 
 
 def change_weights(folder: Path) -> ViTScratchForImageClassification:
@@ -295,128 +339,121 @@ def change_weights(folder: Path) -> ViTScratchForImageClassification:
 
 
 def test_weights_changed_after_training_are_refused_or_pushed_without_their_metrics(local_hub, tmp_path):  # noqa: F811
-    folder = tmp_path / "run"
+    folder, undigested, retrained = tmp_path / "run", tmp_path / "undigested", tmp_path / "retrained"
     saved_folder(folder)
     changed = change_weights(folder)
+    shutil.copytree(folder, undigested)
+    record = json.loads((folder / "training_record.json").read_text())
+    del record["weights_sha256"]  # a record written before the digest existed proves nothing either
+    (undigested / "training_record.json").write_text(json.dumps(record))
+    shutil.copytree(undigested, retrained)  # retrained: record and weights agree again
+    write_json(retrained / "training_record.json", weights_sha256=weights_sha256(retrained))
+
+    refused, no_digest, unmeasured, measured = push(
+        local_hub,
+        tmp_path,
+        dict(folder=folder),
+        dict(folder=undigested),
+        dict(folder=undigested, allow_unmeasured_weights=True),
+        dict(folder=retrained),
+    )
     refusal = (
         f"The weights in {folder} are not the ones the metrics in all_results.json were measured on "
         "(its training_record.json names other weights): retrain, or pass --allow_unmeasured_weights"
     )
-    with pytest.raises(ValueError, match=re.escape(refusal)):
-        push_to_hub(folder, REPO_ID)
-    record = json.loads((folder / "training_record.json").read_text())
-    del record["weights_sha256"]  # a record written before the digest existed proves nothing either
-    (folder / "training_record.json").write_text(json.dumps(record))
-    with pytest.raises(ValueError, match="it has no weights digest on record"):
-        push_to_hub(folder, REPO_ID)
-    assert not HfApi().repo_exists(REPO_ID)
+    assert refused["error"] == "ValueError" and refusal in refused["message"]
+    assert no_digest["error"] == "ValueError" and "it has no weights digest on record" in no_digest["message"]
+    assert no_digest["commits"] is None  # nothing created
 
-    result = push_to_hub(folder, REPO_ID, allow_unmeasured_weights=True)
-    card_text = Path(hf_hub_download(REPO_ID, "README.md", revision=result.commit_id)).read_text()
+    card_text = card_at(local_hub, unmeasured["commit_id"])
     assert "the metrics measured in training were not measured on them" in card_text
     assert "model-index" not in card_text and "## Results" not in card_text and "0.9123" not in card_text
-    files = set(HfApi().list_repo_files(REPO_ID))
+    files = set(local_hub.files(REPO_ID, unmeasured["commit_id"]))
     assert "all_results.json" not in files and "training_curves.png" not in files and "training_record.json" in files
     pixel_values = torch.randn(2, 1, 20, 20)
-    loaded = run_fresh(REPO_ID, pixel_values, tmp_path / "fresh", env=local_hub.env(tmp_path / "hf_home_fresh"))
+    loaded = run_fresh(
+        REPO_ID,
+        pixel_values,
+        tmp_path / "fresh",
+        env=local_hub.env(tmp_path / "hf_home_fresh"),
+        revision=unmeasured["commit_id"],
+    )
     with torch.no_grad():
         assert torch.equal(loaded["logits"], changed(pixel_values).logits)  # the weights pushed are the changed ones
 
-    # retrained (record and weights agree again): the metrics come back, and so does all_results.json
-    record["weights_sha256"] = weights_sha256(folder)
-    (folder / "training_record.json").write_text(json.dumps(record))
-    result = push_to_hub(folder, REPO_ID)
-    card_text = Path(hf_hub_download(REPO_ID, "README.md", revision=result.commit_id)).read_text()
+    # retrained: the metrics come back, and so does all_results.json
+    card_text = card_at(local_hub, measured["commit_id"])
     assert "0.9123" in card_text and "not measured on them" not in card_text
-    assert "all_results.json" in HfApi().list_repo_files(REPO_ID)
-
-
-GIVEN_TOKEN = "hf_given_by_argument_0123456789"
+    assert "all_results.json" in local_hub.files(REPO_ID)
 
 
 @pytest.mark.parametrize("secret", [TOKEN, GIVEN_TOKEN], ids=["HF_TOKEN", "token="])
-def test_a_folder_holding_the_token_is_refused(local_hub, tmp_path, secret):  # noqa: F811
+def test_a_folder_holding_the_token_is_refused(tmp_path, monkeypatch, secret):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
     folder = tmp_path / "run"
     saved_folder(folder)
     write_json(folder / "training_record.json", command=f"python scripts/train.py --hub_token {secret}")
-    with pytest.raises(ValueError) as refused:
-        push_to_hub(folder, REPO_ID, token=GIVEN_TOKEN)
+    refused = refusal(folder, token=GIVEN_TOKEN)
     record = folder / "training_record.json"
-    assert str(refused.value).startswith(
+    assert refused.startswith(
         f"A Hub token is in the model card README.md, {record} (as staged for upload from {folder}); refusing to push"
     )
-    assert secret not in str(refused.value) and not HfApi().repo_exists(REPO_ID)
+    assert secret not in refused
 
 
-def test_the_token_is_in_no_pushed_file_and_no_output(local_hub, tmp_path, capfd, caplog):  # noqa: F811
+def test_the_token_is_in_no_pushed_file_and_no_output(local_hub, tmp_path):  # noqa: F811
     saved_folder(tmp_path / "run")
-    result = push_to_hub(tmp_path / "run", REPO_ID, token=GIVEN_TOKEN)
-    pushed = Path(snapshot_download(REPO_ID, revision=result.commit_id, cache_dir=tmp_path / "download"))
-    files = [path for path in pushed.rglob("*") if path.is_file()]
+    (result,) = push(local_hub, tmp_path, dict(token=GIVEN_TOKEN))  # `push` checks the process's output
+    files = local_hub.files(REPO_ID, result["commit_id"])
     assert len(files) >= 10
-    for path in files:
-        assert TOKEN.encode() not in path.read_bytes() and GIVEN_TOKEN.encode() not in path.read_bytes(), path
-    output = capfd.readouterr()
-    for text in (output.out, output.err, caplog.text):
-        assert TOKEN not in text and GIVEN_TOKEN not in text
-
-
-def commits(revision: str = "main") -> list[str]:
-    return [commit.title for commit in HfApi().list_repo_commits(REPO_ID, revision=revision)]
+    for path, content in files.items():
+        assert TOKEN.encode() not in content and GIVEN_TOKEN.encode() not in content, path
 
 
 def test_failed_model_commit_leaves_no_commit_and_the_same_push_completes(local_hub, tmp_path):  # noqa: F811
     saved_folder(tmp_path / "run")
-    local_hub.fail_commits.add(local_hub.commit_requests + 1)
-    with pytest.raises(PushError) as failed:
-        push_to_hub(tmp_path / "run", REPO_ID)
-    assert str(failed.value) == (
+    local_hub.fail_commits.add(1)
+    failed, finished = push(local_hub, tmp_path, {}, {})
+    assert failed["error"] == "PushError" and failed["message"] == (
         f"Uploading the model to {REPO_ID} failed (HTTP 500: Injected fault: commit request 1 fails): nothing was "
         f"committed and the repo {REPO_ID}, created by this push, is still empty; re-run the same command to push it."
     )
-    assert commits() == ["initial commit"]
-    push_to_hub(tmp_path / "run", REPO_ID)
-    assert len(commits()) == 3 and commits()[1].startswith("Upload vit_scratch model")
+    assert failed["commits"] == ["initial commit"]
+    assert len(finished["commits"]) == 3 and finished["commits"][1].startswith("Upload vit_scratch model")
 
 
 def test_failed_pin_leaves_a_loadable_repo_and_the_same_push_only_pins_it(local_hub, tmp_path):  # noqa: F811
     model = saved_folder(tmp_path / "run")
-    local_hub.fail_commits.add(local_hub.commit_requests + 2)
-    with pytest.raises(PushError) as failed:
-        push_to_hub(tmp_path / "run", REPO_ID)
-    model_commit = HfApi().list_repo_commits(REPO_ID)[0].commit_id
-    assert str(failed.value) == (
+    local_hub.fail_commits.add(2)
+    failed, finished, again = push(local_hub, tmp_path, {}, {}, {})
+    model_commit = failed["head"]
+    assert failed["error"] == "PushError" and failed["message"] == (
         f"The model is on {REPO_ID} at commit {model_commit} (complete and loadable, its card unpinned), but pinning "
         "the card's loading example to that commit failed (HTTP 500: Injected fault: commit request 2 fails); "
         "re-run the same command to pin it."
     )
-    card_text = Path(hf_hub_download(REPO_ID, "README.md")).read_text()
+    card_text = card_at(local_hub, model_commit)
     assert "revision=" not in card_text and f'model="{REPO_ID}", trust_remote_code=True)' in card_text
     pixel_values = torch.randn(2, 1, 20, 20)
-    loaded = run_fresh(REPO_ID, pixel_values, tmp_path / "fresh", env=local_hub.env(tmp_path / "hf_home_fresh"))
+    loaded = run_fresh(
+        REPO_ID, pixel_values, tmp_path / "fresh", env=local_hub.env(tmp_path / "hf_home_fresh"), revision=model_commit
+    )
     with torch.no_grad():
         assert torch.equal(loaded["logits"], model(pixel_values).logits)
 
-    finished = push_to_hub(tmp_path / "run", REPO_ID)
-    assert len(commits()) == 3 and commits()[0].startswith("Model card: pin")  # one model commit, then the pin
-    card_text = Path(hf_hub_download(REPO_ID, "README.md", revision=finished.commit_id)).read_text()
-    assert f'revision="{model_commit}"' in card_text
-    again = push_to_hub(tmp_path / "run", REPO_ID)  # nothing left to do: no commit at all
-    assert again.commit_id == finished.commit_id and len(commits()) == 3
+    # one model commit, then the pin
+    assert len(finished["commits"]) == 3 and finished["commits"][0].startswith("Model card: pin")
+    assert f'revision="{model_commit}"' in card_at(local_hub, finished["commit_id"])
+    assert again["commit_id"] == finished["commit_id"] and len(again["commits"]) == 3  # nothing left: no commit
 
 
-def run_push_script(hub, tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    environment = {**os.environ, **hub.env(tmp_path / "hf_home"), **env}
-    return subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "push_to_hub.py"), *map(str, args)],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def run_push_script(hub, tmp_path: Path, *args, **env: str):
+    """scripts/push_to_hub.py as a user runs it, its huggingface_hub finding `hub` through the environment."""
+    script = REPO / "scripts" / "push_to_hub.py"
+    return hub.run(script, *args, hf_home=tmp_path / "hf_home", env={"PYTHONPATH": str(REPO), **env})
 
 
-def one_error_line(result: subprocess.CompletedProcess) -> str:
+def one_error_line(result) -> str:
     """The script failed with one `error:` line, last, and no traceback or token anywhere in its output."""
     output = result.stdout + result.stderr
     assert result.returncode != 0 and "Traceback" not in output and TOKEN not in output, result.stderr[-3000:]
@@ -432,7 +469,7 @@ def test_push_script_faults_are_one_line_and_running_it_again_completes(local_hu
 
     local_hub.fail_commits.add(local_hub.commit_requests + 2)
     failed = run_push_script(local_hub, tmp_path, tmp_path / "run", REPO_ID)
-    model_commit = HfApi().list_repo_commits(REPO_ID)[0].commit_id
+    model_commit = local_hub.commits(REPO_ID)[0][0]
     assert one_error_line(failed) == (
         f"error: The model is on {REPO_ID} at commit {model_commit} (complete and loadable, its card unpinned), but "
         "pinning the card's loading example to that commit failed (HTTP 500: Injected fault: commit request 2 "
@@ -440,52 +477,52 @@ def test_push_script_faults_are_one_line_and_running_it_again_completes(local_hu
     )
     finished = run_push_script(local_hub, tmp_path, tmp_path / "run", REPO_ID)
     assert finished.returncode == 0, finished.stderr[-3000:]
-    assert f"commit: {HfApi().list_repo_commits(REPO_ID)[0].commit_id}" in finished.stdout and len(commits()) == 3
+    assert f"commit: {local_hub.commits(REPO_ID)[0][0]}" in finished.stdout and len(titles(local_hub)) == 3
 
     change_weights(tmp_path / "run")
     refused = run_push_script(local_hub, tmp_path, tmp_path / "run", REPO_ID)
     assert one_error_line(refused).startswith(f"error: The weights in {tmp_path / 'run'} are not the ones the metrics")
     accepted = run_push_script(local_hub, tmp_path, tmp_path / "run", REPO_ID, "--allow_unmeasured_weights")
-    assert accepted.returncode == 0 and len(commits()) == 5, accepted.stderr[-3000:]
+    assert accepted.returncode == 0 and len(titles(local_hub)) == 5, accepted.stderr[-3000:]
 
 
 def test_a_pull_request_whose_pin_failed_is_finished_on_its_ref(local_hub, tmp_path):  # noqa: F811
     saved_folder(tmp_path / "run")
-    push_to_hub(tmp_path / "run", REPO_ID, commit_message="first model")
-    main_before = commits()
-    newer = tmp_path / "run2"
-    saved_folder(newer, seed=1)
-    local_hub.fail_commits.add(local_hub.commit_requests + 2)
-    with pytest.raises(
-        PushError,
-        match=re.escape(
-            "re-run the same command with --revision refs/pr/1 (Python: "
-            "revision='refs/pr/1') instead of --create_pr to pin it."
-        ),
-    ):
-        push_to_hub(newer, REPO_ID, create_pr=True)
-    model_commit = HfApi().list_repo_commits(REPO_ID, revision="refs/pr/1")[0].commit_id
-    finished = push_to_hub(newer, REPO_ID, revision="refs/pr/1")
-    assert commits("refs/pr/1")[:2] == [
+    saved_folder(tmp_path / "run2", seed=1)
+    local_hub.fail_commits.add(4)  # the first push makes commit requests 1 and 2; the pull request's pin is the 4th
+    first, failed, finished = push(
+        local_hub,
+        tmp_path,
+        dict(commit_message="first model"),
+        dict(folder=tmp_path / "run2", create_pr=True),
+        dict(folder=tmp_path / "run2", revision="refs/pr/1"),
+    )
+    assert failed["error"] == "PushError" and failed["message"].endswith(
+        "re-run the same command with --revision refs/pr/1 (Python: revision='refs/pr/1') instead of --create_pr to "
+        "pin it."
+    )
+    model_commit = local_hub.commits(REPO_ID, "refs/pr/1")[1][0]
+    assert f"at commit {model_commit} " in failed["message"]
+    assert titles(local_hub, "refs/pr/1")[:2] == [
         f"Model card: pin the loading example to {model_commit[:12]}",
         "Upload vit_scratch model from run2",
     ]
-    card_text = Path(hf_hub_download(REPO_ID, "README.md", revision=finished.commit_id)).read_text()
-    assert f'revision="{model_commit}"' in card_text and commits() == main_before
+    assert f'revision="{model_commit}"' in card_at(local_hub, finished["commit_id"])
+    assert finished["commits"] == first["commits"]  # main untouched
 
 
 def test_the_packages_own_pipeline_is_pushed_and_any_other_is_refused(local_hub, tmp_path):  # noqa: F811
     from modeling_vit_scratch.image_processing_vit_scratch import custom_pipelines
 
-    saved_folder(tmp_path / "run")
-    config_file = tmp_path / "run" / "config.json"
-    config = json.loads(config_file.read_text())
-    config_file.write_text(json.dumps({**config, "custom_pipelines": custom_pipelines()}))
-    result = push_to_hub(tmp_path / "run", REPO_ID)
-    pushed = json.loads(Path(hf_hub_download(REPO_ID, "config.json", revision=result.commit_id)).read_text())
-    assert pushed["custom_pipelines"] == custom_pipelines()
+    own, other = tmp_path / "run", tmp_path / "other"
+    saved_folder(own)
+    shutil.copytree(own, other)
+    write_json(own / "config.json", custom_pipelines=custom_pipelines())
     evil = custom_pipelines()
     evil["image-classification"]["impl"] = "evil.Pipeline"
-    config_file.write_text(json.dumps({**config, "custom_pipelines": evil}))
-    with pytest.raises(ValueError, match="declares custom_pipelines other than vit-scratch's own pipeline"):
-        push_to_hub(tmp_path / "run", REPO_ID)
+    write_json(other / "config.json", custom_pipelines=evil)
+    pushed, refused = push(local_hub, tmp_path, dict(folder=own), dict(folder=other))
+    config = json.loads(local_hub.files(REPO_ID, pushed["commit_id"])["config.json"])
+    assert config["custom_pipelines"] == custom_pipelines()
+    assert refused["error"] == "ValueError"
+    assert "declares custom_pipelines other than vit-scratch's own pipeline" in refused["message"]

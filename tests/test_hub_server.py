@@ -1,25 +1,47 @@
-"""The local hub, through the real huggingface_hub client: repos, commits, revisions, branches, PRs, errors."""
+"""The local hub, through the real huggingface_hub client in a new process (as a user runs it): the routes the
+package's push and load use, their revisions, branches, pull request refs and errors."""
 
 import hashlib
+import json
 import random
-import re
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
+from urllib.error import HTTPError
 
 import pytest
 from hub_server import USER, LocalHub, local_hub  # noqa: F401  (local_hub is a fixture)
-from huggingface_hub import HfApi, RepoFile, RepoFolder, hf_hub_download, snapshot_download
-from huggingface_hub.errors import (
-    HfHubHTTPError,
-    RemoteEntryNotFoundError,
-    RepositoryNotFoundError,
-    RevisionNotFoundError,
-)
-from huggingface_hub.utils import get_session
 
 REPO_ID = f"{USER}/tiny"
+
+# The start of every client process: argv is the repo id and the folder to upload; `out` is printed as JSON.
+CLIENT = """
+import json, re, sys
+from pathlib import Path
+from huggingface_hub import HfApi, RepoFile, RepoFolder, hf_hub_download, snapshot_download
+REPO_ID, folder, out = sys.argv[1], Path(sys.argv[2]), {}
 COMMIT_ID = re.compile(r"[0-9a-f]{40}")
+api = HfApi()
+
+
+def fetch(filename, **kwargs):
+    return Path(hf_hub_download(REPO_ID, filename, **kwargs)).read_bytes().decode()
+
+
+def error(call, *args, **kwargs):
+    '''[the error's class name, its HTTP status or None, its message] of a call that must fail.'''
+    try:
+        call(*args, **kwargs)
+    except Exception as caught:
+        return [type(caught).__name__, getattr(getattr(caught, "response", None), "status_code", None), str(caught)]
+    raise AssertionError(f"{call.__name__}{args} did not fail")
+
+"""
+PUSH = """
+api.create_repo(REPO_ID)
+first = api.upload_folder(repo_id=REPO_ID, folder_path=folder, commit_message="Add model")
+"""
 
 
 @pytest.fixture(autouse=True)
@@ -40,174 +62,236 @@ def folder(tmp_path):
     return folder
 
 
-@pytest.fixture
-def pushed(folder):
-    """`folder` uploaded to a new repo: (api, commit info)."""
-    api = HfApi()
-    api.create_repo(REPO_ID)
-    return api, api.upload_folder(repo_id=REPO_ID, folder_path=folder, commit_message="Add model")
-
-
-def fetch(filename: str, **kwargs) -> bytes:
-    """The bytes of a file of the test repo, through hf_hub_download."""
-    return Path(hf_hub_download(REPO_ID, filename, **kwargs)).read_bytes()
+def client(hub, folder: Path, code: str, pushed: bool = True) -> dict:
+    """Run `code` after `CLIENT` (and, if `pushed`, after `folder` is uploaded to a new repo as `first`) in a new
+    process whose huggingface_hub reaches `hub` through the environment; what it put in `out`."""
+    source = CLIENT + (PUSH if pushed else "") + code + "\nprint(json.dumps(out))\n"
+    result = hub.run("-c", source, REPO_ID, folder, hf_home=folder.parent / "hf_home", timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])
 
 
 def git_oid(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def test_create_repo_with_an_initial_commit_and_exist_ok():
-    api = HfApi()
-    url = api.create_repo(REPO_ID)
-    assert url.repo_id == REPO_ID and url.endpoint == api.endpoint
-    info = api.repo_info(REPO_ID)
-    assert COMMIT_ID.fullmatch(info.sha) and [s.rfilename for s in info.siblings] == [".gitattributes"]
-    with pytest.raises(HfHubHTTPError) as error:
-        api.create_repo(REPO_ID)
-    assert error.value.response.status_code == 409
-    assert api.create_repo(REPO_ID, exist_ok=True).repo_id == REPO_ID
-    assert api.create_repo("tiny-data", repo_type="dataset").repo_id == f"{USER}/tiny-data"  # user's namespace
+def get(url: str, **headers: str) -> tuple[int, bytes]:
+    """A plain GET from this process (no Hub client, no proxy): status and body."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(urllib.request.Request(url, headers=headers), timeout=30) as response:
+            return response.status, response.read()
+    except HTTPError as error:
+        return error.code, error.read()
 
 
-def test_upload_folder_then_download_identical_bytes(pushed, folder):
-    api, commit = pushed
-    assert COMMIT_ID.fullmatch(commit.oid) and commit.commit_message == "Add model"
-    assert api.repo_info(REPO_ID).sha == commit.oid
-    assert set(api.list_repo_files(REPO_ID)) == {".gitattributes", "weights.bin", "config.json", "sub/notes.txt"}
-    for name in ("weights.bin", "config.json", "sub/notes.txt"):
-        path = hf_hub_download(REPO_ID, name)
-        assert f"/snapshots/{commit.oid}/" in path
-        assert Path(path).read_bytes() == (folder / name).read_bytes()
-
-
-def test_each_commit_keeps_its_own_content(pushed, folder):
-    api, first = pushed
-    second = api.upload_file(path_or_fileobj=b'{"hidden_size": 48}\n', path_in_repo="config.json", repo_id=REPO_ID)
-    assert COMMIT_ID.fullmatch(second.oid) and second.oid != first.oid
-    assert fetch("config.json", revision=first.oid) == b'{"hidden_size": 36}\n'
-    assert fetch("config.json", revision=second.oid) == fetch("config.json") == b'{"hidden_size": 48}\n'
-    history = api.list_repo_commits(REPO_ID)
-    assert [c.commit_id for c in history[:2]] == [second.oid, first.oid] and history[-1].title == "initial commit"
-    assert api.repo_info(REPO_ID, revision=first.oid).sha == first.oid
-    # An unchanged file makes no commit; a stale parent_commit is refused.
-    unchanged = api.upload_file(path_or_fileobj=folder / "weights.bin", path_in_repo="weights.bin", repo_id=REPO_ID)
-    assert unchanged.oid == second.oid
-    with pytest.raises(HfHubHTTPError) as error:
-        api.upload_file(path_or_fileobj=b"x", path_in_repo="x.txt", repo_id=REPO_ID, parent_commit=first.oid)
-    assert error.value.response.status_code == 412
-
-
-def test_delete_file_and_folder(pushed):
-    api, _ = pushed
-    api.delete_file("config.json", REPO_ID)
-    api.delete_folder("sub", REPO_ID)
-    assert set(api.list_repo_files(REPO_ID)) == {".gitattributes", "weights.bin"}
-    with pytest.raises(RemoteEntryNotFoundError, match="doesn't exist"):
-        api.delete_file("config.json", REPO_ID)
-
-
-def test_snapshot_download_gets_every_file(pushed, folder, tmp_path):
-    _, commit = pushed
-    local = snapshot_download(REPO_ID, local_dir=tmp_path / "snapshot")
-    for name in ("weights.bin", "config.json", "sub/notes.txt"):
-        assert (tmp_path / "snapshot" / name).read_bytes() == (folder / name).read_bytes()
-    assert local == str(tmp_path / "snapshot")
-    assert snapshot_download(REPO_ID).endswith(f"/snapshots/{commit.oid}")
-
-
-def test_list_repo_tree_and_paths_info(pushed, folder):
-    api, _ = pushed
-    top = {entry.path: entry for entry in api.list_repo_tree(REPO_ID)}
-    assert set(top) == {".gitattributes", "weights.bin", "config.json", "sub"}
-    weights = (folder / "weights.bin").read_bytes()
-    assert top["weights.bin"].size == len(weights) and top["weights.bin"].blob_id == git_oid(weights)
-    assert top["weights.bin"].lfs is None and isinstance(top["sub"], RepoFolder)
-    assert {entry.path for entry in api.list_repo_tree(REPO_ID, recursive=True)} == {*top, "sub/notes.txt"}
-    assert [entry.path for entry in api.list_repo_tree(REPO_ID, path_in_repo="sub")] == ["sub/notes.txt"]
-    sizes = {s.rfilename: s.size for s in api.model_info(REPO_ID, files_metadata=True).siblings}
-    assert sizes["weights.bin"] == len(weights) and sizes["sub/notes.txt"] == 6
-    info = api.get_paths_info(REPO_ID, ["config.json", "sub", "missing.txt"])
-    assert [(type(entry), entry.path) for entry in info] == [(RepoFile, "config.json"), (RepoFolder, "sub")]
-
-
-def test_branch_gets_its_own_commits(pushed):
-    api, first = pushed
-    api.create_branch(REPO_ID, branch="dev")
-    commit = api.upload_file(path_or_fileobj=b"on dev\n", path_in_repo="dev.txt", repo_id=REPO_ID, revision="dev")
-    assert fetch("dev.txt", revision="dev") == b"on dev\n"
-    assert "dev.txt" not in api.list_repo_files(REPO_ID)
-    refs = {ref.name: ref.target_commit for ref in api.list_repo_refs(REPO_ID).branches}
-    assert refs == {"main": first.oid, "dev": commit.oid}
-    with pytest.raises(HfHubHTTPError) as error:
-        api.create_branch(REPO_ID, branch="dev")
-    assert error.value.response.status_code == 409
-    api.create_branch(REPO_ID, branch="dev", exist_ok=True)
-    api.create_branch(REPO_ID, branch="old", revision=api.list_repo_commits(REPO_ID)[-1].commit_id)
-    assert api.list_repo_files(REPO_ID, revision="old") == [".gitattributes"]
-
-
-def test_pull_requests_from_create_commit_and_upload_folder(pushed, folder):
-    api, first = pushed
-    pr = api.upload_file(path_or_fileobj=b"proposed\n", path_in_repo="config.json", repo_id=REPO_ID, create_pr=True)
-    assert pr.pr_url.endswith("/discussions/1") and pr.pr_revision == "refs/pr/1"
-    assert fetch("config.json", revision=pr.pr_revision) == b"proposed\n"
-    assert api.repo_info(REPO_ID).sha == first.oid  # main is untouched
-    (folder / "config.json").write_text("{}\n")
-    pr = api.upload_folder(repo_id=REPO_ID, folder_path=folder, create_pr=True)  # opens the PR, then commits to it
-    assert pr.pr_revision == "refs/pr/2"
-    assert fetch("config.json", revision="refs/pr/2") == b"{}\n"
-    pulls = api.list_repo_refs(REPO_ID, include_pull_requests=True).pull_requests
-    assert [ref.ref for ref in pulls] == ["refs/pr/1", "refs/pr/2"] and pulls[1].target_commit == pr.oid
-
-
-def test_missing_repo_file_and_revision_raise_the_clients_errors(pushed):
-    api, _ = pushed
-    with pytest.raises(RepositoryNotFoundError):
-        hf_hub_download(f"{USER}/missing", "config.json")
-    with pytest.raises(RepositoryNotFoundError):
-        api.repo_info(f"{USER}/missing")
-    with pytest.raises(RemoteEntryNotFoundError):
-        hf_hub_download(REPO_ID, "missing.json")
-    with pytest.raises(RevisionNotFoundError):
-        hf_hub_download(REPO_ID, "config.json", revision="no-such-branch")
-    with pytest.raises(RevisionNotFoundError):
-        api.list_repo_files(REPO_ID, revision="f" * 40)
-    assert not api.file_exists(REPO_ID, "missing.json") and api.file_exists(REPO_ID, "sub/notes.txt")
-
-
-def test_invalid_readme_front_matter_is_refused(pushed):
-    api, _ = pushed
-    with pytest.raises(ValueError, match="Invalid metadata in README.md"):
-        api.upload_file(path_or_fileobj=b"---\nlicense: mit\n", path_in_repo="README.md", repo_id=REPO_ID)
-    api.upload_file(path_or_fileobj=b"---\nlicense: mit\n---\n# Tiny\n", path_in_repo="README.md", repo_id=REPO_ID)
-
-
-def test_range_requests_get_a_slice(pushed, folder, local_hub):  # noqa: F811
-    url = f"{local_hub.url}/{REPO_ID}/resolve/main/weights.bin"
-    response = get_session().get(url, headers={"Range": "bytes=10-19"})
-    assert response.status_code == 206 and response.content == (folder / "weights.bin").read_bytes()[10:20]
-    assert response.headers["Content-Range"] == "bytes 10-19/3000000"
-
-
-def test_dataset_repos():
-    api = HfApi()
-    api.create_repo("data", repo_type="dataset")
-    api.upload_file(
-        path_or_fileobj=b"a,b\n1,2\n", path_in_repo="train.csv", repo_id=f"{USER}/data", repo_type="dataset"
+def test_create_repo_with_an_initial_commit_and_exist_ok(local_hub, folder):  # noqa: F811
+    out = client(
+        local_hub,
+        folder,
+        """
+url = api.create_repo(REPO_ID)
+out["url"] = [url.repo_id, url.endpoint, api.endpoint]
+info = api.repo_info(REPO_ID)
+out["info"] = [info.sha, [s.rfilename for s in info.siblings]]
+out["again"] = error(api.create_repo, REPO_ID)
+out["exist_ok"] = api.create_repo(REPO_ID, exist_ok=True).repo_id
+out["no_namespace"] = api.create_repo("other").repo_id
+""",
+        pushed=False,
     )
-    path = hf_hub_download(f"{USER}/data", "train.csv", repo_type="dataset")
-    assert Path(path).read_bytes() == b"a,b\n1,2\n" and "datasets--local-user--data" in path
+    assert out["url"] == [REPO_ID, local_hub.url, local_hub.url]
+    assert out["info"] == [local_hub.commits(REPO_ID)[0][0], [".gitattributes"]]
+    assert out["again"][:2] == ["HfHubHTTPError", 409] and out["exist_ok"] == REPO_ID
+    assert out["no_namespace"] == f"{USER}/other" and local_hub.repo_exists(f"{USER}/other")  # the user's namespace
 
 
-def test_repos_persist_across_server_restarts(pushed, local_hub, tmp_path):  # noqa: F811
-    _, commit = pushed
+def test_upload_folder_then_download_identical_bytes(local_hub, folder):  # noqa: F811
+    out = client(
+        local_hub,
+        folder,
+        """
+out["commit"] = [first.oid, first.commit_message, api.repo_info(REPO_ID).sha]
+out["files"] = sorted(api.list_repo_files(REPO_ID))
+out["paths"] = {name: hf_hub_download(REPO_ID, name) for name in ("weights.bin", "config.json", "sub/notes.txt")}
+""",
+    )
+    oid, message, sha = out["commit"]
+    assert oid == sha == local_hub.commits(REPO_ID)[0][0] and message == "Add model"
+    assert out["files"] == [".gitattributes", "config.json", "sub/notes.txt", "weights.bin"]
+    assert set(local_hub.files(REPO_ID)) == set(out["files"])
+    for name, path in out["paths"].items():
+        assert f"/snapshots/{oid}/" in path and path.startswith(str(folder.parent / "hf_home"))
+        assert Path(path).read_bytes() == (folder / name).read_bytes() == local_hub.files(REPO_ID)[name]
+
+
+def test_each_commit_keeps_its_own_content(local_hub, folder):  # noqa: F811
+    out = client(
+        local_hub,
+        folder,
+        """
+second = api.upload_file(path_or_fileobj=b'{"hidden_size": 48}\\n', path_in_repo="config.json", repo_id=REPO_ID)
+out["ids"] = [first.oid, second.oid]
+out["configs"] = [fetch("config.json", revision=rev) for rev in (first.oid, second.oid, None)]
+out["history"] = [[c.commit_id, c.title] for c in api.list_repo_commits(REPO_ID)]
+out["first_sha"] = api.repo_info(REPO_ID, revision=first.oid).sha
+# An unchanged file makes no commit; a stale parent_commit is refused.
+weights = folder / "weights.bin"
+out["unchanged"] = api.upload_file(path_or_fileobj=weights, path_in_repo="weights.bin", repo_id=REPO_ID).oid
+stale = dict(path_or_fileobj=b"x", path_in_repo="x.txt", repo_id=REPO_ID, parent_commit=first.oid)
+out["stale"] = error(api.upload_file, **stale)
+""",
+    )
+    first, second = out["ids"]
+    assert second != first and out["configs"] == ['{"hidden_size": 36}\n', *['{"hidden_size": 48}\n'] * 2]
+    assert out["history"] == [list(commit) for commit in local_hub.commits(REPO_ID)]
+    assert [commit_id for commit_id, _ in out["history"][:2]] == [second, first]
+    assert out["history"][-1][1] == "initial commit" and out["first_sha"] == first
+    assert out["unchanged"] == second and out["stale"][:2] == ["HfHubHTTPError", 412]
+    assert "x.txt" not in local_hub.files(REPO_ID)
+
+
+def test_delete_file(local_hub, folder):  # noqa: F811
+    out = client(
+        local_hub,
+        folder,
+        """
+api.delete_file("config.json", REPO_ID)
+out["again"] = error(api.delete_file, "config.json", REPO_ID)
+""",
+    )
+    assert set(local_hub.files(REPO_ID)) == {".gitattributes", "weights.bin", "sub/notes.txt"}
+    assert out["again"][0] == "RemoteEntryNotFoundError" and "doesn't exist" in out["again"][2]
+
+
+def test_snapshot_download_gets_every_file(local_hub, folder):  # noqa: F811
+    out = client(
+        local_hub,
+        folder,
+        """
+out["local"] = snapshot_download(REPO_ID, local_dir=folder.parent / "snapshot")
+out["cached"] = snapshot_download(REPO_ID)
+""",
+    )
+    for name in ("weights.bin", "config.json", "sub/notes.txt"):
+        assert (folder.parent / "snapshot" / name).read_bytes() == (folder / name).read_bytes()
+    assert out["local"] == str(folder.parent / "snapshot")
+    assert out["cached"].endswith(f"/snapshots/{local_hub.commits(REPO_ID)[0][0]}")
+
+
+def test_list_repo_tree_and_paths_info(local_hub, folder):  # noqa: F811
+    out = client(
+        local_hub,
+        folder,
+        """
+tree = api.list_repo_tree(REPO_ID, revision=first.oid, recursive=True)
+out["tree"] = {e.path: [type(e).__name__, getattr(e, "size", None), getattr(e, "blob_id", None)] for e in tree}
+out["lfs"] = [e.path for e in tree if getattr(e, "lfs", None) is not None]
+info = api.get_paths_info(REPO_ID, ["config.json", "sub", "missing.txt"], revision=first.oid)
+out["info"] = [[type(entry).__name__, entry.path] for entry in info]
+""",
+    )
+    weights = (folder / "weights.bin").read_bytes()
+    assert set(out["tree"]) == {".gitattributes", "weights.bin", "config.json", "sub", "sub/notes.txt"}
+    assert out["tree"]["weights.bin"] == ["RepoFile", len(weights), git_oid(weights)] and out["lfs"] == []
+    assert out["tree"]["sub/notes.txt"] == ["RepoFile", 6, git_oid(b"notes\n")]
+    assert out["tree"]["sub"][0] == "RepoFolder"
+    assert out["info"] == [["RepoFile", "config.json"], ["RepoFolder", "sub"]]
+
+
+def test_branch_gets_its_own_commits(local_hub, folder):  # noqa: F811
+    out = client(
+        local_hub,
+        folder,
+        """
+api.create_branch(REPO_ID, branch="dev")
+commit = api.upload_file(path_or_fileobj=b"on dev\\n", path_in_repo="dev.txt", repo_id=REPO_ID, revision="dev")
+out["dev"] = [commit.oid, fetch("dev.txt", revision="dev"), api.repo_info(REPO_ID, revision="dev").sha]
+out["again"] = error(api.create_branch, REPO_ID, branch="dev")
+api.create_branch(REPO_ID, branch="dev", exist_ok=True)
+""",
+    )
+    commit, content, sha = out["dev"]
+    assert content == "on dev\n" and sha == commit == local_hub.commits(REPO_ID, "dev")[0][0]
+    assert "dev.txt" not in local_hub.files(REPO_ID) and "dev.txt" in local_hub.files(REPO_ID, "dev")
+    assert local_hub.commits(REPO_ID, "dev")[1] == local_hub.commits(REPO_ID)[0]  # branched from main
+    assert out["again"][:2] == ["HfHubHTTPError", 409]
+
+
+def test_pull_requests_from_create_commit(local_hub, folder):  # noqa: F811
+    out = client(
+        local_hub,
+        folder,
+        """
+pr = api.upload_file(path_or_fileobj=b"proposed\\n", path_in_repo="config.json", repo_id=REPO_ID, create_pr=True)
+out["pr"] = [pr.pr_url, pr.pr_revision, fetch("config.json", revision=pr.pr_revision)]
+pin = api.upload_file(path_or_fileobj=b"pinned\\n", path_in_repo="pin.txt", repo_id=REPO_ID, revision=pr.pr_revision)
+out["pin"] = [pin.oid, api.repo_info(REPO_ID).sha, first.oid]
+""",
+    )
+    assert out["pr"] == [f"{local_hub.url}/{REPO_ID}/discussions/1", "refs/pr/1", "proposed\n"]
+    pin, main, first = out["pin"]
+    assert main == first == local_hub.commits(REPO_ID)[0][0]  # main is untouched
+    assert [commit_id for commit_id, _ in local_hub.commits(REPO_ID, "refs/pr/1")[:3:2]] == [pin, first]
+    assert local_hub.files(REPO_ID, "refs/pr/1")["pin.txt"] == b"pinned\n"
+
+
+def test_missing_repo_file_and_revision_raise_the_clients_errors(local_hub, folder):  # noqa: F811
+    out = client(
+        local_hub,
+        folder,
+        """
+out["errors"] = [
+    error(hf_hub_download, f"{REPO_ID}-missing", "config.json")[0],
+    error(api.repo_info, f"{REPO_ID}-missing")[0],
+    error(hf_hub_download, REPO_ID, "missing.json")[0],
+    error(hf_hub_download, REPO_ID, "config.json", revision="no-such-branch")[0],
+    error(api.list_repo_files, REPO_ID, revision="f" * 40)[0],
+]
+out["exists"] = [api.file_exists(REPO_ID, "missing.json"), api.file_exists(REPO_ID, "sub/notes.txt")]
+""",
+    )
+    assert out["errors"] == [
+        "RepositoryNotFoundError",
+        "RepositoryNotFoundError",
+        "RemoteEntryNotFoundError",
+        "RevisionNotFoundError",
+        "RevisionNotFoundError",
+    ]
+    assert out["exists"] == [False, True]
+
+
+def test_invalid_readme_front_matter_is_refused(local_hub, folder):  # noqa: F811
+    out = client(
+        local_hub,
+        folder,
+        """
+never_closed = dict(path_or_fileobj=b"---\\nlicense: mit\\n", path_in_repo="README.md", repo_id=REPO_ID)
+out["open"] = error(api.upload_file, **never_closed)
+api.upload_file(path_or_fileobj=b"---\\nlicense: mit\\n---\\n# Tiny\\n", path_in_repo="README.md", repo_id=REPO_ID)
+""",
+    )
+    assert out["open"][0] == "ValueError" and "Invalid metadata in README.md" in out["open"][2]
+    assert local_hub.files(REPO_ID)["README.md"] == b"---\nlicense: mit\n---\n# Tiny\n"
+
+
+def test_repos_persist_across_restarts_and_what_no_client_uses_is_501(local_hub, folder, tmp_path):  # noqa: F811
+    client(local_hub, folder, "")
     with LocalHub(tmp_path / "hub") as restarted:
         assert restarted.url != local_hub.url
-        assert HfApi(endpoint=restarted.url).repo_info(REPO_ID).sha == commit.oid
+        status, body = get(f"{restarted.url}/api/models/{REPO_ID}")
+        assert status == 200 and json.loads(body)["sha"] == local_hub.commits(REPO_ID)[0][0]
+        status, body = get(f"{restarted.url}/api/whoami-v2")
+        assert status == 501 and json.loads(body)["error"] == "LocalHub does not implement GET /api/whoami-v2"
+        status, body = get(f"{restarted.url}/{REPO_ID}/resolve/main/config.json", Range="bytes=0-3")
+        assert status == 501 and json.loads(body)["error"].startswith("LocalHub does not implement byte ranges")
+        ranged = f"GET /{REPO_ID}/resolve/main/config.json (LocalHub does not implement byte ranges"
+        assert restarted.unknown_routes[0] == "GET /api/whoami-v2" and restarted.unknown_routes[1].startswith(ranged)
+        assert len(restarted.unknown_routes) == 2
 
 
-def test_a_fresh_process_finds_the_hub_through_the_environment(pushed, local_hub, tmp_path):  # noqa: F811
+def test_a_fresh_process_finds_the_hub_through_the_environment_alone(local_hub, folder, tmp_path):  # noqa: F811
+    client(local_hub, folder, "")
     code = f"from huggingface_hub import hf_hub_download; print(hf_hub_download({REPO_ID!r}, 'sub/notes.txt'))"
     result = subprocess.run(
         [sys.executable, "-c", code],
