@@ -23,7 +23,7 @@ BENCHMARK_ARGS ?=
 # The bars `make benchmark` judges our model by (README, Performance); empty: the table without a verdict.
 BENCHMARK_BARS ?= --min_speedup_vs_sdpa 1.0 --min_speedup_vs_fastest 0.95 --max_memory_ratio 1.05
 
-.PHONY: install install-timm train teacher train-distilled lint test test-fast test-timm test-slow benchmark clean
+.PHONY: install install-timm train teacher train-distilled lint test test-fast test-integration test-timm test-slow benchmark clean
 
 install: $(VENV)/.installed
 
@@ -55,7 +55,8 @@ train-distilled: teacher
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) scripts/train.py $(TRAIN_CONFIG) --teacher $(TEACHER_DIR) \
 		--output_dir $(DISTILLED_OUTPUT_DIR) --seed $(SEED) $(TRAIN_ARGS)
 
-test: lint test-fast test-timm
+# `make test` (CI): everything but the opt-in slow runs; `make test-fast` leaves out the integration tests too
+test: lint test-fast test-integration test-timm
 
 # ruff's rules and line length are in pyproject.toml; `ruff format .` fixes what the second check finds
 lint: install
@@ -63,7 +64,10 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 
 test-fast: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not timm and not integration" $(PYTEST_ARGS)
+
+test-integration: install
+	$(PY) -m pytest -m "integration and not slow and not timm" $(PYTEST_ARGS)
 
 test-timm: install-timm
 	$(TIMM_VENV)/bin/python -m pytest -m timm $(PYTEST_ARGS)

@@ -103,6 +103,7 @@ def test_the_code_a_saved_folder_ships_imports_nothing_else_of_the_package(saved
     assert set(shipped) == SHIPPED_CODE, f"save_pretrained also copied {sorted(set(shipped) - SHIPPED_CODE)}"
 
 
+@pytest.mark.integration
 def test_fresh_process_without_the_package_loads_by_trust_remote_code(saved_folder, tmp_path):
     model, folder = saved_folder
     pixel_values = torch.randn(3, 1, 20, 20)
@@ -121,6 +122,7 @@ HYBRIDS = {
 
 
 @pytest.mark.parametrize("stem", sorted(HYBRIDS))
+@pytest.mark.integration
 def test_a_hybrid_loads_by_the_auto_classes_in_a_fresh_process_without_the_package(tmp_path, stem):
     """The stems live in their own shipped file: a saved hybrid carries it and reloads from it alone."""
     config = tiny_config(**HYBRIDS[stem])
@@ -137,6 +139,7 @@ def test_a_hybrid_loads_by_the_auto_classes_in_a_fresh_process_without_the_packa
     assert len(loaded["pipeline"]) == 5  # the pipeline resizes a 40x30 image to the hybrid's input
 
 
+@pytest.mark.integration
 def test_sharded_save_loads_in_a_fresh_process(tmp_path):
     config = tiny_config()
     model = ViTScratchForImageClassification(config).eval()

@@ -109,6 +109,7 @@ def test_compiled_bf16_inference_gives_the_eager_logits_and_is_measured_after_co
     torch._inductor.config.freezing = False
 
 
+@pytest.mark.integration
 def test_a_round_runs_each_implementation_in_its_own_process_and_pairs_them():
     args = benchmark.main_parser().parse_args(
         ["--warmup", "1", "--steps", "1", "--chunks", "2", "--chunk_seconds", "0"]
@@ -121,6 +122,7 @@ def test_a_round_runs_each_implementation_in_its_own_process_and_pairs_them():
         assert result["images_per_second"] == pytest.approx(8 / min(result["chunk_seconds"]))
 
 
+@pytest.mark.integration
 def test_a_failing_worker_names_itself_and_shows_its_error():
     args = benchmark.main_parser().parse_args(["--warmup", "1", "--steps", "1", "--chunks", "1"])
     with pytest.raises(
@@ -235,6 +237,7 @@ def test_an_unknown_dtype_is_one_line_naming_the_choices(capsys):
     assert capsys.readouterr().out == ""  # refused before any measurement
 
 
+@pytest.mark.integration
 def test_the_matmul_rate_is_measured_per_dtype_in_a_worker_process():
     args = benchmark.main_parser().parse_args(["--matmul_size", "64"])
     rates = benchmark.measure_matmul_rates([torch.float32, torch.bfloat16], args)

@@ -43,6 +43,9 @@ from transformers_common_tests.test_image_processing_common import (
 )
 from transformers_common_tests.test_modeling_common import ModelTesterMixin, floats_tensor, ids_tensor
 
+# new processes, scripts or whole suites: `make test` runs them, `make test-fast` leaves them out
+pytestmark = pytest.mark.integration
+
 
 def remote_classes(folder: str) -> tuple:
     """Config, base model, classifier and image processor classes as `trust_remote_code=True` loads them (the Auto

@@ -175,6 +175,7 @@ def test_converted_folder_classifies_with_the_pipeline(tmp_path):
     assert len(predictions) == 5 and predictions[0]["label"].startswith("LABEL_")
 
 
+@pytest.mark.integration
 def test_convert_script_both_ways(tmp_path):
     import subprocess
     import sys
@@ -297,6 +298,7 @@ def test_overwrite_replaces_model_folders_only(tmp_path):
     assert (tmp_path / "empty" / "model.safetensors").exists()
 
 
+@pytest.mark.integration
 def test_convert_script_refuses_a_used_folder_and_leaves_it_as_it_was(tmp_path):
     import subprocess
     import sys
@@ -406,6 +408,7 @@ def test_a_transformers_deit_classifier_converts_to_the_class_head_over_a_distil
     torch.testing.assert_close(logits(model, pixel_values), logits(reference, pixel_values), atol=1e-5, rtol=0)
 
 
+@pytest.mark.integration
 def test_the_convert_script_converts_a_deit_both_ways_with_parity(tmp_path):
     from transformers import DeiTForImageClassificationWithTeacher
 

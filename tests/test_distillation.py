@@ -197,6 +197,7 @@ def test_training_against_the_teacher_writes_a_two_headed_model_that_says_how_it
     assert "a distillation token" in card and f"from the teacher {trained_teacher}" in card
 
 
+@pytest.mark.integration
 def test_a_checkpoint_without_a_distillation_token_is_refused_with_a_teacher(tmp_path, trained_teacher):
     result = run_script(
         "--model",
@@ -214,6 +215,7 @@ def test_a_checkpoint_without_a_distillation_token_is_refused_with_a_teacher(tmp
     assert not (tmp_path / "out" / "config.json").exists()
 
 
+@pytest.mark.integration
 def test_distillation_trains_under_torchrun_in_bf16(tmp_path, trained_teacher):
     """Two CPU processes (gloo), bf16 autocast for the student, the teacher in float32 on each process."""
     result = run_script(

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from helpers import REPO, run_script, tiny_model_file
 from safetensors.torch import load_file
@@ -27,6 +28,10 @@ WORKER_MODEL = dict(
     num_labels=10,
 )
 WORKER_STEPS, WORKER_GLOBAL_BATCH = 6, 16
+
+
+# new processes, scripts or whole suites: `make test` runs them, `make test-fast` leaves them out
+pytestmark = pytest.mark.integration
 
 
 def test_two_processes_train_like_one_with_the_same_global_batch(tmp_path):

@@ -118,6 +118,7 @@ def test_a_distilled_models_maps_leave_out_both_prefix_tokens():
     torch.testing.assert_close(similarity.reshape(25, 25).diagonal(), torch.ones(25))
 
 
+@pytest.mark.integration
 def test_explain_script_draws_a_hybrids_cell_grid_and_no_filter_components(tmp_path):
     config = tiny_config(stem="conv", stem_channels=[5], image_size=16, patch_size=2)
     ViTScratchForImageClassification(config).save_pretrained(tmp_path / "model")
@@ -155,6 +156,7 @@ def test_maps_of_a_model_loaded_in_bf16_are_distributions_and_match_float32(tmp_
 
 
 @pytest.mark.parametrize("channels", [1, 3])
+@pytest.mark.integration
 def test_explain_script_writes_pictures(tmp_path, channels):
     config = tiny_config(num_channels=channels, image_size=16, patch_size=4)
     ViTScratchForImageClassification(config).save_pretrained(tmp_path / "model")
@@ -197,6 +199,7 @@ def test_explain_script_writes_pictures(tmp_path, channels):
     assert refused.returncode != 0 and refused.stderr.strip().splitlines()[-1].startswith("error: Cannot read")
 
 
+@pytest.mark.integration
 def test_explain_script_runs_in_bf16_and_refuses_an_unknown_dtype_in_one_line(tmp_path):
     config = tiny_config(image_size=16, patch_size=4)
     ViTScratchForImageClassification(config).save_pretrained(tmp_path / "model")
@@ -218,6 +221,7 @@ def test_explain_script_runs_in_bf16_and_refuses_an_unknown_dtype_in_one_line(tm
     ]
 
 
+@pytest.mark.integration
 def test_explain_script_runs_no_model_code_unless_asked(tmp_path):
     """A vit_scratch folder loads with the package's code (see above, no flag); a foreign model's own code runs
     only with --trust_remote_code."""
@@ -299,6 +303,7 @@ def test_model_inputs_match_the_packages_processor_whatever_processor_the_folder
     assert rgb_model_input.shape == (1, 3, 16, 16)
 
 
+@pytest.mark.integration
 def test_explain_script_runs_a_grayscale_model_with_an_rgb_processor(tmp_path):
     from transformers import ViTImageProcessor
 

@@ -26,6 +26,10 @@ BARE_REPO_ID = "local-user/vit-tiny-bare"
 GIVEN_TOKEN = "hf_given_by_argument_0123456789"
 
 
+# new processes, scripts or whole suites: `make test` runs them, `make test-fast` leaves them out
+pytestmark = pytest.mark.integration
+
+
 def saved_folder(path: Path, seed: int = 0, with_training_files: bool = True) -> ViTScratchForImageClassification:
     """A model folder as scripts/train.py leaves it (weights, code, processor, metrics, record, curves)."""
     torch.manual_seed(seed)

@@ -25,6 +25,10 @@ COMMIT_ID = re.compile(r"[0-9a-f]{40}")
 api = HfApi()
 
 
+# new processes, scripts or whole suites: `make test` runs them, `make test-fast` leaves them out
+pytestmark = pytest.mark.integration
+
+
 def fetch(filename, **kwargs):
     return Path(hf_hub_download(REPO_ID, filename, **kwargs)).read_bytes().decode()
 

@@ -225,6 +225,7 @@ FAST = dict.fromkeys(["default", "backend=torchvision", "use_fast=True"], "ViTSc
 
 
 @pytest.mark.parametrize("package", [True, False], ids=["installed package", "folder's code"])
+@pytest.mark.integration
 def test_without_torchvision_the_pil_processor_is_picked(package, tmp_path):
     ViTScratchImageProcessor.for_config(tiny_config()).save_pretrained(tmp_path / "folder")
     picked = picked_classes(tmp_path / "folder", tmp_path, torchvision=False, package=package)

@@ -15,6 +15,10 @@ BASE_REQUIREMENTS = {"torch", "transformers", "safetensors", "pillow", "numpy"}
 TRAINING_ONLY = ("datasets", "accelerate", "sklearn", "matplotlib", "tensorboard", "jinja2")
 
 
+# new processes, scripts or whole suites: `make test` runs them, `make test-fast` leaves them out
+pytestmark = pytest.mark.integration
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     """The wheel pip builds from the checkout, as `pip install .` would."""

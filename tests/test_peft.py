@@ -19,6 +19,10 @@ RANK = 4
 STEPS = 6
 
 
+# new processes, scripts or whole suites: `make test` runs them, `make test-fast` leaves them out
+pytestmark = pytest.mark.integration
+
+
 def lora_model(checkpointing: str | None = None):
     """A tiny classifier with LoRA on the four projections and a trained head; `checkpointing` is None, "reentrant"
     or "non-reentrant", switched on before `get_peft_model`, which then calls `enable_input_require_grads()` itself

@@ -25,6 +25,7 @@ def nudge_one_weight(folder):
 
 
 @pytest.mark.parametrize("own_code", [False, True])
+@pytest.mark.integration
 def test_a_saved_folder_reloads_bit_for_bit(saved, own_code):
     model, folder, pixel_values = saved
     check_reloads_to(model, folder, pixel_values, own_code=own_code)
@@ -33,6 +34,7 @@ def test_a_saved_folder_reloads_bit_for_bit(saved, own_code):
 
 
 @pytest.mark.parametrize("own_code", [False, True])
+@pytest.mark.integration
 def test_other_weights_on_disk_are_caught_with_the_difference(saved, own_code):
     model, folder, pixel_values = saved
     nudge_one_weight(folder)
@@ -41,6 +43,7 @@ def test_other_weights_on_disk_are_caught_with_the_difference(saved, own_code):
     check_reloads_to(model, folder, pixel_values, own_code=own_code, tolerance=0.6)  # within what was allowed
 
 
+@pytest.mark.integration
 def test_a_folder_that_does_not_load_with_its_own_code_is_named(saved):
     model, folder, pixel_values = saved
     (folder / "modeling_vit_scratch.py").write_text("raise ImportError('broken copy')\n")

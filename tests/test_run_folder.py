@@ -62,6 +62,7 @@ def test_a_folder_in_use_is_refused_and_freed_when_the_run_ends(tmp_path):
         pass
 
 
+@pytest.mark.integration
 def test_a_killed_run_leaves_no_lock_and_its_staging_leftovers_are_removed(tmp_path):
     holder = subprocess.Popen(
         [

@@ -28,6 +28,9 @@ from modeling_vit_scratch.run_folder import LOCK_FILE, claim_output_folder
 from modeling_vit_scratch.safety import weights_sha256
 from modeling_vit_scratch.training import build_model, parse_overrides, set_global_batch_size, train
 
+# new processes, scripts or whole suites: `make test` runs them, `make test-fast` leaves them out
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def trained_imagefolder(tmp_path_factory):
