@@ -14,6 +14,8 @@ import pytest
 from hub_server import USER, LocalHub, local_hub  # noqa: F401  (local_hub is a fixture)
 
 REPO_ID = f"{USER}/tiny"
+# new processes, scripts or whole suites: `make test` runs them, `make test-fast` leaves them out
+pytestmark = pytest.mark.integration
 
 # The start of every client process: argv is the repo id and the folder to upload; `out` is printed as JSON.
 CLIENT = """
@@ -24,9 +26,6 @@ REPO_ID, folder, out = sys.argv[1], Path(sys.argv[2]), {}
 COMMIT_ID = re.compile(r"[0-9a-f]{40}")
 api = HfApi()
 
-
-# new processes, scripts or whole suites: `make test` runs them, `make test-fast` leaves them out
-pytestmark = pytest.mark.integration
 
 
 def fetch(filename, **kwargs):
