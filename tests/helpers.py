@@ -138,7 +138,9 @@ def run_fresh_revisions(folder, pixel_values, tmp_path, env: dict | None, revisi
     script, inputs, outputs = tmp_path / "load.py", tmp_path / "inputs.pt", tmp_path / "outputs.pt"
     script.write_text(FRESH_PROCESS)
     torch.save(pixel_values, inputs)
-    env = {**os.environ, **(env or {"HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1"})}
+    # one thread, as this process computes (conftest): the same summation order, so logits compare bit for bit
+    offline = {"HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or offline)}
     result = subprocess.run(
         [sys.executable, str(script), str(folder), str(inputs), str(outputs), json.dumps(revisions)],
         cwd=tmp_path,
