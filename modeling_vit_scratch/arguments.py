@@ -195,7 +195,7 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
             f"{len(remaining)} value(s) without an --argument before them on the command line (a recipe "
             "file goes first): fix the command line."
         )
-    refuse_misplaced_tokens(recipe_to_argv(argv))
+    refuse_misplaced_tokens(recipe_to_argv(argv), command_secrets(argv))
     return tuple(parsed)
 
 
@@ -216,16 +216,19 @@ def refuse_one_dash_names(argv: list[str]) -> None:
 HUB_TOKEN_SHAPE = re.compile(r"hf_[A-Za-z0-9]{30,}")  # what the Hub's access tokens look like
 
 
-def refuse_misplaced_tokens(argv: list[str]) -> None:
-    """A ValueError when a value shaped like a Hub token is given to an argument that is not for tokens (e.g.
-    `--hub_model_id hf_...`): it would be written to the card, the record and every checkpoint. The value is
-    never echoed."""
+def refuse_misplaced_tokens(argv: list[str], secrets: list[str] = ()) -> None:
+    """A ValueError when a value shaped like a Hub token, or holding a token this process knows (`secrets`: given
+    with --hub_token, in HF_TOKEN or saved by `hf auth login`), is given to an argument that is not for tokens
+    (e.g. `--hub_model_id hf_...`, `--teacher /data/<token>/resnet`, `--output_dir runs/<token>`): it would be
+    written to the card, the record and every checkpoint. Refused before any work; the value is never echoed."""
     masked = set(secrets_in_argv(argv))
     for index, arg in enumerate(argv):
         name, _, value = arg.partition("=") if arg.startswith("--") else (argv[index - 1] if index else "", "", arg)
-        if value not in masked and HUB_TOKEN_SHAPE.search(value):
+        if value in masked:
+            continue
+        if HUB_TOKEN_SHAPE.search(value) or any(secret in value for secret in secrets):
             raise ValueError(
-                f"The value of {name or 'an argument'} looks like a Hub token: tokens go in --hub_token, "
+                f"The value of {name or 'an argument'} holds or looks like a Hub token: tokens go in --hub_token, "
                 "HF_TOKEN or `hf auth login`, never in another argument, where they would be written to "
                 "files; fix the command line."
             )
