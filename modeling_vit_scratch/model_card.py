@@ -120,7 +120,15 @@ def training_record(
         precision=precision,
         augmentation=augmentation,
         wall_time_seconds=metrics.get("wall_time_seconds"),
+        model_selection=model_selection_text(training_args),
     )
+
+
+def model_selection_text(training_args) -> str:
+    """Which checkpoint the folder holds, in words: the best on validation or the last one trained."""
+    if training_args.load_best_model_at_end:
+        return f"the epoch with the best validation {training_args.metric_for_best_model or 'loss'}"
+    return "the last epoch (validation is measured and reported, not used to pick an epoch)"
 
 
 def render_model_card(
