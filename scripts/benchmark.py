@@ -3,6 +3,7 @@
     python scripts/benchmark.py                       # digits and tiny224, 5 rounds, inference and training
     python scripts/benchmark.py --configs digits mnist28 tiny224 base224 --rounds 7 --json results.json
     python scripts/benchmark.py --configs base224 --modes inference --dtype bfloat16
+    python scripts/benchmark.py --end_to_end configs/train_digits.json --rounds 3   # the data path's cost
 
 Every measurement runs in its own subprocess (a fresh allocator, no warm caches shared between implementations). In
 each round every implementation gets a fresh process; their timed chunks are interleaved (A B C D, D C B A, ...), so
@@ -18,6 +19,14 @@ bars given (--min_speedup_vs_sdpa, --min_speedup_vs_fastest, --max_memory_ratio;
 meets them. Needs timm and transformers (`make install-timm` has both: run it with .venv-timm/bin/python). Memory:
 every variant of a round is alive at once (base224 training: about 5 GB each in float32), so measure one --dtype at
 a time where memory is short. CPU figures are noisy: compare ratios from one run, not numbers across runs.
+
+`--end_to_end RECIPE ...` is another mode: scripts/train.py with each recipe for `--end_to_end_steps` steps (its
+whole data path: decoding, augmentation, the image processor, evaluation and checkpoints as the recipe asks), and
+the same steps of the same model alone (built from the run's saved config; forward, loss, backward, AdamW on random
+inputs of the processor's shape, in a fresh process), in alternating order over `--rounds`. It reports the
+Trainer's `train_runtime`, the model's time and their ratio (median over rounds); `--max_end_to_end_ratio 1.25`
+judges it, `--train_args ...` (last) passes arguments to scripts/train.py (e.g. `--bf16 true`). Threads as the
+caller sets them (`make train` uses OMP_NUM_THREADS=1).
 """
 
 import argparse
@@ -678,12 +687,141 @@ def machine_name() -> str:
     return platform.processor() or platform.machine()
 
 
+# End to end: scripts/train.py (the Trainer with the real data path: decoding, augmentation, the image processor,
+# evaluation and checkpoints as the recipe asks) against the model's own training steps at the same batch.
+
+
+def model_only_seconds(folder: str, steps: int, batch: int, bf16: bool) -> float:
+    """Seconds for `steps` training steps (forward, loss, backward, AdamW) of a fresh model built from the config
+    saved in `folder`, on random inputs of the shape its image processor makes: the work no data path can save."""
+    from PIL import Image
+    from transformers import AutoConfig, AutoImageProcessor, AutoModelForImageClassification
+
+    import modeling_vit_scratch  # noqa: F401 (registers vit_scratch with the Auto classes)
+
+    torch.manual_seed(0)
+    config = AutoConfig.from_pretrained(folder)
+    processor = AutoImageProcessor.from_pretrained(folder)
+    shape = processor(Image.new("RGB", (32, 32)), return_tensors="pt")["pixel_values"].shape[1:]
+    model = AutoModelForImageClassification.from_config(config).train()
+    images, labels = torch.randn(batch, *shape), torch.randint(0, config.num_labels, (batch,))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    autocast = torch.autocast("cpu" if not torch.cuda.is_available() else "cuda", torch.bfloat16, enabled=bf16)
+    started = time.perf_counter()
+    for _ in range(steps):
+        with autocast:
+            loss = torch.nn.functional.cross_entropy(model(images).logits.float(), labels)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return time.perf_counter() - started
+
+
+def train_script_run(recipe: str, steps: int, extra: list[str], folder: Path, args) -> dict:
+    """scripts/train.py with `recipe` for `steps` steps into `folder`: the Trainer's `train_runtime` and batch."""
+    command = [sys.executable, str(ROOT / "scripts" / "train.py"), recipe, *extra, "--max_steps", str(steps)]
+    command += ["--output_dir", str(folder), "--report_to", "none", "--disable_tqdm", "true"]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, env=worker_environment(args))
+    if done.returncode != 0:
+        raise RuntimeError(f"scripts/train.py {recipe} failed:\n{done.stderr[-3000:]}")
+    metrics = json.loads((folder / "all_results.json").read_text())
+    return dict(seconds=metrics["train_runtime"], batch=metrics["total_train_batch_size"])
+
+
+def model_only_run(folder: Path, steps: int, batch: int, bf16: bool, args) -> float:
+    """`model_only_seconds` in a fresh process set up as the workers."""
+    command = [sys.executable, __file__, "--model_only", str(folder), str(steps), str(batch)]
+    command.append("bf16" if bf16 else "float32")
+    done = subprocess.run(command, check=False, capture_output=True, text=True, env=worker_environment(args))
+    if done.returncode != 0:
+        raise RuntimeError(f"The model-only steps of {folder} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.splitlines()[-1])["seconds"]
+
+
+def end_to_end(args) -> list[dict]:
+    """For each recipe, `args.rounds` rounds of: scripts/train.py for `args.end_to_end_steps` steps, and the same
+    steps of the same model alone (`model_only_seconds`, in a fresh process), the model alone first every other
+    round (built from the previous round's folder). A round's ratio is the two times' quotient; the row gives
+    medians."""
+    rows = []
+    bf16 = "--bf16" in args.train_args and "true" in args.train_args
+    steps = args.end_to_end_steps
+    for recipe in args.end_to_end:
+        samples = []
+        with tempfile.TemporaryDirectory() as scratch:
+            previous = None
+            for round_index in range(args.rounds):
+                folder = Path(scratch) / f"round-{round_index}"
+                alone = model_only_run(previous[0], steps, previous[1], bf16, args) if round_index % 2 else None
+                trained = train_script_run(recipe, steps, args.train_args, folder, args)
+                if alone is None:
+                    alone = model_only_run(folder, steps, trained["batch"], bf16, args)
+                previous = (folder, trained["batch"])
+                samples.append(dict(end_to_end_seconds=trained["seconds"], model_only_seconds=alone))
+                print(f"  {recipe}: round {round_index + 1}/{args.rounds}", file=sys.stderr)
+        rows.append(
+            dict(
+                recipe=recipe,
+                train_args=" ".join(args.train_args),
+                steps=steps,
+                batch=previous[1],
+                end_to_end_seconds=statistics.median(s["end_to_end_seconds"] for s in samples),
+                model_only_seconds=statistics.median(s["model_only_seconds"] for s in samples),
+                ratio=statistics.median(s["end_to_end_seconds"] / s["model_only_seconds"] for s in samples),
+                samples=samples,
+            )
+        )
+    return rows
+
+
+def end_to_end_markdown(rows: list[dict]) -> str:
+    lines = [
+        "| recipe | extra arguments | steps | batch | scripts/train.py train_runtime s | model alone s | ratio |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['recipe']} | {row['train_args']} | {row['steps']} | {row['batch']} | "
+            f"{row['end_to_end_seconds']:.1f} | {row['model_only_seconds']:.1f} | {row['ratio']:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
+def end_to_end_bars(rows: list[dict], max_overhead: float | None) -> list[str]:
+    """The verdict per recipe on `--max_end_to_end_ratio` (None: no verdict)."""
+    if max_overhead is None:
+        return []
+    return [
+        f"{row['recipe']} {row['train_args']}".strip()
+        + f": end to end {row['ratio']:.3f}x the model alone (bar <= {bar_text(max_overhead)}): "
+        + ("met" if row["ratio"] <= max_overhead else "NOT met")
+        for row in rows
+    ]
+
+
 def main_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--worker", nargs=5, metavar=("IMPL", "CONFIG", "MODE", "PRECISION", "BATCH"), help=argparse.SUPPRESS
     )
     parser.add_argument("--matmul", nargs=2, metavar=("DTYPES", "SIZE"), help=argparse.SUPPRESS)
+    parser.add_argument("--model_only", nargs=4, metavar=("FOLDER", "STEPS", "BATCH", "DTYPE"), help=argparse.SUPPRESS)
+    end = parser.add_argument_group(
+        "end to end",
+        "scripts/train.py with a recipe (its whole data path, evaluation and checkpoints) against the same steps "
+        "of its model alone; e.g. --end_to_end configs/train_digits.json --rounds 3",
+    )
+    end.add_argument("--end_to_end", nargs="+", metavar="RECIPE", help="recipes to run end to end (this mode only)")
+    end.add_argument("--end_to_end_steps", type=int, default=210, help="training steps per run (digits: 10 epochs)")
+    end.add_argument(
+        "--train_args",
+        nargs=argparse.REMAINDER,
+        default=[],
+        help="last: arguments for scripts/train.py, e.g. --bf16 true",
+    )
+    end.add_argument(
+        "--max_end_to_end_ratio", type=float, metavar="RATIO", help="bar: most train_runtime / model alone, e.g. 1.25"
+    )
     parser.add_argument("--configs", nargs="+", default=["digits", "tiny224"], choices=list(CONFIGS))
     parser.add_argument("--implementations", nargs="+", default=list(IMPLEMENTATIONS), choices=ALL_IMPLEMENTATIONS)
     parser.add_argument("--rounds", type=int, default=5)
@@ -760,6 +898,23 @@ def main(argv: list[str]) -> None:
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         dtypes, size = parse_dtypes(args.matmul[0]), int(args.matmul[1])
         print(json.dumps({dtype_name(dtype): matmul_flops(dtype, device, size) for dtype in dtypes}))
+        return
+    if args.model_only:
+        folder, steps, batch, precision = args.model_only
+        print(json.dumps(dict(seconds=model_only_seconds(folder, int(steps), int(batch), precision == "bf16"))))
+        return
+    if args.end_to_end:
+        started = time.time()
+        rows = end_to_end(args)
+        verdicts = end_to_end_bars(rows, args.max_end_to_end_ratio)
+        header = (
+            f"{machine_name()}, {os.cpu_count()} cores, torch {torch.__version__}, end to end, {args.rounds} rounds"
+        )
+        verdict_block = "\n".join(verdicts) + "\n\n" if verdicts else ""
+        print(f"\n{header}\n\n{end_to_end_markdown(rows)}\n\n{verdict_block}({time.time() - started:.0f} s)")
+        Path(args.json).write_text(
+            json.dumps(dict(machine=header, argv=argv, rows=rows, bars=verdicts), indent=2) + "\n"
+        )
         return
     if BASELINE not in args.implementations:
         parser.error(f"--implementations must include the baseline {BASELINE}.")

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 import torch
-from helpers import REPO
+from helpers import REPO, tiny_model_file
 
 spec = importlib.util.spec_from_file_location("benchmark", REPO / "scripts" / "benchmark.py")
 benchmark = importlib.util.module_from_spec(spec)
@@ -129,6 +129,54 @@ def test_a_failing_worker_names_itself_and_shows_its_error():
         RuntimeError, match=r"(?s)no-such-model digits inference float32 batch 8 failed.*Unknown implementation"
     ):
         benchmark.measure_round([("no-such-model", "float32")], "digits", "inference", 8, args)
+
+
+@pytest.mark.integration
+def test_end_to_end_runs_the_training_script_and_the_same_steps_of_its_model_alone(tmp_path, monkeypatch):
+    recipe = tmp_path / "recipe.json"
+    recipe.write_text(
+        json.dumps(
+            dict(
+                model=tiny_model_file(tmp_path, num_channels=1),
+                dataset="digits",
+                max_train_samples=48,
+                total_train_batch_size=16,
+                eval_strategy="epoch",
+                save_strategy="epoch",
+            )
+        )
+    )
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = tmp_path / "e2e.json"
+    argv = ["--end_to_end", str(recipe), "--end_to_end_steps", "4", "--rounds", "2", "--json", str(out)]
+    benchmark.main([*argv, "--max_end_to_end_ratio", "1000", "--train_args", "--learning_rate", "0.01"])
+    result = json.loads(out.read_text())
+    (row,) = result["rows"]
+    assert row["steps"] == 4 and row["batch"] == 16 and row["train_args"] == "--learning_rate 0.01"
+    assert len(row["samples"]) == 2
+    for sample in row["samples"]:
+        assert sample["end_to_end_seconds"] > 0 and sample["model_only_seconds"] > 0
+    ratios = [s["end_to_end_seconds"] / s["model_only_seconds"] for s in row["samples"]]
+    assert row["ratio"] == pytest.approx(statistics.median(ratios))
+    assert result["bars"] == [
+        f"{recipe} --learning_rate 0.01: end to end {row['ratio']:.3f}x the model alone (bar <= 1000.00x): met"
+    ]
+
+
+def test_the_model_alone_takes_the_saved_folders_model_and_input_shape(tmp_path):
+    """An 8x8 one-channel model with 3 labels: random inputs of another shape or labels beyond 3 would fail."""
+    from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchImageProcessor
+
+    fields = dict(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8)
+    config = ViTScratchConfig(image_size=8, patch_size=4, num_channels=1, num_labels=3, **fields)
+    ViTScratchForImageClassification(config).save_pretrained(tmp_path)
+    processor = ViTScratchImageProcessor(
+        size={"height": 8, "width": 8}, num_channels=1, image_mean=[0.5], image_std=[0.5]
+    )
+    processor.save_pretrained(tmp_path)
+    assert benchmark.model_only_seconds(str(tmp_path), steps=2, batch=4, bf16=False) > 0
+    assert benchmark.model_only_seconds(str(tmp_path), steps=1, batch=4, bf16=True) > 0
 
 
 def samples(*chunk_seconds, memory=100.0):
