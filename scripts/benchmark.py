@@ -20,7 +20,7 @@ meets them. Needs timm and transformers (`make install-timm` has both: run it wi
 every variant of a round is alive at once (base224 training: about 5 GB each in float32), so measure one --dtype at
 a time where memory is short. CPU figures are noisy: compare ratios from one run, not numbers across runs.
 
-`--end_to_end RECIPE ...` is another mode: scripts/train.py with each recipe for `--end_to_end_steps` steps (its
+`--end_to_end RECIPE ...` is another mode: scripts/train.py with each recipe, whole or for `--end_to_end_steps` steps (its
 whole data path: decoding, augmentation, the image processor, evaluation and checkpoints as the recipe asks), and
 the same steps of the same model alone (built from the run's saved config; forward, loss, backward, AdamW on random
 inputs of the processor's shape, in a fresh process), in alternating order over `--rounds`. It reports the
@@ -717,15 +717,20 @@ def model_only_seconds(folder: str, steps: int, batch: int, bf16: bool) -> float
     return time.perf_counter() - started
 
 
-def train_script_run(recipe: str, steps: int, extra: list[str], folder: Path, args) -> dict:
-    """scripts/train.py with `recipe` for `steps` steps into `folder`: the Trainer's `train_runtime` and batch."""
-    command = [sys.executable, str(ROOT / "scripts" / "train.py"), recipe, *extra, "--max_steps", str(steps)]
+def train_script_run(recipe: str, steps: int | None, extra: list[str], folder: Path, args) -> dict:
+    """scripts/train.py with `recipe` into `folder`, for `steps` steps or (None) the whole recipe: the Trainer's
+    `train_runtime`, the global batch and the number of steps."""
+    command = [sys.executable, str(ROOT / "scripts" / "train.py"), recipe, *extra]
+    command += ["--max_steps", str(steps)] if steps else []
     command += ["--output_dir", str(folder), "--report_to", "none", "--disable_tqdm", "true"]
     done = subprocess.run(command, check=False, capture_output=True, text=True, env=worker_environment(args))
     if done.returncode != 0:
         raise RuntimeError(f"scripts/train.py {recipe} failed:\n{done.stderr[-3000:]}")
     metrics = json.loads((folder / "all_results.json").read_text())
-    return dict(seconds=metrics["train_runtime"], batch=metrics["total_train_batch_size"])
+    record = json.loads((folder / "training_record.json").read_text())
+    batch = metrics["total_train_batch_size"]
+    steps = steps or math.ceil(record["num_train"] / batch) * round(record["epochs"])  # one process, no accumulation
+    return dict(seconds=metrics["train_runtime"], batch=batch, steps=steps)
 
 
 def model_only_run(folder: Path, steps: int, batch: int, bf16: bool, args) -> float:
@@ -745,18 +750,18 @@ def end_to_end(args) -> list[dict]:
     medians."""
     rows = []
     bf16 = "--bf16" in args.train_args and "true" in args.train_args
-    steps = args.end_to_end_steps
     for recipe in args.end_to_end:
         samples = []
         with tempfile.TemporaryDirectory() as scratch:
             previous = None
             for round_index in range(args.rounds):
                 folder = Path(scratch) / f"round-{round_index}"
-                alone = model_only_run(previous[0], steps, previous[1], bf16, args) if round_index % 2 else None
-                trained = train_script_run(recipe, steps, args.train_args, folder, args)
+                alone = model_only_run(previous[0], previous[2], previous[1], bf16, args) if round_index % 2 else None
+                trained = train_script_run(recipe, args.end_to_end_steps, args.train_args, folder, args)
+                steps = trained["steps"]
                 if alone is None:
                     alone = model_only_run(folder, steps, trained["batch"], bf16, args)
-                previous = (folder, trained["batch"])
+                previous = (folder, trained["batch"], steps)
                 samples.append(dict(end_to_end_seconds=trained["seconds"], model_only_seconds=alone))
                 print(f"  {recipe}: round {round_index + 1}/{args.rounds}", file=sys.stderr)
         rows.append(
@@ -812,7 +817,11 @@ def main_parser() -> argparse.ArgumentParser:
         "of its model alone; e.g. --end_to_end configs/train_digits.json --rounds 3",
     )
     end.add_argument("--end_to_end", nargs="+", metavar="RECIPE", help="recipes to run end to end (this mode only)")
-    end.add_argument("--end_to_end_steps", type=int, default=210, help="training steps per run (digits: 10 epochs)")
+    end.add_argument(
+        "--end_to_end_steps",
+        type=int,
+        help="train only this many steps (default: the whole recipe; eval/save steps given as shares scale with it)",
+    )
     end.add_argument(
         "--train_args",
         nargs=argparse.REMAINDER,

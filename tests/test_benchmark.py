@@ -141,6 +141,7 @@ def test_end_to_end_runs_the_training_script_and_the_same_steps_of_its_model_alo
                 dataset="digits",
                 max_train_samples=48,
                 total_train_batch_size=16,
+                num_train_epochs=2,
                 eval_strategy="epoch",
                 save_strategy="epoch",
             )
@@ -162,6 +163,9 @@ def test_end_to_end_runs_the_training_script_and_the_same_steps_of_its_model_alo
     assert result["bars"] == [
         f"{recipe} --learning_rate 0.01: end to end {row['ratio']:.3f}x the model alone (bar <= 1000.00x): met"
     ]
+    benchmark.main(["--end_to_end", str(recipe), "--rounds", "1", "--json", str(out)])  # the whole recipe
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["steps"] == 3 * 2 and json.loads(out.read_text())["bars"] == []  # 48 images in batches of 16, 2 epochs
 
 
 def test_the_model_alone_takes_the_saved_folders_model_and_input_shape(tmp_path):
