@@ -288,7 +288,8 @@ def train(
     training_args: TrainingArguments,
     output_args: OutputArguments | None = None,
 ) -> dict:
-    """Train, select the best epoch on validation, test it, and write the model folder. Returns the metrics.
+    """Train, keep the last epoch or (load_best_model_at_end) the best on validation, test it, and write the model
+    folder. Returns the metrics.
 
     Everything that can be checked is checked before the first step: the output folder (writable, not in use, not
     holding a model unless overwriting or resuming), the checkpoint to resume, the images, the labels, the steps.
