@@ -730,16 +730,18 @@ def train_script_run(recipe: str, steps: int | None, extra: list[str], folder: P
     record = json.loads((folder / "training_record.json").read_text())
     batch = metrics["total_train_batch_size"]
     steps = steps or math.ceil(record["num_train"] / batch) * round(record["epochs"])  # one process, no accumulation
-    return dict(seconds=metrics["train_runtime"], batch=batch, steps=steps)
+    bf16 = record["precision"] == "bf16 mixed precision"  # from the recipe or the command line, as the run recorded
+    return dict(folder=folder, seconds=metrics["train_runtime"], batch=batch, steps=steps, bf16=bf16)
 
 
-def model_only_run(folder: Path, steps: int, batch: int, bf16: bool, args) -> float:
-    """`model_only_seconds` in a fresh process set up as the workers."""
-    command = [sys.executable, __file__, "--model_only", str(folder), str(steps), str(batch)]
-    command.append("bf16" if bf16 else "float32")
+def model_only_run(trained: dict, args) -> float:
+    """`model_only_seconds` of a `train_script_run` (its folder, steps, batch and precision) in a fresh process set
+    up as the workers."""
+    command = [sys.executable, __file__, "--model_only", str(trained["folder"]), str(trained["steps"])]
+    command += [str(trained["batch"]), "bf16" if trained["bf16"] else "float32"]
     done = subprocess.run(command, check=False, capture_output=True, text=True, env=worker_environment(args))
     if done.returncode != 0:
-        raise RuntimeError(f"The model-only steps of {folder} failed:\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"The model-only steps of {trained['folder']} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.splitlines()[-1])["seconds"]
 
 
@@ -749,27 +751,26 @@ def end_to_end(args) -> list[dict]:
     round (built from the previous round's folder). A round's ratio is the two times' quotient; the row gives
     medians."""
     rows = []
-    bf16 = "--bf16" in args.train_args and "true" in args.train_args
     for recipe in args.end_to_end:
         samples = []
         with tempfile.TemporaryDirectory() as scratch:
             previous = None
             for round_index in range(args.rounds):
                 folder = Path(scratch) / f"round-{round_index}"
-                alone = model_only_run(previous[0], previous[2], previous[1], bf16, args) if round_index % 2 else None
+                alone = model_only_run(previous, args) if round_index % 2 else None
                 trained = train_script_run(recipe, args.end_to_end_steps, args.train_args, folder, args)
-                steps = trained["steps"]
                 if alone is None:
-                    alone = model_only_run(folder, steps, trained["batch"], bf16, args)
-                previous = (folder, trained["batch"], steps)
+                    alone = model_only_run(trained, args)
+                previous = trained
                 samples.append(dict(end_to_end_seconds=trained["seconds"], model_only_seconds=alone))
                 print(f"  {recipe}: round {round_index + 1}/{args.rounds}", file=sys.stderr)
         rows.append(
             dict(
                 recipe=recipe,
                 train_args=" ".join(args.train_args),
-                steps=steps,
-                batch=previous[1],
+                steps=previous["steps"],
+                batch=previous["batch"],
+                precision="bf16" if previous["bf16"] else "float32",
                 end_to_end_seconds=statistics.median(s["end_to_end_seconds"] for s in samples),
                 model_only_seconds=statistics.median(s["model_only_seconds"] for s in samples),
                 ratio=statistics.median(s["end_to_end_seconds"] / s["model_only_seconds"] for s in samples),

@@ -155,6 +155,7 @@ def test_end_to_end_runs_the_training_script_and_the_same_steps_of_its_model_alo
     result = json.loads(out.read_text())
     (row,) = result["rows"]
     assert row["steps"] == 4 and row["batch"] == 16 and row["train_args"] == "--learning_rate 0.01"
+    assert row["precision"] == "float32"  # as the run's training_record.json says
     assert len(row["samples"]) == 2
     for sample in row["samples"]:
         assert sample["end_to_end_seconds"] > 0 and sample["model_only_seconds"] > 0
@@ -163,9 +164,11 @@ def test_end_to_end_runs_the_training_script_and_the_same_steps_of_its_model_alo
     assert result["bars"] == [
         f"{recipe} --learning_rate 0.01: end to end {row['ratio']:.3f}x the model alone (bar <= 1000.00x): met"
     ]
-    benchmark.main(["--end_to_end", str(recipe), "--rounds", "1", "--json", str(out)])  # the whole recipe
+    # the whole recipe, in bf16 (the model alone then runs under bf16 autocast too)
+    benchmark.main(["--end_to_end", str(recipe), "--rounds", "1", "--json", str(out), "--train_args", "--bf16", "true"])
     (row,) = json.loads(out.read_text())["rows"]
     assert row["steps"] == 3 * 2 and json.loads(out.read_text())["bars"] == []  # 48 images in batches of 16, 2 epochs
+    assert row["precision"] == "bf16"
 
 
 def test_the_model_alone_takes_the_saved_folders_model_and_input_shape(tmp_path):
