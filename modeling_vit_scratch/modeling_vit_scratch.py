@@ -286,13 +286,18 @@ class ViTScratchLayer(GradientCheckpointingLayer):
 
 @torch.no_grad()
 def truncated_normal_(tensor: torch.Tensor, std: float) -> torch.Tensor:
-    """Fill `tensor` in place from N(0, std^2) cut at +-2 std, by inverting the normal CDF (as timm does), with no
-    temporaries: torch's rejection sampler allocates several tensor-sized buffers per call, which stayed resident
-    (about +50 MiB after building ViT-B/16). Tensors loaded from a checkpoint (`_is_hf_initialized`) are kept."""
+    """Fill `tensor` in place from N(0, std^2) cut at +-2 (absolute, as transformers' ViT and timm call
+    `trunc_normal_(std=...)`: for std 0.02 the cut never bites), by inverting the normal CDF, with no temporaries:
+    torch's rejection sampler allocates several tensor-sized buffers per call, which stayed resident (about +50 MiB
+    after building ViT-B/16). Tensors loaded from a checkpoint (`_is_hf_initialized`) are kept.
+
+    A cut at +-2 std instead shrinks the std by 12% and, measured on a 28x28 glyph set, slowed training enough to
+    cost 20 points of test accuracy (README, "Defaults that transfer")."""
     if getattr(tensor, "_is_hf_initialized", False):
         return tensor
-    bound = math.erf(2 / math.sqrt(2))  # 2 Phi(2) - 1: uniform on (-bound, bound) maps onto (-2, 2)
-    return tensor.uniform_(-bound, bound).erfinv_().mul_(std * math.sqrt(2)).clamp_(-2 * std, 2 * std)
+    # 2 Phi(2 / std) - 1, kept below 1 so that erfinv stays finite: uniform on (-bound, bound) maps onto (-2, 2)
+    bound = min(math.erf(2.0 / (std * math.sqrt(2))), 1 - 2**-24)
+    return tensor.uniform_(-bound, bound).erfinv_().mul_(std * math.sqrt(2)).clamp_(-2.0, 2.0)
 
 
 def weights_file_name(folder: str) -> str:
