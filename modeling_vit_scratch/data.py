@@ -5,13 +5,12 @@ images and an integer label column with names, so the embedded default and a use
 This module is training glue: the model code never imports it (it needs `datasets`, scikit-learn and PIL).
 """
 
-import random
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-from datasets import ClassLabel, Dataset, DatasetDict, Features, concatenate_datasets, load_dataset, load_from_disk
+from datasets import ClassLabel, Dataset, DatasetDict, Features, load_dataset, load_from_disk
 from datasets import Image as ImageFeature
 from PIL import Image
 
@@ -188,57 +187,19 @@ def prepare_splits(
     return PreparedData(DatasetDict({name: splits[name] for name in ("train", "validation", "test")}), labels)
 
 
-def random_shift_rotate(image: Image.Image, max_shift: float, max_degrees: float, rng: random.Random) -> Image.Image:
-    """Small random rotation and shift by whole pixels (no flips: a flipped digit is another digit).
-
-    Without rotation the pixels are moved, not resampled, so small images (8x8 digits) stay as sharp as the
-    test images they must resemble.
-    """
-    width, height = image.size
-    dx = round(rng.uniform(-max_shift, max_shift) * width)
-    dy = round(rng.uniform(-max_shift, max_shift) * height)
-    angle = rng.uniform(-max_degrees, max_degrees) if max_degrees > 0 else 0.0
-    resample = Image.BILINEAR if angle else Image.NEAREST
-    return image.rotate(angle, resample=resample, translate=(dx, dy))
-
-
-def with_augmented_views(
-    split: Dataset, views: int, max_shift: float, max_degrees: float, num_channels: int, seed: int = 0
-) -> Dataset:
-    """`split` and, for `views` > 1, `views - 1` shifted and rotated copies of each image (the training
-    augmentation, seeded: the same copies every epoch and every run). Model selection on a small validation split
-    then scores in steps of 1 / (views * images) and rewards what generalises to the shifts seen in training."""
-    if views <= 1:
-        return split
-    rng = random.Random(seed)
-    originals = [to_model_mode(image, num_channels) for image in split["image"]]
-    copies = [split]
-    for _ in range(views - 1):
-        images = [random_shift_rotate(image, max_shift, max_degrees, rng) for image in originals]
-        copies.append(Dataset.from_dict({"image": images, "label": list(split["label"])}, features=split.features))
-    return concatenate_datasets(copies)
-
-
 class ImageTransform:
     """`with_transform` function: a batch of rows -> `pixel_values` through the saved image processor, + labels.
 
     Each image is first converted to the model's 8-bit mode (`to_model_mode`: 16-bit and float images scaled, not
-    clipped; transparency on white), so augmentation never sees a 16-bit image it would clip; with `augment`, it is
-    then shifted and rotated a little. The random numbers come from torch's global generator, which the Trainer
-    seeds, saves in checkpoints and restores when a run resumes.
+    clipped; transparency on white). Training augmentation is not done here but on whole batches on the training
+    device (`augmentation.AugmentingTrainer`).
     """
 
-    def __init__(self, image_processor, augment: bool = False, max_shift: float = 0.1, max_degrees: float = 10.0):
+    def __init__(self, image_processor):
         self.image_processor = image_processor
-        self.augment = augment
-        self.max_shift = max_shift
-        self.max_degrees = max_degrees
 
     def __call__(self, batch: dict) -> dict:
         images = [to_model_mode(image, self.image_processor.num_channels) for image in batch["image"]]
-        if self.augment:
-            rng = random.Random(int(torch.randint(0, 2**62, ()).item()))
-            images = [random_shift_rotate(image, self.max_shift, self.max_degrees, rng) for image in images]
         pixel_values = self.image_processor(images, return_tensors="pt")["pixel_values"]
         return {"pixel_values": list(pixel_values), "labels": batch["label"]}
 

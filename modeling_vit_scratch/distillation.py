@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from transformers import AutoImageProcessor, AutoModelForImageClassification, Trainer
+from transformers import AutoImageProcessor, AutoModelForImageClassification
+
+from .augmentation import AugmentingTrainer
 
 DISTILLATION_MODES = ("soft", "hard")
 
@@ -108,8 +110,8 @@ def load_teacher(source: str, student_processor, id2label: dict[int, str]) -> tu
     return teacher, TeacherInputs(student_processor, teacher_processor, channels)
 
 
-class DistillationTrainer(Trainer):
-    """The `Trainer`, with the DeiT loss: the teacher runs on the same batch, in eval mode, without gradients, on
+class DistillationTrainer(AugmentingTrainer):
+    """The `Trainer`, with the DeiT loss: the teacher runs on the same (augmented) batch, in eval mode, without gradients, on
     the student's device in float32, outside the student's autocast."""
 
     def __init__(self, *args, teacher: nn.Module, teacher_inputs: TeacherInputs, distillation: Distillation, **kwargs):

@@ -10,17 +10,16 @@ A yardstick for benchmarks, never imported by the model files (it imports transf
 """
 
 import json
-import math
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from datasets import ClassLabel
 from datasets import Image as ImageFeature
 from transformers import Trainer, TrainingArguments, ViTConfig, ViTForImageClassification
 
+from .augmentation import RandomShiftRotate
 from .configuration_vit_scratch import ViTScratchConfig
 from .data import IMAGE_COLUMN_NAMES, LABEL_COLUMN_NAMES, find_column, load_image_dataset
 from .image_processing_vit_scratch import to_model_mode
@@ -62,32 +61,20 @@ def image_tensors(split, size: int, num_channels: int) -> tuple[torch.Tensor, to
     return torch.from_numpy(np.stack(images)), torch.tensor(split[label_column], dtype=torch.long)
 
 
-def shift_rotate(images: torch.Tensor, max_shift: float, max_degrees: float) -> torch.Tensor:
-    """(batch, C, H, W) in [0, 1] -> the same, each image rotated by up to `max_degrees` and shifted by up to
-    `max_shift` of its side (bilinear, black outside), with torch's global generator."""
-    batch = images.shape[0]
-    angle = (torch.rand(batch) * 2 - 1) * math.radians(max_degrees)
-    shift = (torch.rand(batch, 2) * 2 - 1) * max_shift * 2  # affine_grid's coordinates span 2 per side
-    cos, sin = angle.cos(), angle.sin()
-    theta = torch.stack([torch.stack([cos, -sin, shift[:, 0]], 1), torch.stack([sin, cos, shift[:, 1]], 1)], 1)
-    grid = F.affine_grid(theta, list(images.shape), align_corners=False)
-    return F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
-
-
 class TensorImages(torch.utils.data.Dataset):
     """uint8 images + labels -> rows {"pixel_values": (C, H, W) normalised to [-1, 1], "labels"}, augmented if asked."""
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, augment: bool, max_shift=0.1, max_degrees=10.0):
         self.images, self.labels = images, labels
-        self.augment, self.max_shift, self.max_degrees = augment, max_shift, max_degrees
+        self.augmentation = RandomShiftRotate(max_shift, max_degrees) if augment else None  # black is 0 in [0, 1]
 
     def __len__(self) -> int:
         return len(self.labels)
 
     def __getitem__(self, index: int) -> dict:
         pixels = self.images[index].float()[None] / 255  # (1, C, H, W)
-        if self.augment:
-            pixels = shift_rotate(pixels, self.max_shift, self.max_degrees)
+        if self.augmentation is not None:
+            pixels = self.augmentation(pixels)
         return {"pixel_values": (pixels[0] - 0.5) / 0.5, "labels": self.labels[index]}
 
 

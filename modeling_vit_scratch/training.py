@@ -27,15 +27,9 @@ from transformers import (
 )
 
 from .arguments import DataArguments, ModelArguments, OutputArguments, plain_command
+from .augmentation import AugmentedViews, AugmentingTrainer, RandomShiftRotate
 from .configuration_vit_scratch import PRESETS, ViTScratchConfig, check_config_overrides
-from .data import (
-    ImageTransform,
-    PreparedData,
-    collate_images,
-    load_image_dataset,
-    prepare_splits,
-    with_augmented_views,
-)
+from .data import ImageTransform, PreparedData, collate_images, load_image_dataset, prepare_splits
 from .distillation import Distillation, DistillationTrainer, load_teacher
 from .image_processing_vit_scratch import ViTScratchImageProcessor
 from .modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchForImageClassificationWithTeacher
@@ -265,7 +259,7 @@ def augmentation_text(data_args: DataArguments) -> str | None:
         return None
     return (
         f"random shifts of up to {data_args.max_shift:.0%} of the image side and rotations of up to "
-        f"{data_args.max_degrees:g} degrees, no flips"
+        f"{data_args.max_degrees:g} degrees (bilinear, sub-pixel, batched on the training device), no flips"
     )
 
 
@@ -341,24 +335,19 @@ def train_in_claimed_folder(
     if main_process:
         print(images.summary())
     model, processor = build_model(model_args, data)
-    train_set = data.splits["train"].with_transform(
-        ImageTransform(processor, data_args.augment, data_args.max_shift, data_args.max_degrees)
-    )
-    evaluate_transform = ImageTransform(processor)
-    validation_set = with_augmented_views(
-        data.splits["validation"],
-        data_args.validation_views,
-        data_args.max_shift,
-        data_args.max_degrees,
-        processor.num_channels,
-    ).with_transform(evaluate_transform)
-    test_set = data.splits["test"].with_transform(evaluate_transform)
+    transform = ImageTransform(processor)
+    train_set = data.splits["train"].with_transform(transform)
+    augmentation = RandomShiftRotate.for_processor(processor, data_args.max_shift, data_args.max_degrees)
+    validation_set = data.splits["validation"].with_transform(transform)
+    if data_args.validation_views > 1:
+        validation_set = AugmentedViews(validation_set, data_args.validation_views, augmentation)
+    test_set = data.splits["test"].with_transform(transform)
 
     training_args.remove_unused_columns = False  # the image column must reach the transform
     push = training_args.push_to_hub  # pushed below through the same gate as scripts/push_to_hub.py
     training_args.push_to_hub = False
     set_global_batch_size(training_args, data_args.total_train_batch_size)
-    trainer_class, teaching = Trainer, {}
+    trainer_class, teaching = AugmentingTrainer, {}
     if model_args.teacher:
         teacher, teacher_inputs = load_teacher(model_args.teacher, processor, data.id2label)
         distillation = Distillation(
@@ -374,6 +363,7 @@ def train_in_claimed_folder(
         data_collator=collate_images,
         compute_metrics=accuracy_metrics,
         processing_class=processor,
+        augmentation=augmentation if data_args.augment else None,
         **teaching,
     )
     train_result = trainer.train(resume_from_checkpoint=checkpoint)

@@ -7,12 +7,11 @@ import sys
 
 import numpy as np
 import pytest
-import torch
 from helpers import REPO, run_script, tiny_model_file
 from PIL import Image
 
 from modeling_vit_scratch.image_sets import LETTERS, build_image_set, make_textures
-from modeling_vit_scratch.reference import REFERENCE_SIZE, shift_rotate, train_plain
+from modeling_vit_scratch.reference import REFERENCE_SIZE, train_plain
 
 
 def folder_digest(root) -> dict[str, str]:
@@ -103,19 +102,6 @@ def test_make_image_sets_script_writes_a_set_that_the_small_images_recipe_trains
     assert record["model_selection"].startswith("the last epoch")  # the recipe keeps the end of its cosine schedule
     config = json.loads((tmp_path / "out" / "config.json").read_text())
     assert sorted(config["id2label"].values()) == list(LETTERS)
-
-
-def test_shift_rotate_on_tensors_moves_pixels_by_the_asked_amount():
-    image = torch.zeros(1, 1, 28, 28)
-    image[..., 10:18, 10:18] = 1.0
-    torch.manual_seed(0)
-    assert torch.equal(shift_rotate(image, 0.0, 0.0), image)  # nothing asked, nothing moves
-    moved = shift_rotate(image.repeat(64, 1, 1, 1), 0.1, 10.0)
-    columns = torch.arange(28.0)
-    centers = (moved.sum(2) * columns).sum(-1).squeeze(1) / moved.sum((1, 2, 3))
-    assert (centers - 13.5).abs().max() <= 2.8 + 0.5  # within 10% of the side (plus resampling)
-    assert (centers - 13.5).abs().max() > 1.0  # and some really moved
-    assert torch.allclose(moved.sum((1, 2, 3)), torch.full((64,), 64.0), rtol=0.1)  # the square stays whole
 
 
 @pytest.mark.parametrize("model_kind", ["transformers", "ours"])

@@ -1,0 +1,106 @@
+"""Training augmentation on batches of tensors: small random rotations and shifts (no flips: a flipped digit is
+another digit), resampled bilinearly with sub-pixel offsets, on whatever device the batch is on.
+
+`AugmentingTrainer` applies it to each training batch once the batch is on the training device, so the data loader
+only decodes and normalises images, and on a GPU the augmentation runs there, one call per batch. Validation views
+(`AugmentedViews`) are the same augmentation with seeded generators: the same copies every epoch and every run.
+This module is training glue: the model code never imports it.
+"""
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+from transformers import Trainer
+
+
+class RandomShiftRotate(nn.Module):
+    """pixel_values (batch, C, H, W) -> the same shape, each image rotated about its centre by up to `max_degrees`
+    and shifted by up to `max_shift` of its side, resampled bilinearly, `black` outside.
+
+    `black` is the value of a black pixel per channel in the batch's units: 0 for pixels in [0, 1], -mean / std for
+    normalised pixel_values (`for_processor`). Random numbers come from `generator`, else from torch's generator for
+    the batch's device, which the Trainer seeds, saves in checkpoints and restores on resume.
+    """
+
+    def __init__(self, max_shift: float, max_degrees: float, black: Sequence[float] = (0.0,)):
+        super().__init__()
+        self.max_shift = max_shift
+        self.max_degrees = max_degrees
+        black = torch.tensor(list(black), dtype=torch.float32).reshape(1, -1, 1, 1)
+        self.register_buffer("black", black, persistent=False)
+
+    @classmethod
+    def for_processor(cls, processor, max_shift: float, max_degrees: float) -> "RandomShiftRotate":
+        """For the pixel_values `processor` makes: black is (0 - mean) / std in each of its channels."""
+        channels = processor.num_channels
+        mean = torch.tensor(processor.image_mean, dtype=torch.float32).flatten()
+        std = torch.tensor(processor.image_std, dtype=torch.float32).flatten()
+        if mean.numel() != channels:  # RGB statistics of a grayscale model: their mean, as the processor does
+            mean, std = mean.mean().expand(channels), std.mean().expand(channels)
+        return cls(max_shift, max_degrees, (-mean / std).tolist())
+
+    def extra_repr(self) -> str:
+        return f"max_shift={self.max_shift}, max_degrees={self.max_degrees}"
+
+    def forward(self, pixel_values: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        batch, _, height, width = pixel_values.shape
+        device = pixel_values.device
+        angle = (torch.rand(batch, device=device, generator=generator) * 2 - 1) * math.radians(self.max_degrees)
+        # affine_grid's coordinates run from -1 to 1 across each side: a shift of s sides is 2 s
+        shift = (torch.rand(batch, 2, device=device, generator=generator) * 2 - 1) * self.max_shift * 2
+        cos, sin = angle.cos(), angle.sin()
+        aspect = height / width  # a rotation in pixels, written in coordinates that span 2 per side
+        theta = torch.stack(
+            [torch.stack([cos, -sin * aspect, shift[:, 0]], 1), torch.stack([sin / aspect, cos, shift[:, 1]], 1)], 1
+        )
+        pixels = pixel_values.float() - self.black  # black becomes 0, the value grid_sample pads with
+        grid = nn.functional.affine_grid(theta, list(pixels.shape), align_corners=False)
+        moved = nn.functional.grid_sample(pixels, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+        return (moved + self.black).to(pixel_values.dtype)
+
+
+class AugmentedViews(torch.utils.data.Dataset):
+    """`rows` (items {"pixel_values": (C, H, W), "labels"}) followed by `views - 1` augmented copies of each, seeded
+    per item: model selection on a small validation split then scores in steps of 1 / (views * images) and rewards
+    what generalises to the shifts seen in training."""
+
+    def __init__(self, rows, views: int, augmentation: RandomShiftRotate, seed: int = 0):
+        self.rows, self.views, self.augmentation, self.seed = rows, views, augmentation, seed
+
+    def __len__(self) -> int:
+        return len(self.rows) * self.views
+
+    def __getitem__(self, index: int) -> dict:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: list[int]) -> list[dict]:
+        """A batch of items from one batched read of `rows` (the DataLoader's fast path)."""
+        positions = [divmod(index, len(self.rows)) for index in indices]
+        row_indices = [row_index for _, row_index in positions]
+        many = getattr(self.rows, "__getitems__", None)
+        rows = many(row_indices) if many else [self.rows[row_index] for row_index in row_indices]
+        return [self.view(row, view, index) for row, (view, _), index in zip(rows, positions, indices, strict=True)]
+
+    def view(self, row: dict, view: int, index: int) -> dict:
+        if view == 0:
+            return row
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
+        pixel_values = self.augmentation(row["pixel_values"][None], generator=generator)[0]
+        return {**row, "pixel_values": pixel_values}
+
+
+class AugmentingTrainer(Trainer):
+    """The `Trainer`, augmenting each training batch on the training device just before the step (`augmentation`:
+    a `RandomShiftRotate`, or None for none). Evaluation batches are never augmented."""
+
+    def __init__(self, *args, augmentation: nn.Module | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.augmentation = None if augmentation is None else augmentation.to(self.args.device)
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        if self.augmentation is not None:
+            inputs = self._prepare_inputs(inputs)  # on the device; the Trainer's own call then moves nothing
+            inputs = {**inputs, "pixel_values": self.augmentation(inputs["pixel_values"])}
+        return super().training_step(model, inputs, num_items_in_batch)
