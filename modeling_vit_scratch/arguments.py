@@ -19,6 +19,7 @@ from typing import Literal
 import torch
 from transformers import HfArgumentParser, TrainingArguments
 
+from .distillation import Distillation
 from .paths import DIGITS
 from .preflight import DECODE_UP_FRONT_MAX_IMAGES
 from .safety import MASK, known_secrets, redact
@@ -59,11 +60,11 @@ class ModelArguments:
         default=0.5, metadata={"help": "The teacher's share of the loss; the labels' is 1 - alpha."}
     )
     distillation_temperature: float = field(default=1.0, metadata={"help": "Softmax temperature of 'soft'."})
+    # the loss the three options above describe: built (and so checked) once, here, and used by the trainer
+    distillation_loss: Distillation = field(init=False, repr=False)
 
     def __post_init__(self):
-        from .distillation import Distillation
-
-        Distillation(self.distillation, self.distillation_alpha, self.distillation_temperature)  # checks the values
+        self.distillation_loss = Distillation(self.distillation, self.distillation_alpha, self.distillation_temperature)
 
 
 @dataclass

@@ -30,7 +30,7 @@ from .arguments import DataArguments, ModelArguments, OutputArguments, plain_com
 from .augmentation import AugmentedViews, AugmentingTrainer, RandomShiftRotate
 from .configuration_vit_scratch import PRESETS, ViTScratchConfig, check_config_overrides
 from .data import ImageTransform, PreparedData, collate_images, load_image_dataset, prepare_splits
-from .distillation import Distillation, DistillationTrainer, load_teacher
+from .distillation import DistillationTrainer, load_teacher
 from .image_processing_vit_scratch import ViTScratchImageProcessor
 from .modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchForImageClassificationWithTeacher
 from .paths import looks_like_local_path
@@ -184,11 +184,10 @@ def build_model(args: ModelArguments, data: PreparedData) -> tuple[ViTScratchFor
     config.id2label, config.label2id = data.id2label, {name: i for i, name in data.id2label.items()}
     config.num_labels = len(data.labels)
     model_class = classifier_class(config)
-    model = (
-        model_class.from_config(config, **kernel)
-        if model_class is AutoModelForImageClassification
-        else (model_class._from_config(config, **kernel))
-    )
+    # the Auto class builds another model type (a teacher); ours are built by their own class, since the Auto class
+    # picks between our two classifiers by `config.architectures`, which a new config does not have yet
+    build = model_class.from_config if model_class is AutoModelForImageClassification else model_class._from_config
+    model = build(config, **kernel)
     return model, ViTScratchImageProcessor.for_config(config)
 
 
@@ -350,11 +349,8 @@ def train_in_claimed_folder(
     trainer_class, teaching = AugmentingTrainer, {}
     if model_args.teacher:
         teacher, teacher_inputs = load_teacher(model_args.teacher, processor, data.id2label)
-        distillation = Distillation(
-            model_args.distillation, model_args.distillation_alpha, model_args.distillation_temperature
-        )
         trainer_class = DistillationTrainer
-        teaching = dict(teacher=teacher, teacher_inputs=teacher_inputs, distillation=distillation)
+        teaching = dict(teacher=teacher, teacher_inputs=teacher_inputs, distillation=model_args.distillation_loss)
     trainer = trainer_class(
         model=model,
         args=training_args,
