@@ -94,6 +94,14 @@ class DataArguments:
             "augmentation), so that model selection on a small validation split can tell epochs apart."
         },
     )
+    images_in_memory_mb: float = field(
+        default=2048,
+        metadata={
+            "help": "Process each split's images once and keep them in memory as tensors when they take at most "
+            "this many MB (float32 at the model's input size); larger splits, or 0, are processed anew each time a "
+            "batch is read."
+        },
+    )
     total_train_batch_size: int | None = field(
         default=None,
         metadata={

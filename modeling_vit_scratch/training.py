@@ -29,7 +29,7 @@ from transformers import (
 from .arguments import DataArguments, ModelArguments, OutputArguments, plain_command
 from .augmentation import AugmentedViews, AugmentingTrainer, RandomShiftRotate
 from .configuration_vit_scratch import PRESETS, ViTScratchConfig, check_config_overrides
-from .data import ImageTransform, PreparedData, collate_images, load_image_dataset, prepare_splits
+from .data import ImageTransform, PreparedData, collate_images, load_image_dataset, prepare_splits, processed_rows
 from .distillation import DistillationTrainer, load_teacher
 from .image_processing_vit_scratch import ViTScratchImageProcessor
 from .modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchForImageClassificationWithTeacher
@@ -335,12 +335,13 @@ def train_in_claimed_folder(
         print(images.summary())
     model, processor = build_model(model_args, data)
     transform = ImageTransform(processor)
-    train_set = data.splits["train"].with_transform(transform)
+    train_set, validation_set, test_set = (
+        processed_rows(data.splits[name], transform, data_args.images_in_memory_mb)
+        for name in ("train", "validation", "test")
+    )
     augmentation = RandomShiftRotate.for_processor(processor, data_args.max_shift, data_args.max_degrees)
-    validation_set = data.splits["validation"].with_transform(transform)
     if data_args.validation_views > 1:
         validation_set = AugmentedViews(validation_set, data_args.validation_views, augmentation)
-    test_set = data.splits["test"].with_transform(transform)
 
     training_args.remove_unused_columns = False  # the image column must reach the transform
     push = training_args.push_to_hub  # pushed below through the same gate as scripts/push_to_hub.py

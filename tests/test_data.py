@@ -14,10 +14,12 @@ from modeling_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.augmentation import RandomShiftRotate
 from modeling_vit_scratch.data import (
     ImageTransform,
+    ProcessedImages,
     collate_images,
     digits_dataset,
     load_image_dataset,
     prepare_splits,
+    processed_rows,
 )
 
 
@@ -233,3 +235,21 @@ def test_check_images_refuses_values_the_model_cannot_scale(tmp_path):
     check_images(rows([good, good], [0, 1]), progress=False)
     with pytest.raises(ValueError, match=r"^Image 1 of split 'train' .*cannot be used \(Float image values span -2"):
         check_images(rows([good, bad], [0, 1]), progress=False)
+
+
+def test_processed_images_in_memory_are_the_rows_the_transform_gives():
+    processor = ViTScratchImageProcessor(
+        size={"height": 12, "width": 12}, num_channels=1, image_mean=[0.5], image_std=[0.5]
+    )
+    split = digits_dataset()["test"].select(range(300))  # more than one chunk of 256
+    transform = ImageTransform(processor)
+    rows = split.with_transform(transform)
+    kept = processed_rows(split, transform, memory_limit_mb=1)  # 300 x 12 x 12 x 4 bytes = 0.16 MB
+    assert isinstance(kept, ProcessedImages) and len(kept) == 300
+    for index in (0, 255, 256, 299):
+        assert torch.equal(kept[index]["pixel_values"], rows[index]["pixel_values"])
+        assert kept[index]["labels"] == rows[index]["labels"]
+    batch = collate_images(kept.__getitems__([5, 280]))
+    assert batch["pixel_values"].shape == (2, 1, 12, 12) and batch["labels"].tolist() == split.select([5, 280])["label"]
+    assert not isinstance(processed_rows(split, transform, memory_limit_mb=0.1), ProcessedImages)  # over the limit
+    assert not isinstance(processed_rows(split, transform, memory_limit_mb=0), ProcessedImages)

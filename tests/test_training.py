@@ -118,6 +118,20 @@ def test_resumed_run_ends_like_an_uninterrupted_one(tmp_path):
         torch.testing.assert_close(resumed_weights[name], tensor, atol=1e-6, rtol=0)
 
 
+def test_images_kept_in_memory_train_like_images_read_each_step(tmp_path):
+    """The in-memory path (`--images_in_memory_mb`, on by default for small sets) changes speed, not results."""
+    model_args = ModelArguments(model=tiny_model_file(tmp_path, num_channels=1))
+    results = {}
+    for limit in (2048, 0):
+        data_args = DataArguments(max_train_samples=48, validation_views=2, images_in_memory_mb=limit)
+        results[limit] = train(model_args, data_args, training_args(tmp_path / str(limit), num_train_epochs=2))
+    for key in ("eval_loss", "test_loss", "train_loss"):
+        assert results[0][key] == pytest.approx(results[2048][key], abs=1e-6), key
+    weights = [load_file(tmp_path / str(limit) / "model.safetensors") for limit in (2048, 0)]
+    for name, tensor in weights[0].items():
+        torch.testing.assert_close(weights[1][name], tensor, atol=1e-6, rtol=0)
+
+
 def test_unknown_preset_is_one_clear_line():
     result = run_script("--model", "vit-gigantic-patch16-224", "--output_dir", "/tmp/never-written")
     assert result.returncode != 0
