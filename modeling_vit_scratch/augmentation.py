@@ -15,6 +15,13 @@ from torch import nn
 from transformers import Trainer
 
 
+def per_channel(values, channels: int) -> torch.Tensor:
+    """A processor's `image_mean` or `image_std` as (channels,) float32: RGB statistics of a grayscale model become
+    their mean, as the processor does."""
+    values = torch.tensor(values, dtype=torch.float32).flatten()
+    return values.mean().expand(channels).clone() if values.numel() != channels else values
+
+
 class RandomShiftRotate(nn.Module):
     """pixel_values (batch, C, H, W) -> the same shape, each image rotated about its centre by up to `max_degrees`
     and shifted by up to `max_shift` of its side, resampled bilinearly, `black` outside.
@@ -34,11 +41,8 @@ class RandomShiftRotate(nn.Module):
     @classmethod
     def for_processor(cls, processor, max_shift: float, max_degrees: float) -> "RandomShiftRotate":
         """For the pixel_values `processor` makes: black is (0 - mean) / std in each of its channels."""
-        channels = processor.num_channels
-        mean = torch.tensor(processor.image_mean, dtype=torch.float32).flatten()
-        std = torch.tensor(processor.image_std, dtype=torch.float32).flatten()
-        if mean.numel() != channels:  # RGB statistics of a grayscale model: their mean, as the processor does
-            mean, std = mean.mean().expand(channels), std.mean().expand(channels)
+        mean = per_channel(processor.image_mean, processor.num_channels)
+        std = per_channel(processor.image_std, processor.num_channels)
         return cls(max_shift, max_degrees, (-mean / std).tolist())
 
     def extra_repr(self) -> str:

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from transformers import AutoImageProcessor, AutoModelForImageClassification
 
-from .augmentation import AugmentingTrainer
+from .augmentation import AugmentingTrainer, per_channel
 
 DISTILLATION_MODES = ("soft", "hard")
 
@@ -68,10 +68,7 @@ class TeacherInputs(nn.Module):
             teacher_std=(teacher_processor.image_std, teacher_channels),
         )
         for name, (values, channels) in statistics.items():
-            values = torch.tensor(values, dtype=torch.float32).flatten()
-            if values.numel() != channels:  # RGB statistics of a grayscale model: their mean, as the processor does
-                values = values.mean().expand(channels)
-            self.register_buffer(name, values.reshape(1, channels, 1, 1).clone(), persistent=False)
+            self.register_buffer(name, per_channel(values, channels).reshape(1, channels, 1, 1), persistent=False)
         self.teacher_channels = teacher_channels
         size = teacher_processor.size
         self.size = (size["height"], size["width"]) if "height" in size else None  # None: keep the student's size
