@@ -335,6 +335,7 @@ def train_in_claimed_folder(
         print(images.summary())
     model, processor = build_model(model_args, data)
     transform = ImageTransform(processor)
+    preparing = time.perf_counter()  # processing the splits kept in memory: before the Trainer's clock starts
     train_set, validation_set, test_set = (
         processed_rows(data.splits[name], transform, data_args.images_in_memory_mb)
         for name in ("train", "validation", "test")
@@ -342,6 +343,7 @@ def train_in_claimed_folder(
     augmentation = RandomShiftRotate.for_processor(processor, data_args.max_shift, data_args.max_degrees)
     if data_args.validation_views > 1:
         validation_set = AugmentedViews(validation_set, data_args.validation_views, augmentation)
+    data_preparation_seconds = round(time.perf_counter() - preparing, 2)
 
     training_args.remove_unused_columns = False  # the image column must reach the transform
     push = training_args.push_to_hub  # pushed below through the same gate as scripts/push_to_hub.py
@@ -374,6 +376,7 @@ def train_in_claimed_folder(
         * training_args.world_size
         * training_args.gradient_accumulation_steps,
         wall_time_seconds=round(time.time() - started, 1),
+        data_preparation_seconds=data_preparation_seconds,
     )
     if trainer.is_world_process_zero():
         teacher_text = distillation_text(model_args)
