@@ -11,6 +11,7 @@ import torch
 from helpers import run_fresh, tiny_config
 from PIL import Image
 from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForImageClassification, pipeline
+from transformers.image_utils import load_image
 
 from modeling_vit_scratch import (
     ViTScratchConfig,
@@ -165,9 +166,13 @@ def test_pipeline_classifies_pil_images_of_any_size_and_mode(saved_folder):
         predictions = classify(image, top_k=5)
         assert len(predictions) == 5 and {p["label"] for p in predictions} == {f"digit {i}" for i in range(5)}
         assert abs(sum(p["score"] for p in predictions) - 1) < 1e-5
-        pixel_values = ViTScratchImageProcessor.from_pretrained(folder)(image, return_tensors="pt").pixel_values
+        # transformers' own pipeline (no remote code) turns every image into 8-bit RGB first, dropping transparency;
+        # the package's pipeline, which composites it, is tested in test_image_processing.py
+        seen = load_image(image)
+        pixel_values = ViTScratchImageProcessor.from_pretrained(folder)(seen, return_tensors="pt").pixel_values
         with torch.no_grad():
             best = model(pixel_values).logits.argmax(-1).item()
+        assert type(classify).__name__ == "ImageClassificationPipeline"
         assert predictions[0]["label"] == f"digit {best}"
 
 
