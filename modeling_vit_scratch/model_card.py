@@ -98,12 +98,16 @@ def card_data(config: ViTScratchConfig, metrics: dict, dataset: str | None, mode
     )
 
 
+def training_precision(training_args) -> str:
+    """The precision a run trains in, as the card, the record and the script's output name it."""
+    return "bf16 mixed precision" if training_args.bf16 else "fp16 mixed precision" if training_args.fp16 else "float32"
+
+
 def training_record(
     command: str, dataset: str, splits: dict[str, int], training_args, metrics: dict, augmentation: str | None
 ) -> dict:
     """What the card says about training, saved beside the model (training_record.json) so a later push can
     render the same card."""
-    precision = "bf16 mixed precision" if training_args.bf16 else "fp16 mixed precision" if training_args.fp16 else None
     return dict(
         command=command,
         dataset=dataset,
@@ -117,7 +121,7 @@ def training_record(
         total_batch=metrics.get("total_train_batch_size"),
         seed=training_args.seed,
         world_size=metrics.get("world_size", 1),
-        precision=precision,
+        precision=training_precision(training_args),
         augmentation=augmentation,
         wall_time_seconds=metrics.get("wall_time_seconds"),
         model_selection=model_selection_text(training_args),

@@ -10,6 +10,7 @@ import sys
 
 from modeling_vit_scratch.arguments import command_secrets, parse_arguments
 from modeling_vit_scratch.hub import PushError
+from modeling_vit_scratch.model_card import training_precision
 from modeling_vit_scratch.safety import redact
 from modeling_vit_scratch.training import train, use_cpu_processes_without_accelerator
 
@@ -23,6 +24,7 @@ def main(argv: list[str]) -> None:
         sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}")
     if training_args.process_index == 0:
         print(f"\nTest accuracy {metrics['test_accuracy']:.4f} ({metrics['wall_time_seconds']:.0f} s).")
+        print(f"Trained in {training_precision(training_args)} (--bf16 true trains under bf16 autocast).")
         print(
             redact(
                 f"Model saved in {training_args.output_dir}; load it with\n"
