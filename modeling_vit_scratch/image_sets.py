@@ -1,7 +1,8 @@
-"""Two 28x28 grayscale image sets built from real pictures that ship in packages, written as imagefolders.
+"""Image sets built from real pictures that ship in packages, written as imagefolders.
 
-They stand in for the small real image sets users train on (handwriting, scans, textures), so the training
-defaults can be measured on data that is neither the embedded 8x8 digits nor a test split anyone tuned on:
+Two 28x28 grayscale sets stand in for the small real image sets users train on (handwriting, scans, textures), so
+the training defaults can be measured on data that is neither the embedded 8x8 digits nor a test split anyone tuned
+on; a third, of colour photographs, has the size of the 224x224 models' inputs, for the data path's cost:
 
 - `glyphs`: the 26 lowercase letters drawn in 22 of the fonts matplotlib ships (DejaVu Sans/Mono/Serif and STIX in
   four styles each, six Computer Modern fonts), each sample with its own stroke width, affine jitter (rotation,
@@ -10,10 +11,13 @@ defaults can be measured on data that is neither the embedded 8x8 digits nor a t
   retina, chelsea, coins, page, cell), each crop of its own size (28 to 56 pixels, resized), quarter turn, mirror,
   brightness, contrast and noise. Train crops come from the left three quarters of each picture and test crops from
   the right quarter, so no test pixel was ever seen in training.
+- `photos`: 256x256 colour JPEGs (quality 90, which a 224x224 image processor decodes and resizes) cut from eight
+  scikit-image sample photographs (astronaut, chelsea, coffee, rocket, hubble_deep_field, retina,
+  immunohistochemistry, colorwheel): squares of 96 to 320 pixels, maybe mirrored, the same left/right division.
 
-`build_image_set(name, root)` writes `root/train/<class>/<n>.png` and `root/test/<class>/<n>.png`, which
+`build_image_set(name, root)` writes `root/train/<class>/<n>.png` (`.jpg` for photos) and `root/test/...`, which
 `scripts/train.py --dataset root` reads. The same seed and sizes give the same images (for the same Pillow,
-FreeType and fonts). Needs matplotlib and scipy (`glyphs`) and scikit-image (`textures`): `pip install
+FreeType and fonts). Needs matplotlib and scipy (`glyphs`) and scikit-image (`textures`, `photos`): `pip install
 .[image_sets]`. This module is training glue: the model code never imports it.
 """
 
@@ -47,7 +51,19 @@ TEXTURE_SOURCES = (
     ("page", "page", slice(None), slice(None)),
     ("cell", "cell", slice(None), slice(None)),
 )
-TRAIN_SHARE_OF_WIDTH = 0.75  # texture crops: train from the left 3/4 of each picture, test from the right 1/4
+TRAIN_SHARE_OF_WIDTH = 0.75  # crops: train from the left 3/4 of each picture, test from the right 1/4
+# scikit-image's colour photographs as (class name, function in skimage.data, rows, columns), as TEXTURE_SOURCES
+PHOTO_SOURCES = (
+    ("astronaut", "astronaut", slice(None), slice(None)),
+    ("cat", "chelsea", slice(None), slice(None)),
+    ("coffee", "coffee", slice(None), slice(None)),
+    ("rocket", "rocket", slice(None), slice(None)),
+    ("stars", "hubble_deep_field", slice(None), slice(None)),
+    ("retina", "retina", slice(300, 1100), slice(300, 1100)),
+    ("stain", "immunohistochemistry", slice(None), slice(None)),
+    ("colorwheel", "colorwheel", slice(None), slice(None)),
+)
+PHOTO_SIDE, PHOTO_CROP_SIDES = 256, (96, 320)  # photos: the side written, the least and most side of a crop
 
 
 def sample_seed(seed: int, split: str, label: int, index: int) -> np.random.Generator:
@@ -125,23 +141,24 @@ def make_glyphs(root: Path, train_per_class: int, test_per_class: int, seed: int
     return list(LETTERS)
 
 
-def texture_pictures() -> dict[str, np.ndarray]:
-    """Class name -> (H, W) uint8 grayscale picture, from scikit-image's bundled sample data (no download)."""
+def sample_pictures(sources: tuple, mode: str) -> dict[str, np.ndarray]:
+    """Class name -> uint8 picture in PIL `mode` ("L": (H, W), "RGB": (H, W, 3)) for each of `sources` (as
+    TEXTURE_SOURCES), from scikit-image's bundled sample data (no download)."""
     try:
         from skimage import data
     except ImportError:
         raise ImportError(
-            "The textures image set is cut from scikit-image's sample pictures: pip install scikit-image "
-            "(or the project's [image_sets] extra)."
+            "The textures and photos image sets are cut from scikit-image's sample pictures: pip install "
+            "scikit-image (or the project's [image_sets] extra)."
         ) from None
     pictures = {}
-    for name, function, rows, columns in TEXTURE_SOURCES:
-        picture = Image.fromarray(getattr(data, function)()).convert("L")  # colour -> ITU-R 601 luma
+    for name, function, rows, columns in sources:
+        picture = Image.fromarray(getattr(data, function)()).convert(mode)  # colour -> ITU-R 601 luma for "L"
         pictures[name] = np.asarray(picture)[rows, columns]
     return pictures
 
 
-def texture_crop(picture: np.ndarray, columns: slice, rng: np.random.Generator) -> np.ndarray:
+def texture_crop(picture: np.ndarray, columns: slice, rng: np.random.Generator) -> Image.Image:
     """A random 28x28 crop of `picture[:, columns]`: a square of 28 to 56 pixels resized, turned by a random
     quarter, maybe mirrored, with random brightness, contrast and noise."""
     region = picture[:, columns]
@@ -155,47 +172,74 @@ def texture_crop(picture: np.ndarray, columns: slice, rng: np.random.Generator) 
     mean = pixels.mean()
     pixels = (pixels - mean) * rng.uniform(0.7, 1.3) + mean + rng.uniform(-25, 25)
     pixels = pixels + rng.normal(0, rng.uniform(0, 8), pixels.shape)
-    return np.clip(np.rint(pixels), 0, 255).astype(np.uint8)
+    return Image.fromarray(np.clip(np.rint(pixels), 0, 255).astype(np.uint8), mode="L")
 
 
-def make_textures(
-    root: Path, train_per_class: int, test_per_class: int, seed: int, pictures: dict[str, np.ndarray] | None = None
+def photo_crop(picture: np.ndarray, columns: slice, rng: np.random.Generator) -> Image.Image:
+    """A random PHOTO_SIDE x PHOTO_SIDE colour crop of `picture[:, columns]`: a square of PHOTO_CROP_SIDES pixels
+    (at most the region's height and width) resized, maybe mirrored."""
+    region = picture[:, columns]
+    smallest, largest = (min(side, *region.shape[:2]) for side in PHOTO_CROP_SIDES)
+    size = int(rng.integers(smallest, largest + 1))
+    top = int(rng.integers(region.shape[0] - size + 1))
+    left = int(rng.integers(region.shape[1] - size + 1))
+    crop = Image.fromarray(region[top : top + size, left : left + size]).resize((PHOTO_SIDE, PHOTO_SIDE), Image.BICUBIC)
+    return crop.transpose(Image.Transpose.FLIP_LEFT_RIGHT) if rng.random() < 0.5 else crop
+
+
+def write_crops(
+    root: Path, pictures: dict[str, np.ndarray], crop: Callable, counts: dict[str, int], seed: int, suffix: str
 ) -> list[str]:
-    """Write the `textures` set under `root` (crops of `pictures`, by default scikit-image's); returns the classes."""
-    pictures = texture_pictures() if pictures is None else pictures
-    for split, count in (("train", train_per_class), ("test", test_per_class)):
+    """Write `counts[split]` crops (`crop(picture, columns, rng)`) of each picture under `root/split/<class>/`:
+    train crops from the left TRAIN_SHARE_OF_WIDTH of each picture, test crops from the rest. Returns the classes."""
+    for split, count in counts.items():
         for label, (name, picture) in enumerate(pictures.items()):
             boundary = int(picture.shape[1] * TRAIN_SHARE_OF_WIDTH)
             columns = slice(0, boundary) if split == "train" else slice(boundary, None)
             folder = root / split / name
             folder.mkdir(parents=True, exist_ok=True)
             for index in range(count):
-                crop = texture_crop(picture, columns, sample_seed(seed, split, label, index))
-                Image.fromarray(crop, mode="L").save(folder / f"{index}.png")
+                image = crop(picture, columns, sample_seed(seed, split, label, index))
+                image.save(folder / f"{index}.{suffix}", **({"quality": 90} if suffix == "jpg" else {}))
     return list(pictures)
+
+
+def make_textures(
+    root: Path, train_per_class: int, test_per_class: int, seed: int, pictures: dict[str, np.ndarray] | None = None
+) -> list[str]:
+    """Write the `textures` set under `root` (crops of `pictures`, by default scikit-image's); returns the classes."""
+    pictures = sample_pictures(TEXTURE_SOURCES, "L") if pictures is None else pictures
+    return write_crops(root, pictures, texture_crop, {"train": train_per_class, "test": test_per_class}, seed, "png")
+
+
+def make_photos(
+    root: Path, train_per_class: int, test_per_class: int, seed: int, pictures: dict[str, np.ndarray] | None = None
+) -> list[str]:
+    """Write the `photos` set under `root` (crops of `pictures`, by default scikit-image's); returns the classes."""
+    pictures = sample_pictures(PHOTO_SOURCES, "RGB") if pictures is None else pictures
+    return write_crops(root, pictures, photo_crop, {"train": train_per_class, "test": test_per_class}, seed, "jpg")
 
 
 IMAGE_SETS: dict[str, tuple[Callable[..., list[str]], int, int]] = {
     # name: (maker, train images per class, test images per class) for ~4,000 train / ~1,000 test
     "glyphs": (make_glyphs, 154, 38),
     "textures": (make_textures, 400, 100),
+    "photos": (make_photos, 500, 125),
 }
 
 
 def build_image_set(
     name: str, root: str | Path, train_per_class: int | None = None, test_per_class: int | None = None, seed: int = 0
 ) -> list[str]:
-    """Write the image set `name` as an imagefolder under `root` (train/ and test/ of class folders of PNGs).
+    """Write the image set `name` as an imagefolder under `root` (train/ and test/ of class folders of images).
 
     Sizes default to ~4,000 train and ~1,000 test images. `root` must not hold images yet. Returns the classes.
     """
     if name not in IMAGE_SETS:
         raise ValueError(f"Unknown image set {name!r}: choose one of {', '.join(IMAGE_SETS)}.")
     root = Path(root)
-    if root.exists() and any(root.rglob("*.png")):
-        raise ValueError(
-            f"{root} already holds PNG images: give a new or empty folder, so no set is mixed with another."
-        )
+    if root.exists() and any(path.suffix in (".png", ".jpg") for path in root.rglob("*")):
+        raise ValueError(f"{root} already holds images: give a new or empty folder, so no set is mixed with another.")
     maker, train_default, test_default = IMAGE_SETS[name]
     for label, value in (("train_per_class", train_per_class), ("test_per_class", test_per_class)):
         if value is not None and value < 1:

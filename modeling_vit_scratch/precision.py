@@ -11,7 +11,12 @@ ALIASES = {"fp32": "float32", "bf16": "bfloat16"}
 # float32 rounds at 2^-24, so 1e-4 leaves room for another order of summation; bfloat16 keeps 8 bits of mantissa
 # (rounding at 2^-9 per operation) and a ViT chains a few hundred of them: 2^-4.
 LOGIT_TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 2**-4}
-CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of the CPU instructions that compute in bf16
+CPU_BF16_FLAGS = (
+    "avx512_bf16",
+    "amx_bf16",
+    "bf16",
+)  # /proc/cpuinfo flags of instructions that compute in bf16 (x86, Arm)
+FLAG_LINES = ("flags", "Features")  # the /proc/cpuinfo lines that list them on x86 and on Arm
 
 
 def parse_dtype(name: str) -> torch.dtype:
@@ -43,11 +48,35 @@ def logits_agree(reference: torch.Tensor, candidate: torch.Tensor, dtype: torch.
     return difference <= tolerance, difference, tolerance
 
 
-def cpu_bf16_flags(cpuinfo: str = "/proc/cpuinfo") -> list[str]:
-    """Which of the CPU's bf16 instruction flags the kernel reports (Linux; empty elsewhere or if none)."""
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> list[str] | None:
+    """The CPU's instruction flags as the kernel reports them (Linux: x86 `flags`, Arm `Features`); None elsewhere."""
     try:
         text = Path(cpuinfo).read_text()
     except OSError:
-        return []
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+        return None
+    return next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith(FLAG_LINES)), None)
+
+
+def cpu_bf16_flags(cpuinfo: str = "/proc/cpuinfo") -> list[str]:
+    """Which of the CPU's bf16 instruction flags the kernel reports (Linux; empty elsewhere or if none)."""
+    flags = cpu_flags(cpuinfo) or []
     return [flag for flag in CPU_BF16_FLAGS if flag in flags]
+
+
+def onednn_computes_bf16() -> bool:
+    """Whether torch hands bf16 matrix products on this CPU to oneDNN; where it does not, it falls back to a slow
+    generic loop (measured on an AVX2 machine: 1.0 GFLOP/s against 83 in float32)."""
+    return torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
+def slow_bf16_warning(device: torch.device | str, instead: str, cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """One line for a user about to compute in bf16 on `device`, if that is a CPU where bf16 is emulated (no bf16
+    flags and no oneDNN bf16: dozens of times slower than float32); None elsewhere, or where the flags are unknown.
+    `instead` says how to stay in float32, e.g. "Leave out --bf16 true"."""
+    flags = cpu_flags(cpuinfo)
+    if torch.device(device).type != "cpu" or flags is None or cpu_bf16_flags(cpuinfo) or onednn_computes_bf16():
+        return None
+    return (
+        f"This CPU has no bf16 units (`lscpu` lists none of {', '.join(CPU_BF16_FLAGS)}) and torch emulates bf16 on "
+        f"it: matrix products run dozens of times slower than in float32. {instead} to compute in float32."
+    )

@@ -34,6 +34,7 @@ from .distillation import DistillationTrainer, load_teacher
 from .image_processing_vit_scratch import ViTScratchImageProcessor
 from .modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchForImageClassificationWithTeacher
 from .paths import looks_like_local_path
+from .precision import slow_bf16_warning
 from .preflight import check_images
 from .reload_check import FolderReloadError, check_reloads_to
 from .run_folder import (
@@ -293,6 +294,9 @@ def train(
     check_fsdp(training_args)
     resume = training_args.resume_from_checkpoint
     main_process = training_args.process_index == 0
+    slow_bf16 = slow_bf16_warning(training_args.device, "Leave out --bf16 true") if training_args.bf16 else None
+    if slow_bf16 and main_process:
+        logger.warning(slow_bf16)
     claim = claim_output_folder(training_args.output_dir, output_args.overwrite_output_dir, resume not in RESUME_OFF)
     if not main_process:  # the same refusal on every process, so none waits for one that has stopped
         refuse_a_model(Path(training_args.output_dir), output_args.overwrite_output_dir, resume not in RESUME_OFF)

@@ -14,9 +14,9 @@ median and min-max over rounds); the median over rounds of each round's ratio to
 default) in the same precision, for ours also to the fastest of transformers' eager ViT and timm, and of each bf16
 variant to the same implementation in float32, where a round's ratio pairs each chunk with the reference's chunk
 timed next to it; the model's matrix-multiply FLOP/s (`forward_flops`) as a fraction of what a large matrix product
-reaches in the same dtype on the same machine, measured at the start of the run (`--matmul_size`); then, for the
-bars given (--min_speedup_vs_sdpa, --min_speedup_vs_fastest, --max_memory_ratio; none by default), whether ours
-meets them. Needs timm and transformers (`make install-timm` has both: run it with .venv-timm/bin/python). Memory:
+reaches in the same dtype on the same machine, measured at the start of the run (`--matmul_size`; bf16 at 1024 on
+a CPU that emulates it, with a warning line); then, for the bars given (--min_speedup_vs_sdpa,
+--min_speedup_vs_fastest, --max_memory_ratio; none by default), whether ours meets them. Needs timm and transformers (`make install-timm` has both: run it with .venv-timm/bin/python). Memory:
 every variant of a round is alive at once (base224 training: about 5 GB each in float32), so measure one --dtype at
 a time where memory is short. CPU figures are noisy: compare ratios from one run, not numbers across runs.
 
@@ -45,7 +45,7 @@ from pathlib import Path
 
 import torch
 
-from modeling_vit_scratch.precision import cpu_bf16_flags, dtype_name, parse_dtypes
+from modeling_vit_scratch.precision import cpu_bf16_flags, dtype_name, parse_dtypes, slow_bf16_warning
 
 ROOT = Path(__file__).resolve().parent.parent
 # Same hyper-parameters for every implementation. Inference batch sizes are lists (base224: latency and batch 8).
@@ -121,6 +121,9 @@ MODES = ("inference", "train")
 PRECISIONS = ("float32", "bf16-autocast", "bf16-weights")
 DTYPE_OF = {"float32": torch.float32, "bf16-autocast": torch.bfloat16, "bf16-weights": torch.bfloat16}
 MATMUL_REPEATS = 5
+# Where bf16 is emulated (a CPU without bf16 units, see `slow_bf16_warning`), a 4096^2 bf16 product takes minutes at
+# about 1 GFLOP/s; the rate is the same at 1024^2 (1.0 GFLOP/s at 1024^2, 1.3 at 512^2 on an AVX2 machine).
+EMULATED_BF16_MATMUL_SIZE = 1024
 SETTLE_SECONDS = 0.2  # pause before each timed chunk
 # With glibc malloc's dynamic thresholds, the same model measured in two fresh CPU processes differed by up to 2x
 # here (README, Performance). Fixed thresholds, for every implementation alike, keep freed activations in the heap
@@ -395,14 +398,26 @@ def worker_environment(args) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), **({} if args.glibc_malloc_defaults else STEADY_MALLOC)}
 
 
-def measure_matmul_rates(dtypes: list[torch.dtype], args) -> dict[str, float]:
-    """FLOP/s of a `--matmul_size` square matrix product by dtype name, in a fresh process set up as the workers."""
-    names = ",".join(dtype_name(dtype) for dtype in dtypes)
-    command = [sys.executable, __file__, "--matmul", names, str(args.matmul_size)]
-    done = subprocess.run(command, check=False, capture_output=True, text=True, env=worker_environment(args))
-    if done.returncode != 0:
-        raise RuntimeError(f"The matrix products ({names}) failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.splitlines()[-1])
+def matmul_sizes(dtypes: list[torch.dtype], size: int, bf16_emulated: bool) -> dict[str, int]:
+    """The side of the square matrix product that measures each dtype's rate, by dtype name: `size`, but at most
+    EMULATED_BF16_MATMUL_SIZE for bf16 where it is emulated."""
+    return {
+        dtype_name(dtype): min(size, EMULATED_BF16_MATMUL_SIZE) if bf16_emulated and dtype == torch.bfloat16 else size
+        for dtype in dtypes
+    }
+
+
+def measure_matmul_rates(sizes: dict[str, int], args) -> dict[str, float]:
+    """FLOP/s of a square matrix product of each dtype (by name) at its side in `sizes`, each in a fresh process
+    set up as the workers."""
+    rates = {}
+    for name, size in sizes.items():
+        command = [sys.executable, __file__, "--matmul", name, str(size)]
+        done = subprocess.run(command, check=False, capture_output=True, text=True, env=worker_environment(args))
+        if done.returncode != 0:
+            raise RuntimeError(f"The {name} matrix product failed:\n{done.stderr[-3000:]}")
+        rates.update(json.loads(done.stdout.splitlines()[-1]))
+    return rates
 
 
 class Worker:
@@ -936,16 +951,23 @@ def main(argv: list[str]) -> None:
     except ValueError as error:
         sys.exit(f"error: --dtype: {error}")
 
-    started = time.time()
-    args.matmul_rates = measure_matmul_rates(args.dtypes, args)
-    rows = benchmark(args)
     on_cuda = torch.cuda.is_available()
-    rates = ", ".join(f"{name} {rate / 1e9:.0f} GFLOP/s" for name, rate in args.matmul_rates.items())
+    slow_bf16 = slow_bf16_warning("cuda" if on_cuda else "cpu", "Give --dtype float32")
+    if slow_bf16 and torch.bfloat16 in args.dtypes:
+        print(f"warning: {slow_bf16} The bf16 rows will take long here.", file=sys.stderr)
+
+    started = time.time()
+    sizes = matmul_sizes(args.dtypes, args.matmul_size, bf16_emulated=slow_bf16 is not None)
+    args.matmul_rates = measure_matmul_rates(sizes, args)
+    rows = benchmark(args)
+    rates = ", ".join(
+        f"{name} {rate / 1e9:.1f} GFLOP/s ({sizes[name]}x{sizes[name]})" for name, rate in args.matmul_rates.items()
+    )
     header = (
         f"{machine_name()}, {os.cpu_count()} cores, torch {torch.__version__}, "
         f"{'CUDA ' + torch.cuda.get_device_name() if on_cuda else 'CPU'}"
         f"{'' if on_cuda else ' (bf16 units: ' + (', '.join(cpu_bf16_flags()) or 'none') + ')'}, "
-        f"{args.matmul_size}x{args.matmul_size} matmul {rates}, "
+        f"matmul {rates}, "
         f"{'torch.compile (not timed), ' if args.compile else ''}"
         f"{args.rounds} rounds of {args.chunks} interleaved chunks of >= {args.chunk_seconds} s, "
         f"throughput from the fastest chunk of each round, ratios paired chunk by chunk; malloc "
@@ -954,7 +976,9 @@ def main(argv: list[str]) -> None:
     verdicts = bars(rows, args.min_speedup_vs_sdpa, args.min_speedup_vs_fastest, args.max_memory_ratio)
     verdict_block = "\n".join(verdicts) + "\n\n" if verdicts else ""  # no bars given: no verdict
     print(f"\n{header}\n\n{markdown(rows)}\n\n{verdict_block}({time.time() - started:.0f} s)")
-    result = dict(machine=header, argv=argv, matmul_flops=args.matmul_rates, rows=rows, bars=verdicts)
+    result = dict(
+        machine=header, argv=argv, matmul_flops=args.matmul_rates, matmul_sizes=sizes, rows=rows, bars=verdicts
+    )
     Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
 
 

@@ -1,6 +1,6 @@
 """Write the image sets of `modeling_vit_scratch.image_sets` as imagefolders that `scripts/train.py --dataset` reads.
 
-    python scripts/make_image_sets.py data/            # data/glyphs and data/textures, ~4,000 train / ~1,000 test each
+    python scripts/make_image_sets.py data/            # data/glyphs, data/photos, data/textures: ~4,000 train / ~1,000 test each
     python scripts/make_image_sets.py data/ --sets glyphs --train_per_class 20 --test_per_class 5 --seed 1
 
 Deterministic: the same seed and sizes give the same images. Needs the [image_sets] extra (matplotlib, scipy,

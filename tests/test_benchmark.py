@@ -294,9 +294,16 @@ def test_an_unknown_dtype_is_one_line_naming_the_choices(capsys):
 
 @pytest.mark.integration
 def test_the_matmul_rate_is_measured_per_dtype_in_a_worker_process():
-    args = benchmark.main_parser().parse_args(["--matmul_size", "64"])
-    rates = benchmark.measure_matmul_rates([torch.float32, torch.bfloat16], args)
+    args = benchmark.main_parser().parse_args([])
+    rates = benchmark.measure_matmul_rates({"float32": 64, "bfloat16": 32}, args)
     assert list(rates) == ["float32", "bfloat16"] and all(rate > 0 for rate in rates.values())
+
+
+def test_emulated_bf16_is_measured_on_a_smaller_matrix_and_every_other_dtype_at_the_size_asked():
+    both = [torch.float32, torch.bfloat16]
+    assert benchmark.matmul_sizes(both, 4096, bf16_emulated=True) == {"float32": 4096, "bfloat16": 1024}
+    assert benchmark.matmul_sizes(both, 4096, bf16_emulated=False) == {"float32": 4096, "bfloat16": 4096}
+    assert benchmark.matmul_sizes(both, 256, bf16_emulated=True) == {"float32": 256, "bfloat16": 256}
 
 
 @pytest.mark.slow

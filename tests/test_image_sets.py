@@ -1,4 +1,4 @@
-"""The image sets of issue 14 (glyphs, textures) and the plain-loop reference they are measured against."""
+"""The image sets (glyphs, textures of issue 14; photos at 224x224 size) and the plain-loop reference."""
 
 import hashlib
 import json
@@ -10,7 +10,7 @@ import pytest
 from helpers import REPO, run_script, tiny_model_file
 from PIL import Image
 
-from modeling_vit_scratch.image_sets import LETTERS, build_image_set, make_textures
+from modeling_vit_scratch.image_sets import LETTERS, build_image_set, make_photos, make_textures
 from modeling_vit_scratch.reference import REFERENCE_SIZE, train_plain
 
 
@@ -54,9 +54,34 @@ def test_textures_from_scikit_image_sample_pictures(tmp_path):
     assert len({crop.tobytes() for crop in crops}) == 20
 
 
+def test_photo_test_crops_come_only_from_the_right_quarter_and_are_256_pixel_colour_jpegs(tmp_path):
+    picture = np.zeros((300, 800, 3), np.uint8)
+    picture[:, :600] = (200, 30, 30)  # train region red, the right quarter blue
+    picture[:, 600:] = (30, 30, 200)
+    assert make_photos(tmp_path, train_per_class=6, test_per_class=6, seed=0, pictures={"a": picture}) == ["a"]
+    for split, channel in (("train", 0), ("test", 2)):
+        paths = sorted((tmp_path / split / "a").glob("*.jpg"))
+        images = [Image.open(path) for path in paths]
+        assert len(images) == 6 and all(image.format == "JPEG" and image.mode == "RGB" for image in images)
+        assert all(image.size == (256, 256) for image in images)
+        means = [np.asarray(image).reshape(-1, 3).mean(0) for image in images]
+        assert all(mean.argmax() == channel and mean.max() > 180 for mean in means)
+
+
+def test_photos_from_scikit_image_sample_pictures(tmp_path):
+    pytest.importorskip("skimage", reason="the [image_sets] extra (scikit-image) is not installed")
+    classes = build_image_set("photos", tmp_path, train_per_class=2, test_per_class=1)
+    assert len(classes) == 8 and sorted(path.name for path in (tmp_path / "test").iterdir()) == sorted(classes)
+    crops = [np.asarray(Image.open(path)) for path in (tmp_path / "train").rglob("*.jpg")]
+    assert len(crops) == 16 and all(crop.shape == (256, 256, 3) for crop in crops)
+    assert len({crop.tobytes() for crop in crops}) == 16
+    with pytest.raises(ValueError, match="already holds images"):  # JPEGs count as images too
+        build_image_set("textures", tmp_path, train_per_class=1, test_per_class=1)
+
+
 def test_a_folder_holding_images_is_refused_and_bad_sizes_are_named(tmp_path):
     build_image_set("glyphs", tmp_path, train_per_class=1, test_per_class=1)
-    with pytest.raises(ValueError, match="already holds PNG images"):
+    with pytest.raises(ValueError, match="already holds images"):
         build_image_set("glyphs", tmp_path, train_per_class=1, test_per_class=1)
     with pytest.raises(ValueError, match="train_per_class is 0"):
         build_image_set("glyphs", tmp_path / "new", train_per_class=0)

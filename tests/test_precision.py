@@ -3,6 +3,7 @@
 import copy
 import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,8 +11,9 @@ from helpers import REPO, run_script, tiny_model_file
 from safetensors.torch import load_file
 from transformers import ViTConfig, ViTForImageClassification, ViTModel
 
+from modeling_vit_scratch import precision
 from modeling_vit_scratch.arguments import parse_arguments
-from modeling_vit_scratch.precision import cpu_bf16_flags, logits_agree, parse_dtype, parse_dtypes
+from modeling_vit_scratch.precision import cpu_bf16_flags, logits_agree, parse_dtype, parse_dtypes, slow_bf16_warning
 
 
 def test_dtypes_are_parsed_by_name_or_alias_and_anything_else_is_refused_naming_the_choices():
@@ -42,14 +44,39 @@ def test_bf16_units_are_read_from_the_cpu_flags(tmp_path):
     assert cpu_bf16_flags(str(tmp_path / "missing")) == []
 
 
+def test_bf16_units_are_read_from_the_cpu_flags_on_arm_too(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n")
+    assert cpu_bf16_flags(str(cpuinfo)) == ["bf16"]
+
+
+@pytest.mark.parametrize("onednn_bf16", [False, True])
+def test_a_user_is_warned_before_bf16_only_where_the_cpu_emulates_it(tmp_path, monkeypatch, onednn_bf16):
+    """Emulated: no bf16 flags and no oneDNN bf16 (torch's slow generic loop). Not warned on GPUs, on CPUs with bf16
+    units or oneDNN bf16, or where the flags are unknown (no /proc/cpuinfo)."""
+    monkeypatch.setattr(precision, "onednn_computes_bf16", lambda: onednn_bf16)
+    avx2, bf16_units = tmp_path / "avx2", tmp_path / "bf16"
+    avx2.write_text("flags\t\t: fpu sse avx2\n")
+    bf16_units.write_text("flags\t\t: fpu sse avx2 avx512f avx512_bf16\n")
+    warning = slow_bf16_warning("cpu", "Leave out --bf16 true", str(avx2))
+    if onednn_bf16:
+        assert warning is None
+    else:
+        assert "no bf16 units" in warning and "avx512_bf16, amx_bf16" in warning
+        assert warning.endswith("Leave out --bf16 true to compute in float32.") and "\n" not in warning
+    assert slow_bf16_warning("cpu", "Leave out --bf16 true", str(bf16_units)) is None
+    assert slow_bf16_warning("cpu", "Leave out --bf16 true", str(tmp_path / "missing")) is None
+    assert slow_bf16_warning("cuda", "Leave out --bf16 true", str(avx2)) is None
+
+
 def test_bf16_needs_no_other_flag_where_the_cpu_is_the_device(tmp_path):
     """TrainingArguments refuses `bf16` without `use_cpu` on a machine with no accelerator; the CPU is the device."""
     *_, training_args = parse_arguments(["--output_dir", str(tmp_path), "--bf16", "true"])
     assert training_args.bf16 and training_args.use_cpu == (not torch.accelerator.is_available())
 
 
-def train_tiny(tmp_path, name: str, *flags: str) -> tuple[list[float], dict]:
-    """scripts/train.py on 96 digits for 4 epochs: the logged training losses and the training record."""
+def train_tiny(tmp_path, name: str, *flags: str) -> tuple[list[float], Path, str]:
+    """scripts/train.py on 96 digits for 4 epochs: the logged training losses, the model folder, what it printed."""
     output_dir = tmp_path / name
     result = run_script(
         *("--model", tiny_model_file(tmp_path, num_channels=1), "--max_train_samples", "96", "--report_to", "none"),
@@ -60,13 +87,17 @@ def train_tiny(tmp_path, name: str, *flags: str) -> tuple[list[float], dict]:
     assert result.returncode == 0, result.stderr[-3000:]
     last = max(output_dir.glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[1]))
     history = json.loads((last / "trainer_state.json").read_text())["log_history"]
-    return [entry["loss"] for entry in history if "loss" in entry], output_dir
+    return [entry["loss"] for entry in history if "loss" in entry], output_dir, result.stdout + result.stderr
 
 
 @pytest.mark.slow  # two runs of the script: about 15 s on an idle machine
 def test_train_script_with_bf16_trains_under_autocast_and_saves_float32_weights(tmp_path):
-    bf16_losses, folder = train_tiny(tmp_path, "bf16", "--bf16", "true")
-    float32_losses, _ = train_tiny(tmp_path, "float32")
+    bf16_losses, folder, bf16_output = train_tiny(tmp_path, "bf16", "--bf16", "true")
+    float32_losses, _, float32_output = train_tiny(tmp_path, "float32")
+    # one warning line first where this CPU emulates bf16, and none otherwise
+    warning = slow_bf16_warning("cuda" if torch.cuda.is_available() else "cpu", "Leave out --bf16 true")
+    assert (warning in bf16_output) if warning else ("no bf16 units" not in bf16_output)
+    assert "no bf16 units" not in float32_output
     assert len(bf16_losses) == 4 and bf16_losses[-1] < bf16_losses[0]
     # the same seed and data: bf16 matrix products change the losses a little, not the course of training
     assert bf16_losses != float32_losses
