@@ -3,6 +3,7 @@
     python scripts/benchmark.py                       # digits and tiny224, 5 rounds, inference and training
     python scripts/benchmark.py --configs digits mnist28 tiny224 base224 --rounds 7 --json results.json
     python scripts/benchmark.py --configs base224 --modes inference --dtype bfloat16
+    python scripts/benchmark.py --configs tiny224 --dtype float32 --implementations vit_scratch vit_scratch-compiled transformers-sdpa
     python scripts/benchmark.py --end_to_end configs/train_digits.json --rounds 3   # the data path's cost
 
 Every measurement runs in its own subprocess (a fresh allocator, no warm caches shared between implementations). In
@@ -14,11 +15,15 @@ median and min-max over rounds); the median over rounds of each round's ratio to
 default) in the same precision, for ours also to the fastest of transformers' eager ViT and timm, and of each bf16
 variant to the same implementation in float32, where a round's ratio pairs each chunk with the reference's chunk
 timed next to it; the model's matrix-multiply FLOP/s (`forward_flops`) as a fraction of what a large matrix product
-reaches in the same dtype on the same machine, measured at the start of the run (`--matmul_size`; bf16 at 1024 on
-a CPU that emulates it, with a warning line); then, for the bars given (--min_speedup_vs_sdpa,
---min_speedup_vs_fastest, --max_memory_ratio; none by default), whether ours meets them. Needs timm and transformers (`make install-timm` has both: run it with .venv-timm/bin/python). Memory:
-every variant of a round is alive at once (base224 training: about 5 GB each in float32), so measure one --dtype at
-a time where memory is short. CPU figures are noisy: compare ratios from one run, not numbers across runs.
+reaches in the same dtype on the same machine, measured at the start of the run (`--matmul_size`; on a CPU that
+emulates bf16, a warning line, its product at 1024 and no share for its rows); then, for the bars given
+(--min_speedup_vs_sdpa, --min_speedup_vs_fastest, --max_memory_ratio; none by default), whether ours meets them.
+`torch.compile`: an
+implementation's name + `-compiled` (e.g. `vit_scratch-compiled`) is the same model compiled, measured beside the
+others in the same rounds; `--compile` compiles every model (compiling is never timed). Needs timm and transformers
+(`make install-timm` has both: run it with .venv-timm/bin/python). Memory: every variant of a round is alive at once
+(base224 training: about 5 GB each in float32), so measure one --dtype at a time where memory is short. CPU figures
+are noisy: compare ratios from one run, not numbers across runs.
 
 `--end_to_end RECIPE ...` is another mode: scripts/train.py with each recipe, whole or for `--end_to_end_steps` steps (its
 whole data path: decoding, augmentation, the image processor, evaluation and checkpoints as the recipe asks), and
@@ -111,7 +116,12 @@ CONFIGS = {
     ),
 }
 IMPLEMENTATIONS = ("vit_scratch", "transformers-sdpa", "transformers-eager", "timm")
-ALL_IMPLEMENTATIONS = IMPLEMENTATIONS + ("vit_scratch-eager",)  # ours with the explicit attention, on request
+COMPILED = "-compiled"  # an implementation's name + this: the same model under torch.compile (on request)
+ALL_IMPLEMENTATIONS = (
+    *IMPLEMENTATIONS,
+    "vit_scratch-eager",  # ours with the explicit attention, on request
+    *(name + COMPILED for name in (*IMPLEMENTATIONS, "vit_scratch-eager")),
+)
 OURS = "vit_scratch"
 BASELINE = "transformers-sdpa"  # transformers' ViT as a user gets it by default
 PEERS = ("transformers-eager", "timm")  # the fastest of these, round by round, is the other bar
@@ -137,7 +147,9 @@ PEAK_BF16_FLOPS = {"H100": 989e12, "A100": 312e12, "L4": 121e12, "A10": 125e12, 
 
 def build(implementation: str, config: dict, dtype: torch.dtype | None = None):
     """The model, built with random weights and the same hyper-parameters, as a user gets it by default; in `dtype`
-    as `from_pretrained(dtype=...)` loads it (None: float32)."""
+    as `from_pretrained(dtype=...)` loads it (None: float32). A "-compiled" name builds the same model (the
+    Measurement compiles it)."""
+    implementation = implementation.removesuffix(COMPILED)
     dims = {
         key: config[key]
         for key in (
@@ -334,7 +346,7 @@ class Measurement:
         self.step = make_step(model, *inputs_for(self.config, batch, self.device, dtype), mode, precision)
         if compile_model:
             self.step()  # compiles: not part of any timed or warm-up step
-        self.steps_per_chunk = 1
+        self.steps_per_chunk, self.compiled = 1, compile_model
 
     def timed(self, steps: int) -> float:
         """Seconds per step over `steps` steps."""
@@ -365,6 +377,7 @@ class Measurement:
             peak_memory_mb=(peak_memory_bytes(self.device) - self.baseline) / 2**20,
             steps_per_chunk=self.steps_per_chunk,
             achieved_tflops=flops / 1e12,
+            compiled=self.compiled,
         )
         if self.device.type == "cuda":
             name = torch.cuda.get_device_name(self.device)
@@ -380,7 +393,9 @@ def serve(implementation: str, config_name: str, mode: str, precision: str, batc
     "warm" (warm up and size the chunks), "chunk" (seconds per step of one timed chunk), "report" (memory)."""
     channel = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # whatever a library prints cannot garble the answers
-    measurement = Measurement(implementation, config_name, mode, batch, precision, args.compile)
+    measurement = Measurement(
+        implementation, config_name, mode, batch, precision, args.compile or implementation.endswith(COMPILED)
+    )
     channel.write(json.dumps(dict(ready=True)) + "\n")
     for request in sys.stdin:
         request = request.strip()
@@ -533,8 +548,12 @@ def summarise(
     if BASELINE in by_implementation:
         baseline = by_implementation[BASELINE]
         summary["ratio"] = statistics.median(speed_ratio(s, b["chunk_seconds"]) for s, b in zip(samples, baseline))
-        memory_ratios = (s["peak_memory_mb"] / b["peak_memory_mb"] for s, b in zip(samples, baseline))
-        summary["memory_ratio"] = statistics.median(memory_ratios)
+        # a baseline whose peak did not rise above its tiny warm-up model's (0 MB: a tiny config) gives no ratio
+        memory_ratios = [
+            s["peak_memory_mb"] / b["peak_memory_mb"] for s, b in zip(samples, baseline) if b["peak_memory_mb"]
+        ]
+        if memory_ratios:
+            summary["memory_ratio"] = statistics.median(memory_ratios)
     peers = [name for name in PEERS if name in by_implementation]
     if peers:  # against the fastest of the peers at each chunk
         fastest = [
@@ -674,7 +693,11 @@ def bars(
         if min_speedup_vs_fastest is not None and "ratio_to_fastest_peer" in row:
             text = f"{row['ratio_to_fastest_peer']:.3f}x fastest of eager/timm (bar {bar_text(min_speedup_vs_fastest)})"
             checks.append((text, row["ratio_to_fastest_peer"] >= min_speedup_vs_fastest))
-        if max_memory_ratio is not None:
+        if max_memory_ratio is not None and "memory_ratio" not in row:
+            checks.append(
+                (f"memory not measured: transformers' peak was 0 MB (bar <= {bar_text(max_memory_ratio)})", False)
+            )
+        elif max_memory_ratio is not None:
             checks.append(
                 (
                     f"memory {row['memory_ratio']:.3f}x (bar <= {bar_text(max_memory_ratio)})",
@@ -851,7 +874,13 @@ def main_parser() -> argparse.ArgumentParser:
         "--max_end_to_end_ratio", type=float, metavar="RATIO", help="bar: most train_runtime / model alone, e.g. 1.25"
     )
     parser.add_argument("--configs", nargs="+", default=["digits", "tiny224"], choices=list(CONFIGS))
-    parser.add_argument("--implementations", nargs="+", default=list(IMPLEMENTATIONS), choices=ALL_IMPLEMENTATIONS)
+    parser.add_argument(
+        "--implementations",
+        nargs="+",
+        default=list(IMPLEMENTATIONS),
+        choices=ALL_IMPLEMENTATIONS,
+        help="any name + '-compiled' is that model under torch.compile, measured in the same rounds as the others",
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps before timing")
     parser.add_argument(
@@ -958,10 +987,16 @@ def main(argv: list[str]) -> None:
 
     started = time.time()
     sizes = matmul_sizes(args.dtypes, args.matmul_size, bf16_emulated=slow_bf16 is not None)
-    args.matmul_rates = measure_matmul_rates(sizes, args)
+    matmul_rates = measure_matmul_rates(sizes, args)
+    # Emulated bf16 has no ceiling to share: its rate depends on the shapes (a ViT's small products measured up to
+    # 10x the 1024^2 product's rate), so its rows get no fraction.
+    args.matmul_rates = {name: rate for name, rate in matmul_rates.items() if not (slow_bf16 and name == "bfloat16")}
     rows = benchmark(args)
     rates = ", ".join(
-        f"{name} {rate / 1e9:.1f} GFLOP/s ({sizes[name]}x{sizes[name]})" for name, rate in args.matmul_rates.items()
+        f"{name} {rate / 1e9:.1f} GFLOP/s ({sizes[name]}x{sizes[name]}"
+        + (", emulated: no share of it is shown" if name not in args.matmul_rates else "")
+        + ")"
+        for name, rate in matmul_rates.items()
     )
     header = (
         f"{machine_name()}, {os.cpu_count()} cores, torch {torch.__version__}, "
@@ -976,9 +1011,7 @@ def main(argv: list[str]) -> None:
     verdicts = bars(rows, args.min_speedup_vs_sdpa, args.min_speedup_vs_fastest, args.max_memory_ratio)
     verdict_block = "\n".join(verdicts) + "\n\n" if verdicts else ""  # no bars given: no verdict
     print(f"\n{header}\n\n{markdown(rows)}\n\n{verdict_block}({time.time() - started:.0f} s)")
-    result = dict(
-        machine=header, argv=argv, matmul_flops=args.matmul_rates, matmul_sizes=sizes, rows=rows, bars=verdicts
-    )
+    result = dict(machine=header, argv=argv, matmul_flops=matmul_rates, matmul_sizes=sizes, rows=rows, bars=verdicts)
     Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
 
 
