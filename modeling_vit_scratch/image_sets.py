@@ -13,7 +13,9 @@ on; a third, of colour photographs, has the size of the 224x224 models' inputs, 
   the right quarter, so no test pixel was ever seen in training.
 - `photos`: 256x256 colour JPEGs (quality 90, which a 224x224 image processor decodes and resizes) cut from eight
   scikit-image sample photographs (astronaut, chelsea, coffee, rocket, hubble_deep_field, retina,
-  immunohistochemistry, colorwheel): squares of 96 to 320 pixels, maybe mirrored, the same left/right division.
+  immunohistochemistry, colorwheel): squares of 96 to 320 pixels, maybe mirrored, the same left/right division
+  (test crops are at most the right quarter's width, 93 pixels for colorwheel: a set for the data path's cost at
+  224x224, not for accuracy).
 
 `build_image_set(name, root)` writes `root/train/<class>/<n>.png` (`.jpg` for photos) and `root/test/...`, which
 `scripts/train.py --dataset root` reads. The same seed and sizes give the same images (for the same Pillow,

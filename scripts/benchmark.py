@@ -332,21 +332,22 @@ class Measurement:
             "hidden_size": 8 * self.config["num_attention_heads"],
             "intermediate_size": 8,
         }
-        tiny_model = build(implementation, tiny, dtype).to(self.device)
+        if compile_model:
+            # inference on CPU: weights frozen into the compiled graph (constant folding, oneDNN weight prepacking)
+            torch._inductor.config.freezing = mode == "inference" and self.device.type == "cpu"
+        prepared = torch.compile if compile_model else lambda model: model
+        # the tiny model is compiled too, so that the compiler's own memory is in the baseline, not in the peak
+        tiny_model = prepared(build(implementation, tiny, dtype).to(self.device))
         make_step(tiny_model, *inputs_for(tiny, 2, self.device, dtype), mode, precision)()
         self.baseline = 0 if self.device.type == "cuda" else peak_memory_bytes(self.device)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
         self.model = build(implementation, self.config, dtype).to(self.device)
-        model = self.model
-        if compile_model:
-            # inference on CPU: weights frozen into the compiled graph (constant folding, oneDNN weight prepacking)
-            torch._inductor.config.freezing = mode == "inference" and self.device.type == "cpu"
-            model = torch.compile(self.model)
+        model = prepared(self.model)
         self.step = make_step(model, *inputs_for(self.config, batch, self.device, dtype), mode, precision)
         if compile_model:
             self.step()  # compiles: not part of any timed or warm-up step
-        self.steps_per_chunk, self.compiled = 1, compile_model
+        self.steps_per_chunk, self.compiled = 1, model is not self.model  # compiled: wrapped by torch.compile
 
     def timed(self, steps: int) -> float:
         """Seconds per step over `steps` steps."""
@@ -598,6 +599,12 @@ def benchmark(args) -> list[dict]:
                     same_precision = {name: samples[(name, precision)] for name in implementations}
                     float32 = samples.get((implementation, "float32")) if precision != "float32" else None
                     summary = summarise(samples[(implementation, precision)], same_precision, float32)
+                    uncompiled = samples.get((implementation.removesuffix(COMPILED), precision))
+                    if implementation.endswith(COMPILED) and uncompiled:  # the same model without torch.compile
+                        pairs = zip(samples[(implementation, precision)], uncompiled)
+                        summary["ratio_to_uncompiled"] = statistics.median(
+                            speed_ratio(sample, reference["chunk_seconds"]) for sample, reference in pairs
+                        )
                     rate = args.matmul_rates.get(dtype_name(DTYPE_OF[precision]))
                     if rate:
                         summary["matmul_fraction"] = summary["achieved_tflops"] * 1e12 / rate
@@ -616,8 +623,10 @@ def benchmark(args) -> list[dict]:
 
 
 def markdown(rows: list[dict]) -> str:
-    """The table: one row per config, mode, precision, batch and implementation; an MFU column on CUDA."""
+    """The table: one row per config, mode, precision, batch and implementation; an MFU column on CUDA, a "vs
+    uncompiled" column where compiled variants were measured."""
     on_cuda = any("mfu" in row for row in rows)
+    compiled = any("ratio_to_uncompiled" in row for row in rows)
     header = [
         "config",
         "mode",
@@ -635,6 +644,7 @@ def markdown(rows: list[dict]) -> str:
         "model TFLOP/s",
         "of matmul rate",
     ]
+    header += ["vs uncompiled"] if compiled else []
     header += ["MFU"] if on_cuda else []
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     ratio = lambda row, key: f"{row[key]:.2f}x" if key in row else ""
@@ -657,6 +667,8 @@ def markdown(rows: list[dict]) -> str:
             f"{row['achieved_tflops']:.3g}" if "achieved_tflops" in row else "",
             f"{row['matmul_fraction']:.0%}" if "matmul_fraction" in row else "",
         ]
+        if compiled:
+            cells.append(ratio(row, "ratio_to_uncompiled"))
         if on_cuda:
             cells.append(f"{row['mfu']:.1%}" if row.get("mfu") else "")
         lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")

@@ -50,6 +50,11 @@ def test_bf16_units_are_read_from_the_cpu_flags_on_arm_too(tmp_path):
     assert cpu_bf16_flags(str(cpuinfo)) == ["bf16"]
 
 
+def test_torch_says_whether_onednn_computes_bf16_on_this_cpu():
+    """Unpatched: torch's private check exists in this torch and answers (a missing one counts as yes: no warning)."""
+    assert isinstance(precision.onednn_computes_bf16(), bool)
+
+
 @pytest.mark.parametrize("onednn_bf16", [False, True])
 def test_a_user_is_warned_before_bf16_only_where_the_cpu_emulates_it(tmp_path, monkeypatch, onednn_bf16):
     """Emulated: no bf16 flags and no oneDNN bf16 (torch's slow generic loop). Not warned on GPUs, on CPUs with bf16
