@@ -11,11 +11,8 @@ ALIASES = {"fp32": "float32", "bf16": "bfloat16"}
 # float32 rounds at 2^-24, so 1e-4 leaves room for another order of summation; bfloat16 keeps 8 bits of mantissa
 # (rounding at 2^-9 per operation) and a ViT chains a few hundred of them: 2^-4.
 LOGIT_TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 2**-4}
-CPU_BF16_FLAGS = (
-    "avx512_bf16",
-    "amx_bf16",
-    "bf16",
-)  # /proc/cpuinfo flags of instructions that compute in bf16 (x86, Arm)
+# /proc/cpuinfo flags of instructions that compute in bf16: x86's, then Arm's
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
 FLAG_LINES = ("flags", "Features")  # the /proc/cpuinfo lines that list them on x86 and on Arm
 
 
@@ -75,11 +72,11 @@ def onednn_computes_bf16() -> bool:
 
 def slow_bf16_warning(device: torch.device | str, instead: str, cpuinfo: str = "/proc/cpuinfo") -> str | None:
     """One line for a user about to compute in bf16 on `device`, if that is a CPU where bf16 is emulated (no bf16
-        flags and no oneDNN bf16: dozens of times slower than float32); None elsewhere, or where the flags are unknown
-    (no /proc/cpuinfo: not Linux).
-        `instead` says how to stay in float32, e.g. "Leave out --bf16 true"."""
+    flags and no oneDNN bf16: dozens of times slower than float32); None elsewhere, or where the flags are unknown
+    (no /proc/cpuinfo: not Linux). `instead` says how to stay in float32, e.g. "Leave out --bf16 true"."""
     flags = cpu_flags(cpuinfo)
-    if torch.device(device).type != "cpu" or flags is None or cpu_bf16_flags(cpuinfo) or onednn_computes_bf16():
+    bf16_units = flags is not None and bool(set(flags) & set(CPU_BF16_FLAGS))
+    if torch.device(device).type != "cpu" or flags is None or bf16_units or onednn_computes_bf16():
         return None
     return (
         f"This CPU has no bf16 units (`lscpu` lists none of {', '.join(CPU_BF16_FLAGS)}) and torch emulates bf16 on "
