@@ -60,6 +60,14 @@ class ModelArguments:
         default=0.5, metadata={"help": "The teacher's share of the loss; the labels' is 1 - alpha."}
     )
     distillation_temperature: float = field(default=1.0, metadata={"help": "Softmax temperature of 'soft'."})
+    bf16_when_faster: bool = field(
+        default=False,
+        metadata={
+            "help": "Before training, time a few training steps of the model in float32 and under bf16 autocast on "
+            "this machine and train in bf16 if it is at least 1.1x faster (CPUs with bf16 units, most GPUs); the "
+            "output, the record and the model card say which and why. --bf16 true or --fp16 true override it."
+        },
+    )
     # the loss the three options above describe: built (and so checked) once, here, and used by the trainer
     distillation_loss: Distillation = field(init=False, repr=False)
 

@@ -1,6 +1,8 @@
 """Numeric precision as the scripts take it (`--dtype float32|bfloat16`) and how closely two runs of one model agree
 in each. Half precision is fast on GPUs and on CPUs with bf16 units: `lscpu` lists `avx512_bf16` or `amx_bf16`."""
 
+import copy
+import time
 from pathlib import Path
 
 import torch
@@ -70,15 +72,65 @@ def onednn_computes_bf16() -> bool:
         return True
 
 
-def slow_bf16_warning(device: torch.device | str, instead: str, cpuinfo: str = "/proc/cpuinfo") -> str | None:
-    """One line for a user about to compute in bf16 on `device`, if that is a CPU where bf16 is emulated (no bf16
-    flags and no oneDNN bf16: dozens of times slower than float32); None elsewhere, or where the flags are unknown
-    (no /proc/cpuinfo: not Linux). `instead` says how to stay in float32, e.g. "Leave out --bf16 true"."""
+def bf16_emulated(device: torch.device | str, cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether bf16 on `device` is emulated: a CPU with no bf16 flags and no oneDNN bf16 (dozens of times slower than
+    float32). False elsewhere, or where the flags are unknown (no /proc/cpuinfo: not Linux)."""
     flags = cpu_flags(cpuinfo)
     bf16_units = flags is not None and bool(set(flags) & set(CPU_BF16_FLAGS))
-    if torch.device(device).type != "cpu" or flags is None or bf16_units or onednn_computes_bf16():
+    return torch.device(device).type == "cpu" and flags is not None and not bf16_units and not onednn_computes_bf16()
+
+
+def slow_bf16_warning(device: torch.device | str, instead: str, cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """One line for a user about to compute in bf16 on `device` if bf16 is emulated there (`bf16_emulated`), else
+    None. `instead` says how to stay in float32, e.g. "Leave out --bf16 true"."""
+    if not bf16_emulated(device, cpuinfo):
         return None
     return (
         f"This CPU has no bf16 units (`lscpu` lists none of {', '.join(CPU_BF16_FLAGS)}) and torch emulates bf16 on "
         f"it: matrix products run dozens of times slower than in float32. {instead} to compute in float32."
     )
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the work queued on `device` (an accelerator runs asynchronously; a CPU does not)."""
+    if device.type != "cpu":
+        torch.accelerator.synchronize(device)
+
+
+def training_steps_seconds(model, images: torch.Tensor, labels: torch.Tensor, steps: int, bf16: bool) -> float:
+    """Seconds for `steps` training steps of `model` on `images` (B, C, H, W) and `labels` (B,): forward (under bf16
+    autocast if `bf16`), cross-entropy, backward and an AdamW step. The model's weights change."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    autocast = torch.autocast(images.device.type, dtype=torch.bfloat16, enabled=bf16)
+    synchronize(images.device)
+    started = time.perf_counter()
+    for _ in range(steps):
+        with autocast:
+            logits = model(images).logits
+        torch.nn.functional.cross_entropy(logits.float(), labels).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    synchronize(images.device)
+    return time.perf_counter() - started
+
+
+def bf16_training_step_seconds(
+    model, input_shape: tuple[int, ...], batch_size: int, device: torch.device | str, repeats: int = 3
+) -> tuple[float, float]:
+    """(float32, bf16 autocast) seconds of one training step of a copy of `model` on `batch_size` random images of
+    `input_shape` (C, H, W) on `device`, each the fastest of `repeats` steps timed in turns after one warm-up step;
+    `model` and the random state are left as they were. A bf16 warm-up step over twice as slow as float32's ends
+    the measurement there: bf16 is emulated (that can take minutes a step), not worth timing further."""
+    device = torch.device(device)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        probe = copy.deepcopy(model).to(device).train()
+        images = torch.randn(batch_size, *input_shape, device=device)
+        labels = torch.randint(0, model.config.num_labels, (batch_size,), device=device)
+        float32 = [training_steps_seconds(probe, images, labels, 1, bf16=False)]
+        bf16 = [training_steps_seconds(probe, images, labels, 1, bf16=True)]
+        if bf16[0] <= 2 * float32[0]:
+            for _ in range(repeats):
+                float32.append(training_steps_seconds(probe, images, labels, 1, bf16=False))
+                bf16.append(training_steps_seconds(probe, images, labels, 1, bf16=True))
+            float32, bf16 = float32[1:], bf16[1:]
+    return min(float32), min(bf16)

@@ -32,9 +32,10 @@ from .configuration_vit_scratch import PRESETS, ViTScratchConfig, check_config_o
 from .data import ImageTransform, PreparedData, collate_images, load_image_dataset, prepare_splits, processed_rows
 from .distillation import DistillationTrainer, load_teacher
 from .image_processing_vit_scratch import ViTScratchImageProcessor
+from .model_card import training_precision
 from .modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchForImageClassificationWithTeacher
 from .paths import looks_like_local_path
-from .precision import slow_bf16_warning
+from .precision import bf16_emulated, bf16_training_step_seconds, slow_bf16_warning
 from .preflight import check_images
 from .reload_check import FolderReloadError, check_reloads_to
 from .run_folder import (
@@ -353,6 +354,11 @@ def train_in_claimed_folder(
     push = training_args.push_to_hub  # pushed below through the same gate as scripts/push_to_hub.py
     training_args.push_to_hub = False
     set_global_batch_size(training_args, data_args.total_train_batch_size)
+    precision_choice = None
+    if model_args.bf16_when_faster:
+        precision_choice = choose_bf16(model, train_set[0]["pixel_values"].shape, training_args)
+        if main_process and precision_choice:
+            print(f"Training in {training_precision(training_args)} ({precision_choice}).")
     trainer_class, teaching = AugmentingTrainer, {}
     if model_args.teacher:
         teacher, teacher_inputs = load_teacher(model_args.teacher, processor, data.id2label)
@@ -382,13 +388,57 @@ def train_in_claimed_folder(
         wall_time_seconds=round(time.time() - started, 1),
         data_preparation_seconds=data_preparation_seconds,
     )
+    if precision_choice:
+        metrics["precision_choice"] = precision_choice
     if trainer.is_world_process_zero():
-        teacher_text = distillation_text(model_args)
-        write_model_folder(trainer, processor, data, data_args, metrics, known_secrets(hub_token), teacher_text)
+        notes = dict(distillation=distillation_text(model_args), precision_choice=precision_choice)
+        write_model_folder(trainer, processor, data, data_args, metrics, known_secrets(hub_token), notes)
         if push:
             push_trained_folder(training_args, hub_token)
     trainer.accelerator.wait_for_everyone()
     return metrics
+
+
+# bf16 must train this much faster than float32 to be chosen by --bf16_when_faster: a closer call is timing noise
+BF16_MIN_SPEEDUP = 1.1
+
+
+def choose_bf16(model, input_shape: tuple[int, ...], training_args: TrainingArguments) -> str | None:
+    """--bf16_when_faster: train under bf16 autocast if a training step of `model` (inputs (C, H, W) =
+    `input_shape`) runs faster in it than in float32 on this device (`bf16_verdict`), measured now; else in
+    float32. Sets `training_args` and returns why, in words for the output, the record and the card; None when the
+    command chose a precision itself (--bf16, --fp16, accelerate's mixed_precision). Every process trains as the
+    first one measured."""
+    if training_args.bf16 or training_args.fp16 or training_args.mixed_precision != "no":
+        return None
+    device = training_args.device
+    if bf16_emulated(device) or (device.type == "cuda" and not torch.cuda.is_bf16_supported()):
+        faster, why = False, f"bf16 is emulated on this {device_words(device)}, which has no bf16 units"
+    else:
+        batch = training_args.per_device_train_batch_size
+        faster, why = bf16_verdict(*bf16_training_step_seconds(model, input_shape, batch, device), device_words(device))
+    if training_args.world_size > 1 and torch.distributed.is_initialized():
+        choice = [faster, why]
+        torch.distributed.broadcast_object_list(choice, src=0)  # every process, one precision
+        faster, why = choice
+    if faster:
+        training_args.bf16, training_args.mixed_precision = True, "bf16"  # as TrainingArguments sets them
+    return f"chosen by --bf16_when_faster: {why}"
+
+
+def device_words(device: torch.device) -> str:
+    """ "CPU", or e.g. "cuda device": what a sentence calls the device."""
+    return "CPU" if device.type == "cpu" else f"{device.type} device"
+
+
+def bf16_verdict(float32_seconds: float, bf16_seconds: float, device: str) -> tuple[bool, str]:
+    """Whether a training step timed at `bf16_seconds` under bf16 autocast and `float32_seconds` in float32 is worth
+    training in bf16 (at least BF16_MIN_SPEEDUP x faster), and the timings in words."""
+    faster = float32_seconds >= BF16_MIN_SPEEDUP * bf16_seconds
+    return faster, (
+        f"a training step took {bf16_seconds:.3g} s under bf16 autocast and {float32_seconds:.3g} s in float32 on "
+        f"this {device}, and bf16 is chosen from {BF16_MIN_SPEEDUP:g}x faster"
+    )
 
 
 def distillation_text(model_args: ModelArguments) -> str | None:
@@ -435,10 +485,12 @@ def write_model_folder(
     data_args: DataArguments,
     metrics: dict,
     secrets: list[str],
-    teacher_text: str | None = None,
+    notes: dict[str, str | None] | None = None,
 ) -> None:
     """Weights, config, code, processor, metrics, curves, record and card, written beside the output folder, checked
-    (it reloads to the trained model and holds no secret), then moved into place."""
+    (it reloads to the trained model and holds no secret), then moved into place. `notes` go into the record and
+    the card: how the model learned from a teacher (`distillation`), why it trained in its precision
+    (`precision_choice`)."""
     from .model_card import render_model_card, render_other_model_card, training_record
     from .plots import plot_training_curves
 
@@ -455,7 +507,7 @@ def write_model_folder(
             plain_command(), data_args.dataset, splits, trainer.args, metrics, augmentation_text(data_args)
         )
         record["validation_views"] = data_args.validation_views  # selection scored this many views of each image
-        record["distillation"] = teacher_text
+        record.update(notes or {})
         record["weights_sha256"] = weights_sha256(staging)  # the weights the metrics above were measured on
         (staging / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n")
         if isinstance(model.config, ViTScratchConfig):

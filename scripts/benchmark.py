@@ -50,7 +50,13 @@ from pathlib import Path
 
 import torch
 
-from modeling_vit_scratch.precision import cpu_bf16_flags, dtype_name, parse_dtypes, slow_bf16_warning
+from modeling_vit_scratch.precision import (
+    cpu_bf16_flags,
+    dtype_name,
+    parse_dtypes,
+    slow_bf16_warning,
+    training_steps_seconds,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 # Same hyper-parameters for every implementation. Inference batch sizes are lists (base224: latency and batch 8).
@@ -756,16 +762,7 @@ def model_only_seconds(folder: str, steps: int, batch: int, bf16: bool) -> float
     shape = processor(Image.new("RGB", (32, 32)), return_tensors="pt")["pixel_values"].shape[1:]
     model = AutoModelForImageClassification.from_config(config).train()
     images, labels = torch.randn(batch, *shape), torch.randint(0, config.num_labels, (batch,))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    autocast = torch.autocast("cpu" if not torch.cuda.is_available() else "cuda", torch.bfloat16, enabled=bf16)
-    started = time.perf_counter()
-    for _ in range(steps):
-        with autocast:
-            loss = torch.nn.functional.cross_entropy(model(images).logits.float(), labels)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    return time.perf_counter() - started
+    return training_steps_seconds(model, images, labels, steps, bf16)
 
 
 def train_script_run(recipe: str, steps: int | None, extra: list[str], folder: Path, args) -> dict:

@@ -24,7 +24,8 @@ def main(argv: list[str]) -> None:
         sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}")
     if training_args.process_index == 0:
         print(f"\nTest accuracy {metrics['test_accuracy']:.4f} ({metrics['wall_time_seconds']:.0f} s).")
-        print(f"Trained in {training_precision(training_args)} (--bf16 true trains under bf16 autocast).")
+        how = metrics.get("precision_choice", "--bf16 true trains under bf16 autocast")
+        print(f"Trained in {training_precision(training_args)} ({how}).")
         print(
             redact(
                 f"Model saved in {training_args.output_dir}; load it with\n"

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO, run_script, tiny_model_file
+from helpers import REPO, run_script, tiny_config, tiny_model_file
 from safetensors.torch import load_file
 from transformers import ViTConfig, ViTForImageClassification, ViTModel
 
-from modeling_vit_scratch import precision
+from modeling_vit_scratch import ViTScratchForImageClassification, precision
 from modeling_vit_scratch.arguments import parse_arguments
 from modeling_vit_scratch.precision import cpu_bf16_flags, logits_agree, parse_dtype, parse_dtypes, slow_bf16_warning
+from modeling_vit_scratch.training import bf16_verdict, choose_bf16
 
 
 def test_dtypes_are_parsed_by_name_or_alias_and_anything_else_is_refused_naming_the_choices():
@@ -78,6 +79,77 @@ def test_bf16_needs_no_other_flag_where_the_cpu_is_the_device(tmp_path):
     """TrainingArguments refuses `bf16` without `use_cpu` on a machine with no accelerator; the CPU is the device."""
     *_, training_args = parse_arguments(["--output_dir", str(tmp_path), "--bf16", "true"])
     assert training_args.bf16 and training_args.use_cpu == (not torch.accelerator.is_available())
+
+
+def test_a_bf16_probe_times_a_copy_and_leaves_the_model_and_the_random_state_as_they_were():
+    model = ViTScratchForImageClassification(tiny_config(num_channels=1, hidden_dropout_prob=0.1)).eval()
+    weights = copy.deepcopy(model.state_dict())
+    random_state = torch.get_rng_state()
+    float32, bf16 = precision.bf16_training_step_seconds(model, (1, 20, 20), batch_size=4, device="cpu", repeats=1)
+    assert float32 > 0 and bf16 > 0
+    assert torch.equal(torch.get_rng_state(), random_state)  # training after it draws what it would have drawn
+    assert not model.training and all(parameter.grad is None for parameter in model.parameters())
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, weights[name]), name
+
+
+def test_bf16_is_chosen_from_1_1x_faster_than_float32_and_the_timings_are_said():
+    assert bf16_verdict(0.12, 0.1, "CPU")[0]
+    assert not bf16_verdict(0.105, 0.1, "CPU")[0]  # a closer call is timing noise: float32
+    assert not bf16_verdict(0.1, 0.5, "cuda device")[0]
+    faster, why = bf16_verdict(0.2, 0.05, "CPU")
+    assert faster and why.startswith("a training step took 0.05 s under bf16 autocast and 0.2 s in float32 on this CPU")
+
+
+def test_bf16_when_faster_measures_unless_the_command_chose_a_precision(tmp_path):
+    model = ViTScratchForImageClassification(tiny_config(num_channels=1))
+    for chosen in (["--bf16", "true"], ["--fp16", "true"]):
+        *_, training_args = parse_arguments(["--output_dir", str(tmp_path), "--bf16_when_faster", "true", *chosen])
+        before = (training_args.bf16, training_args.fp16, training_args.mixed_precision)
+        assert choose_bf16(model, (1, 20, 20), training_args) is None
+        assert (training_args.bf16, training_args.fp16, training_args.mixed_precision) == before
+    *_, training_args = parse_arguments(["--output_dir", str(tmp_path), "--bf16_when_faster", "true"])
+    why = choose_bf16(model, (1, 20, 20), training_args)
+    assert why.startswith("chosen by --bf16_when_faster: ")
+    # where bf16 is emulated it is not even timed; elsewhere the timings decide, and the Trainer is told
+    if precision.bf16_emulated(training_args.device):
+        assert why.endswith("bf16 is emulated on this CPU, which has no bf16 units") and not training_args.bf16
+    else:
+        assert "a training step took" in why
+    assert training_args.mixed_precision == ("bf16" if training_args.bf16 else "no")
+
+
+@pytest.mark.integration
+def test_the_train_script_says_which_precision_bf16_when_faster_chose_and_why_in_its_output_record_and_card(tmp_path):
+    output_dir = tmp_path / "out"
+    result = run_script(
+        *("--model", tiny_model_file(tmp_path, num_channels=1), "--max_train_samples", "32", "--report_to", "none"),
+        *("--num_train_epochs", "1", "--per_device_train_batch_size", "8", "--disable_tqdm", "true"),
+        *("--output_dir", str(output_dir), "--bf16_when_faster", "true"),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads((output_dir / "training_record.json").read_text())
+    precision_name, why = record["precision"], record["precision_choice"]
+    assert why.startswith("chosen by --bf16_when_faster: ")
+    assert precision_name == "float32" if "emulated" in why else precision_name in ("float32", "bf16 mixed precision")
+    said = f"{precision_name} ({why})"
+    lines = result.stdout.splitlines()
+    assert f"Training in {said}." in lines and f"Trained in {said}." in lines
+    assert lines.index(f"Training in {said}.") < lines.index(f"Trained in {said}.")
+    assert f"1 process, {said}." in (output_dir / "README.md").read_text()
+
+
+def test_bf16_is_emulated_only_on_a_cpu_without_bf16_units_or_onednn_bf16(tmp_path, monkeypatch):
+    avx2, bf16_units = tmp_path / "avx2", tmp_path / "bf16"
+    avx2.write_text("flags\t\t: fpu sse avx2\n")
+    bf16_units.write_text("flags\t\t: fpu avx512f avx512_bf16\n")
+    monkeypatch.setattr(precision, "onednn_computes_bf16", lambda: False)
+    assert precision.bf16_emulated("cpu", str(avx2))
+    assert not precision.bf16_emulated("cpu", str(bf16_units))
+    assert not precision.bf16_emulated("cuda", str(avx2))
+    assert not precision.bf16_emulated("cpu", str(tmp_path / "missing"))  # not Linux: unknown, not emulated
+    monkeypatch.setattr(precision, "onednn_computes_bf16", lambda: True)
+    assert not precision.bf16_emulated("cpu", str(avx2))
 
 
 def train_tiny(tmp_path, name: str, *flags: str) -> tuple[list[float], Path, str]:
