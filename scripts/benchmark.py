@@ -538,12 +538,14 @@ def fastest_chunks(results: list[dict]) -> list[float]:
 
 
 def summarise(
-    samples: list[dict], by_implementation: dict[str, list[dict]], float32_samples: list[dict] | None = None
+    samples: list[dict],
+    by_implementation: dict[str, list[dict]],
+    references: dict[str, list[dict] | None] | None = None,
 ) -> dict:
     """Median, min-max and peak memory of one implementation, and its ratios to transformers' ViT (SDPA) and to the
-    fastest peer (`by_implementation`: every implementation in the same precision) and, for a bf16 variant, to the
-    same implementation in float32: medians over rounds of each round's ratio, paired chunk by chunk
-    (`speed_ratio`)."""
+    fastest peer (`by_implementation`: every implementation in the same precision) and to each of `references`
+    given samples (e.g. {"ratio_to_float32": the same model in float32}): medians over rounds of each round's
+    ratio, paired chunk by chunk (`speed_ratio`)."""
     values = [sample["images_per_second"] for sample in samples]
     summary = dict(
         median=statistics.median(values),
@@ -568,9 +570,10 @@ def summarise(
             for round_index in range(len(samples))
         ]
         summary["ratio_to_fastest_peer"] = statistics.median(speed_ratio(s, f) for s, f in zip(samples, fastest))
-    if float32_samples:
-        pairs = zip(samples, float32_samples)
-        summary["ratio_to_float32"] = statistics.median(speed_ratio(s, f["chunk_seconds"]) for s, f in pairs)
+    for key, reference in (references or {}).items():
+        if reference:
+            pairs = zip(samples, reference)
+            summary[key] = statistics.median(speed_ratio(s, r["chunk_seconds"]) for s, r in pairs)
     for extra in ("achieved_tflops", "mfu"):
         if samples[0].get(extra) is not None:
             summary[extra] = statistics.median(sample[extra] for sample in samples)
@@ -603,14 +606,14 @@ def benchmark(args) -> list[dict]:
                     )
                 for implementation, precision in variants:
                     same_precision = {name: samples[(name, precision)] for name in implementations}
+                    # the same model in float32, and without torch.compile
                     float32 = samples.get((implementation, "float32")) if precision != "float32" else None
-                    summary = summarise(samples[(implementation, precision)], same_precision, float32)
                     uncompiled = samples.get((implementation.removesuffix(COMPILED), precision))
-                    if implementation.endswith(COMPILED) and uncompiled:  # the same model without torch.compile
-                        pairs = zip(samples[(implementation, precision)], uncompiled)
-                        summary["ratio_to_uncompiled"] = statistics.median(
-                            speed_ratio(sample, reference["chunk_seconds"]) for sample, reference in pairs
-                        )
+                    references = dict(
+                        ratio_to_float32=float32,
+                        ratio_to_uncompiled=uncompiled if implementation.endswith(COMPILED) else None,
+                    )
+                    summary = summarise(samples[(implementation, precision)], same_precision, references)
                     rate = args.matmul_rates.get(dtype_name(DTYPE_OF[precision]))
                     if rate:
                         summary["matmul_fraction"] = summary["achieved_tflops"] * 1e12 / rate

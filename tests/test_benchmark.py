@@ -405,7 +405,7 @@ def test_table_keeps_a_decimal_for_slow_models():
 
 def test_table_shows_the_precision_the_speed_up_over_float32_and_the_share_of_the_matmul_rate():
     runs = {name: samples([0.01, 0.02], [0.01]) for name in benchmark.IMPLEMENTATIONS}
-    summary = benchmark.summarise(runs["vit_scratch"], runs, samples([0.025, 0.05], [0.025]))
+    summary = benchmark.summarise(runs["vit_scratch"], runs, {"ratio_to_float32": samples([0.025, 0.05], [0.025])})
     assert summary["ratio_to_float32"] == pytest.approx(2.5)
     row = dict(config="digits", mode="inference", precision="bf16-weights", batch=1, implementation="vit_scratch")
     table = benchmark.markdown([{**row, **summary, "achieved_tflops": 0.5741, "matmul_fraction": 0.7834}])
