@@ -240,7 +240,8 @@ def build_image_set(
     if name not in IMAGE_SETS:
         raise ValueError(f"Unknown image set {name!r}: choose one of {', '.join(IMAGE_SETS)}.")
     root = Path(root)
-    if root.exists() and any(path.suffix in (".png", ".jpg") for path in root.rglob("*")):
+    image_suffixes = Image.registered_extensions()  # every suffix PIL reads, lower case: .png, .jpeg, .tif, ...
+    if root.exists() and any(path.suffix.lower() in image_suffixes for path in root.rglob("*")):
         raise ValueError(f"{root} already holds images: give a new or empty folder, so no set is mixed with another.")
     maker, train_default, test_default = IMAGE_SETS[name]
     for label, value in (("train_per_class", train_per_class), ("test_per_class", test_per_class)):

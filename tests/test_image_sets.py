@@ -83,6 +83,12 @@ def test_a_folder_holding_images_is_refused_and_bad_sizes_are_named(tmp_path):
     build_image_set("glyphs", tmp_path, train_per_class=1, test_per_class=1)
     with pytest.raises(ValueError, match="already holds images"):
         build_image_set("glyphs", tmp_path, train_per_class=1, test_per_class=1)
+    for name, kind in (("a.JPEG", "JPEG"), ("b.tif", "TIFF"), ("c.bmp", "BMP")):  # any image PIL reads, any case
+        other = tmp_path / f"other-{name}" / "cats"
+        other.mkdir(parents=True)
+        Image.new("L", (4, 4)).save(other / name, format=kind)
+        with pytest.raises(ValueError, match="already holds images"):
+            build_image_set("glyphs", other.parent, train_per_class=1, test_per_class=1)
     with pytest.raises(ValueError, match="train_per_class is 0"):
         build_image_set("glyphs", tmp_path / "new", train_per_class=0)
     with pytest.raises(ValueError, match="Unknown image set 'letters'"):
