@@ -19,6 +19,9 @@ TEACHER_CONFIG ?= configs/model_digits_teacher.json
 TEACHER_EPOCHS ?= 60
 DISTILLED_OUTPUT_DIR ?= outputs/vit-digits-distilled
 PYTEST_ARGS ?=
+# pytest-xdist workers (`auto`: one per core; 0: every test in the one pytest process, in order)
+PYTEST_WORKERS ?= auto
+PYTEST := -m pytest -n $(PYTEST_WORKERS) --dist worksteal
 BENCHMARK_ARGS ?=
 # The bars `make benchmark` judges our model by (README, Performance); empty: the table without a verdict.
 BENCHMARK_BARS ?= --min_speedup_vs_sdpa 1.0 --min_speedup_vs_fastest 0.95 --max_memory_ratio 1.05
@@ -64,16 +67,16 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 
 test-fast: install
-	$(PY) -m pytest -m "not slow and not timm and not integration" $(PYTEST_ARGS)
+	$(PY) $(PYTEST) -m "not slow and not timm and not integration" $(PYTEST_ARGS)
 
 test-integration: install
-	$(PY) -m pytest -m "integration and not slow and not timm" $(PYTEST_ARGS)
+	$(PY) $(PYTEST) -m "integration and not slow and not timm" $(PYTEST_ARGS)
 
 test-timm: install-timm
-	$(TIMM_VENV)/bin/python -m pytest -m timm $(PYTEST_ARGS)
+	$(TIMM_VENV)/bin/python $(PYTEST) -m timm $(PYTEST_ARGS)
 
 test-slow: install
-	$(PY) -m pytest -m slow $(PYTEST_ARGS)
+	$(PY) $(PYTEST) -m slow $(PYTEST_ARGS)
 
 benchmark: install-timm
 	$(TIMM_VENV)/bin/python scripts/benchmark.py $(BENCHMARK_BARS) $(BENCHMARK_ARGS)

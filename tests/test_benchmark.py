@@ -147,7 +147,7 @@ def test_a_failing_worker_names_itself_and_shows_its_error():
         benchmark.measure_round([("no-such-model", "float32")], "digits", "inference", 8, args)
 
 
-@pytest.mark.integration
+@pytest.mark.slow  # three training runs and three model-alone runs, each a new process: about 90 s
 def test_end_to_end_runs_the_training_script_and_the_same_steps_of_its_model_alone(tmp_path, monkeypatch):
     recipe = tmp_path / "recipe.json"
     recipe.write_text(

@@ -155,7 +155,9 @@ def test_maps_of_a_model_loaded_in_bf16_are_distributions_and_match_float32(tmp_
         torch.testing.assert_close(bf16_map, float32_map, atol=2 * BF16_TOLERANCE, rtol=0)
 
 
-@pytest.mark.parametrize("channels", [1, 3])
+# three channels by default, one in the slow tier: a one-channel model runs through the script by default in
+# test_explain_script_runs_a_grayscale_model_with_an_rgb_processor
+@pytest.mark.parametrize("channels", [pytest.param(1, marks=pytest.mark.slow), 3])
 @pytest.mark.integration
 def test_explain_script_writes_pictures(tmp_path, channels):
     config = tiny_config(num_channels=channels, image_size=16, patch_size=4)

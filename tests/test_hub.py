@@ -426,6 +426,7 @@ def test_failed_model_commit_leaves_no_commit_and_the_same_push_completes(local_
     assert len(finished["commits"]) == 3 and finished["commits"][1].startswith("Upload vit_scratch model")
 
 
+@pytest.mark.slow  # the failed-commit test above covers resuming a push by default; this one its second commit
 def test_failed_pin_leaves_a_loadable_repo_and_the_same_push_only_pins_it(local_hub, tmp_path):  # noqa: F811
     model = saved_folder(tmp_path / "run")
     local_hub.fail_commits.add(2)
@@ -466,11 +467,15 @@ def one_error_line(result) -> str:
     return errors[0]
 
 
-def test_push_script_faults_are_one_line_and_running_it_again_completes(local_hub, tmp_path):  # noqa: F811
+def test_an_unreachable_hub_is_one_line_from_the_push_script(local_hub, tmp_path):  # noqa: F811
     saved_folder(tmp_path / "run")
     unreachable = run_push_script(local_hub, tmp_path, tmp_path / "run", REPO_ID, HF_ENDPOINT="http://127.0.0.1:9")
     assert one_error_line(unreachable).startswith(f"error: Preparing {REPO_ID} on the Hub failed (")
 
+
+@pytest.mark.slow  # four pushes, each with its reload check in a new process: about 80 s
+def test_push_script_faults_are_one_line_and_running_it_again_completes(local_hub, tmp_path):  # noqa: F811
+    saved_folder(tmp_path / "run")
     local_hub.fail_commits.add(local_hub.commit_requests + 2)
     failed = run_push_script(local_hub, tmp_path, tmp_path / "run", REPO_ID)
     model_commit = local_hub.commits(REPO_ID)[0][0]
@@ -490,6 +495,7 @@ def test_push_script_faults_are_one_line_and_running_it_again_completes(local_hu
     assert accepted.returncode == 0 and len(titles(local_hub)) == 5, accepted.stderr[-3000:]
 
 
+@pytest.mark.slow  # as the test above, on a pull request's ref
 def test_a_pull_request_whose_pin_failed_is_finished_on_its_ref(local_hub, tmp_path):  # noqa: F811
     saved_folder(tmp_path / "run")
     saved_folder(tmp_path / "run2", seed=1)
