@@ -40,6 +40,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 OWN_CODE = (
     "configuration_vit_scratch.py",
     "modeling_vit_scratch.py",
+    "loading_vit_scratch.py",
     "stems_vit_scratch.py",
     "image_processing_vit_scratch.py",
 )

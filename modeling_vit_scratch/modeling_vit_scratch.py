@@ -12,9 +12,7 @@ feature map into patches. Only torch, transformers' public API and the sibling f
 travel with a saved model and load with `trust_remote_code=True` where this package is not installed.
 """
 
-import json
 import math
-import os
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +25,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import ModelOutput
 
 from .configuration_vit_scratch import ViTScratchConfig, to_pair
+from .loading_vit_scratch import checked_loading
 from .stems_vit_scratch import ViTScratchStemConv2d, build_stem
 
 
@@ -300,37 +299,6 @@ def truncated_normal_(tensor: torch.Tensor, std: float) -> torch.Tensor:
     return tensor.uniform_(-bound, bound).erfinv_().mul_(std * math.sqrt(2)).clamp_(-2.0, 2.0)
 
 
-def weights_file_name(folder: str) -> str:
-    """The weights file of a saved folder (its shard index when sharded), or `folder` itself (a hub repo id)."""
-    for name in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"):
-        if os.path.isfile(os.path.join(folder, name)):
-            return os.path.join(folder, name)
-    return folder
-
-
-def incomplete_weights_file(folder: str) -> str:
-    """The first `.safetensors` file of `folder` whose header does not cover its bytes (a copy cut short), else a
-    description naming `folder`. Format: 8-byte little-endian header length, JSON header, then the tensor data."""
-    names = os.listdir(folder) if os.path.isdir(folder) else []
-    for name in sorted(name for name in names if name.endswith(".safetensors")):
-        path = os.path.join(folder, name)
-        with open(path, "rb") as file:
-            header_length = int.from_bytes(file.read(8), "little")
-            try:
-                header = json.loads(file.read(header_length))
-                data_end = max((e["data_offsets"][1] for k, e in header.items() if k != "__metadata__"), default=0)
-            except (ValueError, TypeError, KeyError, AttributeError, IndexError):  # not JSON, or not a header
-                return path
-        if os.path.getsize(path) != 8 + header_length + data_end:
-            return path
-    return f"A weights file of {folder}"
-
-
-class WeightsShapeMismatchError(ValueError, RuntimeError):
-    """A tensor of the weights has another shape than config.json asks for. A `ValueError` naming it, and the
-    `RuntimeError` transformers raises for a size mismatch, so code written for either catches it."""
-
-
 class ViTScratchPreTrainedModel(PreTrainedModel):
     """Weight initialisation and the transformers flags shared by the models below."""
 
@@ -348,58 +316,8 @@ class ViTScratchPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
-        """`PreTrainedModel.from_pretrained`, refusing what it would fill with random weights: a tensor missing from
-        the weights or of another shape than config.json asks for, an unexpected tensor, a truncated weights file.
-
-        `ignore_mismatched_sizes=True` (fine-tuning with a new head) lets shapes differ and the head be missing; the
-        differing keys are in `output_loading_info=True`'s `mismatched_keys` for the caller to check.
-        `output_loading_info=True` alone returns missing and unexpected keys in the info instead of raising: the
-        caller asked to check them (transformers' contract, which its common tests rely on); with
-        `ignore_mismatched_sizes=True` as well (fine-tuning), every tensor but the head must still load. An in-memory
-        `state_dict` with no folder (`from_pretrained(None, config=..., state_dict=...)`) is the caller's own too.
-        """
-        new_head = kwargs.get("ignore_mismatched_sizes", False)
-        wants_info = kwargs.pop("output_loading_info", False)
-        kwargs["ignore_mismatched_sizes"] = True  # transformers raises a RuntimeError without names; the check is below
-        try:
-            model, info = super().from_pretrained(
-                pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs
-            )
-        except Exception as error:
-            if type(error).__name__ != "SafetensorError":  # safetensors' error names no file
-                raise
-            where = incomplete_weights_file(str(pretrained_model_name_or_path))
-            fix = "re-save the model or download it again"
-            raise OSError(f"{where} is incomplete or corrupt ({error}): {fix}.") from None
-        in_memory = pretrained_model_name_or_path is None
-        weights = "The state_dict" if in_memory else weights_file_name(str(pretrained_model_name_or_path))
-        is_head = lambda key: key.split(".")[0] in ("classifier", "distillation_classifier")
-        missing = sorted(key for key in info["missing_keys"] if not (new_head and is_head(key)))
-        # a head this model has not (the encoder alone, or the class head alone of a two-headed model) is left out
-        unexpected = sorted(
-            key for key in info["unexpected_keys"] if not (is_head(key) and not hasattr(model, key.split(".")[0]))
-        )
-        mismatched = [] if new_head else sorted(info["mismatched_keys"])
-        more = lambda keys: f" (and {len(keys) - 1} more)" if len(keys) > 1 else ""
-        different = "the config and the weights describe different models; re-save the model with both"
-        if mismatched:
-            key, stored, wanted = mismatched[0]
-            raise WeightsShapeMismatchError(
-                f"{weights} holds {key!r}{more(mismatched)} of shape {tuple(stored)} "
-                f"where config.json asks for {tuple(wanted)}: {different}."
-            )
-        if (wants_info and not new_head) or in_memory:  # the caller checks missing and unexpected keys itself
-            return (model, info) if wants_info else model
-        if missing:
-            raise ValueError(
-                f"{weights} has no tensor {missing[0]!r}{more(missing)} that config.json asks for: {different}."
-            )
-        if unexpected:
-            raise ValueError(
-                f"{weights} has a tensor {unexpected[0]!r}{more(unexpected)} that config.json has no "
-                f"place for: {different}."
-            )
-        return (model, info) if wants_info else model
+        """`PreTrainedModel.from_pretrained`, refusing what it would fill with random weights (`checked_loading`)."""
+        return checked_loading(super().from_pretrained, pretrained_model_name_or_path, *args, **kwargs)
 
     def get_input_embeddings(self) -> nn.Module:
         """The patch embedding (its output is the first activation), which `enable_input_require_grads` hooks."""

@@ -68,6 +68,7 @@ def test_saved_folder_holds_safetensors_code_and_auto_map(saved_folder):
 SHIPPED_CODE = {
     "configuration_vit_scratch",
     "modeling_vit_scratch",
+    "loading_vit_scratch",
     "stems_vit_scratch",
     "image_processing_vit_scratch",
 }
@@ -76,7 +77,7 @@ SHIPPED_CODE_IMPORTS = {"torch", "numpy", "PIL", "transformers", "huggingface_hu
 
 def test_the_code_a_saved_folder_ships_imports_nothing_else_of_the_package(saved_folder):
     """A relative import of another package module would be copied along by transformers and ship silently (or fail
-    on the Hub): each import of each *.py file in the saved folder is checked, and the folder holds only our three."""
+    on the Hub): each import of each *.py file in the saved folder is checked, and the folder holds only the files of SHIPPED_CODE."""
     _, folder = saved_folder
     shipped = {path.stem: path for path in folder.glob("*.py")}
     assert SHIPPED_CODE <= set(shipped)
