@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 SIDE = 28  # the side of every image, as in MNIST and the held-back handwritten set of issue 14
@@ -222,6 +223,10 @@ def make_photos(
     return write_crops(root, pictures, photo_crop, {"train": train_per_class, "test": test_per_class}, seed, "jpg")
 
 
+# what `datasets`' imagefolder (and so scripts/train.py --dataset FOLDER) reads as an image: .png, .jpeg, .tif, ...
+IMAGE_SUFFIXES = ImageFolder.EXTENSIONS
+
+
 IMAGE_SETS: dict[str, tuple[Callable[..., list[str]], int, int]] = {
     # name: (maker, train images per class, test images per class) for ~4,000 train / ~1,000 test
     "glyphs": (make_glyphs, 154, 38),
@@ -240,8 +245,7 @@ def build_image_set(
     if name not in IMAGE_SETS:
         raise ValueError(f"Unknown image set {name!r}: choose one of {', '.join(IMAGE_SETS)}.")
     root = Path(root)
-    image_suffixes = Image.registered_extensions()  # every suffix PIL reads, lower case: .png, .jpeg, .tif, ...
-    if root.exists() and any(path.suffix.lower() in image_suffixes for path in root.rglob("*")):
+    if root.exists() and any(path.suffix.lower() in IMAGE_SUFFIXES for path in root.rglob("*")):
         raise ValueError(f"{root} already holds images: give a new or empty folder, so no set is mixed with another.")
     maker, train_default, test_default = IMAGE_SETS[name]
     for label, value in (("train_per_class", train_per_class), ("test_per_class", test_per_class)):

@@ -100,7 +100,11 @@ def card_data(config: ViTScratchConfig, metrics: dict, dataset: str | None, mode
 
 def training_precision(training_args) -> str:
     """The precision a run trains in, as the card, the record and the script's output name it."""
-    return "bf16 mixed precision" if training_args.bf16 else "fp16 mixed precision" if training_args.fp16 else "float32"
+    # accelerate's mixed_precision: set by --bf16/--fp16, by --bf16_when_faster, or by `accelerate launch` / its config
+    mixed = getattr(training_args, "mixed_precision", "no")
+    if training_args.bf16 or mixed == "bf16":
+        return "bf16 mixed precision"
+    return "fp16 mixed precision" if training_args.fp16 or mixed == "fp16" else "float32"
 
 
 def training_record(
@@ -211,6 +215,12 @@ def parameter_count(config: ViTScratchConfig) -> int:
         return model.num_parameters()
 
 
+def precision_text(record: dict) -> str:
+    """The precision a run trained in, with why where --bf16_when_faster chose it."""
+    choice = record.get("precision_choice")
+    return f"{record.get('precision') or 'float32'}" + (f" ({choice})" if choice else "")
+
+
 def render_other_model_card(config, metrics: dict, record: dict) -> ModelCard:
     """A short card for a transformers model (not a vit_scratch one) that scripts/train.py trained, e.g. a teacher:
     its type, the data, the command and the measured results."""
@@ -221,7 +231,8 @@ def render_other_model_card(config, metrics: dict, record: dict) -> ModelCard:
         f"A transformers `{config.architectures[0] if config.architectures else config.model_type}` trained from "
         f"scratch by vit-scratch's `scripts/train.py` on `{record['dataset']}` ({record['num_train']} training, "
         f"{record['num_validation']} validation and {record['num_test']} test images), for {record['epochs']:g} "
-        f"epochs, seed {record['seed']}, e.g. as a teacher for a distilled ViT. The command:\n\n"
+        f"epochs, seed {record['seed']}, {precision_text(record)}, e.g. as a teacher for a distilled ViT. The "
+        "command:\n\n"
         f"```bash\n{record['command']}\n```\n\n## Results\n\n| split | metric | value |\n| --- | --- | --- |\n{rows}"
     )
     return ModelCard(text)

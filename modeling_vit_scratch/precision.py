@@ -2,6 +2,8 @@
 in each. Half precision is fast on GPUs and on CPUs with bf16 units: `lscpu` lists `avx512_bf16` or `amx_bf16`."""
 
 import copy
+import math
+import statistics
 import time
 from pathlib import Path
 
@@ -16,6 +18,8 @@ LOGIT_TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 2**-4}
 # /proc/cpuinfo flags of instructions that compute in bf16: x86's, then Arm's
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
 FLAG_LINES = ("flags", "Features")  # the /proc/cpuinfo lines that list them on x86 and on Arm
+# --bf16_when_faster's timing: each sample at least this long in float32, of at most this many steps
+PROBE_SAMPLE_SECONDS, PROBE_MAX_STEPS = 0.2, 20
 
 
 def parse_dtype(name: str) -> torch.dtype:
@@ -115,22 +119,27 @@ def training_steps_seconds(model, images: torch.Tensor, labels: torch.Tensor, st
 
 
 def bf16_training_step_seconds(
-    model, input_shape: tuple[int, ...], batch_size: int, device: torch.device | str, repeats: int = 3
+    model, input_shape: tuple[int, ...], batch_size: int, device: torch.device | str, samples: int = 5
 ) -> tuple[float, float]:
     """(float32, bf16 autocast) seconds of one training step of a copy of `model` on `batch_size` random images of
-    `input_shape` (C, H, W) on `device`, each the fastest of `repeats` steps timed in turns after one warm-up step;
-    `model` and the random state are left as they were. A bf16 warm-up step over twice as slow as float32's ends
-    the measurement there: bf16 is emulated (that can take minutes a step), not worth timing further."""
+    `input_shape` (C, H, W) on `device`: the medians of `samples` samples of each, timed in turns after a warm-up
+    step of each, a sample being as many steps as fill PROBE_SAMPLE_SECONDS in float32 (a single short step can
+    take many times its time when the machine is busy). `model` and the random state are left as they were. A bf16
+    warm-up step over twice as slow as float32's ends the measurement there: bf16 is emulated (that can take
+    minutes a step), not worth timing further."""
     device = torch.device(device)
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+    accelerators = [device] if device.type != "cpu" else []
+    with torch.random.fork_rng(devices=accelerators, device_type=device.type if accelerators else "cuda"):
         probe = copy.deepcopy(model).to(device).train()
         images = torch.randn(batch_size, *input_shape, device=device)
         labels = torch.randint(0, model.config.num_labels, (batch_size,), device=device)
-        float32 = [training_steps_seconds(probe, images, labels, 1, bf16=False)]
-        bf16 = [training_steps_seconds(probe, images, labels, 1, bf16=True)]
-        if bf16[0] <= 2 * float32[0]:
-            for _ in range(repeats):
-                float32.append(training_steps_seconds(probe, images, labels, 1, bf16=False))
-                bf16.append(training_steps_seconds(probe, images, labels, 1, bf16=True))
-            float32, bf16 = float32[1:], bf16[1:]
-    return min(float32), min(bf16)
+        float32 = training_steps_seconds(probe, images, labels, 1, bf16=False)
+        bf16 = training_steps_seconds(probe, images, labels, 1, bf16=True)
+        if bf16 > 2 * float32:
+            return float32, bf16
+        steps = max(1, min(PROBE_MAX_STEPS, math.ceil(PROBE_SAMPLE_SECONDS / float32)))
+        float32_samples, bf16_samples = [], []
+        for _ in range(samples):
+            float32_samples.append(training_steps_seconds(probe, images, labels, steps, bf16=False) / steps)
+            bf16_samples.append(training_steps_seconds(probe, images, labels, steps, bf16=True) / steps)
+    return statistics.median(float32_samples), statistics.median(bf16_samples)

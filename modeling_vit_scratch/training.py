@@ -22,6 +22,7 @@ from transformers import (
     AutoModelForImageClassification,
     PreTrainedConfig,
     Trainer,
+    TrainerCallback,
     TrainingArguments,
     set_seed,
 )
@@ -356,7 +357,7 @@ def train_in_claimed_folder(
     set_global_batch_size(training_args, data_args.total_train_batch_size)
     precision_choice = None
     if model_args.bf16_when_faster:
-        precision_choice = choose_bf16(model, train_set[0]["pixel_values"].shape, training_args)
+        precision_choice = choose_bf16(model, train_set[0]["pixel_values"].shape, training_args, checkpoint)
         if main_process and precision_choice:
             print(f"Training in {training_precision(training_args)} ({precision_choice}).")
     trainer_class, teaching = AugmentingTrainer, {}
@@ -375,6 +376,8 @@ def train_in_claimed_folder(
         augmentation=augmentation if data_args.augment else None,
         **teaching,
     )
+    if precision_choice:  # each checkpoint keeps it, so a resumed run trains on in the same precision
+        trainer.add_callback(KeepPrecisionChoice(training_args.bf16, precision_choice))
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = {**train_result.metrics}
     metrics.update(trainer.evaluate(validation_set, metric_key_prefix="eval"))
@@ -401,18 +404,25 @@ def train_in_claimed_folder(
 
 # bf16 must train this much faster than float32 to be chosen by --bf16_when_faster: a closer call is timing noise
 BF16_MIN_SPEEDUP = 1.1
+PRECISION_CHOICE_FILE = "precision_choice.json"  # in each checkpoint of a --bf16_when_faster run
 
 
-def choose_bf16(model, input_shape: tuple[int, ...], training_args: TrainingArguments) -> str | None:
+def choose_bf16(
+    model, input_shape: tuple[int, ...], training_args: TrainingArguments, checkpoint: str | None = None
+) -> str | None:
     """--bf16_when_faster: train under bf16 autocast if a training step of `model` (inputs (C, H, W) =
     `input_shape`) runs faster in it than in float32 on this device (`bf16_verdict`), measured now; else in
-    float32. Sets `training_args` and returns why, in words for the output, the record and the card; None when the
-    command chose a precision itself (--bf16, --fp16, accelerate's mixed_precision). Every process trains as the
-    first one measured."""
+    float32. A run resumed from `checkpoint` keeps the choice made when it began. Sets `training_args` and returns
+    why, in words for the output, the record and the card; None when the command chose a precision itself
+    (--bf16, --fp16, accelerate's mixed_precision). Every process trains as the first one measured."""
     if training_args.bf16 or training_args.fp16 or training_args.mixed_precision != "no":
         return None
     device = training_args.device
-    if bf16_emulated(device) or (device.type == "cuda" and not torch.cuda.is_bf16_supported()):
+    kept = Path(checkpoint or "", PRECISION_CHOICE_FILE)
+    if checkpoint and kept.is_file():
+        choice = json.loads(kept.read_text())
+        faster, why = choice["bf16"], f"{choice['why']}; kept on resuming from {Path(checkpoint).name}"
+    elif bf16_emulated(device) or (device.type == "cuda" and not torch.cuda.is_bf16_supported()):
         faster, why = False, f"bf16 is emulated on this {device_words(device)}, which has no bf16 units"
     else:
         batch = training_args.per_device_train_batch_size
@@ -433,12 +443,27 @@ def device_words(device: torch.device) -> str:
 
 def bf16_verdict(float32_seconds: float, bf16_seconds: float, device: str) -> tuple[bool, str]:
     """Whether a training step timed at `bf16_seconds` under bf16 autocast and `float32_seconds` in float32 is worth
-    training in bf16 (at least BF16_MIN_SPEEDUP x faster), and the timings in words."""
-    faster = float32_seconds >= BF16_MIN_SPEEDUP * bf16_seconds
+    training in bf16 (at least BF16_MIN_SPEEDUP x as fast), and the timings in words."""
+    speedup = float32_seconds / bf16_seconds
+    faster = speedup >= BF16_MIN_SPEEDUP
     return faster, (
         f"a training step took {bf16_seconds:.3g} s under bf16 autocast and {float32_seconds:.3g} s in float32 on "
-        f"this {device}, and bf16 is chosen from {BF16_MIN_SPEEDUP:g}x faster"
+        f"this {device}: bf16 is {speedup:.2f}x as fast, {'at least' if faster else 'under'} the "
+        f"{BF16_MIN_SPEEDUP:g}x it needs"
     )
+
+
+class KeepPrecisionChoice(TrainerCallback):
+    """Writes the --bf16_when_faster choice into each checkpoint (PRECISION_CHOICE_FILE), where `choose_bf16` finds
+    it when the run is resumed."""
+
+    def __init__(self, bf16: bool, choice: str):
+        self.choice = {"bf16": bf16, "why": choice.removeprefix("chosen by --bf16_when_faster: ")}
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = Path(args.output_dir, f"checkpoint-{state.global_step}")
+        if state.is_world_process_zero and folder.is_dir():
+            (folder / PRECISION_CHOICE_FILE).write_text(json.dumps(self.choice, indent=2) + "\n")
 
 
 def distillation_text(model_args: ModelArguments) -> str | None:

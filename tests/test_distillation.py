@@ -149,10 +149,11 @@ def tiny_teacher_file(tmp_path) -> str:
 
 @pytest.fixture(scope="module")
 def trained_teacher(tmp_path_factory):
-    """A small ResNet trained on 64 digits by `train`, from a config file with `model_type: resnet`."""
+    """A small ResNet trained on 64 digits by `train`, from a config file with `model_type: resnet`, choosing its
+    precision as `make teacher` does (the digits recipe sets --bf16_when_faster)."""
     tmp_path = tmp_path_factory.mktemp("teacher")
     train(
-        ModelArguments(model=tiny_teacher_file(tmp_path)),
+        ModelArguments(model=tiny_teacher_file(tmp_path), bf16_when_faster=True),
         DataArguments(dataset="digits", max_train_samples=64),
         training_args(tmp_path / "teacher", num_train_epochs=1),
     )
@@ -166,6 +167,9 @@ def test_the_script_trains_a_transformers_cnn_from_a_config_file(trained_teacher
     assert type(model).__name__ == "ResNetForImageClassification"
     card = (trained_teacher / "README.md").read_text()
     assert "resnet image classifier" in card and "| test | accuracy |" in card
+    record = json.loads((trained_teacher / "training_record.json").read_text())
+    assert record["precision_choice"].startswith("chosen by --bf16_when_faster: ")
+    assert f"{record['precision']} ({record['precision_choice']})" in card  # the precision and why, as for ours
 
 
 def test_a_config_file_of_another_model_type_needs_an_image_size(tmp_path):

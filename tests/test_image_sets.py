@@ -89,6 +89,11 @@ def test_a_folder_holding_images_is_refused_and_bad_sizes_are_named(tmp_path):
         Image.new("L", (4, 4)).save(other / name, format=kind)
         with pytest.raises(ValueError, match="already holds images"):
             build_image_set("glyphs", other.parent, train_per_class=1, test_per_class=1)
+    notes = tmp_path / "notes"  # files the imagefolder would not read as images are no reason to refuse
+    notes.mkdir()
+    for name in ("paper.pdf", "weights.h5", "README.md"):
+        (notes / name).write_bytes(b"not an image")
+    assert len(build_image_set("glyphs", notes, train_per_class=1, test_per_class=1)) > 1
     with pytest.raises(ValueError, match="train_per_class is 0"):
         build_image_set("glyphs", tmp_path / "new", train_per_class=0)
     with pytest.raises(ValueError, match="Unknown image set 'letters'"):

@@ -4,6 +4,7 @@ import copy
 import importlib.util
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -11,8 +12,9 @@ from helpers import REPO, run_script, tiny_config, tiny_model_file
 from safetensors.torch import load_file
 from transformers import ViTConfig, ViTForImageClassification, ViTModel
 
-from modeling_vit_scratch import ViTScratchForImageClassification, precision
+from modeling_vit_scratch import ViTScratchForImageClassification, precision, training
 from modeling_vit_scratch.arguments import parse_arguments
+from modeling_vit_scratch.model_card import training_precision
 from modeling_vit_scratch.precision import cpu_bf16_flags, logits_agree, parse_dtype, parse_dtypes, slow_bf16_warning
 from modeling_vit_scratch.training import bf16_verdict, choose_bf16
 
@@ -85,7 +87,7 @@ def test_a_bf16_probe_times_a_copy_and_leaves_the_model_and_the_random_state_as_
     model = ViTScratchForImageClassification(tiny_config(num_channels=1, hidden_dropout_prob=0.1)).eval()
     weights = copy.deepcopy(model.state_dict())
     random_state = torch.get_rng_state()
-    float32, bf16 = precision.bf16_training_step_seconds(model, (1, 20, 20), batch_size=4, device="cpu", repeats=1)
+    float32, bf16 = precision.bf16_training_step_seconds(model, (1, 20, 20), batch_size=4, device="cpu", samples=1)
     assert float32 > 0 and bf16 > 0
     assert torch.equal(torch.get_rng_state(), random_state)  # training after it draws what it would have drawn
     assert not model.training and all(parameter.grad is None for parameter in model.parameters())
@@ -98,7 +100,29 @@ def test_bf16_is_chosen_from_1_1x_faster_than_float32_and_the_timings_are_said()
     assert not bf16_verdict(0.105, 0.1, "CPU")[0]  # a closer call is timing noise: float32
     assert not bf16_verdict(0.1, 0.5, "cuda device")[0]
     faster, why = bf16_verdict(0.2, 0.05, "CPU")
-    assert faster and why.startswith("a training step took 0.05 s under bf16 autocast and 0.2 s in float32 on this CPU")
+    assert faster and why == (
+        "a training step took 0.05 s under bf16 autocast and 0.2 s in float32 on this CPU: bf16 is 4.00x as fast, "
+        "at least the 1.1x it needs"
+    )
+
+
+def test_a_bf16_choice_kept_in_a_checkpoint_is_taken_without_timing(tmp_path, monkeypatch):
+    checkpoint = tmp_path / "checkpoint-12"
+    checkpoint.mkdir()
+    (checkpoint / training.PRECISION_CHOICE_FILE).write_text(json.dumps({"bf16": True, "why": "measured earlier"}))
+    monkeypatch.setattr(training, "bf16_training_step_seconds", None)  # not called: it would raise
+    *_, training_args = parse_arguments(["--output_dir", str(tmp_path), "--bf16_when_faster", "true"])
+    why = choose_bf16(ViTScratchForImageClassification(tiny_config()), (3, 20, 20), training_args, str(checkpoint))
+    assert why == "chosen by --bf16_when_faster: measured earlier; kept on resuming from checkpoint-12"
+    assert training_args.bf16 and training_args.mixed_precision == "bf16"
+
+
+def test_a_precision_set_through_accelerate_is_the_one_named():
+    """`accelerate launch --mixed_precision bf16` (ACCELERATE_MIXED_PRECISION) trains under bf16 autocast without
+    --bf16: the record, card and output name that precision, not float32."""
+    assert training_precision(SimpleNamespace(bf16=False, fp16=False, mixed_precision="bf16")) == "bf16 mixed precision"
+    assert training_precision(SimpleNamespace(bf16=False, fp16=False, mixed_precision="fp16")) == "fp16 mixed precision"
+    assert training_precision(SimpleNamespace(bf16=False, fp16=False, mixed_precision="no")) == "float32"
 
 
 def test_bf16_when_faster_measures_unless_the_command_chose_a_precision(tmp_path):

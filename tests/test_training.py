@@ -14,6 +14,7 @@ from PIL import Image
 from safetensors.torch import load_file
 from transformers import AutoModelForImageClassification, TrainingArguments, pipeline
 
+from modeling_vit_scratch import training
 from modeling_vit_scratch.arguments import (
     DataArguments,
     ModelArguments,
@@ -26,7 +27,13 @@ from modeling_vit_scratch.data import PreparedData, digits_dataset, prepare_spli
 from modeling_vit_scratch.hub import check_own_code
 from modeling_vit_scratch.run_folder import LOCK_FILE, claim_output_folder
 from modeling_vit_scratch.safety import weights_sha256
-from modeling_vit_scratch.training import build_model, parse_overrides, set_global_batch_size, train
+from modeling_vit_scratch.training import (
+    PRECISION_CHOICE_FILE,
+    build_model,
+    parse_overrides,
+    set_global_batch_size,
+    train,
+)
 
 # new processes, scripts or whole suites: `make test` runs them, `make test-fast` leaves them out
 pytestmark = pytest.mark.integration
@@ -119,6 +126,42 @@ def test_resumed_run_ends_like_an_uninterrupted_one(tmp_path):
     full_weights, resumed_weights = (load_file(d / "model.safetensors") for d in (tmp_path / "full", interrupted))
     for name, tensor in full_weights.items():
         torch.testing.assert_close(resumed_weights[name], tensor, atol=1e-6, rtol=0)
+
+
+def test_bf16_when_faster_trains_in_the_precision_it_chose_and_a_resumed_run_keeps_it(tmp_path, monkeypatch):
+    """This machine's CPU emulates bf16, so timings are given here as a machine with bf16 units would measure them:
+    where bf16 wins the run trains under bf16 autocast (its weights differ from the float32 run's), says so, and
+    keeps the choice in each checkpoint; resumed where float32 would win, it trains on in bf16 and ends where the
+    uninterrupted run ended."""
+    monkeypatch.setattr(training, "bf16_emulated", lambda device: False)
+    model_args = ModelArguments(model=tiny_model_file(tmp_path, num_channels=1), bf16_when_faster=True)
+    data_args = DataArguments(max_train_samples=48)
+    runs = {}
+    for name, timings in (("bf16", (0.2, 0.1)), ("float32", (0.1, 0.2))):
+        monkeypatch.setattr(training, "bf16_training_step_seconds", lambda *args, timings=timings: timings)
+        runs[name] = train(model_args, data_args, training_args(tmp_path / name, num_train_epochs=2))
+        record = json.loads((tmp_path / name / "training_record.json").read_text())
+        assert record["precision"] == {"bf16": "bf16 mixed precision", "float32": "float32"}[name]
+        assert record["precision_choice"] == runs[name]["precision_choice"]
+        assert f"{record['precision']} ({record['precision_choice']})." in (tmp_path / name / "README.md").read_text()
+    assert "bf16 is 2.00x as fast, at least the 1.1x it needs" in runs["bf16"]["precision_choice"]
+    assert "bf16 is 0.50x as fast, under the 1.1x it needs" in runs["float32"]["precision_choice"]
+    weights = {name: load_file(tmp_path / name / "model.safetensors") for name in runs}
+    assert any(not torch.equal(weights["bf16"][key], weights["float32"][key]) for key in weights["bf16"])
+
+    first = tmp_path / "bf16" / "checkpoint-6"  # 48 images in batches of 8: epoch 1 ends at step 6
+    assert json.loads((first / PRECISION_CHOICE_FILE).read_text())["bf16"] is True
+    interrupted = tmp_path / "interrupted"
+    interrupted.mkdir()
+    shutil.copytree(first, interrupted / first.name)
+    monkeypatch.setattr(training, "bf16_training_step_seconds", lambda *args: (0.1, 0.2))  # float32 would win now
+    resumed = train(
+        model_args, data_args, training_args(interrupted, num_train_epochs=2, resume_from_checkpoint="true")
+    )
+    assert resumed["precision_choice"].endswith("kept on resuming from checkpoint-6")
+    assert resumed["test_loss"] == pytest.approx(runs["bf16"]["test_loss"], abs=1e-6)
+    for key, tensor in load_file(interrupted / "model.safetensors").items():
+        torch.testing.assert_close(tensor, weights["bf16"][key], atol=1e-6, rtol=0)
 
 
 def test_images_kept_in_memory_train_like_images_read_each_step(tmp_path):
