@@ -55,6 +55,7 @@ from modeling_vit_scratch.precision import (
     dtype_name,
     parse_dtypes,
     slow_bf16_warning,
+    synchronize,
     training_steps_seconds,
 )
 
@@ -293,18 +294,16 @@ def precisions_for(mode: str, dtypes: list[torch.dtype]) -> list[str]:
     return [p for p in wanted if not (mode == "train" and p == "bf16-weights")]
 
 
-def matmul_flops(dtype: torch.dtype, device, size: int, repeats: int = MATMUL_REPEATS) -> float:
+def matmul_flops(dtype: torch.dtype, device: torch.device, size: int, repeats: int = MATMUL_REPEATS) -> float:
     """FLOP/s of the fastest of `repeats` products of two random `size` x `size` matrices in `dtype`: about the most
     this machine's matrix units reach, the yardstick for a model's matrix-multiply FLOP/s."""
     left, right = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
     fastest = math.inf
     for index in range(repeats + 1):  # the first is a warm-up
-        if device.type == "cuda":
-            torch.cuda.synchronize()
+        synchronize(device)
         started = time.perf_counter()
         torch.mm(left, right)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
+        synchronize(device)
         if index:
             fastest = min(fastest, time.perf_counter() - started)
     return 2 * size**3 / fastest
@@ -357,13 +356,11 @@ class Measurement:
 
     def timed(self, steps: int) -> float:
         """Seconds per step over `steps` steps."""
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
+        synchronize(self.device)
         started = time.perf_counter()
         for _ in range(steps):
             self.step()
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
+        synchronize(self.device)
         return (time.perf_counter() - started) / steps
 
     def warm_up(self, warmup: int, min_steps: int, chunk_seconds: float) -> None:
