@@ -72,6 +72,41 @@ def test_sdpa_model_returns_the_same_attention_maps_as_eager(config):
     assert sdpa.config._attn_implementation == "sdpa"
 
 
+class FusedAttentionCalls(torch.overrides.TorchFunctionMode):
+    """Counts the calls of torch's fused attention kernel made inside the `with` block."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.calls += func is torch.nn.functional.scaled_dot_product_attention
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("precision", ["bf16-weights", "bf16-autocast", "float32"])
+def test_sdpa_model_runs_the_matrix_product_path_in_bf16_on_cpu(config, precision):
+    """torch's fused CPU kernel is the slower one in bf16 (class docstring); in float32 it stays, and either way the
+    sdpa model computes what the eager one does."""
+    eager = ViTScratchForImageClassification(tiny_config(attn_implementation="eager")).eval()
+    sdpa = ViTScratchForImageClassification(tiny_config(attn_implementation="sdpa")).eval()
+    sdpa.load_state_dict(eager.state_dict())
+    if precision == "bf16-weights":
+        eager, sdpa = eager.to(torch.bfloat16), sdpa.to(torch.bfloat16)
+    pixel_values = images(config, batch=4)
+    autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-autocast")
+    with autocast(), FusedAttentionCalls() as fused:
+        logits = sdpa(pixel_values).logits
+    with autocast():
+        expected = eager(pixel_values).logits
+    if precision == "float32":
+        assert fused.calls == config.num_hidden_layers
+        torch.testing.assert_close(logits, expected, atol=1e-5, rtol=0)
+    else:
+        assert fused.calls == 0 and logits.dtype == torch.bfloat16
+        assert torch.equal(logits, expected)
+
+
 def test_attention_matches_the_written_out_equation():
     config = tiny_config(attn_implementation="eager")
     attention = ViTScratchAttention(config).eval()
