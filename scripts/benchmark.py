@@ -691,11 +691,15 @@ def bars(
     min_speedup_vs_sdpa: float | None = None,
     min_speedup_vs_fastest: float | None = None,
     max_memory_ratio: float | None = None,
+    min_bf16_matmul_fraction: float | None = None,
+    min_bf16_speedup: float | None = None,
 ) -> list[str]:
-    """The verdict on our model, per config/mode/batch, against the bars given (None: not judged): speed ratio to
-    transformers SDPA >= `min_speedup_vs_sdpa`, to the fastest of transformers eager and timm >=
+    """The verdict on our model, per config/mode/precision/batch, against the bars given (None: not judged): speed
+    ratio to transformers SDPA >= `min_speedup_vs_sdpa`, to the fastest of transformers eager and timm >=
     `min_speedup_vs_fastest` (where eager or timm was measured), peak memory ratio to transformers SDPA <=
-    `max_memory_ratio`. No bar, no lines."""
+    `max_memory_ratio`; for bf16 rows, model FLOP/s >= `min_bf16_matmul_fraction` of the bf16 matmul rate (where it
+    was measured, not emulated) and speed >= `min_bf16_speedup` times the same model's in float32 (where float32 was
+    measured). No bar, no lines."""
     lines = []
     for row in rows:
         if row["implementation"] != OURS or "ratio" not in row:
@@ -722,6 +726,13 @@ def bars(
                     row["memory_ratio"] <= max_memory_ratio,
                 )
             )
+        bf16 = DTYPE_OF[row.get("precision", "float32")] == torch.bfloat16
+        if min_bf16_matmul_fraction is not None and bf16 and "matmul_fraction" in row:
+            text = f"{row['matmul_fraction']:.1%} of the bf16 matmul rate (bar {min_bf16_matmul_fraction:.0%})"
+            checks.append((text, row["matmul_fraction"] >= min_bf16_matmul_fraction))
+        if min_bf16_speedup is not None and bf16 and "ratio_to_float32" in row:
+            text = f"{row['ratio_to_float32']:.3f}x float32 (bar {bar_text(min_bf16_speedup)})"
+            checks.append((text, row["ratio_to_float32"] >= min_bf16_speedup))
         if not checks:
             continue
         verdict = "met" if all(ok for _, ok in checks) else "NOT met"
@@ -949,6 +960,18 @@ def main_parser() -> argparse.ArgumentParser:
         metavar="RATIO",
         help="most peak memory of ours relative to transformers' ViT with SDPA, e.g. 1.05",
     )
+    judged.add_argument(
+        "--min_bf16_matmul_fraction",
+        type=float,
+        metavar="FRACTION",
+        help="least share of the bf16 matmul rate that ours reaches in bf16 rows (model FLOP/s), e.g. 0.85",
+    )
+    judged.add_argument(
+        "--min_bf16_speedup",
+        type=float,
+        metavar="RATIO",
+        help="least speed ratio of ours in bf16 to ours in float32 (with --dtype float32,bfloat16), e.g. 2.5",
+    )
     parser.add_argument("--json", default="benchmark_results.json", help="where to write every sample")
     return parser
 
@@ -1017,7 +1040,14 @@ def main(argv: list[str]) -> None:
         f"throughput from the fastest chunk of each round, ratios paired chunk by chunk; malloc "
         f"{'glibc defaults' if args.glibc_malloc_defaults else 'thresholds fixed (STEADY_MALLOC)'}"
     )
-    verdicts = bars(rows, args.min_speedup_vs_sdpa, args.min_speedup_vs_fastest, args.max_memory_ratio)
+    verdicts = bars(
+        rows,
+        args.min_speedup_vs_sdpa,
+        args.min_speedup_vs_fastest,
+        args.max_memory_ratio,
+        args.min_bf16_matmul_fraction,
+        args.min_bf16_speedup,
+    )
     verdict_block = "\n".join(verdicts) + "\n\n" if verdicts else ""  # no bars given: no verdict
     print(f"\n{header}\n\n{markdown(rows)}\n\n{verdict_block}({time.time() - started:.0f} s)")
     result = dict(machine=header, argv=argv, matmul_flops=matmul_rates, matmul_sizes=sizes, rows=rows, bars=verdicts)

@@ -286,6 +286,25 @@ def test_bars_are_judged_only_as_given_on_the_command_line():
     ]
 
 
+def test_bf16_bars_judge_bf16_rows_only_and_only_what_was_measured():
+    """Issue 15's bars: a bf16 row's share of the bf16 matmul rate and its speed-up over float32."""
+    args = benchmark.main_parser().parse_args(["--min_bf16_matmul_fraction", "0.85", "--min_bf16_speedup", "2.5"])
+    bf16_bars = dict(min_bf16_matmul_fraction=args.min_bf16_matmul_fraction, min_bf16_speedup=args.min_bf16_speedup)
+    bf16 = {**our_row(ratio=1.2, matmul_fraction=0.87, ratio_to_float32=1.9), "precision": "bf16-autocast"}
+    float32 = our_row(ratio=1.1, matmul_fraction=0.5)
+    assert benchmark.bars([bf16, float32], **bf16_bars) == [
+        (
+            "digits train bf16-autocast batch 256: 87.0% of the bf16 matmul rate (bar 85%), "
+            "1.900x float32 (bar 2.50x): NOT met"
+        )
+    ]
+    weights = {**bf16, "precision": "bf16-weights", "ratio_to_float32": 2.6}
+    assert benchmark.bars([weights], **bf16_bars)[0].endswith("2.600x float32 (bar 2.50x): met")
+    # emulated bf16 (no matmul fraction) and a run without float32 (no speed-up): nothing to judge
+    unmeasured = {**our_row(ratio=1.2), "precision": "bf16-autocast"}
+    assert benchmark.bars([unmeasured], **bf16_bars) == []
+
+
 @pytest.mark.parametrize("spelling", ["underscore", "dash"])
 def test_flags_take_the_underscore_spelling_and_keep_the_dashed_one(spelling):
     flags = ["--chunk_seconds", "0.5", "--glibc_malloc_defaults", "--peak_tflops", "100"]
