@@ -64,7 +64,7 @@ class ModelArguments:
         default=False,
         metadata={
             "help": "Before training, time a few training steps of the model in float32 and under bf16 autocast on "
-            "this machine and train in bf16 if it is at least 1.1x faster (CPUs with bf16 units, most GPUs); the "
+            "this machine and train in bf16 if it is at least 1.25x faster (CPUs with bf16 units, most GPUs); the "
             "output, the record and the model card say which and why; a resumed run keeps the choice its checkpoint "
             "records. --bf16 true, --fp16 true or accelerate's mixed_precision (`accelerate launch "
             "--mixed_precision`) override it."

@@ -95,14 +95,14 @@ def test_a_bf16_probe_times_a_copy_and_leaves_the_model_and_the_random_state_as_
         assert torch.equal(tensor, weights[name]), name
 
 
-def test_bf16_is_chosen_from_1_1x_faster_than_float32_and_the_timings_are_said():
-    assert bf16_verdict(0.12, 0.1, "CPU")[0]
-    assert not bf16_verdict(0.105, 0.1, "CPU")[0]  # a closer call is timing noise: float32
+def test_bf16_is_chosen_from_1_25x_faster_than_float32_and_the_timings_are_said():
+    assert bf16_verdict(0.125, 0.1, "CPU")[0]
+    assert not bf16_verdict(0.12, 0.1, "CPU")[0]  # a smaller gain is not worth bf16's rounding: float32
     assert not bf16_verdict(0.1, 0.5, "cuda device")[0]
     faster, why = bf16_verdict(0.2, 0.05, "CPU")
     assert faster and why == (
         "a training step took 0.05 s under bf16 autocast and 0.2 s in float32 on this CPU: bf16 is 4.00x as fast, "
-        "at least the 1.1x it needs"
+        "at least the 1.25x it needs"
     )
 
 
