@@ -177,12 +177,13 @@ def eager_attention_forward(
 
     Returns the output (batch, tokens, heads, head_dim) and the attention weights (batch, heads, tokens, tokens)
     before dropout, so each row sums to 1. torch's softmax sums bf16 and fp16 in float32 and rounds once at the end,
-    so no float32 copy of the scores is made (it made this path 3x slower in bf16 on a CPU).
+    so no float32 copy of the scores is made (it made this path 3x slower in bf16 on a CPU); CUDA's autocast returns
+    float32 weights, cast back to the query's dtype.
     """
     scores = torch.matmul(query, key.transpose(-2, -1)) * scaling  # (batch, heads, tokens, tokens)
     if attention_mask is not None:
         scores = scores + attention_mask
-    weights = scores.softmax(dim=-1)
+    weights = scores.softmax(dim=-1).to(query.dtype)
     dropped = nn.functional.dropout(weights, p=dropout, training=module.training)
     return torch.matmul(dropped, value).transpose(1, 2), weights
 
