@@ -407,6 +407,7 @@ def train_in_claimed_folder(
 # s against 125-131 s, and scored 99.44% on each of 3 seeds against 99.44 / 100 / 100% in float32 (README).
 BF16_MIN_SPEEDUP = 1.25
 PRECISION_CHOICE_FILE = "precision_choice.json"  # in each checkpoint of a --bf16_when_faster run
+CHOSEN, KEPT = "chosen by --bf16_when_faster: ", "; kept on resuming from "  # how choose_bf16's reason reads
 
 
 def choose_bf16(
@@ -423,7 +424,7 @@ def choose_bf16(
     kept = Path(checkpoint or "", PRECISION_CHOICE_FILE)
     if checkpoint and kept.is_file():
         choice = json.loads(kept.read_text())
-        faster, why = choice["bf16"], f"{choice['why']}; kept on resuming from {Path(checkpoint).name}"
+        faster, why = choice["bf16"], f"{choice['why']}{KEPT}{Path(checkpoint).name}"
     elif bf16_emulated(device) or (device.type == "cuda" and not torch.cuda.is_bf16_supported()):
         faster, why = False, f"bf16 is emulated on this {device_words(device)}, which has no bf16 units"
     else:
@@ -435,7 +436,7 @@ def choose_bf16(
         faster, why = choice
     if faster:
         training_args.bf16, training_args.mixed_precision = True, "bf16"  # as TrainingArguments sets them
-    return f"chosen by --bf16_when_faster: {why}"
+    return f"{CHOSEN}{why}"
 
 
 def device_words(device: torch.device) -> str:
@@ -457,15 +458,17 @@ def bf16_verdict(float32_seconds: float, bf16_seconds: float, device: str) -> tu
 
 class KeepPrecisionChoice(TrainerCallback):
     """Writes the --bf16_when_faster choice into each checkpoint (PRECISION_CHOICE_FILE), where `choose_bf16` finds
-    it when the run is resumed."""
+    it when the run is resumed: the measured reason, once however often the run was resumed."""
 
     def __init__(self, bf16: bool, choice: str):
-        self.choice = {"bf16": bf16, "why": choice.removeprefix("chosen by --bf16_when_faster: ")}
+        self.choice = {"bf16": bf16, "why": choice.removeprefix(CHOSEN).split(KEPT)[0]}
 
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir, f"checkpoint-{state.global_step}")
         if state.is_world_process_zero and folder.is_dir():
-            (folder / PRECISION_CHOICE_FILE).write_text(json.dumps(self.choice, indent=2) + "\n")
+            staged = folder / f".{PRECISION_CHOICE_FILE}.partial"  # moved into place whole: a resume reads all or none
+            staged.write_text(json.dumps(self.choice, indent=2) + "\n")
+            staged.replace(folder / PRECISION_CHOICE_FILE)
 
 
 def distillation_text(model_args: ModelArguments) -> str | None:

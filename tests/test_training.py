@@ -159,6 +159,10 @@ def test_bf16_when_faster_trains_in_the_precision_it_chose_and_a_resumed_run_kee
         model_args, data_args, training_args(interrupted, num_train_epochs=2, resume_from_checkpoint="true")
     )
     assert resumed["precision_choice"].endswith("kept on resuming from checkpoint-6")
+    # resumed again from the resumed run's checkpoint: the measured reason, said once
+    kept = json.loads((interrupted / "checkpoint-12" / PRECISION_CHOICE_FILE).read_text())
+    assert kept == json.loads((first / PRECISION_CHOICE_FILE).read_text())
+    assert "kept on resuming" not in kept["why"]
     assert resumed["test_loss"] == pytest.approx(runs["bf16"]["test_loss"], abs=1e-6)
     for key, tensor in load_file(interrupted / "model.safetensors").items():
         torch.testing.assert_close(tensor, weights["bf16"][key], atol=1e-6, rtol=0)
