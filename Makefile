@@ -15,7 +15,7 @@ TRAIN_ARGS ?=
 SEED ?= 0
 # `make train-distilled`: a small ResNet teacher (trained once into TEACHER_DIR), then a ViT taught by it (DeiT)
 TEACHER_DIR ?= outputs/teacher-digits
-TEACHER_CONFIG ?= configs/model_digits_teacher.json
+TEACHER_CONFIG ?= configs/models/model_digits_teacher.json
 TEACHER_EPOCHS ?= 60
 DISTILLED_OUTPUT_DIR ?= outputs/vit-digits-distilled
 PYTEST_ARGS ?=

@@ -5,8 +5,7 @@ the paper's Table 1 models (plus the DeiT Tiny and Small widths) by name, e.g. `
 ResNet hybrids, e.g. `"vit-base-r50-s16-224"`.
 """
 
-import difflib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Literal, get_args, get_origin
 
 from huggingface_hub.dataclasses import strict
@@ -273,19 +272,4 @@ class ViTScratchConfig(PreTrainedConfig):
         return cls(**{**PRESETS[name], **overrides})
 
 
-# Keys a config may be given besides its dataclass fields: PreTrainedConfig's keyword arguments and properties.
-STANDARD_CONFIG_KEYS = ("num_labels", "attn_implementation", "torch_dtype", "output_attentions")
-
-
-def check_config_overrides(overrides: dict) -> None:
-    """Raise a ValueError for a key that is no config field, naming the closest real one (a typo such as
-    `hiden_size` would otherwise be stored and ignored)."""
-    known = sorted({field.name for field in fields(ViTScratchConfig)} | set(STANDARD_CONFIG_KEYS))
-    for key in overrides:
-        if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"known fields: {', '.join(known)}."
-            raise ValueError(f"Unknown config field {key!r}: {hint}")
-
-
-__all__ = ["PRESETS", "ViTScratchConfig", "check_config_overrides"]
+__all__ = ["PRESETS", "ViTScratchConfig"]

@@ -50,10 +50,9 @@ from pathlib import Path
 
 import torch
 
-from modeling_vit_scratch.precision import (
+from modeling_vit_scratch.common.dtypes import dtype_name, parse_dtypes
+from modeling_vit_scratch.training.precision import (
     cpu_bf16_flags,
-    dtype_name,
-    parse_dtypes,
     slow_bf16_warning,
     synchronize,
     training_steps_seconds,

@@ -31,10 +31,10 @@ from modeling_vit_scratch import (
     ViTScratchForImageClassificationWithTeacher,
     ViTScratchImageProcessor,
 )
-from modeling_vit_scratch.convert import from_timm, from_transformers, save_converted, to_transformers
-from modeling_vit_scratch.precision import dtype_name, logits_agree, parse_dtype
-from modeling_vit_scratch.run_folder import check_replaceable
-from modeling_vit_scratch.training import parse_overrides
+from modeling_vit_scratch.common.dtypes import dtype_name, logits_agree, parse_dtype
+from modeling_vit_scratch.common.folders import check_replaceable
+from modeling_vit_scratch.common.overrides import parse_overrides
+from modeling_vit_scratch.conversion.convert import from_timm, from_transformers, save_converted, to_transformers
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -17,8 +17,9 @@ import torch
 from PIL import Image, UnidentifiedImageError
 from transformers import AutoImageProcessor, AutoModelForImageClassification
 
-from modeling_vit_scratch import explain, plots
-from modeling_vit_scratch.precision import parse_dtype
+from modeling_vit_scratch.common.dtypes import parse_dtype
+from modeling_vit_scratch.explanation import attention as explain
+from modeling_vit_scratch.explanation import figures as plots
 
 
 def load_image(source: str) -> Image.Image:

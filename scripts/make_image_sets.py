@@ -1,4 +1,4 @@
-"""Write the image sets of `modeling_vit_scratch.image_sets` as imagefolders that `scripts/train.py --dataset` reads.
+"""Write the image sets of `lab.image_sets` as imagefolders that `scripts/train.py --dataset` reads.
 
     python scripts/make_image_sets.py data/            # data/glyphs, data/photos, data/textures: ~4,000 train / ~1,000 test each
     python scripts/make_image_sets.py data/ --sets glyphs --train_per_class 20 --test_per_class 5 --seed 1
@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from modeling_vit_scratch.image_sets import IMAGE_SETS, build_image_set
+from lab.image_sets import IMAGE_SETS, build_image_set
 
 
 def main(argv: list[str]) -> None:

@@ -9,8 +9,8 @@ finished by running the same command again.
 import argparse
 import sys
 
-from modeling_vit_scratch.hub import HUB_ERRORS, push_to_hub
-from modeling_vit_scratch.safety import known_secrets, redact
+from modeling_vit_scratch.common.secrets import known_secrets, redact
+from modeling_vit_scratch.sharing.push import HUB_ERRORS, push_to_hub
 
 
 def main(argv: list[str]) -> None:

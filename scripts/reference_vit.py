@@ -2,7 +2,7 @@
 
     python scripts/reference_vit.py DATASET_FOLDER --model_kind transformers --seed 0 --output_dir outputs/ref
 
-Trains on every image of the imagefolder's train/ with the issue's budget (see `modeling_vit_scratch.reference`),
+Trains on every image of the imagefolder's train/ with the issue's budget (see `lab.reference`),
 tests the last epoch on test/, prints and writes `reference_results.json`. It is what `scripts/train.py`'s defaults
 are compared with.
 """
@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from modeling_vit_scratch.reference import MODEL_KINDS, REFERENCE_BUDGET, train_plain
+from lab.reference import MODEL_KINDS, REFERENCE_BUDGET, train_plain
 
 
 def main(argv: list[str]) -> None:

@@ -8,11 +8,11 @@ and `accelerate launch`. Bad input is one line, `error: ...`, before any long wo
 
 import sys
 
-from modeling_vit_scratch.arguments import command_secrets, parse_arguments
-from modeling_vit_scratch.hub import PushError
-from modeling_vit_scratch.model_card import training_precision
-from modeling_vit_scratch.safety import redact
-from modeling_vit_scratch.training import train, use_cpu_processes_without_accelerator
+from modeling_vit_scratch.common.secrets import redact
+from modeling_vit_scratch.sharing.card import training_precision
+from modeling_vit_scratch.sharing.push import PushError
+from modeling_vit_scratch.training.arguments import command_secrets, parse_arguments
+from modeling_vit_scratch.training.trainer import train, use_cpu_processes_without_accelerator
 
 
 def main(argv: list[str]) -> None:

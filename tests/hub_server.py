@@ -1,6 +1,6 @@
 """A local Hugging Face Hub for tests, on the standard library alone, driven by the unmodified `huggingface_hub`.
 
-`LocalHub(root)` serves the part of the Hub HTTP API that the package's push (`modeling_vit_scratch.hub`) and a
+`LocalHub(root)` serves the part of the Hub HTTP API that the package's push (`modeling_vit_scratch.sharing.push`) and a
 user's load (`from_pretrained(repo_id, trust_remote_code=True)`) use, on 127.0.0.1 (a free port), and keeps model
 repos under `root`: `root/models/{namespace}/{name}/repo.json` holds the refs, commits and pull requests, and
 `blobs/{sha256}` beside it the file contents. Commit ids are real: the sha1 of the parent commit, the tree and the

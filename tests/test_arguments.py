@@ -1,8 +1,8 @@
-"""`modeling_vit_scratch.arguments`: what `scripts/train.py` refuses on its command line before any work."""
+"""`modeling_vit_scratch.training.arguments`: what `scripts/train.py` refuses on its command line before any work."""
 
 import pytest
 
-from modeling_vit_scratch.arguments import parse_arguments
+from modeling_vit_scratch.training.arguments import parse_arguments
 
 
 @pytest.mark.parametrize("given", ["hub_token", "environment"])

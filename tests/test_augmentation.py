@@ -9,8 +9,8 @@ from datasets import Dataset
 from helpers import tiny_config, training_args
 
 from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor
-from modeling_vit_scratch.augmentation import AugmentedViews, AugmentingTrainer, RandomShiftRotate
-from modeling_vit_scratch.data import collate_images
+from modeling_vit_scratch.training.augmentation import AugmentedViews, AugmentingTrainer, RandomShiftRotate
+from modeling_vit_scratch.training.data import collate_images
 
 
 def square(height=28, width=28, batch=1) -> torch.Tensor:

@@ -9,7 +9,7 @@ import pytest
 import torch
 from helpers import REPO, tiny_model_file
 
-from modeling_vit_scratch.precision import slow_bf16_warning
+from modeling_vit_scratch.training.precision import slow_bf16_warning
 
 spec = importlib.util.spec_from_file_location("benchmark", REPO / "scripts" / "benchmark.py")
 benchmark = importlib.util.module_from_spec(spec)

@@ -6,7 +6,7 @@ import torch
 
 from modeling_vit_scratch import PRESETS, ViTScratchConfig
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "models"
 
 
 def test_defaults_are_vit_base_16():
@@ -206,7 +206,7 @@ def test_a_value_of_the_wrong_type_is_one_line_naming_the_field(tmp_path, field,
 
 
 def test_check_config_overrides_names_the_closest_field():
-    from modeling_vit_scratch.configuration_vit_scratch import check_config_overrides
+    from modeling_vit_scratch.common.overrides import check_config_overrides
 
     assert ViTScratchConfig(hiden_size=8).hidden_size == 768  # the typo is stored, silently: why the check exists
     check_config_overrides({"hidden_size": 48, "num_labels": 3, "attn_implementation": "eager", "drop_path_rate": 0.1})

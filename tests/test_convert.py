@@ -11,13 +11,8 @@ from safetensors.torch import load_file, save_file
 from transformers import ViTConfig, ViTForImageClassification, ViTModel, pipeline
 
 from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchImageProcessor
-from modeling_vit_scratch.convert import (
-    from_transformers,
-    save_converted,
-    timm_key_map,
-    to_transformers,
-)
-from modeling_vit_scratch.run_folder import replaced_folder
+from modeling_vit_scratch.common.folders import replaced_folder
+from modeling_vit_scratch.conversion.convert import from_transformers, save_converted, timm_key_map, to_transformers
 
 REFERENCE_SIZES = {
     "small-rgb": dict(

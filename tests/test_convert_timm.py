@@ -12,7 +12,7 @@ import torch
 from helpers import REPO
 from safetensors.torch import save_file
 
-from modeling_vit_scratch.convert import from_timm
+from modeling_vit_scratch.conversion.convert import from_timm
 
 pytestmark = pytest.mark.timm  # deselected in the main environment, selected in .venv-timm
 
@@ -280,7 +280,7 @@ def test_a_timm_distilled_deit_reaches_transformers_deit_through_ours(tmp_path):
     """timm -> vit_scratch -> transformers' DeiTForImageClassificationWithTeacher: the same logits, both heads."""
     from transformers import DeiTForImageClassificationWithTeacher
 
-    from modeling_vit_scratch.convert import to_transformers
+    from modeling_vit_scratch.conversion.convert import to_transformers
 
     reference = timm_distilled_deit(img_size=64, num_classes=9)
     ours, processor = from_timm(reference, reference.state_dict())

@@ -11,8 +11,8 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
 from modeling_vit_scratch import ViTScratchImageProcessor
-from modeling_vit_scratch.augmentation import RandomShiftRotate
-from modeling_vit_scratch.data import (
+from modeling_vit_scratch.training.augmentation import RandomShiftRotate
+from modeling_vit_scratch.training.data import (
     ImageTransform,
     ProcessedImages,
     collate_images,
@@ -187,7 +187,7 @@ def test_a_split_smaller_than_the_number_of_classes_names_the_fraction_to_raise(
 
 
 def test_check_images_decodes_every_split_and_names_a_corrupt_file(tmp_path):
-    from modeling_vit_scratch.preflight import check_images
+    from modeling_vit_scratch.training.preflight import check_images
 
     root = write_imagefolder(tmp_path / "pets", per_class=4)
     data = prepare_splits(load_image_dataset(str(root)), test_fraction=0.25, validation_fraction=0.34)
@@ -212,7 +212,7 @@ def test_check_images_decodes_every_split_and_names_a_corrupt_file(tmp_path):
 
 
 def test_a_truncated_file_passes_the_header_check_and_fails_the_decode(tmp_path):
-    from modeling_vit_scratch.preflight import check_images
+    from modeling_vit_scratch.training.preflight import check_images
 
     root = write_imagefolder(tmp_path / "pets", classes=("cat", "dog"), per_class=3, size=(64, 64))
     whole = (root / "dog" / "1.png").read_bytes()
@@ -228,7 +228,7 @@ def test_a_truncated_file_passes_the_header_check_and_fails_the_decode(tmp_path)
 
 
 def test_check_images_refuses_values_the_model_cannot_scale(tmp_path):
-    from modeling_vit_scratch.preflight import check_images
+    from modeling_vit_scratch.training.preflight import check_images
 
     good = Image.fromarray(np.full((4, 4), 0.5, dtype=np.float32))
     bad = Image.fromarray(np.full((4, 4), -2.0, dtype=np.float32))

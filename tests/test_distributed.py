@@ -199,7 +199,7 @@ if __name__ == "__main__":
 CHOOSING_RANK = """
 import json, os, sys
 from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, training
-from modeling_vit_scratch.arguments import parse_arguments
+from modeling_vit_scratch.training.arguments import parse_arguments
 rank = int(os.environ["RANK"])
 training.use_cpu_processes_without_accelerator()
 training.bf16_emulated = lambda device: False  # as on a machine with bf16 units

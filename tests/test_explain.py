@@ -11,7 +11,8 @@ import torch
 from helpers import REPO, tiny_config
 from PIL import Image
 
-from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor, explain
+from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor
+from modeling_vit_scratch.explanation import attention as explain
 
 
 def random_attention(batch=2, heads=3, tokens=10, layers=4) -> tuple[torch.Tensor, ...]:
@@ -335,7 +336,7 @@ def test_explain_script_runs_a_grayscale_model_with_an_rgb_processor(tmp_path):
 def test_per_layer_attention_plot_says_it_shows_the_class_token_row_of_each_layer():
     import matplotlib.pyplot as plt
 
-    from modeling_vit_scratch import plots
+    from modeling_vit_scratch.explanation import figures as plots
 
     class_attention = torch.rand(7, 2, 3)  # 7 layers: two rows of panels, the last 5 empty
     figure = plots.layer_attention_figure(class_attention)

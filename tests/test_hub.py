@@ -15,10 +15,10 @@ from hub_server import TOKEN, local_hub  # noqa: F401  (the fixture)
 from huggingface_hub import ModelCard, constants
 
 from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchImageProcessor
-from modeling_vit_scratch.hub import push_to_hub
-from modeling_vit_scratch.model_card import render_model_card
-from modeling_vit_scratch.reload_check import RELOAD_WITHOUT_PACKAGE
-from modeling_vit_scratch.safety import TOKEN_VARIABLES, weights_sha256
+from modeling_vit_scratch.common.secrets import TOKEN_VARIABLES, weights_sha256
+from modeling_vit_scratch.sharing.card import render_model_card
+from modeling_vit_scratch.sharing.push import push_to_hub
+from modeling_vit_scratch.sharing.reload_check import RELOAD_WITHOUT_PACKAGE
 
 REPO = Path(__file__).resolve().parent.parent
 REPO_ID = "local-user/vit-tiny-test"
@@ -72,7 +72,7 @@ PUSHES = """
 import json, sys
 from huggingface_hub import HfApi
 from huggingface_hub.errors import RepositoryNotFoundError
-from modeling_vit_scratch.hub import push_to_hub
+from modeling_vit_scratch.sharing.push import push_to_hub
 outcomes = []
 for call in json.loads(sys.argv[1]):
     try:
@@ -278,8 +278,8 @@ def test_code_other_than_the_package_s_never_runs_and_is_not_pushed(local_hub, t
 # Run with `python -c`: an empty folder for the child's hub home, the model folder, the repo id.
 CREDENTIAL_CHECK = """
 import json, subprocess, sys
-from modeling_vit_scratch.hub import push_to_hub
-from modeling_vit_scratch.safety import credential_free_env
+from modeling_vit_scratch.sharing.push import push_to_hub
+from modeling_vit_scratch.common.secrets import credential_free_env
 env = credential_free_env(sys.argv[1])
 code = "from huggingface_hub import get_token; print(get_token())"
 found = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)

@@ -8,10 +8,9 @@ import sys
 import numpy as np
 import pytest
 from helpers import REPO, run_script, tiny_model_file
+from lab.image_sets import LETTERS, build_image_set, make_photos, make_textures
+from lab.reference import REFERENCE_SIZE, train_plain
 from PIL import Image
-
-from modeling_vit_scratch.image_sets import LETTERS, build_image_set, make_photos, make_textures
-from modeling_vit_scratch.reference import REFERENCE_SIZE, train_plain
 
 
 def folder_digest(root) -> dict[str, str]:

@@ -1,10 +1,10 @@
-"""`modeling_vit_scratch.model_card`: what the card and the training record say about how a model was trained."""
+"""`modeling_vit_scratch.sharing.card`: what the card and the training record say about how a model was trained."""
 
 import pytest
 from transformers import TrainingArguments
 
 from modeling_vit_scratch import ViTScratchConfig
-from modeling_vit_scratch.model_card import render_model_card, training_record
+from modeling_vit_scratch.sharing.card import render_model_card, training_record
 
 SPLITS = {"train": 90, "validation": 10, "test": 20}
 METRICS = {"epoch": 3.0, "test_accuracy": 0.95, "total_train_batch_size": 8, "wall_time_seconds": 12.0}

@@ -120,8 +120,8 @@ def test_an_installed_wheel_trains_and_writes_a_complete_folder_with_its_card(wh
     )
     code = """
 import modeling_vit_scratch
-from modeling_vit_scratch.arguments import parse_arguments
-from modeling_vit_scratch.training import train
+from modeling_vit_scratch.training.arguments import parse_arguments
+from modeling_vit_scratch.training.trainer import train
 print(modeling_vit_scratch.__file__)
 model_args, data_args, output_args, training_args = parse_arguments(
     ["--model", "tiny.json", "--dataset", "digits", "--max_train_samples", "32", "--num_train_epochs", "1",

@@ -12,11 +12,14 @@ from helpers import REPO, run_script, tiny_config, tiny_model_file
 from safetensors.torch import load_file
 from transformers import ViTConfig, ViTForImageClassification, ViTModel
 
-from modeling_vit_scratch import ViTScratchForImageClassification, precision, training
-from modeling_vit_scratch.arguments import parse_arguments
-from modeling_vit_scratch.model_card import training_precision
-from modeling_vit_scratch.precision import cpu_bf16_flags, logits_agree, parse_dtype, parse_dtypes, slow_bf16_warning
-from modeling_vit_scratch.training import bf16_verdict, choose_bf16
+from modeling_vit_scratch import ViTScratchForImageClassification
+from modeling_vit_scratch.common.dtypes import logits_agree, parse_dtype, parse_dtypes
+from modeling_vit_scratch.sharing.card import training_precision
+from modeling_vit_scratch.training import precision
+from modeling_vit_scratch.training import trainer as training
+from modeling_vit_scratch.training.arguments import parse_arguments
+from modeling_vit_scratch.training.precision import cpu_bf16_flags, slow_bf16_warning
+from modeling_vit_scratch.training.trainer import bf16_verdict, choose_bf16
 
 
 def test_dtypes_are_parsed_by_name_or_alias_and_anything_else_is_refused_naming_the_choices():

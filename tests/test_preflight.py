@@ -6,7 +6,7 @@ import datasets
 import pytest
 from datasets import ClassLabel, Dataset, Features
 
-from modeling_vit_scratch.preflight import check_class_sizes, minimum_class_size
+from modeling_vit_scratch.training.preflight import check_class_sizes, minimum_class_size
 
 
 def test_the_class_size_check_never_passes_a_split_datasets_refuses():

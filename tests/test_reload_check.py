@@ -6,7 +6,7 @@ from helpers import tiny_config
 from safetensors.torch import load_file, save_file
 
 from modeling_vit_scratch import ViTScratchForImageClassification
-from modeling_vit_scratch.reload_check import FolderReloadError, check_reloads_to, reloaded_logits
+from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to, reloaded_logits
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from modeling_vit_scratch.run_folder import (
+from modeling_vit_scratch.common.folders import (
     LOCK_FILE,
     claim_output_folder,
     publish,
@@ -69,7 +69,7 @@ def test_a_killed_run_leaves_no_lock_and_its_staging_leftovers_are_removed(tmp_p
             sys.executable,
             "-c",
             (
-                "import sys, time; from modeling_vit_scratch.run_folder import claim_output_folder\n"
+                "import sys, time; from modeling_vit_scratch.common.folders import claim_output_folder\n"
                 "with claim_output_folder(sys.argv[1], False, False):\n    print('held', flush=True); time.sleep(60)"
             ),
             str(tmp_path),

@@ -14,8 +14,12 @@ from PIL import Image
 from safetensors.torch import load_file
 from transformers import AutoModelForImageClassification, TrainingArguments, pipeline
 
-from modeling_vit_scratch import training
-from modeling_vit_scratch.arguments import (
+from modeling_vit_scratch.common.folders import LOCK_FILE, claim_output_folder
+from modeling_vit_scratch.common.overrides import parse_overrides
+from modeling_vit_scratch.common.secrets import weights_sha256
+from modeling_vit_scratch.sharing.push import check_own_code
+from modeling_vit_scratch.training import trainer as training
+from modeling_vit_scratch.training.arguments import (
     DataArguments,
     ModelArguments,
     OutputArguments,
@@ -23,17 +27,8 @@ from modeling_vit_scratch.arguments import (
     parse_arguments,
     recipe_to_argv,
 )
-from modeling_vit_scratch.data import PreparedData, digits_dataset, prepare_splits
-from modeling_vit_scratch.hub import check_own_code
-from modeling_vit_scratch.run_folder import LOCK_FILE, claim_output_folder
-from modeling_vit_scratch.safety import weights_sha256
-from modeling_vit_scratch.training import (
-    PRECISION_CHOICE_FILE,
-    build_model,
-    parse_overrides,
-    set_global_batch_size,
-    train,
-)
+from modeling_vit_scratch.training.data import PreparedData, digits_dataset, prepare_splits
+from modeling_vit_scratch.training.trainer import PRECISION_CHOICE_FILE, build_model, set_global_batch_size, train
 
 # new processes, scripts or whole suites: `make test` runs them, `make test-fast` leaves them out
 pytestmark = pytest.mark.integration
@@ -280,7 +275,7 @@ def test_fine_tuning_does_not_carry_a_foreign_custom_pipelines_into_the_new_mode
 def test_accuracy_metrics_and_the_tie_breaking_selection_score():
     from transformers import EvalPrediction
 
-    from modeling_vit_scratch.training import accuracy_metrics
+    from modeling_vit_scratch.training.trainer import accuracy_metrics
 
     labels = np.array([0, 1, 2, 3, 4, 5])
     confident = np.eye(6, dtype=np.float32) * 8  # all right, low loss
@@ -305,7 +300,7 @@ def folder_test_accuracy(folder: Path) -> float:
     """Accuracy on the digits test split of a saved folder, loaded through the Auto classes with its own code."""
     from transformers import AutoImageProcessor
 
-    from modeling_vit_scratch.data import ImageTransform, collate_images, digits_dataset
+    from modeling_vit_scratch.training.data import ImageTransform, collate_images, digits_dataset
 
     model = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=True).eval()
     processor = AutoImageProcessor.from_pretrained(folder, trust_remote_code=True)

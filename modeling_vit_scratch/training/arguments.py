@@ -19,10 +19,10 @@ from typing import Literal
 import torch
 from transformers import HfArgumentParser, TrainingArguments
 
-from .distillation import Distillation
-from .paths import DIGITS
-from .preflight import DECODE_UP_FRONT_MAX_IMAGES
-from .safety import MASK, known_secrets, redact
+from modeling_vit_scratch.common.secrets import MASK, known_secrets, redact
+from modeling_vit_scratch.common.sources import DIGITS
+from modeling_vit_scratch.training.distillation import Distillation
+from modeling_vit_scratch.training.preflight import DECODE_UP_FRONT_MAX_IMAGES
 
 
 @dataclass
@@ -45,7 +45,7 @@ class ModelArguments:
         default=None,
         metadata={
             "help": "Train against this teacher (DeiT): a folder or hub repo of an image classifier with the same "
-            "labels, e.g. one trained by this script from configs/model_digits_teacher.json. The student gets a "
+            "labels, e.g. one trained by this script from configs/models/model_digits_teacher.json. The student gets a "
             "distillation token and a second head."
         },
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForImageClassification
 
-from .safety import credential_free_env
+from modeling_vit_scratch.common.secrets import credential_free_env
 
 # Run with `python -c`: folder, inputs file, outputs file.
 RELOAD_WITHOUT_PACKAGE = """

@@ -1,5 +1,6 @@
-"""Numeric precision as the scripts take it (`--dtype float32|bfloat16`) and how closely two runs of one model agree
-in each. Half precision is fast on GPUs and on CPUs with bf16 units: `lscpu` lists `avx512_bf16` or `amx_bf16`."""
+"""bf16 on this machine: whether it has bf16 units, how long a training step takes in each precision, and the choice
+of `--bf16_when_faster`. Half precision is fast on GPUs and on CPUs with bf16 units: `lscpu` lists `avx512_bf16` or
+`amx_bf16`."""
 
 import copy
 import math
@@ -9,46 +10,11 @@ from pathlib import Path
 
 import torch
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-ALIASES = {"fp32": "float32", "bf16": "bfloat16"}
-# Largest |logit difference| two computations of one model may show, relative to the largest |logit| (at least 1).
-# float32 rounds at 2^-24, so 1e-4 leaves room for another order of summation; bfloat16 keeps 8 bits of mantissa
-# (rounding at 2^-9 per operation) and a ViT chains a few hundred of them: 2^-4.
-LOGIT_TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 2**-4}
 # /proc/cpuinfo flags of instructions that compute in bf16: x86's, then Arm's
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
 FLAG_LINES = ("flags", "Features")  # the /proc/cpuinfo lines that list them on x86 and on Arm
 # --bf16_when_faster's timing: each sample at least this long in float32, of at most this many steps
 PROBE_SAMPLE_SECONDS, PROBE_MAX_STEPS = 0.2, 20
-
-
-def parse_dtype(name: str) -> torch.dtype:
-    """`float32`/`fp32` or `bfloat16`/`bf16` as a torch dtype; a ValueError naming the choices otherwise."""
-    key = ALIASES.get(name.strip().lower(), name.strip().lower())
-    if key not in DTYPES:
-        raise ValueError(f"Unknown dtype {name!r}: choose from {', '.join(DTYPES)} (or {', '.join(ALIASES)}).")
-    return DTYPES[key]
-
-
-def parse_dtypes(text: str) -> list[torch.dtype]:
-    """A comma-separated list of dtypes, e.g. "float32,bfloat16", each once, in the order given."""
-    dtypes = [parse_dtype(name) for name in text.split(",") if name.strip()]
-    if not dtypes:
-        raise ValueError(f"No dtype in {text!r}: give e.g. float32,bfloat16.")
-    return list(dict.fromkeys(dtypes))
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """torch.bfloat16 -> "bfloat16"."""
-    return str(dtype).removeprefix("torch.")
-
-
-def logits_agree(reference: torch.Tensor, candidate: torch.Tensor, dtype: torch.dtype) -> tuple[bool, float, float]:
-    """Whether two logits tensors of one model run in `dtype` agree: (agree, max |difference|, tolerance)."""
-    reference, candidate = reference.float(), candidate.float()
-    tolerance = LOGIT_TOLERANCE[dtype] * max(1.0, reference.abs().max().item())
-    difference = (reference - candidate).abs().max().item()
-    return difference <= tolerance, difference, tolerance
 
 
 def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> list[str] | None:

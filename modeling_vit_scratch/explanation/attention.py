@@ -10,8 +10,8 @@ Shapes: B batch, H heads, T = 1 + N tokens (class token first), N = gh * gw patc
 import torch
 from PIL import Image
 
-from .configuration_vit_scratch import to_pair
-from .image_processing_vit_scratch import to_model_mode
+from modeling_vit_scratch.configuration_vit_scratch import to_pair
+from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
 
 HEAD_FUSIONS = ("mean", "max", "min")
 

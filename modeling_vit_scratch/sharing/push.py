@@ -28,14 +28,14 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.hf_api import RepoFile
 
-from .image_processing_vit_scratch import ViTScratchImageProcessor, custom_pipelines
-from .model_card import render_model_card
-from .modeling_vit_scratch import ViTScratchForImageClassification
-from .reload_check import FolderReloadError, check_reloads_to
-from .run_folder import CURVES_FILE, RECORD_FILE, RESULTS_FILE
-from .safety import find_secrets, known_secrets, redact, weights_sha256
+from modeling_vit_scratch.common.folders import CURVES_FILE, RECORD_FILE, RESULTS_FILE
+from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, redact, weights_sha256
+from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor, custom_pipelines
+from modeling_vit_scratch.modeling_vit_scratch import ViTScratchForImageClassification
+from modeling_vit_scratch.sharing.card import render_model_card
+from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # The code a saved folder may hold: the package's own model files, nothing else.
 OWN_CODE = (
     "configuration_vit_scratch.py",

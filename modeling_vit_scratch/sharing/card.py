@@ -11,8 +11,8 @@ from pathlib import Path
 import jinja2
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from .configuration_vit_scratch import MODEL_SIZES, ViTScratchConfig, to_pair
-from .paths import DIGITS
+from modeling_vit_scratch.common.sources import DIGITS
+from modeling_vit_scratch.configuration_vit_scratch import MODEL_SIZES, ViTScratchConfig, to_pair
 
 TEMPLATE = Path(__file__).with_name(
     "model_card.md"
@@ -207,7 +207,10 @@ def parameter_count(config: ViTScratchConfig) -> int:
     """Parameters of the classification model for `config`, counted without allocating them."""
     import torch
 
-    from .modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchForImageClassificationWithTeacher
+    from modeling_vit_scratch.modeling_vit_scratch import (
+        ViTScratchForImageClassification,
+        ViTScratchForImageClassificationWithTeacher,
+    )
 
     two_heads = config.distillation_token
     with torch.device("meta"):

@@ -14,9 +14,9 @@ from datasets import ClassLabel, Dataset, DatasetDict, Features, load_dataset, l
 from datasets import Image as ImageFeature
 from PIL import Image
 
-from .image_processing_vit_scratch import to_model_mode
-from .paths import DIGITS, looks_like_local_path
-from .preflight import check_class_sizes
+from modeling_vit_scratch.common.sources import DIGITS, looks_like_local_path
+from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
+from modeling_vit_scratch.training.preflight import check_class_sizes
 
 IMAGE_COLUMN_NAMES = ("image", "img", "images", "picture", "pixel_values")
 LABEL_COLUMN_NAMES = ("label", "labels", "class", "fine_label", "target")

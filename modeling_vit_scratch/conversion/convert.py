@@ -17,11 +17,14 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from .configuration_vit_scratch import ViTScratchConfig, to_pair
-from .image_processing_vit_scratch import ViTScratchImageProcessor
-from .modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchForImageClassificationWithTeacher
-from .paths import looks_like_local_path
-from .run_folder import replaced_folder
+from modeling_vit_scratch.common.folders import replaced_folder
+from modeling_vit_scratch.common.sources import looks_like_local_path
+from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig, to_pair
+from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
+from modeling_vit_scratch.modeling_vit_scratch import (
+    ViTScratchForImageClassification,
+    ViTScratchForImageClassificationWithTeacher,
+)
 
 logger = logging.getLogger(__name__)
 

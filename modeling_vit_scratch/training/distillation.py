@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from transformers import AutoImageProcessor, AutoModelForImageClassification
 
-from .augmentation import AugmentingTrainer, per_channel
+from modeling_vit_scratch.training.augmentation import AugmentingTrainer, per_channel
 
 DISTILLATION_MODES = ("soft", "hard")
 

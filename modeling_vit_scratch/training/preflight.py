@@ -19,7 +19,7 @@ from datasets import Image as ImageFeature
 from PIL import Image
 from tqdm.auto import tqdm
 
-from .image_processing_vit_scratch import WIDE_MODES, to_model_mode
+from modeling_vit_scratch.image_processing_vit_scratch import WIDE_MODES, to_model_mode
 
 # Up to this many images are fully decoded before training, above it only opened (file found, header parsed).
 # Measured on one CPU core: 11,600 images/s for 28x28 PNGs (100,000 in 9 s), 515 images/s for 500x375 JPEGs

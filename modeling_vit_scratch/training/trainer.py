@@ -27,19 +27,7 @@ from transformers import (
     set_seed,
 )
 
-from .arguments import DataArguments, ModelArguments, OutputArguments, plain_command
-from .augmentation import AugmentedViews, AugmentingTrainer, RandomShiftRotate
-from .configuration_vit_scratch import PRESETS, ViTScratchConfig, check_config_overrides
-from .data import ImageTransform, PreparedData, collate_images, load_image_dataset, prepare_splits, processed_rows
-from .distillation import DistillationTrainer, load_teacher
-from .image_processing_vit_scratch import ViTScratchImageProcessor
-from .model_card import training_precision
-from .modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchForImageClassificationWithTeacher
-from .paths import looks_like_local_path
-from .precision import bf16_emulated, bf16_training_step_seconds, slow_bf16_warning
-from .preflight import check_images
-from .reload_check import FolderReloadError, check_reloads_to
-from .run_folder import (
+from modeling_vit_scratch.common.folders import (
     CURVES_FILE,
     RECORD_FILE,
     RESULTS_FILE,
@@ -50,7 +38,30 @@ from .run_folder import (
     resolve_checkpoint,
     staging_inside,
 )
-from .safety import find_secrets, known_secrets, weights_sha256
+from modeling_vit_scratch.common.overrides import check_config_overrides, parse_overrides
+from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, weights_sha256
+from modeling_vit_scratch.common.sources import looks_like_local_path
+from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig
+from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
+from modeling_vit_scratch.modeling_vit_scratch import (
+    ViTScratchForImageClassification,
+    ViTScratchForImageClassificationWithTeacher,
+)
+from modeling_vit_scratch.sharing.card import training_precision
+from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to
+from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, OutputArguments, plain_command
+from modeling_vit_scratch.training.augmentation import AugmentedViews, AugmentingTrainer, RandomShiftRotate
+from modeling_vit_scratch.training.data import (
+    ImageTransform,
+    PreparedData,
+    collate_images,
+    load_image_dataset,
+    prepare_splits,
+    processed_rows,
+)
+from modeling_vit_scratch.training.distillation import DistillationTrainer, load_teacher
+from modeling_vit_scratch.training.precision import bf16_emulated, bf16_training_step_seconds, slow_bf16_warning
+from modeling_vit_scratch.training.preflight import check_images
 
 logger = logging.getLogger(__name__)
 
@@ -88,20 +99,6 @@ def check_fsdp(training_args: TrainingArguments) -> None:
             f"{'es' if processes > 1 else ''} on {training_args.device.type} (each would hold the whole model); drop "
             "--fsdp (torchrun on CPU trains data-parallel) or launch on GPUs."
         )
-
-
-def parse_overrides(text: str | None) -> dict:
-    """'a=1,b=0.5,c=mean,d=true' -> {'a': 1, 'b': 0.5, 'c': 'mean', 'd': True}."""
-    overrides = {}
-    for item in filter(None, (part.strip() for part in (text or "").split(","))):
-        if "=" not in item:
-            raise ValueError(f"--config_overrides item {item!r} is not key=value: write e.g. 'hidden_size=64'.")
-        key, value = (part.strip() for part in item.split("=", 1))
-        try:
-            overrides[key] = json.loads(value.lower() if value.lower() in ("true", "false", "null") else value)
-        except json.JSONDecodeError:
-            overrides[key] = value
-    return overrides
 
 
 def model_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
@@ -489,7 +486,7 @@ def distillation_text(model_args: ModelArguments) -> str | None:
 def push_trained_folder(training_args: TrainingArguments, hub_token: str | None) -> None:
     """`--push_to_hub`: the saved folder through the same gate as scripts/push_to_hub.py. A failure says the model
     is saved and how to push it again, without training again."""
-    from .hub import PushError, push_to_hub
+    from modeling_vit_scratch.sharing.push import PushError, push_to_hub
 
     folder, repo_id = training_args.output_dir, training_args.hub_model_id or Path(training_args.output_dir).name
     try:
@@ -521,8 +518,8 @@ def write_model_folder(
     (it reloads to the trained model and holds no secret), then moved into place. `notes` go into the record and
     the card: how the model learned from a teacher (`distillation`), why it trained in its precision
     (`precision_choice`)."""
-    from .model_card import render_model_card, render_other_model_card, training_record
-    from .plots import plot_training_curves
+    from modeling_vit_scratch.sharing.card import render_model_card, render_other_model_card, training_record
+    from modeling_vit_scratch.training.curves import plot_training_curves
 
     output_dir = Path(trainer.args.output_dir)
     # without the autocast that --bf16 wraps around forward: the reload check compares float32 with float32

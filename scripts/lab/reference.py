@@ -19,11 +19,11 @@ from datasets import ClassLabel
 from datasets import Image as ImageFeature
 from transformers import Trainer, TrainingArguments, ViTConfig, ViTForImageClassification
 
-from .augmentation import RandomShiftRotate
-from .configuration_vit_scratch import ViTScratchConfig
-from .data import IMAGE_COLUMN_NAMES, LABEL_COLUMN_NAMES, find_column, load_image_dataset
-from .image_processing_vit_scratch import to_model_mode
-from .modeling_vit_scratch import ViTScratchForImageClassification
+from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
+from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
+from modeling_vit_scratch.modeling_vit_scratch import ViTScratchForImageClassification
+from modeling_vit_scratch.training.augmentation import RandomShiftRotate
+from modeling_vit_scratch.training.data import IMAGE_COLUMN_NAMES, LABEL_COLUMN_NAMES, find_column, load_image_dataset
 
 REFERENCE_SIZE = dict(
     image_size=28,

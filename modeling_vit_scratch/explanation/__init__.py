@@ -1,0 +1,1 @@
+"""Explaining a model: attention maps, rollouts and the figures that show them."""

@@ -1,0 +1,1 @@
+"""Sharing on the Hub: the push gate, the model card, the reload check."""
