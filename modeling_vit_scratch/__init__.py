@@ -7,8 +7,12 @@ and marks them so that `save_pretrained` writes the model code and an `auto_map`
 from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForImageClassification
 from transformers.utils import is_torchvision_available
 
-from .configuration_vit_scratch import PRESETS, ViTScratchConfig
-from .image_processing_vit_scratch import ViTScratchImageProcessor, ViTScratchImageProcessorFast
+from .configuration_vit_scratch import MODEL_FILES, PRESETS, ViTScratchConfig
+from .image_processing_vit_scratch import (
+    ViTScratchImageClassificationPipeline,
+    ViTScratchImageProcessor,
+    ViTScratchImageProcessorFast,
+)
 from .modeling_vit_scratch import (
     ViTScratchForImageClassification,
     ViTScratchForImageClassificationWithTeacher,
@@ -36,10 +40,12 @@ ViTScratchImageProcessor.register_for_auto_class("AutoImageProcessor")
 ViTScratchImageProcessorFast.register_for_auto_class("AutoImageProcessor")
 
 __all__ = [
+    "MODEL_FILES",
     "PRESETS",
     "ViTScratchConfig",
     "ViTScratchForImageClassification",
     "ViTScratchForImageClassificationWithTeacher",
+    "ViTScratchImageClassificationPipeline",
     "ViTScratchImageProcessor",
     "ViTScratchImageProcessorFast",
     "ViTScratchModel",

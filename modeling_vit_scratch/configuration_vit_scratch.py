@@ -56,6 +56,28 @@ HYBRID_PRESETS = {
 PRESETS = _preset_table() | HYBRID_PRESETS
 
 
+# The model's own code, named once: the files a saved folder carries (save_pretrained copies each class's file and
+# its relative imports), nothing else. They import only torch, transformers and each other, so a saved folder loads
+# with `trust_remote_code=True` where this package is not installed. The package's registration, save_pretrained's
+# `auto_map` and the Hub gate all read this list and `auto_map_entry`.
+MODEL_FILES = (
+    "configuration_vit_scratch.py",
+    "modeling_vit_scratch.py",
+    "stems_vit_scratch.py",
+    "loading_vit_scratch.py",
+    "image_processing_vit_scratch.py",
+)
+
+
+def auto_map_entry(cls: type) -> str:
+    """How a saved folder's `auto_map` names a class of the model files: "module.Class", e.g.
+    "modeling_vit_scratch.ViTScratchModel" (the module's file name, whatever package it was imported from)."""
+    module = cls.__module__.rsplit(".", 1)[-1]
+    if f"{module}.py" not in MODEL_FILES:
+        raise ValueError(f"{cls.__name__} is defined in {module}.py, which is not one of MODEL_FILES.")
+    return f"{module}.{cls.__name__}"
+
+
 def to_pair(value: int | list[int] | tuple[int, int]) -> tuple[int, int]:
     """An int or a (height, width) pair, as a (height, width) tuple."""
     return (value, value) if isinstance(value, int) else (value[0], value[1])
@@ -272,4 +294,4 @@ class ViTScratchConfig(PreTrainedConfig):
         return cls(**{**PRESETS[name], **overrides})
 
 
-__all__ = ["PRESETS", "ViTScratchConfig"]
+__all__ = ["MODEL_FILES", "PRESETS", "ViTScratchConfig", "auto_map_entry"]

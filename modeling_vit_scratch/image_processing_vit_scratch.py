@@ -33,7 +33,7 @@ from transformers.image_utils import ChannelDimension, PILImageResampling
 from transformers.processing_utils import ImagesKwargs
 from transformers.utils import is_torchvision_available
 
-from .configuration_vit_scratch import ViTScratchConfig, to_pair
+from .configuration_vit_scratch import ViTScratchConfig, auto_map_entry, to_pair
 
 EIGHT_BIT_MODES = ("1", "L", "P", "RGB", "CMYK", "YCbCr", "LAB", "HSV")
 WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I", "F")  # more than 8 bits per pixel: scaled by `unit_scale`
@@ -211,11 +211,8 @@ class ViTScratchProcessing:
         output = super().to_dict()
         output["image_processor_type"] = "ViTScratchImageProcessor"
         if "AutoImageProcessor" in (output.get("auto_map") or {}):
-            module = __name__.rsplit(".", 1)[-1]
-            output["auto_map"] = {
-                **output["auto_map"],
-                "AutoImageProcessor": [f"{module}.ViTScratchImageProcessor", f"{module}.ViTScratchImageProcessorFast"],
-            }
+            pair = [auto_map_entry(ViTScratchImageProcessor), auto_map_entry(ViTScratchImageProcessorFast)]
+            output["auto_map"] = {**output["auto_map"], "AutoImageProcessor": pair}
         return output
 
 
@@ -275,7 +272,8 @@ class ViTScratchImageProcessorFast(ViTScratchProcessing, TorchvisionBackend):
 
 
 class ViTScratchImageClassificationPipeline(ImageClassificationPipeline):
-    """transformers' image-classification pipeline without its `convert("RGB")` of every image before the processor.
+    """transformers' image-classification pipeline without its `convert("RGB")` of every image before the processor:
+    `pipeline("image-classification", model=folder, pipeline_class=ViTScratchImageClassificationPipeline)`.
 
     That conversion clips 16-bit grayscale to 0 or 255 and drops transparency without compositing; here local files
     and PIL images reach `to_model_mode` as they are (turned upright by their EXIF orientation, as transformers does).
@@ -289,19 +287,6 @@ class ViTScratchImageClassificationPipeline(ImageClassificationPipeline):
             image = ImageOps.exif_transpose(image)
             return self.image_processor(images=image, return_tensors="pt").to(self.dtype)
         return super().preprocess(image, timeout=timeout)
-
-
-def custom_pipelines() -> dict:
-    """The `config.custom_pipelines` entry that makes `pipeline("image-classification", model=folder,
-    trust_remote_code=True)` use `ViTScratchImageClassificationPipeline` from the folder's copy of this file."""
-    return {
-        "image-classification": {
-            "impl": f"{__name__.rsplit('.', 1)[-1]}.ViTScratchImageClassificationPipeline",
-            "pt": ["AutoModelForImageClassification"],
-            "tf": [],
-            "type": "image",
-        }
-    }
 
 
 __all__ = [

@@ -24,7 +24,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPooling, ImageClass
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import ModelOutput
 
-from .configuration_vit_scratch import ViTScratchConfig, to_pair
+from .configuration_vit_scratch import ViTScratchConfig, auto_map_entry, to_pair
 from .loading_vit_scratch import checked_loading
 from .stems_vit_scratch import ViTScratchStemConv2d, build_stem
 
@@ -348,11 +348,8 @@ class ViTScratchPreTrainedModel(PreTrainedModel):
         """`PreTrainedModel.save_pretrained`, with both model classes in the config's `auto_map`, so that the
         saved folder loads by `AutoModel` and `AutoModelForImageClassification` with `trust_remote_code=True`."""
         auto_map = dict(getattr(self.config, "auto_map", None) or {})
-        for auto_class, model_class in (
-            ("AutoModel", "ViTScratchModel"),
-            ("AutoModelForImageClassification", "ViTScratchForImageClassification"),
-        ):
-            auto_map.setdefault(auto_class, f"modeling_vit_scratch.{model_class}")
+        auto_map.setdefault("AutoModel", auto_map_entry(ViTScratchModel))
+        auto_map.setdefault("AutoModelForImageClassification", auto_map_entry(ViTScratchForImageClassification))
         self.config.auto_map = auto_map
         return super().save_pretrained(save_directory, *args, **kwargs)
 

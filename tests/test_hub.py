@@ -521,18 +521,16 @@ def test_a_pull_request_whose_pin_failed_is_finished_on_its_ref(local_hub, tmp_p
     assert finished["commits"] == first["commits"]  # main untouched
 
 
-def test_the_packages_own_pipeline_is_pushed_and_any_other_is_refused(local_hub, tmp_path):  # noqa: F811
-    from modeling_vit_scratch.image_processing_vit_scratch import custom_pipelines
-
+def test_a_folder_that_declares_a_pipeline_of_its_own_is_refused(local_hub, tmp_path):  # noqa: F811
+    """vit-scratch never writes `custom_pipelines` (transformers would ask every user for remote-code consent and
+    run the folder's pipeline class), so any such entry, even naming the package's own class, is foreign."""
     own, other = tmp_path / "run", tmp_path / "other"
     saved_folder(own)
     shutil.copytree(own, other)
-    write_json(own / "config.json", custom_pipelines=custom_pipelines())
-    evil = custom_pipelines()
-    evil["image-classification"]["impl"] = "evil.Pipeline"
-    write_json(other / "config.json", custom_pipelines=evil)
+    pipeline = {"impl": "image_processing_vit_scratch.ViTScratchImageClassificationPipeline", "pt": [], "type": "image"}
+    write_json(other / "config.json", custom_pipelines={"image-classification": pipeline})
     pushed, refused = push(local_hub, tmp_path, dict(folder=own), dict(folder=other))
     config = json.loads(local_hub.files(REPO_ID, pushed["commit_id"])["config.json"])
-    assert config["custom_pipelines"] == custom_pipelines()
+    assert "custom_pipelines" not in config
     assert refused["error"] == "ValueError"
-    assert "declares custom_pipelines other than vit-scratch's own pipeline" in refused["message"]
+    assert "declares custom_pipelines; refusing to run or push it" in refused["message"]

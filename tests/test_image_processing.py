@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -178,20 +180,20 @@ PIPELINE_FILES = {  # name -> (model channels, (picture, twin) -> file stored th
 def test_pipeline_reads_a_file_like_its_8_bit_twin(name, tmp_path):
     from transformers import ImageClassificationPipeline, pipeline
 
-    from modeling_vit_scratch import ViTScratchForImageClassification
-    from modeling_vit_scratch.image_processing_vit_scratch import custom_pipelines
+    from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageClassificationPipeline
 
     channels, store = PIPELINE_FILES[name]
     config = tiny_config(num_channels=channels, image_size=(11, 13), patch_size=(11, 13))
-    config.custom_pipelines = custom_pipelines()  # what a trained folder's config.json carries
     ViTScratchForImageClassification(config).eval().save_pretrained(tmp_path / "model")
     ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path / "model")
     image, suffix, twin = store(picture(1))
     image.save(tmp_path / f"stored.{suffix}")
     Image.fromarray(twin).save(tmp_path / "twin.png")
     assert Image.open(tmp_path / f"stored.{suffix}").mode == image.mode
-    classify = pipeline("image-classification", model=str(tmp_path / "model"), trust_remote_code=True)
-    assert type(classify).__name__ == "ViTScratchImageClassificationPipeline"
+    classify = pipeline(
+        "image-classification", model=str(tmp_path / "model"), pipeline_class=ViTScratchImageClassificationPipeline
+    )
+    assert type(classify) is ViTScratchImageClassificationPipeline
     scores = {
         file: {p["label"]: p["score"] for p in classify(str(tmp_path / file), top_k=None)}
         for file in (f"stored.{suffix}", "twin.png")
@@ -203,21 +205,18 @@ def test_pipeline_reads_a_file_like_its_8_bit_twin(name, tmp_path):
     assert ruined != pytest.approx(scores["twin.png"], abs=1e-5)
 
 
-def test_the_folders_pipeline_runs_only_with_consent_or_the_installed_class(tmp_path):
-    from transformers import pipeline
+def test_a_saved_folder_runs_in_the_plain_pipeline_and_in_the_packages_own_without_consent(tmp_path):
+    """No saved folder names a pipeline of its own (`custom_pipelines`): transformers' pipeline serves it without a
+    remote-code prompt, and the package's pipeline class is asked for by `pipeline_class`."""
+    from transformers import ImageClassificationPipeline, pipeline
 
-    from modeling_vit_scratch import ViTScratchForImageClassification
-    from modeling_vit_scratch.image_processing_vit_scratch import (
-        ViTScratchImageClassificationPipeline,
-        custom_pipelines,
-    )
+    from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageClassificationPipeline
 
     config = tiny_config(num_channels=1)
-    config.custom_pipelines = custom_pipelines()
     ViTScratchForImageClassification(config).save_pretrained(tmp_path)
     ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path)
-    with pytest.raises(ValueError, match="trust_remote_code=True"):
-        pipeline("image-classification", model=str(tmp_path))
+    assert "custom_pipelines" not in json.loads((tmp_path / "config.json").read_text())
+    assert type(pipeline("image-classification", model=str(tmp_path))) is ImageClassificationPipeline
     installed = pipeline(
         "image-classification", model=str(tmp_path), pipeline_class=ViTScratchImageClassificationPipeline
     )

@@ -246,14 +246,12 @@ def test_with_torchvision_the_switches_pick_the_backend(package, tmp_path):
 
 
 @pytest.mark.timm
-def test_the_folders_pipeline_with_the_fast_processor_scores_like_the_pil_one(tmp_path):
+def test_the_packages_pipeline_with_the_fast_processor_scores_like_the_pil_one(tmp_path):
     from transformers import AutoImageProcessor, pipeline
 
-    from modeling_vit_scratch import ViTScratchForImageClassification
-    from modeling_vit_scratch.image_processing_vit_scratch import custom_pipelines
+    from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageClassificationPipeline
 
     config = tiny_config(num_channels=1, image_size=(11, 13), patch_size=(11, 13))
-    config.custom_pipelines = custom_pipelines()
     ViTScratchForImageClassification(config).eval().save_pretrained(tmp_path)
     ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path)
     image = IMAGES["PIL I;16"]()
@@ -261,9 +259,12 @@ def test_the_folders_pipeline_with_the_fast_processor_scores_like_the_pil_one(tm
     for backend in ("pil", "torchvision"):
         processor = AutoImageProcessor.from_pretrained(tmp_path, trust_remote_code=True, backend=backend)
         classify = pipeline(
-            "image-classification", model=str(tmp_path), trust_remote_code=True, image_processor=processor
+            "image-classification",
+            model=str(tmp_path),
+            image_processor=processor,
+            pipeline_class=ViTScratchImageClassificationPipeline,
         )
-        assert type(classify).__name__ == "ViTScratchImageClassificationPipeline"
+        assert type(classify) is ViTScratchImageClassificationPipeline
         assert classify.image_processor.backend == backend
         scores[backend] = {p["label"]: p["score"] for p in classify(image, top_k=None)}
     assert scores["torchvision"] == pytest.approx(scores["pil"], abs=1e-3)

@@ -30,31 +30,29 @@ from huggingface_hub.hf_api import RepoFile
 
 from modeling_vit_scratch.common.folders import CURVES_FILE, RECORD_FILE, RESULTS_FILE
 from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, redact, weights_sha256
-from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor, custom_pipelines
-from modeling_vit_scratch.modeling_vit_scratch import ViTScratchForImageClassification
+from modeling_vit_scratch.configuration_vit_scratch import MODEL_FILES, ViTScratchConfig, auto_map_entry
+from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor, ViTScratchImageProcessorFast
+from modeling_vit_scratch.modeling_vit_scratch import (
+    ViTScratchForImageClassification,
+    ViTScratchForImageClassificationWithTeacher,
+    ViTScratchModel,
+)
 from modeling_vit_scratch.sharing.card import render_model_card
 from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
-# The code a saved folder may hold: the package's own model files, nothing else.
-OWN_CODE = (
-    "configuration_vit_scratch.py",
-    "modeling_vit_scratch.py",
-    "loading_vit_scratch.py",
-    "stems_vit_scratch.py",
-    "image_processing_vit_scratch.py",
-)
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # where the model files are
+# What a saved folder's auto_map may name, per file: the classes the package registers, and nothing else.
 OWN_AUTO_MAP = {
     "config.json": {
-        "AutoConfig": "configuration_vit_scratch.ViTScratchConfig",
-        "AutoModel": "modeling_vit_scratch.ViTScratchModel",
-        "AutoModelForImageClassification": "modeling_vit_scratch.ViTScratchForImageClassification",
+        "AutoConfig": {auto_map_entry(ViTScratchConfig)},
+        "AutoModel": {auto_map_entry(ViTScratchModel)},
+        "AutoModelForImageClassification": {
+            auto_map_entry(ViTScratchForImageClassification),
+            auto_map_entry(ViTScratchForImageClassificationWithTeacher),
+        },
     },
     "preprocessor_config.json": {  # [PIL class, torchvision class]: transformers picks one by backend= / use_fast=
-        "AutoImageProcessor": [
-            "image_processing_vit_scratch.ViTScratchImageProcessor",
-            "image_processing_vit_scratch.ViTScratchImageProcessorFast",
-        ]
+        "AutoImageProcessor": {(auto_map_entry(ViTScratchImageProcessor), auto_map_entry(ViTScratchImageProcessorFast))}
     },
 }
 # Files of a training output that travel with the model, when present.
@@ -86,11 +84,11 @@ def fixed_input(config, batch: int = 2) -> torch.Tensor:
 
 
 def check_own_code(folder: Path) -> None:
-    """Refuse a folder whose code is not the package's own: a `.py` file that is not byte-identical to the
-    package's copy, or an `auto_map` entry (or `custom_pipelines`) naming other code than the package's own."""
+    """Refuse a folder whose code is not the package's own: a `.py` file that is not one of MODEL_FILES or not
+    byte-identical to the package's copy, an `auto_map` entry naming another class, or any `custom_pipelines`."""
     fix = "save the model again with save_pretrained from vit-scratch, which writes only the package's own code"
     for path in sorted(folder.glob("*.py")):
-        if path.name not in OWN_CODE:
+        if path.name not in MODEL_FILES:
             raise ValueError(
                 f"{path} is not part of vit-scratch's model code; refusing to run or push it: remove it, or {fix}."
             )
@@ -101,13 +99,10 @@ def check_own_code(folder: Path) -> None:
             )
     for name, allowed in OWN_AUTO_MAP.items():
         config = json.loads((folder / name).read_text())
-        if config.get("custom_pipelines", custom_pipelines()) != custom_pipelines():
-            raise ValueError(
-                f"{folder / name} declares custom_pipelines other than vit-scratch's own pipeline; "
-                f"refusing to run or push it: {fix}."
-            )
+        if "custom_pipelines" in config:  # a pipeline class from the folder's code, which vit-scratch never writes
+            raise ValueError(f"{folder / name} declares custom_pipelines; refusing to run or push it: {fix}.")
         for auto_class, reference in (config.get("auto_map") or {}).items():
-            if allowed.get(auto_class) != reference:
+            if (tuple(reference) if isinstance(reference, list) else reference) not in allowed.get(auto_class, ()):
                 raise ValueError(
                     f"{folder / name} maps {auto_class} to {reference!r}, which is not vit-scratch's own "
                     f"code; refusing to run or push it: {fix}."
