@@ -1,4 +1,4 @@
-"""The image sets (glyphs, textures of issue 14; photos at 224x224 size) and the plain-loop reference."""
+"""The image sets (glyphs and textures at 28x28, photos at 224x224 size) and the plain-loop reference."""
 
 import hashlib
 import json
