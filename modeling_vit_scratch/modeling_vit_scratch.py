@@ -177,8 +177,8 @@ def eager_attention_forward(
 
     Returns the output (batch, tokens, heads, head_dim) and the attention weights (batch, heads, tokens, tokens)
     before dropout, so each row sums to 1. torch's softmax sums bf16 and fp16 in float32 and rounds once at the end,
-    so no float32 copy of the scores is made (it made this path 3x slower in bf16 on a CPU); CUDA's autocast returns
-    float32 weights, cast back to the query's dtype.
+    so no float32 copy of the scores is made (one made this path much slower in bf16 on a CPU: timings in
+    docs/performance.md); CUDA's autocast returns float32 weights, cast back to the query's dtype.
     """
     scores = torch.matmul(query, key.transpose(-2, -1)) * scaling  # (batch, heads, tokens, tokens)
     if attention_mask is not None:
@@ -195,8 +195,8 @@ class ViTScratchAttention(nn.Module):
     last block of a classifier needs the class token's only). The kernel comes from transformers'
     `attn_implementation` ("sdpa" by default, "eager" for the explicit path above); the explicit path runs instead
     when the attention weights are asked for (fused kernels do not return them) and for "sdpa" in bf16 on a CPU,
-    where two bf16 matrix products and a softmax run 1.6-2.4x faster than torch's fused CPU kernel, forward and
-    backward (ViT-B/16 and ViT-Ti/16 sizes on an AVX-512 BF16 CPU, torch 2.14; in float16 the fused kernel wins).
+    where two bf16 matrix products and a softmax beat torch's fused CPU kernel, forward and backward (in float16 the
+    fused kernel wins; timings in docs/performance.md).
     """
 
     def __init__(self, config: ViTScratchConfig):
