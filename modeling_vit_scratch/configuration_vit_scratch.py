@@ -137,7 +137,7 @@ class ViTScratchConfig(PreTrainedConfig):
         drop_path_rate: stochastic depth; rates grow linearly from 0 to this value over the blocks.
         qkv_bias: whether the query/key/value projection has a bias.
         layer_norm_eps: epsilon of every LayerNorm.
-        initializer_range: std of the truncated normal used to initialise weights.
+        initializer_range: std of the normal (cut at +-2 absolute) that initialises weights and tokens.
         pooling: `"cls"` reads the class token, `"mean"` averages the patch tokens.
         fc_norm: move the final LayerNorm after the pooling (timm's `fc_norm`, used with mean pooling).
         position_embedding: `"learned"` (the paper) or `"sincos"` (fixed 2-D sine-cosine table).

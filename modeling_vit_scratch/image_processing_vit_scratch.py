@@ -243,7 +243,7 @@ class ViTScratchImageProcessorFast(ViTScratchProcessing, TorchvisionBackend):
         super().__init__(**kwargs)
 
     # transformers resizes CPU images one by one (faster for large images); up to this many pixels (digits, icons)
-    # the per-image overhead dominates, and one stacked tensor per size is faster (measured 2x on 256 8x8 digits)
+    # the per-image overhead dominates, and one stacked tensor per size is faster (docs/performance.md)
     small_image_pixels = 64 * 64
 
     def _preprocess(self, images: list, *args, **kwargs):

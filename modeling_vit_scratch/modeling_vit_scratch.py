@@ -177,8 +177,8 @@ def eager_attention_forward(
 
     Returns the output (batch, tokens, heads, head_dim) and the attention weights (batch, heads, tokens, tokens)
     before dropout, so each row sums to 1. torch's softmax sums bf16 and fp16 in float32 and rounds once at the end,
-    so no float32 copy of the scores is made (it made this path 3x slower in bf16 on a CPU); CUDA's autocast returns
-    float32 weights, cast back to the query's dtype.
+    so no float32 copy of the scores is made (one made this path much slower in bf16 on a CPU: timings in
+    docs/performance.md); CUDA's autocast returns float32 weights, cast back to the query's dtype.
     """
     scores = torch.matmul(query, key.transpose(-2, -1)) * scaling  # (batch, heads, tokens, tokens)
     if attention_mask is not None:
@@ -195,8 +195,8 @@ class ViTScratchAttention(nn.Module):
     last block of a classifier needs the class token's only). The kernel comes from transformers'
     `attn_implementation` ("sdpa" by default, "eager" for the explicit path above); the explicit path runs instead
     when the attention weights are asked for (fused kernels do not return them) and for "sdpa" in bf16 on a CPU,
-    where two bf16 matrix products and a softmax run 1.6-2.4x faster than torch's fused CPU kernel, forward and
-    backward (ViT-B/16 and ViT-Ti/16 sizes on an AVX-512 BF16 CPU, torch 2.14; in float16 the fused kernel wins).
+    where two bf16 matrix products and a softmax beat torch's fused CPU kernel, forward and backward (in float16 the
+    fused kernel wins; timings in docs/performance.md).
     """
 
     def __init__(self, config: ViTScratchConfig):
@@ -294,16 +294,17 @@ class ViTScratchLayer(GradientCheckpointingLayer):
 
 @torch.no_grad()
 def truncated_normal_(tensor: torch.Tensor, std: float) -> torch.Tensor:
-    """Fill `tensor` in place from N(0, std^2) cut at +-2 (absolute, as transformers' ViT and timm call
-    `trunc_normal_(std=...)`: for std 0.02 the cut never bites), by inverting the normal CDF, with no temporaries:
-    torch's rejection sampler allocates several tensor-sized buffers per call, which stayed resident (about +50 MiB
-    after building ViT-B/16). Tensors loaded from a checkpoint (`_is_hf_initialized`) are kept.
+    """Fill `tensor` in place from N(0, std^2) cut at +-2 absolute, the cut transformers' ViT and timm get from
+    `trunc_normal_(std=...)`: for std 0.02 it lies 100 std out and never bites. Sampled by inverting the normal CDF
+    in place, with no temporaries: torch's rejection sampler allocates several tensor-sized buffers per call, which
+    stayed resident after building a model. Tensors loaded from a checkpoint (`_is_hf_initialized`) are kept.
 
-    A cut at +-2 std instead shrinks the std by 12% and, measured on a 28x28 glyph set, slowed training enough to
-    cost 20 points of test accuracy (README, "Defaults that transfer")."""
+    A cut at +-2 std instead would shrink the std by 12%, which slowed training on a 28x28 glyph set enough to cost
+    test accuracy (docs/training.md)."""
     if getattr(tensor, "_is_hf_initialized", False):
         return tensor
-    # 2 Phi(2 / std) - 1, kept below 1 so that erfinv stays finite: uniform on (-bound, bound) maps onto (-2, 2)
+    # 2 Phi(2 / std) - 1, kept below 1 so that erfinv stays finite: uniform on (-bound, bound) maps onto (-2, 2);
+    # for a small std that cap, not the cut, ends the float32 draw's tails, about 5 std out
     bound = min(math.erf(2.0 / (std * math.sqrt(2))), 1 - 2**-24)
     return tensor.uniform_(-bound, bound).erfinv_().mul_(std * math.sqrt(2)).clamp_(-2.0, 2.0)
 
@@ -355,8 +356,9 @@ class ViTScratchPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        """Truncated normal (cut at 2 std) for weights and tokens, zero biases, unit LayerNorms (the reference code);
-        He normal for the stem's convolutions (they feed ReLUs, as in ResNets), unit norms with fresh statistics."""
+        """N(0, initializer_range^2) cut at +-2 absolute (`truncated_normal_`, as in transformers' ViT and timm) for
+        weights and tokens, zero biases, unit LayerNorms; He normal for the stem's convolutions (they feed ReLUs, as
+        in ResNets), unit norms with fresh statistics; a fixed sine-cosine position table is refilled."""
         std = self.config.initializer_range
         if isinstance(module, ViTScratchStemConv2d):
             init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")

@@ -1,8 +1,8 @@
-"""The reference of issue 14: transformers' ViT (or ours) of the reference size in a plain Trainer loop.
+"""The reference for the training defaults: transformers' ViT (or ours) of the reference size in a plain Trainer loop.
 
     python scripts/reference_vit.py DATASET_FOLDER --model_kind transformers --seed 0 --output_dir outputs/ref
 
-Trains on every image of the imagefolder's train/ with the issue's budget (see `lab.reference`),
+Trains on every image of the imagefolder's train/ with the reference budget (see `lab.reference`),
 tests the last epoch on test/, prints and writes `reference_results.json`. It is what `scripts/train.py`'s defaults
 are compared with.
 """

@@ -5,7 +5,7 @@ Twice: here against the package's classes, and (`test_the_remote_code_classes_pa
 pytest process where the package cannot be imported, against the classes `trust_remote_code=True` loads from a
 saved folder. The same test classes serve both: `VIT_SCRATCH_REMOTE_FOLDER` switches where the classes come from.
 The common test files are fetched from transformers' source release on PyPI (tests/transformers_common.py).
-Every skip below says why; the README lists them.
+Every skip below says why; docs/testing.md lists them.
 """
 
 import os

@@ -473,7 +473,7 @@ def test_an_unreachable_hub_is_one_line_from_the_push_script(local_hub, tmp_path
     assert one_error_line(unreachable).startswith(f"error: Preparing {REPO_ID} on the Hub failed (")
 
 
-@pytest.mark.slow  # four pushes, each with its reload check in a new process: about 80 s
+@pytest.mark.slow  # four pushes, each with its reload check in a new process
 def test_push_script_faults_are_one_line_and_running_it_again_completes(local_hub, tmp_path):  # noqa: F811
     saved_folder(tmp_path / "run")
     local_hub.fail_commits.add(local_hub.commit_requests + 2)

@@ -1,4 +1,4 @@
-"""The image sets (glyphs, textures of issue 14; photos at 224x224 size) and the plain-loop reference."""
+"""The image sets (glyphs and textures at 28x28, photos at 224x224 size) and the plain-loop reference."""
 
 import hashlib
 import json
@@ -101,7 +101,7 @@ def test_a_folder_holding_images_is_refused_and_bad_sizes_are_named(tmp_path):
 
 @pytest.mark.slow
 def test_make_image_sets_script_writes_a_set_that_the_small_images_recipe_trains_on(tmp_path):
-    """Two subprocesses as a user runs them: 67 s measured on this 2-core machine under a load of about 8."""
+    """Two subprocesses as a user runs them: the image-set builder, then a training run on what it wrote."""
     made = subprocess.run(
         [sys.executable, "scripts/make_image_sets.py", str(tmp_path / "sets"), "--sets", "glyphs"]
         + ["--train_per_class", "24", "--test_per_class", "2"],

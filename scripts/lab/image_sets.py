@@ -30,7 +30,7 @@ import numpy as np
 from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
-SIDE = 28  # the side of every image, as in MNIST and the held-back handwritten set of issue 14
+SIDE = 28  # the side of every image, as in MNIST and the held-back handwritten set
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 # matplotlib's fonts that draw all 26 lowercase letters (its other files are symbols, subsets or placeholders)
 GLYPH_FONTS = (

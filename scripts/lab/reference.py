@@ -1,7 +1,7 @@
-"""The reference of issue 14: a plain Trainer loop that `scripts/train.py`'s defaults must match.
+"""The reference: a plain Trainer loop that `scripts/train.py`'s defaults must match.
 
 transformers' `ViTForImageClassification` (or this package's model, `model_kind="ours"`) of the reference size
-(28x28 input, patch 4, width 64, 6 blocks, 4 heads, MLP 128, dropout 0.1) trained with the issue's budget: AdamW
+(28x28 input, patch 4, width 64, 6 blocks, 4 heads, MLP 128, dropout 0.1) trained with the reference budget: AdamW
 1e-3, weight decay 0.05, cosine schedule with 10% warmup, batch 64, 40 epochs, small random shifts and rotations done
 on tensors, no label smoothing, no validation split and no model selection: every training image is trained on and
 the last epoch is tested. Images are read from the same imagefolder (`train/` and `test/`) as `scripts/train.py`.
