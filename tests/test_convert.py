@@ -327,13 +327,8 @@ def test_convert_script_refuses_a_used_folder_and_leaves_it_as_it_was(tmp_path):
 @pytest.mark.parametrize("spelling", ["--timm_model", "--timm-model"])
 def test_convert_script_takes_the_underscore_flags_and_keeps_the_dashed_ones(spelling, capsys):
     """Users' command lines with the dashed spelling keep working; --help shows the underscore one first."""
-    import importlib.util
-    from pathlib import Path
+    from modeling_vit_scratch.conversion import command as script
 
-    path = Path(__file__).resolve().parent.parent / "scripts" / "convert_checkpoint.py"
-    spec = importlib.util.spec_from_file_location("convert_checkpoint", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
     kwargs_flag = spelling.replace("model", "kwargs")
     args = script.parse_args(
         [

@@ -54,7 +54,13 @@ def run_outside_checkout(code: str, site: Path, cwd: Path) -> subprocess.Complet
 def test_the_base_install_is_the_model_and_extras_bring_training(wheel):
     with zipfile.ZipFile(wheel) as archive:
         metadata = Parser().parsestr(archive.read(f"{wheel.name.split('-')[0]}-0.1.0.dist-info/METADATA").decode())
-        assert archive.read("modeling_vit_scratch/model_card.md") == (REPO / "model_card.md").read_bytes()
+        assert archive.read("modeling_vit_scratch/sharing/model_card.md") == (REPO / "model_card.md").read_bytes()
+        files = archive.namelist()
+        entry_points = archive.read(f"{wheel.name.split('-')[0]}-0.1.0.dist-info/entry_points.txt").decode()
+    assert "vit-scratch = modeling_vit_scratch.cli:main" in entry_points
+    for room in ("training", "sharing", "conversion", "explanation", "benchmark", "common"):
+        assert f"modeling_vit_scratch/{room}/__init__.py" in files, room
+    assert not [name for name in files if name.startswith(("lab/", "scripts/", "tests/"))]  # the lab stays out
     requirements = metadata.get_all("Requires-Dist")
     base = {line.split(";")[0].split("<")[0].split(">")[0].strip().lower() for line in requirements if ";" not in line}
     assert base == BASE_REQUIREMENTS
@@ -145,3 +151,70 @@ train(model_args, data_args, training_args, output_args)
         assert (out / name).is_file(), name
     card = (out / "README.md").read_text()
     assert card.startswith("---\n") and "## Training procedure" in card and "{{" not in card
+
+
+TOOLING_ONLY = ("datasets", "matplotlib", "sklearn", "tensorboard", "peft", "timm", "accelerate", "jinja2")
+
+
+def test_importing_the_package_and_building_a_model_loads_no_tooling(tmp_path):
+    """The model room alone: importing `modeling_vit_scratch` and building and running a model loads no package that
+    transformers' own ViT does not load as well."""
+    code = f"""
+import sys, torch
+{{build}}
+print("loaded:", sorted({{name.split(".")[0] for name in sys.modules}} & set({TOOLING_ONLY!r})))
+"""
+    ours = """from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification
+config = ViTScratchConfig(image_size=8, patch_size=4, hidden_size=12, num_hidden_layers=1, num_attention_heads=2,
+                          intermediate_size=16, num_labels=3)
+ViTScratchForImageClassification(config)(torch.zeros(1, 3, 8, 8))"""
+    theirs = """from transformers import ViTConfig, ViTForImageClassification
+config = ViTConfig(image_size=8, patch_size=4, hidden_size=12, num_hidden_layers=1, num_attention_heads=2,
+                   intermediate_size=16, num_labels=3)
+ViTForImageClassification(config)(torch.zeros(1, 3, 8, 8))"""
+    loaded = {}
+    for name, build in (("ours", ours), ("theirs", theirs)):
+        result = run_outside_checkout(code.format(build=build), REPO, tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        loaded[name] = set(eval(result.stdout.split("loaded:")[-1]))
+    assert loaded["ours"] <= loaded["theirs"], loaded
+
+
+def test_the_installed_command_trains_the_digits_recipe_into_a_folder_that_loads_without_the_package(wheel, tmp_path):
+    """`pip install` of the wheel gives `vit-scratch`; `vit-scratch train` with the repository's digits recipe, run
+    outside the checkout, writes a folder that loads through its own code where the package cannot be imported."""
+    site = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--disable-pip-version-check"]
+        + ["--target", str(site), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    command = site / "bin" / "vit-scratch"
+    env = {**os.environ, "PYTHONPATH": str(site), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    short = ["--num_train_epochs", "1", "--max_train_samples", "64", "--report_to", "none", "--disable_tqdm", "true"]
+    trained = subprocess.run(
+        [str(command), "train", str(REPO / "configs" / "train_digits.json"), "--output_dir", "out", *short],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    assert "Test accuracy" in trained.stdout
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert (
+        config["stem"] == json.loads((REPO / "configs" / "models" / "model_digits_convstem.json").read_text())["stem"]
+    )
+    code = """
+import sys
+sys.modules["modeling_vit_scratch"] = None  # as if not installed
+from PIL import Image
+from transformers import pipeline
+classify = pipeline("image-classification", model="out", trust_remote_code=True)
+print("result:", type(classify.model).__module__.split(".")[0], len(classify(Image.new("L", (8, 8)), top_k=None)))
+"""
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split("result:")[-1].split() == ["transformers_modules", "10"]

@@ -1,14 +1,13 @@
 """Half precision: the --dtype the scripts take, how closely two runs must agree in it, and bf16 training on CPU."""
 
 import copy
-import importlib.util
 import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
-from helpers import REPO, run_script, tiny_config, tiny_model_file
+from helpers import run_script, tiny_config, tiny_model_file
 from safetensors.torch import load_file
 from transformers import ViTConfig, ViTForImageClassification, ViTModel
 
@@ -212,10 +211,9 @@ def test_train_script_with_bf16_trains_under_autocast_and_saves_float32_weights(
 
 
 def convert_script():
-    spec = importlib.util.spec_from_file_location("convert_checkpoint", REPO / "scripts" / "convert_checkpoint.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
+    from modeling_vit_scratch.conversion import command
+
+    return command
 
 
 def random_vit(model_class=ViTForImageClassification) -> torch.nn.Module:

@@ -157,11 +157,25 @@ def closest(name: str, names: list[str]) -> str:
     return f" (did you mean {match[0]!r}?)" if match else ""
 
 
+# Recipe keys that may name a local file or folder: relative to the working directory, or else to the recipe's folder
+RECIPE_PATH_KEYS = ("model", "teacher", "dataset")
+
+
+def path_in_recipe(value: str, recipe_folder: Path) -> str:
+    """A relative path that a recipe names, as given when it exists from the working directory (a recipe written for
+    one place), else relative to the recipe's own folder when it exists there (so `configs/train_digits.json`
+    finds `models/...` beside it from anywhere); names that are no local path (a preset, a hub id) are kept."""
+    if Path(value).is_absolute() or Path(value).exists() or not (recipe_folder / value).exists():
+        return value
+    return str(recipe_folder / value)
+
+
 def recipe_to_argv(argv: list[str]) -> list[str]:
     """`[recipe.json, --key value, ...]` -> the recipe's arguments as command-line arguments, then the rest.
 
     Arguments given on the command line come last, so they override the recipe's. Recipe keys must be argument
-    names exactly: an unknown or shortened key is an error naming the closest real one.
+    names exactly: an unknown or shortened key is an error naming the closest real one. A file or folder the recipe
+    names is found from the working directory or from the recipe's folder (`path_in_recipe`).
     """
     if not argv or not argv[0].endswith((".json", ".yaml", ".yml")):
         return argv
@@ -183,6 +197,8 @@ def recipe_to_argv(argv: list[str]) -> list[str]:
             raise ValueError(f"Unknown key {key!r} in the recipe {argv[0]}{closest(key, names)}: fix or remove it.")
         if value is None:
             continue
+        if key in RECIPE_PATH_KEYS:
+            value = path_in_recipe(str(value), path.parent)
         values = value if isinstance(value, list) else [value]
         args += [f"--{key}", *(str(v).lower() if isinstance(v, bool) else str(v) for v in values)]
     return args + argv[1:]

@@ -1,0 +1,38 @@
+"""Explain a prediction: `vit-scratch explain --model FOLDER_OR_REPO --image PATH_OR_URL --out DIR` (or
+`python scripts/explain.py` with the same arguments).
+
+Prints the top-5 classes and writes PNGs to DIR: the patch grid, attention rollout, a class-specific gradient
+rollout for the top class, the per-layer attention from the class token, and the paper's Fig. 7 panels.
+A vit_scratch model loads with the installed package's code; code that travels with a model (a folder's or a
+repo's `.py` files) runs only with --trust_remote_code. `--dtype bfloat16` loads and runs the model in bf16 (the maps
+are combined in float32 either way).
+"""
+
+import argparse
+import sys
+
+from modeling_vit_scratch.explanation.attention import HEAD_FUSIONS
+from modeling_vit_scratch.explanation.prediction import explain_image
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, help="saved folder or hub repo id of a vit_scratch model")
+    parser.add_argument("--image", required=True, help="image file or http(s) URL")
+    parser.add_argument("--out", required=True, help="folder for the PNG files")
+    parser.add_argument("--head_fusion", default="mean", choices=HEAD_FUSIONS)
+    parser.add_argument("--discard_ratio", type=float, default=0.0, help="share of weakest attention to drop")
+    parser.add_argument("--dtype", default="float32", help="run the model in float32 or bfloat16")
+    parser.add_argument(
+        "--trust_remote_code",
+        action="store_true",
+        help="run the code that comes with the model (only models other than vit_scratch need it)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        paths = explain_image(
+            args.model, args.image, args.out, args.head_fusion, args.discard_ratio, args.trust_remote_code, args.dtype
+        )
+    except (ValueError, FileNotFoundError) as error:
+        sys.exit(f"error: {error}")
+    print("wrote:\n" + "\n".join(f"  {path}" for path in paths))

@@ -1,0 +1,114 @@
+"""Explain one prediction: load a model and an image, print the top classes, write the pictures (attention rollout, a
+class-specific gradient rollout, per-layer attention from the class token, the paper's Fig. 7 panels)."""
+
+import io
+import urllib.request
+from pathlib import Path
+
+import torch
+from PIL import Image, UnidentifiedImageError
+from transformers import AutoImageProcessor, AutoModelForImageClassification
+
+from modeling_vit_scratch.common.dtypes import parse_dtype
+from modeling_vit_scratch.explanation import attention as explain
+from modeling_vit_scratch.explanation import figures as plots
+
+
+def load_image(source: str) -> Image.Image:
+    """A local file or an http(s) URL, as a PIL image; a clear error if it cannot be read as one."""
+    try:
+        if source.startswith(("http://", "https://")):
+            with urllib.request.urlopen(source, timeout=30) as response:
+                image = Image.open(io.BytesIO(response.read()))
+        else:
+            if not Path(source).is_file():
+                raise FileNotFoundError(f"Image {source!r} does not exist: give an image file or an http(s) URL.")
+            image = Image.open(source)
+        image.load()
+        return image
+    except (UnidentifiedImageError, OSError) as error:
+        if isinstance(error, FileNotFoundError):
+            raise
+        raise ValueError(
+            f"Cannot read {source!r} as an image ({error}): give a PNG, JPEG or other image file."
+        ) from None
+
+
+def load_model(model_source: str, trust_remote_code: bool = False, dtype: torch.dtype = torch.float32):
+    """Model (in `dtype`) and image processor of a folder or repo; its own code runs only if `trust_remote_code`."""
+    try:
+        model = AutoModelForImageClassification.from_pretrained(
+            model_source, trust_remote_code=trust_remote_code, dtype=dtype
+        )
+        processor = AutoImageProcessor.from_pretrained(model_source, trust_remote_code=trust_remote_code)
+    except ValueError as error:
+        if trust_remote_code or "trust_remote_code" not in str(error):
+            raise
+        raise ValueError(
+            f"{model_source} is not a vit_scratch model and needs its own code to load, which runs "
+            "only if you trust it: read that code, then pass --trust_remote_code."
+        ) from None
+    return model.eval(), processor
+
+
+def explain_image(
+    model_source: str,
+    image_source: str,
+    out_dir: str,
+    head_fusion: str = "mean",
+    discard_ratio: float = 0.0,
+    trust_remote_code: bool = False,
+    dtype: str = "float32",
+) -> list[Path]:
+    """Everything the script does, with the model in `dtype` ("float32" or "bfloat16"); returns the paths of the
+    pictures written."""
+    model, processor = load_model(model_source, trust_remote_code, parse_dtype(dtype))
+    config = model.config
+    pixel_values, shown = explain.model_inputs(load_image(image_source), processor, config.num_channels)
+    pixel_values = pixel_values.to(model.dtype)
+    embeddings = model.base_model.embeddings
+
+    with torch.no_grad():
+        probabilities = model(pixel_values=pixel_values).logits.float().softmax(-1)[0]
+    top = probabilities.topk(min(5, probabilities.numel()))
+    print("top classes:")
+    for score, index in zip(top.values.tolist(), top.indices.tolist()):
+        print(f"  {config.id2label[index]:>20}  {score:.4f}")
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    attentions = explain.attention_maps(model, pixel_values)
+    grid = embeddings.grid_size
+    rollout = explain.attention_rollout(attentions, head_fusion, discard_ratio)
+    rollout_map = explain.token_to_patch_map(rollout, grid, config.pooling)[0]
+    best = top.indices[0].item()
+    relevance = explain.gradient_rollout(model, pixel_values, best)
+    relevance_map = explain.token_to_patch_map(relevance, grid, config.pooling)[0]
+    prefix = embeddings.num_prefix_tokens  # the class token's row, patch columns
+    per_layer = torch.stack([a[0].float().mean(0)[0, prefix:].reshape(grid) for a in attentions])  # (L, gh, gw)
+    label = config.id2label[best]
+    safe_label = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(label))
+    cell_size = embeddings.patch_embeddings.cell_size  # pixels per token: the patch size times a stem's stride
+    filters = []  # Fig. 7 left: a hybrid's projection reads feature maps, not pixels, so it has no such picture
+    if config.stem == "none":
+        filters.append(
+            plots.plot_embedding_filters(
+                explain.patch_embedding_components(model), out / "fig7_patch_embedding_pca.png"
+            )
+        )
+    return [
+        plots.plot_patch_grid(shown, cell_size, out / "patch_grid.png"),
+        plots.plot_overlay(shown, rollout_map, f"attention rollout ({head_fusion})", out / "attention_rollout.png"),
+        plots.plot_overlay(
+            shown, relevance_map, f"gradient rollout for {label!r}", out / f"gradient_rollout_class_{safe_label}.png"
+        ),
+        plots.plot_layer_attention(per_layer, out / "attention_per_layer.png"),
+        *filters,
+        plots.plot_position_similarity(
+            explain.position_embedding_similarity(model), out / "fig7_position_embedding_similarity.png"
+        ),
+        plots.plot_attention_distance(
+            explain.mean_attention_distance(attentions, grid, cell_size),
+            out / "fig7_mean_attention_distance.png",
+        ),
+    ]

@@ -1,0 +1,47 @@
+"""Push a saved model folder to the Hugging Face Hub: `vit-scratch push FOLDER REPO_ID [options]`
+(or `python scripts/push_to_hub.py` with the same arguments).
+
+Nothing is pushed unless the folder's code is vit-scratch's own, it reloads identically through the Auto classes
+with that code, its weights are the ones its metrics were measured on (or --allow_unmeasured_weights) and no file
+holds a token. The token comes from HF_TOKEN or `hf auth login`; it is never printed. A push that fails half-way is
+finished by running the same command again.
+"""
+
+import argparse
+import sys
+
+from modeling_vit_scratch.common.secrets import known_secrets, redact
+from modeling_vit_scratch.sharing.push import HUB_ERRORS, push_to_hub
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folder", help="a training output, or any folder written by save_pretrained with its processor")
+    parser.add_argument("repo_id", help="e.g. your-name/vit-digits")
+    parser.add_argument("--private", action="store_true", help="create the repo private")
+    parser.add_argument("--revision", help="branch to push to (created if missing), or refs/pr/N; default main")
+    parser.add_argument("--create_pr", action="store_true", help="open a pull request instead of committing")
+    parser.add_argument("--commit_message", help="message of the model commit")
+    parser.add_argument("--max_shard_size", default="2GB", help="split model.safetensors above this size")
+    parser.add_argument(
+        "--allow_unmeasured_weights",
+        action="store_true",
+        help="push weights changed after training, with a card that reports no metrics for them",
+    )
+    args = parser.parse_args(argv)
+    try:
+        result = push_to_hub(
+            args.folder,
+            args.repo_id,
+            private=args.private,
+            revision=args.revision,
+            create_pr=args.create_pr,
+            commit_message=args.commit_message,
+            max_shard_size=args.max_shard_size,
+            allow_unmeasured_weights=args.allow_unmeasured_weights,
+        )
+    except (ValueError, RuntimeError, *HUB_ERRORS) as error:  # FileNotFoundError and the Hub's errors are OSErrors
+        sys.exit("error: " + redact(" ".join(str(error).split()), known_secrets()))
+    print(f"repo: {result.repo_url}\ncommit: {result.commit_id}")
+    if result.pull_request_url:
+        print(f"pull request: {result.pull_request_url}")
