@@ -1,7 +1,7 @@
 # Two commands do all the set-up: `make train` (the main job) and `make test`. Each installs what it needs first.
 # .venv gets TORCH_SPEC (default torch==2.13.0, a CPU build where pip is set up for one); on a GPU machine set it to
-# your CUDA build, e.g. `make train TORCH_SPEC=torch` (README, "GPUs, several processes and TORCH_SPEC"). `make test` also builds
-# .venv-timm for the timm parity tests: timm needs torchvision, and PyPI's torchvision needs PyPI's torch build.
+# your CUDA build, e.g. `make train TORCH_SPEC=torch` (README: "GPUs, several processes and TORCH_SPEC"). `make test`
+# also builds .venv-timm for the timm parity tests: timm needs torchvision, and PyPI's torchvision needs PyPI's torch.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
