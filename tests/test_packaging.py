@@ -159,11 +159,7 @@ TOOLING_ONLY = ("datasets", "matplotlib", "sklearn", "tensorboard", "peft", "tim
 def test_importing_the_package_and_building_a_model_loads_no_tooling(tmp_path):
     """The model room alone: importing `modeling_vit_scratch` and building and running a model loads no package that
     transformers' own ViT does not load as well."""
-    code = f"""
-import sys, torch
-{{build}}
-print("loaded:", sorted({{name.split(".")[0] for name in sys.modules}} & set({TOOLING_ONLY!r})))
-"""
+    report = f'print("loaded:", sorted({{name.split(".")[0] for name in sys.modules}} & set({TOOLING_ONLY!r})))'
     ours = """from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification
 config = ViTScratchConfig(image_size=8, patch_size=4, hidden_size=12, num_hidden_layers=1, num_attention_heads=2,
                           intermediate_size=16, num_labels=3)
@@ -174,7 +170,7 @@ config = ViTConfig(image_size=8, patch_size=4, hidden_size=12, num_hidden_layers
 ViTForImageClassification(config)(torch.zeros(1, 3, 8, 8))"""
     loaded = {}
     for name, build in (("ours", ours), ("theirs", theirs)):
-        result = run_outside_checkout(code.format(build=build), REPO, tmp_path)
+        result = run_outside_checkout(f"import sys, torch\n{build}\n{report}\n", REPO, tmp_path)
         assert result.returncode == 0, result.stderr[-3000:]
         loaded[name] = set(eval(result.stdout.split("loaded:")[-1]))
     assert loaded["ours"] <= loaded["theirs"], loaded
