@@ -9,9 +9,9 @@ and `accelerate launch`. Bad input is one line, `error: ...`, before any long wo
 import sys
 
 from modeling_vit_scratch.common.secrets import redact
-from modeling_vit_scratch.sharing.card import training_precision
 from modeling_vit_scratch.sharing.push import PushError
 from modeling_vit_scratch.training.arguments import command_secrets, parse_arguments
+from modeling_vit_scratch.training.precision import training_precision
 from modeling_vit_scratch.training.trainer import train, use_cpu_processes_without_accelerator
 
 

@@ -22,7 +22,6 @@ from transformers import (
     AutoModelForImageClassification,
     PreTrainedConfig,
     Trainer,
-    TrainerCallback,
     TrainingArguments,
     set_seed,
 )
@@ -47,7 +46,6 @@ from modeling_vit_scratch.modeling_vit_scratch import (
     ViTScratchForImageClassification,
     ViTScratchForImageClassificationWithTeacher,
 )
-from modeling_vit_scratch.sharing.card import training_precision
 from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to
 from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, OutputArguments, plain_command
 from modeling_vit_scratch.training.augmentation import AugmentedViews, AugmentingTrainer, RandomShiftRotate
@@ -60,7 +58,13 @@ from modeling_vit_scratch.training.data import (
     processed_rows,
 )
 from modeling_vit_scratch.training.distillation import DistillationTrainer, load_teacher
-from modeling_vit_scratch.training.precision import bf16_emulated, bf16_training_step_seconds, slow_bf16_warning
+from modeling_vit_scratch.training.precision import (
+    KeepPrecisionChoice,
+    choose_bf16,
+    precision_words,
+    slow_bf16_warning,
+    training_precision,
+)
 from modeling_vit_scratch.training.preflight import check_images
 
 logger = logging.getLogger(__name__)
@@ -352,11 +356,12 @@ def train_in_claimed_folder(
     push = training_args.push_to_hub  # pushed below through the same gate as scripts/push_to_hub.py
     training_args.push_to_hub = False
     set_global_batch_size(training_args, data_args.total_train_batch_size)
-    precision_choice = None
+    choice = None
     if model_args.bf16_when_faster:
-        precision_choice = choose_bf16(model, train_set[0]["pixel_values"].shape, training_args, checkpoint)
-        if main_process and precision_choice:
-            print(f"Training in {training_precision(training_args)} ({precision_choice}).")
+        choice = choose_bf16(model, train_set[0]["pixel_values"].shape, training_args, checkpoint)
+    precision_choice = str(choice) if choice else None  # in words, for the output, the record and the card
+    if main_process and precision_choice:
+        print(f"Training in {precision_words(training_precision(training_args), precision_choice)}.")
     trainer_class, teaching = AugmentingTrainer, {}
     if model_args.teacher:
         teacher, teacher_inputs = load_teacher(model_args.teacher, processor, data.id2label)
@@ -373,8 +378,8 @@ def train_in_claimed_folder(
         augmentation=augmentation if data_args.augment else None,
         **teaching,
     )
-    if precision_choice:  # each checkpoint keeps it, so a resumed run trains on in the same precision
-        trainer.add_callback(KeepPrecisionChoice(training_args.bf16, precision_choice))
+    if choice:  # each checkpoint keeps it, so a resumed run trains on in the same precision
+        trainer.add_callback(KeepPrecisionChoice(choice))
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = {**train_result.metrics}
     metrics.update(trainer.evaluate(validation_set, metric_key_prefix="eval"))
@@ -397,75 +402,6 @@ def train_in_claimed_folder(
             push_trained_folder(training_args, hub_token)
     trainer.accelerator.wait_for_everyone()
     return metrics
-
-
-# bf16 must train this much faster than float32 to be chosen by --bf16_when_faster. bf16 rounds, so a small gain is
-# not worth it: the digits recipe on an AVX-512 BF16 CPU timed its steps 1.11-1.19x faster in bf16, trained in 120-124
-# s against 125-131 s, and scored 99.44% on each of 3 seeds against 99.44 / 100 / 100% in float32 (README).
-BF16_MIN_SPEEDUP = 1.25
-PRECISION_CHOICE_FILE = "precision_choice.json"  # in each checkpoint of a --bf16_when_faster run
-CHOSEN, KEPT = "chosen by --bf16_when_faster: ", "; kept on resuming from "  # how choose_bf16's reason reads
-
-
-def choose_bf16(
-    model, input_shape: tuple[int, ...], training_args: TrainingArguments, checkpoint: str | None = None
-) -> str | None:
-    """--bf16_when_faster: train under bf16 autocast if a training step of `model` (inputs (C, H, W) =
-    `input_shape`) runs faster in it than in float32 on this device (`bf16_verdict`), measured now; else in
-    float32. A run resumed from `checkpoint` keeps the choice made when it began. Sets `training_args` and returns
-    why, in words for the output, the record and the card; None when the command chose a precision itself
-    (--bf16, --fp16, accelerate's mixed_precision). Every process trains as the first one measured."""
-    if training_args.bf16 or training_args.fp16 or training_args.mixed_precision != "no":
-        return None
-    device = training_args.device
-    kept = Path(checkpoint or "", PRECISION_CHOICE_FILE)
-    if checkpoint and kept.is_file():
-        choice = json.loads(kept.read_text())
-        faster, why = choice["bf16"], f"{choice['why']}{KEPT}{Path(checkpoint).name}"
-    elif bf16_emulated(device) or (device.type == "cuda" and not torch.cuda.is_bf16_supported()):
-        faster, why = False, f"bf16 is emulated on this {device_words(device)}, which has no bf16 units"
-    else:
-        batch = training_args.per_device_train_batch_size
-        faster, why = bf16_verdict(*bf16_training_step_seconds(model, input_shape, batch, device), device_words(device))
-    if training_args.world_size > 1 and torch.distributed.is_initialized():
-        choice = [faster, why]
-        torch.distributed.broadcast_object_list(choice, src=0)  # every process, one precision
-        faster, why = choice
-    if faster:
-        training_args.bf16, training_args.mixed_precision = True, "bf16"  # as TrainingArguments sets them
-    return f"{CHOSEN}{why}"
-
-
-def device_words(device: torch.device) -> str:
-    """ "CPU", or e.g. "cuda device": what a sentence calls the device."""
-    return "CPU" if device.type == "cpu" else f"{device.type} device"
-
-
-def bf16_verdict(float32_seconds: float, bf16_seconds: float, device: str) -> tuple[bool, str]:
-    """Whether a training step timed at `bf16_seconds` under bf16 autocast and `float32_seconds` in float32 is worth
-    training in bf16 (at least BF16_MIN_SPEEDUP x as fast), and the timings in words."""
-    speedup = float32_seconds / bf16_seconds
-    faster = speedup >= BF16_MIN_SPEEDUP
-    return faster, (
-        f"a training step took {bf16_seconds:.3g} s under bf16 autocast and {float32_seconds:.3g} s in float32 on "
-        f"this {device}: bf16 is {speedup:.2f}x as fast, {'at least' if faster else 'under'} the "
-        f"{BF16_MIN_SPEEDUP:g}x it needs"
-    )
-
-
-class KeepPrecisionChoice(TrainerCallback):
-    """Writes the --bf16_when_faster choice into each checkpoint (PRECISION_CHOICE_FILE), where `choose_bf16` finds
-    it when the run is resumed: the measured reason, once however often the run was resumed."""
-
-    def __init__(self, bf16: bool, choice: str):
-        self.choice = {"bf16": bf16, "why": choice.removeprefix(CHOSEN).split(KEPT)[0]}
-
-    def on_save(self, args, state, control, **kwargs):
-        folder = Path(args.output_dir, f"checkpoint-{state.global_step}")
-        if state.is_world_process_zero and folder.is_dir():
-            staged = folder / f".{PRECISION_CHOICE_FILE}.partial"  # moved into place whole: a resume reads all or none
-            staged.write_text(json.dumps(self.choice, indent=2) + "\n")
-            staged.replace(folder / PRECISION_CHOICE_FILE)
 
 
 def distillation_text(model_args: ModelArguments) -> str | None:
