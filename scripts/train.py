@@ -11,8 +11,9 @@ import sys
 from modeling_vit_scratch.common.secrets import redact
 from modeling_vit_scratch.sharing.push import PushError
 from modeling_vit_scratch.training.arguments import command_secrets, parse_arguments
+from modeling_vit_scratch.training.distributed import use_cpu_processes_without_accelerator
 from modeling_vit_scratch.training.precision import training_precision
-from modeling_vit_scratch.training.trainer import train, use_cpu_processes_without_accelerator
+from modeling_vit_scratch.training.trainer import train
 
 
 def main(argv: list[str]) -> None:

@@ -201,7 +201,7 @@ import json, os, sys
 from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification
 from modeling_vit_scratch.training import precision
 from modeling_vit_scratch.training.arguments import parse_arguments
-from modeling_vit_scratch.training.trainer import use_cpu_processes_without_accelerator
+from modeling_vit_scratch.training.distributed import use_cpu_processes_without_accelerator
 rank = int(os.environ["RANK"])
 use_cpu_processes_without_accelerator()
 precision.bf16_emulated = lambda device: False  # as on a machine with bf16 units

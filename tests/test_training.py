@@ -28,8 +28,10 @@ from modeling_vit_scratch.training.arguments import (
     recipe_to_argv,
 )
 from modeling_vit_scratch.training.data import PreparedData, digits_dataset, prepare_splits
+from modeling_vit_scratch.training.distributed import set_global_batch_size
+from modeling_vit_scratch.training.model_source import build_model
 from modeling_vit_scratch.training.precision import PRECISION_CHOICE_FILE
-from modeling_vit_scratch.training.trainer import build_model, set_global_batch_size, train
+from modeling_vit_scratch.training.trainer import train
 
 # new processes, scripts or whole suites: `make test` runs them, `make test-fast` leaves them out
 pytestmark = pytest.mark.integration
