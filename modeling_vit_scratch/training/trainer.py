@@ -1,10 +1,10 @@
 """Training with the transformers `Trainer`: a preset, config file or checkpoint + any image data set -> a model folder.
 
-`scripts/train.py` parses the argument groups of `arguments.py` (command line or a JSON/YAML recipe in `configs/`)
-and calls `train`, which runs the line: the output folder claimed, the data and its pre-flight check (`data.py`,
-`preflight.py`), the model (`model_source.py`), the precision (`precision.py`), the Trainer (with augmentation or a
-teacher), evaluation, and the output folder (`output.py`). The same code runs on one CPU process or several
-(`distributed.py`), with `--bf16` and gradient accumulation.
+`training/command.py` (`vit-scratch train`, `scripts/train.py`) parses the argument groups of `arguments.py`
+(command line or a JSON/YAML recipe in `configs/`) and calls `train`, which runs the line: the output folder claimed,
+the data and its pre-flight check (`data.py`, `preflight.py`), the model (`model_source.py`), the precision
+(`precision.py`), the Trainer (with augmentation or a teacher), evaluation, and the output folder (`output.py`). The
+same code runs on one CPU process or several (`distributed.py`), with `--bf16` and gradient accumulation.
 """
 
 import logging
