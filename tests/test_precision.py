@@ -15,7 +15,7 @@ from transformers import ViTConfig, ViTForImageClassification, ViTModel
 
 from modeling_vit_scratch import ViTScratchForImageClassification
 from modeling_vit_scratch.common.dtypes import logits_agree, parse_dtype, parse_dtypes
-from modeling_vit_scratch.training import precision
+from modeling_vit_scratch.training import command, precision
 from modeling_vit_scratch.training.arguments import ModelArguments, parse_arguments
 from modeling_vit_scratch.training.precision import (
     PRECISION_CHOICE_FILE,
@@ -193,6 +193,29 @@ def test_bf16_when_faster_measures_unless_the_command_chose_a_precision(tmp_path
     else:
         assert "a training step took" in why
     assert training_args.mixed_precision == ("bf16" if training_args.bf16 else "no")
+
+
+@pytest.mark.parametrize(
+    "flags, choice, said",
+    [
+        ([], None, "Trained in float32."),  # no choice made: nothing said about bf16
+        (["--bf16", "true"], None, "Trained in bf16 mixed precision."),
+        (
+            ["--bf16_when_faster", "true"],
+            "chosen by --bf16_when_faster: why",
+            "Trained in float32 (chosen by --bf16_when_faster: why).",
+        ),
+    ],
+)
+def test_the_train_command_says_why_it_trained_in_its_precision_only_where_a_choice_was_made(
+    tmp_path, monkeypatch, capsys, flags, choice, said
+):
+    metrics = dict(test_accuracy=0.5, wall_time_seconds=3.0, **({"precision_choice": choice} if choice else {}))
+    monkeypatch.setattr(command, "train", lambda *args: metrics)
+    command.main(["--output_dir", str(tmp_path / "out"), *flags])
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Trained in "))
+    assert line == said
+    assert flags or "bf16" not in line
 
 
 @pytest.mark.integration

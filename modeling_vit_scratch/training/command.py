@@ -8,7 +8,7 @@ from modeling_vit_scratch.common.secrets import redact
 from modeling_vit_scratch.sharing.push import PushError
 from modeling_vit_scratch.training.arguments import command_secrets, parse_arguments
 from modeling_vit_scratch.training.distributed import use_cpu_processes_without_accelerator
-from modeling_vit_scratch.training.precision import training_precision
+from modeling_vit_scratch.training.precision import precision_words, training_precision
 from modeling_vit_scratch.training.trainer import train
 
 
@@ -22,8 +22,8 @@ def main(argv: list[str]) -> None:
         sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}")
     if training_args.process_index == 0:
         print(f"\nTest accuracy {metrics['test_accuracy']:.4f} ({metrics['wall_time_seconds']:.0f} s).")
-        how = metrics.get("precision_choice", "--bf16 true trains under bf16 autocast")
-        print(f"Trained in {training_precision(training_args)} ({how}).")
+        precision = precision_words(training_precision(training_args), metrics.get("precision_choice"))
+        print(f"Trained in {precision}.")  # why only where --bf16_when_faster chose it
         print(
             redact(
                 f"Model saved in {training_args.output_dir}; load it with\n"
