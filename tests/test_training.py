@@ -603,7 +603,11 @@ def test_push_to_hub_goes_through_the_gate_and_a_failed_push_keeps_the_trained_m
     assert failed.returncode != 0 and "Traceback" not in failed.stderr
     line = failed.stderr.strip().splitlines()[-1]
     assert line.startswith(f"error: The trained model is saved in {tmp_path / 'b'}, but pushing it failed: ")
-    assert f"python scripts/push_to_hub.py {tmp_path / 'b'} local-user/b" in line
+    again = f"{tmp_path / 'b'} local-user/b"
+    assert line.endswith(
+        f"(to push it again without training: vit-scratch push {again} (or python scripts/push_to_hub.py {again} "
+        "from a clone))"
+    )
     assert json.loads((tmp_path / "b" / "training_record.json").read_text())["weights_sha256"] == weights_sha256(
         tmp_path / "b"
     )

@@ -1,6 +1,6 @@
 """The output folder of a run: weights, config, code, image processor, metrics, a training-curve picture, the
 training record and the model card (with the notes on how the model learned: augmentation, distillation), checked
-and moved into place whole; then, with `--push_to_hub`, the push through the same gate as scripts/push_to_hub.py."""
+and moved into place whole; then, with `--push_to_hub`, the push through the same gate as `vit-scratch push`."""
 
 import json
 from pathlib import Path
@@ -93,8 +93,8 @@ def write_model_folder(
 
 
 def push_trained_folder(training_args: TrainingArguments, hub_token: str | None) -> None:
-    """`--push_to_hub`: the saved folder through the same gate as scripts/push_to_hub.py. A failure says the model
-    is saved and how to push it again, without training again."""
+    """`--push_to_hub`: the saved folder through the same gate as `vit-scratch push` (scripts/push_to_hub.py). A
+    failure says the model is saved and how to push it again, without training again."""
     from modeling_vit_scratch.sharing.push import PushError, push_to_hub
 
     folder, repo_id = training_args.output_dir, training_args.hub_model_id or Path(training_args.output_dir).name
@@ -108,7 +108,8 @@ def push_trained_folder(training_args: TrainingArguments, hub_token: str | None)
         )
     except (PushError, ValueError, FileNotFoundError) as error:
         raise PushError(
-            f"The trained model is saved in {folder}, but pushing it failed: {error} (to push it again "
-            f"without training: python scripts/push_to_hub.py {folder} {repo_id})"
+            f"The trained model is saved in {folder}, but pushing it failed: {error} (to push it again without "
+            f"training: vit-scratch push {folder} {repo_id} (or python scripts/push_to_hub.py {folder} {repo_id} "
+            "from a clone))"
         ) from None
     print(f"Pushed to {result.repo_url} (commit {result.commit_id})")

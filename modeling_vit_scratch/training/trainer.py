@@ -117,7 +117,7 @@ def train_in_claimed_folder(
     data_preparation_seconds = round(time.perf_counter() - preparing, 2)
 
     training_args.remove_unused_columns = False  # the image column must reach the transform
-    push = training_args.push_to_hub  # pushed below through the same gate as scripts/push_to_hub.py
+    push = training_args.push_to_hub  # pushed below through the same gate as `vit-scratch push`
     training_args.push_to_hub = False
     set_global_batch_size(training_args, data_args.total_train_batch_size)
     choice = None
