@@ -1,41 +1,14 @@
 """Train a vit-scratch model: `python scripts/train.py [RECIPE.json|.yaml] [--any_argument value ...]`.
 
 A recipe file in configs/ gives the arguments; any argument on the command line overrides it. Arguments are those
-of `modeling_vit_scratch.arguments.ModelArguments`, `DataArguments`, `OutputArguments` and transformers'
+of `modeling_vit_scratch.training.arguments.ModelArguments`, `DataArguments`, `OutputArguments` and transformers'
 `TrainingArguments` (`python scripts/train.py --help` lists them), matched exactly. Runs unchanged under `torchrun`
 and `accelerate launch`. Bad input is one line, `error: ...`, before any long work; no token value is ever printed.
 """
 
 import sys
 
-from modeling_vit_scratch.common.secrets import redact
-from modeling_vit_scratch.sharing.card import training_precision
-from modeling_vit_scratch.sharing.push import PushError
-from modeling_vit_scratch.training.arguments import command_secrets, parse_arguments
-from modeling_vit_scratch.training.trainer import train, use_cpu_processes_without_accelerator
-
-
-def main(argv: list[str]) -> None:
-    use_cpu_processes_without_accelerator()
-    try:
-        model_args, data_args, output_args, training_args = parse_arguments(argv)
-        metrics = train(model_args, data_args, training_args, output_args)
-    except (ValueError, FileNotFoundError, PushError) as error:  # bad input or a failed push: one line, what and how
-        sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}")
-    if training_args.process_index == 0:
-        print(f"\nTest accuracy {metrics['test_accuracy']:.4f} ({metrics['wall_time_seconds']:.0f} s).")
-        how = metrics.get("precision_choice", "--bf16 true trains under bf16 autocast")
-        print(f"Trained in {training_precision(training_args)} ({how}).")
-        print(
-            redact(
-                f"Model saved in {training_args.output_dir}; load it with\n"
-                "  AutoModelForImageClassification.from_pretrained("
-                f"{training_args.output_dir!r}, trust_remote_code=True)\n"
-                f"  pipeline('image-classification', model={training_args.output_dir!r}, trust_remote_code=True)",
-                command_secrets(argv),
-            )
-        )  # a token in the folder's name is no reason to print it
-
+from modeling_vit_scratch.training.command import main
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -237,7 +237,7 @@ def test_distillation_trains_under_torchrun_in_bf16(tmp_path, trained_teacher):
 
 
 def test_a_missing_teacher_folder_is_refused_before_any_data_is_read(tmp_path):
-    from modeling_vit_scratch.training.trainer import model_config
+    from modeling_vit_scratch.training.model_source import model_config
 
     with pytest.raises(FileNotFoundError, match="Teacher folder .* does not exist: give a folder written by"):
         model_config(ModelArguments(model="vit-tiny-patch16-224", teacher=str(tmp_path / "missing")))

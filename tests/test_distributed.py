@@ -198,16 +198,18 @@ if __name__ == "__main__":
 # Run under torchrun: each rank times bf16 differently (as two machines' noise might), chooses, and prints the result.
 CHOOSING_RANK = """
 import json, os, sys
-from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, training
+from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification
+from modeling_vit_scratch.training import precision
 from modeling_vit_scratch.training.arguments import parse_arguments
+from modeling_vit_scratch.training.distributed import use_cpu_processes_without_accelerator
 rank = int(os.environ["RANK"])
-training.use_cpu_processes_without_accelerator()
-training.bf16_emulated = lambda device: False  # as on a machine with bf16 units
-training.bf16_training_step_seconds = lambda *args: (0.2, 0.1) if rank == 0 else (0.1, 0.2)  # rank 0: bf16 wins
+use_cpu_processes_without_accelerator()
+precision.bf16_emulated = lambda device: False  # as on a machine with bf16 units
+precision.bf16_training_step_seconds = lambda *args: (0.2, 0.1) if rank == 0 else (0.1, 0.2)  # rank 0: bf16 wins
 *_, args = parse_arguments(["--output_dir", sys.argv[1], "--bf16_when_faster", "true"])
 config = ViTScratchConfig(image_size=8, patch_size=4, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                           intermediate_size=8)
-why = training.choose_bf16(ViTScratchForImageClassification(config), (3, 8, 8), args)
+why = str(precision.choose_bf16(ViTScratchForImageClassification(config), (3, 8, 8), args))
 print("CHOICE " + json.dumps(dict(rank=rank, world_size=args.world_size, bf16=args.bf16, why=why)))
 """
 

@@ -2,6 +2,7 @@
 
 import copy
 import json
+from dataclasses import fields
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,12 +14,16 @@ from transformers import ViTConfig, ViTForImageClassification, ViTModel
 
 from modeling_vit_scratch import ViTScratchForImageClassification
 from modeling_vit_scratch.common.dtypes import logits_agree, parse_dtype, parse_dtypes
-from modeling_vit_scratch.sharing.card import training_precision
-from modeling_vit_scratch.training import precision
-from modeling_vit_scratch.training import trainer as training
-from modeling_vit_scratch.training.arguments import parse_arguments
-from modeling_vit_scratch.training.precision import cpu_bf16_flags, slow_bf16_warning
-from modeling_vit_scratch.training.trainer import bf16_verdict, choose_bf16
+from modeling_vit_scratch.training import command, precision
+from modeling_vit_scratch.training.arguments import ModelArguments, parse_arguments
+from modeling_vit_scratch.training.precision import (
+    PRECISION_CHOICE_FILE,
+    PrecisionChoice,
+    choose_bf16,
+    cpu_bf16_flags,
+    slow_bf16_warning,
+    training_precision,
+)
 
 
 def test_dtypes_are_parsed_by_name_or_alias_and_anything_else_is_refused_naming_the_choices():
@@ -98,24 +103,68 @@ def test_a_bf16_probe_times_a_copy_and_leaves_the_model_and_the_random_state_as_
 
 
 def test_bf16_is_chosen_from_1_25x_faster_than_float32_and_the_timings_are_said():
-    assert bf16_verdict(0.125, 0.1, "CPU")[0]
-    assert not bf16_verdict(0.12, 0.1, "CPU")[0]  # a smaller gain is not worth bf16's rounding: float32
-    assert not bf16_verdict(0.1, 0.5, "cuda device")[0]
-    faster, why = bf16_verdict(0.2, 0.05, "CPU")
-    assert faster and why == (
+    assert PrecisionChoice.measured(0.125, 0.1, "cpu").bf16
+    assert not PrecisionChoice.measured(0.12, 0.1, "cpu").bf16  # a smaller gain is not worth bf16's rounding: float32
+    assert not PrecisionChoice.measured(0.1, 0.5, "cuda").bf16
+    choice = PrecisionChoice.measured(0.2, 0.05, "cpu")
+    assert choice.bf16 and choice.why() == (
         "a training step took 0.05 s under bf16 autocast and 0.2 s in float32 on this CPU: bf16 is 4.00x as fast, "
         "at least the 1.25x it needs"
     )
+    assert str(choice) == f"chosen by --bf16_when_faster: {choice.why()}"
+    assert str(PrecisionChoice.emulated("cuda")) == (
+        "chosen by --bf16_when_faster: bf16 is emulated on this cuda device, which has no bf16 units"
+    )
+
+
+def test_the_help_of_bf16_when_faster_names_the_bar_the_choice_uses():
+    help_text = next(field.metadata["help"] for field in fields(ModelArguments) if field.name == "bf16_when_faster")
+    assert f"at least {precision.BF16_MIN_SPEEDUP:g}x faster" in help_text
+
+
+def test_a_checkpoint_keeps_the_grounds_of_the_choice_not_its_words(tmp_path):
+    measured, emulated = PrecisionChoice.measured(0.2, 0.1, "cpu"), PrecisionChoice.emulated("cpu")
+    for name, choice in (("checkpoint-6", measured), ("checkpoint-8", emulated)):
+        (tmp_path / name).mkdir()
+        choice.keep_in(tmp_path / name)
+    kept = json.loads((tmp_path / "checkpoint-6" / PRECISION_CHOICE_FILE).read_text())
+    assert kept == dict(
+        bf16=True, reason="measured", device="cpu", float32_seconds=0.2, bf16_seconds=0.1, min_speedup=1.25
+    )
+    assert json.loads((tmp_path / "checkpoint-8" / PRECISION_CHOICE_FILE).read_text()) == {
+        "bf16": False,
+        "reason": "emulated",
+        "device": "cpu",
+    }
+    resumed = PrecisionChoice.kept_in(str(tmp_path / "checkpoint-6"))
+    assert str(resumed) == f"{measured}; kept on resuming from checkpoint-6"
+    resumed.keep_in(tmp_path / "checkpoint-8")  # the resumed run's next checkpoint: the grounds, once
+    assert json.loads((tmp_path / "checkpoint-8" / PRECISION_CHOICE_FILE).read_text()) == kept
+    assert (
+        str(PrecisionChoice.kept_in(str(tmp_path / "checkpoint-8")))
+        == f"{measured}; kept on resuming from checkpoint-8"
+    )
+    assert PrecisionChoice.kept_in(str(tmp_path / "elsewhere")) is None
+    assert not list(tmp_path.rglob("*.partial"))
+
+
+def test_a_choice_kept_in_the_older_form_names_the_flag_that_keeps_it(tmp_path):
+    (tmp_path / PRECISION_CHOICE_FILE).write_text(json.dumps({"bf16": True, "why": "measured earlier"}))
+    with pytest.raises(ValueError, match="older form: resume with --bf16 true in place of --bf16_when_faster"):
+        PrecisionChoice.kept_in(str(tmp_path))
 
 
 def test_a_bf16_choice_kept_in_a_checkpoint_is_taken_without_timing(tmp_path, monkeypatch):
     checkpoint = tmp_path / "checkpoint-12"
     checkpoint.mkdir()
-    (checkpoint / training.PRECISION_CHOICE_FILE).write_text(json.dumps({"bf16": True, "why": "measured earlier"}))
-    monkeypatch.setattr(training, "bf16_training_step_seconds", None)  # not called: it would raise
+    PrecisionChoice.measured(0.2, 0.1, "cpu").keep_in(checkpoint)
+    monkeypatch.setattr(precision, "bf16_training_step_seconds", None)  # not called: it would raise
     *_, training_args = parse_arguments(["--output_dir", str(tmp_path), "--bf16_when_faster", "true"])
-    why = choose_bf16(ViTScratchForImageClassification(tiny_config()), (3, 20, 20), training_args, str(checkpoint))
-    assert why == "chosen by --bf16_when_faster: measured earlier; kept on resuming from checkpoint-12"
+    choice = choose_bf16(ViTScratchForImageClassification(tiny_config()), (3, 20, 20), training_args, str(checkpoint))
+    assert str(choice) == (
+        "chosen by --bf16_when_faster: a training step took 0.1 s under bf16 autocast and 0.2 s in float32 on this "
+        "CPU: bf16 is 2.00x as fast, at least the 1.25x it needs; kept on resuming from checkpoint-12"
+    )
     assert training_args.bf16 and training_args.mixed_precision == "bf16"
 
 
@@ -135,7 +184,7 @@ def test_bf16_when_faster_measures_unless_the_command_chose_a_precision(tmp_path
         assert choose_bf16(model, (1, 20, 20), training_args) is None
         assert (training_args.bf16, training_args.fp16, training_args.mixed_precision) == before
     *_, training_args = parse_arguments(["--output_dir", str(tmp_path), "--bf16_when_faster", "true"])
-    why = choose_bf16(model, (1, 20, 20), training_args)
+    why = str(choose_bf16(model, (1, 20, 20), training_args))
     assert why.startswith("chosen by --bf16_when_faster: ")
     # where bf16 is emulated it is not even timed; elsewhere the timings decide, and the Trainer is told
     if precision.bf16_emulated(training_args.device):
@@ -143,6 +192,29 @@ def test_bf16_when_faster_measures_unless_the_command_chose_a_precision(tmp_path
     else:
         assert "a training step took" in why
     assert training_args.mixed_precision == ("bf16" if training_args.bf16 else "no")
+
+
+@pytest.mark.parametrize(
+    "flags, choice, said",
+    [
+        ([], None, "Trained in float32."),  # no choice made: nothing said about bf16
+        (["--bf16", "true"], None, "Trained in bf16 mixed precision."),
+        (
+            ["--bf16_when_faster", "true"],
+            "chosen by --bf16_when_faster: why",
+            "Trained in float32 (chosen by --bf16_when_faster: why).",
+        ),
+    ],
+)
+def test_the_train_command_says_why_it_trained_in_its_precision_only_where_a_choice_was_made(
+    tmp_path, monkeypatch, capsys, flags, choice, said
+):
+    metrics = dict(test_accuracy=0.5, wall_time_seconds=3.0, **({"precision_choice": choice} if choice else {}))
+    monkeypatch.setattr(command, "train", lambda *args: metrics)
+    command.main(["--output_dir", str(tmp_path / "out"), *flags])
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Trained in "))
+    assert line == said
+    assert flags or "bf16" not in line
 
 
 @pytest.mark.integration

@@ -18,7 +18,7 @@ from modeling_vit_scratch.common.folders import LOCK_FILE, claim_output_folder
 from modeling_vit_scratch.common.overrides import parse_overrides
 from modeling_vit_scratch.common.secrets import weights_sha256
 from modeling_vit_scratch.sharing.push import check_own_code
-from modeling_vit_scratch.training import trainer as training
+from modeling_vit_scratch.training import precision
 from modeling_vit_scratch.training.arguments import (
     DataArguments,
     ModelArguments,
@@ -28,7 +28,10 @@ from modeling_vit_scratch.training.arguments import (
     recipe_to_argv,
 )
 from modeling_vit_scratch.training.data import PreparedData, digits_dataset, prepare_splits
-from modeling_vit_scratch.training.trainer import PRECISION_CHOICE_FILE, build_model, set_global_batch_size, train
+from modeling_vit_scratch.training.distributed import set_global_batch_size
+from modeling_vit_scratch.training.model_source import build_model
+from modeling_vit_scratch.training.precision import PRECISION_CHOICE_FILE
+from modeling_vit_scratch.training.trainer import train
 
 # new processes, scripts or whole suites: `make test` runs them, `make test-fast` leaves them out
 pytestmark = pytest.mark.integration
@@ -128,12 +131,12 @@ def test_bf16_when_faster_trains_in_the_precision_it_chose_and_a_resumed_run_kee
     where bf16 wins the run trains under bf16 autocast (its weights differ from the float32 run's), says so, and
     keeps the choice in each checkpoint; resumed where float32 would win, it trains on in bf16 and ends where the
     uninterrupted run ended."""
-    monkeypatch.setattr(training, "bf16_emulated", lambda device: False)
+    monkeypatch.setattr(precision, "bf16_emulated", lambda device: False)
     model_args = ModelArguments(model=tiny_model_file(tmp_path, num_channels=1), bf16_when_faster=True)
     data_args = DataArguments(max_train_samples=48)
     runs = {}
     for name, timings in (("bf16", (0.2, 0.1)), ("float32", (0.1, 0.2))):
-        monkeypatch.setattr(training, "bf16_training_step_seconds", lambda *args, timings=timings: timings)
+        monkeypatch.setattr(precision, "bf16_training_step_seconds", lambda *args, timings=timings: timings)
         runs[name] = train(model_args, data_args, training_args(tmp_path / name, num_train_epochs=2))
         record = json.loads((tmp_path / name / "training_record.json").read_text())
         assert record["precision"] == {"bf16": "bf16 mixed precision", "float32": "float32"}[name]
@@ -149,7 +152,7 @@ def test_bf16_when_faster_trains_in_the_precision_it_chose_and_a_resumed_run_kee
     interrupted = tmp_path / "interrupted"
     interrupted.mkdir()
     shutil.copytree(first, interrupted / first.name)
-    monkeypatch.setattr(training, "bf16_training_step_seconds", lambda *args: (0.1, 0.2))  # float32 would win now
+    monkeypatch.setattr(precision, "bf16_training_step_seconds", lambda *args: (0.1, 0.2))  # float32 would win now
     resumed = train(
         model_args, data_args, training_args(interrupted, num_train_epochs=2, resume_from_checkpoint="true")
     )
@@ -157,7 +160,9 @@ def test_bf16_when_faster_trains_in_the_precision_it_chose_and_a_resumed_run_kee
     # resumed again from the resumed run's checkpoint: the measured reason, said once
     kept = json.loads((interrupted / "checkpoint-12" / PRECISION_CHOICE_FILE).read_text())
     assert kept == json.loads((first / PRECISION_CHOICE_FILE).read_text())
-    assert "kept on resuming" not in kept["why"]
+    assert kept == dict(
+        bf16=True, reason="measured", device=kept["device"], float32_seconds=0.2, bf16_seconds=0.1, min_speedup=1.25
+    )  # the grounds, never the words: no 'kept on resuming from ...' to pile up
     assert resumed["test_loss"] == pytest.approx(runs["bf16"]["test_loss"], abs=1e-6)
     for key, tensor in load_file(interrupted / "model.safetensors").items():
         torch.testing.assert_close(tensor, weights["bf16"][key], atol=1e-6, rtol=0)
@@ -598,7 +603,11 @@ def test_push_to_hub_goes_through_the_gate_and_a_failed_push_keeps_the_trained_m
     assert failed.returncode != 0 and "Traceback" not in failed.stderr
     line = failed.stderr.strip().splitlines()[-1]
     assert line.startswith(f"error: The trained model is saved in {tmp_path / 'b'}, but pushing it failed: ")
-    assert f"python scripts/push_to_hub.py {tmp_path / 'b'} local-user/b" in line
+    again = f"{tmp_path / 'b'} local-user/b"
+    assert line.endswith(
+        f"(to push it again without training: vit-scratch push {again} (or python scripts/push_to_hub.py {again} "
+        "from a clone))"
+    )
     assert json.loads((tmp_path / "b" / "training_record.json").read_text())["weights_sha256"] == weights_sha256(
         tmp_path / "b"
     )

@@ -13,6 +13,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from modeling_vit_scratch.common.sources import DIGITS
 from modeling_vit_scratch.configuration_vit_scratch import MODEL_SIZES, ViTScratchConfig, to_pair
+from modeling_vit_scratch.training.precision import precision_words, training_precision
 
 TEMPLATE = Path(__file__).with_name(
     "model_card.md"
@@ -96,15 +97,6 @@ def card_data(config: ViTScratchConfig, metrics: dict, dataset: str | None, mode
         model_name=model_name,
         eval_results=eval_results or None,
     )
-
-
-def training_precision(training_args) -> str:
-    """The precision a run trains in, as the card, the record and the script's output name it."""
-    # accelerate's mixed_precision: set by --bf16/--fp16, by --bf16_when_faster, or by `accelerate launch` / its config
-    mixed = getattr(training_args, "mixed_precision", "no")
-    if training_args.bf16 or mixed == "bf16":
-        return "bf16 mixed precision"
-    return "fp16 mixed precision" if training_args.fp16 or mixed == "fp16" else "float32"
 
 
 def training_record(
@@ -218,23 +210,18 @@ def parameter_count(config: ViTScratchConfig) -> int:
         return model.num_parameters()
 
 
-def precision_text(record: dict) -> str:
-    """The precision a run trained in, with why where --bf16_when_faster chose it."""
-    choice = record.get("precision_choice")
-    return f"{record.get('precision') or 'float32'}" + (f" ({choice})" if choice else "")
-
-
 def render_other_model_card(config, metrics: dict, record: dict) -> ModelCard:
     """A short card for a transformers model (not a vit_scratch one) that scripts/train.py trained, e.g. a teacher:
     its type, the data, the command and the measured results."""
     rows = "".join(f"| {row['split']} | {row['metric']} | {row['value']} |\n" for row in result_rows(metrics))
     data = ModelCardData(library_name="transformers", pipeline_tag="image-classification", license="apache-2.0")
+    precision = precision_words(record.get("precision") or "float32", record.get("precision_choice"))
     text = (
         f"---\n{data.to_yaml()}\n---\n\n# {config.model_type} image classifier\n\n"
         f"A transformers `{config.architectures[0] if config.architectures else config.model_type}` trained from "
         f"scratch by vit-scratch's `scripts/train.py` on `{record['dataset']}` ({record['num_train']} training, "
         f"{record['num_validation']} validation and {record['num_test']} test images), for {record['epochs']:g} "
-        f"epochs, seed {record['seed']}, {precision_text(record)}, e.g. as a teacher for a distilled ViT. The "
+        f"epochs, seed {record['seed']}, {precision}, e.g. as a teacher for a distilled ViT. The "
         "command:\n\n"
         f"```bash\n{record['command']}\n```\n\n## Results\n\n| split | metric | value |\n| --- | --- | --- |\n{rows}"
     )

@@ -1,2 +1,3 @@
-"""Training: arguments, data, pre-flight checks, augmentation, distillation, the precision choice, the trainer, the
-output folder and its curves. `scripts/train.py` and `vit-scratch train` call `trainer.train`."""
+"""Training: arguments, data, pre-flight checks, augmentation, distillation, the model source, several processes, the
+precision choice, the trainer, the output folder and its curves. `vit-scratch train` and `scripts/train.py` call
+`command.main`, which calls `trainer.train`."""

@@ -22,6 +22,7 @@ from transformers import HfArgumentParser, TrainingArguments
 from modeling_vit_scratch.common.secrets import MASK, known_secrets, redact
 from modeling_vit_scratch.common.sources import DIGITS
 from modeling_vit_scratch.training.distillation import Distillation
+from modeling_vit_scratch.training.precision import BF16_MIN_SPEEDUP
 from modeling_vit_scratch.training.preflight import DECODE_UP_FRONT_MAX_IMAGES
 
 
@@ -64,10 +65,10 @@ class ModelArguments:
         default=False,
         metadata={
             "help": "Before training, time a few training steps of the model in float32 and under bf16 autocast on "
-            "this machine and train in bf16 if it is at least 1.25x faster (CPUs with bf16 units, most GPUs); the "
-            "output, the record and the model card say which and why; a resumed run keeps the choice its checkpoint "
-            "records. --bf16 true, --fp16 true or accelerate's mixed_precision (`accelerate launch "
-            "--mixed_precision`) override it."
+            f"this machine and train in bf16 if it is at least {BF16_MIN_SPEEDUP:g}x faster (CPUs with bf16 units, "
+            "most GPUs); the output, the record and the model card say which and why; a resumed run keeps the "
+            "choice its checkpoint records. --bf16 true, --fp16 true or accelerate's mixed_precision (`accelerate "
+            "launch --mixed_precision`) override it."
         },
     )
     # the loss the three options above describe: built (and so checked) once, here, and used by the trainer

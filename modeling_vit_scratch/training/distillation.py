@@ -108,8 +108,8 @@ def load_teacher(source: str, student_processor, id2label: dict[int, str]) -> tu
 
 
 class DistillationTrainer(AugmentingTrainer):
-    """The `Trainer`, with the DeiT loss: the teacher runs on the same (augmented) batch, in eval mode, without gradients, on
-    the student's device in float32, outside the student's autocast."""
+    """The `Trainer`, with the DeiT loss: the teacher runs on the same (augmented) batch, in eval mode, without
+    gradients, on the student's device in float32, outside the student's autocast."""
 
     def __init__(self, *args, teacher: nn.Module, teacher_inputs: TeacherInputs, distillation: Distillation, **kwargs):
         super().__init__(*args, **kwargs)

@@ -21,9 +21,8 @@ from tqdm.auto import tqdm
 
 from modeling_vit_scratch.image_processing_vit_scratch import WIDE_MODES, to_model_mode
 
-# Up to this many images are fully decoded before training, above it only opened (file found, header parsed).
-# Measured on one CPU core: 11,600 images/s for 28x28 PNGs (100,000 in 9 s), 515 images/s for 500x375 JPEGs
-# (100,000 in about 3 minutes), against 17,000 images/s for the header check of either.
+# Up to this many images are fully decoded before training, above it only opened (file found, header parsed): a
+# header check is much faster than decoding large JPEGs (how fast each is: docs/training.md).
 DECODE_UP_FRONT_MAX_IMAGES = 100_000
 BATCH_ROWS = 1_000
 

@@ -1,278 +1,46 @@
 """Training with the transformers `Trainer`: a preset, config file or checkpoint + any image data set -> a model folder.
 
-`scripts/train.py` parses the argument groups of `arguments.py` (command line or a JSON/YAML recipe in `configs/`)
-and calls `train`. The same code runs on one CPU process, under `torchrun` / `accelerate launch` with several processes
-(gloo on CPU, NCCL on GPUs), with `--bf16` and gradient accumulation: the Trainer and accelerate do the distribution.
-The output folder is what `push_to_hub` and the Auto classes read: weights, config, code, image processor, metrics,
-a training-curve picture and a model card.
+`training/command.py` (`vit-scratch train`, `scripts/train.py`) parses the argument groups of `arguments.py`
+(command line or a JSON/YAML recipe in `configs/`) and calls `train`, which runs the line: the output folder claimed,
+the data and its pre-flight check (`data.py`, `preflight.py`), the model (`model_source.py`), the precision
+(`precision.py`), the Trainer (with augmentation or a teacher), evaluation, and the output folder (`output.py`). The
+same code runs on one CPU process or several (`distributed.py`), with `--bf16` and gradient accumulation.
 """
 
-import json
 import logging
-import os
 import time
 from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
-from transformers import (
-    AutoConfig,
-    AutoModelForImageClassification,
-    PreTrainedConfig,
-    Trainer,
-    TrainerCallback,
-    TrainingArguments,
-    set_seed,
-)
+from transformers import TrainingArguments, set_seed
 
-from modeling_vit_scratch.common.folders import (
-    CURVES_FILE,
-    RECORD_FILE,
-    RESULTS_FILE,
-    RESUME_OFF,
-    claim_output_folder,
-    publish,
-    refuse_a_model,
-    resolve_checkpoint,
-    staging_inside,
-)
-from modeling_vit_scratch.common.overrides import check_config_overrides, parse_overrides
-from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, weights_sha256
-from modeling_vit_scratch.common.sources import looks_like_local_path
-from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig
-from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
-from modeling_vit_scratch.modeling_vit_scratch import (
-    ViTScratchForImageClassification,
-    ViTScratchForImageClassificationWithTeacher,
-)
-from modeling_vit_scratch.sharing.card import training_precision
-from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to
-from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, OutputArguments, plain_command
+from modeling_vit_scratch.common.folders import RESUME_OFF, claim_output_folder, refuse_a_model, resolve_checkpoint
+from modeling_vit_scratch.common.secrets import known_secrets
+from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, OutputArguments
 from modeling_vit_scratch.training.augmentation import AugmentedViews, AugmentingTrainer, RandomShiftRotate
 from modeling_vit_scratch.training.data import (
     ImageTransform,
-    PreparedData,
     collate_images,
     load_image_dataset,
     prepare_splits,
     processed_rows,
 )
 from modeling_vit_scratch.training.distillation import DistillationTrainer, load_teacher
-from modeling_vit_scratch.training.precision import bf16_emulated, bf16_training_step_seconds, slow_bf16_warning
+from modeling_vit_scratch.training.distributed import check_fsdp, check_world_size, set_global_batch_size
+from modeling_vit_scratch.training.model_source import build_model, model_config
+from modeling_vit_scratch.training.output import distillation_text, push_trained_folder, write_model_folder
+from modeling_vit_scratch.training.precision import (
+    KeepPrecisionChoice,
+    choose_bf16,
+    precision_words,
+    slow_bf16_warning,
+    training_precision,
+)
 from modeling_vit_scratch.training.preflight import check_images
 
 logger = logging.getLogger(__name__)
-
-
-def use_cpu_processes_without_accelerator() -> None:
-    """Under torchrun with no GPU, make accelerate join the CPU processes (gloo) instead of running N separate copies.
-
-    transformers only builds a multi-process CPU state when asked for the CPU; call this before `TrainingArguments`
-    is created. On machines with GPUs it does nothing.
-    """
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
-        os.environ.setdefault("ACCELERATE_USE_CPU", "true")
-
-
-def check_world_size(training_args: TrainingArguments) -> None:
-    """The processes the launcher started are the processes that train together, or a clear error."""
-    launched = int(os.environ.get("WORLD_SIZE", "1"))
-    if training_args.world_size != launched:
-        raise RuntimeError(
-            f"{launched} processes were launched but the Trainer sees {training_args.world_size}: each would train "
-            "alone. Launch with torchrun or `accelerate launch --multi_gpu`/`--num_processes` on a configured machine."
-        )
-
-
-def check_fsdp(training_args: TrainingArguments) -> None:
-    """--fsdp only where accelerate shards: it keeps its FSDP plugin for several GPU (NPU, XPU...) processes only
-    (accelerate/state.py, `AcceleratorState.__init__`) and drops it without a word on CPU or in one process."""
-    from accelerate.utils import DistributedType
-
-    processes = training_args.world_size
-    unsharded = (DistributedType.NO, DistributedType.MULTI_CPU)
-    if training_args.fsdp and training_args.distributed_state.distributed_type in unsharded:
-        raise ValueError(
-            f"--fsdp shards the model across several GPUs, but accelerate ignores it for {processes} process"
-            f"{'es' if processes > 1 else ''} on {training_args.device.type} (each would hold the whole model); drop "
-            "--fsdp (torchrun on CPU trains data-parallel) or launch on GPUs."
-        )
-
-
-def model_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
-    """The architecture `--model` names, without the data's labels, and whether it is a new model. Every error in
-    the model arguments surfaces here, cheaply, before the data is read. With `--teacher`, a new model gets a
-    distillation token, and a checkpoint must have one."""
-    if args.teacher and looks_like_local_path(args.teacher) and not Path(args.teacher).is_dir():
-        raise FileNotFoundError(
-            f"Teacher folder {args.teacher!r} does not exist: give a folder written by scripts/train.py (e.g. `make "
-            "teacher`) or a hub repo id."
-        )
-    config, new = named_config(args)
-    if args.teacher and new and isinstance(config, ViTScratchConfig):
-        config.distillation_token = True
-    if args.teacher and not getattr(config, "distillation_token", False):
-        kind = "a new model" if new else f"the checkpoint {args.model!r}"
-        raise ValueError(
-            f"--teacher trains a distillation token, which {kind} has not: train a new vit_scratch model with "
-            "--teacher, or drop --teacher."
-        )
-    return config, new
-
-
-def named_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
-    """`model_config` without the teacher's requirement. A config file with another `model_type` (e.g. "resnet",
-    a teacher) builds that transformers image classifier; its `image_size` sets the processor's."""
-    overrides = parse_overrides(args.config_overrides)
-    if args.model.endswith(".json") and Path(args.model).is_file():
-        fields_in_file = ViTScratchConfig.get_config_dict(args.model)[0]
-        model_type = fields_in_file.pop("model_type", ViTScratchConfig.model_type)
-        if model_type != ViTScratchConfig.model_type:
-            if "image_size" not in fields_in_file:
-                raise ValueError(
-                    f"{args.model} (model_type {model_type!r}) gives no image_size: add the side images are resized "
-                    'to, e.g. "image_size": 32.'
-                )
-            return AutoConfig.for_model(model_type, **{**fields_in_file, **overrides}), True
-    check_config_overrides(overrides)
-    if args.model in PRESETS:
-        return ViTScratchConfig.from_preset(args.model, **overrides), True
-    if args.model.endswith(".json"):
-        if not Path(args.model).is_file():
-            raise FileNotFoundError(f"Config file {args.model!r} does not exist: give an existing JSON file.")
-        check_config_overrides(fields_in_file)
-        return ViTScratchConfig(**{**fields_in_file, **overrides}), True
-    if overrides:
-        raise ValueError("--config_overrides applies to new models only; a checkpoint keeps its architecture.")
-    path = Path(args.model)
-    if not path.exists() and looks_like_local_path(args.model):
-        raise FileNotFoundError(f"Checkpoint folder {args.model!r} does not exist: give a saved folder or repo id.")
-    if path.is_dir() and not (path / "config.json").exists():
-        raise FileNotFoundError(f"{args.model!r} has no config.json: give a folder written by save_pretrained.")
-    if not path.exists() and "/" not in args.model:
-        raise ValueError(
-            f"Unknown preset {args.model!r}. Known presets: {', '.join(sorted(PRESETS))}; "
-            "or give a config JSON file, a saved folder or a hub repo id."
-        )
-    try:
-        return AutoConfig.from_pretrained(args.model), False
-    except OSError as error:
-        raise FileNotFoundError(
-            f"Cannot load the checkpoint {args.model!r}: it is no folder here and no reachable hub repo "
-            f"({str(error).splitlines()[0]}). Check the path (a folder name needs ./ in front) or the repo id."
-        ) from None
-
-
-def classifier_class(config: PreTrainedConfig):
-    """The two-headed classifier for a config with a distillation token, the one-headed one for the rest of ours,
-    and transformers' own class for another model type (a teacher)."""
-    if not isinstance(config, ViTScratchConfig):
-        return AutoModelForImageClassification
-    return (
-        ViTScratchForImageClassificationWithTeacher if config.distillation_token else ViTScratchForImageClassification
-    )
-
-
-def build_model(args: ModelArguments, data: PreparedData) -> tuple[ViTScratchForImageClassification, object]:
-    """A new model (preset or config file) or a fine-tuned checkpoint, with the data set's labels and its processor."""
-    config, new = model_config(args)
-    kernel = {"attn_implementation": args.attn_implementation} if args.attn_implementation else {}
-    if not new:
-        return fine_tuned_model(args.model, config, data, kernel)
-    config.id2label, config.label2id = data.id2label, {name: i for i, name in data.id2label.items()}
-    config.num_labels = len(data.labels)
-    model_class = classifier_class(config)
-    # the Auto class builds another model type (a teacher); ours are built by their own class, since the Auto class
-    # picks between our two classifiers by `config.architectures`, which a new config does not have yet
-    build = model_class.from_config if model_class is AutoModelForImageClassification else model_class._from_config
-    model = build(config, **kernel)
-    return model, ViTScratchImageProcessor.for_config(config)
-
-
-def fine_tuned_model(
-    source: str, saved: ViTScratchConfig, data: PreparedData, kernel: dict
-) -> tuple[ViTScratchForImageClassification, object]:
-    """A saved folder or hub repo, to fine-tune on `data`. A new label set gets a new head, initialised afresh;
-    every other weight must load as saved (a shape that differs anywhere else is an error, never a re-init)."""
-    labels = dict(id2label=data.id2label, label2id={name: i for i, name in data.id2label.items()})
-    model, loading = classifier_class(saved).from_pretrained(
-        source, num_labels=len(data.labels), ignore_mismatched_sizes=True, output_loading_info=True, **labels, **kernel
-    )
-    body_mismatches = sorted(name for name, *_ in loading["mismatched_keys"] if not name.startswith("classifier."))
-    if body_mismatches:
-        raise ValueError(
-            f"The weights of {source!r} do not fit its config.json ({', '.join(body_mismatches[:3])}): re-save the "
-            "checkpoint with save_pretrained."
-        )
-    # a folder's config may name other code to run (custom_pipelines); the trained folder names only the package's
-    vars(model.config).pop("custom_pipelines", None)
-    saved_labels = [str(saved.id2label[index]) for index in sorted(saved.id2label or {})]
-    if saved_labels != data.labels and not loading["mismatched_keys"] and isinstance(saved, ViTScratchConfig):
-        for head in ("classifier", "distillation_classifier"):  # same count, other labels: new heads
-            if hasattr(model, head):
-                setattr(model, head, nn.Linear(model.config.hidden_size, model.config.num_labels))
-                model._init_weights(getattr(model, head))
-    try:
-        processor = ViTScratchImageProcessor.from_pretrained(source)
-    except OSError:  # a checkpoint saved without its processor
-        processor = ViTScratchImageProcessor.for_config(model.config)
-    return model, processor
-
-
-def accuracy_metrics(eval_prediction) -> dict[str, float]:
-    """Top-1 accuracy, top-5 when there are more than 5 classes, and `selection_score` for picking the best epoch.
-
-    `selection_score` is the accuracy with ties broken by the lower cross-entropy: on a small validation set many
-    epochs reach the same accuracy, and the earliest of them (the Trainer's choice) is usually the least trained.
-    """
-    logits, labels = eval_prediction.predictions, eval_prediction.label_ids
-    logits = logits[0] if isinstance(logits, tuple) else logits
-    accuracy = float((logits.argmax(-1) == labels).mean())
-    log_probabilities = torch.from_numpy(logits).float().log_softmax(-1)
-    loss = float(-log_probabilities.gather(1, torch.from_numpy(labels).long()[:, None]).mean())
-    metrics = {"accuracy": accuracy, "selection_score": accuracy - 1e-4 * min(loss, 50.0)}  # 1e-4 * 50 < one image
-    if logits.shape[-1] > 5:
-        top5 = np.argsort(-logits, axis=-1)[:, :5]
-        metrics["top5_accuracy"] = float((top5 == labels[:, None]).any(-1).mean())
-    return metrics
-
-
-def set_global_batch_size(training_args: TrainingArguments, total: int | None) -> None:
-    """Per-device batch = total / (processes x accumulation steps); an error if it does not divide."""
-    if total is None:
-        return
-    shards = training_args.world_size * training_args.gradient_accumulation_steps
-    if total % shards:
-        raise ValueError(
-            f"--total_train_batch_size {total} does not divide over {training_args.world_size} processes x "
-            f"{training_args.gradient_accumulation_steps} accumulation steps: choose a multiple of {shards}."
-        )
-    training_args.per_device_train_batch_size = total // shards
-
-
-def augmentation_text(data_args: DataArguments) -> str | None:
-    """How training images were augmented, in words for the model card."""
-    if not data_args.augment:
-        return None
-    return (
-        f"random shifts of up to {data_args.max_shift:.0%} of the image side and rotations of up to "
-        f"{data_args.max_degrees:g} degrees (bilinear, sub-pixel, batched on the training device), no flips"
-    )
-
-
-def check_training_steps(training_args: TrainingArguments, num_train: int) -> None:
-    """At least one optimisation step, or one line saying why not."""
-    if num_train == 0:
-        raise ValueError(
-            "The training split is empty: give a data set with training images (or a larger --max_train_samples)."
-        )
-    if training_args.max_steps <= 0 and training_args.num_train_epochs <= 0:
-        raise ValueError(
-            f"--num_train_epochs {training_args.num_train_epochs:g} trains nothing: give "
-            "--num_train_epochs > 0 or --max_steps >= 1."
-        )
 
 
 def train(
@@ -349,14 +117,15 @@ def train_in_claimed_folder(
     data_preparation_seconds = round(time.perf_counter() - preparing, 2)
 
     training_args.remove_unused_columns = False  # the image column must reach the transform
-    push = training_args.push_to_hub  # pushed below through the same gate as scripts/push_to_hub.py
+    push = training_args.push_to_hub  # pushed below through the same gate as `vit-scratch push`
     training_args.push_to_hub = False
     set_global_batch_size(training_args, data_args.total_train_batch_size)
-    precision_choice = None
+    choice = None
     if model_args.bf16_when_faster:
-        precision_choice = choose_bf16(model, train_set[0]["pixel_values"].shape, training_args, checkpoint)
-        if main_process and precision_choice:
-            print(f"Training in {training_precision(training_args)} ({precision_choice}).")
+        choice = choose_bf16(model, train_set[0]["pixel_values"].shape, training_args, checkpoint)
+    precision_choice = str(choice) if choice else None  # in words, for the output, the record and the card
+    if main_process and precision_choice:
+        print(f"Training in {precision_words(training_precision(training_args), precision_choice)}.")
     trainer_class, teaching = AugmentingTrainer, {}
     if model_args.teacher:
         teacher, teacher_inputs = load_teacher(model_args.teacher, processor, data.id2label)
@@ -373,8 +142,8 @@ def train_in_claimed_folder(
         augmentation=augmentation if data_args.augment else None,
         **teaching,
     )
-    if precision_choice:  # each checkpoint keeps it, so a resumed run trains on in the same precision
-        trainer.add_callback(KeepPrecisionChoice(training_args.bf16, precision_choice))
+    if choice:  # each checkpoint keeps it, so a resumed run trains on in the same precision
+        trainer.add_callback(KeepPrecisionChoice(choice))
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = {**train_result.metrics}
     metrics.update(trainer.evaluate(validation_set, metric_key_prefix="eval"))
@@ -399,159 +168,32 @@ def train_in_claimed_folder(
     return metrics
 
 
-# bf16 must train this much faster than float32 to be chosen by --bf16_when_faster. bf16 rounds, so a small gain is
-# not worth it: the digits recipe on an AVX-512 BF16 CPU timed its steps 1.11-1.19x faster in bf16, trained in 120-124
-# s against 125-131 s, and scored 99.44% on each of 3 seeds against 99.44 / 100 / 100% in float32 (README).
-BF16_MIN_SPEEDUP = 1.25
-PRECISION_CHOICE_FILE = "precision_choice.json"  # in each checkpoint of a --bf16_when_faster run
-CHOSEN, KEPT = "chosen by --bf16_when_faster: ", "; kept on resuming from "  # how choose_bf16's reason reads
-
-
-def choose_bf16(
-    model, input_shape: tuple[int, ...], training_args: TrainingArguments, checkpoint: str | None = None
-) -> str | None:
-    """--bf16_when_faster: train under bf16 autocast if a training step of `model` (inputs (C, H, W) =
-    `input_shape`) runs faster in it than in float32 on this device (`bf16_verdict`), measured now; else in
-    float32. A run resumed from `checkpoint` keeps the choice made when it began. Sets `training_args` and returns
-    why, in words for the output, the record and the card; None when the command chose a precision itself
-    (--bf16, --fp16, accelerate's mixed_precision). Every process trains as the first one measured."""
-    if training_args.bf16 or training_args.fp16 or training_args.mixed_precision != "no":
-        return None
-    device = training_args.device
-    kept = Path(checkpoint or "", PRECISION_CHOICE_FILE)
-    if checkpoint and kept.is_file():
-        choice = json.loads(kept.read_text())
-        faster, why = choice["bf16"], f"{choice['why']}{KEPT}{Path(checkpoint).name}"
-    elif bf16_emulated(device) or (device.type == "cuda" and not torch.cuda.is_bf16_supported()):
-        faster, why = False, f"bf16 is emulated on this {device_words(device)}, which has no bf16 units"
-    else:
-        batch = training_args.per_device_train_batch_size
-        faster, why = bf16_verdict(*bf16_training_step_seconds(model, input_shape, batch, device), device_words(device))
-    if training_args.world_size > 1 and torch.distributed.is_initialized():
-        choice = [faster, why]
-        torch.distributed.broadcast_object_list(choice, src=0)  # every process, one precision
-        faster, why = choice
-    if faster:
-        training_args.bf16, training_args.mixed_precision = True, "bf16"  # as TrainingArguments sets them
-    return f"{CHOSEN}{why}"
-
-
-def device_words(device: torch.device) -> str:
-    """ "CPU", or e.g. "cuda device": what a sentence calls the device."""
-    return "CPU" if device.type == "cpu" else f"{device.type} device"
-
-
-def bf16_verdict(float32_seconds: float, bf16_seconds: float, device: str) -> tuple[bool, str]:
-    """Whether a training step timed at `bf16_seconds` under bf16 autocast and `float32_seconds` in float32 is worth
-    training in bf16 (at least BF16_MIN_SPEEDUP x as fast), and the timings in words."""
-    speedup = float32_seconds / bf16_seconds
-    faster = speedup >= BF16_MIN_SPEEDUP
-    return faster, (
-        f"a training step took {bf16_seconds:.3g} s under bf16 autocast and {float32_seconds:.3g} s in float32 on "
-        f"this {device}: bf16 is {speedup:.2f}x as fast, {'at least' if faster else 'under'} the "
-        f"{BF16_MIN_SPEEDUP:g}x it needs"
-    )
-
-
-class KeepPrecisionChoice(TrainerCallback):
-    """Writes the --bf16_when_faster choice into each checkpoint (PRECISION_CHOICE_FILE), where `choose_bf16` finds
-    it when the run is resumed: the measured reason, once however often the run was resumed."""
-
-    def __init__(self, bf16: bool, choice: str):
-        self.choice = {"bf16": bf16, "why": choice.removeprefix(CHOSEN).split(KEPT)[0]}
-
-    def on_save(self, args, state, control, **kwargs):
-        folder = Path(args.output_dir, f"checkpoint-{state.global_step}")
-        if state.is_world_process_zero and folder.is_dir():
-            staged = folder / f".{PRECISION_CHOICE_FILE}.partial"  # moved into place whole: a resume reads all or none
-            staged.write_text(json.dumps(self.choice, indent=2) + "\n")
-            staged.replace(folder / PRECISION_CHOICE_FILE)
-
-
-def distillation_text(model_args: ModelArguments) -> str | None:
-    """How the model learned from a teacher, in words for the model card and the record (None without one)."""
-    if not model_args.teacher:
-        return None
-    how = (
-        "its top class (hard distillation)"
-        if model_args.distillation == "hard"
-        else f"its probabilities at temperature {model_args.distillation_temperature:g} (soft distillation)"
-    )
-    return (
-        f"the distillation head learned from the teacher {model_args.teacher} {how}, with weight "
-        f"{model_args.distillation_alpha:g} (the labels {1 - model_args.distillation_alpha:g})"
-    )
-
-
-def push_trained_folder(training_args: TrainingArguments, hub_token: str | None) -> None:
-    """`--push_to_hub`: the saved folder through the same gate as scripts/push_to_hub.py. A failure says the model
-    is saved and how to push it again, without training again."""
-    from modeling_vit_scratch.sharing.push import PushError, push_to_hub
-
-    folder, repo_id = training_args.output_dir, training_args.hub_model_id or Path(training_args.output_dir).name
-    try:
-        result = push_to_hub(
-            folder,
-            repo_id,
-            private=bool(training_args.hub_private_repo),
-            token=hub_token,
-            revision=training_args.hub_revision,
+def check_training_steps(training_args: TrainingArguments, num_train: int) -> None:
+    """At least one optimisation step, or one line saying why not."""
+    if num_train == 0:
+        raise ValueError(
+            "The training split is empty: give a data set with training images (or a larger --max_train_samples)."
         )
-    except (PushError, ValueError, FileNotFoundError) as error:
-        raise PushError(
-            f"The trained model is saved in {folder}, but pushing it failed: {error} (to push it again "
-            f"without training: python scripts/push_to_hub.py {folder} {repo_id})"
-        ) from None
-    print(f"Pushed to {result.repo_url} (commit {result.commit_id})")
-
-
-def write_model_folder(
-    trainer: Trainer,
-    processor,
-    data: PreparedData,
-    data_args: DataArguments,
-    metrics: dict,
-    secrets: list[str],
-    notes: dict[str, str | None] | None = None,
-) -> None:
-    """Weights, config, code, processor, metrics, curves, record and card, written beside the output folder, checked
-    (it reloads to the trained model and holds no secret), then moved into place. `notes` go into the record and
-    the card: how the model learned from a teacher (`distillation`), why it trained in its precision
-    (`precision_choice`)."""
-    from modeling_vit_scratch.sharing.card import render_model_card, render_other_model_card, training_record
-    from modeling_vit_scratch.training.curves import plot_training_curves
-
-    output_dir = Path(trainer.args.output_dir)
-    # without the autocast that --bf16 wraps around forward: the reload check compares float32 with float32
-    model = trainer.accelerator.unwrap_model(trainer.model, keep_fp32_wrapper=False)
-    with staging_inside(output_dir) as staging:
-        model.save_pretrained(staging)
-        processor.save_pretrained(staging)
-        (staging / RESULTS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
-        plot_training_curves(trainer.state.log_history, staging / CURVES_FILE)
-        splits = {name: len(split) for name, split in data.splits.items()}
-        record = training_record(
-            plain_command(), data_args.dataset, splits, trainer.args, metrics, augmentation_text(data_args)
+    if training_args.max_steps <= 0 and training_args.num_train_epochs <= 0:
+        raise ValueError(
+            f"--num_train_epochs {training_args.num_train_epochs:g} trains nothing: give "
+            "--num_train_epochs > 0 or --max_steps >= 1."
         )
-        record["validation_views"] = data_args.validation_views  # selection scored this many views of each image
-        record.update(notes or {})
-        record["weights_sha256"] = weights_sha256(staging)  # the weights the metrics above were measured on
-        (staging / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n")
-        if isinstance(model.config, ViTScratchConfig):
-            card = render_model_card(model.config, metrics, record)
-        else:  # a transformers model, e.g. a teacher
-            card = render_other_model_card(model.config, metrics, record)
-        card.save(staging / "README.md")
-        test_images = data.splits["test"].with_transform(ImageTransform(processor))
-        batch = collate_images([test_images[i] for i in range(min(8, len(test_images)))])
-        try:  # float32 both sides, one code path: only another order of summation may differ
-            check_reloads_to(model, staging, batch["pixel_values"], tolerance=1e-3)
-        except FolderReloadError as error:
-            raise RuntimeError(f"{error}; nothing was written. Please report this as a bug.") from None
-        leaked = find_secrets(staging, secrets)
-        if leaked:
-            raise RuntimeError(
-                f"A token value was found in {', '.join(p.name for p in leaked)}; the model folder was "
-                "not written. Please report this as a bug."
-            )
-        publish(staging, output_dir)
+
+
+def accuracy_metrics(eval_prediction) -> dict[str, float]:
+    """Top-1 accuracy, top-5 when there are more than 5 classes, and `selection_score` for picking the best epoch.
+
+    `selection_score` is the accuracy with ties broken by the lower cross-entropy: on a small validation set many
+    epochs reach the same accuracy, and the earliest of them (the Trainer's choice) is usually the least trained.
+    """
+    logits, labels = eval_prediction.predictions, eval_prediction.label_ids
+    logits = logits[0] if isinstance(logits, tuple) else logits
+    accuracy = float((logits.argmax(-1) == labels).mean())
+    log_probabilities = torch.from_numpy(logits).float().log_softmax(-1)
+    loss = float(-log_probabilities.gather(1, torch.from_numpy(labels).long()[:, None]).mean())
+    metrics = {"accuracy": accuracy, "selection_score": accuracy - 1e-4 * min(loss, 50.0)}  # 1e-4 * 50 < one image
+    if logits.shape[-1] > 5:
+        top5 = np.argsort(-logits, axis=-1)[:, :5]
+        metrics["top5_accuracy"] = float((top5 == labels[:, None]).any(-1).mean())
+    return metrics

@@ -1,0 +1,35 @@
+"""The training command, `vit-scratch train` and `python scripts/train.py`: the arguments (`arguments.py`: the
+command line and a JSON/YAML recipe), `train`, and the lines a user reads at the end. Bad input is one line,
+`error: ...`, before any long work; no token value is ever printed."""
+
+import sys
+
+from modeling_vit_scratch.common.secrets import redact
+from modeling_vit_scratch.sharing.push import PushError
+from modeling_vit_scratch.training.arguments import command_secrets, parse_arguments
+from modeling_vit_scratch.training.distributed import use_cpu_processes_without_accelerator
+from modeling_vit_scratch.training.precision import precision_words, training_precision
+from modeling_vit_scratch.training.trainer import train
+
+
+def main(argv: list[str]) -> None:
+    """Train as `argv` (the arguments after the command's name) says, and say where the model is."""
+    use_cpu_processes_without_accelerator()
+    try:
+        model_args, data_args, output_args, training_args = parse_arguments(argv)
+        metrics = train(model_args, data_args, training_args, output_args)
+    except (ValueError, FileNotFoundError, PushError) as error:  # bad input or a failed push: one line, what and how
+        sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}")
+    if training_args.process_index == 0:
+        print(f"\nTest accuracy {metrics['test_accuracy']:.4f} ({metrics['wall_time_seconds']:.0f} s).")
+        precision = precision_words(training_precision(training_args), metrics.get("precision_choice"))
+        print(f"Trained in {precision}.")  # why only where --bf16_when_faster chose it
+        print(
+            redact(
+                f"Model saved in {training_args.output_dir}; load it with\n"
+                "  AutoModelForImageClassification.from_pretrained("
+                f"{training_args.output_dir!r}, trust_remote_code=True)\n"
+                f"  pipeline('image-classification', model={training_args.output_dir!r}, trust_remote_code=True)",
+                command_secrets(argv),
+            )
+        )  # a token in the folder's name is no reason to print it

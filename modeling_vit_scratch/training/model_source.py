@@ -1,0 +1,140 @@
+"""The model a run trains, from what `--model` names: a preset, a config file (ours, or another transformers
+image classifier such as a teacher), a saved folder or a hub repo to fine-tune; with the data set's labels and the
+image processor that goes with it. Every error in the model arguments surfaces in `model_config`, before any data
+is read."""
+
+from pathlib import Path
+
+from torch import nn
+from transformers import AutoConfig, AutoModelForImageClassification, PreTrainedConfig
+
+from modeling_vit_scratch.common.overrides import check_config_overrides, parse_overrides
+from modeling_vit_scratch.common.sources import looks_like_local_path
+from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig
+from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
+from modeling_vit_scratch.modeling_vit_scratch import (
+    ViTScratchForImageClassification,
+    ViTScratchForImageClassificationWithTeacher,
+)
+from modeling_vit_scratch.training.arguments import ModelArguments
+from modeling_vit_scratch.training.data import PreparedData
+
+
+def model_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
+    """The architecture `--model` names, without the data's labels, and whether it is a new model. Every error in
+    the model arguments surfaces here, cheaply, before the data is read. With `--teacher`, a new model gets a
+    distillation token, and a checkpoint must have one."""
+    if args.teacher and looks_like_local_path(args.teacher) and not Path(args.teacher).is_dir():
+        raise FileNotFoundError(
+            f"Teacher folder {args.teacher!r} does not exist: give a folder written by scripts/train.py (e.g. `make "
+            "teacher`) or a hub repo id."
+        )
+    config, new = named_config(args)
+    if args.teacher and new and isinstance(config, ViTScratchConfig):
+        config.distillation_token = True
+    if args.teacher and not getattr(config, "distillation_token", False):
+        kind = "a new model" if new else f"the checkpoint {args.model!r}"
+        raise ValueError(
+            f"--teacher trains a distillation token, which {kind} has not: train a new vit_scratch model with "
+            "--teacher, or drop --teacher."
+        )
+    return config, new
+
+
+def named_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
+    """`model_config` without the teacher's requirement. A config file with another `model_type` (e.g. "resnet",
+    a teacher) builds that transformers image classifier; its `image_size` sets the processor's."""
+    overrides = parse_overrides(args.config_overrides)
+    if args.model.endswith(".json") and Path(args.model).is_file():
+        fields_in_file = ViTScratchConfig.get_config_dict(args.model)[0]
+        model_type = fields_in_file.pop("model_type", ViTScratchConfig.model_type)
+        if model_type != ViTScratchConfig.model_type:
+            if "image_size" not in fields_in_file:
+                raise ValueError(
+                    f"{args.model} (model_type {model_type!r}) gives no image_size: add the side images are resized "
+                    'to, e.g. "image_size": 32.'
+                )
+            return AutoConfig.for_model(model_type, **{**fields_in_file, **overrides}), True
+    check_config_overrides(overrides)
+    if args.model in PRESETS:
+        return ViTScratchConfig.from_preset(args.model, **overrides), True
+    if args.model.endswith(".json"):
+        if not Path(args.model).is_file():
+            raise FileNotFoundError(f"Config file {args.model!r} does not exist: give an existing JSON file.")
+        check_config_overrides(fields_in_file)
+        return ViTScratchConfig(**{**fields_in_file, **overrides}), True
+    if overrides:
+        raise ValueError("--config_overrides applies to new models only; a checkpoint keeps its architecture.")
+    path = Path(args.model)
+    if not path.exists() and looks_like_local_path(args.model):
+        raise FileNotFoundError(f"Checkpoint folder {args.model!r} does not exist: give a saved folder or repo id.")
+    if path.is_dir() and not (path / "config.json").exists():
+        raise FileNotFoundError(f"{args.model!r} has no config.json: give a folder written by save_pretrained.")
+    if not path.exists() and "/" not in args.model:
+        raise ValueError(
+            f"Unknown preset {args.model!r}. Known presets: {', '.join(sorted(PRESETS))}; "
+            "or give a config JSON file, a saved folder or a hub repo id."
+        )
+    try:
+        return AutoConfig.from_pretrained(args.model), False
+    except OSError as error:
+        raise FileNotFoundError(
+            f"Cannot load the checkpoint {args.model!r}: it is no folder here and no reachable hub repo "
+            f"({str(error).splitlines()[0]}). Check the path (a folder name needs ./ in front) or the repo id."
+        ) from None
+
+
+def classifier_class(config: PreTrainedConfig):
+    """The two-headed classifier for a config with a distillation token, the one-headed one for the rest of ours,
+    and transformers' own class for another model type (a teacher)."""
+    if not isinstance(config, ViTScratchConfig):
+        return AutoModelForImageClassification
+    return (
+        ViTScratchForImageClassificationWithTeacher if config.distillation_token else ViTScratchForImageClassification
+    )
+
+
+def build_model(args: ModelArguments, data: PreparedData) -> tuple[ViTScratchForImageClassification, object]:
+    """A new model (preset or config file) or a fine-tuned checkpoint, with the data set's labels and its processor."""
+    config, new = model_config(args)
+    kernel = {"attn_implementation": args.attn_implementation} if args.attn_implementation else {}
+    if not new:
+        return fine_tuned_model(args.model, config, data, kernel)
+    config.id2label, config.label2id = data.id2label, {name: i for i, name in data.id2label.items()}
+    config.num_labels = len(data.labels)
+    model_class = classifier_class(config)
+    # the Auto class builds another model type (a teacher); ours are built by their own class, since the Auto class
+    # picks between our two classifiers by `config.architectures`, which a new config does not have yet
+    build = model_class.from_config if model_class is AutoModelForImageClassification else model_class._from_config
+    model = build(config, **kernel)
+    return model, ViTScratchImageProcessor.for_config(config)
+
+
+def fine_tuned_model(
+    source: str, saved: ViTScratchConfig, data: PreparedData, kernel: dict
+) -> tuple[ViTScratchForImageClassification, object]:
+    """A saved folder or hub repo, to fine-tune on `data`. A new label set gets a new head, initialised afresh;
+    every other weight must load as saved (a shape that differs anywhere else is an error, never a re-init)."""
+    labels = dict(id2label=data.id2label, label2id={name: i for i, name in data.id2label.items()})
+    model, loading = classifier_class(saved).from_pretrained(
+        source, num_labels=len(data.labels), ignore_mismatched_sizes=True, output_loading_info=True, **labels, **kernel
+    )
+    body_mismatches = sorted(name for name, *_ in loading["mismatched_keys"] if not name.startswith("classifier."))
+    if body_mismatches:
+        raise ValueError(
+            f"The weights of {source!r} do not fit its config.json ({', '.join(body_mismatches[:3])}): re-save the "
+            "checkpoint with save_pretrained."
+        )
+    # a folder's config may name other code to run (custom_pipelines); the trained folder names only the package's
+    vars(model.config).pop("custom_pipelines", None)
+    saved_labels = [str(saved.id2label[index]) for index in sorted(saved.id2label or {})]
+    if saved_labels != data.labels and not loading["mismatched_keys"] and isinstance(saved, ViTScratchConfig):
+        for head in ("classifier", "distillation_classifier"):  # same count, other labels: new heads
+            if hasattr(model, head):
+                setattr(model, head, nn.Linear(model.config.hidden_size, model.config.num_labels))
+                model._init_weights(getattr(model, head))
+    try:
+        processor = ViTScratchImageProcessor.from_pretrained(source)
+    except OSError:  # a checkpoint saved without its processor
+        processor = ViTScratchImageProcessor.for_config(model.config)
+    return model, processor
