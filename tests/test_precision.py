@@ -148,10 +148,16 @@ def test_a_checkpoint_keeps_the_grounds_of_the_choice_not_its_words(tmp_path):
     assert not list(tmp_path.rglob("*.partial"))
 
 
-def test_a_choice_kept_in_the_older_form_names_the_flag_that_keeps_it(tmp_path):
-    (tmp_path / PRECISION_CHOICE_FILE).write_text(json.dumps({"bf16": True, "why": "measured earlier"}))
-    with pytest.raises(ValueError, match="older form: resume with --bf16 true in place of --bf16_when_faster"):
-        PrecisionChoice.kept_in(str(tmp_path))
+def test_a_choice_kept_in_the_older_form_resumes_in_its_precision_and_keeps_its_words(tmp_path):
+    """A run interrupted under an older vit-scratch, which kept the grounds in words only, resumes as it chose."""
+    checkpoint = tmp_path / "checkpoint-7"
+    checkpoint.mkdir()
+    (checkpoint / PRECISION_CHOICE_FILE).write_text(json.dumps({"bf16": True, "why": "measured earlier"}))
+    choice = PrecisionChoice.kept_in(str(checkpoint))
+    assert choice.bf16
+    assert str(choice) == "chosen by --bf16_when_faster: measured earlier; kept on resuming from checkpoint-7"
+    choice.keep_in(tmp_path)  # the next checkpoint keeps the same words, without where they were read
+    assert PrecisionChoice.kept_in(str(tmp_path)).why() == "measured earlier"
 
 
 def test_a_bf16_choice_kept_in_a_checkpoint_is_taken_without_timing(tmp_path, monkeypatch):

@@ -138,11 +138,12 @@ class PrecisionChoice:
     (`as_kept`), so the words name one checkpoint however often the run is resumed."""
 
     bf16: bool
-    reason: Literal["measured", "emulated"]
-    device: str
+    reason: Literal["measured", "emulated", "recorded"]
+    device: str | None = None
     float32_seconds: float | None = None
     bf16_seconds: float | None = None
     min_speedup: float | None = None
+    recorded_words: str | None = None  # the grounds as an older vit-scratch kept them: in words only
     kept_from: str | None = None
 
     @classmethod
@@ -159,6 +160,8 @@ class PrecisionChoice:
 
     def why(self) -> str:
         """The grounds in words: the timings and the bar, or that bf16 is emulated."""
+        if self.reason == "recorded":
+            return self.recorded_words
         where = f"this {device_words(self.device)}"
         if self.reason == "emulated":
             return f"bf16 is emulated on {where}, which has no bf16 units"
@@ -191,12 +194,8 @@ class PrecisionChoice:
         if not path.is_file():
             return None
         kept = json.loads(path.read_text())
-        if "reason" not in kept:  # an older vit-scratch kept the words only
-            how = "with --bf16 true in place of" if kept.get("bf16") else "without"
-            raise ValueError(
-                f"{path} keeps a --bf16_when_faster choice in an older form: resume {how} --bf16_when_faster to "
-                "train on in the precision it chose."
-            )
+        if "reason" not in kept:  # an older vit-scratch kept {"bf16": ..., "why": words}: resumed as it chose
+            kept = {"bf16": kept["bf16"], "reason": "recorded", "recorded_words": kept["why"]}
         return cls(**kept, kept_from=Path(checkpoint).name)
 
 
