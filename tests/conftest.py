@@ -1,10 +1,15 @@
-"""Fixtures only (helpers live in tests/helpers.py): tiny odd-sized configs (37 and friends catch shape bugs), CPU,
+"""Fixtures only (helpers live in tests/support/helpers.py): tiny odd-sized configs (37 and friends catch shape bugs), CPU,
 offline."""
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
+
+# tests/support holds what the tests share (`helpers`, `hub_server`): importable by name from every room's tests
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

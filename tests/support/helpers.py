@@ -1,8 +1,8 @@
 """Helpers shared by the tests: tiny models, tiny data sets, training arguments, the subprocesses a user's tools run.
 
-Imported as `helpers`, never `tests.helpers` (likewise `hub_server`, `transformers_common`): tests/ has no
-__init__.py, so pytest's default import mode puts tests/ itself on sys.path, from the repository root or anywhere else,
-and a script run from tests/ (the torchrun worker in test_distributed.py) has it there too. conftest.py is for fixtures.
+Imported as `helpers` (likewise `hub_server`): tests/conftest.py puts tests/support/ on sys.path, and a test file run
+as a script in a new process (the torchrun worker in tests/training/test_distributed.py) gets it through PYTHONPATH
+(`SUPPORT`). conftest.py is for fixtures.
 """
 
 import json
@@ -19,7 +19,8 @@ from transformers import TrainingArguments
 
 from modeling_vit_scratch import ViTScratchConfig
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
+SUPPORT = Path(__file__).resolve().parent  # this folder, for the PYTHONPATH of test files run as scripts
 TINY_MODEL = dict(
     image_size=8, patch_size=4, hidden_size=24, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37
 )

@@ -4,7 +4,7 @@ run against our classes the way transformers' tests/models/vit/test_modeling_vit
 Twice: here against the package's classes, and (`test_the_remote_code_classes_pass_in_a_fresh_process`) in a new
 pytest process where the package cannot be imported, against the classes `trust_remote_code=True` loads from a
 saved folder. The same test classes serve both: `VIT_SCRATCH_REMOTE_FOLDER` switches where the classes come from.
-The common test files are fetched from transformers' source release on PyPI (tests/transformers_common.py).
+The common test files are fetched from transformers' source release on PyPI (tests/model/transformers_common.py).
 Every skip below says why; docs/testing.md lists them.
 """
 
@@ -282,7 +282,7 @@ class ViTScratchImageProcessingTest(ImageProcessingTestMixin, unittest.TestCase)
     @unittest.skip(
         reason="a policy for image processors added to transformers after 2025-09 (they must ship a "
         "torchvision backend): ours ships one, registered only where torchvision is installed, which this "
-        "environment lacks; tests/test_image_processing_fast.py covers it in .venv-timm"
+        "environment lacks; tests/model/test_image_processing_fast.py covers it in .venv-timm"
     )
     def test_new_models_require_torchvision_backend(self):
         pass
@@ -370,7 +370,7 @@ def test_the_remote_code_classes_pass_in_a_fresh_process(tmp_path):
         "PYTHONPATH": "",
     }
     # every class and test but the options and hybrid testers, whose code is the same files run on other configs
-    # (a hybrid's own code is loaded without the package in tests/test_auto.py)
+    # (a hybrid's own code is loaded without the package in tests/model/test_auto.py)
     command = [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "--noconftest", "-rs"]
     command += ["-k", "not ViTScratchOptionsModelTest and not ViTScratchHybridModelTest"]
     result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)

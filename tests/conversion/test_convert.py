@@ -176,7 +176,7 @@ def test_convert_script_both_ways(tmp_path):
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parent.parent / "scripts" / "convert_checkpoint.py"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "convert_checkpoint.py"
     reference = reference_vit("small-rgb")
     reference.save_pretrained(tmp_path / "reference")
     for args in (
@@ -299,7 +299,7 @@ def test_convert_script_refuses_a_used_folder_and_leaves_it_as_it_was(tmp_path):
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parent.parent / "scripts" / "convert_checkpoint.py"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "convert_checkpoint.py"
 
     def run(*args):
         command = [sys.executable, str(script), *map(str, args)]

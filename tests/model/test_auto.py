@@ -262,7 +262,7 @@ def test_a_new_head_is_allowed_with_ignore_mismatched_sizes_and_reported(saved_f
 
 @pytest.mark.parametrize("dtype, tolerance", [(torch.float16, 1e-3), (torch.bfloat16, 1e-2)])
 def test_pipeline_runs_in_half_precision_close_to_float32(saved_folder, dtype, tolerance):
-    """Scores within the logits' tolerance of tests/test_modeling.py (HALF_PRECISION_TOLERANCE): a softmax score
+    """Scores within the logits' tolerance of tests/model/test_modeling.py (HALF_PRECISION_TOLERANCE): a softmax score
     moves by at most half the largest change of the logits."""
     _, folder = saved_folder
     image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (30, 40, 3), dtype=np.uint8))

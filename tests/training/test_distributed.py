@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO, run_script, tiny_model_file
+from helpers import REPO, SUPPORT, run_script, tiny_model_file
 from safetensors.torch import load_file
 
 WORKER_MODEL = dict(
@@ -169,7 +169,7 @@ def fsdp_and_ddp_worker(output: str) -> None:
 
 def run_worker(output: Path) -> subprocess.CompletedProcess:
     launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", __file__, str(output)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": f"{REPO}{os.pathsep}{SUPPORT}"}
     return subprocess.run(launcher, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
 

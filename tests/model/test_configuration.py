@@ -6,7 +6,7 @@ import torch
 
 from modeling_vit_scratch import PRESETS, ViTScratchConfig
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "models"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "models"
 
 
 def test_defaults_are_vit_base_16():
@@ -43,7 +43,7 @@ def test_presets_follow_table_1(name, layers, hidden, mlp, heads, patch):
 )
 def test_hybrid_presets_are_timms_hybrids(name, depths, patch, grid, parameters):
     """Parameter counts with a 1000-class head, as timm counts `timm.create_model(name)` (R50's default there is the
-    head-less ImageNet-21k model: 97,890,112 plus the head's 769,000). tests/test_convert_timm.py checks that a
+    head-less ImageNet-21k model: 97,890,112 plus the head's 769,000). tests/conversion/test_convert_timm.py checks that a
     converted timm hybrid has as many parameters as timm's."""
     from modeling_vit_scratch import ViTScratchForImageClassification
 

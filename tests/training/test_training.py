@@ -100,7 +100,7 @@ def test_model_card_is_rendered_with_the_measured_results(trained_imagefolder):
     reported = front_matter["model-index"][0]["results"][0]["metrics"][0]
     assert reported["type"] == "accuracy" and reported["value"] == round(metrics["test_accuracy"], 4)
     assert f"{metrics['test_accuracy']:.4f}" in card
-    # the precision is named whatever it was (bf16: tests/test_precision.py)
+    # the precision is named whatever it was (bf16: tests/training/test_precision.py)
     assert json.loads((output_dir / "training_record.json").read_text())["precision"] == "float32"
     assert "1 process, float32." in card
 

@@ -20,7 +20,7 @@ from modeling_vit_scratch.sharing.card import render_model_card
 from modeling_vit_scratch.sharing.push import push_to_hub
 from modeling_vit_scratch.sharing.reload_check import RELOAD_WITHOUT_PACKAGE
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 REPO_ID = "local-user/vit-tiny-test"
 BARE_REPO_ID = "local-user/vit-tiny-bare"
 GIVEN_TOKEN = "hf_given_by_argument_0123456789"

@@ -26,10 +26,10 @@ from pathlib import Path
 
 PACKAGE = "transformers_common_tests"
 COMMON_FILES = ("test_modeling_common.py", "test_configuration_common.py", "test_image_processing_common.py")
-CACHE_ROOT = Path(__file__).resolve().parents[1] / ".pytest_cache" / "transformers-common-tests"
+CACHE_ROOT = Path(__file__).resolve().parents[2] / ".pytest_cache" / "transformers-common-tests"
 
 STAND_INS = {
-    "__init__.py": '"""transformers\' common tests, from its source release (tests/transformers_common.py)."""\n',
+    "__init__.py": '"""transformers\' common tests, from its source release (tests/model/transformers_common.py)."""\n',
     "exporters/__init__.py": "",
     "exporters/test_export.py": (
         '"""Stand-in: the export tests are not in the source release; ModelTesterMixin only subclasses this."""\n'
@@ -84,7 +84,7 @@ def download_common_tests(version: str, target: Path) -> None:
         if result.returncode != 0:
             raise RuntimeError(
                 f"Could not download transformers=={version}'s source release from PyPI for the conformance tests "
-                f"({result.stderr.strip().splitlines()[-1:]}): connect to PyPI or deselect tests/test_conformance.py."
+                f"({result.stderr.strip().splitlines()[-1:]}): connect to PyPI or deselect tests/model/test_conformance.py."
             )
         (sdist,) = Path(download_dir).glob("transformers-*.tar.gz")
         staging = Path(tempfile.mkdtemp(dir=target.parent))
