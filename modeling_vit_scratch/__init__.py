@@ -7,7 +7,7 @@ and marks them so that `save_pretrained` writes the model code and an `auto_map`
 from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForImageClassification
 from transformers.utils import is_torchvision_available
 
-from .configuration_vit_scratch import MODEL_FILES, PRESETS, ViTScratchConfig
+from .configuration_vit_scratch import MODEL_FILES, PRESETS, ViTScratchConfig, auto_map_entry
 from .image_processing_vit_scratch import (
     ViTScratchImageClassificationPipeline,
     ViTScratchImageProcessor,
@@ -32,12 +32,19 @@ if is_torchvision_available():
     PROCESSORS["torchvision"] = ViTScratchImageProcessorFast
 AutoImageProcessor.register(ViTScratchConfig, image_processor_classes=PROCESSORS, exist_ok=True)
 
-ViTScratchConfig.register_for_auto_class()
-ViTScratchModel.register_for_auto_class("AutoModel")
-ViTScratchForImageClassification.register_for_auto_class("AutoModelForImageClassification")
-ViTScratchForImageClassificationWithTeacher.register_for_auto_class("AutoModelForImageClassification")
-ViTScratchImageProcessor.register_for_auto_class("AutoImageProcessor")
-ViTScratchImageProcessorFast.register_for_auto_class("AutoImageProcessor")
+# save_pretrained writes each class's file (and its relative imports) and an auto_map entry naming it: every class
+# marked here lives in one of MODEL_FILES, which auto_map_entry checks.
+for model_class, auto_class in (
+    (ViTScratchConfig, "AutoConfig"),
+    (ViTScratchModel, "AutoModel"),
+    (ViTScratchForImageClassification, "AutoModelForImageClassification"),
+    (ViTScratchForImageClassificationWithTeacher, "AutoModelForImageClassification"),
+    (ViTScratchImageProcessor, "AutoImageProcessor"),
+    (ViTScratchImageProcessorFast, "AutoImageProcessor"),
+):
+    auto_map_entry(model_class)
+    model_class.register_for_auto_class(auto_class)
+del model_class, auto_class
 
 __all__ = [
     "MODEL_FILES",
