@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 import torch
-from helpers import tiny_model_file
+from helpers import REPO, tiny_model_file
 
 from modeling_vit_scratch.benchmark import command, end_to_end, measure, models, report, timing
 from modeling_vit_scratch.training.precision import slow_bf16_warning
@@ -48,6 +48,26 @@ def test_a_hybrid_is_measured_against_timm_alone_and_transformers_is_not_asked_t
     assert parameter_count("vit_scratch", "r26s32_224") == 36_431_912 - 1000 * 385 + 10 * 385  # 10 labels
 
 
+# The benchmark writes its digits configs out (an installed package has no configs/): these keep them the models'.
+ARCHITECTURE_FILES = {"digits": "model_digits_convstem.json", "digits-plain": "model_digits.json"}
+
+
+@pytest.mark.parametrize(("config_name", "file_name"), ARCHITECTURE_FILES.items())
+def test_the_digits_configs_are_the_architectures_in_configs_models(config_name, file_name):
+    fields = json.loads((REPO / "configs" / "models" / file_name).read_text())
+    assert models.architecture(models.CONFIGS[config_name]) == fields
+
+
+def test_digits_is_the_model_make_train_trains_and_is_measured_against_timm_alone():
+    recipe = json.loads((REPO / "configs" / "train_digits.json").read_text())
+    assert recipe["model"] == "configs/models/" + ARCHITECTURE_FILES["digits"]
+    config = models.CONFIGS["digits"]
+    assert config["train_batch"] == recipe["total_train_batch_size"]
+    assert [name for name in models.IMPLEMENTATIONS if models.builds(name, config)] == ["vit_scratch", "timm"]
+    with pytest.raises(ValueError, match="transformers-eager has no hybrid ViT: measure its conv stem with timm"):
+        models.build("transformers-eager", config)
+
+
 def test_worker_processes_start_through_the_package_not_a_script_path():
     """So that the benchmark runs from an installed package, which has no scripts/."""
     command = measure.package_command("--matmul", "float32", "8")
@@ -56,7 +76,7 @@ def test_worker_processes_start_through_the_package_not_a_script_path():
 
 @pytest.mark.parametrize("implementation", ["vit_scratch", "transformers-sdpa"])
 def test_models_are_built_with_their_default_attention_kernel(implementation):
-    model = models.build(implementation, models.CONFIGS["digits"])
+    model = models.build(implementation, models.CONFIGS["digits-plain"])
     assert model.config._attn_implementation == "sdpa"
 
 
@@ -104,7 +124,7 @@ def test_compiled_bf16_inference_gives_the_eager_logits_and_is_measured_after_co
     compiled = timing.Measurement("vit_scratch", "digits", "inference", 4, "bf16-weights", compile_model=True)
     compiled.warm_up(warmup=1, min_steps=1, chunk_seconds=0.0)
     assert compiled.chunk() < 5  # the compilation happened while setting up, not in a timed step
-    images = torch.randn(4, 1, 8, 8, dtype=torch.bfloat16)
+    images = torch.randn(4, 1, 16, 16, dtype=torch.bfloat16)
     with torch.inference_mode():
         expected = eager.model(images).logits.float()
         got = torch.compile(compiled.model)(images).logits.float()
@@ -116,7 +136,7 @@ def test_compiled_bf16_inference_gives_the_eager_logits_and_is_measured_after_co
 def test_a_round_runs_each_implementation_in_its_own_process_and_pairs_them():
     args = command.main_parser().parse_args(["--warmup", "1", "--steps", "1", "--chunks", "2", "--chunk_seconds", "0"])
     variants = [("transformers-sdpa", "float32"), ("vit_scratch", "bf16-weights")]
-    results = measure.measure_round(variants, "digits", "inference", 8, args)
+    results = measure.measure_round(variants, "digits-plain", "inference", 8, args)
     assert set(results) == set(variants)
     for result in results.values():
         assert result["steps_per_chunk"] == 1 and len(result["chunk_seconds"]) == 2
@@ -353,11 +373,11 @@ def test_emulated_bf16_is_measured_on_a_smaller_matrix_and_every_other_dtype_at_
 
 @pytest.mark.slow
 def test_a_tiny_run_measures_each_precision_against_its_own_matmul_rate_and_float32(tmp_path):
-    """The whole command on the digits config, training, in both dtypes: a row per implementation and
+    """The whole command on the digits-plain config, training, in both dtypes: a row per implementation and
     precision, each with its model FLOP/s as a fraction of its dtype's matmul rate, and bf16 rows with their speed-up
     over float32."""
     output = tmp_path / "results.json"
-    flags = ["--configs", "digits", "--modes", "train", "--implementations", "vit_scratch", "transformers-sdpa"]
+    flags = ["--configs", "digits-plain", "--modes", "train", "--implementations", "vit_scratch", "transformers-sdpa"]
     flags += ["--rounds", "1", "--chunks", "2", "--chunk_seconds", "0", "--warmup", "1", "--steps", "1"]
     command.main([*flags, "--matmul_size", "128", "--json", str(output)])
     result = json.loads(output.read_text())
@@ -402,7 +422,7 @@ def test_a_compiled_variant_is_paired_with_the_same_model_uncompiled_and_the_tab
     }
     monkeypatch.setattr(measure, "measure_round", lambda variants, *args: {v: rounds[v][0] for v in variants})
     args = command.main_parser().parse_args(
-        ["--configs", "digits", "--modes", "inference", "--dtype", "float32", "--rounds", "1"]
+        ["--configs", "digits-plain", "--modes", "inference", "--dtype", "float32", "--rounds", "1"]
         + ["--implementations", "vit_scratch-compiled", "vit_scratch", "transformers-sdpa"]
     )
     args.dtypes, args.matmul_rates = [torch.float32], {}
@@ -411,7 +431,7 @@ def test_a_compiled_variant_is_paired_with_the_same_model_uncompiled_and_the_tab
     assert "ratio_to_uncompiled" not in rows["vit_scratch"]
     table = report.markdown(list(rows.values())).splitlines()
     assert table[0].endswith("| vs uncompiled |")
-    assert table[2].startswith("| digits | inference | float32 | 256 | vit_scratch-compiled |")
+    assert table[2].startswith("| digits-plain | inference | float32 | 256 | vit_scratch-compiled |")
     assert table[2].endswith("| 0.75x |")
 
 

@@ -1,12 +1,14 @@
 """Speed and memory of vit_scratch against transformers' ViT (SDPA and eager) and timm, on identical configs.
 
-    python scripts/benchmark.py                       # digits and tiny224, 5 rounds, inference and training
-    python scripts/benchmark.py --configs digits mnist28 tiny224 base224 --rounds 7 --json results.json
+    python scripts/benchmark.py                       # digits, digits-plain and tiny224: 5 rounds, inference, training
+    python scripts/benchmark.py --configs digits-plain mnist28 tiny224 base224 --rounds 7 --json results.json
     python scripts/benchmark.py --configs base224 --modes inference --dtype bfloat16
     python scripts/benchmark.py --configs tiny224 --dtype float32 --implementations vit_scratch vit_scratch-compiled transformers-sdpa
     python scripts/benchmark.py --end_to_end configs/train_digits.json --rounds 3   # the data path's cost
 
-(`python -m modeling_vit_scratch.benchmark.command` takes the same arguments.)
+(`python -m modeling_vit_scratch.benchmark.command` takes the same arguments.) `digits` is the model `make train`
+trains, a conv stem before the transformer: transformers' ViT has no stem, so it is measured against timm;
+`digits-plain` is the same transformer with plain patches, measured against every implementation.
 
 Every measurement runs in its own subprocess (a fresh allocator, no warm caches shared between implementations). In
 each round every implementation gets a fresh process; their timed chunks are interleaved (A B C D, D C B A, ...), so
@@ -54,7 +56,7 @@ from .models import ALL_IMPLEMENTATIONS, BASELINE, CONFIGS, IMPLEMENTATIONS, MOD
 from .report import bars, end_to_end_header, machine_header, markdown
 from .timing import matmul_flops
 
-DEFAULT_CONFIGS = ["digits", "tiny224"]
+DEFAULT_CONFIGS = ["digits", "digits-plain", "tiny224"]
 
 
 def main_parser() -> argparse.ArgumentParser:

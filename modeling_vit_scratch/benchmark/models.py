@@ -2,22 +2,60 @@
 of a step, and the matrix-multiply FLOPs of a forward pass.
 
 Every implementation is built with the same hyper-parameters and random weights, as a user gets it by default.
-Hybrids (a config with a stem) name their timm model; transformers cannot build them.
+`digits` is the model `make train` trains (configs/models/model_digits_convstem.json, its fields written out here
+because an installed package has no configs/; a test keeps the two equal): the transformer reads a small
+convolutional stem's feature map (Xiao et al.) in 1x1 patches. transformers' ViT has no stem, so `digits` is
+measured against timm alone, whose model is built from timm's own `ConvStem` and `HybridEmbed` to the same
+architecture (a test checks their parameter counts agree). `digits-plain` (configs/models/model_digits.json) is the
+same transformer on the same images with the plain patch projection instead of the stem: the small config that all
+implementations build, so that our model is judged against transformers' ViT at that size too. Hybrids with a
+ResNet stem name their timm model (`timm_model`), which transformers cannot build either.
 """
+
+from functools import partial
 
 import torch
 
 # Same hyper-parameters for every implementation. Inference batch sizes are lists (base224: latency and batch 8).
-# ViT-Ti/16 is tiny224, ViT-B/16 base224.
+# ViT-Ti/16 is tiny224, ViT-B/16 base224. A config's "stem" holds its stem's fields (and `timm_model`, the timm
+# model of that hybrid, where timm names one).
 CONFIGS = {
-    "digits": dict(
-        image_size=8,
-        patch_size=2,
+    "digits": dict(  # configs/models/model_digits_convstem.json; batches as configs/train_digits.json evaluates/trains
+        image_size=16,
+        patch_size=1,
         num_channels=1,
         hidden_size=64,
         num_hidden_layers=4,
         num_attention_heads=4,
         intermediate_size=128,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        drop_path_rate=0.0,
+        qkv_bias=True,
+        layer_norm_eps=1e-6,
+        pooling="cls",
+        position_embedding="learned",
+        patch_embedding="conv",
+        stem=dict(stem="conv", stem_channels=[32, 64]),
+        batch=[256],
+        train_batch=64,
+    ),
+    "digits-plain": dict(  # configs/models/model_digits.json: the same transformer, 4x4 patches, no stem
+        image_size=16,
+        patch_size=4,
+        num_channels=1,
+        hidden_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=128,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        drop_path_rate=0.0,
+        qkv_bias=True,
+        layer_norm_eps=1e-6,
+        pooling="cls",
+        position_embedding="learned",
+        patch_embedding="conv",
         batch=[256],
         train_batch=256,
     ),
@@ -69,6 +107,8 @@ CONFIGS = {
         train_batch=8,
     ),
 }
+# The fields every implementation is given; the others of a config are ViTScratchConfig fields at which all
+# implementations agree by default.
 DIMENSIONS = (
     "image_size",
     "patch_size",
@@ -78,6 +118,7 @@ DIMENSIONS = (
     "num_attention_heads",
     "intermediate_size",
 )
+NOT_ARCHITECTURE = ("batch", "train_batch", "stem")  # how a config is measured, or its stem (flattened apart)
 IMPLEMENTATIONS = ("vit_scratch", "transformers-sdpa", "transformers-eager", "timm")
 COMPILED = "-compiled"  # an implementation's name + this: the same model under torch.compile (on request)
 ALL_IMPLEMENTATIONS = (
@@ -96,6 +137,13 @@ DTYPE_OF = {"float32": torch.float32, "bf16-autocast": torch.bfloat16, "bf16-wei
 NUM_LABELS = 10
 
 
+def architecture(config: dict) -> dict:
+    """The ViTScratchConfig fields of a benchmark config: its dimensions, any other architecture field it sets, and
+    its stem's fields (not the timm model's name)."""
+    fields = {key: value for key, value in config.items() if key not in NOT_ARCHITECTURE}
+    return {**fields, **build_stem_fields(config)}
+
+
 def build_stem_fields(config: dict) -> dict:
     return {key: value for key, value in config.get("stem", {}).items() if key != "timm_model"}
 
@@ -110,11 +158,10 @@ def build(implementation: str, config: dict, dtype: torch.dtype | None = None):
         from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification
 
         kernel = {"vit_scratch": None, "vit_scratch-eager": "eager"}[implementation]  # None: the default kernel
-        stem = build_stem_fields(config)
-        model_config = ViTScratchConfig(**dims, **stem, num_labels=NUM_LABELS, attn_implementation=kernel)
+        model_config = ViTScratchConfig(**architecture(config), num_labels=NUM_LABELS, attn_implementation=kernel)
         return ViTScratchForImageClassification._from_config(model_config, dtype=dtype)
     if not builds(implementation, config):
-        raise ValueError(f"{implementation} has no hybrid ViT: measure {config['stem']['timm_model']} with timm.")
+        raise ValueError(f"{implementation} has no hybrid ViT: measure {timm_name(config)} with timm.")
     if implementation.startswith("transformers"):
         from transformers import ViTConfig, ViTForImageClassification
 
@@ -129,7 +176,7 @@ def build(implementation: str, config: dict, dtype: torch.dtype | None = None):
 
 def build_timm(config: dict, dims: dict):
     """timm's ViT at `config` (timm is imported here only: the package does not depend on it): its hybrid preset
-    where the config names one, else its plain VisionTransformer."""
+    where the config names one, a ViT over timm's `ConvStem` for a conv stem, else its plain VisionTransformer."""
     import timm
     from timm.models.vision_transformer import VisionTransformer
 
@@ -142,9 +189,35 @@ def build_timm(config: dict, dims: dict):
         num_heads=dims["num_attention_heads"],
         mlp_ratio=dims["intermediate_size"] / dims["hidden_size"],
     )
-    if "stem" in config:
-        return timm.create_model(config["stem"]["timm_model"], pretrained=False, **shared)
+    stem = config.get("stem", {})
+    if "timm_model" in stem:
+        return timm.create_model(stem["timm_model"], pretrained=False, **shared)
+    if stem.get("stem") == "conv":
+        return VisionTransformer(patch_size=1, embed_layer=timm_conv_stem(stem["stem_channels"], dims), **shared)
     return VisionTransformer(patch_size=dims["patch_size"], **shared)
+
+
+def timm_conv_stem(stem_channels: list[int], dims: dict):
+    """timm's patch embedding for our conv stem: its `ConvStem` of 3x3 stride-2 convolutions, each with BatchNorm
+    and ReLU, and a last convolution (with a bias) over `patch_size` patches that is the projection."""
+    from timm.layers import HybridEmbed
+    from timm.models.vision_transformer_hybrid import ConvStem
+
+    depth, patch = len(stem_channels), dims["patch_size"]
+    backbone = ConvStem(
+        in_chans=dims["num_channels"],
+        depth=depth + 1,
+        channels=(*stem_channels, dims["hidden_size"]),
+        kernel_size=(*[3] * depth, patch),
+        stride=(*[2] * depth, patch),
+        padding=(*[1] * depth, 0),
+    )
+    return partial(HybridEmbed, backbone=backbone, proj=False)  # the stem's last convolution projects
+
+
+def timm_name(config: dict) -> str:
+    """How the error for a hybrid that transformers cannot build names timm's model of it."""
+    return config["stem"].get("timm_model", f"its {config['stem']['stem']} stem")
 
 
 def builds(implementation: str, config: dict) -> bool:
