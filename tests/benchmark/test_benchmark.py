@@ -1,7 +1,7 @@
-"""scripts/benchmark.py measures like for like and pairs its ratios chunk by chunk. No timing is asserted here:
-speed lives in the benchmark's own runs, these tests check that what it compares and reports is right."""
+"""The benchmark (modeling_vit_scratch.benchmark, which scripts/benchmark.py runs) measures like for like and pairs
+its ratios chunk by chunk. No timing is asserted here: speed lives in the benchmark's own runs, these tests check
+that what it compares and reports is right."""
 
-import importlib.util
 import json
 import statistics
 
@@ -9,20 +9,17 @@ import pytest
 import torch
 from helpers import REPO, tiny_model_file
 
+from modeling_vit_scratch.benchmark import command, end_to_end, measure, models, report, timing
 from modeling_vit_scratch.training.precision import slow_bf16_warning
-
-spec = importlib.util.spec_from_file_location("benchmark", REPO / "scripts" / "benchmark.py")
-benchmark = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(benchmark)
 
 
 def parameter_count(implementation: str, config_name: str) -> int:
     with torch.device("meta"):  # shapes only: base224 costs nothing to build
-        model = benchmark.build(implementation, benchmark.CONFIGS[config_name])
+        model = models.build(implementation, models.CONFIGS[config_name])
     return sum(parameter.numel() for parameter in model.parameters())
 
 
-PLAIN_CONFIGS = [name for name, config in benchmark.CONFIGS.items() if "stem" not in config]
+PLAIN_CONFIGS = [name for name, config in models.CONFIGS.items() if "stem" not in config]
 
 
 @pytest.mark.parametrize("config_name", PLAIN_CONFIGS)
@@ -34,35 +31,59 @@ def test_ours_and_transformers_are_built_with_the_same_hyper_parameters(config_n
 
 
 @pytest.mark.timm
-@pytest.mark.parametrize("config_name", list(benchmark.CONFIGS))
+@pytest.mark.parametrize("config_name", list(models.CONFIGS))
 def test_timm_is_built_with_the_same_hyper_parameters(config_name):
     assert parameter_count("timm", config_name) == parameter_count("vit_scratch", config_name)
 
 
 def test_a_hybrid_is_measured_against_timm_alone_and_transformers_is_not_asked_to_build_it():
-    config = benchmark.CONFIGS["r26s32_224"]
-    assert [name for name in benchmark.IMPLEMENTATIONS if benchmark.builds(name, config)] == ["vit_scratch", "timm"]
+    config = models.CONFIGS["r26s32_224"]
+    assert [name for name in models.IMPLEMENTATIONS if models.builds(name, config)] == ["vit_scratch", "timm"]
     with pytest.raises(
         ValueError, match="transformers-sdpa has no hybrid ViT: measure vit_small_r26_s32_224 with timm"
     ):
-        benchmark.build("transformers-sdpa", config)
+        models.build("transformers-sdpa", config)
     plain = {key: value for key, value in config.items() if key != "stem"}  # 224x224 tokens of 1x1 pixels
-    assert (
-        benchmark.stem_stride(config) == 32 and benchmark.forward_flops(config) < benchmark.forward_flops(plain) / 1e3
-    )
+    assert models.stem_stride(config) == 32 and models.forward_flops(config) < models.forward_flops(plain) / 1e3
     assert parameter_count("vit_scratch", "r26s32_224") == 36_431_912 - 1000 * 385 + 10 * 385  # 10 labels
+
+
+# The benchmark writes its digits configs out (an installed package has no configs/): these keep them the models'.
+ARCHITECTURE_FILES = {"digits": "model_digits_convstem.json", "digits-plain": "model_digits.json"}
+
+
+@pytest.mark.parametrize(("config_name", "file_name"), ARCHITECTURE_FILES.items())
+def test_the_digits_configs_are_the_architectures_in_configs_models(config_name, file_name):
+    fields = json.loads((REPO / "configs" / "models" / file_name).read_text())
+    assert models.architecture(models.CONFIGS[config_name]) == fields
+
+
+def test_digits_is_the_model_make_train_trains_and_is_measured_against_timm_alone():
+    recipe = json.loads((REPO / "configs" / "train_digits.json").read_text())
+    assert recipe["model"] == "configs/models/" + ARCHITECTURE_FILES["digits"]
+    config = models.CONFIGS["digits"]
+    assert config["train_batch"] == recipe["total_train_batch_size"]
+    assert [name for name in models.IMPLEMENTATIONS if models.builds(name, config)] == ["vit_scratch", "timm"]
+    with pytest.raises(ValueError, match="transformers-eager has no hybrid ViT: measure its conv stem with timm"):
+        models.build("transformers-eager", config)
+
+
+def test_worker_processes_start_through_the_package_not_a_script_path():
+    """So that the benchmark runs from an installed package, which has no scripts/."""
+    command = measure.package_command("--matmul", "float32", "8")
+    assert command[1:] == ["-m", "modeling_vit_scratch.benchmark.command", "--matmul", "float32", "8"]
 
 
 @pytest.mark.parametrize("implementation", ["vit_scratch", "transformers-sdpa"])
 def test_models_are_built_with_their_default_attention_kernel(implementation):
-    model = benchmark.build(implementation, benchmark.CONFIGS["digits"])
+    model = models.build(implementation, models.CONFIGS["digits-plain"])
     assert model.config._attn_implementation == "sdpa"
 
 
 MODES_AND_PRECISIONS = [
     (mode, precision)
-    for mode in benchmark.MODES
-    for precision in benchmark.precisions_for(mode, [torch.float32, torch.bfloat16])
+    for mode in models.MODES
+    for precision in models.precisions_for(mode, [torch.float32, torch.bfloat16])
 ]
 
 
@@ -74,13 +95,13 @@ def test_every_mode_is_measured_in_float32_and_bf16_autocast_and_inference_also_
         ("train", "float32"),
         ("train", "bf16-autocast"),
     ]
-    assert benchmark.precisions_for("inference", [torch.bfloat16]) == ["bf16-autocast", "bf16-weights"]
-    assert benchmark.precisions_for("train", [torch.float32]) == ["float32"]
+    assert models.precisions_for("inference", [torch.bfloat16]) == ["bf16-autocast", "bf16-weights"]
+    assert models.precisions_for("train", [torch.float32]) == ["float32"]
 
 
 @pytest.mark.parametrize(("mode", "precision"), MODES_AND_PRECISIONS)
 def test_a_measurement_runs_the_step_and_reports_throughput_and_memory(mode, precision):
-    measurement = benchmark.Measurement("vit_scratch", "digits", mode, batch=4, precision=precision)
+    measurement = timing.Measurement("vit_scratch", "digits", mode, batch=4, precision=precision)
     # bf16 weights are loaded in bf16; autocast keeps float32 weights and computes in bf16
     wanted = torch.bfloat16 if precision == "bf16-weights" else torch.float32
     assert {parameter.dtype for parameter in measurement.model.parameters()} == {wanted}
@@ -90,20 +111,20 @@ def test_a_measurement_runs_the_step_and_reports_throughput_and_memory(mode, pre
     result = measurement.report(seconds)
     assert result["images_per_second"] > 0 and result["milliseconds_per_batch"] > 0
     passes = 1 if mode == "inference" else 3  # a training step: forward and a backward of twice its FLOPs
-    config = benchmark.CONFIGS["digits"]
-    assert result["achieved_tflops"] == pytest.approx(passes * benchmark.forward_flops(config) * 4 / seconds / 1e12)
+    config = models.CONFIGS["digits"]
+    assert result["achieved_tflops"] == pytest.approx(passes * models.forward_flops(config) * 4 / seconds / 1e12)
     # on CPU the growth of the process peak since the baseline: under the whole peak, which an unset baseline reports
-    whole_process_mb = benchmark.peak_memory_bytes(measurement.device) / 2**20
+    whole_process_mb = timing.peak_memory_bytes(measurement.device) / 2**20
     assert 0 <= result["peak_memory_mb"] < whole_process_mb, (result["peak_memory_mb"], whole_process_mb)
 
 
-@pytest.mark.slow  # compiling takes about 20 s
+@pytest.mark.slow  # compiles (docs/testing.md has the slow tier's times)
 def test_compiled_bf16_inference_gives_the_eager_logits_and_is_measured_after_compiling():
-    eager = benchmark.Measurement("vit_scratch", "digits", "inference", batch=4, precision="bf16-weights")
-    compiled = benchmark.Measurement("vit_scratch", "digits", "inference", 4, "bf16-weights", compile_model=True)
+    eager = timing.Measurement("vit_scratch", "digits", "inference", batch=4, precision="bf16-weights")
+    compiled = timing.Measurement("vit_scratch", "digits", "inference", 4, "bf16-weights", compile_model=True)
     compiled.warm_up(warmup=1, min_steps=1, chunk_seconds=0.0)
     assert compiled.chunk() < 5  # the compilation happened while setting up, not in a timed step
-    images = torch.randn(4, 1, 8, 8, dtype=torch.bfloat16)
+    images = torch.randn(4, 1, 16, 16, dtype=torch.bfloat16)
     with torch.inference_mode():
         expected = eager.model(images).logits.float()
         got = torch.compile(compiled.model)(images).logits.float()
@@ -113,25 +134,23 @@ def test_compiled_bf16_inference_gives_the_eager_logits_and_is_measured_after_co
 
 @pytest.mark.integration
 def test_a_round_runs_each_implementation_in_its_own_process_and_pairs_them():
-    args = benchmark.main_parser().parse_args(
-        ["--warmup", "1", "--steps", "1", "--chunks", "2", "--chunk_seconds", "0"]
-    )
+    args = command.main_parser().parse_args(["--warmup", "1", "--steps", "1", "--chunks", "2", "--chunk_seconds", "0"])
     variants = [("transformers-sdpa", "float32"), ("vit_scratch", "bf16-weights")]
-    results = benchmark.measure_round(variants, "digits", "inference", 8, args)
+    results = measure.measure_round(variants, "digits-plain", "inference", 8, args)
     assert set(results) == set(variants)
     for result in results.values():
         assert result["steps_per_chunk"] == 1 and len(result["chunk_seconds"]) == 2
         assert result["images_per_second"] == pytest.approx(8 / min(result["chunk_seconds"]))
 
 
-@pytest.mark.slow  # compiling in the worker: about 30 s
+@pytest.mark.slow  # compiles in the worker
 def test_a_compiled_variant_is_the_same_model_compiled_in_its_own_process_beside_the_others():
-    args = benchmark.main_parser().parse_args(
+    args = command.main_parser().parse_args(
         ["--warmup", "1", "--steps", "1", "--chunks", "2", "--chunk_seconds", "0"]
         + ["--implementations", "transformers-sdpa", "vit_scratch", "vit_scratch-compiled"]
     )
     variants = [("vit_scratch", "float32"), ("vit_scratch-compiled", "float32")]
-    results = benchmark.measure_round(variants, "digits", "inference", 8, args)
+    results = measure.measure_round(variants, "digits", "inference", 8, args)
     # "compiled" is whether the worker's step runs a torch.compile wrapper around the model
     assert not results[("vit_scratch", "float32")]["compiled"]
     assert results[("vit_scratch-compiled", "float32")]["compiled"]
@@ -140,14 +159,14 @@ def test_a_compiled_variant_is_the_same_model_compiled_in_its_own_process_beside
 
 @pytest.mark.integration
 def test_a_failing_worker_names_itself_and_shows_its_error():
-    args = benchmark.main_parser().parse_args(["--warmup", "1", "--steps", "1", "--chunks", "1"])
+    args = command.main_parser().parse_args(["--warmup", "1", "--steps", "1", "--chunks", "1"])
     with pytest.raises(
         RuntimeError, match=r"(?s)no-such-model digits inference float32 batch 8 failed.*Unknown implementation"
     ):
-        benchmark.measure_round([("no-such-model", "float32")], "digits", "inference", 8, args)
+        measure.measure_round([("no-such-model", "float32")], "digits", "inference", 8, args)
 
 
-@pytest.mark.slow  # three training runs and three model-alone runs, each a new process: about 90 s
+@pytest.mark.slow  # three training runs and three model-alone runs, each a new process
 def test_end_to_end_runs_the_training_script_and_the_same_steps_of_its_model_alone(tmp_path, monkeypatch):
     recipe = tmp_path / "recipe.json"
     recipe.write_text(
@@ -167,7 +186,7 @@ def test_end_to_end_runs_the_training_script_and_the_same_steps_of_its_model_alo
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     out = tmp_path / "e2e.json"
     argv = ["--end_to_end", str(recipe), "--end_to_end_steps", "4", "--rounds", "2", "--json", str(out)]
-    benchmark.main([*argv, "--max_end_to_end_ratio", "1000", "--train_args", "--learning_rate", "0.01"])
+    command.main([*argv, "--max_end_to_end_ratio", "1000", "--train_args", "--learning_rate", "0.01"])
     result = json.loads(out.read_text())
     (row,) = result["rows"]
     assert row["steps"] == 4 and row["batch"] == 16 and row["train_args"] == "--learning_rate 0.01"
@@ -181,7 +200,7 @@ def test_end_to_end_runs_the_training_script_and_the_same_steps_of_its_model_alo
         f"{recipe} --learning_rate 0.01: end to end {row['ratio']:.3f}x the model alone (bar <= 1000.00x): met"
     ]
     # the whole recipe, in bf16 (the model alone then runs under bf16 autocast too)
-    benchmark.main(["--end_to_end", str(recipe), "--rounds", "1", "--json", str(out), "--train_args", "--bf16", "true"])
+    command.main(["--end_to_end", str(recipe), "--rounds", "1", "--json", str(out), "--train_args", "--bf16", "true"])
     (row,) = json.loads(out.read_text())["rows"]
     assert row["steps"] == 3 * 2 and json.loads(out.read_text())["bars"] == []  # 48 images in batches of 16, 2 epochs
     assert row["precision"] == "bf16"
@@ -198,8 +217,8 @@ def test_the_model_alone_takes_the_saved_folders_model_and_input_shape(tmp_path)
         size={"height": 8, "width": 8}, num_channels=1, image_mean=[0.5], image_std=[0.5]
     )
     processor.save_pretrained(tmp_path)
-    assert benchmark.model_only_seconds(str(tmp_path), steps=2, batch=4, bf16=False) > 0
-    assert benchmark.model_only_seconds(str(tmp_path), steps=1, batch=4, bf16=True) > 0
+    assert end_to_end.model_only_seconds(str(tmp_path), steps=2, batch=4, bf16=False) > 0
+    assert end_to_end.model_only_seconds(str(tmp_path), steps=1, batch=4, bf16=True) > 0
 
 
 def samples(*chunk_seconds, memory=100.0):
@@ -225,7 +244,7 @@ def test_ratios_pair_each_chunk_with_the_reference_chunk_timed_next_to_it():
         "transformers-eager": samples([0.5, 1.0, 3.0], [2.0, 2.0, 2.0]),
         "timm": samples([2.0, 0.5, 2.0], [1.0, 3.0, 0.5]),
     }
-    summary = benchmark.summarise(runs["vit_scratch"], runs)
+    summary = report.summarise(runs["vit_scratch"], runs)
     assert summary["ratio"] == pytest.approx((1.25 + 0.8) / 2)  # median of two rounds
     # fastest peer per chunk: round 1 (0.5, 0.5, 2.0) -> 0.5, 0.625, 1.0; round 2 (1.0, 2.0, 0.5) -> 0.8, 0.8, 0.5
     assert summary["ratio_to_fastest_peer"] == pytest.approx((0.625 + 0.8) / 2)
@@ -242,22 +261,22 @@ def our_row(**ratios):
 
 def test_bars_report_each_failed_condition():
     row = our_row(ratio=1.02, ratio_to_fastest_peer=0.93, memory_ratio=1.0)
-    assert benchmark.bars([row], **TODAYS_BARS) == [
+    assert report.bars([row], **TODAYS_BARS) == [
         (
             "digits train float32 batch 256: 1.020x transformers SDPA (bar 1.00x), "
             "0.930x fastest of eager/timm (bar 0.95x), memory 1.000x (bar <= 1.05x): NOT met"
         )
     ]
-    assert benchmark.bars([{**row, "ratio_to_fastest_peer": 0.95}], **TODAYS_BARS)[0].endswith(": met")
+    assert report.bars([{**row, "ratio_to_fastest_peer": 0.95}], **TODAYS_BARS)[0].endswith(": met")
 
 
 def test_a_baseline_peak_of_zero_gives_no_memory_ratio_and_a_memory_bar_it_cannot_meet():
     """A tiny config's peak may not rise above the warm-up model's (0 MB): that round has no memory ratio."""
     ours, baseline = samples([0.01], [0.01], memory=20.0), samples([0.02], [0.02], memory=0.0)
-    assert "memory_ratio" not in benchmark.summarise(ours, {"transformers-sdpa": baseline})
+    assert "memory_ratio" not in report.summarise(ours, {"transformers-sdpa": baseline})
     baseline[1]["peak_memory_mb"] = 40.0  # one round measured: its ratio alone
-    assert benchmark.summarise(ours, {"transformers-sdpa": baseline})["memory_ratio"] == 0.5
-    assert benchmark.bars([our_row(ratio=2.0)], max_memory_ratio=1.05) == [
+    assert report.summarise(ours, {"transformers-sdpa": baseline})["memory_ratio"] == 0.5
+    assert report.bars([our_row(ratio=2.0)], max_memory_ratio=1.05) == [
         "digits train float32 batch 256: memory not measured: transformers' peak was 0 MB (bar <= 1.05x): NOT met"
     ]
 
@@ -266,43 +285,43 @@ def test_bars_are_judged_only_as_given_on_the_command_line():
     """The same row meets loose bars and fails strict ones; a bar not given is neither shown nor judged."""
     row = our_row(ratio=1.02, ratio_to_fastest_peer=0.93, memory_ratio=1.1)
     others = {**our_row(ratio=0.5, memory_ratio=3.0), "implementation": "timm"}
-    assert benchmark.bars([row, others]) == []  # no bar given: no verdict
-    args = benchmark.main_parser().parse_args(["--min_speedup_vs_sdpa", "1.03", "--max_memory_ratio", "1.2"])
+    assert report.bars([row, others]) == []  # no bar given: no verdict
+    args = command.main_parser().parse_args(["--min_speedup_vs_sdpa", "1.03", "--max_memory_ratio", "1.2"])
     bars = dict(
         min_speedup_vs_sdpa=args.min_speedup_vs_sdpa,
         min_speedup_vs_fastest=args.min_speedup_vs_fastest,
         max_memory_ratio=args.max_memory_ratio,
     )
-    assert benchmark.bars([row, others], **bars) == [
+    assert report.bars([row, others], **bars) == [
         "digits train float32 batch 256: 1.020x transformers SDPA (bar 1.03x), memory 1.100x (bar <= 1.20x): NOT met"
     ]
-    assert benchmark.bars([row], min_speedup_vs_fastest=0.925) == [
+    assert report.bars([row], min_speedup_vs_fastest=0.925) == [
         "digits train float32 batch 256: 0.930x fastest of eager/timm (bar 0.925x): met"
     ]
-    assert benchmark.bars([row], max_memory_ratio=1.05)[0].endswith("memory 1.100x (bar <= 1.05x): NOT met")
+    assert report.bars([row], max_memory_ratio=1.05)[0].endswith("memory 1.100x (bar <= 1.05x): NOT met")
     without_peers = our_row(ratio=1.02, memory_ratio=1.0)  # eager and timm not measured: that bar has nothing to judge
-    assert benchmark.bars([without_peers], **TODAYS_BARS) == [
+    assert report.bars([without_peers], **TODAYS_BARS) == [
         "digits train float32 batch 256: 1.020x transformers SDPA (bar 1.00x), memory 1.000x (bar <= 1.05x): met"
     ]
 
 
 def test_bf16_bars_judge_bf16_rows_only_and_only_what_was_measured():
-    """Issue 15's bars: a bf16 row's share of the bf16 matmul rate and its speed-up over float32."""
-    args = benchmark.main_parser().parse_args(["--min_bf16_matmul_fraction", "0.85", "--min_bf16_speedup", "2.5"])
+    """The bf16 bars: a bf16 row's share of the bf16 matmul rate and its speed-up over float32."""
+    args = command.main_parser().parse_args(["--min_bf16_matmul_fraction", "0.85", "--min_bf16_speedup", "2.5"])
     bf16_bars = dict(min_bf16_matmul_fraction=args.min_bf16_matmul_fraction, min_bf16_speedup=args.min_bf16_speedup)
     bf16 = {**our_row(ratio=1.2, matmul_fraction=0.87, ratio_to_float32=1.9), "precision": "bf16-autocast"}
     float32 = our_row(ratio=1.1, matmul_fraction=0.5)
-    assert benchmark.bars([bf16, float32], **bf16_bars) == [
+    assert report.bars([bf16, float32], **bf16_bars) == [
         (
             "digits train bf16-autocast batch 256: 87.0% of the bf16 matmul rate (bar 85%), "
             "1.900x float32 (bar 2.50x): NOT met"
         )
     ]
     weights = {**bf16, "precision": "bf16-weights", "ratio_to_float32": 2.6}
-    assert benchmark.bars([weights], **bf16_bars)[0].endswith("2.600x float32 (bar 2.50x): met")
+    assert report.bars([weights], **bf16_bars)[0].endswith("2.600x float32 (bar 2.50x): met")
     # emulated bf16 (no matmul fraction) and a run without float32 (no speed-up): nothing to judge
     unmeasured = {**our_row(ratio=1.2), "precision": "bf16-autocast"}
-    assert benchmark.bars([unmeasured], **bf16_bars) == []
+    assert report.bars([unmeasured], **bf16_bars) == []
 
 
 @pytest.mark.parametrize("spelling", ["underscore", "dash"])
@@ -310,29 +329,29 @@ def test_flags_take_the_underscore_spelling_and_keep_the_dashed_one(spelling):
     flags = ["--chunk_seconds", "0.5", "--glibc_malloc_defaults", "--peak_tflops", "100"]
     if spelling == "dash":
         flags = [flag.replace("_", "-") for flag in flags]
-    args = benchmark.main_parser().parse_args(flags)
+    args = command.main_parser().parse_args(flags)
     assert (args.chunk_seconds, args.glibc_malloc_defaults, args.peak_tflops) == (0.5, True, 100.0)
 
 
 def test_help_shows_the_underscore_spelling_first():
-    usage = benchmark.main_parser().format_help()
+    usage = command.main_parser().format_help()
     for flag in ("chunk_seconds", "glibc_malloc_defaults", "peak_tflops"):
         assert f"--{flag.replace('_', '-')}" in usage
         assert usage.index(f"--{flag}") < usage.index(f"--{flag.replace('_', '-')}")
 
 
 def test_modes_are_those_asked_for_that_the_config_has():
-    args = benchmark.main_parser().parse_args([])
-    assert benchmark.modes_for(benchmark.CONFIGS["digits"], args) == ["inference", "train"]
-    args = benchmark.main_parser().parse_args(["--modes", "inference"])
-    assert benchmark.modes_for(benchmark.CONFIGS["base224"], args) == ["inference"]
-    no_training = {**benchmark.CONFIGS["digits"], "train_batch": None}
-    assert benchmark.modes_for(no_training, benchmark.main_parser().parse_args([])) == ["inference"]
+    args = command.main_parser().parse_args([])
+    assert models.modes_for(models.CONFIGS["digits"], args) == ["inference", "train"]
+    args = command.main_parser().parse_args(["--modes", "inference"])
+    assert models.modes_for(models.CONFIGS["base224"], args) == ["inference"]
+    no_training = {**models.CONFIGS["digits"], "train_batch": None}
+    assert models.modes_for(no_training, command.main_parser().parse_args([])) == ["inference"]
 
 
 def test_an_unknown_dtype_is_one_line_naming_the_choices(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        benchmark.main(["--dtype", "float32,float16"])
+        command.main(["--dtype", "float32,float16"])
     message = str(exit_info.value.code)
     assert message == "error: --dtype: Unknown dtype 'float16': choose from float32, bfloat16 (or fp32, bf16)."
     assert capsys.readouterr().out == ""  # refused before any measurement
@@ -340,26 +359,27 @@ def test_an_unknown_dtype_is_one_line_naming_the_choices(capsys):
 
 @pytest.mark.integration
 def test_the_matmul_rate_is_measured_per_dtype_in_a_worker_process():
-    args = benchmark.main_parser().parse_args([])
-    rates = benchmark.measure_matmul_rates({"float32": 64, "bfloat16": 32}, args)
+    args = command.main_parser().parse_args([])
+    rates = measure.measure_matmul_rates({"float32": 64, "bfloat16": 32}, args)
     assert list(rates) == ["float32", "bfloat16"] and all(rate > 0 for rate in rates.values())
 
 
 def test_emulated_bf16_is_measured_on_a_smaller_matrix_and_every_other_dtype_at_the_size_asked():
     both = [torch.float32, torch.bfloat16]
-    assert benchmark.matmul_sizes(both, 4096, bf16_emulated=True) == {"float32": 4096, "bfloat16": 1024}
-    assert benchmark.matmul_sizes(both, 4096, bf16_emulated=False) == {"float32": 4096, "bfloat16": 4096}
-    assert benchmark.matmul_sizes(both, 256, bf16_emulated=True) == {"float32": 256, "bfloat16": 256}
+    assert measure.matmul_sizes(both, 4096, bf16_emulated=True) == {"float32": 4096, "bfloat16": 1024}
+    assert measure.matmul_sizes(both, 4096, bf16_emulated=False) == {"float32": 4096, "bfloat16": 4096}
+    assert measure.matmul_sizes(both, 256, bf16_emulated=True) == {"float32": 256, "bfloat16": 256}
 
 
 @pytest.mark.slow
 def test_a_tiny_run_measures_each_precision_against_its_own_matmul_rate_and_float32(tmp_path):
-    """The whole script on the digits config, training, in both dtypes: a row per implementation and precision, each
-    with its model FLOP/s as a fraction of its dtype's matmul rate, and bf16 rows with their speed-up over float32."""
+    """The whole command on the digits-plain config, training, in both dtypes: a row per implementation and
+    precision, each with its model FLOP/s as a fraction of its dtype's matmul rate, and bf16 rows with their speed-up
+    over float32."""
     output = tmp_path / "results.json"
-    flags = ["--configs", "digits", "--modes", "train", "--implementations", "vit_scratch", "transformers-sdpa"]
+    flags = ["--configs", "digits-plain", "--modes", "train", "--implementations", "vit_scratch", "transformers-sdpa"]
     flags += ["--rounds", "1", "--chunks", "2", "--chunk_seconds", "0", "--warmup", "1", "--steps", "1"]
-    benchmark.main([*flags, "--matmul_size", "128", "--json", str(output)])
+    command.main([*flags, "--matmul_size", "128", "--json", str(output)])
     result = json.loads(output.read_text())
     rows = {(row["implementation"], row["precision"]): row for row in result["rows"]}
     assert set(rows) == {
@@ -381,13 +401,13 @@ def test_a_tiny_run_measures_each_precision_against_its_own_matmul_rate_and_floa
 
 
 def test_table_has_a_row_per_implementation_and_our_peer_ratio():
-    runs = {name: samples([0.01, 0.02], [0.01]) for name in benchmark.IMPLEMENTATIONS}
+    runs = {name: samples([0.01, 0.02], [0.01]) for name in models.IMPLEMENTATIONS}
     rows = [
-        dict(config="digits", mode="train", batch=256, implementation=name, **benchmark.summarise(runs[name], runs))
-        for name in benchmark.IMPLEMENTATIONS
+        dict(config="digits", mode="train", batch=256, implementation=name, **report.summarise(runs[name], runs))
+        for name in models.IMPLEMENTATIONS
     ]
-    table = benchmark.markdown(rows).splitlines()
-    assert len(table) == 2 + len(benchmark.IMPLEMENTATIONS)
+    table = report.markdown(rows).splitlines()
+    assert len(table) == 2 + len(models.IMPLEMENTATIONS)
     assert table[2].count("1.00x") == 3 and table[3].count("1.00x") == 2  # ours also carries the peer ratio
     assert "| 100 | 100-100 |" in table[2]  # images/s: whole numbers from 100 up, one decimal below
 
@@ -400,33 +420,33 @@ def test_a_compiled_variant_is_paired_with_the_same_model_uncompiled_and_the_tab
         ("vit_scratch-compiled", "float32"): samples([0.02, 0.02]),
         ("transformers-sdpa", "float32"): samples([0.02, 0.02]),
     }
-    monkeypatch.setattr(benchmark, "measure_round", lambda variants, *args: {v: rounds[v][0] for v in variants})
-    args = benchmark.main_parser().parse_args(
-        ["--configs", "digits", "--modes", "inference", "--dtype", "float32", "--rounds", "1"]
+    monkeypatch.setattr(measure, "measure_round", lambda variants, *args: {v: rounds[v][0] for v in variants})
+    args = command.main_parser().parse_args(
+        ["--configs", "digits-plain", "--modes", "inference", "--dtype", "float32", "--rounds", "1"]
         + ["--implementations", "vit_scratch-compiled", "vit_scratch", "transformers-sdpa"]
     )
     args.dtypes, args.matmul_rates = [torch.float32], {}
-    rows = {row["implementation"]: row for row in benchmark.benchmark(args)}
+    rows = {row["implementation"]: row for row in measure.benchmark(args)}
     assert rows["vit_scratch-compiled"]["ratio_to_uncompiled"] == pytest.approx(0.75)
     assert "ratio_to_uncompiled" not in rows["vit_scratch"]
-    table = benchmark.markdown(list(rows.values())).splitlines()
+    table = report.markdown(list(rows.values())).splitlines()
     assert table[0].endswith("| vs uncompiled |")
-    assert table[2].startswith("| digits | inference | float32 | 256 | vit_scratch-compiled |")
+    assert table[2].startswith("| digits-plain | inference | float32 | 256 | vit_scratch-compiled |")
     assert table[2].endswith("| 0.75x |")
 
 
 def test_table_keeps_a_decimal_for_slow_models():
-    runs = {name: samples([0.4, 0.5], [0.37]) for name in benchmark.IMPLEMENTATIONS}
-    summary = benchmark.summarise(runs["vit_scratch"], runs)
+    runs = {name: samples([0.4, 0.5], [0.37]) for name in models.IMPLEMENTATIONS}
+    summary = report.summarise(runs["vit_scratch"], runs)
     row = dict(config="base224", mode="inference", batch=1, implementation="vit_scratch", **summary)
-    assert "| 2.6 | 2.5-2.7 |" in benchmark.markdown([row])
+    assert "| 2.6 | 2.5-2.7 |" in report.markdown([row])
 
 
 def test_table_shows_the_precision_the_speed_up_over_float32_and_the_share_of_the_matmul_rate():
-    runs = {name: samples([0.01, 0.02], [0.01]) for name in benchmark.IMPLEMENTATIONS}
-    summary = benchmark.summarise(runs["vit_scratch"], runs, {"ratio_to_float32": samples([0.025, 0.05], [0.025])})
+    runs = {name: samples([0.01, 0.02], [0.01]) for name in models.IMPLEMENTATIONS}
+    summary = report.summarise(runs["vit_scratch"], runs, {"ratio_to_float32": samples([0.025, 0.05], [0.025])})
     assert summary["ratio_to_float32"] == pytest.approx(2.5)
     row = dict(config="digits", mode="inference", precision="bf16-weights", batch=1, implementation="vit_scratch")
-    table = benchmark.markdown([{**row, **summary, "achieved_tflops": 0.5741, "matmul_fraction": 0.7834}])
+    table = report.markdown([{**row, **summary, "achieved_tflops": 0.5741, "matmul_fraction": 0.7834}])
     assert "| digits | inference | bf16-weights | 1 | vit_scratch |" in table
     assert table.splitlines()[2].endswith("| 2.50x | 0.574 | 78% |")

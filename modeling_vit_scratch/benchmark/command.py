@@ -1,0 +1,240 @@
+"""Speed and memory of vit_scratch against transformers' ViT (SDPA and eager) and timm, on identical configs.
+
+    python scripts/benchmark.py                       # digits, digits-plain and tiny224: 5 rounds, inference, training
+    python scripts/benchmark.py --configs digits-plain mnist28 tiny224 base224 --rounds 7 --json results.json
+    python scripts/benchmark.py --configs base224 --modes inference --dtype bfloat16
+    python scripts/benchmark.py --configs tiny224 --dtype float32 --implementations vit_scratch vit_scratch-compiled transformers-sdpa
+    python scripts/benchmark.py --end_to_end configs/train_digits.json --rounds 3   # the data path's cost
+
+(`python -m modeling_vit_scratch.benchmark.command` takes the same arguments.) `digits` is the model `make train`
+trains, a conv stem before the transformer: transformers' ViT has no stem, so it is measured against timm;
+`digits-plain` is the same transformer with plain patches, measured against every implementation.
+
+Every measurement runs in its own subprocess (a fresh allocator, no warm caches shared between implementations). In
+each round every implementation gets a fresh process; their timed chunks are interleaved (A B C D, D C B A, ...), so
+a slow spell of the machine hits all of them. Each precision asked for (`--dtype`, float32 and bfloat16 by default)
+is a variant of each implementation in the same rounds: float32; bf16 autocast (inference and training); and, for
+inference, weights loaded in bf16 (`dtype=torch.bfloat16`). Reported: throughput (the fastest chunk of a round;
+median and min-max over rounds); the median over rounds of each round's ratio to transformers' ViT with SDPA (its
+default) in the same precision, for ours also to the fastest of transformers' eager ViT and timm, and of each bf16
+variant to the same implementation in float32, where a round's ratio pairs each chunk with the reference's chunk
+timed next to it; the model's matrix-multiply FLOP/s (`forward_flops`) as a fraction of what a large matrix product
+reaches in the same dtype on the same machine, measured at the start of the run (`--matmul_size`; on a CPU that
+emulates bf16, a warning line, a smaller product and no share for its rows); then, for the bars given
+(--min_speedup_vs_sdpa, --min_speedup_vs_fastest, --max_memory_ratio; none by default), whether ours meets them.
+`torch.compile`: an implementation's name + `-compiled` (e.g. `vit_scratch-compiled`) is the same model compiled,
+measured beside the others in the same rounds; `--compile` compiles every model (compiling is never timed). Needs
+timm and transformers (`make install-timm` has both: run it with .venv-timm/bin/python); timm is imported only where
+its rows are asked for. Memory: every variant of a round is alive at once, so measure one --dtype at a time where
+memory is short (docs/performance.md has what each config takes). CPU figures are noisy: compare ratios from one
+run, not numbers across runs.
+
+`--end_to_end RECIPE ...` is another mode: the training command with each recipe, whole or for
+`--end_to_end_steps` steps (its whole data path: decoding, augmentation, the image processor, evaluation and
+checkpoints as the recipe asks), and the same steps of the same model alone (built from the run's saved config;
+forward, loss, backward, AdamW on random inputs of the processor's shape, in a fresh process), in alternating order
+over `--rounds`. It reports the Trainer's `train_runtime` plus the images processed once before it (the splits kept
+in memory), the model's time and their ratio (median over rounds); `--max_end_to_end_ratio RATIO` judges it,
+`--train_args ...` (last) passes arguments to the training command (e.g. `--bf16 true`). Threads as the caller sets
+them (`make train` uses OMP_NUM_THREADS=1).
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from modeling_vit_scratch.common.dtypes import dtype_name, parse_dtypes
+from modeling_vit_scratch.training.precision import slow_bf16_warning
+
+from .end_to_end import end_to_end, end_to_end_bars, end_to_end_markdown, model_only_seconds
+from .measure import benchmark, matmul_sizes, measure_matmul_rates, serve
+from .models import ALL_IMPLEMENTATIONS, BASELINE, CONFIGS, IMPLEMENTATIONS, MODES
+from .report import bars, end_to_end_header, machine_header, markdown
+from .timing import matmul_flops
+
+DEFAULT_CONFIGS = ["digits", "digits-plain", "tiny224"]
+
+
+def main_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--worker", nargs=5, metavar=("IMPL", "CONFIG", "MODE", "PRECISION", "BATCH"), help=argparse.SUPPRESS
+    )
+    parser.add_argument("--matmul", nargs=2, metavar=("DTYPES", "SIZE"), help=argparse.SUPPRESS)
+    parser.add_argument("--model_only", nargs=4, metavar=("FOLDER", "STEPS", "BATCH", "DTYPE"), help=argparse.SUPPRESS)
+    end = parser.add_argument_group(
+        "end to end",
+        "the training command with a recipe (its whole data path, evaluation and checkpoints) against the same steps "
+        "of its model alone; e.g. --end_to_end configs/train_digits.json --rounds 3",
+    )
+    end.add_argument("--end_to_end", nargs="+", metavar="RECIPE", help="recipes to run end to end (this mode only)")
+    end.add_argument(
+        "--end_to_end_steps",
+        type=int,
+        help="train only this many steps (default: the whole recipe; eval/save steps given as shares scale with it)",
+    )
+    end.add_argument(
+        "--train_args",
+        nargs=argparse.REMAINDER,
+        default=[],
+        help="last: arguments for the training command, e.g. --bf16 true",
+    )
+    end.add_argument(
+        "--max_end_to_end_ratio", type=float, metavar="RATIO", help="bar: most train_runtime / model alone, e.g. 1.25"
+    )
+    parser.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, choices=list(CONFIGS))
+    parser.add_argument(
+        "--implementations",
+        nargs="+",
+        default=list(IMPLEMENTATIONS),
+        choices=ALL_IMPLEMENTATIONS,
+        help="any name + '-compiled' is that model under torch.compile, measured in the same rounds as the others",
+    )
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps before timing")
+    parser.add_argument(
+        "--chunks",
+        type=int,
+        default=5,
+        help="timed chunks per implementation and round (throughput: the fastest; ratios: all, paired)",
+    )
+    parser.add_argument(
+        "--chunk_seconds", "--chunk-seconds", type=float, default=1.0, help="least duration of a timed chunk"
+    )
+    parser.add_argument("--steps", type=int, default=3, help="least number of steps in a timed chunk")
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    parser.add_argument("--batch", type=int, nargs="+", help="inference batch sizes (default: each config's own)")
+    parser.add_argument(
+        "--dtype",
+        default="float32,bfloat16",
+        help="comma-separated: float32 measures float32; bfloat16 bf16 autocast and (inference) bf16 weights",
+    )
+    parser.add_argument(
+        "--matmul_size",
+        type=int,
+        default=4096,
+        help="side of the square matrix product that measures each dtype's matmul rate at the start",
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile every model (on CPU, inference with inductor's weight freezing); compiling is not timed",
+    )
+    parser.add_argument(
+        "--glibc_malloc_defaults",
+        "--glibc-malloc-defaults",
+        action="store_true",
+        help="workers keep glibc's dynamic malloc thresholds (noisier on CPU, see STEADY_MALLOC)",
+    )
+    parser.add_argument("--peak_tflops", "--peak-tflops", type=float, help="the GPU's peak dense bf16 TFLOP/s, for MFU")
+    judged = parser.add_argument_group(
+        "bars",
+        "judge our model against these (a verdict line per config, mode, precision and batch); none given: no verdict",
+    )
+    judged.add_argument(
+        "--min_speedup_vs_sdpa",
+        type=float,
+        metavar="RATIO",
+        help="least speed ratio of ours to transformers' ViT with SDPA, e.g. 1.0",
+    )
+    judged.add_argument(
+        "--min_speedup_vs_fastest",
+        type=float,
+        metavar="RATIO",
+        help="least speed ratio of ours to the fastest of transformers eager and timm, e.g. 0.95",
+    )
+    judged.add_argument(
+        "--max_memory_ratio",
+        type=float,
+        metavar="RATIO",
+        help="most peak memory of ours relative to transformers' ViT with SDPA, e.g. 1.05",
+    )
+    judged.add_argument(
+        "--min_bf16_matmul_fraction",
+        type=float,
+        metavar="FRACTION",
+        help="least share of the bf16 matmul rate that ours reaches in bf16 rows (model FLOP/s), e.g. 0.85",
+    )
+    judged.add_argument(
+        "--min_bf16_speedup",
+        type=float,
+        metavar="RATIO",
+        help="least speed ratio of ours in bf16 to ours in float32 (with --dtype float32,bfloat16), e.g. 2.5",
+    )
+    parser.add_argument("--json", default="benchmark_results.json", help="where to write every sample")
+    return parser
+
+
+def main(argv: list[str]) -> None:
+    parser = main_parser()
+    args = parser.parse_args(argv)
+    if args.worker:  # a worker process of `measure_round`
+        implementation, config_name, mode, precision, batch = args.worker
+        serve(implementation, config_name, mode, precision, int(batch), args)
+        return
+    if args.matmul:  # a process of `measure_matmul_rates`
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        dtypes, size = parse_dtypes(args.matmul[0]), int(args.matmul[1])
+        print(json.dumps({dtype_name(dtype): matmul_flops(dtype, device, size) for dtype in dtypes}))
+        return
+    if args.model_only:  # a process of `model_only_run`
+        folder, steps, batch, precision = args.model_only
+        print(json.dumps(dict(seconds=model_only_seconds(folder, int(steps), int(batch), precision == "bf16"))))
+        return
+    if args.end_to_end:
+        run_end_to_end(args, argv)
+        return
+    if BASELINE not in args.implementations:
+        parser.error(f"--implementations must include the baseline {BASELINE}.")
+    try:
+        args.dtypes = parse_dtypes(args.dtype)
+    except ValueError as error:
+        sys.exit(f"error: --dtype: {error}")
+    run_measurements(args, argv)
+
+
+def run_measurements(args, argv: list[str]) -> None:
+    """The matmul rates, then every config's rounds; prints the table and the verdicts and writes every sample to
+    `args.json`."""
+    slow_bf16 = slow_bf16_warning("cuda" if torch.cuda.is_available() else "cpu", "Give --dtype float32")
+    if slow_bf16 and torch.bfloat16 in args.dtypes:
+        print(f"warning: {slow_bf16} The bf16 rows will take long here.", file=sys.stderr)
+    started = time.time()
+    sizes = matmul_sizes(args.dtypes, args.matmul_size, bf16_emulated=slow_bf16 is not None)
+    matmul_rates = measure_matmul_rates(sizes, args)
+    # Emulated bf16 has no ceiling to share: its rate depends on the shapes (a ViT's small products run far above
+    # the large product's rate there, docs/performance.md), so its rows get no fraction.
+    args.matmul_rates = {name: rate for name, rate in matmul_rates.items() if not (slow_bf16 and name == "bfloat16")}
+    rows = benchmark(args)
+    header = machine_header(args, matmul_rates, sizes)
+    verdicts = bars(
+        rows,
+        args.min_speedup_vs_sdpa,
+        args.min_speedup_vs_fastest,
+        args.max_memory_ratio,
+        args.min_bf16_matmul_fraction,
+        args.min_bf16_speedup,
+    )
+    verdict_block = "\n".join(verdicts) + "\n\n" if verdicts else ""  # no bars given: no verdict
+    print(f"\n{header}\n\n{markdown(rows)}\n\n{verdict_block}({time.time() - started:.0f} s)")
+    result = dict(machine=header, argv=argv, matmul_flops=matmul_rates, matmul_sizes=sizes, rows=rows, bars=verdicts)
+    Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+
+
+def run_end_to_end(args, argv: list[str]) -> None:
+    """Every recipe's rounds; prints the table and the verdicts and writes every sample to `args.json`."""
+    started = time.time()
+    rows = end_to_end(args)
+    verdicts = end_to_end_bars(rows, args.max_end_to_end_ratio)
+    header = end_to_end_header(args)
+    verdict_block = "\n".join(verdicts) + "\n\n" if verdicts else ""
+    print(f"\n{header}\n\n{end_to_end_markdown(rows)}\n\n{verdict_block}({time.time() - started:.0f} s)")
+    Path(args.json).write_text(json.dumps(dict(machine=header, argv=argv, rows=rows, bars=verdicts), indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

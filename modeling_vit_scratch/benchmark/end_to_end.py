@@ -1,0 +1,130 @@
+"""End to end: a training run of a recipe (the Trainer with the real data path: decoding, augmentation, the image
+processor, evaluation and checkpoints as the recipe asks) against the same steps of its model alone, in alternating
+order over rounds."""
+
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from modeling_vit_scratch.training.precision import training_steps_seconds
+
+from .measure import IMPORT_ROOT, package_command, worker_environment
+from .report import bar_text
+
+# How a training run starts: scripts/train.py of the checkout this package is imported from. Once the package has
+# its own `train` command, `[sys.executable, "-m", "modeling_vit_scratch.cli", "train"]` runs from an installed package.
+TRAINING_COMMAND = [sys.executable, str(IMPORT_ROOT / "scripts" / "train.py")]
+TRAINING_COMMAND_NAME = "scripts/train.py"  # in messages
+
+
+def model_only_seconds(folder: str, steps: int, batch: int, bf16: bool) -> float:
+    """Seconds for `steps` training steps (forward, loss, backward, AdamW) of a fresh model built from the config
+    saved in `folder`, on random inputs of the shape its image processor makes: the work no data path can save."""
+    from PIL import Image
+    from transformers import AutoConfig, AutoImageProcessor, AutoModelForImageClassification
+
+    import modeling_vit_scratch  # noqa: F401 (registers vit_scratch with the Auto classes)
+
+    torch.manual_seed(0)
+    config = AutoConfig.from_pretrained(folder)
+    processor = AutoImageProcessor.from_pretrained(folder)
+    shape = processor(Image.new("RGB", (32, 32)), return_tensors="pt")["pixel_values"].shape[1:]
+    model = AutoModelForImageClassification.from_config(config).train()
+    images, labels = torch.randn(batch, *shape), torch.randint(0, config.num_labels, (batch,))
+    return training_steps_seconds(model, images, labels, steps, bf16)
+
+
+def training_run(recipe: str, steps: int | None, extra: list[str], folder: Path, args) -> dict:
+    """The training command with `recipe` into `folder`, for `steps` steps or (None) the whole recipe: the Trainer's
+    `train_runtime` with the run's `data_preparation_seconds`, the global batch and the number of steps."""
+    command = [*TRAINING_COMMAND, recipe, *extra]
+    command += ["--max_steps", str(steps)] if steps else []
+    command += ["--output_dir", str(folder), "--report_to", "none", "--disable_tqdm", "true"]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, env=worker_environment(args))
+    if done.returncode != 0:
+        raise RuntimeError(f"{TRAINING_COMMAND_NAME} {recipe} failed:\n{done.stderr[-3000:]}")
+    metrics = json.loads((folder / "all_results.json").read_text())
+    record = json.loads((folder / "training_record.json").read_text())
+    batch = metrics["total_train_batch_size"]
+    steps = steps or math.ceil(record["num_train"] / batch) * round(record["epochs"])  # one process, no accumulation
+    bf16 = record["precision"] == "bf16 mixed precision"  # from the recipe or the command line, as the run recorded
+    # the Trainer's clock, plus the images processed once before it started (splits kept in memory)
+    seconds = metrics["train_runtime"] + metrics.get("data_preparation_seconds", 0.0)
+    return dict(folder=folder, seconds=seconds, batch=batch, steps=steps, bf16=bf16)
+
+
+def model_only_run(trained: dict, args) -> float:
+    """`model_only_seconds` of a `training_run` (its folder, steps, batch and precision) in a fresh process set
+    up as the workers."""
+    command = package_command("--model_only", str(trained["folder"]), str(trained["steps"]))
+    command += [str(trained["batch"]), "bf16" if trained["bf16"] else "float32"]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, env=worker_environment(args))
+    if done.returncode != 0:
+        raise RuntimeError(f"The model-only steps of {trained['folder']} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.splitlines()[-1])["seconds"]
+
+
+def end_to_end(args) -> list[dict]:
+    """For each recipe, `args.rounds` rounds of: the training command for `args.end_to_end_steps` steps, and the same
+    steps of the same model alone (`model_only_seconds`, in a fresh process), the model alone first every other
+    round (built from the previous round's folder). A round's ratio is the two times' quotient; the row gives
+    medians."""
+    rows = []
+    for recipe in args.end_to_end:
+        samples = []
+        with tempfile.TemporaryDirectory() as scratch:
+            previous = None
+            for round_index in range(args.rounds):
+                folder = Path(scratch) / f"round-{round_index}"
+                alone = model_only_run(previous, args) if round_index % 2 else None
+                trained = training_run(recipe, args.end_to_end_steps, args.train_args, folder, args)
+                if alone is None:
+                    alone = model_only_run(trained, args)
+                previous = trained
+                samples.append(dict(end_to_end_seconds=trained["seconds"], model_only_seconds=alone))
+                print(f"  {recipe}: round {round_index + 1}/{args.rounds}", file=sys.stderr)
+        rows.append(
+            dict(
+                recipe=recipe,
+                train_args=" ".join(args.train_args),
+                steps=previous["steps"],
+                batch=previous["batch"],
+                precision="bf16" if previous["bf16"] else "float32",
+                end_to_end_seconds=statistics.median(s["end_to_end_seconds"] for s in samples),
+                model_only_seconds=statistics.median(s["model_only_seconds"] for s in samples),
+                ratio=statistics.median(s["end_to_end_seconds"] / s["model_only_seconds"] for s in samples),
+                samples=samples,
+            )
+        )
+    return rows
+
+
+def end_to_end_markdown(rows: list[dict]) -> str:
+    lines = [
+        "| recipe | extra arguments | steps | batch | train_runtime + data preparation s | model alone s | ratio |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['recipe']} | {row['train_args']} | {row['steps']} | {row['batch']} | "
+            f"{row['end_to_end_seconds']:.1f} | {row['model_only_seconds']:.1f} | {row['ratio']:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
+def end_to_end_bars(rows: list[dict], max_overhead: float | None) -> list[str]:
+    """The verdict per recipe on `--max_end_to_end_ratio` (None: no verdict)."""
+    if max_overhead is None:
+        return []
+    return [
+        f"{row['recipe']} {row['train_args']}".strip()
+        + f": end to end {row['ratio']:.3f}x the model alone (bar <= {bar_text(max_overhead)}): "
+        + ("met" if row["ratio"] <= max_overhead else "NOT met")
+        for row in rows
+    ]
