@@ -14,13 +14,12 @@ import torch
 
 from modeling_vit_scratch.training.precision import training_steps_seconds
 
-from .measure import IMPORT_ROOT, package_command, worker_environment
+from .measure import package_command, worker_environment
 from .report import bar_text
 
-# How a training run starts: scripts/train.py of the checkout this package is imported from. Once the package has
-# its own `train` command, `[sys.executable, "-m", "modeling_vit_scratch.cli", "train"]` runs from an installed package.
-TRAINING_COMMAND = [sys.executable, str(IMPORT_ROOT / "scripts" / "train.py")]
-TRAINING_COMMAND_NAME = "scripts/train.py"  # in messages
+# How a training run starts: the package's own `train` command, so it runs from an installed package too
+TRAINING_COMMAND = [sys.executable, "-m", "modeling_vit_scratch.cli", "train"]
+TRAINING_COMMAND_NAME = "vit-scratch train"  # in messages
 
 
 def model_only_seconds(folder: str, steps: int, batch: int, bf16: bool) -> float:
