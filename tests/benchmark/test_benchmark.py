@@ -60,7 +60,7 @@ def test_the_digits_configs_are_the_architectures_in_configs_models(config_name,
 
 def test_digits_is_the_model_make_train_trains_and_is_measured_against_timm_alone():
     recipe = json.loads((REPO / "configs" / "train_digits.json").read_text())
-    assert recipe["model"] == "configs/models/" + ARCHITECTURE_FILES["digits"]
+    assert (REPO / "configs" / recipe["model"]).resolve() == REPO / "configs" / "models" / ARCHITECTURE_FILES["digits"]
     config = models.CONFIGS["digits"]
     assert config["train_batch"] == recipe["total_train_batch_size"]
     assert [name for name in models.IMPLEMENTATIONS if models.builds(name, config)] == ["vit_scratch", "timm"]
