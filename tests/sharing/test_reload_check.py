@@ -1,4 +1,4 @@
-"""The one reload check (modeling_vit_scratch/reload_check.py), in this process and with the folder's own code."""
+"""The one reload check (modeling_vit_scratch/sharing/reload_check.py), in this process and with the folder's own code."""
 
 import pytest
 import torch

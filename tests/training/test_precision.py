@@ -271,7 +271,7 @@ def train_tiny(tmp_path, name: str, *flags: str) -> tuple[list[float], Path, str
     return [entry["loss"] for entry in history if "loss" in entry], output_dir, result.stdout + result.stderr
 
 
-@pytest.mark.slow  # two runs of the script: about 15 s on an idle machine
+@pytest.mark.slow  # two runs of the script (times: docs/testing.md)
 def test_train_script_with_bf16_trains_under_autocast_and_saves_float32_weights(tmp_path):
     bf16_losses, folder, bf16_output = train_tiny(tmp_path, "bf16", "--bf16", "true")
     float32_losses, _, float32_output = train_tiny(tmp_path, "float32")

@@ -319,7 +319,7 @@ def folder_test_accuracy(folder: Path) -> float:
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_default_recipe_reaches_99_percent_on_the_digits_test_split(tmp_path, seed):
-    """`make train SEED=seed`'s recipe, end to end (3-11 CPU-minutes each): the folder, reloaded through the Auto
+    """`make train SEED=seed`'s recipe, end to end (times: docs/testing.md): the folder, reloaded through the Auto
     classes, classifies >= 99% of the test split (the recipe's bar, for each of seeds 0, 1, 2)."""
     result = run_script(
         "configs/train_digits.json",
