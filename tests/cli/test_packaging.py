@@ -209,7 +209,7 @@ sys.modules["modeling_vit_scratch"] = None  # as if not installed
 from PIL import Image
 from transformers import pipeline
 classify = pipeline("image-classification", model="out", trust_remote_code=True)
-print("result:", type(classify.model).__module__.split(".")[0], len(classify(Image.new("L", (8, 8)), top_k=None)))
+print("result:", type(classify.model).__module__.split(".")[0], len(classify(Image.new("L", (8, 8)), top_k=10)))
 """
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
