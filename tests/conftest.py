@@ -16,6 +16,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 torch.set_num_threads(1)
 
 from helpers import tiny_config
+from hypothesis import HealthCheck, settings
+
+# Generated inputs (tests/safety): the same examples on every run and machine, no time limit per example (a loaded
+# machine is slow, not wrong), nothing remembered between runs
+settings.register_profile(
+    "vit-scratch", derandomize=True, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("vit-scratch")
 
 from modeling_vit_scratch import ViTScratchConfig
 
