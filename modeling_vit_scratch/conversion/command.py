@@ -59,7 +59,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def convert(args: argparse.Namespace) -> None:
     dtype = parse_dtype(args.dtype)  # a typo is refused before any work
-    check_replaceable(args.output, args.overwrite)  # before any download or conversion
+    check_replaceable(args.output, args.overwrite, {"--input": args.input})  # before any download or conversion
     if args.target == "transformers":
         model = saved_class(args.input).from_pretrained(args.input)
         processor = ViTScratchImageProcessor.from_pretrained(args.input)
