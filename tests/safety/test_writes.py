@@ -251,3 +251,13 @@ def test_an_output_naming_a_file_is_one_line_and_the_file_stays(tmp_path, name):
     assert result.code == 1 and result.one_line, result
     assert "is a file, not a folder" in result.error and str(file) in result.error
     assert file.read_text() == "mine"
+
+
+def test_an_output_folder_given_as_a_link_is_the_users_choice_and_is_written_through(tmp_path):
+    """The folder named may itself be a link (to a larger disk, say): the user chose it; links inside it are not."""
+    (tmp_path / "disk").mkdir()
+    (tmp_path / "out").symlink_to(tmp_path / "disk", target_is_directory=True)
+    assert check_output_folder(tmp_path / "out", "--out") == tmp_path / "out"
+    (tmp_path / "disk" / "inner").symlink_to(tmp_path)
+    with pytest.raises(ValueError, match="holds symbolic links"):
+        check_output_folder(tmp_path / "out", "--out")
