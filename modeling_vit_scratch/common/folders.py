@@ -36,6 +36,7 @@ MARKER_FILE = ".vit-scratch-output"  # in every folder the package creates or cl
 # What a training run writes beside the model, read again by the push.
 RESULTS_FILE, RECORD_FILE, CURVES_FILE = "all_results.json", "training_record.json", "training_curves.png"
 STAGING_PREFIX = ".saving-"
+PROBE_PREFIX = ".probe-"  # the write test's file: another process of the same run may see it for a moment
 MODEL_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json")
 RESUME_OFF = (None, False, "", "false", "False")
 READ_FROM_INSIDE = (
@@ -144,7 +145,7 @@ def check_output_folder(
             f"{argument} {str(folder)!r} holds symbolic links ({named}): vit-scratch never writes or deletes "
             "through a link; remove them or give another folder."
         )
-    others = sorted(path.name for path in folder.iterdir())
+    others = sorted(path.name for path in folder.iterdir() if not path.name.startswith(PROBE_PREFIX))
     if foreign and others and not written_by_us(folder):
         raise ValueError(
             f"{argument} {str(folder)!r} holds files that vit-scratch did not write ({', '.join(others[:4])}): "
@@ -170,7 +171,7 @@ def check_writable(folder: Path) -> None:
     """Create `folder` if needed and write a probe file, or one line naming the folder and the fix."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-"):
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=PROBE_PREFIX):
             pass
     except OSError as error:
         raise ValueError(
