@@ -38,10 +38,8 @@ RESULTS_FILE, RECORD_FILE, CURVES_FILE = "all_results.json", "training_record.js
 STAGING_PREFIX = ".saving-"
 PROBE_PREFIX = ".probe-"  # the write test's file: another process of the same run may see it for a moment
 MODEL_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json")
-RESUME_OFF = (None, False, "", "false", "False")
-READ_FROM_INSIDE = (
-    "--resume_from_checkpoint",
-)  # inputs that may lie inside the output: a run's own checkpoints  # values of --resume_from_checkpoint that mean "start afresh"
+RESUME_OFF = (None, False, "", "false", "False")  # values of --resume_from_checkpoint that mean "start afresh"
+READ_FROM_INSIDE = ("--resume_from_checkpoint",)  # inputs that may lie inside the output: a run's own checkpoints
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 # Moved last into the output folder: weights first, then what describes them, so a kill between two moves never
 # leaves a record or card that describes weights which are not there (the digest in the record would not match).

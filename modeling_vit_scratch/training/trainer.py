@@ -58,8 +58,10 @@ def train(
     """Train, keep the last epoch or (load_best_model_at_end) the best on validation, test it, and write the model
     folder. Returns the metrics.
 
-    Everything that can be checked is checked before the first step: the output folder (writable, not in use, not
-    holding a model unless overwriting or resuming), the checkpoint to resume, the images, the labels, the steps.
+    Everything that can be checked is checked before the first step: the output folder (`check_output_folder`'s rule
+    against the data set, model, teacher and checkpoint read; writable, not in use, not holding a model unless
+    overwriting or resuming), the checkpoint to resume, the images, the labels, the steps. Nothing is removed before
+    then.
     """
     output_args = output_args or OutputArguments()
     hub_token, training_args.hub_token = training_args.hub_token, None  # the Trainer pickles its arguments
@@ -70,10 +72,10 @@ def train(
     slow_bf16 = slow_bf16_warning(training_args.device, "Leave out --bf16 true") if training_args.bf16 else None
     if slow_bf16 and main_process:
         logger.warning(slow_bf16)
-    inputs = {"--dataset": data_args.dataset, "--model": model_args.model, "--teacher": model_args.teacher}
-    if resume not in RESUME_OFF and resume not in (True, "true", "True"):
-        inputs["--resume_from_checkpoint"] = resume
     resuming = resume not in RESUME_OFF
+    inputs = {"--dataset": data_args.dataset, "--model": model_args.model, "--teacher": model_args.teacher}
+    if resuming and resume not in (True, "true", "True"):  # a checkpoint's path: read, so never written over
+        inputs["--resume_from_checkpoint"] = resume
     claim = claim_output_folder(training_args.output_dir, output_args.overwrite_output_dir, resuming, inputs)
     if not main_process:  # the same refusals on every process, so none waits for one that has stopped
         check_output_folder(training_args.output_dir, "--output_dir", inputs)
