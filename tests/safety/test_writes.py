@@ -106,6 +106,23 @@ def test_the_lock_as_a_link_to_a_file_elsewhere_leaves_that_file_whole(tmp_path)
     assert victim.read_text() == "precious"
 
 
+def test_a_lock_linked_after_the_check_is_still_not_followed(tmp_path, monkeypatch):
+    """The lock is opened no-follow: a link that appears between the check and the open fails the open."""
+    from modeling_vit_scratch.common import folders
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / LOCK_FILE).symlink_to(victim)
+    monkeypatch.setattr(folders, "links_inside", lambda folder: [])  # as if the link came after the check
+    with (
+        pytest.raises(ValueError, match="Cannot open the lock .*remove it if it is a link"),
+        folders.claim_output_folder(tmp_path / "out", overwrite=False, resume=False),
+    ):
+        pass
+    assert victim.read_text() == "precious"
+
+
 def test_files_are_never_written_through_a_link(tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
