@@ -1,9 +1,15 @@
 """Model folders on disk: claimed before any long work, never replaced silently, written all or nothing.
 
+- `check_output_folder` is the rule every command that writes applies to the folder it was given, before any work:
+  not `/`, the home folder or a checkout's root; not equal to, inside or holding one of the command's inputs; no
+  symbolic link inside (the package never writes or deletes through one); and, unless the folder is replaced as a
+  whole, not a folder of someone else's files (ours: it carries `MARKER_FILE`, or a model, record, checkpoints or
+  lock that the package wrote). The folder given may itself be a link: that is the user's explicit choice.
 - `claim_output_folder` checks that the folder is writable, takes a lock (a second run into the same folder is
-  refused while the first lives; the lock dies with its process, so a killed run leaves none behind), removes the
-  staging leftovers of a killed run, and refuses a folder that already holds a model unless the user asked to
-  overwrite it or to resume it.
+  refused while the first lives; the lock dies with its process, so a killed run leaves none behind), and refuses a
+  folder that already holds a model unless the user asked to overwrite it or to resume it. It removes nothing
+  itself: the staging leftovers of a killed run (and, when overwriting, the old checkpoints) go only when the
+  run calls the function it yields, once every check has passed.
 - `resolve_checkpoint` turns `--resume_from_checkpoint` (`true` or a path) into a complete checkpoint, naming the
   incomplete ones a killed run left.
 - `staging_inside` + `publish` write a training run's model files in a private folder inside its output folder
@@ -21,16 +27,19 @@ import re
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 LOCK_FILE = ".vit-scratch.lock"
+MARKER_FILE = ".vit-scratch-output"  # in every folder the package creates or claims for its output: "ours"
 # What a training run writes beside the model, read again by the push.
 RESULTS_FILE, RECORD_FILE, CURVES_FILE = "all_results.json", "training_record.json", "training_curves.png"
 STAGING_PREFIX = ".saving-"
+PROBE_PREFIX = ".probe-"  # the write test's file: another process of the same run may see it for a moment
 MODEL_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json")
 RESUME_OFF = (None, False, "", "false", "False")  # values of --resume_from_checkpoint that mean "start afresh"
+READ_FROM_INSIDE = ("--resume_from_checkpoint",)  # inputs that may lie inside the output: a run's own checkpoints
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 # Moved last into the output folder: weights first, then what describes them, so a kill between two moves never
 # leaves a record or card that describes weights which are not there (the digest in the record would not match).
@@ -59,11 +68,108 @@ def model_contents(folder: Path) -> list[str]:
     return [name for name in MODEL_FILES if (folder / name).exists()] + [path.name for path in checkpoints(folder)]
 
 
+def written_by_us(folder: Path) -> bool:
+    """Whether `folder` is one the package wrote: its marker, or (from versions before the marker) a training run's
+    lock, record or checkpoints, or a vit_scratch model's config.json."""
+    if any((folder / name).is_file() for name in (MARKER_FILE, LOCK_FILE, RECORD_FILE)) or checkpoints(folder):
+        return True
+    try:
+        return json.loads((folder / "config.json").read_text()).get("model_type") == "vit_scratch"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def links_inside(folder: Path) -> list[Path]:
+    """Symbolic links anywhere under `folder` (not followed)."""
+    found = []
+    for parent, folders, files in os.walk(folder):
+        found += [Path(parent, name) for name in folders + files if os.path.islink(os.path.join(parent, name))]
+    return sorted(found)
+
+
+def unsafe_location(real: str) -> str | None:
+    """Why the folder at real path `real` is no place for output: `/`, the home folder, a checkout's root."""
+    if real == os.path.realpath(os.sep):
+        return "the root folder"
+    if real == os.path.realpath(Path.home()):
+        return "your home folder"
+    if os.path.lexists(os.path.join(real, ".git")):
+        return "the root of a git checkout (its own files would be replaced)"
+    return None
+
+
+def overlap(real: str, argument: str, source: str) -> str | None:
+    """How the output at real path `real` overlaps the input `source` (given as `argument`), or None."""
+    other = os.path.realpath(source)
+    if real == other:
+        return "is"
+    if os.path.commonpath([real, other]) == other:
+        return "is inside"
+    if os.path.commonpath([real, other]) == real and argument not in READ_FROM_INSIDE:
+        return "holds"
+    return None
+
+
+def check_output_folder(
+    folder: str | Path, argument: str, inputs: dict[str, str | None] | None = None, foreign: bool = True
+) -> Path:
+    """The rule for every folder a command writes into, applied before any work (see the module's docstring).
+    `inputs` maps each argument the command reads a local path from to its value (hub ids and None are skipped);
+    `foreign=False` leaves a folder of other files to the caller (a conversion replaces its folder as a whole).
+    Returns the folder; raises ValueError naming it, what is wrong and the fix."""
+    if not str(folder).strip():
+        raise ValueError(f"{argument} is empty: give the folder to write to.")
+    folder, real = Path(folder), os.path.realpath(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{argument} {str(folder)!r} is a file, not a folder: give a folder to write into.")
+    place = unsafe_location(real)
+    if place:
+        raise ValueError(
+            f"{argument} {str(folder)!r} is {place}: give a folder of its own, e.g. {argument} outputs/NAME."
+        )
+    for name, source in (inputs or {}).items():
+        how = overlap(real, name, source) if source and os.path.exists(source) else None
+        if how:
+            raise ValueError(
+                f"{argument} {str(folder)!r} {how} the input {name} {source!r}: writing there could replace what "
+                f"is read; give {argument} a folder apart from every input."
+            )
+    if not folder.is_dir():
+        return folder
+    links = links_inside(folder)
+    if links:
+        named = ", ".join(f"{path} -> {os.readlink(path)}" for path in links[:3])
+        raise ValueError(
+            f"{argument} {str(folder)!r} holds symbolic links ({named}): vit-scratch never writes or deletes "
+            "through a link; remove them or give another folder."
+        )
+    others = sorted(path.name for path in folder.iterdir() if not path.name.startswith(PROBE_PREFIX))
+    if foreign and others and not written_by_us(folder):
+        raise ValueError(
+            f"{argument} {str(folder)!r} holds files that vit-scratch did not write ({', '.join(others[:4])}): "
+            "refusing to write among them; give a new or empty folder."
+        )
+    return folder
+
+
+def write_file(path: Path, content: bytes) -> None:
+    """Write `content` to `path`, never through a symbolic link (an OSError if `path` is one)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(descriptor, "wb") as stream:
+        stream.write(content)
+
+
+def mark_as_ours(folder: Path) -> None:
+    """Create `folder` if needed and leave the marker that makes it one the package may write into again."""
+    folder.mkdir(parents=True, exist_ok=True)
+    write_file(folder / MARKER_FILE, b"written by vit-scratch\n")
+
+
 def check_writable(folder: Path) -> None:
     """Create `folder` if needed and write a probe file, or one line naming the folder and the fix."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-"):
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=PROBE_PREFIX):
             pass
     except OSError as error:
         raise ValueError(
@@ -84,38 +190,51 @@ def refuse_a_model(folder: Path, overwrite: bool, resume: bool) -> None:
 
 
 @contextmanager
-def claim_output_folder(folder: str | Path, overwrite: bool, resume: bool) -> Iterator[list[str]]:
-    """Hold `folder` for one training run; yields the names of leftovers it removed. Raises ValueError when the
-    folder is not writable, is in use by another run, or holds a model that neither `overwrite` nor `resume`
-    allows to touch."""
+def claim_output_folder(
+    folder: str | Path, overwrite: bool, resume: bool, inputs: dict[str, str | None] | None = None
+) -> Iterator[Callable[[], list[str]]]:
+    """Hold `folder` for one training run. Raises ValueError when the folder breaks `check_output_folder`'s rule
+    (against `inputs`), is not writable, is in use by another run, or holds a model that neither `overwrite` nor
+    `resume` allows to touch. Yields a function that removes the leftovers of earlier runs (staging folders; the old
+    checkpoints when overwriting) and returns their names: call it once every check of the run has passed."""
     if not str(folder).strip():  # Path("") is the working directory: never claim it by accident
         raise ValueError(
             "--output_dir is empty: give the folder to write the model to, e.g. --output_dir outputs/vit-digits."
         )
-    folder = Path(folder)
+    folder = check_output_folder(folder, "--output_dir", inputs)
     check_writable(folder)
-    with open(folder / LOCK_FILE, "a+") as lock:
+    try:
+        descriptor = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as error:
+        raise ValueError(
+            f"Cannot open the lock {str(folder / LOCK_FILE)!r} ({error.strerror or error}): remove it if it is a "
+            "link, or choose another --output_dir."
+        ) from None
+    with os.fdopen(descriptor, "r+") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            lock.seek(0)
             owner = lock.read().strip() or "unknown"
             raise ValueError(
                 f"The output folder {str(folder)!r} is in use by another training run (process {owner}): wait for "
                 "it to end, or choose another --output_dir."
             ) from None
-        lock.seek(0)
         lock.truncate()
         lock.write(f"{os.getpid()}\n")
         lock.flush()
         refuse_a_model(folder, overwrite, resume)
-        leftovers = [path for path in folder.iterdir() if path.name.startswith(STAGING_PREFIX)]
-        if overwrite and not resume:  # the old checkpoints would mix with the new run's; the old model stays until
-            leftovers += checkpoints(folder)  # the new one replaces it
-        for path in leftovers:
-            shutil.rmtree(path, ignore_errors=True)
+        mark_as_ours(folder)
+
+        def remove_leftovers() -> list[str]:
+            leftovers = [path for path in folder.iterdir() if path.name.startswith(STAGING_PREFIX)]
+            if overwrite and not resume:  # the old checkpoints would mix with the new run's; the old model stays
+                leftovers += checkpoints(folder)  # until the new one replaces it
+            for path in leftovers:
+                shutil.rmtree(path, ignore_errors=True)
+            return [path.name for path in leftovers]
+
         try:
-            yield [path.name for path in leftovers]
+            yield remove_leftovers
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
@@ -172,12 +291,16 @@ def publish(staging: Path, destination: Path) -> None:
         os.replace(path, destination / path.name)
 
 
-def check_replaceable(output_dir: str | Path, overwrite: bool = False) -> Path:
-    """`output_dir` as an absolute path, if a conversion may write it: new, empty, or (with `overwrite`) a model
-    folder; else a FileExistsError naming it and the fix. Run it before a long conversion to fail early."""
-    output_dir = Path(os.path.abspath(output_dir))  # "." has no parent to stage beside; symlinks stay links
+def check_replaceable(
+    output_dir: str | Path, overwrite: bool = False, inputs: dict[str, str | None] | None = None
+) -> Path:
+    """`output_dir` as an absolute real path, if a conversion may write it: new, empty, or (with `overwrite`) a model
+    folder, and within `check_output_folder`'s rule (against `inputs`); else a FileExistsError or ValueError naming
+    it and the fix. Run it before a long conversion to fail early."""
+    output_dir = Path(os.path.realpath(output_dir))  # a link to a folder: the folder it names is replaced
     if output_dir.exists() and not output_dir.is_dir():
         raise FileExistsError(f"{output_dir} is a file, not a folder: choose another output folder.")
+    check_output_folder(output_dir, "--output", inputs, foreign=False)
     if output_dir.is_dir() and any(output_dir.iterdir()):
         if not overwrite:
             raise FileExistsError(
@@ -193,11 +316,13 @@ def check_replaceable(output_dir: str | Path, overwrite: bool = False) -> Path:
 
 
 @contextmanager
-def replaced_folder(output_dir: str | Path, overwrite: bool = False) -> Iterator[Path]:
+def replaced_folder(
+    output_dir: str | Path, overwrite: bool = False, inputs: dict[str, str | None] | None = None
+) -> Iterator[Path]:
     """A temporary folder beside `output_dir` (same filesystem) to write into, moved into place only when the block
     completes: a failure or a refusal leaves `output_dir` as it was. An existing non-empty `output_dir` is refused
     unless `overwrite`; then it is replaced only once the new one is complete (moved aside, new moved in, deleted)."""
-    output_dir = check_replaceable(output_dir, overwrite)
+    output_dir = check_replaceable(output_dir, overwrite, inputs)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = sibling(output_dir, "partial")
     staging.mkdir()
@@ -206,7 +331,7 @@ def replaced_folder(output_dir: str | Path, overwrite: bool = False) -> Iterator
         if not output_dir.exists():
             staging.rename(output_dir)
             return
-        check_replaceable(output_dir, overwrite)  # again: the folder may have been filled meanwhile
+        check_replaceable(output_dir, overwrite, inputs)  # again: the folder may have been filled meanwhile
         aside = sibling(output_dir, "old")
         output_dir.rename(aside)
         try:

@@ -43,7 +43,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     direction.add_argument("--from", dest="source", choices=["transformers", "timm"], help="convert into vit_scratch")
     direction.add_argument("--to", dest="target", choices=["transformers"], help="convert a vit_scratch folder out")
     parser.add_argument("--input", required=True, help="folder or hub repo id; a safetensors file for --from timm")
-    parser.add_argument("--output", required=True, help="folder to write (must be new or empty unless --overwrite)")
+    parser.add_argument(
+        "--output", required=True, help="folder to write: new or empty, or a model folder with --overwrite; not --input"
+    )
     parser.add_argument(
         "--overwrite", action="store_true", help="replace an existing model folder once the new one is complete"
     )
@@ -59,7 +61,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def convert(args: argparse.Namespace) -> None:
     dtype = parse_dtype(args.dtype)  # a typo is refused before any work
-    check_replaceable(args.output, args.overwrite)  # before any download or conversion
+    check_replaceable(args.output, args.overwrite, {"--input": args.input})  # before any download or conversion
     if args.target == "transformers":
         model = saved_class(args.input).from_pretrained(args.input)
         processor = ViTScratchImageProcessor.from_pretrained(args.input)

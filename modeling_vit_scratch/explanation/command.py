@@ -19,7 +19,9 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="saved folder or hub repo id of a vit_scratch model")
     parser.add_argument("--image", required=True, help="image file or http(s) URL")
-    parser.add_argument("--out", required=True, help="folder for the PNG files")
+    parser.add_argument(
+        "--out", required=True, help="folder for the PNG files: new, empty, or one explain or training wrote"
+    )
     parser.add_argument("--head_fusion", default="mean", choices=HEAD_FUSIONS)
     parser.add_argument("--discard_ratio", type=float, default=0.0, help="share of weakest attention to drop")
     parser.add_argument("--dtype", default="float32", help="run the model in float32 or bfloat16")

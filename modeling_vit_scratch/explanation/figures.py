@@ -2,6 +2,7 @@
 filters, position-embedding similarity, attention distance. Images are PIL images at the model's input size; maps are
 tensors."""
 
+import io
 from pathlib import Path
 
 import matplotlib
@@ -9,11 +10,15 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no screen
 import matplotlib.pyplot as plt
 
+from modeling_vit_scratch.common.folders import write_file
+
 
 def _save(figure, path: str | Path) -> Path:
     figure.tight_layout()
-    figure.savefig(path)
+    picture = io.BytesIO()
+    figure.savefig(picture, format=Path(path).suffix.lstrip(".") or "png")
     plt.close(figure)
+    write_file(Path(path), picture.getvalue())  # never through a link
     return Path(path)
 
 

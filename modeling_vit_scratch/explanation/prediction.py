@@ -10,6 +10,7 @@ from PIL import Image, UnidentifiedImageError
 from transformers import AutoImageProcessor, AutoModelForImageClassification
 
 from modeling_vit_scratch.common.dtypes import parse_dtype
+from modeling_vit_scratch.common.folders import check_output_folder, mark_as_ours
 from modeling_vit_scratch.explanation import attention as explain
 from modeling_vit_scratch.explanation import figures as plots
 
@@ -61,7 +62,9 @@ def explain_image(
     dtype: str = "float32",
 ) -> list[Path]:
     """Everything the script does, with the model in `dtype` ("float32" or "bfloat16"); returns the paths of the
-    pictures written."""
+    pictures written. `out_dir` is checked first (`check_output_folder`: new, empty or one explain or training wrote;
+    apart from the model and the image; no links), so a refusal costs no loading."""
+    out = check_output_folder(out_dir, "--out", {"--model": model_source, "--image": image_source})
     model, processor = load_model(model_source, trust_remote_code, parse_dtype(dtype))
     config = model.config
     pixel_values, shown = explain.model_inputs(load_image(image_source), processor, config.num_channels)
@@ -75,8 +78,7 @@ def explain_image(
     for score, index in zip(top.values.tolist(), top.indices.tolist()):
         print(f"  {config.id2label[index]:>20}  {score:.4f}")
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    mark_as_ours(out)
     attentions = explain.attention_maps(model, pixel_values)
     grid = embeddings.grid_size
     rollout = explain.attention_rollout(attentions, head_fusion, discard_ratio)

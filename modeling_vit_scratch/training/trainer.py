@@ -16,7 +16,13 @@ import numpy as np
 import torch
 from transformers import TrainingArguments, set_seed
 
-from modeling_vit_scratch.common.folders import RESUME_OFF, claim_output_folder, refuse_a_model, resolve_checkpoint
+from modeling_vit_scratch.common.folders import (
+    RESUME_OFF,
+    check_output_folder,
+    claim_output_folder,
+    refuse_a_model,
+    resolve_checkpoint,
+)
 from modeling_vit_scratch.common.secrets import known_secrets
 from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, OutputArguments
 from modeling_vit_scratch.training.augmentation import AugmentedViews, AugmentingTrainer, RandomShiftRotate
@@ -52,8 +58,10 @@ def train(
     """Train, keep the last epoch or (load_best_model_at_end) the best on validation, test it, and write the model
     folder. Returns the metrics.
 
-    Everything that can be checked is checked before the first step: the output folder (writable, not in use, not
-    holding a model unless overwriting or resuming), the checkpoint to resume, the images, the labels, the steps.
+    Everything that can be checked is checked before the first step: the output folder (`check_output_folder`'s rule
+    against the data set, model, teacher and checkpoint read; writable, not in use, not holding a model unless
+    overwriting or resuming), the checkpoint to resume, the images, the labels, the steps. Nothing is removed before
+    then.
     """
     output_args = output_args or OutputArguments()
     hub_token, training_args.hub_token = training_args.hub_token, None  # the Trainer pickles its arguments
@@ -64,23 +72,26 @@ def train(
     slow_bf16 = slow_bf16_warning(training_args.device, "Leave out --bf16 true") if training_args.bf16 else None
     if slow_bf16 and main_process:
         logger.warning(slow_bf16)
-    claim = claim_output_folder(training_args.output_dir, output_args.overwrite_output_dir, resume not in RESUME_OFF)
-    if not main_process:  # the same refusal on every process, so none waits for one that has stopped
-        refuse_a_model(Path(training_args.output_dir), output_args.overwrite_output_dir, resume not in RESUME_OFF)
-    with claim if main_process else nullcontext([]) as removed:
-        if removed:
-            logger.warning(
-                "Removed the leftovers of an earlier run in %s: %s", training_args.output_dir, ", ".join(removed)
-            )
+    resuming = resume not in RESUME_OFF
+    inputs = {"--dataset": data_args.dataset, "--model": model_args.model, "--teacher": model_args.teacher}
+    if resuming and resume not in (True, "true", "True"):  # a checkpoint's path: read, so never written over
+        inputs["--resume_from_checkpoint"] = resume
+    claim = claim_output_folder(training_args.output_dir, output_args.overwrite_output_dir, resuming, inputs)
+    if not main_process:  # the same refusals on every process, so none waits for one that has stopped
+        check_output_folder(training_args.output_dir, "--output_dir", inputs)
+        refuse_a_model(Path(training_args.output_dir), output_args.overwrite_output_dir, resuming)
+    with claim if main_process else nullcontext(list) as remove_leftovers:
         checkpoint = resolve_checkpoint(training_args.output_dir, resume)
-        metrics = train_in_claimed_folder(model_args, data_args, training_args, checkpoint, hub_token)
+        metrics = train_in_claimed_folder(model_args, data_args, training_args, checkpoint, hub_token, remove_leftovers)
     return metrics
 
 
 def train_in_claimed_folder(
-    model_args, data_args, training_args, checkpoint: str | None, hub_token: str | None
+    model_args, data_args, training_args, checkpoint: str | None, hub_token: str | None, remove_leftovers=list
 ) -> dict:
-    """`train` once the output folder is held: data, pre-flight, model, Trainer, evaluation, the model folder."""
+    """`train` once the output folder is held: data, pre-flight, model, Trainer, evaluation, the model folder.
+    `remove_leftovers` (from `claim_output_folder`) runs just before the first step, once every check has passed:
+    a refused run removes nothing."""
     started = time.time()
     model_config(model_args)  # the model arguments' errors before any data is read
     set_seed(training_args.seed)  # before the model is built, so the initial weights follow --seed
@@ -144,6 +155,11 @@ def train_in_claimed_folder(
     )
     if choice:  # each checkpoint keeps it, so a resumed run trains on in the same precision
         trainer.add_callback(KeepPrecisionChoice(choice))
+    removed = remove_leftovers()
+    if removed:
+        logger.warning(
+            "Removed the leftovers of an earlier run in %s: %s", training_args.output_dir, ", ".join(removed)
+        )
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = {**train_result.metrics}
     metrics.update(trainer.evaluate(validation_set, metric_key_prefix="eval"))

@@ -1,0 +1,280 @@
+"""Writes: every command that writes (train, explain, convert) writes into the folder it was given only, never
+through a symbolic link, never over files it did not write, never onto one of its own inputs, never into `/`, the
+home folder or a checkout's root, and a refused run removes nothing. Each rule is tried over every entry point of
+`OUTPUT_ARGUMENT`; a new command that writes is covered by adding it there."""
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from entry_points import OUTPUT_ARGUMENT, Scenario, outcome
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from modeling_vit_scratch.common.folders import LOCK_FILE, MARKER_FILE, check_output_folder, write_file
+
+WRITERS = sorted(OUTPUT_ARGUMENT)
+
+
+def snapshot(folder: Path) -> dict:
+    """Everything under `folder` (links as their targets, not followed): to show that a refusal changed nothing."""
+    found = {}
+    for parent, folders, files in os.walk(folder):
+        for name in folders + files:
+            path = Path(parent, name)
+            relative = str(path.relative_to(folder))
+            if path.is_symlink():
+                found[relative] = ("link", os.readlink(path))
+            elif path.is_file():
+                found[relative] = path.read_bytes()
+    return found
+
+
+def with_output(name: str, argv: list[str], output: Path | str) -> list[str]:
+    """`argv` with the output argument of `name` set to `output`."""
+    argv = list(argv)
+    argv[argv.index(OUTPUT_ARGUMENT[name]) + 1] = str(output)
+    return argv
+
+
+def ours(name: str, folder: Path) -> list[str]:
+    """Make `folder` one that `name` may write into; returns the arguments that allow it (a conversion replaces a
+    model folder with --overwrite; training and explaining write into a folder carrying the package's marker)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if name == "convert":
+        (folder / "config.json").write_text(json.dumps({"model_type": "vit_scratch"}))
+        return ["--overwrite"]
+    (folder / MARKER_FILE).write_text("written by vit-scratch\n")
+    return []
+
+
+@pytest.mark.parametrize("name", WRITERS)
+def test_a_folder_of_files_the_package_did_not_write_is_refused_and_left_as_it_was(tmp_path, name):
+    scenario = Scenario(tmp_path)
+    checkout = tmp_path / "notes"  # `--output_dir .` in a folder of the user's own files
+    checkout.mkdir()
+    for file, text in {"README.md": "# mine", "all_results.json": "{}", "preprocessor_config.json": "{}"}.items():
+        (checkout / file).write_text(text)
+    before = snapshot(checkout)
+    extra = ["--overwrite"] if name == "convert" else []  # even when asked to replace
+    result = outcome(name, with_output(name, scenario.argv(name), checkout) + extra)
+    assert result.code == 1 and result.one_line, result
+    expected = "not a model folder" if name == "convert" else "holds files that vit-scratch did not write"
+    assert expected in result.error and str(checkout) in result.error
+    assert ("give a new or empty folder" if name != "convert" else "choose another output folder") in result.error
+    assert snapshot(checkout) == before
+
+
+LINK_NAMES = [LOCK_FILE, "checkpoint-3", "model.safetensors", "training_args.bin", "attention_rollout.png"]
+
+
+@pytest.mark.parametrize("name", WRITERS)
+@settings(max_examples=10)
+@given(link=st.sampled_from(LINK_NAMES), to_folder=st.booleans(), nested=st.booleans())
+def test_a_symbolic_link_inside_the_output_folder_is_refused_naming_it(name, link, to_folder, nested):
+    with tempfile.TemporaryDirectory() as root:
+        root = Path(root)
+        scenario, output, elsewhere = Scenario(root), root / "out", root / "elsewhere"
+        extra = ours(name, output)
+        target = elsewhere / "victim"
+        if to_folder:
+            target.mkdir(parents=True)
+            (target / "kept.txt").write_text("kept")
+        else:
+            elsewhere.mkdir()
+            target.write_text("kept")
+        inside = output / "checkpoint-1" / link if nested else output / link
+        inside.parent.mkdir(exist_ok=True)
+        inside.symlink_to(target, target_is_directory=to_folder)
+        before = snapshot(root / "elsewhere"), snapshot(output)
+        result = outcome(name, with_output(name, scenario.argv(name), output) + extra)
+        assert result.code == 1 and result.one_line, result
+        assert "symbolic link" in result.error and str(inside) in result.error and "remove them" in result.error
+        assert (snapshot(root / "elsewhere"), snapshot(output)) == before
+
+
+def test_the_lock_as_a_link_to_a_file_elsewhere_leaves_that_file_whole(tmp_path):
+    scenario, output = Scenario(tmp_path), tmp_path / "out"
+    output.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (output / LOCK_FILE).symlink_to(victim)
+    result = outcome("train", scenario.argv("train", output))
+    assert result.code == 1 and result.one_line and LOCK_FILE in result.error
+    assert victim.read_text() == "precious"
+
+
+def test_a_lock_linked_after_the_check_is_still_not_followed(tmp_path, monkeypatch):
+    """The lock is opened no-follow: a link that appears between the check and the open fails the open."""
+    from modeling_vit_scratch.common import folders
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / LOCK_FILE).symlink_to(victim)
+    monkeypatch.setattr(folders, "links_inside", lambda folder: [])  # as if the link came after the check
+    with (
+        pytest.raises(ValueError, match="Cannot open the lock .*remove it if it is a link"),
+        folders.claim_output_folder(tmp_path / "out", overwrite=False, resume=False),
+    ):
+        pass
+    assert victim.read_text() == "precious"
+
+
+def test_files_are_never_written_through_a_link(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (tmp_path / "picture.png").symlink_to(victim)
+    with pytest.raises(OSError):
+        write_file(tmp_path / "picture.png", b"a picture")
+    assert victim.read_text() == "precious"
+
+
+# Each writer's inputs: argument -> the Scenario file it names (added to the working line where it is not in it)
+INPUTS = {
+    "train": {"--dataset": "images", "--model": "model", "--teacher": "model"},
+    "explain": {"--model": "model", "--image": "picture"},
+    "convert": {"--input": "model"},
+}
+
+
+@st.composite
+def writer_and_input(draw):
+    name = draw(st.sampled_from(WRITERS))
+    return name, draw(st.sampled_from(sorted(INPUTS[name]))), draw(st.sampled_from(["is", "is inside", "holds"]))
+
+
+@settings(max_examples=25)
+@given(case=writer_and_input())
+def test_an_output_that_is_inside_or_holds_an_input_is_refused(case):
+    name, argument, relation = case
+    with tempfile.TemporaryDirectory() as root:
+        scenario = Scenario(Path(root) / "work")
+        scenario.root.mkdir()
+        argv = scenario.argv(name)
+        made = getattr(scenario, INPUTS[name][argument])()
+        source = scenario.root / "box" / made.name  # in a folder of its own, which the output may hold
+        source.parent.mkdir()
+        made.rename(source)
+        if argument in argv:
+            argv[argv.index(argument) + 1] = str(source)
+        else:
+            argv += [argument, str(source)]
+        output = {"is": source, "is inside": source / "out", "holds": source.parent}[relation]
+        before = snapshot(scenario.root)
+        extra = ["--overwrite"] if name == "convert" else []  # convert --input X --output X --overwrite
+        result = outcome(name, with_output(name, argv, output) + extra)
+        assert result.code == 1 and result.one_line, result
+        if source.is_file() and relation == "is":
+            assert "is a file, not a folder" in result.error
+        else:
+            assert f"{relation} the input {argument}" in result.error, result.error
+            assert "a folder apart from every input" in result.error
+        assert snapshot(scenario.root) == before
+
+
+@pytest.mark.parametrize("name", WRITERS)
+@pytest.mark.parametrize("place", ["home", "checkout"])
+def test_the_home_folder_and_a_checkout_root_are_refused(tmp_path, monkeypatch, name, place):
+    scenario = Scenario(tmp_path / "work")
+    scenario.root.mkdir()
+    home, checkout = tmp_path / "home", tmp_path / "checkout"
+    home.mkdir()
+    (home / ".bashrc").write_text("mine")
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / "README.md").write_text("# the project")
+    monkeypatch.setenv("HOME", str(home))
+    output = {"home": home, "checkout": checkout}[place]
+    before = snapshot(home), snapshot(checkout)
+    extra = ["--overwrite"] if name == "convert" else []
+    result = outcome(name, with_output(name, scenario.argv(name), output) + extra)
+    assert result.code == 1 and result.one_line, result
+    assert {"home": "your home folder", "checkout": "the root of a git checkout"}[place] in result.error
+    assert "give a folder of its own" in result.error
+    after = {key: value for key, value in snapshot(home).items() if not key.startswith(".cache/")}, snapshot(checkout)
+    assert after == before  # (libraries may fill the home's .cache: matplotlib does on its first import)
+
+
+@pytest.mark.parametrize("argument", sorted(OUTPUT_ARGUMENT.values()))
+def test_the_root_folder_is_refused(argument):
+    """Through the rule itself, not a command: a command that failed to apply it would write into `/` (the tests may
+    run as root); the commands reach the same check as for the home folder above."""
+    with pytest.raises(ValueError, match=f"^{argument} '/' is the root folder: give a folder of its own"):
+        check_output_folder("/", argument)
+
+
+@pytest.mark.parametrize(
+    "late_mistake",
+    [
+        ["--config_overrides", "hiden_size=24"],  # a misspelled key: found when the model is configured
+        ["--max_train_samples", "0"],  # found once the data is read
+    ],
+)
+def test_a_refused_overwrite_keeps_every_checkpoint(tmp_path, late_mistake):
+    scenario, output = Scenario(tmp_path), tmp_path / "out"
+    for step in (4, 8):
+        checkpoint = output / f"checkpoint-{step}"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "model.safetensors").write_bytes(b"weights")
+        (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    (output / ".saving-1a2b3c").mkdir()  # a killed run's staging leftovers: removed only by a run that trains
+    before = snapshot(output)
+    result = outcome("train", scenario.argv("train", output) + ["--overwrite_output_dir", "true", *late_mistake])
+    assert result.code == 1 and result.one_line, result
+    assert snapshot(output).keys() >= before.keys()
+    assert {key: value for key, value in snapshot(output).items() if key in before} == before
+
+
+# Working runs: the rule refuses nothing that is the package's own
+
+
+@pytest.mark.integration
+def test_training_writes_a_new_folder_and_outputs_inside_a_checkout_and_resumes_its_own(tmp_path, monkeypatch):
+    scenario = Scenario(tmp_path / "work")
+    scenario.root.mkdir()
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    monkeypatch.chdir(checkout)  # `make train` writes outputs/vit-digits in the checkout
+    result = outcome("train", scenario.argv("train", Path("outputs/x")) + ["--max_steps", "2", "--save_steps", "1"])
+    assert result.code == 0, result
+    output = checkout / "outputs" / "x"
+    assert (output / "model.safetensors").is_file() and (output / MARKER_FILE).is_file()
+    assert (output / "checkpoint-2").is_dir()
+    resumed = scenario.argv("train", output) + ["--max_steps", "3", "--resume_from_checkpoint", "true"]
+    assert outcome("train", resumed).code == 0
+    assert json.loads((output / "checkpoint-3" / "trainer_state.json").read_text())["global_step"] == 3
+    again = scenario.argv("train", output) + ["--max_steps", "1", "--overwrite_output_dir", "true"]
+    assert outcome("train", again).code == 0
+    assert [path.name for path in output.glob("checkpoint-*")] == ["checkpoint-1"]  # the old run's went, at last
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", ["explain", "convert"])
+def test_explaining_and_converting_again_into_their_own_folder_works(tmp_path, name):
+    scenario = Scenario(tmp_path)
+    argv = scenario.argv(name) + (["--overwrite"] if name == "convert" else [])
+    assert outcome(name, argv).code == 0
+    assert outcome(name, argv).code == 0
+    assert any((tmp_path / f"out-{name}").iterdir())
+
+
+@pytest.mark.parametrize("name", WRITERS)
+def test_an_output_naming_a_file_is_one_line_and_the_file_stays(tmp_path, name):
+    scenario, file = Scenario(tmp_path), tmp_path / "notes.txt"
+    file.write_text("mine")
+    result = outcome(name, with_output(name, scenario.argv(name), file))
+    assert result.code == 1 and result.one_line, result
+    assert "is a file, not a folder" in result.error and str(file) in result.error
+    assert file.read_text() == "mine"
+
+
+def test_an_output_folder_given_as_a_link_is_the_users_choice_and_is_written_through(tmp_path):
+    """The folder named may itself be a link (to a larger disk, say): the user chose it; links inside it are not."""
+    (tmp_path / "disk").mkdir()
+    (tmp_path / "out").symlink_to(tmp_path / "disk", target_is_directory=True)
+    assert check_output_folder(tmp_path / "out", "--out") == tmp_path / "out"
+    (tmp_path / "disk" / "inner").symlink_to(tmp_path)
+    with pytest.raises(ValueError, match="holds symbolic links"):
+        check_output_folder(tmp_path / "out", "--out")
