@@ -2,7 +2,9 @@
 
 - `known_secrets` collects every Hub token this process can see (given explicitly, `HF_TOKEN`, the saved login),
   `redact` removes them from a text, and `find_secrets` lists the files of a folder that contain one, so a writer
-  can refuse before anything is published.
+  can refuse before anything is published. This is the one redaction path: files, printed and error lines, log
+  records (`redacting_logs`) and the strings a push sends go through it. `refuse_secret` refuses a value the user
+  typed into a field that is sent or written (a commit message, a repo id, a label name) without echoing it.
 - `weights_sha256` is the SHA-256 of a folder's weights (a line per tensor with its name, dtype, shape and
   the SHA-256 of its bytes, in name order), independent of how the safetensors files are sharded: the training
   record keeps it, the push checks it.
@@ -10,13 +12,19 @@
 Training glue, never imported by the model files.
 """
 
+import argparse
 import hashlib
+import logging
 import os
+import re
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN", "HF_API_TOKEN")
 MIN_SECRET_LENGTH = 8  # shorter values are too common to search for (and are no real token)
 MASK = "***"
+TOKEN_SHAPE = re.compile(r"hf_[A-Za-z0-9]{30,}")  # what the Hub's access tokens look like
 
 
 def known_secrets(*given: str | None) -> list[str]:
@@ -32,10 +40,75 @@ def known_secrets(*given: str | None) -> list[str]:
 
 
 def redact(text: str, secrets: list[str]) -> str:
-    """`text` with every secret replaced by `***`."""
+    """`text` with every secret, and anything shaped like a Hub token, replaced by `***`."""
     for secret in secrets:
         text = text.replace(secret, MASK)
-    return text
+    return TOKEN_SHAPE.sub(MASK, text)
+
+
+def error_line(error: BaseException | str, secrets: list[str] | None = None) -> str:
+    """`error: MESSAGE` on one line without any secret (default: every token this process knows): what a command's
+    `main` passes to `sys.exit`."""
+    text = error.args[0] if isinstance(error, KeyError) and error.args else error  # KeyError's str() adds quotes
+    return "error: " + redact(" ".join(str(text).split()), known_secrets() if secrets is None else secrets)
+
+
+class RedactingArgumentParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors (an unknown argument, a value it cannot read: which may be a token) are one
+    redacted `error:` line instead of the usage and argparse's own line. argparse may echo a piece of an argument
+    (`--hf_...` is read as `-h` with `f_...`), so every piece of a known token, and of an argument shaped like one,
+    is masked."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        self.given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str):
+        secrets = known_secrets(*(arg for arg in getattr(self, "given", []) if TOKEN_SHAPE.search(arg)))
+        pieces = {
+            secret[start:end]
+            for secret in secrets
+            for start in range(len(secret))
+            for end in range(start + MIN_SECRET_LENGTH, len(secret) + 1)
+        }
+        sys.exit(error_line(f"{message}; `{self.prog} --help` lists the arguments.", sorted(pieces, key=len)[::-1]))
+
+
+def holds_secret(value: str, secrets: list[str]) -> bool:
+    """Whether `value` holds one of `secrets` or anything shaped like a Hub token."""
+    return bool(TOKEN_SHAPE.search(value)) or any(secret in value for secret in secrets)
+
+
+def refuse_secret(what: str, value: str | None, secrets: list[str], fix: str) -> None:
+    """A ValueError naming `what` (never its value) when `value` holds or looks like a token: for text the user
+    typed into a field that is sent or written, where redacting would change what they asked for."""
+    if value and holds_secret(value, secrets):
+        raise ValueError(
+            f"{what} holds or looks like a Hub token, which would be sent to the Hub or written to files: {fix}."
+        )
+
+
+@contextmanager
+def redacting_logs(secrets: list[str]):
+    """While inside, every log record of every logger is created with its message already redacted (so no handler,
+    file or TensorBoard writer that reads it sees a secret); the previous record factory comes back on exit."""
+    previous = logging.getLogRecordFactory()
+
+    def redacted_record(*args, **kwargs) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # a malformed call: logging reports it when the record is emitted
+            return record
+        if holds_secret(message, secrets):
+            record.msg, record.args = redact(message, secrets), None
+        return record
+
+    logging.setLogRecordFactory(redacted_record)
+    try:
+        yield
+    finally:
+        logging.setLogRecordFactory(previous)
 
 
 def find_secrets(folder: str | Path, secrets: list[str]) -> list[Path]:

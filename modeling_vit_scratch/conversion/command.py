@@ -33,12 +33,13 @@ from modeling_vit_scratch import (
 from modeling_vit_scratch.common.dtypes import parse_dtype
 from modeling_vit_scratch.common.folders import check_replaceable
 from modeling_vit_scratch.common.overrides import parse_overrides
+from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
 from modeling_vit_scratch.conversion.convert import from_timm, from_transformers, save_converted, to_transformers
 from modeling_vit_scratch.conversion.parity import check_parity
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = RedactingArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     direction = parser.add_mutually_exclusive_group(required=True)
     direction.add_argument("--from", dest="source", choices=["transformers", "timm"], help="convert into vit_scratch")
     direction.add_argument("--to", dest="target", choices=["transformers"], help="convert a vit_scratch folder out")
@@ -118,4 +119,4 @@ def main(argv: list[str]) -> None:
     try:
         convert(args)
     except (ValueError, KeyError, OSError) as error:  # OSError: FileNotFoundError, FileExistsError, a corrupt file
-        sys.exit(f"error: {error.args[0] if isinstance(error, KeyError) else error}")  # KeyError's str() adds quotes
+        sys.exit(error_line(error))

@@ -11,12 +11,13 @@ are combined in float32 either way).
 import argparse
 import sys
 
+from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
 from modeling_vit_scratch.explanation.attention import HEAD_FUSIONS
 from modeling_vit_scratch.explanation.prediction import explain_image
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = RedactingArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="saved folder or hub repo id of a vit_scratch model")
     parser.add_argument("--image", required=True, help="image file or http(s) URL")
     parser.add_argument(
@@ -36,5 +37,5 @@ def main(argv: list[str]) -> None:
             args.model, args.image, args.out, args.head_fusion, args.discard_ratio, args.trust_remote_code, args.dtype
         )
     except (ValueError, FileNotFoundError) as error:
-        sys.exit(f"error: {error}")
+        sys.exit(error_line(error))
     print("wrote:\n" + "\n".join(f"  {path}" for path in paths))

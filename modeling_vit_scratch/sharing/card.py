@@ -4,8 +4,13 @@ rendered with measured values.
 The YAML front matter is built by `huggingface_hub.ModelCardData` (library, pipeline tag, tags, license, data set and
 a `model-index` with the measured metrics). Values that are not known are left out, never invented; rendering
 fails if the template refers to anything that was not given, so no placeholder survives.
+
+User text (label names, the data set's path, the command, the repo id) is data: it reaches the template only as
+values, which jinja never parses, and the check for a leftover placeholder reads the template's own output with each
+value held out (`render_template`), so a class named `{{ x }}` is written as it is.
 """
 
+import uuid
 from pathlib import Path
 
 import jinja2
@@ -188,11 +193,28 @@ def render_model_card(
         revision=revision,
         unmeasured=unmeasured,
     )
-    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    text = environment.from_string(template.read_text()).render(**values)
-    if "{{" in text or "{%" in text:
-        raise ValueError("The rendered model card still holds a template placeholder: fix model_card.md.")
-    return ModelCard(text)
+    return ModelCard(render_template(template.read_text(), values, name=template.name))
+
+
+def render_template(source: str, values: dict, name: str = "the template") -> str:
+    """`source` rendered with `values`, which are inserted as they are (never parsed as template syntax).
+
+    Every `{{ ... }}` output first becomes a marker, so the text checked for a leftover placeholder (`{{`, `{%`,
+    `{#`) is only what the template itself wrote; then the markers are replaced by the values."""
+    marker = f"\x00{uuid.uuid4().hex}:"
+    outputs: list[str] = []
+
+    def held_out(value) -> str:
+        outputs.append(str(value))
+        return f"{marker}{len(outputs) - 1}\x00"
+
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, finalize=held_out)
+    text = environment.from_string(source).render(**values)
+    if any(syntax in text for syntax in ("{{", "{%", "{#")):
+        raise ValueError(f"The rendered model card still holds a template placeholder: fix {name}.")
+    for index, output in enumerate(outputs):
+        text = text.replace(f"{marker}{index}\x00", output)
+    return text
 
 
 def parameter_count(config: ViTScratchConfig) -> int:

@@ -10,12 +10,12 @@ finished by running the same command again.
 import argparse
 import sys
 
-from modeling_vit_scratch.common.secrets import known_secrets, redact
+from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
 from modeling_vit_scratch.sharing.push import HUB_ERRORS, push_to_hub
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = RedactingArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folder", help="a training output, or any folder written by save_pretrained with its processor")
     parser.add_argument("repo_id", help="e.g. your-name/vit-digits")
     parser.add_argument("--private", action="store_true", help="create the repo private")
@@ -41,7 +41,7 @@ def main(argv: list[str]) -> None:
             allow_unmeasured_weights=args.allow_unmeasured_weights,
         )
     except (ValueError, RuntimeError, *HUB_ERRORS) as error:  # FileNotFoundError and the Hub's errors are OSErrors
-        sys.exit("error: " + redact(" ".join(str(error).split()), known_secrets()))
+        sys.exit(error_line(error))
     print(f"repo: {result.repo_url}\ncommit: {result.commit_id}")
     if result.pull_request_url:
         print(f"pull request: {result.pull_request_url}")

@@ -1,6 +1,9 @@
 """Sharing on the Hugging Face Hub: a saved model folder -> a repo that loads anywhere with `trust_remote_code=True`.
 
 A push is a gate; nothing is created or uploaded unless every check passes:
+- what the push sends is what the user meant: no entry of the folder is a symbolic link (it would upload whatever it
+  points to), only regular files are staged, and no token is in the repo id, the revision or the commit message
+  (refused, never echoed); the folder's name in the commit title is redacted;
 - the folder's code is the package's own: every `.py` file byte-identical to the package's copy, and the `auto_map`
   of config.json / preprocessor_config.json naming only those modules and classes (no other code ever runs);
 - the folder reloads identically through `AutoModelForImageClassification` with its own (now known) code, in a
@@ -29,7 +32,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.hf_api import RepoFile
 
 from modeling_vit_scratch.common.folders import CURVES_FILE, RECORD_FILE, RESULTS_FILE
-from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, redact, weights_sha256
+from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, redact, refuse_secret, weights_sha256
 from modeling_vit_scratch.configuration_vit_scratch import MODEL_FILES, ViTScratchConfig, auto_map_entry
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor, ViTScratchImageProcessorFast
 from modeling_vit_scratch.modeling_vit_scratch import (
@@ -109,6 +112,26 @@ def check_own_code(folder: Path) -> None:
                 )
 
 
+def check_no_links(folder: Path) -> None:
+    """Refuse a folder with an entry that is a symbolic link: reading or uploading it would follow the link to
+    whatever it points to (a private file elsewhere), which the user never meant to publish."""
+    links = sorted(path.name for path in folder.iterdir() if path.is_symlink())
+    if links:
+        raise ValueError(
+            f"{folder / links[0]} is a symbolic link{f' (and {len(links) - 1} more)' if len(links) > 1 else ''}; "
+            "a push never follows links, so it would not send what you meant: replace the link by the file "
+            "itself, or remove it."
+        )
+
+
+def check_sent_text(repo_id: str, revision: str | None, commit_message: str | None, secrets: list[str]) -> None:
+    """Refuse a token typed into a field the Hub receives as text: the repo id, the revision, the commit message."""
+    fix = "tokens go in HF_TOKEN or `hf auth login`, never in a field that is sent; fix the command line"
+    refuse_secret("The repo id", repo_id, secrets, fix)
+    refuse_secret("The revision", revision, secrets, fix)
+    refuse_secret("The commit message", commit_message, secrets, fix)
+
+
 def load_verified(folder: str | Path) -> tuple[ViTScratchForImageClassification, ViTScratchImageProcessor]:
     """The folder's model and image processor, once its code is known to be the package's own and that code
     (through the Auto class, without credentials) reproduces the model."""
@@ -119,6 +142,7 @@ def load_verified(folder: str | Path) -> tuple[ViTScratchForImageClassification,
                 f"{folder} has no {name}: push a folder written by save_pretrained, with the "
                 "image processor saved beside the model (scripts/train.py writes both)."
             )
+    check_no_links(folder)  # before anything reads the folder: a link would be followed
     check_own_code(folder)  # before anything loads the folder: no code but the package's own may run
     model = ViTScratchForImageClassification.from_pretrained(folder).eval()
     processor = ViTScratchImageProcessor.from_pretrained(folder)
@@ -170,12 +194,19 @@ def stage_repo(folder: Path, staging: Path, model, processor, card: str, measure
     processor.save_pretrained(staging)
     for name in SHARED_FILES if measured else (RECORD_FILE,):
         if (folder / name).is_file():
-            shutil.copy2(folder / name, staging / name)
+            shutil.copy2(folder / name, staging / name, follow_symlinks=False)
     (staging / "README.md").write_text(card)
 
 
 def check_staged(folder: Path, staging: Path, digest: str, secrets: list[str]) -> None:
-    """The staged repo holds the package's own code, the folder's weights and no token, or nothing is uploaded."""
+    """The staged repo holds only regular files, the package's own code, the folder's weights and no token, or
+    nothing is uploaded."""
+    irregular = [path.name for path in staging.iterdir() if path.is_symlink() or not path.is_file()]
+    if irregular:
+        raise RuntimeError(
+            f"{irregular[0]} staged from {folder} is not a regular file; refusing to push it. Save the folder "
+            "again with save_pretrained."
+        )
     check_own_code(staging)
     if weights_sha256(staging) != digest:
         raise RuntimeError(
@@ -289,10 +320,11 @@ def push_to_hub(
             "A pull request (create_pr) is opened against main: drop the revision, or push to the "
             f"branch {revision!r} without create_pr."
         )
+    secrets = known_secrets(token)
+    check_sent_text(repo_id, revision, commit_message, secrets)
     model, processor = load_verified(folder)
     digest = weights_sha256(folder)
     metrics, record, measured = measured_training_files(folder, digest, allow_unmeasured_weights)
-    secrets = known_secrets(token)
     api = HfApi(token=token)
     target = None if create_pr else revision or "main"
     with tempfile.TemporaryDirectory() as staging:
@@ -329,7 +361,8 @@ def push_to_hub(
                     revision=target,
                     create_pr=create_pr,
                     parent_commit=None if create_pr else head,
-                    commit_message=commit_message or f"Upload {model.config.model_type} model from {folder.name}",
+                    commit_message=commit_message
+                    or f"Upload {model.config.model_type} model from {redact(folder.name, secrets)}",
                 )
             except HUB_ERRORS as error:
                 left = (

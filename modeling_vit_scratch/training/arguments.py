@@ -19,7 +19,7 @@ from typing import Literal
 import torch
 from transformers import HfArgumentParser, TrainingArguments
 
-from modeling_vit_scratch.common.secrets import MASK, known_secrets, redact
+from modeling_vit_scratch.common.secrets import MASK, holds_secret, known_secrets, redact
 from modeling_vit_scratch.common.sources import DIGITS
 from modeling_vit_scratch.training.distillation import Distillation
 from modeling_vit_scratch.training.precision import BF16_MIN_SPEEDUP
@@ -249,9 +249,6 @@ def refuse_one_dash_names(argv: list[str]) -> None:
             raise ValueError(f"Argument -{name} has one dash: long arguments take two, write --{name}.")
 
 
-HUB_TOKEN_SHAPE = re.compile(r"hf_[A-Za-z0-9]{30,}")  # what the Hub's access tokens look like
-
-
 def refuse_misplaced_tokens(argv: list[str], secrets: list[str] = ()) -> None:
     """A ValueError when a value shaped like a Hub token, or holding a token this process knows (`secrets`: given
     with --hub_token, in HF_TOKEN or saved by `hf auth login`), is given to an argument that is not for tokens
@@ -262,7 +259,7 @@ def refuse_misplaced_tokens(argv: list[str], secrets: list[str] = ()) -> None:
         name, _, value = arg.partition("=") if arg.startswith("--") else (argv[index - 1] if index else "", "", arg)
         if value in masked:
             continue
-        if HUB_TOKEN_SHAPE.search(value) or any(secret in value for secret in secrets):
+        if holds_secret(value, secrets):
             raise ValueError(
                 f"The value of {name or 'an argument'} holds or looks like a Hub token: tokens go in --hub_token, "
                 "HF_TOKEN or `hf auth login`, never in another argument, where they would be written to "

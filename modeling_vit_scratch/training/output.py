@@ -1,14 +1,20 @@
 """The output folder of a run: weights, config, code, image processor, metrics, a training-curve picture, the
 training record and the model card (with the notes on how the model learned: augmentation, distillation), checked
-and moved into place whole; then, with `--push_to_hub`, the push through the same gate as `vit-scratch push`."""
+and moved into place whole; then, with `--push_to_hub`, the push through the same gate as `vit-scratch push`, whose
+repo id and credentials `check_push_ready` checks before training starts.
+
+A file that only describes the model (metrics, curves, record, card) that cannot be written never costs the trained
+weights: the model is written without it and the error line names what is missing and how to write it again.
+"""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
-from transformers import Trainer, TrainingArguments
+from transformers import AutoConfig, Trainer, TrainingArguments
 
 from modeling_vit_scratch.common.folders import CURVES_FILE, RECORD_FILE, RESULTS_FILE, publish, staging_inside
-from modeling_vit_scratch.common.secrets import find_secrets, weights_sha256
+from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, weights_sha256
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
 from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to
 from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, plain_command
@@ -40,6 +46,54 @@ def distillation_text(model_args: ModelArguments) -> str | None:
     )
 
 
+class ModelNotDescribed(ValueError):
+    """The model is saved, but some of the files that describe it could not be written (one line: which, why, and
+    how to write them again)."""
+
+
+def model_card(config, metrics: dict, record: dict):
+    """The card of a trained model: vit-scratch's own for a vit_scratch model, a short one for another model."""
+    from modeling_vit_scratch.sharing.card import render_model_card, render_other_model_card
+
+    if isinstance(config, ViTScratchConfig):
+        return render_model_card(config, metrics, record)
+    return render_other_model_card(config, metrics, record)  # a transformers model, e.g. a teacher
+
+
+def write_model_card(folder: str | Path) -> None:
+    """(Re)write README.md of a training output from its config.json, all_results.json and training_record.json."""
+    folder = Path(folder)
+    metrics, record = (json.loads((folder / name).read_text()) for name in (RESULTS_FILE, RECORD_FILE))
+    config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+    model_card(config, metrics, record).save(folder / "README.md")
+
+
+def write_describing_files(staging: Path, writers: dict[str, Callable[[Path], None]]) -> list[str]:
+    """Run each writer on staging/NAME; a writer that fails leaves no file. Returns 'NAME (why)' for each failure."""
+    failed = []
+    for name, write in writers.items():
+        try:
+            write(staging / name)
+        except Exception as error:  # noqa: BLE001 (whatever fails, a describing file must not cost the weights)
+            (staging / name).unlink(missing_ok=True)
+            failed.append(f"{name} ({type(error).__name__}: {' '.join(str(error).split())})")
+    return failed
+
+
+def not_described(output_dir: Path, failed: list[str]) -> ModelNotDescribed:
+    """The error line for a model saved without some of its describing files."""
+    how = (
+        f'once the cause is fixed, write the card with python -c "from modeling_vit_scratch.training.output '
+        f"import write_model_card; write_model_card('{output_dir}')\""
+        if all(item.startswith("README.md") for item in failed)
+        else "train again to write them (vit-scratch push renders the card it uploads itself)"
+    )
+    return ModelNotDescribed(
+        f"The model is saved in {output_dir} (weights, config, image processor) and loads, but "
+        f"{', '.join(failed)} could not be written: {how}."
+    )
+
+
 def write_model_folder(
     trainer: Trainer,
     processor,
@@ -52,8 +106,9 @@ def write_model_folder(
     """Weights, config, code, processor, metrics, curves, record and card, written beside the output folder, checked
     (it reloads to the trained model and holds no secret), then moved into place. `notes` go into the record and
     the card: how the model learned from a teacher (`distillation`), why it trained in its precision
-    (`precision_choice`)."""
-    from modeling_vit_scratch.sharing.card import render_model_card, render_other_model_card, training_record
+    (`precision_choice`). A describing file (metrics, curves, record, card) that fails is left out: the model is
+    written all the same, then `ModelNotDescribed` says which file is missing and how to write it."""
+    from modeling_vit_scratch.sharing.card import training_record
     from modeling_vit_scratch.training.curves import plot_training_curves
 
     output_dir = Path(trainer.args.output_dir)
@@ -62,8 +117,6 @@ def write_model_folder(
     with staging_inside(output_dir) as staging:
         model.save_pretrained(staging)
         processor.save_pretrained(staging)
-        (staging / RESULTS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
-        plot_training_curves(trainer.state.log_history, staging / CURVES_FILE)
         splits = {name: len(split) for name, split in data.splits.items()}
         record = training_record(
             plain_command(), data_args.dataset, splits, trainer.args, metrics, augmentation_text(data_args)
@@ -71,12 +124,15 @@ def write_model_folder(
         record["validation_views"] = data_args.validation_views  # selection scored this many views of each image
         record.update(notes or {})
         record["weights_sha256"] = weights_sha256(staging)  # the weights the metrics above were measured on
-        (staging / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n")
-        if isinstance(model.config, ViTScratchConfig):
-            card = render_model_card(model.config, metrics, record)
-        else:  # a transformers model, e.g. a teacher
-            card = render_other_model_card(model.config, metrics, record)
-        card.save(staging / "README.md")
+        failed = write_describing_files(
+            staging,
+            {
+                RESULTS_FILE: lambda path: path.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n"),
+                CURVES_FILE: lambda path: plot_training_curves(trainer.state.log_history, path),
+                RECORD_FILE: lambda path: path.write_text(json.dumps(record, indent=2) + "\n"),
+                "README.md": lambda path: model_card(model.config, metrics, record).save(path),
+            },
+        )
         test_images = data.splits["test"].with_transform(ImageTransform(processor))
         batch = collate_images([test_images[i] for i in range(min(8, len(test_images)))])
         try:  # float32 both sides, one code path: only another order of summation may differ
@@ -90,6 +146,57 @@ def write_model_folder(
                 "not written. Please report this as a bug."
             )
         publish(staging, output_dir)
+    if failed:
+        for item in failed:  # an earlier model's file would describe other weights
+            (output_dir / item.split(" ", 1)[0]).unlink(missing_ok=True)
+        raise not_described(output_dir, failed)
+
+
+def push_repo_id(training_args: TrainingArguments) -> str:
+    """The repo `--push_to_hub` pushes to: --hub_model_id, else the output folder's name (in the user's namespace)."""
+    return training_args.hub_model_id or Path(training_args.output_dir).name
+
+
+def check_push_ready(training_args: TrainingArguments, hub_token: str | None) -> None:
+    """`--push_to_hub`: before any training, a ValueError unless the repo id is valid, a token is at hand and the Hub
+    (HF_ENDPOINT) accepts it, so a run never trains for hours to fail at the push."""
+    from huggingface_hub import HfApi, get_token
+    from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    from modeling_vit_scratch.sharing.push import HUB_ERRORS, describe
+
+    repo_id = push_repo_id(training_args)
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as error:
+        raise ValueError(
+            f"--push_to_hub true: the repo id {repo_id!r} is not valid ({' '.join(str(error).split())}): give "
+            "--hub_model_id your-name/model-name."
+        ) from None
+    if not (hub_token or get_token()):
+        raise ValueError(
+            "--push_to_hub true needs a Hub token and none was found: log in with `hf auth login`, set HF_TOKEN "
+            "or pass --hub_token, or leave out --push_to_hub and push later with vit-scratch push."
+        )
+    api = HfApi(token=hub_token)
+    try:
+        api.whoami()
+    except HUB_ERRORS as error:
+        response = getattr(error, "response", None)
+        refused = isinstance(error, HfHubHTTPError) and response is not None and response.status_code in (401, 403)
+        what, fix = (
+            ("does not accept the token", "log in again with `hf auth login`, or give a valid --hub_token or HF_TOKEN")
+            if refused
+            else (
+                "cannot be reached",
+                "check the network, or leave out --push_to_hub and push later with vit-scratch push",
+            )
+        )
+        raise ValueError(
+            f"--push_to_hub true: the Hub at {api.endpoint} {what} ({describe(error, known_secrets(hub_token))}): "
+            f"{fix}."
+        ) from None
 
 
 def push_trained_folder(training_args: TrainingArguments, hub_token: str | None) -> None:
@@ -97,7 +204,7 @@ def push_trained_folder(training_args: TrainingArguments, hub_token: str | None)
     failure says the model is saved and how to push it again, without training again."""
     from modeling_vit_scratch.sharing.push import PushError, push_to_hub
 
-    folder, repo_id = training_args.output_dir, training_args.hub_model_id or Path(training_args.output_dir).name
+    folder, repo_id = training_args.output_dir, push_repo_id(training_args)
     try:
         result = push_to_hub(
             folder,

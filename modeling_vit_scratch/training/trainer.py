@@ -23,7 +23,7 @@ from modeling_vit_scratch.common.folders import (
     refuse_a_model,
     resolve_checkpoint,
 )
-from modeling_vit_scratch.common.secrets import known_secrets
+from modeling_vit_scratch.common.secrets import known_secrets, redacting_logs, refuse_secret
 from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, OutputArguments
 from modeling_vit_scratch.training.augmentation import AugmentedViews, AugmentingTrainer, RandomShiftRotate
 from modeling_vit_scratch.training.data import (
@@ -36,7 +36,12 @@ from modeling_vit_scratch.training.data import (
 from modeling_vit_scratch.training.distillation import DistillationTrainer, load_teacher
 from modeling_vit_scratch.training.distributed import check_fsdp, check_world_size, set_global_batch_size
 from modeling_vit_scratch.training.model_source import build_model, model_config
-from modeling_vit_scratch.training.output import distillation_text, push_trained_folder, write_model_folder
+from modeling_vit_scratch.training.output import (
+    check_push_ready,
+    distillation_text,
+    push_trained_folder,
+    write_model_folder,
+)
 from modeling_vit_scratch.training.precision import (
     KeepPrecisionChoice,
     choose_bf16,
@@ -58,15 +63,18 @@ def train(
     """Train, keep the last epoch or (load_best_model_at_end) the best on validation, test it, and write the model
     folder. Returns the metrics.
 
-    Everything that can be checked is checked before the first step: the output folder (`check_output_folder`'s rule
-    against the data set, model, teacher and checkpoint read; writable, not in use, not holding a model unless
-    overwriting or resuming), the checkpoint to resume, the images, the labels, the steps. Nothing is removed before
-    then.
+    Everything that can be checked is checked before the first step: the repo id and the credentials of
+    `--push_to_hub`, the output folder (`check_output_folder`'s rule against the data set, model, teacher and
+    checkpoint read; writable, not in use, not holding a model unless overwriting or resuming), the checkpoint to
+    resume, the images, the labels (no token in their names), the steps. Nothing is removed before then. While it
+    runs, every log record is redacted of the tokens this process knows.
     """
     output_args = output_args or OutputArguments()
     hub_token, training_args.hub_token = training_args.hub_token, None  # the Trainer pickles its arguments
     check_world_size(training_args)
     check_fsdp(training_args)
+    if training_args.push_to_hub:
+        check_push_ready(training_args, hub_token)
     resume = training_args.resume_from_checkpoint
     main_process = training_args.process_index == 0
     slow_bf16 = slow_bf16_warning(training_args.device, "Leave out --bf16 true") if training_args.bf16 else None
@@ -80,7 +88,7 @@ def train(
     if not main_process:  # the same refusals on every process, so none waits for one that has stopped
         check_output_folder(training_args.output_dir, "--output_dir", inputs)
         refuse_a_model(Path(training_args.output_dir), output_args.overwrite_output_dir, resuming)
-    with claim if main_process else nullcontext(list) as remove_leftovers:
+    with claim if main_process else nullcontext(list) as remove_leftovers, redacting_logs(known_secrets(hub_token)):
         checkpoint = resolve_checkpoint(training_args.output_dir, resume)
         metrics = train_in_claimed_folder(model_args, data_args, training_args, checkpoint, hub_token, remove_leftovers)
     return metrics
@@ -109,6 +117,7 @@ def train_in_claimed_folder(
             range(min(data_args.max_train_samples, len(data.splits["train"])))
         )
     check_training_steps(training_args, len(data.splits["train"]))
+    check_label_names(data.id2label, data_args.dataset, known_secrets(hub_token))
     main_process = training_args.process_index == 0
     images = check_images(
         data.splits, decode=data_args.check_images, progress=main_process and not training_args.disable_tqdm
@@ -182,6 +191,17 @@ def train_in_claimed_folder(
             push_trained_folder(training_args, hub_token)
     trainer.accelerator.wait_for_everyone()
     return metrics
+
+
+def check_label_names(id2label: dict, dataset: str, secrets: list[str]) -> None:
+    """No class name holds a token: it would be written to config.json, the card and the logs (never echoed)."""
+    for label in id2label.values():
+        refuse_secret(
+            f"A class name of the data set {dataset}",
+            str(label),
+            secrets,
+            "rename that class (its folder, or its label in the data set) before training",
+        )
 
 
 def check_training_steps(training_args: TrainingArguments, num_train: int) -> None:

@@ -284,12 +284,12 @@ def test_repos_persist_across_restarts_and_what_no_client_uses_is_501(local_hub,
         assert restarted.url != local_hub.url
         status, body = get(f"{restarted.url}/api/models/{REPO_ID}")
         assert status == 200 and json.loads(body)["sha"] == local_hub.commits(REPO_ID)[0][0]
-        status, body = get(f"{restarted.url}/api/whoami-v2")
-        assert status == 501 and json.loads(body)["error"] == "LocalHub does not implement GET /api/whoami-v2"
+        status, body = get(f"{restarted.url}/api/spaces")
+        assert status == 501 and json.loads(body)["error"] == "LocalHub does not implement GET /api/spaces"
         status, body = get(f"{restarted.url}/{REPO_ID}/resolve/main/config.json", Range="bytes=0-3")
         assert status == 501 and json.loads(body)["error"].startswith("LocalHub does not implement byte ranges")
         ranged = f"GET /{REPO_ID}/resolve/main/config.json (LocalHub does not implement byte ranges"
-        assert restarted.unknown_routes[0] == "GET /api/whoami-v2" and restarted.unknown_routes[1].startswith(ranged)
+        assert restarted.unknown_routes[0] == "GET /api/spaces" and restarted.unknown_routes[1].startswith(ranged)
         assert len(restarted.unknown_routes) == 2
 
 

@@ -41,7 +41,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pytest
 
 USER = "local-user"  # the account every token belongs to, and the namespace of repos created without one
-TOKEN = "hf_local_test_token"
+TOKEN = "hf_local_test_token"  # the one token `whoami` accepts (other routes do not look at tokens)
 GITATTRIBUTES = b"".join(
     f"*.{ext} filter=lfs diff=lfs merge=lfs -text\n".encode()
     for ext in ("bin", "h5", "msgpack", "onnx", "pt", "pth", "safetensors", "zip")
@@ -259,6 +259,7 @@ class HubApp:
     ROUTES = (  # only what the package's push and a user's load use
         ("POST", r"/api/repos/create", "create_repo"),
         ("POST", r"/api/validate-yaml", "validate_yaml"),
+        ("GET", r"/api/whoami-v2", "whoami"),
         ("GET", REPO, "repo_info"),
         ("GET", REPO + r"/revision/" + REV, "repo_info"),
         ("POST", REPO + r"/branch/(?P<branch>[^/]+)", "create_branch"),
@@ -348,6 +349,12 @@ class HubApp:
         private = bool(body.get("private")) or body.get("visibility") == "private"
         repo = self.store.create(repo_id, private, self.repo_url(repo_id))
         return json_response({"url": self.repo_url(repo.id), "name": repo.id, "id": repo.object_id})
+
+    def whoami(self, request: Request) -> Response:
+        """GET /api/whoami-v2: USER for `Authorization: Bearer TOKEN`, 401 for any other token or none."""
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            raise HubError(401, "Invalid credentials in Authorization header")
+        return json_response({"type": "user", "name": USER, "auth": {"type": "access_token"}})
 
     def repo_info(self, request: Request) -> Response:
         """GET /api/models/{repo_id}[/revision/{revision}]: id, sha, siblings (their names)."""

@@ -1,0 +1,215 @@
+"""A token never leaves the machine, however it was given, and a push sends only what it means to.
+
+- A token typed into a field that is sent (a commit message, a repo id, a revision, a run name) is refused in one line
+  that does not echo it, before any request; a token that is incidental (the pushed folder's name in the commit
+  title) is redacted; a class name holding one is refused before training.
+- A push never follows a symbolic link in the pushed folder: it is refused in one line naming the link.
+- `--push_to_hub` checks the repo id and the credentials before training.
+- Log records are redacted while a run lasts.
+
+Refusals that come before any request run in this process (offline); pushes and runs against the local Hub run in
+new processes (integration).
+"""
+
+import io
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from entry_points import Scenario, outcome, run_command
+from helpers import write_imagefolder
+from hub_server import TOKEN, LocalHub
+from huggingface_hub import constants
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from modeling_vit_scratch.common.secrets import TOKEN_VARIABLES, redacting_logs
+
+SECRET = "hf_SecretTokenOfThisUser0123456789abcd"  # what HF_TOKEN holds in the fast tests
+TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/\\"), max_size=12)
+
+
+@pytest.fixture
+def logged_in(monkeypatch, tmp_path):
+    """HF_TOKEN holds SECRET; no saved login is in reach."""
+    for name in TOKEN_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-login" / "token"))
+    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "no-login" / "stored_tokens"))
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {str(path): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+# where a token typed into a field that is sent hides, per entry point: (entry point, field, argv with {} for it)
+SENT_FIELDS = [
+    ("push", "The commit message", ["--commit_message", "{}"]),
+    ("push", "The revision", ["--revision", "{}"]),
+    ("push", "The repo id", None),  # the second positional argument
+    ("train", "--hub_model_id", ["--hub_model_id", "{}"]),
+    ("train", "--run_name", ["--run_name", "{}"]),
+    ("train", "--hub_revision", ["--hub_revision", "{}"]),
+]
+
+
+@pytest.mark.parametrize("name, field, template", SENT_FIELDS, ids=[f"{n}-{f}" for n, f, _ in SENT_FIELDS])
+@settings(max_examples=10, suppress_health_check=[HealthCheck.function_scoped_fixture])  # the same login throughout
+@given(before=TEXT.filter(lambda text: not text.startswith("-")), after=TEXT)  # "-..." is an option: see below
+def test_a_token_typed_into_a_sent_field_is_refused_without_echoing_it(
+    name, field, template, before, after, tmp_path_factory, logged_in
+):
+    root = tmp_path_factory.mktemp("scenario")
+    argv = Scenario(root).argv(name)
+    value = f"{before}{SECRET}{after}"
+    if template is None:
+        argv[1] = value
+    else:
+        argv += [part.format(value) for part in template]
+    on_disk = files_of(root)
+    done = outcome(name, argv)
+    assert done.one_line, done
+    assert field in done.error and "Hub token" in done.error
+    assert SECRET not in done.error
+    assert files_of(root) == on_disk  # nothing written or changed, the output folder not even made
+
+
+@pytest.mark.parametrize("name", ["train", "push", "explain", "convert"])
+@pytest.mark.parametrize("mistake", [["--commit-message", SECRET], ["--revision", f"-{SECRET}"], [f"--{SECRET}"]])
+def test_an_argument_error_never_echoes_a_token(name, mistake, tmp_path, logged_in):
+    """argparse's own errors (an unknown argument, a value that reads as an option) would print the token."""
+    done = outcome(name, Scenario(tmp_path).argv(name) + mistake)
+    assert done.one_line, done
+    assert not any(SECRET[start : start + 8] in done.error for start in range(len(SECRET) - 7))  # no piece of it
+
+
+@pytest.mark.parametrize("link", ["notes.txt", "all_results.json", "model.safetensors"])
+def test_a_symbolic_link_in_the_pushed_folder_is_refused_and_never_followed(link, tmp_path, logged_in):
+    scenario = Scenario(tmp_path)
+    folder = scenario.model()
+    private = tmp_path / "private.txt"
+    private.write_text("a private file outside the folder")
+    if (folder / link).exists():
+        shutil.move(folder / link, private)  # the link points at the real file: still refused
+    (folder / link).symlink_to(private)
+    done = outcome("push", scenario.argv("push"))
+    assert done.one_line, done
+    assert done.error.startswith(f"error: {folder / link} is a symbolic link; a push never follows links")
+    assert done.error.endswith("replace the link by the file itself, or remove it.")
+
+
+def test_log_records_are_redacted_while_a_run_lasts():
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    loggers = [logging.getLogger("transformers.trainer"), logging.getLogger("modeling_vit_scratch.training")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        with redacting_logs([SECRET]):
+            for logger in loggers:
+                logger.warning("Could not read /data/%s/cat/1.png", SECRET)
+            logging.getLogger("transformers.trainer").warning("a token-shaped value hf_%s", "x" * 34)
+        loggers[0].warning("after the run: %s", "untouched")
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+    lines = stream.getvalue().splitlines()
+    assert lines == ["Could not read /data/***/cat/1.png"] * 2 + [
+        "a token-shaped value ***",
+        "after the run: untouched",
+    ]
+
+
+def test_a_class_name_holding_a_token_is_refused_before_training(tmp_path, logged_in):
+    dataset = write_imagefolder(tmp_path / "data", classes=("cat", f"dog-{SECRET}"), per_class=10)
+    argv = Scenario(tmp_path).argv("train")
+    argv[argv.index("--dataset") + 1] = str(dataset)
+    done = outcome("train", argv)
+    assert done.one_line, done
+    assert done.error.startswith(f"error: A class name of the data set {tmp_path / 'data'} holds or looks like a Hub")
+    assert done.error.endswith("rename that class (its folder, or its label in the data set) before training.")
+    assert SECRET not in done.error
+    assert not (tmp_path / "out-train" / "config.json").exists()
+
+
+@pytest.mark.parametrize(
+    "hub_model_id, expected",
+    [
+        ("someone/a/b", "error: --push_to_hub true: the repo id 'someone/a/b' is not valid ("),
+        ("bad name!", "error: --push_to_hub true: the repo id 'bad name!' is not valid ("),
+    ],
+)
+def test_push_to_hub_refuses_a_bad_repo_id_before_training(hub_model_id, expected, tmp_path, logged_in):
+    argv = Scenario(tmp_path).argv("train") + ["--push_to_hub", "true", "--hub_model_id", hub_model_id]
+    done = outcome("train", argv)
+    assert done.one_line, done
+    assert done.error.startswith(expected) and done.error.endswith("give --hub_model_id your-name/model-name.")
+    assert not (tmp_path / "out-train").exists()  # refused before the output folder is claimed
+
+
+def test_push_to_hub_without_a_token_or_hub_is_refused_before_training(tmp_path, logged_in, monkeypatch):
+    argv = Scenario(tmp_path).argv("train") + ["--push_to_hub", "true", "--hub_model_id", "local-user/x"]
+    unreachable = outcome("train", argv)  # this process is offline
+    assert unreachable.one_line, unreachable
+    assert unreachable.error.startswith("error: --push_to_hub true: the Hub at ")
+    assert "cannot be reached" in unreachable.error and "push later with vit-scratch push." in unreachable.error
+    monkeypatch.delenv("HF_TOKEN")
+    no_token = outcome("train", argv)
+    assert no_token.error == (
+        "error: --push_to_hub true needs a Hub token and none was found: log in with `hf auth login`, set "
+        "HF_TOKEN or pass --hub_token, or leave out --push_to_hub and push later with vit-scratch push."
+    )
+    assert not (tmp_path / "out-train").exists()
+
+
+@pytest.mark.integration
+def test_the_hub_refusing_the_token_stops_the_run_before_training(tmp_path):
+    with LocalHub(tmp_path / "hub") as hub:
+        env = hub.env(tmp_path / "hf_home")
+        argv = Scenario(tmp_path).argv("train") + ["--push_to_hub", "true", "--hub_model_id", "local-user/x"]
+        done = run_command("train", [*argv, "--hub_token", "not-the-token-of-anyone"], env=env)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: --push_to_hub true: the Hub at {hub.url} does not accept the token (HTTP 401")
+    assert line.endswith("log in again with `hf auth login`, or give a valid --hub_token or HF_TOKEN.")
+    assert "not-the-token-of-anyone" not in done.stdout + done.stderr
+    assert not (tmp_path / "out-train").exists() and not hub.repo_exists("local-user/x")
+
+
+@pytest.mark.integration
+def test_a_token_reaches_no_commit_file_or_line_of_a_push(tmp_path):
+    """Against the local Hub: a folder named after the token is pushed with the name redacted in the commit title;
+    the token in the commit message, the revision or the repo id is refused before any request; a class name
+    holding it is refused by the gate. Nothing on the server and no printed line holds the token."""
+    scenario = Scenario(tmp_path)
+    named = tmp_path / f"run-{TOKEN}"
+    shutil.copytree(scenario.model(), named)
+    labelled = tmp_path / "labelled"
+    shutil.copytree(scenario.model(), labelled)
+    config = (labelled / "config.json").read_text().replace('"LABEL_1"', f'"dog {TOKEN}"')
+    (labelled / "config.json").write_text(config)
+    calls = {
+        "folder name": [str(named), "local-user/named"],
+        "commit message": [str(scenario.model()), "local-user/m", "--commit_message", f"trained with {TOKEN}"],
+        "revision": [str(scenario.model()), "local-user/r", "--revision", f"{TOKEN}-branch"],
+        "repo id": [str(scenario.model()), f"local-user/{TOKEN}"],
+        "label name": [str(labelled), "local-user/labelled"],
+    }
+    with LocalHub(tmp_path / "hub") as hub:
+        done = {where: run_command("push", argv, env=hub.env(tmp_path / "hf_home")) for where, argv in calls.items()}
+        titles = [title for _, title in hub.commits("local-user/named")]
+    for where, result in done.items():
+        assert TOKEN not in result.stdout + result.stderr, where
+        assert "Traceback" not in result.stderr, (where, result.stderr[-2000:])
+    assert done["folder name"].returncode == 0, done["folder name"].stderr[-2000:]
+    assert "Upload vit_scratch model from run-***" in titles
+    for where in ("commit message", "revision", "repo id", "label name"):
+        assert done[where].returncode == 1 and done[where].stderr.strip().splitlines()[-1].startswith("error: "), where
+    assert "error: The commit message holds or looks like a Hub token" in done["commit message"].stderr
+    assert "error: A Hub token is in" in done["label name"].stderr
+    stored = [path for path in (tmp_path / "hub").rglob("*") if path.is_file()]
+    assert not [path for path in stored if TOKEN.encode() in path.read_bytes() or TOKEN in str(path)]
+    assert sorted(os.listdir(tmp_path / "hub" / "models" / "local-user")) == ["named"]
