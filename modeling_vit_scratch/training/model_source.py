@@ -9,7 +9,9 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForImageClassification, PreTrainedConfig
 
 from modeling_vit_scratch.common.overrides import check_config_overrides, parse_overrides
+from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.sources import looks_like_local_path
+from modeling_vit_scratch.common.weights import weight_files
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.modeling_vit_scratch import (
@@ -29,6 +31,8 @@ def model_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
             f"Teacher folder {args.teacher!r} does not exist: give a folder written by scripts/train.py (e.g. `make "
             "teacher`) or a hub repo id."
         )
+    if args.teacher:
+        check_readable_folder(args.teacher, "--teacher")
     config, new = named_config(args)
     if args.teacher and new and isinstance(config, ViTScratchConfig):
         config.distillation_token = True
@@ -70,18 +74,31 @@ def named_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
         raise FileNotFoundError(f"Checkpoint folder {args.model!r} does not exist: give a saved folder or repo id.")
     if path.is_dir() and not (path / "config.json").exists():
         raise FileNotFoundError(f"{args.model!r} has no config.json: give a folder written by save_pretrained.")
+    check_readable_folder(args.model, "--model")
     if not path.exists() and "/" not in args.model:
         raise ValueError(
             f"Unknown preset {args.model!r}. Known presets: {', '.join(sorted(PRESETS))}; "
             "or give a config JSON file, a saved folder or a hub repo id."
         )
     try:
-        return AutoConfig.from_pretrained(args.model), False
+        return AutoConfig.from_pretrained(args.model, trust_remote_code=False), False
     except OSError as error:
         raise FileNotFoundError(
             f"Cannot load the checkpoint {args.model!r}: it is no folder here and no reachable hub repo "
             f"({str(error).splitlines()[0]}). Check the path (a folder name needs ./ in front) or the repo id."
         ) from None
+
+
+def check_readable_folder(source: str, argument: str) -> None:
+    """A local model folder that `argument` names asks to run no code but the package's own, and holds its weights
+    as safetensors that fit their files; a hub repo id is left to the load (no code, safetensors only)."""
+    if Path(source).is_dir():
+        check_no_foreign_code(
+            source,
+            f"training never runs a model folder's own code; give {argument} a folder saved by vit-scratch, or by "
+            "transformers for a model class that ships with it (no auto_map)",
+        )
+        weight_files(source)
 
 
 def classifier_class(config: PreTrainedConfig):
@@ -117,7 +134,14 @@ def fine_tuned_model(
     every other weight must load as saved (a shape that differs anywhere else is an error, never a re-init)."""
     labels = dict(id2label=data.id2label, label2id={name: i for i, name in data.id2label.items()})
     model, loading = classifier_class(saved).from_pretrained(
-        source, num_labels=len(data.labels), ignore_mismatched_sizes=True, output_loading_info=True, **labels, **kernel
+        source,
+        num_labels=len(data.labels),
+        ignore_mismatched_sizes=True,
+        output_loading_info=True,
+        trust_remote_code=False,
+        use_safetensors=True,
+        **labels,
+        **kernel,
     )
     body_mismatches = sorted(name for name, *_ in loading["mismatched_keys"] if not name.startswith("classifier."))
     if body_mismatches:

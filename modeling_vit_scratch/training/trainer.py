@@ -18,6 +18,7 @@ from transformers import TrainingArguments, set_seed
 
 from modeling_vit_scratch.common.folders import RESUME_OFF, claim_output_folder, refuse_a_model, resolve_checkpoint
 from modeling_vit_scratch.common.secrets import known_secrets
+from modeling_vit_scratch.common.weights import check_checkpoint
 from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, OutputArguments
 from modeling_vit_scratch.training.augmentation import AugmentedViews, AugmentingTrainer, RandomShiftRotate
 from modeling_vit_scratch.training.data import (
@@ -73,6 +74,8 @@ def train(
                 "Removed the leftovers of an earlier run in %s: %s", training_args.output_dir, ", ".join(removed)
             )
         checkpoint = resolve_checkpoint(training_args.output_dir, resume)
+        if checkpoint:  # read by the Trainer only once training starts: its weights and pickled states checked now
+            check_checkpoint(checkpoint)
         metrics = train_in_claimed_folder(model_args, data_args, training_args, checkpoint, hub_token)
     return metrics
 
