@@ -17,25 +17,14 @@ from pathlib import Path
 SAFETENSORS, SAFETENSORS_INDEX = "model.safetensors", "model.safetensors.index.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit on the JSON header
-# bytes per element of each safetensors dtype (sub-byte float types are checked by their offsets only)
-DTYPE_BYTES = {
-    "BOOL": 1,
-    "U8": 1,
-    "I8": 1,
-    "F8_E5M2": 1,
-    "F8_E4M3": 1,
-    "F8_E8M0": 1,
-    "I16": 2,
-    "U16": 2,
-    "F16": 2,
-    "BF16": 2,
-    "I32": 4,
-    "U32": 4,
-    "F32": 4,
-    "C64": 8,
-    "I64": 8,
-    "U64": 8,
-    "F64": 8,
+# bits per element of each dtype safetensors knows
+DTYPE_BITS = {
+    **dict.fromkeys(("F4",), 4),
+    **dict.fromkeys(("F6_E2M3", "F6_E3M2"), 6),
+    **dict.fromkeys(("BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0"), 8),
+    **dict.fromkeys(("I16", "U16", "F16", "BF16"), 16),
+    **dict.fromkeys(("I32", "U32", "F32"), 32),
+    **dict.fromkeys(("C64", "I64", "U64", "F64"), 64),
 }
 # the Trainer's own states in a checkpoint, which it reads with torch.load(weights_only=True)
 CHECKPOINT_STATES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state*.pth")
@@ -61,8 +50,11 @@ def check_safetensors(path: str | Path) -> None:
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as error:
         raise ValueError(f"{path} has a header that is not JSON ({error}): {_resave(path)}.") from None
-    if not isinstance(header, dict):
+    if not raw.startswith(b"{") or not isinstance(header, dict):
         raise ValueError(f"{path} has a header that is not a JSON object: {_resave(path)}.")
+    metadata = header.get("__metadata__", {})
+    if not isinstance(metadata, dict) or not all(isinstance(value, str) for value in metadata.values()):
+        raise ValueError(f"{path} has __metadata__ that is not text by name: {_resave(path)}.")
     _check_tensors(path, header, size - 8 - length)
 
 
@@ -103,9 +95,11 @@ def _tensor_problem(entry, data_bytes: int) -> str | None:
     start, end = offsets
     if not 0 <= start <= end <= data_bytes:
         return f"data_offsets {offsets} outside the {data_bytes} bytes of data"
-    needed = math.prod(shape) * DTYPE_BYTES.get(dtype, 0)
-    if dtype in DTYPE_BYTES and needed != end - start:
-        return f"shape {shape} of {dtype} needs {needed} bytes, its offsets span {end - start}"
+    if dtype not in DTYPE_BITS:
+        return f"dtype {dtype!r}, which safetensors does not know"
+    bits = math.prod(shape) * DTYPE_BITS[dtype]
+    if bits % 8 or bits // 8 != end - start:
+        return f"shape {shape} of {dtype} needs {bits / 8:g} bytes, its offsets span {end - start}"
     return None
 
 

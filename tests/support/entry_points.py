@@ -149,3 +149,18 @@ class Scenario:
         if name == "push":
             return [str(self.model()), "local-user/scenario"]
         raise KeyError(name)
+
+
+# every argument through which a command reads a model folder: MODEL_ARGUMENT's, and the teacher of a training run
+MODEL_FOLDER_READERS = [*MODEL_ARGUMENT.items(), ("train", "--teacher")]
+
+
+def argv_reading(scenario: Scenario, name: str, argument: str | None, folder: Path) -> list[str]:
+    """A working command line of `name` whose model folder (`argument`; None: push's first argument) is `folder`."""
+    argv = scenario.argv(name)
+    if argument is None:
+        return [str(folder), *argv[1:]]
+    if argument not in argv:
+        return [*argv, argument, str(folder)]
+    argv[argv.index(argument) + 1] = str(folder)
+    return argv
