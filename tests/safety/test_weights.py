@@ -173,11 +173,15 @@ def test_the_trainer_s_own_states_pass_the_checkpoint_check(tmp_path):
     check_checkpoint(checkpoint_run(Scenario(tmp_path)) / "checkpoint-1")
 
 
+@pytest.mark.parametrize("written_by", ["pickle", "torch.save"])
 @pytest.mark.parametrize("state", ["optimizer.pt", "scheduler.pt", "rng_state.pth"])
-def test_a_checkpoint_whose_state_is_a_malicious_pickle_is_one_line_before_training(tmp_path, state):
+def test_a_checkpoint_whose_state_is_a_malicious_pickle_is_one_line_before_training(tmp_path, state, written_by):
     scenario, marker = Scenario(tmp_path), tmp_path / "marker"
     run = checkpoint_run(scenario)
-    (run / "checkpoint-1" / state).write_bytes(pickle.dumps(Payload(marker)))
+    if written_by == "pickle":
+        (run / "checkpoint-1" / state).write_bytes(pickle.dumps(Payload(marker)))
+    else:  # torch's own zip format, as the Trainer writes its states
+        torch.save(Payload(marker), run / "checkpoint-1" / state)
     before = snapshot(run / "checkpoint-1")
     argv = argv_reading(scenario, "train", "--output_dir", run) + ["--resume_from_checkpoint", "true"]
     result = outcome("train", argv)
