@@ -10,6 +10,7 @@ unless the user asked for remote code (only `explain --trust_remote_code` can).
 import json
 from pathlib import Path
 
+from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig, auto_map_entry
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor, ViTScratchImageProcessorFast
 from modeling_vit_scratch.modeling_vit_scratch import (
@@ -58,12 +59,26 @@ def foreign_code(folder: str | Path) -> str | None:
     return None
 
 
-def check_no_foreign_code(folder: str | Path, fix: str, *, trust_remote_code: bool = False) -> None:
-    """Raise a one-line ValueError ending in `fix` when `folder` (a local folder) names code other than the
-    package's own, unless the user asked to trust it. A hub repo id (no such folder) is left to the load, which
-    gets `trust_remote_code` explicitly and so never prompts."""
-    if trust_remote_code or not Path(folder).is_dir():
+def check_no_foreign_code(source: str | Path, fix: str, *, trust_remote_code: bool = False) -> None:
+    """Raise a one-line ValueError ending in `fix` when `source` (a local folder, or a hub repo id whose two JSON
+    files are fetched first) names code other than the package's own, unless the user asked to trust it. A repo
+    that cannot be fetched is left to the load, which gets `trust_remote_code` explicitly and so never prompts."""
+    if trust_remote_code:
         return
-    found = foreign_code(folder)
+    folder = source if Path(source).is_dir() else settings_of_repo(str(source))
+    found = foreign_code(folder) if folder else None
     if found:
         raise ValueError(f"{found}; refusing to run it: {fix}.")
+
+
+def settings_of_repo(repo_id: str) -> Path | None:
+    """A local copy of a hub repo's config.json and preprocessor_config.json (from the cache, or downloaded), or None
+    where `repo_id` names no repo that can be reached."""
+    if looks_like_local_path(repo_id):
+        return None
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=list(OWN_AUTO_MAP)))
+    except Exception:  # noqa: BLE001 - an unknown or unreachable repo: the load that follows says why
+        return None

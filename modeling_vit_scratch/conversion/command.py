@@ -68,8 +68,7 @@ def convert(args: argparse.Namespace) -> None:
     dtype = parse_dtype(args.dtype)  # a typo is refused before any work
     check_replaceable(args.output, args.overwrite)  # before any download or conversion
     if args.target == "transformers":
-        if Path(args.input).is_dir():
-            check_convertible(Path(args.input))
+        check_convertible(args.input)
         model = saved_class(args.input).from_pretrained(args.input, trust_remote_code=False, use_safetensors=True)
         processor = ViTScratchImageProcessor.from_pretrained(args.input)
         written = to_transformers(model, args.output, processor, overwrite=args.overwrite)

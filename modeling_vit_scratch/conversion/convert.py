@@ -226,11 +226,12 @@ NO_CODE_RUNS = (
 )
 
 
-def check_convertible(folder: Path) -> None:
-    """A saved vit_scratch folder to convert out: no code but the package's own named (conversion runs none), and
-    safetensors weights that fit their files."""
-    check_no_foreign_code(folder, NO_CODE_RUNS)
-    weight_files(folder)
+def check_convertible(source: str) -> None:
+    """A saved vit_scratch folder or repo to convert out: no code but the package's own named (conversion runs
+    none), and (a folder) safetensors weights that fit their files."""
+    check_no_foreign_code(source, NO_CODE_RUNS)
+    if Path(source).is_dir():
+        weight_files(source)
 
 
 def processor_from_reference(config: ViTScratchConfig, mean, std, size: tuple[int, int], resample: int):

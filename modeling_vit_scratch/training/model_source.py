@@ -74,12 +74,12 @@ def named_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
         raise FileNotFoundError(f"Checkpoint folder {args.model!r} does not exist: give a saved folder or repo id.")
     if path.is_dir() and not (path / "config.json").exists():
         raise FileNotFoundError(f"{args.model!r} has no config.json: give a folder written by save_pretrained.")
-    check_readable_folder(args.model, "--model")
     if not path.exists() and "/" not in args.model:
         raise ValueError(
             f"Unknown preset {args.model!r}. Known presets: {', '.join(sorted(PRESETS))}; "
             "or give a config JSON file, a saved folder or a hub repo id."
         )
+    check_readable_folder(args.model, "--model")  # a folder, or a repo id
     try:
         return AutoConfig.from_pretrained(args.model, trust_remote_code=False), False
     except OSError as error:
@@ -91,13 +91,14 @@ def named_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
 
 def check_readable_folder(source: str, argument: str) -> None:
     """A local model folder that `argument` names asks to run no code but the package's own, and holds its weights
-    as safetensors that fit their files; a hub repo id is left to the load (no code, safetensors only)."""
+    as safetensors that fit their files; a hub repo's auto_map is checked too, its weights by the load (safetensors
+    only)."""
+    check_no_foreign_code(
+        source,
+        f"training never runs a model folder's own code; give {argument} a folder saved by vit-scratch, or by "
+        "transformers for a model class that ships with it (no auto_map)",
+    )
     if Path(source).is_dir():
-        check_no_foreign_code(
-            source,
-            f"training never runs a model folder's own code; give {argument} a folder saved by vit-scratch, or by "
-            "transformers for a model class that ships with it (no auto_map)",
-        )
         weight_files(source)
 
 

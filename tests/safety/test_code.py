@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from entry_points import MODEL_FOLDER_READERS, Scenario, argv_reading, outcome
 from helpers import REPO
+from hub_server import Store, local_hub  # noqa: F401  (the fixture)
 
 from modeling_vit_scratch.common.remote_code import foreign_code
 from modeling_vit_scratch.configuration_vit_scratch import MODEL_FILES
@@ -98,16 +99,18 @@ def test_every_load_in_the_tooling_says_whether_to_trust_code_and_reads_safetens
     assert not missing, missing
 
 
-@pytest.mark.integration
-@pytest.mark.parametrize(("name", "argument"), MODEL_FOLDER_READERS)
-def test_with_y_on_a_pipe_no_prompt_appears_and_nothing_runs(tmp_path, name, argument):
-    """A new process whose stdin is a pipe answering "y": one line, at once, no prompt, no code run."""
-    scenario, marker = Scenario(tmp_path), tmp_path / "marker"
-    folder = evil_folder(scenario, "unknown model type", marker)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-    env["HF_MODULES_CACHE"] = str(tmp_path / "modules")
+def command_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of a command run as a user would, offline unless `extra` says otherwise, with its own
+    folder for the code transformers copies out of a model (where a run of foreign code would leave it)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), **extra}
+    return {**env, "HF_MODULES_CACHE": str(tmp_path / "modules")}
+
+
+def refused_answering_yes(name: str, argv: list[str], env: dict, marker: Path) -> str:
+    """Run `name` in a new process whose stdin is a pipe answering "y" to anything; check that it ended with one
+    line, no prompt and no code run; the line."""
     result = subprocess.run(
-        [sys.executable, "-m", "modeling_vit_scratch.cli", name, *argv_reading(scenario, name, argument, folder)],
+        [sys.executable, "-m", "modeling_vit_scratch.cli", name, *argv],
         input="y\n" * 5,
         capture_output=True,
         text=True,
@@ -117,8 +120,19 @@ def test_with_y_on_a_pipe_no_prompt_appears_and_nothing_runs(tmp_path, name, arg
     )
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert "Do you wish to run the custom code" not in result.stdout + result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith("error: ")
     assert not marker.exists()
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: "), line
+    return line
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("name", "argument"), MODEL_FOLDER_READERS)
+def test_with_y_on_a_pipe_no_prompt_appears_and_nothing_runs(tmp_path, name, argument):
+    """A new process whose stdin is a pipe answering "y": one line, at once, no prompt, no code run."""
+    scenario, marker = Scenario(tmp_path), tmp_path / "marker"
+    folder = evil_folder(scenario, "unknown model type", marker)
+    refused_answering_yes(name, argv_reading(scenario, name, argument, folder), command_env(tmp_path), marker)
 
 
 @pytest.mark.integration
@@ -128,8 +142,7 @@ def test_on_a_terminal_answering_y_no_prompt_appears_and_the_teacher_s_code_neve
     scenario, marker = Scenario(tmp_path), tmp_path / "marker"
     folder = evil_folder(scenario, "unknown model type", marker)
     argv = argv_reading(scenario, "train", "--teacher", folder)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-    env["HF_MODULES_CACHE"] = str(tmp_path / "modules")
+    env = command_env(tmp_path)
     controller, terminal = pty.openpty()
     process = subprocess.Popen(
         [sys.executable, "-m", "modeling_vit_scratch.cli", "train", *argv],
@@ -155,3 +168,27 @@ def test_on_a_terminal_answering_y_no_prompt_appears_and_the_teacher_s_code_neve
     assert "Do you wish to run the custom code" not in text
     assert "error: " in text and "not vit-scratch's own code" in text
     assert not marker.exists()
+
+
+def hub_repo(hub, repo_id: str, folder: Path) -> None:
+    """Put `folder`'s files on the local hub as `repo_id` (straight into its store: no client, no push gate)."""
+    repo = Store(hub.root).create(repo_id, False, f"{hub.url}/{repo_id}")
+    files = {path.name: repo.add_blob(path.read_bytes()) for path in folder.iterdir() if path.is_file()}
+    repo.commit(
+        "refs/heads/main", "a model with code of its own", "", {**repo.files(repo.refs["refs/heads/main"]), **files}
+    )
+    repo.save()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("name", "argument"), [("train", "--model"), ("train", "--teacher"), ("explain", "--model"), ("convert", "--input")]
+)
+def test_a_hub_repo_naming_foreign_code_is_one_line_and_never_prompts(local_hub, tmp_path, name, argument):  # noqa: F811
+    """The same for a hub repo id: its JSON files are read first; the load would refuse, never ask."""
+    scenario, marker = Scenario(tmp_path), tmp_path / "marker"
+    hub_repo(local_hub, "local-user/evil", evil_folder(scenario, "unknown model type", marker))
+    argv = argv_reading(scenario, name, argument, Path("."))
+    argv[argv.index(argument) + 1] = "local-user/evil"
+    line = refused_answering_yes(name, argv, command_env(tmp_path, **local_hub.env(tmp_path / "hf_home")), marker)
+    assert "'evil.EvilConfig', which is not vit-scratch's own code" in line, line
