@@ -152,6 +152,17 @@ def _pickle_only(folder: Path, pickles: list[str]) -> str:
     )
 
 
+def unreadable_weights(source: str, error: OSError) -> ValueError:
+    """The one line for a model that `from_pretrained(..., use_safetensors=True)` could not load (a hub repo with no
+    safetensors weights, one out of reach): what it said, and what the tooling reads."""
+    said = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return ValueError(
+        f"Cannot load the weights of {source!r} ({said}): vit-scratch reads only safetensors weights "
+        f"({SAFETENSORS}); give a folder or hub repo that has them (a pickle is converted as the error for a local "
+        "folder says, only if you trust it)."
+    )
+
+
 def check_checkpoint(checkpoint: str | Path) -> None:
     """A checkpoint to resume: its weights are safetensors that fit their files, and each Trainer state the Trainer
     will read is plain tensors and numbers (read as the Trainer reads it, `weights_only=True`, memory-mapped)."""

@@ -11,7 +11,7 @@ from transformers import AutoImageProcessor, AutoModelForImageClassification
 
 from modeling_vit_scratch.common.dtypes import parse_dtype
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
-from modeling_vit_scratch.common.weights import weight_files
+from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
 from modeling_vit_scratch.explanation import attention as explain
 from modeling_vit_scratch.explanation import figures as plots
 
@@ -52,6 +52,8 @@ def load_model(model_source: str, trust_remote_code: bool = False, dtype: torch.
             model_source, trust_remote_code=trust_remote_code, dtype=dtype, use_safetensors=True
         )
         processor = AutoImageProcessor.from_pretrained(model_source, trust_remote_code=trust_remote_code)
+    except OSError as error:  # a repo without safetensors weights, or out of reach
+        raise unreadable_weights(model_source, error) from None
     except ValueError as error:
         if trust_remote_code or "trust_remote_code" not in str(error):
             raise

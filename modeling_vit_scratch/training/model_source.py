@@ -11,7 +11,7 @@ from transformers import AutoConfig, AutoModelForImageClassification, PreTrained
 from modeling_vit_scratch.common.overrides import check_config_overrides, parse_overrides
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.sources import looks_like_local_path
-from modeling_vit_scratch.common.weights import weight_files
+from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.modeling_vit_scratch import (
@@ -134,16 +134,19 @@ def fine_tuned_model(
     """A saved folder or hub repo, to fine-tune on `data`. A new label set gets a new head, initialised afresh;
     every other weight must load as saved (a shape that differs anywhere else is an error, never a re-init)."""
     labels = dict(id2label=data.id2label, label2id={name: i for i, name in data.id2label.items()})
-    model, loading = classifier_class(saved).from_pretrained(
-        source,
-        num_labels=len(data.labels),
-        ignore_mismatched_sizes=True,
-        output_loading_info=True,
-        trust_remote_code=False,
-        use_safetensors=True,
-        **labels,
-        **kernel,
-    )
+    try:
+        model, loading = classifier_class(saved).from_pretrained(
+            source,
+            num_labels=len(data.labels),
+            ignore_mismatched_sizes=True,
+            output_loading_info=True,
+            trust_remote_code=False,
+            use_safetensors=True,
+            **labels,
+            **kernel,
+        )
+    except OSError as error:  # a repo without safetensors weights, or out of reach
+        raise unreadable_weights(source, error) from None
     body_mismatches = sorted(name for name, *_ in loading["mismatched_keys"] if not name.startswith("classifier."))
     if body_mismatches:
         raise ValueError(

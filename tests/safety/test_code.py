@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-from entry_points import MODEL_FOLDER_READERS, Scenario, argv_reading, outcome
+from entry_points import MODEL_FOLDER_READERS, Scenario, argv_reading, command_env, hub_repo, outcome
 from helpers import REPO
-from hub_server import Store, local_hub  # noqa: F401  (the fixture)
+from hub_server import local_hub  # noqa: F401  (the fixture)
 
 from modeling_vit_scratch.common.remote_code import foreign_code
 from modeling_vit_scratch.configuration_vit_scratch import MODEL_FILES
@@ -99,13 +99,6 @@ def test_every_load_in_the_tooling_says_whether_to_trust_code_and_reads_safetens
     assert not missing, missing
 
 
-def command_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """The environment of a command run as a user would, offline unless `extra` says otherwise, with its own
-    folder for the code transformers copies out of a model (where a run of foreign code would leave it)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), **extra}
-    return {**env, "HF_MODULES_CACHE": str(tmp_path / "modules")}
-
-
 def refused_answering_yes(name: str, argv: list[str], env: dict, marker: Path) -> str:
     """Run `name` in a new process whose stdin is a pipe answering "y" to anything; check that it ended with one
     line, no prompt and no code run; the line."""
@@ -168,16 +161,6 @@ def test_on_a_terminal_answering_y_no_prompt_appears_and_the_teacher_s_code_neve
     assert "Do you wish to run the custom code" not in text
     assert "error: " in text and "not vit-scratch's own code" in text
     assert not marker.exists()
-
-
-def hub_repo(hub, repo_id: str, folder: Path) -> None:
-    """Put `folder`'s files on the local hub as `repo_id` (straight into its store: no client, no push gate)."""
-    repo = Store(hub.root).create(repo_id, False, f"{hub.url}/{repo_id}")
-    files = {path.name: repo.add_blob(path.read_bytes()) for path in folder.iterdir() if path.is_file()}
-    repo.commit(
-        "refs/heads/main", "a model with code of its own", "", {**repo.files(repo.refs["refs/heads/main"]), **files}
-    )
-    repo.save()
 
 
 @pytest.mark.integration

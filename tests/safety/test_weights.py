@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from entry_points import MODEL_FOLDER_READERS, Scenario, argv_reading, outcome
+from entry_points import MODEL_FOLDER_READERS, Scenario, argv_reading, command_env, hub_repo, outcome
 from helpers import REPO
+from hub_server import local_hub  # noqa: F401  (the fixture)
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file
@@ -233,3 +234,26 @@ def test_the_conversion_command_named_in_the_refusal_makes_a_folder_every_comman
     )
     assert converted.returncode == 0, converted.stderr[-2000:]
     assert outcome("explain", argv_reading(scenario, "explain", "--model", folder)).code == 0
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("name", "argument"), [("train", "--model"), ("train", "--teacher"), ("explain", "--model")])
+def test_a_hub_repo_with_only_a_pickle_is_one_line_and_never_unpickled(local_hub, tmp_path, name, argument):  # noqa: F811
+    scenario, marker = Scenario(tmp_path), tmp_path / "marker"
+    hub_repo(local_hub, "local-user/pickled", pickle_only_folder(scenario, marker))
+    argv = argv_reading(scenario, name, argument, Path("."))
+    argv[argv.index(argument) + 1] = "local-user/pickled"
+    env = command_env(tmp_path, **local_hub.env(tmp_path / "hf_home"))
+    result = subprocess.run(
+        [sys.executable, "-m", "modeling_vit_scratch.cli", name, *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: ") and "'local-user/pickled'" in line and "safetensors" in line, line
+    assert not marker.exists()
