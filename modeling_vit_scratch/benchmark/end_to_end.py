@@ -31,10 +31,10 @@ def model_only_seconds(folder: str, steps: int, batch: int, bf16: bool) -> float
     import modeling_vit_scratch  # noqa: F401 (registers vit_scratch with the Auto classes)
 
     torch.manual_seed(0)
-    config = AutoConfig.from_pretrained(folder)
-    processor = AutoImageProcessor.from_pretrained(folder)
+    config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+    processor = AutoImageProcessor.from_pretrained(folder, trust_remote_code=False)
     shape = processor(Image.new("RGB", (32, 32)), return_tensors="pt")["pixel_values"].shape[1:]
-    model = AutoModelForImageClassification.from_config(config).train()
+    model = AutoModelForImageClassification.from_config(config, trust_remote_code=False).train()
     images, labels = torch.randn(batch, *shape), torch.randint(0, config.num_labels, (batch,))
     return training_steps_seconds(model, images, labels, steps, bf16)
 

@@ -34,7 +34,14 @@ from modeling_vit_scratch.common.dtypes import parse_dtype
 from modeling_vit_scratch.common.folders import check_replaceable
 from modeling_vit_scratch.common.overrides import parse_overrides
 from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
-from modeling_vit_scratch.conversion.convert import from_timm, from_transformers, save_converted, to_transformers
+from modeling_vit_scratch.common.weights import check_safetensors
+from modeling_vit_scratch.conversion.convert import (
+    check_convertible,
+    from_timm,
+    from_transformers,
+    save_converted,
+    to_transformers,
+)
 from modeling_vit_scratch.conversion.parity import check_parity
 
 
@@ -64,12 +71,15 @@ def convert(args: argparse.Namespace) -> None:
     dtype = parse_dtype(args.dtype)  # a typo is refused before any work
     check_replaceable(args.output, args.overwrite, {"--input": args.input})  # before any download or conversion
     if args.target == "transformers":
-        model = saved_class(args.input).from_pretrained(args.input)
+        check_convertible(args.input)
+        model = saved_class(args.input).from_pretrained(args.input, trust_remote_code=False, use_safetensors=True)
         processor = ViTScratchImageProcessor.from_pretrained(args.input)
         written = to_transformers(model, args.output, processor, overwrite=args.overwrite)
         architecture = json.loads((written / "config.json").read_text())["architectures"][0]
         print(f"Wrote a transformers {architecture} folder to {args.output}")
-        converted = AutoModelForImageClassification.from_pretrained(args.output, dtype=dtype)
+        converted = AutoModelForImageClassification.from_pretrained(
+            args.output, dtype=dtype, trust_remote_code=False, use_safetensors=True
+        )
         print(check_parity(model, converted, model.config, dtype))
         return
     if args.source == "timm":
@@ -81,6 +91,7 @@ def convert(args: argparse.Namespace) -> None:
             raise FileNotFoundError(
                 f"--input {args.input!r} is not a file: give the timm model's weights as safetensors."
             )
+        check_safetensors(args.input)  # before timm or safetensors reads it
         import timm
         from safetensors.torch import load_file
 
@@ -91,16 +102,16 @@ def convert(args: argparse.Namespace) -> None:
     else:
         model, processor = from_transformers(args.input)
         reference_class = AutoModelForImageClassification if model.config.num_labels else AutoModel
-        reference = reference_class.from_pretrained(args.input)
+        reference = reference_class.from_pretrained(args.input, trust_remote_code=False, use_safetensors=True)
     save_converted(model, processor, args.output, overwrite=args.overwrite)
     print(f"Wrote a vit_scratch folder to {args.output} ({model.num_parameters():,} parameters)")
-    converted = type(model).from_pretrained(args.output, dtype=dtype)  # one head, or DeiT's two
+    converted = type(model).from_pretrained(args.output, dtype=dtype, use_safetensors=True)  # one head, or DeiT's two
     print(check_parity(reference, converted, model.config, dtype))
 
 
 def saved_class(folder: str):
     """Our class a saved folder names in `architectures`: DeiT's two-headed one, or the one-headed classifier."""
-    architectures = ViTScratchConfig.from_pretrained(folder).architectures or []
+    architectures = ViTScratchConfig.from_pretrained(folder, trust_remote_code=False).architectures or []
     two_heads = ViTScratchForImageClassificationWithTeacher.__name__ in architectures
     return ViTScratchForImageClassificationWithTeacher if two_heads else ViTScratchForImageClassification
 

@@ -18,7 +18,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from modeling_vit_scratch.common.folders import replaced_folder
+from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.sources import looks_like_local_path
+from modeling_vit_scratch.common.weights import weight_files
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig, to_pair
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.modeling_vit_scratch import (
@@ -193,35 +195,43 @@ def expected_keys(config: ViTScratchConfig, model_class=ViTScratchForImageClassi
 
 
 def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
-    """Weights of a saved folder: `model.safetensors`, sharded safetensors, or (older checkpoints) `pytorch_model.bin`
-    read with `torch.load(weights_only=True)`, which refuses anything but tensors."""
-    if (folder / "model.safetensors").exists():
-        return load_file(folder / "model.safetensors")
-    index = folder / "model.safetensors.index.json"
-    if index.exists():
-        state_dict = {}
-        for shard in sorted(set(json.loads(index.read_text())["weight_map"].values())):
-            state_dict |= load_file(folder / shard)
-        return state_dict
-    if (folder / "pytorch_model.bin").exists():
-        return torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
-    raise FileNotFoundError(f"No weights in {folder}: expected model.safetensors (or pytorch_model.bin).")
+    """Weights of a saved folder: `model.safetensors` or sharded safetensors, each header checked first. A pickle
+    (`pytorch_model.bin`) is never read: the error names the command that converts it."""
+    state_dict = {}
+    for path in weight_files(folder):
+        state_dict |= load_file(path)
+    return state_dict
 
 
 def local_folder(path_or_repo: str) -> Path:
-    """A local folder as is; a hub repo id downloaded (config, processor and weights only)."""
+    """A local folder as is; a hub repo id downloaded (config, processor and safetensors weights only). Either is
+    checked before it is read: its auto_map names no code but the package's own (its weights are checked as they
+    are read, by `read_state_dict`)."""
     path = Path(path_or_repo)
-    if path.is_dir():
-        return path
-    if looks_like_local_path(path_or_repo):
-        raise FileNotFoundError(f"Folder {path_or_repo!r} does not exist: give a saved folder or a hub repo id.")
-    from huggingface_hub import snapshot_download
+    if not path.is_dir():
+        if looks_like_local_path(path_or_repo):
+            raise FileNotFoundError(f"Folder {path_or_repo!r} does not exist: give a saved folder or a hub repo id.")
+        from huggingface_hub import snapshot_download
 
-    patterns = ["config.json", "preprocessor_config.json", "*.safetensors", "*.safetensors.index.json"]
-    folder = Path(snapshot_download(path_or_repo, allow_patterns=patterns))
-    if not any(folder.glob("*.safetensors")):  # an older repo without safetensors
-        folder = Path(snapshot_download(path_or_repo, allow_patterns=[*patterns, "pytorch_model.bin"]))
-    return folder
+        patterns = ["config.json", "preprocessor_config.json", "*.safetensors", "*.safetensors.index.json"]
+        path = Path(snapshot_download(path_or_repo, allow_patterns=patterns))
+    check_no_foreign_code(path, NO_CODE_RUNS)
+    return path
+
+
+# the fix a refused folder's error ends with
+NO_CODE_RUNS = (
+    "conversion never runs a model folder's own code; give a folder saved by vit-scratch, or by transformers for a "
+    "ViT or DeiT (no auto_map)"
+)
+
+
+def check_convertible(source: str) -> None:
+    """A saved vit_scratch folder or repo to convert out: no code but the package's own named (conversion runs
+    none), and (a folder) safetensors weights that fit their files."""
+    check_no_foreign_code(source, NO_CODE_RUNS)
+    if Path(source).is_dir():
+        weight_files(source)
 
 
 def processor_from_reference(config: ViTScratchConfig, mean, std, size: tuple[int, int], resample: int):

@@ -11,6 +11,8 @@ from transformers import AutoImageProcessor, AutoModelForImageClassification
 
 from modeling_vit_scratch.common.dtypes import parse_dtype
 from modeling_vit_scratch.common.folders import check_output_folder, mark_as_ours
+from modeling_vit_scratch.common.remote_code import check_no_foreign_code
+from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
 from modeling_vit_scratch.explanation import attention as explain
 from modeling_vit_scratch.explanation import figures as plots
 
@@ -36,12 +38,23 @@ def load_image(source: str) -> Image.Image:
 
 
 def load_model(model_source: str, trust_remote_code: bool = False, dtype: torch.dtype = torch.float32):
-    """Model (in `dtype`) and image processor of a folder or repo; its own code runs only if `trust_remote_code`."""
+    """Model (in `dtype`) and image processor of a folder or repo; its own code runs only if `trust_remote_code`.
+    A local folder is checked first: its auto_map names only the package's code (unless trusted), its weights are
+    safetensors that fit their files."""
+    check_no_foreign_code(
+        model_source,
+        "read that code, then pass --trust_remote_code if you trust it",
+        trust_remote_code=trust_remote_code,
+    )
+    if Path(model_source).is_dir():
+        weight_files(model_source)
     try:
         model = AutoModelForImageClassification.from_pretrained(
-            model_source, trust_remote_code=trust_remote_code, dtype=dtype
+            model_source, trust_remote_code=trust_remote_code, dtype=dtype, use_safetensors=True
         )
         processor = AutoImageProcessor.from_pretrained(model_source, trust_remote_code=trust_remote_code)
+    except OSError as error:  # a repo without safetensors weights, or out of reach
+        raise unreadable_weights(model_source, error) from None
     except ValueError as error:
         if trust_remote_code or "trust_remote_code" not in str(error):
             raise

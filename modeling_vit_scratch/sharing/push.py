@@ -32,32 +32,18 @@ from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.hf_api import RepoFile
 
 from modeling_vit_scratch.common.folders import CURVES_FILE, RECORD_FILE, RESULTS_FILE
+from modeling_vit_scratch.common.remote_code import OWN_AUTO_MAP, foreign_code
 from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, redact, refuse_secret, weights_sha256
-from modeling_vit_scratch.configuration_vit_scratch import MODEL_FILES, ViTScratchConfig, auto_map_entry
-from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor, ViTScratchImageProcessorFast
+from modeling_vit_scratch.common.weights import weight_files
+from modeling_vit_scratch.configuration_vit_scratch import MODEL_FILES
+from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.modeling_vit_scratch import (
     ViTScratchForImageClassification,
-    ViTScratchForImageClassificationWithTeacher,
-    ViTScratchModel,
 )
 from modeling_vit_scratch.sharing.card import render_model_card
 from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # where the model files are
-# What a saved folder's auto_map may name, per file: the classes the package registers, and nothing else.
-OWN_AUTO_MAP = {
-    "config.json": {
-        "AutoConfig": {auto_map_entry(ViTScratchConfig)},
-        "AutoModel": {auto_map_entry(ViTScratchModel)},
-        "AutoModelForImageClassification": {
-            auto_map_entry(ViTScratchForImageClassification),
-            auto_map_entry(ViTScratchForImageClassificationWithTeacher),
-        },
-    },
-    "preprocessor_config.json": {  # [PIL class, torchvision class]: transformers picks one by backend= / use_fast=
-        "AutoImageProcessor": {(auto_map_entry(ViTScratchImageProcessor), auto_map_entry(ViTScratchImageProcessorFast))}
-    },
-}
 # Files of a training output that travel with the model, when present.
 SHARED_FILES = (RESULTS_FILE, CURVES_FILE, RECORD_FILE)
 # Files of an earlier push that this push replaces: deleted from the repo (in the model commit) when this push does
@@ -100,16 +86,12 @@ def check_own_code(folder: Path) -> None:
                 f"{path} differs from vit-scratch's own {path.name} (edited, or saved by another "
                 f"version); refusing to run or push it: {fix}."
             )
-    for name, allowed in OWN_AUTO_MAP.items():
-        config = json.loads((folder / name).read_text())
-        if "custom_pipelines" in config:  # a pipeline class from the folder's code, which vit-scratch never writes
+    found = foreign_code(folder)  # the auto_map test every command shares
+    if found:
+        raise ValueError(f"{found}; refusing to run or push it: {fix}.")
+    for name in OWN_AUTO_MAP:
+        if "custom_pipelines" in json.loads((folder / name).read_text()):  # code vit-scratch never writes
             raise ValueError(f"{folder / name} declares custom_pipelines; refusing to run or push it: {fix}.")
-        for auto_class, reference in (config.get("auto_map") or {}).items():
-            if (tuple(reference) if isinstance(reference, list) else reference) not in allowed.get(auto_class, ()):
-                raise ValueError(
-                    f"{folder / name} maps {auto_class} to {reference!r}, which is not vit-scratch's own "
-                    f"code; refusing to run or push it: {fix}."
-                )
 
 
 def check_no_links(folder: Path) -> None:
@@ -144,7 +126,10 @@ def load_verified(folder: str | Path) -> tuple[ViTScratchForImageClassification,
             )
     check_no_links(folder)  # before anything reads the folder: a link would be followed
     check_own_code(folder)  # before anything loads the folder: no code but the package's own may run
-    model = ViTScratchForImageClassification.from_pretrained(folder).eval()
+    weight_files(folder)  # safetensors only, each header fitting its file
+    model = ViTScratchForImageClassification.from_pretrained(
+        folder, trust_remote_code=False, use_safetensors=True
+    ).eval()
     processor = ViTScratchImageProcessor.from_pretrained(folder)
     try:  # bit for bit: the same weights through the same code
         check_reloads_to(model, folder, fixed_input(model.config), own_code=True)

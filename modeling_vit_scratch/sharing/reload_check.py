@@ -69,7 +69,8 @@ def reloaded_logits(folder: str | Path, pixel_values: torch.Tensor, *, own_code:
     folder = Path(folder).resolve()
     if own_code:
         return logits_in_new_process(folder, pixel_values).float()
-    model = AutoModelForImageClassification.from_pretrained(folder).eval()
+    model = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=False, use_safetensors=True)
+    model = model.eval()
     with torch.no_grad():
         return model(pixel_values=pixel_values).logits.float()
 

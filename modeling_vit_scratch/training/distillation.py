@@ -86,8 +86,8 @@ def load_teacher(source: str, student_processor, id2label: dict[int, str]) -> tu
     """The teacher model (eval mode, frozen) and the conversion of the student's inputs for it. It must predict the
     same classes in the same order; code from its folder is never run."""
     try:
-        teacher = AutoModelForImageClassification.from_pretrained(source)
-        teacher_processor = AutoImageProcessor.from_pretrained(source)
+        teacher = AutoModelForImageClassification.from_pretrained(source, trust_remote_code=False, use_safetensors=True)
+        teacher_processor = AutoImageProcessor.from_pretrained(source, trust_remote_code=False)
     except (OSError, ValueError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ValueError(

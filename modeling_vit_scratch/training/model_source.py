@@ -9,7 +9,9 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForImageClassification, PreTrainedConfig
 
 from modeling_vit_scratch.common.overrides import check_config_overrides, parse_overrides
+from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.sources import looks_like_local_path
+from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.modeling_vit_scratch import (
@@ -29,6 +31,8 @@ def model_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
             f"Teacher folder {args.teacher!r} does not exist: give a folder written by scripts/train.py (e.g. `make "
             "teacher`) or a hub repo id."
         )
+    if args.teacher:
+        check_readable_folder(args.teacher, "--teacher")
     config, new = named_config(args)
     if args.teacher and new and isinstance(config, ViTScratchConfig):
         config.distillation_token = True
@@ -75,13 +79,27 @@ def named_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
             f"Unknown preset {args.model!r}. Known presets: {', '.join(sorted(PRESETS))}; "
             "or give a config JSON file, a saved folder or a hub repo id."
         )
+    check_readable_folder(args.model, "--model")  # a folder, or a repo id
     try:
-        return AutoConfig.from_pretrained(args.model), False
+        return AutoConfig.from_pretrained(args.model, trust_remote_code=False), False
     except OSError as error:
         raise FileNotFoundError(
             f"Cannot load the checkpoint {args.model!r}: it is no folder here and no reachable hub repo "
             f"({str(error).splitlines()[0]}). Check the path (a folder name needs ./ in front) or the repo id."
         ) from None
+
+
+def check_readable_folder(source: str, argument: str) -> None:
+    """A local model folder that `argument` names asks to run no code but the package's own, and holds its weights
+    as safetensors that fit their files; a hub repo's auto_map is checked too, its weights by the load (safetensors
+    only)."""
+    check_no_foreign_code(
+        source,
+        f"training never runs a model folder's own code; give {argument} a folder saved by vit-scratch, or by "
+        "transformers for a model class that ships with it (no auto_map)",
+    )
+    if Path(source).is_dir():
+        weight_files(source)
 
 
 def classifier_class(config: PreTrainedConfig):
@@ -116,9 +134,19 @@ def fine_tuned_model(
     """A saved folder or hub repo, to fine-tune on `data`. A new label set gets a new head, initialised afresh;
     every other weight must load as saved (a shape that differs anywhere else is an error, never a re-init)."""
     labels = dict(id2label=data.id2label, label2id={name: i for i, name in data.id2label.items()})
-    model, loading = classifier_class(saved).from_pretrained(
-        source, num_labels=len(data.labels), ignore_mismatched_sizes=True, output_loading_info=True, **labels, **kernel
-    )
+    try:
+        model, loading = classifier_class(saved).from_pretrained(
+            source,
+            num_labels=len(data.labels),
+            ignore_mismatched_sizes=True,
+            output_loading_info=True,
+            trust_remote_code=False,
+            use_safetensors=True,
+            **labels,
+            **kernel,
+        )
+    except OSError as error:  # a repo without safetensors weights, or out of reach
+        raise unreadable_weights(source, error) from None
     body_mismatches = sorted(name for name, *_ in loading["mismatched_keys"] if not name.startswith("classifier."))
     if body_mismatches:
         raise ValueError(

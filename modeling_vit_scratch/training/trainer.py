@@ -24,6 +24,7 @@ from modeling_vit_scratch.common.folders import (
     resolve_checkpoint,
 )
 from modeling_vit_scratch.common.secrets import known_secrets, redacting_logs, refuse_secret
+from modeling_vit_scratch.common.weights import check_checkpoint
 from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, OutputArguments
 from modeling_vit_scratch.training.augmentation import AugmentedViews, AugmentingTrainer, RandomShiftRotate
 from modeling_vit_scratch.training.data import (
@@ -90,6 +91,8 @@ def train(
         refuse_a_model(Path(training_args.output_dir), output_args.overwrite_output_dir, resuming)
     with claim if main_process else nullcontext(list) as remove_leftovers, redacting_logs(known_secrets(hub_token)):
         checkpoint = resolve_checkpoint(training_args.output_dir, resume)
+        if checkpoint:  # read by the Trainer only once training starts: its weights and pickled states checked now
+            check_checkpoint(checkpoint)
         metrics = train_in_claimed_folder(model_args, data_args, training_args, checkpoint, hub_token, remove_leftovers)
     return metrics
 

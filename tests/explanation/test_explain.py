@@ -10,6 +10,7 @@ import pytest
 import torch
 from helpers import REPO, tiny_config
 from PIL import Image
+from safetensors.torch import save_file
 
 from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor
 from modeling_vit_scratch.explanation import attention as explain
@@ -247,6 +248,7 @@ def test_explain_script_runs_no_model_code_unless_asked(tmp_path):
         "from transformers import PretrainedConfig\n\n\nclass ForeignConfig(PretrainedConfig):\n"
         "    model_type = 'foreign_net'\n"
     )
+    save_file({"weight": torch.zeros(2)}, folder / "model.safetensors")  # weights are checked before code runs
     Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)).save(tmp_path / "in.png")
     command = [
         sys.executable,
@@ -263,8 +265,8 @@ def test_explain_script_runs_no_model_code_unless_asked(tmp_path):
     lines = refused.stderr.strip().splitlines()
     assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-2000:]
     assert lines[-1] == (
-        f"error: {folder} is not a vit_scratch model and needs its own code to load, which runs only "
-        "if you trust it: read that code, then pass --trust_remote_code."
+        f"error: {folder / 'config.json'} maps AutoConfig to 'configuration_foreign.ForeignConfig', which is not "
+        "vit-scratch's own code; refusing to run it: read that code, then pass --trust_remote_code if you trust it."
     )
     assert not marker.exists()
 

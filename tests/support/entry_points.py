@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 from helpers import REPO, TINY_MODEL, write_imagefolder
+from hub_server import Store
 from PIL import Image
 
 # command -> the module whose main(argv) runs it (modeling_vit_scratch/cli.py's table, less the benchmark, which
@@ -149,3 +150,33 @@ class Scenario:
         if name == "push":
             return [str(self.model()), "local-user/scenario"]
         raise KeyError(name)
+
+
+# every argument through which a command reads a model folder: MODEL_ARGUMENT's, and the teacher of a training run
+MODEL_FOLDER_READERS = [*MODEL_ARGUMENT.items(), ("train", "--teacher")]
+
+
+def argv_reading(scenario: Scenario, name: str, argument: str | None, folder: Path) -> list[str]:
+    """A working command line of `name` whose model folder (`argument`; None: push's first argument) is `folder`."""
+    argv = scenario.argv(name)
+    if argument is None:
+        return [str(folder), *argv[1:]]
+    if argument not in argv:
+        return [*argv, argument, str(folder)]
+    argv[argv.index(argument) + 1] = str(folder)
+    return argv
+
+
+def command_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of a command run as a user would, offline unless `extra` says otherwise, with its own
+    folder for the code transformers copies out of a model (where a run of foreign code would leave it)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), **extra}
+    return {**env, "HF_MODULES_CACHE": str(tmp_path / "modules")}
+
+
+def hub_repo(hub, repo_id: str, folder: Path) -> None:
+    """Put `folder`'s files on the local hub as `repo_id` (straight into its store: no client, no push gate)."""
+    repo = Store(hub.root).create(repo_id, False, f"{hub.url}/{repo_id}")
+    files = {path.name: repo.add_blob(path.read_bytes()) for path in folder.iterdir() if path.is_file()}
+    repo.commit("refs/heads/main", "a model", "", {**repo.files(repo.refs["refs/heads/main"]), **files})
+    repo.save()

@@ -1,0 +1,177 @@
+"""Code: no code that comes with a model folder runs unless the user asked for remote code (only `explain
+--trust_remote_code` can). A folder whose auto_map names code other than the package's own is refused in one line
+by every command that reads a model folder, before anything loads, and transformers' "[y/N]" prompt never appears,
+on a terminal or not. The package's own auto_map (what save_pretrained writes) keeps loading."""
+
+import ast
+import json
+import os
+import pty
+import select
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from entry_points import MODEL_FOLDER_READERS, Scenario, argv_reading, command_env, hub_repo, outcome
+from helpers import REPO
+from hub_server import local_hub  # noqa: F401  (the fixture)
+
+from modeling_vit_scratch.common.remote_code import foreign_code
+from modeling_vit_scratch.configuration_vit_scratch import MODEL_FILES
+
+# how a folder names foreign code: its own module under our model type, a model type transformers does not know
+# (where transformers would prompt), another Hub repo
+AUTO_MAPS = {
+    "own module": ("vit_scratch", {"AutoModelForImageClassification": "evil.Evil"}),
+    "unknown model type": (
+        "evil_net",
+        {"AutoConfig": "evil.EvilConfig", "AutoModelForImageClassification": "evil.Evil"},
+    ),
+    "another repo": ("vit_scratch", {"AutoModelForImageClassification": "attacker/repo--evil.Evil"}),
+}
+# the word of the fix each command's line ends with
+FIXES = {"train": "never runs", "explain": "--trust_remote_code", "convert": "never runs", "push": "save the model"}
+
+
+def evil_folder(scenario: Scenario, attack: str, marker: Path) -> Path:
+    """The scenario's model with an evil.py that writes `marker` when it is imported, named by config.json."""
+    folder = scenario.root / f"evil-{attack.replace(' ', '-')}"
+    shutil.copytree(scenario.model(), folder)
+    model_type, auto_map = AUTO_MAPS[attack]
+    (folder / "evil.py").write_text(f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n")
+    config = json.loads((folder / "config.json").read_text())
+    config.update(model_type=model_type, auto_map=auto_map)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def test_the_package_s_own_auto_map_is_its_own_and_any_other_is_named(tmp_path):
+    scenario = Scenario(tmp_path)
+    assert json.loads((scenario.model() / "config.json").read_text())["auto_map"]  # save_pretrained writes one
+    assert foreign_code(scenario.model()) is None
+    for attack, (_, auto_map) in AUTO_MAPS.items():
+        found = foreign_code(evil_folder(scenario, attack, tmp_path / "marker"))
+        assert "config.json maps" in found and any(repr(reference) in found for reference in auto_map.values())
+        assert "not vit-scratch's own code" in found
+
+
+@pytest.mark.parametrize("attack", AUTO_MAPS)
+@pytest.mark.parametrize(("name", "argument"), MODEL_FOLDER_READERS)
+def test_a_folder_naming_foreign_code_is_one_line_and_its_code_never_runs(tmp_path, name, argument, attack):
+    scenario, marker = Scenario(tmp_path), tmp_path / "marker"
+    folder = evil_folder(scenario, attack, marker)
+    before = snapshot(folder)
+    result = outcome(name, argv_reading(scenario, name, argument, folder))
+    assert result.one_line, result
+    assert result.error.startswith("error: ") and "evil" in result.error
+    assert "refusing to run" in result.error and FIXES[name] in result.error, result.error
+    assert not marker.exists()
+    assert snapshot(folder) == before
+
+
+def test_every_load_in_the_tooling_says_whether_to_trust_code_and_reads_safetensors_only():
+    """By construction: each Auto class load (and any pipeline) in the package outside the model files passes
+    trust_remote_code, and each load of weights passes use_safetensors=True."""
+    missing = []
+    for path in sorted((REPO / "modeling_vit_scratch").rglob("*.py")):
+        if path.parent.name == "modeling_vit_scratch" and path.name in MODEL_FILES:
+            continue  # the model's own files: what a user's from_pretrained runs
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            function = ast.unparse(node.func)
+            keywords = {keyword.arg: keyword.value for keyword in node.keywords}
+            loads = function.endswith((".from_pretrained", ".from_config")) or function == "pipeline"
+            if loads and ("Auto" in function or function == "pipeline") and "trust_remote_code" not in keywords:
+                missing.append(f"{path.name}:{node.lineno} {function} without trust_remote_code")
+            weights = function.endswith(".from_pretrained") and not any(
+                kind in function for kind in ("Config", "Processor")
+            )
+            if weights and ast.unparse(keywords.get("use_safetensors", ast.Constant(None))) != "True":
+                missing.append(f"{path.name}:{node.lineno} {function} without use_safetensors=True")
+    assert not missing, missing
+
+
+def refused_answering_yes(name: str, argv: list[str], env: dict, marker: Path) -> str:
+    """Run `name` in a new process whose stdin is a pipe answering "y" to anything; check that it ended with one
+    line, no prompt and no code run; the line."""
+    result = subprocess.run(
+        [sys.executable, "-m", "modeling_vit_scratch.cli", name, *argv],
+        input="y\n" * 5,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=REPO,
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "Do you wish to run the custom code" not in result.stdout + result.stderr
+    assert not marker.exists()
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: "), line
+    return line
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("name", "argument"), MODEL_FOLDER_READERS)
+def test_with_y_on_a_pipe_no_prompt_appears_and_nothing_runs(tmp_path, name, argument):
+    """A new process whose stdin is a pipe answering "y": one line, at once, no prompt, no code run."""
+    scenario, marker = Scenario(tmp_path), tmp_path / "marker"
+    folder = evil_folder(scenario, "unknown model type", marker)
+    refused_answering_yes(name, argv_reading(scenario, name, argument, folder), command_env(tmp_path), marker)
+
+
+@pytest.mark.integration
+def test_on_a_terminal_answering_y_no_prompt_appears_and_the_teacher_s_code_never_runs(tmp_path):
+    """`train --teacher FOLDER` under a pseudo-terminal that types "y": transformers asked "[y/N]" here, and "y" ran
+    the teacher's code."""
+    scenario, marker = Scenario(tmp_path), tmp_path / "marker"
+    folder = evil_folder(scenario, "unknown model type", marker)
+    argv = argv_reading(scenario, "train", "--teacher", folder)
+    env = command_env(tmp_path)
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "modeling_vit_scratch.cli", "train", *argv],
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+        env=env,
+        cwd=REPO,
+    )
+    os.close(terminal)
+    seen, deadline = b"", time.monotonic() + 300
+    while process.poll() is None and time.monotonic() < deadline:
+        if select.select([controller], [], [], 0.5)[0]:
+            try:
+                seen += os.read(controller, 4096)
+            except OSError:  # the terminal closed with the process
+                break
+        os.write(controller, b"y\n")  # whatever it asks, the answer is yes
+    process.wait(timeout=60)
+    os.close(controller)
+    text = seen.decode(errors="replace")
+    assert process.returncode == 1 and "Traceback" not in text, text[-2000:]
+    assert "Do you wish to run the custom code" not in text
+    assert "error: " in text and "not vit-scratch's own code" in text
+    assert not marker.exists()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("name", "argument"), [("train", "--model"), ("train", "--teacher"), ("explain", "--model"), ("convert", "--input")]
+)
+def test_a_hub_repo_naming_foreign_code_is_one_line_and_never_prompts(local_hub, tmp_path, name, argument):  # noqa: F811
+    """The same for a hub repo id: its JSON files are read first; the load would refuse, never ask."""
+    scenario, marker = Scenario(tmp_path), tmp_path / "marker"
+    hub_repo(local_hub, "local-user/evil", evil_folder(scenario, "unknown model type", marker))
+    argv = argv_reading(scenario, name, argument, Path("."))
+    argv[argv.index(argument) + 1] = "local-user/evil"
+    line = refused_answering_yes(name, argv, command_env(tmp_path, **local_hub.env(tmp_path / "hf_home")), marker)
+    assert "'evil.EvilConfig', which is not vit-scratch's own code" in line, line

@@ -1,0 +1,259 @@
+"""Weights: read from safetensors only, wherever a command reads a folder (train --model/--teacher/--resume, explain,
+convert, push). A pickle is never unpickled: a folder holding only one is refused in one line that names the command
+converting it (for a trusted file). A crafted safetensors header is one line, before any large allocation; a resumed
+checkpoint whose pickled Trainer state is more than tensors is one line before training starts."""
+
+import json
+import math
+import pickle
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from entry_points import MODEL_FOLDER_READERS, Scenario, argv_reading, command_env, hub_repo, outcome
+from helpers import REPO
+from hub_server import local_hub  # noqa: F401  (the fixture)
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from safetensors.torch import load_file
+
+from modeling_vit_scratch.common.weights import check_checkpoint, check_safetensors, weight_files
+
+BITS = {"F32": 32, "F16": 16, "BF16": 16, "F64": 64, "I64": 64, "I32": 32, "U8": 8, "I8": 8, "BOOL": 8}
+FLAWS = ("length", "json", "offsets", "shape", "dtype", "entry", "truncate", "metadata")
+
+
+class Payload:
+    """Unpickled without weights_only, this runs code: it writes `marker`."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return exec, (f"open({str(self.marker)!r}, 'w').write('ran')",)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@st.composite
+def safetensors_files(draw, flaws=("none", *FLAWS)) -> tuple[bytes, str]:
+    """(the bytes of a safetensors file, its flaw): well formed ("none"), or broken as an attacker would break it:
+    the header's length (up to 2^64), its JSON, a tensor's offsets or shape (declared sizes up to 2^62 elements),
+    its dtype, an entry that is no object, the file cut short, metadata that is not text."""
+    header, data = {}, b""
+    for index in range(draw(st.integers(0, 3))):
+        dtype = draw(st.sampled_from(sorted(BITS)))
+        shape = draw(st.lists(st.integers(0, 3), max_size=3))
+        size = math.prod(shape) * BITS[dtype] // 8
+        header[f"t{index}"] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + size]}
+        data += bytes(draw(st.binary(min_size=size, max_size=size)))
+    if draw(st.booleans()):
+        header["__metadata__"] = {"format": "pt"}
+    flaw = draw(st.sampled_from(flaws))
+    names = [name for name in header if name != "__metadata__"]
+    if flaw in ("offsets", "shape", "dtype", "entry") and not names:
+        header["t"] = {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}
+        names = ["t"]
+    target = header[draw(st.sampled_from(names))] if names else None
+    if flaw == "offsets":
+        big = st.integers(-2, 2**64)
+        target["data_offsets"] = draw(st.one_of(st.lists(big, min_size=2, max_size=2), st.lists(big, max_size=3)))
+    elif flaw == "shape":
+        target["shape"] = draw(st.lists(st.integers(-1, 2**62), min_size=1, max_size=4))
+    elif flaw == "dtype":
+        target["dtype"] = draw(st.one_of(st.text(max_size=6), st.integers()))
+    elif flaw == "entry":
+        target.clear()
+        target.update(draw(st.dictionaries(st.sampled_from(["dtype", "shape", "x"]), st.integers(), max_size=2)))
+    elif flaw == "metadata":
+        header["__metadata__"] = {"format": draw(st.one_of(st.integers(), st.lists(st.text(max_size=2))))}
+    text = json.dumps(header).encode()
+    if flaw == "json":
+        text = draw(st.one_of(st.binary(max_size=40), st.just(text[:-1]), st.just(b"[]"), st.just(b" " + text)))
+    length = len(text)
+    if flaw == "length":
+        length = draw(st.one_of(st.integers(len(text) + len(data) + 1, 2**64 - 1), st.just(2**62)))
+    content = struct.pack("<Q", length) + text + data
+    if flaw == "truncate":
+        content = content[: draw(st.integers(0, len(content) - 1))]
+    return content, flaw
+
+
+@settings(max_examples=400)
+@given(safetensors_files())
+def test_a_header_is_refused_in_one_line_or_loads(case):
+    """The shared check (common/weights.py) says ValueError for every broken file, and whatever it lets through
+    safetensors loads: no exception, no large allocation."""
+    content, flaw = case
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "model.safetensors"
+        path.write_bytes(content)
+        try:
+            check_safetensors(path)
+        except ValueError as error:
+            assert flaw != "none", error
+            assert "\n" not in str(error) and str(path) in str(error)
+            return
+        load_file(path)  # whatever passed the check loads
+
+
+def pickle_only_folder(scenario: Scenario, marker: Path) -> Path:
+    """The scenario's model with its weights as a pickle that runs code when unpickled (and no safetensors)."""
+    folder = scenario.root / "pickled"
+    shutil.copytree(scenario.model(), folder)
+    (folder / "model.safetensors").unlink()
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps(Payload(marker)))
+    return folder
+
+
+@pytest.mark.parametrize(("name", "argument"), MODEL_FOLDER_READERS)
+def test_a_folder_with_only_a_pickle_is_one_line_naming_the_conversion_and_is_never_unpickled(tmp_path, name, argument):
+    scenario, marker = Scenario(tmp_path), tmp_path / "marker"
+    folder = pickle_only_folder(scenario, marker)
+    before = snapshot(folder)
+    result = outcome(name, argv_reading(scenario, name, argument, folder))
+    assert result.one_line, result
+    assert f"{folder} holds its weights only as a pickle (pytorch_model.bin)" in result.error
+    assert "use_safetensors=False" in result.error and ".save_pretrained(" in result.error
+    assert "only for a file you trust" in result.error
+    assert not marker.exists()
+    assert snapshot(folder) == before
+
+
+@settings(max_examples=4)
+@given(case=safetensors_files(flaws=FLAWS))
+@pytest.mark.parametrize(("name", "argument"), [*MODEL_FOLDER_READERS, ("convert", "--from timm")])
+def test_a_crafted_header_is_one_line_at_every_entry_point(tmp_path_factory, name, argument, case):
+    content, _ = case
+    scenario = Scenario(tmp_path_factory.mktemp("crafted"))
+    if argument == "--from timm":  # a timm state dict, given as a file
+        weights = scenario.root / "timm.safetensors"
+        argv = ["--from", "timm", "--timm_model", "vit_tiny_patch16_224", "--input", str(weights)]
+        argv += ["--output", str(scenario.root / "out")]
+    else:
+        folder = scenario.root / "crafted"
+        shutil.copytree(scenario.model(), folder)
+        weights = folder / "model.safetensors"
+        argv = argv_reading(scenario, name, argument, folder)
+    weights.write_bytes(content)
+    try:
+        check_safetensors(weights)
+        assume(False)  # a flaw that left a readable file (a shape of the same size): not a crafted header
+    except ValueError:
+        pass
+    result = outcome(name, argv)
+    assert result.one_line, result
+    assert str(weights) in result.error
+
+
+def checkpoint_run(scenario: Scenario) -> Path:
+    """An output folder holding one checkpoint, as the Trainer writes it (weights, trainer state, pickled states)."""
+    run = scenario.root / "run"
+    checkpoint = run / "checkpoint-1"
+    checkpoint.mkdir(parents=True)
+    for name in ("model.safetensors", "config.json"):
+        shutil.copy(scenario.model() / name, checkpoint / name)
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 1}))
+    torch.save({"state": {}, "param_groups": [{"lr": 0.1, "params": [0]}]}, checkpoint / "optimizer.pt")
+    torch.save({"last_epoch": 1, "_last_lr": [0.1]}, checkpoint / "scheduler.pt")
+    rng = {"python": random.getstate(), "numpy": np.random.get_state(), "cpu": torch.random.get_rng_state()}
+    torch.save(rng, checkpoint / "rng_state.pth")
+    return run
+
+
+def test_the_trainer_s_own_states_pass_the_checkpoint_check(tmp_path):
+    check_checkpoint(checkpoint_run(Scenario(tmp_path)) / "checkpoint-1")
+
+
+@pytest.mark.parametrize("written_by", ["pickle", "torch.save"])
+@pytest.mark.parametrize("state", ["optimizer.pt", "scheduler.pt", "rng_state.pth"])
+def test_a_checkpoint_whose_state_is_a_malicious_pickle_is_one_line_before_training(tmp_path, state, written_by):
+    scenario, marker = Scenario(tmp_path), tmp_path / "marker"
+    run = checkpoint_run(scenario)
+    if written_by == "pickle":
+        (run / "checkpoint-1" / state).write_bytes(pickle.dumps(Payload(marker)))
+    else:  # torch's own zip format, as the Trainer writes its states
+        torch.save(Payload(marker), run / "checkpoint-1" / state)
+    before = snapshot(run / "checkpoint-1")
+    argv = argv_reading(scenario, "train", "--output_dir", run) + ["--resume_from_checkpoint", "true"]
+    result = outcome("train", argv)
+    assert result.one_line, result
+    assert f"{run / 'checkpoint-1' / state} is not a state the Trainer wrote" in result.error
+    assert "it was not unpickled" in result.error and "--overwrite_output_dir true" in result.error
+    assert not marker.exists()
+    assert snapshot(run / "checkpoint-1") == before
+
+
+def test_a_resumed_checkpoint_with_a_crafted_header_is_one_line(tmp_path):
+    scenario = Scenario(tmp_path)
+    run = checkpoint_run(scenario)
+    (run / "checkpoint-1" / "model.safetensors").write_bytes(struct.pack("<Q", 2**62) + b"{}")
+    argv = argv_reading(scenario, "train", "--output_dir", run) + ["--resume_from_checkpoint", "true"]
+    result = outcome("train", argv)
+    assert result.one_line, result
+    assert "declares a 4611686018427387904-byte header" in result.error
+
+
+def test_sharded_weights_are_each_checked_and_an_index_names_only_files_beside_it(tmp_path):
+    folder = tmp_path / "sharded"
+    folder.mkdir()
+    shutil.copy(Scenario(tmp_path).model() / "model.safetensors", folder / "model-00001-of-00001.safetensors")
+    index = {"weight_map": {"w": "model-00001-of-00001.safetensors"}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert weight_files(folder) == [folder / "model-00001-of-00001.safetensors"]
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"w": "../../etc/passwd"}}))
+    with pytest.raises(ValueError, match="names a shard '../../etc/passwd' that is no file beside it"):
+        weight_files(folder)
+
+
+@pytest.mark.integration
+def test_the_conversion_command_named_in_the_refusal_makes_a_folder_every_command_reads(tmp_path):
+    """For a trusted pickle: the command the line names writes safetensors beside it, and explain then runs."""
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "trusted"
+    shutil.copytree(scenario.model(), folder)
+    from modeling_vit_scratch import ViTScratchForImageClassification
+
+    model = ViTScratchForImageClassification.from_pretrained(folder)
+    (folder / "model.safetensors").unlink()
+    torch.save(model.state_dict(), folder / "pytorch_model.bin")
+    refused = outcome("explain", argv_reading(scenario, "explain", "--model", folder))
+    command = refused.error.split("convert it to safetensors with ", 1)[1].split(" (this unpickles it", 1)[0]
+    assert command.startswith('python -c "') and command.endswith('"')
+    converted = subprocess.run(
+        [sys.executable, "-c", command[len('python -c "') : -1]], capture_output=True, text=True, cwd=REPO
+    )
+    assert converted.returncode == 0, converted.stderr[-2000:]
+    assert outcome("explain", argv_reading(scenario, "explain", "--model", folder)).code == 0
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("name", "argument"), [("train", "--model"), ("train", "--teacher"), ("explain", "--model")])
+def test_a_hub_repo_with_only_a_pickle_is_one_line_and_never_unpickled(local_hub, tmp_path, name, argument):  # noqa: F811
+    scenario, marker = Scenario(tmp_path), tmp_path / "marker"
+    hub_repo(local_hub, "local-user/pickled", pickle_only_folder(scenario, marker))
+    argv = argv_reading(scenario, name, argument, Path("."))
+    argv[argv.index(argument) + 1] = "local-user/pickled"
+    env = command_env(tmp_path, **local_hub.env(tmp_path / "hf_home"))
+    result = subprocess.run(
+        [sys.executable, "-m", "modeling_vit_scratch.cli", name, *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: ") and "'local-user/pickled'" in line and "safetensors" in line, line
+    assert not marker.exists()
