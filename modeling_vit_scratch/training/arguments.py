@@ -19,9 +19,11 @@ from typing import Literal
 import torch
 from transformers import HfArgumentParser, TrainingArguments
 
+from modeling_vit_scratch.common.numbers import check_numbers
 from modeling_vit_scratch.common.secrets import MASK, known_secrets, redact
 from modeling_vit_scratch.common.sources import DIGITS
 from modeling_vit_scratch.training.distillation import Distillation
+from modeling_vit_scratch.training.limits import LIMITS
 from modeling_vit_scratch.training.precision import BF16_MIN_SPEEDUP
 from modeling_vit_scratch.training.preflight import DECODE_UP_FRONT_MAX_IMAGES
 
@@ -200,8 +202,11 @@ def recipe_to_argv(argv: list[str]) -> list[str]:
             continue
         if key in RECIPE_PATH_KEYS:
             value = path_in_recipe(str(value), path.parent)
-        values = value if isinstance(value, list) else [value]
-        args += [f"--{key}", *(str(v).lower() if isinstance(v, bool) else str(v) for v in values)]
+        written = [
+            str(v).lower() if isinstance(v, bool) else str(v) for v in (value if isinstance(value, list) else [value])
+        ]
+        # one value as --key=value, so that argparse never reads a value such as -inf as an option
+        args += [f"--{key}", *written] if isinstance(value, list) else [f"--{key}={written[0]}"]
     return args + argv[1:]
 
 
@@ -218,7 +223,7 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     # Without a GPU (or other accelerator) the CPU is the device: saying so lets `--bf16 true` train under the CPU's
     # autocast, which TrainingArguments refuses unless `use_cpu` is set.
     parser.set_defaults(use_cpu=not torch.accelerator.is_available())
-    *parsed, remaining = parser.parse_args_into_dataclasses(recipe_to_argv(argv), return_remaining_strings=True)
+    namespace, remaining = parser.parse_known_args(recipe_to_argv(argv))
     options = [arg.split("=", 1)[0] for arg in remaining if arg.startswith("-")]
     if options:  # named without the value that follows it, which may be a secret
         known = [f"--{name}" for name in argument_names()]
@@ -232,7 +237,11 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
             "file goes first): fix the command line."
         )
     refuse_misplaced_tokens(recipe_to_argv(argv), command_secrets(argv))
-    return tuple(parsed)
+    values = vars(namespace)
+    check_numbers(values, LIMITS)  # before any group is built: its own checks then see only finite, in-range numbers
+    return tuple(
+        kind(**{item.name: values[item.name] for item in fields(kind) if item.init}) for kind in ARGUMENT_TYPES
+    )
 
 
 ONE_DASH_NAME = re.compile(r"-([A-Za-z][A-Za-z0-9_-]+)(=.*)?")  # `-hub_token`: argparse would read `-h ub_token`
