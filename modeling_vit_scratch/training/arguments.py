@@ -7,7 +7,6 @@ to an argument whose name holds "token" is masked wherever the command is shown.
 """
 
 import difflib
-import json
 import os
 import re
 import shlex
@@ -26,6 +25,7 @@ from modeling_vit_scratch.training.distillation import Distillation
 from modeling_vit_scratch.training.limits import LIMITS
 from modeling_vit_scratch.training.precision import BF16_MIN_SPEEDUP
 from modeling_vit_scratch.training.preflight import DECODE_UP_FRONT_MAX_IMAGES
+from modeling_vit_scratch.training.recipes import load_recipe
 
 
 @dataclass
@@ -187,12 +187,7 @@ def recipe_to_argv(argv: list[str]) -> list[str]:
         raise FileNotFoundError(
             f"Recipe {argv[0]!r} not found: give a JSON or YAML file such as configs/train_digits.json."
         )
-    if path.suffix == ".json":
-        recipe = json.loads(path.read_text())
-    else:
-        import yaml
-
-        recipe = yaml.safe_load(path.read_text())
+    recipe = load_recipe(path)
     names = argument_names()
     args = []
     for key, value in recipe.items():
@@ -205,8 +200,9 @@ def recipe_to_argv(argv: list[str]) -> list[str]:
         written = [
             str(v).lower() if isinstance(v, bool) else str(v) for v in (value if isinstance(value, list) else [value])
         ]
-        # one value as --key=value, so that argparse never reads a value such as -inf as an option
-        args += [f"--{key}", *written] if isinstance(value, list) else [f"--{key}={written[0]}"]
+        # a single value that starts with "-" as --key=value, which argparse never reads as an option (-inf)
+        single_dash = not isinstance(value, list) and written[0].startswith("-")
+        args += [f"--{key}={written[0]}"] if single_dash else [f"--{key}", *written]
     return args + argv[1:]
 
 
