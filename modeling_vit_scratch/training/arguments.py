@@ -1,8 +1,9 @@
 """The command line of `scripts/train.py`: its argument groups, recipes, and the token values it must never leak.
 
 Arguments are those of `ModelArguments`, `DataArguments`, `OutputArguments` and transformers' `TrainingArguments`,
-given on the command line or in a JSON/YAML recipe (`configs/`), matched exactly: an unknown or shortened name is an
-error naming the closest real one, which never echoes the value that follows it (it may be a token). Any value given
+given on the command line or in a JSON/YAML recipe (`configs/`, read strictly by `recipes.py`), matched exactly: an
+unknown or shortened name is an error naming the closest real one, which never echoes the value that follows it (it
+may be a token). Every number is checked against its group's table (`limits.py`) before any group is built. Any value given
 to an argument whose name holds "token" is masked wherever the command is shown.
 """
 

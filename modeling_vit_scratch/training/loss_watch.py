@@ -35,7 +35,7 @@ class LossWatch(TrainerCallback):
             self.step = torch.full((), -1, dtype=torch.long, device=loss.device)
             self.loss = torch.zeros((), device=loss.device)
         first = ~torch.isfinite(loss) & (self.step < 0)
-        self.step = torch.where(first, torch.tensor(step, device=loss.device), self.step)
+        self.step = torch.where(first, step, self.step)  # a Python int: no tensor made per step
         self.loss = torch.where(first, loss, self.loss)
 
     def check(self, args) -> None:
