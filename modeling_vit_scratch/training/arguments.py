@@ -26,7 +26,7 @@ from modeling_vit_scratch.training.distillation import Distillation
 from modeling_vit_scratch.training.limits import LIMITS
 from modeling_vit_scratch.training.precision import BF16_MIN_SPEEDUP
 from modeling_vit_scratch.training.preflight import DECODE_UP_FRONT_MAX_IMAGES
-from modeling_vit_scratch.training.recipes import load_recipe
+from modeling_vit_scratch.training.recipes import key_line, load_recipe
 
 
 @dataclass
@@ -193,7 +193,9 @@ def recipe_to_argv(argv: list[str]) -> list[str]:
     args = []
     for key, value in recipe.items():
         if key not in names:
-            raise ValueError(f"Unknown key {key!r} in the recipe {argv[0]}{closest(key, names)}: fix or remove it.")
+            raise ValueError(
+                f"Unknown key {key!r} in the recipe {argv[0]}{key_line(path, key)}{closest(key, names)}: fix or remove it."
+            )
         if value is None:
             continue
         if key in RECIPE_PATH_KEYS:

@@ -48,6 +48,13 @@ def twice(path: Path, key, line: int, first: int) -> ValueError:
     return ValueError(f"Recipe {path} line {line}: key {key!r} is given twice (first on line {first}): keep one.")
 
 
+def key_line(path: Path, key: str) -> str:
+    """' line N' where a top-level `key` is first written in the recipe at `path` (JSON or YAML), or ''."""
+    written = re.compile(rf"""(^|[{{,])[ \t]*["']?{re.escape(str(key))}["']?[ \t]*:""", re.MULTILINE)
+    found = written.search(path.read_text(encoding="utf-8"))
+    return f" line {found.string.count(chr(10), 0, found.start()) + 1}" if found else ""
+
+
 def nth_key_line(text: str, key: str, n: int) -> int:
     """The line (from 1) of the `n`-th place where `key` is written as a JSON object key, or 0 if not found."""
     places = list(re.finditer(re.escape(json.dumps(key)) + r"\s*:", text))

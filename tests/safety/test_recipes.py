@@ -1,5 +1,5 @@
 """Recipes: every error in a recipe file is one line naming the file and, where the text has one, the line: a
-syntax error at any line, a key given twice (never the last value kept without a word), a YAML tag that would build
+syntax error at any line, an unknown key, a key given twice (never the last value kept without a word), a YAML tag that would build
 a Python object; an empty recipe or one that is not a mapping is one line too. Only `train` takes a recipe."""
 
 import json
@@ -41,7 +41,7 @@ def refusal(tmp_path, suffix: str, lines: list[str]) -> str:
     path.write_text("\n".join(lines) + "\n")
     result = outcome("train", [str(path)])
     assert result.one_line, result
-    assert f"Recipe {path}" in result.error, result.error
+    assert f"Recipe {path}" in result.error or f"the recipe {path}" in result.error, result.error
     return result.error
 
 
@@ -102,3 +102,16 @@ def test_a_recipe_that_is_not_text_is_one_line(tmp_path):
     path.write_bytes(b"\xff\xfe\x00{")
     result = outcome("train", [str(path)])
     assert result.one_line and "UTF-8" in result.error, result
+
+
+@settings(max_examples=25)
+@given(names=keys, data=st.data(), suffix=st.sampled_from(SUFFIXES))
+def test_an_unknown_key_is_named_with_its_line(tmp_path_factory, names, data, suffix):
+    tmp_path = tmp_path_factory.mktemp("recipe")
+    where = data.draw(st.integers(0, len(names)))
+    pairs = [(key, POOL[key]) for key in names]
+    pairs.insert(where, ("learnig_rate", 0.1))
+    error = refusal(tmp_path, suffix, recipe_lines(pairs, suffix))
+    line = where + 1 + (suffix == ".json")
+    assert "Unknown key 'learnig_rate' in the recipe " in error, error
+    assert f"line {line} (did you mean 'learning_rate'?)" in error, error
