@@ -2,6 +2,7 @@
 
 import difflib
 import json
+import math
 from dataclasses import fields
 
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
@@ -18,7 +19,14 @@ def parse_overrides(text: str | None) -> dict:
             overrides[key] = json.loads(value.lower() if value.lower() in ("true", "false", "null") else value)
         except json.JSONDecodeError:
             overrides[key] = value
+        if any(isinstance(number, float) and not math.isfinite(number) for number in numbers_in(overrides[key])):
+            raise ValueError(f"--config_overrides {key}={value} is not a finite number: give e.g. '{key}=0.1'.")
     return overrides
+
+
+def numbers_in(value) -> list:
+    """The value itself, or the items of a list (`stem_depths=[3,4,9]`), to check each number once."""
+    return list(value) if isinstance(value, list) else [value]
 
 
 # Keys a config may be given besides its dataclass fields: PreTrainedConfig's keyword arguments and properties.

@@ -11,9 +11,12 @@ are combined in float32 either way).
 import argparse
 import sys
 
+from modeling_vit_scratch.common.numbers import Allowed, check_numbers
 from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
 from modeling_vit_scratch.explanation.attention import HEAD_FUSIONS
 from modeling_vit_scratch.explanation.prediction import explain_image
+
+EXPLAIN_LIMITS = {"discard_ratio": Allowed(0, 1, open_high=True, example="0.9")}
 
 
 def main(argv: list[str]) -> None:
@@ -33,6 +36,7 @@ def main(argv: list[str]) -> None:
     )
     args = parser.parse_args(argv)
     try:
+        check_numbers(vars(args), EXPLAIN_LIMITS)
         paths = explain_image(
             args.model, args.image, args.out, args.head_fusion, args.discard_ratio, args.trust_remote_code, args.dtype
         )

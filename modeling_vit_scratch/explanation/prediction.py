@@ -11,6 +11,7 @@ from transformers import AutoImageProcessor, AutoModelForImageClassification
 
 from modeling_vit_scratch.common.dtypes import parse_dtype
 from modeling_vit_scratch.common.folders import check_output_folder, mark_as_ours
+from modeling_vit_scratch.common.images import open_bounded
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
 from modeling_vit_scratch.explanation import attention as explain
@@ -22,11 +23,11 @@ def load_image(source: str) -> Image.Image:
     try:
         if source.startswith(("http://", "https://")):
             with urllib.request.urlopen(source, timeout=30) as response:
-                image = Image.open(io.BytesIO(response.read()))
+                image = open_bounded(io.BytesIO(response.read()), f"Image {source!r}")
         else:
             if not Path(source).is_file():
                 raise FileNotFoundError(f"Image {source!r} does not exist: give an image file or an http(s) URL.")
-            image = Image.open(source)
+            image = open_bounded(source, f"Image {source!r}")
         image.load()
         return image
     except (UnidentifiedImageError, OSError) as error:
@@ -35,6 +36,17 @@ def load_image(source: str) -> Image.Image:
         raise ValueError(
             f"Cannot read {source!r} as an image ({error}): give a PNG, JPEG or other image file."
         ) from None
+
+
+# The most bytes (UTF-8) of a label in a file name: with the rest of the name, far below the 255 a name may take
+LABEL_IN_FILE_NAME = 48
+
+
+def file_name_part(text: str) -> str:
+    """`text` as part of a file name: letters, digits, - and _ kept (others become _), cut to at most
+    `LABEL_IN_FILE_NAME` bytes at a whole character; never a path separator, never empty."""
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in text)
+    return safe.encode()[:LABEL_IN_FILE_NAME].decode(errors="ignore") or "_"
 
 
 def load_model(model_source: str, trust_remote_code: bool = False, dtype: torch.dtype = torch.float32):
@@ -76,11 +88,13 @@ def explain_image(
 ) -> list[Path]:
     """Everything the script does, with the model in `dtype` ("float32" or "bfloat16"); returns the paths of the
     pictures written. `out_dir` is checked first (`check_output_folder`: new, empty or one explain or training wrote;
-    apart from the model and the image; no links), so a refusal costs no loading."""
+    apart from the model and the image; no links), then the image, so a refusal costs no loading."""
     out = check_output_folder(out_dir, "--out", {"--model": model_source, "--image": image_source})
-    model, processor = load_model(model_source, trust_remote_code, parse_dtype(dtype))
+    torch_dtype = parse_dtype(dtype)
+    image = load_image(image_source)  # the image's errors before the model is loaded
+    model, processor = load_model(model_source, trust_remote_code, torch_dtype)
     config = model.config
-    pixel_values, shown = explain.model_inputs(load_image(image_source), processor, config.num_channels)
+    pixel_values, shown = explain.model_inputs(image, processor, config.num_channels)
     pixel_values = pixel_values.to(model.dtype)
     embeddings = model.base_model.embeddings
 
@@ -102,7 +116,7 @@ def explain_image(
     prefix = embeddings.num_prefix_tokens  # the class token's row, patch columns
     per_layer = torch.stack([a[0].float().mean(0)[0, prefix:].reshape(grid) for a in attentions])  # (L, gh, gw)
     label = config.id2label[best]
-    safe_label = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(label))
+    safe_label = file_name_part(str(label))
     cell_size = embeddings.patch_embeddings.cell_size  # pixels per token: the patch size times a stem's stride
     filters = []  # Fig. 7 left: a hybrid's projection reads feature maps, not pixels, so it has no such picture
     if config.stem == "none":

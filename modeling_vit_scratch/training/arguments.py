@@ -1,13 +1,13 @@
 """The command line of `scripts/train.py`: its argument groups, recipes, and the token values it must never leak.
 
 Arguments are those of `ModelArguments`, `DataArguments`, `OutputArguments` and transformers' `TrainingArguments`,
-given on the command line or in a JSON/YAML recipe (`configs/`), matched exactly: an unknown or shortened name is an
-error naming the closest real one, which never echoes the value that follows it (it may be a token). Any value given
+given on the command line or in a JSON/YAML recipe (`configs/`, read strictly by `recipes.py`), matched exactly: an
+unknown or shortened name is an error naming the closest real one, which never echoes the value that follows it (it
+may be a token). Every number is checked against its group's table (`limits.py`) before any group is built. Any value given
 to an argument whose name holds "token" is masked wherever the command is shown.
 """
 
 import difflib
-import json
 import os
 import re
 import shlex
@@ -19,11 +19,14 @@ from typing import Literal
 import torch
 from transformers import HfArgumentParser, TrainingArguments
 
+from modeling_vit_scratch.common.numbers import check_numbers
 from modeling_vit_scratch.common.secrets import MASK, holds_secret, known_secrets, redact
 from modeling_vit_scratch.common.sources import DIGITS
 from modeling_vit_scratch.training.distillation import Distillation
+from modeling_vit_scratch.training.limits import LIMITS
 from modeling_vit_scratch.training.precision import BF16_MIN_SPEEDUP
 from modeling_vit_scratch.training.preflight import DECODE_UP_FRONT_MAX_IMAGES
+from modeling_vit_scratch.training.recipes import key_line, load_recipe
 
 
 @dataclass
@@ -185,23 +188,24 @@ def recipe_to_argv(argv: list[str]) -> list[str]:
         raise FileNotFoundError(
             f"Recipe {argv[0]!r} not found: give a JSON or YAML file such as configs/train_digits.json."
         )
-    if path.suffix == ".json":
-        recipe = json.loads(path.read_text())
-    else:
-        import yaml
-
-        recipe = yaml.safe_load(path.read_text())
+    recipe = load_recipe(path)
     names = argument_names()
     args = []
     for key, value in recipe.items():
         if key not in names:
-            raise ValueError(f"Unknown key {key!r} in the recipe {argv[0]}{closest(key, names)}: fix or remove it.")
+            raise ValueError(
+                f"Unknown key {key!r} in the recipe {argv[0]}{key_line(path, key)}{closest(key, names)}: fix or remove it."
+            )
         if value is None:
             continue
         if key in RECIPE_PATH_KEYS:
             value = path_in_recipe(str(value), path.parent)
-        values = value if isinstance(value, list) else [value]
-        args += [f"--{key}", *(str(v).lower() if isinstance(v, bool) else str(v) for v in values)]
+        written = [
+            str(v).lower() if isinstance(v, bool) else str(v) for v in (value if isinstance(value, list) else [value])
+        ]
+        # a single value that starts with "-" as --key=value, which argparse never reads as an option (-inf)
+        single_dash = not isinstance(value, list) and written[0].startswith("-")
+        args += [f"--{key}={written[0]}"] if single_dash else [f"--{key}", *written]
     return args + argv[1:]
 
 
@@ -218,7 +222,7 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     # Without a GPU (or other accelerator) the CPU is the device: saying so lets `--bf16 true` train under the CPU's
     # autocast, which TrainingArguments refuses unless `use_cpu` is set.
     parser.set_defaults(use_cpu=not torch.accelerator.is_available())
-    *parsed, remaining = parser.parse_args_into_dataclasses(recipe_to_argv(argv), return_remaining_strings=True)
+    namespace, remaining = parser.parse_known_args(recipe_to_argv(argv))
     options = [arg.split("=", 1)[0] for arg in remaining if arg.startswith("-")]
     if options:  # named without the value that follows it, which may be a secret
         known = [f"--{name}" for name in argument_names()]
@@ -232,7 +236,11 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
             "file goes first): fix the command line."
         )
     refuse_misplaced_tokens(recipe_to_argv(argv), command_secrets(argv))
-    return tuple(parsed)
+    values = vars(namespace)
+    check_numbers(values, LIMITS)  # before any group is built: its own checks then see only finite, in-range numbers
+    return tuple(
+        kind(**{item.name: values[item.name] for item in fields(kind) if item.init}) for kind in ARGUMENT_TYPES
+    )
 
 
 ONE_DASH_NAME = re.compile(r"-([A-Za-z][A-Za-z0-9_-]+)(=.*)?")  # `-hub_token`: argparse would read `-h ub_token`

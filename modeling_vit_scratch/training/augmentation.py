@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 import torch
 from torch import nn
-from transformers import Trainer
+
+from modeling_vit_scratch.training.loss_watch import LossWatchingTrainer
 
 
 def per_channel(values, channels: int) -> torch.Tensor:
@@ -95,8 +96,8 @@ class AugmentedViews(torch.utils.data.Dataset):
         return {**row, "pixel_values": pixel_values}
 
 
-class AugmentingTrainer(Trainer):
-    """The `Trainer`, augmenting each training batch on the training device just before the step (`augmentation`:
+class AugmentingTrainer(LossWatchingTrainer):
+    """The `Trainer` (stopped at the first non-finite loss: `loss_watch.py`), augmenting each training batch on the training device just before the step (`augmentation`:
     a `RandomShiftRotate`, or None for none). Evaluation batches are never augmented."""
 
     def __init__(self, *args, augmentation: nn.Module | None = None, **kwargs):

@@ -19,6 +19,7 @@ from datasets import Image as ImageFeature
 from PIL import Image
 from tqdm.auto import tqdm
 
+from modeling_vit_scratch.common.images import ImageTooLarge, open_bounded
 from modeling_vit_scratch.image_processing_vit_scratch import WIDE_MODES, to_model_mode
 
 # Up to this many images are fully decoded before training, above it only opened (file found, header parsed): a
@@ -107,15 +108,16 @@ class ImageCheck:
         return f"Pre-flight: {self.num_images} images {how} in {self.seconds:.1f} s."
 
 
-def open_image(cell: dict) -> Image.Image:
-    """A `{"bytes", "path"}` cell of an undecoded `Image` column -> the opened (not yet decoded) PIL image."""
+def open_image(cell: dict, where: str = "The image") -> Image.Image:
+    """A `{"bytes", "path"}` cell of an undecoded `Image` column -> the opened (not yet decoded) PIL image; one
+    that declares more pixels than allowed is an `ImageTooLarge` naming it as `where`."""
     if cell.get("bytes") is not None:
-        return Image.open(io.BytesIO(cell["bytes"]))
+        return open_bounded(io.BytesIO(cell["bytes"]), where)
     if not cell.get("path"):
         raise ValueError("the row has neither bytes nor a path")
     if not os.path.isfile(cell["path"]):
         raise FileNotFoundError("the file does not exist")
-    return Image.open(cell["path"])
+    return open_bounded(cell["path"], where)
 
 
 def check_images(
@@ -152,13 +154,15 @@ def check_one(cell: dict | None, decode: bool, split_name: str, row: int) -> Non
     if cell is None:
         raise ValueError(f"{where} is missing (an empty cell): remove the row or add its image.")
     try:
-        with open_image(cell) as image:
+        with open_image(cell, where) as image:
             if decode:
                 image.load()
                 if image.mode in WIDE_MODES:
                     to_model_mode(image, 1)
     except FileNotFoundError:
         raise ValueError(f"{where} does not exist: restore the file or remove the row.") from None
+    except ImageTooLarge:
+        raise
     except ValueError as error:  # to_model_mode's refusal, or a cell with no data
         raise ValueError(f"{where} cannot be used ({str(error).rstrip('.')}).") from None
     except Exception as error:  # noqa: BLE001 PIL raises OSError, SyntaxError, struct.error, ... for damaged files

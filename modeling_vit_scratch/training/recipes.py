@@ -1,0 +1,96 @@
+"""A recipe (`configs/train_*.json`, or YAML) read as a mapping of argument names to values, strictly: every error
+is one line naming the file and, where the text has one, the line (a JSON or YAML syntax error, a key given twice,
+a YAML tag that would build a Python object), and an empty recipe or one that is not a mapping is refused."""
+
+import json
+import re
+from pathlib import Path
+
+import yaml
+
+EXAMPLE = 'e.g. {"learning_rate": 0.0003, "num_train_epochs": 10}'
+
+
+def load_recipe(path: Path) -> dict:
+    """The recipe at `path` (.json, .yaml or .yml) as a dict, or a one-line ValueError naming the file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"Recipe {path} is not UTF-8 text ({error.reason}): save it as UTF-8.") from None
+    recipe = load_json(path, text) if path.suffix == ".json" else load_yaml(path, text)
+    if recipe is None or recipe == {}:
+        raise ValueError(f"Recipe {path} is empty: give the arguments as names and values, {EXAMPLE}.")
+    if not isinstance(recipe, dict):
+        raise ValueError(
+            f"Recipe {path} holds a {type(recipe).__name__}, not a mapping of argument names to values: write "
+            f"{EXAMPLE}."
+        )
+    return recipe
+
+
+def load_json(path: Path, text: str) -> dict:
+    def unique(pairs: list[tuple]) -> dict:
+        seen = {}
+        for key, value in pairs:
+            if key in seen:
+                raise twice(path, key, nth_key_line(text, key, 2), nth_key_line(text, key, 1))
+            seen[key] = value
+        return seen
+
+    try:
+        return json.loads(text, object_pairs_hook=unique)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"Recipe {path} line {error.lineno}: {error.msg}: fix the JSON there.") from None
+
+
+def twice(path: Path, key, line: int, first: int) -> ValueError:
+    """The error for a key given twice: a recipe would otherwise keep the last value without a word."""
+    return ValueError(f"Recipe {path} line {line}: key {key!r} is given twice (first on line {first}): keep one.")
+
+
+def key_line(path: Path, key: str) -> str:
+    """' line N' where a top-level `key` is first written in the recipe at `path` (JSON or YAML), or ''."""
+    written = re.compile(rf"""(^|[{{,])[ \t]*["']?{re.escape(str(key))}["']?[ \t]*:""", re.MULTILINE)
+    found = written.search(path.read_text(encoding="utf-8"))
+    return f" line {found.string.count(chr(10), 0, found.start()) + 1}" if found else ""
+
+
+def nth_key_line(text: str, key: str, n: int) -> int:
+    """The line (from 1) of the `n`-th place where `key` is written as a JSON object key, or 0 if not found."""
+    places = list(re.finditer(re.escape(json.dumps(key)) + r"\s*:", text))
+    return text.count("\n", 0, places[n - 1].start()) + 1 if len(places) >= n else 0
+
+
+class DuplicateKey(Exception):
+    """A key given twice in a YAML mapping: the key, its line and the line where it was first given."""
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader (no tag builds a Python object), refusing a key given twice in one mapping: plain YAML
+    keeps the last value without a word."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise DuplicateKey(key, line, seen[key])
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(path: Path, text: str):
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)
+    except DuplicateKey as duplicate:
+        raise twice(path, *duplicate.args) from None
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        problem = " ".join(str(error.problem or error.context).split())
+        if "could not determine a constructor" in problem:
+            problem = f"{problem} (a tag that would build a Python object; a recipe holds plain values)"
+        line = f" line {mark.line + 1}" if mark else ""
+        raise ValueError(f"Recipe {path}{line}: {problem}: fix the YAML there.") from None
+    except yaml.YAMLError as error:
+        raise ValueError(f"Recipe {path}: {' '.join(str(error).split())}: fix the YAML.") from None

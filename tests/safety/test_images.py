@@ -1,0 +1,96 @@
+"""Image files: at every entry point that decodes images (train's pre-flight, explain's --image), an image that
+declares more pixels than PIL's `Image.MAX_IMAGE_PIXELS` (a decompression bomb: a few kB that decode to gigabytes)
+or that cannot be read is one line naming the file, before the model is built or loaded; file names made from a
+label (explain's gradient_rollout_class_LABEL.png) stay short and inside the output folder, whatever the label."""
+
+import shutil
+
+import pytest
+from entry_points import Scenario, outcome
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from PIL import Image
+
+# entry point -> what it does once its images are accepted: reaching it means the image was not refused first
+AFTER_IMAGES = {
+    "train": "modeling_vit_scratch.training.trainer.build_model",
+    "explain": "modeling_vit_scratch.explanation.prediction.load_model",
+}
+
+
+def fail_if_reached(*args, **kwargs):
+    raise AssertionError("the command went on past an image it should refuse")
+
+
+def argv_with_image(scenario: Scenario, name: str, image) -> list[str]:
+    """A working command line of `name` that reads `image` (train: as one more image of a class folder)."""
+    if name == "explain":
+        return ["--model", str(scenario.model()), "--image", str(image), "--out", str(scenario.root / "out")]
+    shutil.copy(image, scenario.images() / "cat" / image.name)
+    return scenario.argv("train", scenario.root / "out")
+
+
+def refusal(monkeypatch, name: str, argv: list[str]) -> str:
+    monkeypatch.setattr(AFTER_IMAGES[name], fail_if_reached)
+    result = outcome(name, argv)
+    assert result.one_line, result
+    return result.error
+
+
+@pytest.mark.parametrize("name", sorted(AFTER_IMAGES))
+@pytest.mark.parametrize(("mode", "side"), [("1", 20000), ("P", 10000)])  # above twice PIL's limit, and just above
+def test_a_decompression_bomb_is_one_line_naming_file_size_and_limit(tmp_path, monkeypatch, name, mode, side):
+    bomb = tmp_path / "bomb.png"
+    Image.new(mode, (side, side)).save(bomb, optimize=True)
+    assert bomb.stat().st_size < 100_000  # a small file that declares a huge image
+    error = refusal(monkeypatch, name, argv_with_image(Scenario(tmp_path), name, bomb))
+    assert "bomb.png" in error and f"{side * side:,} pixels" in error, error
+    assert f"{Image.MAX_IMAGE_PIXELS:,} allowed" in error and "resize it" in error
+
+
+@settings(max_examples=25)
+@given(
+    name=st.sampled_from(sorted(AFTER_IMAGES)),
+    width=st.integers(1, 400),
+    height=st.integers(1, 400),
+    limit=st.integers(1_500, 40_000),  # above the 12x10 images of the scenario's class folders
+)
+def test_any_image_above_the_limit_is_refused_and_none_below(tmp_path_factory, name, width, height, limit):
+    root = tmp_path_factory.mktemp("images")
+    image = root / "picture.png"
+    Image.new("RGB", (width, height)).save(image)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Image, "MAX_IMAGE_PIXELS", limit)
+        patch.setattr(AFTER_IMAGES[name], fail_if_reached)
+        result = outcome(name, argv_with_image(Scenario(root), name, image))
+    if width * height > limit:
+        assert result.one_line and "picture.png" in result.error and f"{limit:,} allowed" in result.error, result
+    else:  # accepted: the command went on to the model
+        assert result.traceback is not None and "went on past an image" in str(result.traceback), result
+
+
+@pytest.mark.parametrize("name", sorted(AFTER_IMAGES))
+@pytest.mark.parametrize("content", [b"", b"not an image at all", b"\x89PNG\r\n\x1a\n" + b"\x00" * 40])
+def test_an_unreadable_image_is_one_line_naming_the_file(tmp_path, monkeypatch, name, content):
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(content)
+    error = refusal(monkeypatch, name, argv_with_image(Scenario(tmp_path), name, broken))
+    assert "broken.png" in error and ("replace" in error or "give a PNG" in error), error
+
+
+@pytest.mark.parametrize("label", ["a" * 240, "é" * 200, "../" * 80, "/etc/passwd", "."])
+def test_a_label_in_a_file_name_is_short_and_stays_in_the_output_folder(tmp_path, label):
+    scenario = Scenario(tmp_path)
+    model = scenario.model()
+    config = model / "config.json"
+    text = config.read_text()
+    for index in range(3):  # every class has the label (and its index), so the top class surely does
+        text = text.replace(f'"LABEL_{index}"', f'"{label.replace(chr(92), "")}{index}"')
+    config.write_text(text)
+    out = tmp_path / "out"
+    result = outcome("explain", ["--model", str(model), "--image", str(scenario.picture()), "--out", str(out)])
+    assert result.code == 0, result
+    written = [path for path in tmp_path.rglob("*.png") if path.parent != tmp_path]
+    assert {path.parent for path in written} == {out}
+    rollout = [path.name for path in written if path.name.startswith("gradient_rollout_class_")]
+    assert len(rollout) == 1 and len(rollout[0].encode()) <= 100, rollout
