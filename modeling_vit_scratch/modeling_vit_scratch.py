@@ -207,16 +207,18 @@ def cpu_bf16_units() -> str:
 
 def attention_kernel(device_type: str, dtype: torch.dtype, needs_grad: bool, bf16_units: str) -> str:
     """The faster kernel for an "sdpa" model: "fused" (torch's scaled_dot_product_attention) or "explicit"
-    (`eager_attention_forward`). Timings behind each row: docs/performance.md, "The attention kernel".
+    (`eager_attention_forward`, whose two bf16 matrix products run on the CPU's bf16 units). Timings behind each
+    row: docs/performance.md, "The attention kernel".
 
-    | device    | dtype                    | gradients | CPU's bf16 units     | kernel   |
-    | not a CPU | any                      | either    |                      | fused    |
-    | CPU       | float32, float16         | either    | any                  | fused    |
-    | CPU       | bfloat16                 | no        | amx                  | fused    |
-    | CPU       | bfloat16                 | yes       | amx                  | explicit |
-    | CPU       | bfloat16                 | either    | avx512_bf16, none    | explicit |
+    | device    | dtype            | gradients | CPU's bf16 units         | kernel   |
+    | not a CPU | any              | either    |                          | fused    |
+    | CPU       | float32, float16 | either    | any                      | fused    |
+    | CPU       | bfloat16         | no        | amx                      | fused    |
+    | CPU       | bfloat16         | yes       | amx                      | explicit |
+    | CPU       | bfloat16         | either    | avx512_bf16              | explicit |
+    | CPU       | bfloat16         | either    | none (bf16 is emulated)  | fused    |
     """
-    if device_type != "cpu" or dtype != torch.bfloat16:
+    if device_type != "cpu" or dtype != torch.bfloat16 or bf16_units == "none":
         return "fused"
     return "fused" if bf16_units == "amx" and not needs_grad else "explicit"
 

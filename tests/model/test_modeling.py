@@ -109,13 +109,13 @@ class FusedAttentionCalls(torch.overrides.TorchFunctionMode):
         ("cpu", torch.bfloat16, True, "amx", "explicit"),
         ("cpu", torch.bfloat16, False, "avx512_bf16", "explicit"),
         ("cpu", torch.bfloat16, True, "avx512_bf16", "explicit"),
-        ("cpu", torch.bfloat16, False, "none", "explicit"),
-        ("cpu", torch.bfloat16, True, "none", "explicit"),
+        ("cpu", torch.bfloat16, False, "none", "fused"),
+        ("cpu", torch.bfloat16, True, "none", "fused"),
     ],
 )
 def test_attention_kernel_follows_the_device_dtype_direction_and_cpu(device, dtype, needs_grad, units, expected):
-    """The rule's table (attention_kernel's docstring): fused everywhere but bf16 on a CPU, where AMX runs the fused
-    kernel for inference only and CPUs without AMX run the explicit path both ways."""
+    """The rule's table (attention_kernel's docstring): fused everywhere but bf16 on a CPU with bf16 units, where AMX
+    runs the fused kernel for inference only and AVX-512 BF16 runs the explicit path both ways."""
     assert attention_kernel(device, dtype, needs_grad, units) == expected
 
 
@@ -173,11 +173,11 @@ def test_training_on_amx_backpropagates_through_the_explicit_path(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("implementation", "units", "expected_calls"), [("eager", "amx", 0), ("fused_sdpa", "none", 2)]
+    ("implementation", "units", "expected_calls"), [("eager", "amx", 0), ("fused_sdpa", "avx512_bf16", 2)]
 )
 def test_attn_implementation_overrides_the_rule(monkeypatch, implementation, units, expected_calls):
     """ "eager" forces the explicit path (even for bf16 inference on AMX); transformers' SDPA function registered under
-    another name in transformers' AttentionInterface forces the fused kernel (even in bf16 without AMX)."""
+    another name in transformers' AttentionInterface forces the fused kernel (even in bf16 on AVX-512 BF16)."""
     monkeypatch.setitem(AttentionInterface._global_mapping, "fused_sdpa", sdpa_attention_forward)
     calls, logits, expected, model, _ = run_with_faked_cpu(
         monkeypatch, units, "bf16-weights", "inference", implementation
