@@ -193,8 +193,9 @@ def eager_attention_forward(
 
 @functools.cache
 def probe_cpu_bf16_units() -> str:
-    """The CPU's bf16 matrix units as torch reads them, once: "amx" (AMX tiles), "avx512_bf16", or "none" (bf16
-    products are emulated, as on AVX2-only CPUs). torch's probes are private: a torch without them reads "none"."""
+    """The CPU's bf16 matrix units as torch reads them, once: "amx" (AMX tiles), "avx512_bf16", or "none" (no bf16
+    instructions: AVX2-only CPUs emulate bf16 products). torch's probes are private: a torch without them reads
+    "none"."""
     has = lambda probe: bool(getattr(torch.cpu, probe, lambda: False)())
     return "amx" if has("_is_amx_tile_supported") else "avx512_bf16" if has("_is_avx512_bf16_supported") else "none"
 
@@ -216,7 +217,7 @@ def attention_kernel(device_type: str, dtype: torch.dtype, needs_grad: bool, bf1
     | CPU       | bfloat16         | no        | amx                      | fused    |
     | CPU       | bfloat16         | yes       | amx                      | explicit |
     | CPU       | bfloat16         | either    | avx512_bf16              | explicit |
-    | CPU       | bfloat16         | either    | none (bf16 is emulated)  | fused    |
+    | CPU       | bfloat16         | either    | none                     | fused    |
     """
     if device_type != "cpu" or dtype != torch.bfloat16 or bf16_units == "none":
         return "fused"
