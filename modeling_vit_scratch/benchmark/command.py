@@ -19,8 +19,8 @@ inference, weights loaded in bf16 (`dtype=torch.bfloat16`); with `--int8`, also 
 (torchao, through `from_pretrained(..., quantization_config=TorchAoConfig(...))`). Reported: throughput (the
 fastest chunk of a round; median and min-max over rounds); the median over rounds of each round's ratio to
 transformers' ViT with SDPA (its default) in the same precision, for ours also to the fastest of transformers' eager
-ViT and timm, and of each bf16 or int8 variant to the same implementation in float32, where a round's ratio pairs each chunk with the reference's chunk
-timed next to it; the model's matrix-multiply FLOP/s (`forward_flops`) as a fraction of what a large matrix product
+ViT and timm, and of each bf16 or int8 variant to the same implementation in float32, where a round's ratio pairs
+each chunk with the reference's chunk timed next to it; the model's matrix-multiply FLOP/s (`forward_flops`) as a fraction of what a large matrix product
 reaches in the same dtype on the same machine, measured at the start of the run (`--matmul_size`; on a CPU that
 emulates bf16, a warning line, a smaller product and no share for its rows); then, for the bars given
 (--min_speedup_vs_sdpa, --min_speedup_vs_fastest, --max_memory_ratio; none by default), whether ours meets them.

@@ -56,8 +56,8 @@ def make_step(model, images, labels, mode: str, precision: str = "float32"):
 def build_for(implementation: str, config: dict, precision: str, device: torch.device):
     """The model of `implementation` at `config` on `device` as `precision` wants it: in bf16 for bf16 weights,
     with int8 linear layers for int8 (`to_int8`), else in float32."""
-    model = build(implementation, config, weights_dtype(precision)).to(device)
-    return to_int8(model) if precision == INT8 else model
+    model = build(implementation, config, weights_dtype(precision))
+    return (to_int8(model) if precision == INT8 else model).to(device)
 
 
 def inputs_for(config: dict, batch: int, device, dtype: torch.dtype | None = None):
