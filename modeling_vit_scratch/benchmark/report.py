@@ -200,12 +200,12 @@ def machine_name() -> str:
 
 
 def cpu_flags_text(flags: list[str] | None) -> str:
-    """Which of MATRIX_FLAGS the CPU has and which it lacks, e.g. "CPU flags avx2 avx512_bf16; without amx_tile"."""
+    """Which of MATRIX_FLAGS the CPU has and which it lacks, e.g. "flags avx2 avx512_bf16; without amx_tile"."""
     if flags is None:
-        return "CPU flags unknown (no /proc/cpuinfo)"
+        return "flags unknown: no /proc/cpuinfo"
     has = [flag for flag in MATRIX_FLAGS if flag in flags]
     lacks = [flag for flag in MATRIX_FLAGS if flag not in flags]
-    return f"CPU flags {' '.join(has) or 'none of ' + ' '.join(MATRIX_FLAGS)}" + (
+    return f"flags {' '.join(has) or 'none of ' + ' '.join(MATRIX_FLAGS)}" + (
         f"; without {' '.join(lacks)}" if has and lacks else ""
     )
 
