@@ -12,6 +12,7 @@ feature map into patches. Only torch, transformers' public API and the sibling f
 travel with a saved model and load with `trust_remote_code=True` where this package is not installed.
 """
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -22,11 +23,13 @@ from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPooling, ImageClassifierOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.utils import ModelOutput
+from transformers.utils import ModelOutput, logging
 
 from .configuration_vit_scratch import ViTScratchConfig, auto_map_entry, to_pair
 from .loading_vit_scratch import checked_loading
 from .stems_vit_scratch import ViTScratchStemConv2d, build_stem
+
+logger = logging.get_logger(__name__)
 
 
 def sincos_position_table(grid_size: tuple[int, int], dim: int, num_prefix_tokens: int = 1) -> torch.Tensor:
@@ -188,15 +191,57 @@ def eager_attention_forward(
     return torch.matmul(dropped, value).transpose(1, 2), weights
 
 
+@functools.cache
+def probe_cpu_bf16_units() -> str:
+    """The CPU's bf16 matrix units as torch reads them, once: "amx" (AMX tiles), "avx512_bf16", or "none" (no bf16
+    instructions: AVX2-only CPUs emulate bf16 products). torch's probes are private: a torch without them reads
+    "none"."""
+    has = lambda probe: bool(getattr(torch.cpu, probe, lambda: False)())
+    return "amx" if has("_is_amx_tile_supported") else "avx512_bf16" if has("_is_avx512_bf16_supported") else "none"
+
+
+@torch.compiler.assume_constant_result
+def cpu_bf16_units() -> str:
+    """`probe_cpu_bf16_units()`, a constant to torch.compile (which would not trace the probe or its cache)."""
+    return probe_cpu_bf16_units()
+
+
+def attention_kernel(device_type: str, dtype: torch.dtype, needs_grad: bool, bf16_units: str) -> str:
+    """The faster kernel for an "sdpa" model: "fused" (torch's scaled_dot_product_attention) or "explicit"
+    (`eager_attention_forward`, whose two bf16 matrix products run on the CPU's bf16 units). Timings behind each
+    row: docs/performance.md, "The attention kernel".
+
+    | device    | dtype            | gradients | CPU's bf16 units         | kernel   |
+    | not a CPU | any              | either    |                          | fused    |
+    | CPU       | float32, float16 | either    | any                      | fused    |
+    | CPU       | bfloat16         | no        | amx                      | fused    |
+    | CPU       | bfloat16         | yes       | amx                      | explicit |
+    | CPU       | bfloat16         | either    | avx512_bf16              | explicit |
+    | CPU       | bfloat16         | either    | none                     | fused    |
+    """
+    if device_type != "cpu" or dtype != torch.bfloat16 or bf16_units == "none":
+        return "fused"
+    return "fused" if bf16_units == "amx" and not needs_grad else "explicit"
+
+
+@functools.cache
+def log_kernel_choice(kernel: str, device_type: str, dtype: torch.dtype, needs_grad: bool, bf16_units: str) -> None:
+    """One debug line per choice, so that a user can see which attention kernel runs (and why)."""
+    direction = "training (gradients)" if needs_grad else "inference"
+    units = f", CPU bf16 units: {bf16_units}" if device_type == "cpu" else ""
+    logger.debug(f"sdpa attention on {device_type} in {dtype} for {direction}{units}: the {kernel} kernel")
+
+
 class ViTScratchAttention(nn.Module):
     """Eq. 2, multi-head self-attention: (batch, tokens, D) -> (batch, queries, D) and the weights or None.
 
     One fused projection makes queries, keys and values. Every token is a query unless `queries` picks some (the
     last block of a classifier needs the class token's only). The kernel comes from transformers'
-    `attn_implementation` ("sdpa" by default, "eager" for the explicit path above); the explicit path runs instead
-    when the attention weights are asked for (fused kernels do not return them) and for "sdpa" in bf16 on a CPU,
-    where two bf16 matrix products and a softmax beat torch's fused CPU kernel, forward and backward (in float16 the
-    fused kernel wins; timings in docs/performance.md).
+    `attn_implementation`: "eager" runs the explicit path above; "sdpa" (the default) runs the faster of torch's
+    fused kernel and the explicit path for the device, dtype, direction and CPU (`attention_kernel`); any other
+    registered name runs as registered (register transformers' `sdpa_attention_forward` under a new name to force
+    the fused kernel). The explicit path also runs when the attention weights are asked for (fused kernels do not
+    return them).
     """
 
     def __init__(self, config: ViTScratchConfig):
@@ -214,9 +259,16 @@ class ViTScratchAttention(nn.Module):
     def kernel(self, query: torch.Tensor, output_attentions: bool):
         """The attention function for this call (see the class docstring)."""
         implementation = self.config._attn_implementation
-        bf16_on_cpu = query.device.type == "cpu" and query.dtype == torch.bfloat16
-        if output_attentions or (implementation == "sdpa" and bf16_on_cpu):
+        if output_attentions:
             return eager_attention_forward
+        if implementation == "sdpa":
+            # the query needs a gradient only where a backward follows: never under no_grad or for a frozen model
+            choice = (query.device.type, query.dtype, query.requires_grad, cpu_bf16_units())
+            kernel = attention_kernel(*choice)
+            if not torch.compiler.is_compiling():
+                log_kernel_choice(kernel, *choice)
+            if kernel == "explicit":
+                return eager_attention_forward
         return ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
 
     def forward(self, hidden_states: torch.Tensor, output_attentions: bool = False, queries: slice = slice(None)):

@@ -3,6 +3,7 @@
     python scripts/benchmark.py                       # digits, digits-plain and tiny224: 5 rounds, inference, training
     python scripts/benchmark.py --configs digits-plain mnist28 tiny224 base224 --rounds 7 --json results.json
     python scripts/benchmark.py --configs base224 --modes inference --dtype bfloat16
+    python scripts/benchmark.py --configs digits tiny224 --modes inference --int8   # float32, bf16 and int8 rows
     python scripts/benchmark.py --configs tiny224 --dtype float32 --implementations vit_scratch vit_scratch-compiled transformers-sdpa
     python scripts/benchmark.py --end_to_end configs/train_digits.json --rounds 3   # the data path's cost
 
@@ -14,11 +15,12 @@ Every measurement runs in its own subprocess (a fresh allocator, no warm caches 
 each round every implementation gets a fresh process; their timed chunks are interleaved (A B C D, D C B A, ...), so
 a slow spell of the machine hits all of them. Each precision asked for (`--dtype`, float32 and bfloat16 by default)
 is a variant of each implementation in the same rounds: float32; bf16 autocast (inference and training); and, for
-inference, weights loaded in bf16 (`dtype=torch.bfloat16`). Reported: throughput (the fastest chunk of a round;
-median and min-max over rounds); the median over rounds of each round's ratio to transformers' ViT with SDPA (its
-default) in the same precision, for ours also to the fastest of transformers' eager ViT and timm, and of each bf16
-variant to the same implementation in float32, where a round's ratio pairs each chunk with the reference's chunk
-timed next to it; the model's matrix-multiply FLOP/s (`forward_flops`) as a fraction of what a large matrix product
+inference, weights loaded in bf16 (`dtype=torch.bfloat16`); with `--int8`, also inference with int8 linear layers
+(torchao, through `from_pretrained(..., quantization_config=TorchAoConfig(...))`). Reported: throughput (the
+fastest chunk of a round; median and min-max over rounds); the median over rounds of each round's ratio to
+transformers' ViT with SDPA (its default) in the same precision, for ours also to the fastest of transformers' eager
+ViT and timm, and of each bf16 or int8 variant to the same implementation in float32, where a round's ratio pairs
+each chunk with the reference's chunk timed next to it; the model's matrix-multiply FLOP/s (`forward_flops`) as a fraction of what a large matrix product
 reaches in the same dtype on the same machine, measured at the start of the run (`--matmul_size`; on a CPU that
 emulates bf16, a warning line, a smaller product and no share for its rows); then, for the bars given
 (--min_speedup_vs_sdpa, --min_speedup_vs_fastest, --max_memory_ratio; none by default), whether ours meets them.
@@ -40,6 +42,7 @@ them (`make train` uses OMP_NUM_THREADS=1).
 """
 
 import argparse
+import importlib.util
 import json
 import sys
 import time
@@ -112,6 +115,12 @@ def main_parser() -> argparse.ArgumentParser:
         "--dtype",
         default="float32,bfloat16",
         help="comma-separated: float32 measures float32; bfloat16 bf16 autocast and (inference) bf16 weights",
+    )
+    parser.add_argument(
+        "--int8",
+        action="store_true",
+        help="also measure inference with int8 linear layers (torchao's dynamic int8 activations and int8 weights, "
+        "loaded through from_pretrained's quantization_config; needs the int8 extra)",
     )
     parser.add_argument(
         "--matmul_size",
@@ -194,6 +203,8 @@ def main(argv: list[str]) -> None:
         args.dtypes = parse_dtypes(args.dtype)
     except ValueError as error:
         sys.exit(f"error: --dtype: {error}")
+    if args.int8 and importlib.util.find_spec("torchao") is None:
+        sys.exit("error: --int8 needs torchao, which is not installed: pip install 'vit-scratch[int8]'.")
     run_measurements(args, argv)
 
 

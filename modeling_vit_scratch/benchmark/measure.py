@@ -173,7 +173,7 @@ def benchmark(args) -> list[dict]:
     for config_name in args.configs:
         config = CONFIGS[config_name]
         for mode in modes_for(config, args):
-            precisions = precisions_for(mode, args.dtypes)
+            precisions = precisions_for(mode, args.dtypes, args.int8)
             implementations = [name for name in args.implementations if builds(name, config)]
             variants = [(name, precision) for precision in precisions for name in implementations]
             for batch in (args.batch or config["batch"]) if mode == "inference" else [config["train_batch"]]:

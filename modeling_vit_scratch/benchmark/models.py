@@ -12,6 +12,7 @@ implementations build, so that our model is judged against transformers' ViT at 
 ResNet stem name their timm model (`timm_model`), which transformers cannot build either.
 """
 
+import tempfile
 from functools import partial
 
 import torch
@@ -131,9 +132,11 @@ BASELINE = "transformers-sdpa"  # transformers' ViT as a user gets it by default
 PEERS = ("transformers-eager", "timm")  # the fastest of these, round by round, is the other bar
 MODES = ("inference", "train")
 # How a step computes: in float32; under bf16 autocast (float32 weights, matrix products in bf16); with the weights
-# loaded in bf16 (inference only: training needs float32 master weights)
+# loaded in bf16 (inference only: training needs float32 master weights); with int8 weights and dynamic int8
+# activations in the linear layers (torchao, inference only, on request: --int8)
 PRECISIONS = ("float32", "bf16-autocast", "bf16-weights")
-DTYPE_OF = {"float32": torch.float32, "bf16-autocast": torch.bfloat16, "bf16-weights": torch.bfloat16}
+INT8 = "int8"
+DTYPE_OF = {"float32": torch.float32, "bf16-autocast": torch.bfloat16, "bf16-weights": torch.bfloat16, INT8: torch.int8}
 NUM_LABELS = 10
 
 
@@ -248,10 +251,35 @@ def weights_dtype(precision: str) -> torch.dtype | None:
     return torch.bfloat16 if precision == "bf16-weights" else None
 
 
-def precisions_for(mode: str, dtypes: list[torch.dtype]) -> list[str]:
-    """The precisions measured for `mode` and the dtypes asked for: bf16 weights for inference only."""
-    wanted = [p for p in PRECISIONS if DTYPE_OF[p] in dtypes]
-    return [p for p in wanted if not (mode == "train" and p == "bf16-weights")]
+def precisions_for(mode: str, dtypes: list[torch.dtype], int8: bool = False) -> list[str]:
+    """The precisions measured for `mode`, the dtypes asked for and `int8`: bf16 weights and int8 for inference
+    only."""
+    wanted = [p for p in PRECISIONS if DTYPE_OF[p] in dtypes] + ([INT8] if int8 else [])
+    return [p for p in wanted if not (mode == "train" and p in ("bf16-weights", INT8))]
+
+
+def int8_config():
+    """torchao's dynamic int8 activations and int8 weights, per row (transformers' and torchao's name for it:
+    `Int8DynamicActivationInt8WeightConfig`)."""
+    from torchao.quantization import Int8DynamicActivationInt8WeightConfig
+
+    return Int8DynamicActivationInt8WeightConfig()
+
+
+def to_int8(model):
+    """`model` with its linear layers in int8, as a user gets it: a transformers model (ours, transformers' ViT)
+    saved and loaded back through `from_pretrained(folder, quantization_config=TorchAoConfig(...))`, timm's through
+    torchao's `quantize_`, which that route calls."""
+    from transformers import PreTrainedModel, TorchAoConfig
+
+    if not isinstance(model, PreTrainedModel):
+        from torchao.quantization import quantize_
+
+        quantize_(model, int8_config())
+        return model
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(folder)
+        return type(model).from_pretrained(folder, quantization_config=TorchAoConfig(int8_config()))
 
 
 def modes_for(config: dict, args) -> list[str]:

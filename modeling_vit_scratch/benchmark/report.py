@@ -8,9 +8,13 @@ from pathlib import Path
 
 import torch
 
-from modeling_vit_scratch.training.precision import cpu_bf16_flags
+from modeling_vit_scratch.training.precision import cpu_flags
 
 from .models import BASELINE, DTYPE_OF, OURS, PEERS
+
+# The CPU flags that decide which precision and attention kernel is fast (docs/performance.md): vector width, bf16
+# and int8 dot products, and Intel's AMX matrix units. The header names those the CPU has and those it lacks.
+MATRIX_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8")
 
 
 def speed_ratio(sample: dict, reference_chunk_seconds: list[float]) -> float:
@@ -195,6 +199,17 @@ def machine_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_flags_text(flags: list[str] | None) -> str:
+    """Which of MATRIX_FLAGS the CPU has and which it lacks, e.g. "flags avx2 avx512_bf16; without amx_tile"."""
+    if flags is None:
+        return "flags unknown: no /proc/cpuinfo"
+    has = [flag for flag in MATRIX_FLAGS if flag in flags]
+    lacks = [flag for flag in MATRIX_FLAGS if flag not in flags]
+    return f"flags {' '.join(has) or 'none of ' + ' '.join(MATRIX_FLAGS)}" + (
+        f"; without {' '.join(lacks)}" if has and lacks else ""
+    )
+
+
 def machine_header(args, matmul_rates: dict[str, float], sizes: dict[str, int]) -> str:
     """The first line of a measurement's report: the machine, its matmul rates (`args.matmul_rates` holds those
     that the rows are set against) and how the run measured."""
@@ -208,7 +223,7 @@ def machine_header(args, matmul_rates: dict[str, float], sizes: dict[str, int]) 
     return (
         f"{machine_name()}, {os.cpu_count()} cores, torch {torch.__version__}, "
         f"{'CUDA ' + torch.cuda.get_device_name() if on_cuda else 'CPU'}"
-        f"{'' if on_cuda else ' (bf16 units: ' + (', '.join(cpu_bf16_flags()) or 'none') + ')'}, "
+        f"{'' if on_cuda else ' (' + cpu_flags_text(cpu_flags()) + ')'}, "
         f"matmul {rates}, "
         f"{'torch.compile (not timed), ' if args.compile else ''}"
         f"{args.rounds} rounds of {args.chunks} interleaved chunks of >= {args.chunk_seconds} s, "

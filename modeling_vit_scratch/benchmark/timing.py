@@ -10,7 +10,7 @@ import torch
 
 from modeling_vit_scratch.training.precision import synchronize
 
-from .models import CONFIGS, NUM_LABELS, build, forward_flops, stem_stride, weights_dtype
+from .models import CONFIGS, INT8, NUM_LABELS, build, forward_flops, stem_stride, to_int8, weights_dtype
 
 MATMUL_REPEATS = 5
 # Peak dense bf16 throughput (FLOP/s) of common GPUs, as their makers give it, for the model FLOP utilisation of
@@ -51,6 +51,13 @@ def make_step(model, images, labels, mode: str, precision: str = "float32"):
         optimizer.zero_grad(set_to_none=True)
 
     return step
+
+
+def build_for(implementation: str, config: dict, precision: str, device: torch.device):
+    """The model of `implementation` at `config` on `device` as `precision` wants it: in bf16 for bf16 weights,
+    with int8 linear layers for int8 (`to_int8`), else in float32."""
+    model = build(implementation, config, weights_dtype(precision))
+    return (to_int8(model) if precision == INT8 else model).to(device)
 
 
 def inputs_for(config: dict, batch: int, device, dtype: torch.dtype | None = None):
@@ -107,12 +114,12 @@ class Measurement:
             torch._inductor.config.freezing = mode == "inference" and self.device.type == "cpu"
         prepared = torch.compile if compile_model else lambda model: model
         # the tiny model is compiled too, so that the compiler's own memory is in the baseline, not in the peak
-        tiny_model = prepared(build(implementation, tiny, dtype).to(self.device))
+        tiny_model = prepared(build_for(implementation, tiny, precision, self.device))
         make_step(tiny_model, *inputs_for(tiny, 2, self.device, dtype), mode, precision)()
         self.baseline = 0 if self.device.type == "cuda" else peak_memory_bytes(self.device)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        self.model = build(implementation, self.config, dtype).to(self.device)
+        self.model = build_for(implementation, self.config, precision, self.device)
         model = prepared(self.model)
         self.step = make_step(model, *inputs_for(self.config, batch, self.device, dtype), mode, precision)
         if compile_model:

@@ -2,6 +2,7 @@
 its ratios chunk by chunk. No timing is asserted here: speed lives in the benchmark's own runs, these tests check
 that what it compares and reports is right."""
 
+import importlib.util
 import json
 import statistics
 
@@ -450,3 +451,81 @@ def test_table_shows_the_precision_the_speed_up_over_float32_and_the_share_of_th
     table = report.markdown([{**row, **summary, "achieved_tflops": 0.5741, "matmul_fraction": 0.7834}])
     assert "| digits | inference | bf16-weights | 1 | vit_scratch |" in table
     assert table.splitlines()[2].endswith("| 2.50x | 0.574 | 78% |")
+
+
+def test_int8_is_an_inference_precision_measured_on_request():
+    assert models.precisions_for("inference", [torch.float32], int8=True) == ["float32", "int8"]
+    assert models.precisions_for("inference", [torch.float32, torch.bfloat16]) == [
+        "float32",
+        "bf16-autocast",
+        "bf16-weights",
+    ]
+    assert models.precisions_for("train", [torch.float32], int8=True) == ["float32"]  # int8 does not train
+    assert command.main_parser().parse_args(["--int8"]).int8 and not command.main_parser().parse_args([]).int8
+
+
+@pytest.mark.parametrize(
+    "implementation", ["vit_scratch", "transformers-sdpa", pytest.param("timm", marks=pytest.mark.timm)]
+)
+def test_an_int8_measurement_runs_int8_linear_layers_loaded_as_a_user_loads_them(implementation):
+    """ours and transformers' ViT through from_pretrained's quantization_config, timm's through torchao's quantize_:
+    every linear layer holds int8 weights, and the step runs on float32 images."""
+    pytest.importorskip("torchao", reason="the int8 rows need torchao: pip install 'vit-scratch[int8]'")
+    measurement = timing.Measurement(implementation, "digits-plain", "inference", batch=4, precision="int8")
+    linears = [module for module in measurement.model.modules() if isinstance(module, torch.nn.Linear)]
+    assert linears and all(type(linear.weight).__name__ == "Int8Tensor" for linear in linears)
+    measurement.warm_up(warmup=1, min_steps=1, chunk_seconds=0.0)
+    result = measurement.report(measurement.chunk())
+    assert result["images_per_second"] > 0
+
+
+def test_int8_without_torchao_is_one_line_before_any_measurement(monkeypatch, capsys):
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torchao" else find_spec(name, *a)
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        command.main(["--int8", "--configs", "digits-plain"])
+    assert exit_info.value.code == (
+        "error: --int8 needs torchao, which is not installed: pip install 'vit-scratch[int8]'."
+    )
+    assert capsys.readouterr().out == ""  # refused before any measurement
+
+
+CPU_FLAG_LINES = {  # the matrix flags of three CPUs as /proc/cpuinfo lists them, among others
+    "AVX2 only": ["fpu", "avx", "avx2", "fma"],
+    "Zen 4": ["avx2", "avx512f", "avx512_bf16", "avx512_vnni"],
+    "Sapphire Rapids": [
+        "avx2",
+        "avx512f",
+        "avx512_bf16",
+        "avx512_vnni",
+        "avx_vnni",
+        "amx_bf16",
+        "amx_tile",
+        "amx_int8",
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("cpu", "expected"),
+    [
+        ("AVX2 only", "flags avx2; without avx512f avx512_bf16 avx512_vnni avx_vnni amx_tile amx_bf16 amx_int8"),
+        ("Zen 4", "flags avx2 avx512f avx512_bf16 avx512_vnni; without avx_vnni amx_tile amx_bf16 amx_int8"),
+        ("Sapphire Rapids", "flags avx2 avx512f avx512_bf16 avx512_vnni avx_vnni amx_tile amx_bf16 amx_int8"),
+    ],
+)
+def test_the_header_names_the_cpu_flags_that_choose_the_precision_and_kernel(monkeypatch, cpu, expected):
+    """So that a reader can tell which table matches their machine: what the CPU has and what it lacks."""
+    assert report.cpu_flags_text(CPU_FLAG_LINES[cpu]) == expected
+    monkeypatch.setattr(report, "cpu_flags", lambda: CPU_FLAG_LINES[cpu])
+    monkeypatch.setattr(report.torch.cuda, "is_available", lambda: False)
+    args = command.main_parser().parse_args([])
+    args.matmul_rates = {"float32": 1e11}
+    assert f"CPU ({expected}), matmul float32" in report.machine_header(args, {"float32": 1e11}, {"float32": 4096})
+
+
+def test_a_machine_without_proc_cpuinfo_says_its_flags_are_unknown():
+    assert report.cpu_flags_text(None) == "flags unknown: no /proc/cpuinfo"
+    assert report.cpu_flags_text(["neon"]).startswith("flags none of avx2 ")

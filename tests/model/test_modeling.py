@@ -1,8 +1,12 @@
 """Tests that mirror modeling_vit_scratch.py, module by module, on tiny odd-sized configs."""
 
+import logging
+
 import pytest
 import torch
 from helpers import run_fresh, tiny_config
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from modeling_vit_scratch import (
     ViTScratchConfig,
@@ -11,10 +15,15 @@ from modeling_vit_scratch import (
     ViTScratchImageProcessor,
     ViTScratchModel,
 )
+from modeling_vit_scratch import modeling_vit_scratch as modeling
 from modeling_vit_scratch.modeling_vit_scratch import (
     ViTScratchAttention,
     ViTScratchDropPath,
     ViTScratchPatchEmbeddings,
+    attention_kernel,
+    cpu_bf16_units,
+    log_kernel_choice,
+    probe_cpu_bf16_units,
     sincos_position_table,
     truncated_normal_,
 )
@@ -84,27 +93,111 @@ class FusedAttentionCalls(torch.overrides.TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-@pytest.mark.parametrize("precision", ["bf16-weights", "bf16-autocast", "float32"])
-def test_sdpa_model_runs_the_matrix_product_path_in_bf16_on_cpu(config, precision):
-    """torch's fused CPU kernel is the slower one in bf16 (class docstring); in float32 it stays, and either way the
-    sdpa model computes what the eager one does."""
+@pytest.mark.parametrize(
+    ("device", "dtype", "needs_grad", "units", "expected"),
+    [
+        ("cuda", torch.bfloat16, False, "none", "fused"),
+        ("cuda", torch.bfloat16, True, "avx512_bf16", "fused"),
+        ("mps", torch.float16, True, "none", "fused"),
+        *[
+            ("cpu", dtype, grad, units, "fused")
+            for dtype in (torch.float32, torch.float16)
+            for grad in (False, True)
+            for units in ("none", "avx512_bf16", "amx")
+        ],
+        ("cpu", torch.bfloat16, False, "amx", "fused"),
+        ("cpu", torch.bfloat16, True, "amx", "explicit"),
+        ("cpu", torch.bfloat16, False, "avx512_bf16", "explicit"),
+        ("cpu", torch.bfloat16, True, "avx512_bf16", "explicit"),
+        ("cpu", torch.bfloat16, False, "none", "fused"),
+        ("cpu", torch.bfloat16, True, "none", "fused"),
+    ],
+)
+def test_attention_kernel_follows_the_device_dtype_direction_and_cpu(device, dtype, needs_grad, units, expected):
+    """The rule's table (attention_kernel's docstring): fused everywhere but bf16 on a CPU with bf16 units, where AMX
+    runs the fused kernel for inference only and AVX-512 BF16 runs the explicit path both ways."""
+    assert attention_kernel(device, dtype, needs_grad, units) == expected
+
+
+def test_cpu_bf16_units_reads_the_cpu_once_through_torch():
+    assert cpu_bf16_units() in ("amx", "avx512_bf16", "none")
+    assert cpu_bf16_units() == probe_cpu_bf16_units() and probe_cpu_bf16_units.cache_info().currsize == 1
+
+
+def run_with_faked_cpu(monkeypatch, units, precision, direction, implementation="sdpa"):
+    """(fused-kernel calls, logits, the eager model's logits, the model, the eager model) for a model run as
+    `precision` in `direction` on a CPU whose bf16 units read `units`; the eager model holds the same weights."""
+    monkeypatch.setattr(modeling, "cpu_bf16_units", lambda: units)
     eager = ViTScratchForImageClassification(tiny_config(attn_implementation="eager")).eval()
-    sdpa = ViTScratchForImageClassification(tiny_config(attn_implementation="sdpa")).eval()
-    sdpa.load_state_dict(eager.state_dict())
-    if precision == "bf16-weights":
-        eager, sdpa = eager.to(torch.bfloat16), sdpa.to(torch.bfloat16)
-    pixel_values = images(config, batch=4)
+    model = ViTScratchForImageClassification(tiny_config(attn_implementation=implementation)).eval()
+    model.load_state_dict(eager.state_dict())
+    weights = {"bf16-weights": torch.bfloat16, "float16": torch.float16}.get(precision)
+    if weights:
+        eager, model = eager.to(weights), model.to(weights)
+    pixel_values = images(model.config, batch=4)
     autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-autocast")
-    with autocast(), FusedAttentionCalls() as fused:
-        logits = sdpa(pixel_values).logits
-    with autocast():
+    with torch.set_grad_enabled(direction == "training"), autocast():
+        with FusedAttentionCalls() as fused:
+            logits = model(pixel_values).logits
         expected = eager(pixel_values).logits
-    if precision == "float32":
-        assert fused.calls == config.num_hidden_layers
-        torch.testing.assert_close(logits, expected, atol=1e-5, rtol=0)
-    else:
-        assert fused.calls == 0 and logits.dtype == torch.bfloat16
+    return fused.calls, logits, expected, model, eager
+
+
+@pytest.mark.parametrize("units", ["none", "avx512_bf16", "amx"])
+@pytest.mark.parametrize("precision", ["bf16-weights", "bf16-autocast", "float16", "float32"])
+@pytest.mark.parametrize("direction", ["inference", "training"])
+def test_sdpa_model_runs_the_kernel_the_rule_picks(monkeypatch, units, precision, direction):
+    """With the CPU's bf16 units faked, an sdpa model calls torch's fused kernel in each block exactly where
+    `attention_kernel` says so, and computes what the eager model does: the same bits on the explicit path."""
+    calls, logits, expected, model, _ = run_with_faked_cpu(monkeypatch, units, precision, direction)
+    dtype = torch.float32 if precision == "float32" else torch.float16 if precision == "float16" else torch.bfloat16
+    kernel = attention_kernel("cpu", dtype, direction == "training", units)
+    assert calls == (model.config.num_hidden_layers if kernel == "fused" else 0)
+    assert logits.dtype == dtype and logits.requires_grad == (direction == "training")
+    if kernel == "explicit":
         assert torch.equal(logits, expected)
+    else:
+        tolerance = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 5e-2}[dtype]
+        torch.testing.assert_close(logits, expected, atol=tolerance, rtol=0)
+
+
+def test_training_on_amx_backpropagates_through_the_explicit_path(monkeypatch):
+    """On AMX, bf16 training runs the explicit path (its backward is the faster one): the gradients are eager's."""
+    calls, logits, expected, model, eager = run_with_faked_cpu(monkeypatch, "amx", "bf16-weights", "training")
+    assert calls == 0
+    logits.float().sum().backward()
+    expected.float().sum().backward()
+    gradients = dict(eager.named_parameters())
+    for name, parameter in model.named_parameters():
+        assert torch.equal(parameter.grad, gradients[name].grad), name
+
+
+@pytest.mark.parametrize(
+    ("implementation", "units", "expected_calls"), [("eager", "amx", 0), ("fused_sdpa", "avx512_bf16", 2)]
+)
+def test_attn_implementation_overrides_the_rule(monkeypatch, implementation, units, expected_calls):
+    """ "eager" forces the explicit path (even for bf16 inference on AMX); transformers' SDPA function registered under
+    another name in transformers' AttentionInterface forces the fused kernel (even in bf16 on AVX-512 BF16)."""
+    monkeypatch.setitem(AttentionInterface._global_mapping, "fused_sdpa", sdpa_attention_forward)
+    calls, logits, expected, model, _ = run_with_faked_cpu(
+        monkeypatch, units, "bf16-weights", "inference", implementation
+    )
+    assert model.config._attn_implementation == implementation
+    assert calls == expected_calls
+    torch.testing.assert_close(logits, expected, atol=5e-2, rtol=0)
+
+
+def test_the_kernel_choice_is_logged_once_per_dtype_and_direction(monkeypatch, caplog):
+    log_kernel_choice.cache_clear()
+    with caplog.at_level(logging.DEBUG, logger=modeling.__name__):
+        for _ in range(2):
+            run_with_faked_cpu(monkeypatch, "amx", "bf16-weights", "inference")
+            run_with_faked_cpu(monkeypatch, "amx", "bf16-weights", "training")
+    lines = [record.getMessage() for record in caplog.records if record.name == modeling.__name__]
+    assert lines == [
+        "sdpa attention on cpu in torch.bfloat16 for inference, CPU bf16 units: amx: the fused kernel",
+        "sdpa attention on cpu in torch.bfloat16 for training (gradients), CPU bf16 units: amx: the explicit kernel",
+    ]
 
 
 def test_attention_matches_the_written_out_equation():
