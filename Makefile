@@ -42,7 +42,7 @@ install-timm: $(TIMM_VENV)/.installed
 $(TIMM_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(TIMM_VENV)
 	$(TIMM_VENV)/bin/python $(PIP) $(TIMM_TORCH_SPEC)
-	$(TIMM_VENV)/bin/python $(PIP) -e ".[train,test,timm]"
+	$(TIMM_VENV)/bin/python $(PIP) -e ".[train,test,timm,int8]"
 	touch $@
 
 train: install
@@ -68,13 +68,13 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 
 test-fast: install
-	$(PY) $(PYTEST) -m "not slow and not timm and not integration" $(PYTEST_ARGS)
+	$(PY) $(PYTEST) -m "not slow and not timm and not int8 and not integration" $(PYTEST_ARGS)
 
 test-integration: install
-	$(PY) $(PYTEST) -m "integration and not slow and not timm" $(PYTEST_ARGS)
+	$(PY) $(PYTEST) -m "integration and not slow and not timm and not int8" $(PYTEST_ARGS)
 
 test-timm: install-timm
-	$(TIMM_VENV)/bin/python $(PYTEST) -m timm $(PYTEST_ARGS)
+	$(TIMM_VENV)/bin/python $(PYTEST) -m "timm or int8" $(PYTEST_ARGS)
 
 test-slow: install
 	$(PY) $(PYTEST) -m slow $(PYTEST_ARGS)

@@ -464,13 +464,13 @@ def test_int8_is_an_inference_precision_measured_on_request():
     assert command.main_parser().parse_args(["--int8"]).int8 and not command.main_parser().parse_args([]).int8
 
 
+@pytest.mark.int8
 @pytest.mark.parametrize(
     "implementation", ["vit_scratch", "transformers-sdpa", pytest.param("timm", marks=pytest.mark.timm)]
 )
 def test_an_int8_measurement_runs_int8_linear_layers_loaded_as_a_user_loads_them(implementation):
     """ours and transformers' ViT through from_pretrained's quantization_config, timm's through torchao's quantize_:
     every linear layer holds int8 weights, and the step runs on float32 images."""
-    pytest.importorskip("torchao", reason="the int8 rows need torchao: pip install 'vit-scratch[int8]'")
     measurement = timing.Measurement(implementation, "digits-plain", "inference", batch=4, precision="int8")
     linears = [module for module in measurement.model.modules() if isinstance(module, torch.nn.Linear)]
     assert linears and all(type(linear.weight).__name__ == "Int8Tensor" for linear in linears)

@@ -9,13 +9,13 @@ from transformers import AutoModelForImageClassification, TorchAoConfig
 
 from modeling_vit_scratch import ViTScratchForImageClassification
 
-quantization = pytest.importorskip(
-    "torchao.quantization", reason="int8 loading needs torchao: pip install 'vit-scratch[int8]'"
-)
+pytestmark = pytest.mark.int8  # run in .venv-timm, where make test installs the int8 extra
 
 
 def int8_config() -> TorchAoConfig:
-    return TorchAoConfig(quantization.Int8DynamicActivationInt8WeightConfig())
+    from torchao.quantization import Int8DynamicActivationInt8WeightConfig  # only where the tier runs: .venv-timm
+
+    return TorchAoConfig(Int8DynamicActivationInt8WeightConfig())
 
 
 @pytest.mark.parametrize("loader", [ViTScratchForImageClassification, AutoModelForImageClassification])
