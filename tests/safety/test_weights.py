@@ -200,7 +200,7 @@ def test_a_resumed_checkpoint_with_a_crafted_header_is_one_line(tmp_path):
     argv = argv_reading(scenario, "train", "--output_dir", run) + ["--resume_from_checkpoint", "true"]
     result = outcome("train", argv)
     assert result.one_line, result
-    assert "declares a 4611686018427387904-byte header" in result.error
+    assert "model.safetensors is not a readable safetensors file" in result.error and "header too large" in result.error
 
 
 def test_sharded_weights_are_each_checked_and_an_index_names_only_files_beside_it(tmp_path):
