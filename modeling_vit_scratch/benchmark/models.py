@@ -279,7 +279,9 @@ def to_int8(model):
         return model
     with tempfile.TemporaryDirectory() as folder:
         model.save_pretrained(folder)
-        return type(model).from_pretrained(folder, quantization_config=TorchAoConfig(int8_config()))
+        return type(model).from_pretrained(
+            folder, quantization_config=TorchAoConfig(int8_config()), use_safetensors=True, trust_remote_code=False
+        )
 
 
 def modes_for(config: dict, args) -> list[str]:
