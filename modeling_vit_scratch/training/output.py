@@ -1,9 +1,9 @@
-"""The output folder of a run: weights, config, code, image processor, metrics, a training-curve picture, the
-training record and the model card (with the notes on how the model learned: augmentation, distillation), checked
+"""The output folder of a run: weights, config, code, image processor, metrics, the pictures (training curves, the
+test split's confusion matrix), the training record and the model card (with the notes on how the model learned: augmentation, distillation), checked
 and moved into place whole; then, with `--push_to_hub`, the push through the same gate as `vit-scratch push`, whose
 repo id and credentials `check_push_ready` checks before training starts.
 
-A file that only describes the model (metrics, curves, record, card) that cannot be written never costs the trained
+A file that only describes the model (metrics, pictures, record, card) that cannot be written never costs the trained
 weights: the model is written without it and the error line names what is missing and how to write it again.
 """
 
@@ -13,7 +13,14 @@ from pathlib import Path
 
 from transformers import AutoConfig, Trainer, TrainingArguments
 
-from modeling_vit_scratch.common.folders import CURVES_FILE, RECORD_FILE, RESULTS_FILE, publish, staging_inside
+from modeling_vit_scratch.common.folders import (
+    CONFUSION_FILE,
+    CURVES_FILE,
+    RECORD_FILE,
+    RESULTS_FILE,
+    publish,
+    staging_inside,
+)
 from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, weights_sha256
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
 from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to
@@ -103,13 +110,13 @@ def write_model_folder(
     secrets: list[str],
     notes: dict[str, str | None] | None = None,
 ) -> None:
-    """Weights, config, code, processor, metrics, curves, record and card, written beside the output folder, checked
-    (it reloads to the trained model and holds no secret), then moved into place. `notes` go into the record and
+    """Weights, config, code, processor, metrics, pictures (curves, confusion matrix), record and card, written
+    beside the output folder, checked (it reloads to the trained model and holds no secret), then moved into place. `notes` go into the record and
     the card: how the model learned from a teacher (`distillation`), why it trained in its precision
-    (`precision_choice`). A describing file (metrics, curves, record, card) that fails is left out: the model is
+    (`precision_choice`). A describing file (metrics, a picture, record, card) that fails is left out: the model is
     written all the same, then `ModelNotDescribed` says which file is missing and how to write it."""
     from modeling_vit_scratch.sharing.card import training_record
-    from modeling_vit_scratch.training.curves import plot_training_curves
+    from modeling_vit_scratch.training.curves import plot_confusion_matrix, plot_training_curves
 
     output_dir = Path(trainer.args.output_dir)
     # without the autocast that --bf16 wraps around forward: the reload check compares float32 with float32
@@ -124,15 +131,15 @@ def write_model_folder(
         record["validation_views"] = data_args.validation_views  # selection scored this many views of each image
         record.update(notes or {})
         record["weights_sha256"] = weights_sha256(staging)  # the weights the metrics above were measured on
-        failed = write_describing_files(
-            staging,
-            {
-                RESULTS_FILE: lambda path: path.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n"),
-                CURVES_FILE: lambda path: plot_training_curves(trainer.state.log_history, path),
-                RECORD_FILE: lambda path: path.write_text(json.dumps(record, indent=2) + "\n"),
-                "README.md": lambda path: model_card(model.config, metrics, record).save(path),
-            },
-        )
+        writers = {
+            RESULTS_FILE: lambda path: path.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n"),
+            CURVES_FILE: lambda path: plot_training_curves(trainer.state.log_history, path),
+            RECORD_FILE: lambda path: path.write_text(json.dumps(record, indent=2) + "\n"),
+            "README.md": lambda path: model_card(model.config, metrics, record).save(path),
+        }
+        if "test_confusion_matrix" in metrics:  # metrics made without the test predictions have none
+            writers[CONFUSION_FILE] = lambda path: plot_confusion_matrix(metrics["test_confusion_matrix"], path)
+        failed = write_describing_files(staging, writers)
         test_images = data.splits["test"].with_transform(ImageTransform(processor))
         batch = collate_images([test_images[i] for i in range(min(8, len(test_images)))])
         try:  # float32 both sides, one code path: only another order of summation may differ
