@@ -1,10 +1,12 @@
 """Per-class results of the test split (`training/class_metrics.py`) on known predictions, and their picture
 (`training/curves.py`): each class's accuracy, a class without test images, the confusion matrix's layout."""
 
+import json
 import math
 
 import numpy as np
 import pytest
+from entry_points import Scenario, outcome
 from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
@@ -72,3 +74,23 @@ def test_the_picture_is_drawn_for_few_and_many_classes_and_labels_are_not_parsed
     path = plot_confusion_matrix({"labels": names, "matrix": matrix}, tmp_path / "confusion_matrix.png")
     with Image.open(path) as picture:
         assert picture.format == "PNG" and picture.size[0] >= 500
+
+
+@pytest.mark.integration
+def test_a_confusion_matrix_that_cannot_be_drawn_keeps_the_weights_and_the_numbers(tmp_path, monkeypatch):
+    def broken_drawing(*args, **kwargs):
+        raise RuntimeError("no font")
+
+    monkeypatch.setattr("modeling_vit_scratch.training.curves.plot_confusion_matrix", broken_drawing)
+    done = outcome("train", Scenario(tmp_path).argv("train", output=tmp_path / "out"))
+    out = tmp_path / "out"
+    assert done.one_line, done
+    assert done.error.startswith(
+        f"error: The model is saved in {out} (weights, config, image processor) and loads, but confusion_matrix.png "
+        "(RuntimeError: no font) could not be written: train again to write them"
+    )
+    assert {"model.safetensors", "config.json", "all_results.json", "README.md", "training_curves.png"} <= {
+        path.name for path in out.iterdir()
+    }
+    assert not (out / "confusion_matrix.png").exists()
+    assert "test_confusion_matrix" in json.loads((out / "all_results.json").read_text())
