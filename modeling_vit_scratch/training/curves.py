@@ -73,6 +73,6 @@ def plot_confusion_matrix(confusion: dict, path: str | Path) -> Path:
         title += f"\nno test images (n/a): {', '.join(empty[:5])}{', ...' if len(empty) > 5 else ''}"
     axis.set(xlabel="predicted class", ylabel="true class", title=title)
     figure.tight_layout()
-    figure.savefig(path)
+    figure.savefig(path, format="png")
     plt.close(figure)
     return Path(path)

@@ -8,6 +8,7 @@ weights: the model is written without it and the error line names what is missin
 """
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -75,6 +76,29 @@ def write_model_card(folder: str | Path) -> None:
     model_card(config, metrics, record).save(folder / "README.md")
 
 
+def draw_confusion_matrix(folder: str | Path) -> None:
+    """(Re)draw confusion_matrix.png of a training output from the numbers in its all_results.json."""
+    from modeling_vit_scratch.training.curves import plot_confusion_matrix
+
+    folder = Path(folder)
+    confusion = json.loads((folder / RESULTS_FILE).read_text()).get("test_confusion_matrix")
+    if not confusion:
+        raise ValueError(f"{folder / RESULTS_FILE} holds no test_confusion_matrix: train again to measure it.")
+    partial = folder / f".{CONFUSION_FILE}.partial"  # drawn whole, then moved into place
+    try:
+        plot_confusion_matrix(confusion, partial)
+        os.replace(partial, folder / CONFUSION_FILE)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+# The describing files that can be written again from the folder: what to do, and the function that does it.
+WRITTEN_AGAIN = {
+    "README.md": ("write the card", "write_model_card"),
+    CONFUSION_FILE: ("draw it", "draw_confusion_matrix"),
+}
+
+
 def write_describing_files(staging: Path, writers: dict[str, Callable[[Path], None]]) -> list[str]:
     """Run each writer on staging/NAME; a writer that fails leaves no file. Returns 'NAME (why)' for each failure."""
     failed = []
@@ -89,10 +113,15 @@ def write_describing_files(staging: Path, writers: dict[str, Callable[[Path], No
 
 def not_described(output_dir: Path, failed: list[str]) -> ModelNotDescribed:
     """The error line for a model saved without some of its describing files."""
+    names = [item.split(" ", 1)[0] for item in failed]
     how = (
-        f'once the cause is fixed, write the card with python -c "from modeling_vit_scratch.training.output '
-        f"import write_model_card; write_model_card('{output_dir}')\""
-        if all(item.startswith("README.md") for item in failed)
+        "once the cause is fixed, "
+        + " and ".join(
+            f'{WRITTEN_AGAIN[name][0]} with python -c "from modeling_vit_scratch.training.output '
+            f"import {WRITTEN_AGAIN[name][1]}; {WRITTEN_AGAIN[name][1]}('{output_dir}')\""
+            for name in names
+        )
+        if all(name in WRITTEN_AGAIN for name in names)
         else "train again to write them (vit-scratch push renders the card it uploads itself)"
     )
     return ModelNotDescribed(
@@ -111,10 +140,11 @@ def write_model_folder(
     notes: dict[str, str | None] | None = None,
 ) -> None:
     """Weights, config, code, processor, metrics, pictures (curves, confusion matrix), record and card, written
-    beside the output folder, checked (it reloads to the trained model and holds no secret), then moved into place. `notes` go into the record and
-    the card: how the model learned from a teacher (`distillation`), why it trained in its precision
-    (`precision_choice`). A describing file (metrics, a picture, record, card) that fails is left out: the model is
-    written all the same, then `ModelNotDescribed` says which file is missing and how to write it."""
+    beside the output folder, checked (it reloads to the trained model and holds no secret), then moved into place.
+    `notes` go into the record and the card: how the model learned from a teacher (`distillation`), why it trained
+    in its precision (`precision_choice`). A describing file (metrics, a picture, record, card) that fails is left
+    out: the model is written all the same, then `ModelNotDescribed` says which file is missing and how to write
+    it."""
     from modeling_vit_scratch.sharing.card import training_record
     from modeling_vit_scratch.training.curves import plot_confusion_matrix, plot_training_curves
 

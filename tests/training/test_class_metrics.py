@@ -13,6 +13,7 @@ from PIL import Image
 
 from modeling_vit_scratch.training.class_metrics import class_metrics
 from modeling_vit_scratch.training.curves import plot_confusion_matrix
+from modeling_vit_scratch.training.output import draw_confusion_matrix
 
 ID2LABEL = {0: "cat", 1: "dog", 2: "fox"}
 
@@ -77,7 +78,9 @@ def test_the_picture_is_drawn_for_few_and_many_classes_and_labels_are_not_parsed
 
 
 @pytest.mark.integration
-def test_a_confusion_matrix_that_cannot_be_drawn_keeps_the_weights_and_the_numbers(tmp_path, monkeypatch):
+def test_a_confusion_matrix_that_cannot_be_drawn_keeps_the_weights_and_numbers_and_says_how_to_draw_it(
+    tmp_path, monkeypatch
+):
     def broken_drawing(*args, **kwargs):
         raise RuntimeError("no font")
 
@@ -87,10 +90,16 @@ def test_a_confusion_matrix_that_cannot_be_drawn_keeps_the_weights_and_the_numbe
     assert done.one_line, done
     assert done.error.startswith(
         f"error: The model is saved in {out} (weights, config, image processor) and loads, but confusion_matrix.png "
-        "(RuntimeError: no font) could not be written: train again to write them"
+        "(RuntimeError: no font) could not be written: once the cause is fixed, draw it with python -c "
+        f"\"from modeling_vit_scratch.training.output import draw_confusion_matrix; draw_confusion_matrix('{out}')\"."
     )
     assert {"model.safetensors", "config.json", "all_results.json", "README.md", "training_curves.png"} <= {
         path.name for path in out.iterdir()
     }
     assert not (out / "confusion_matrix.png").exists()
     assert "test_confusion_matrix" in json.loads((out / "all_results.json").read_text())
+    monkeypatch.undo()
+    draw_confusion_matrix(out)  # what the line says to run
+    with Image.open(out / "confusion_matrix.png") as picture:
+        assert picture.format == "PNG"
+    assert sorted(path.name for path in out.iterdir() if path.name.startswith(".confusion")) == []
