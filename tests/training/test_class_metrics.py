@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 from entry_points import Scenario, outcome
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
@@ -103,3 +103,12 @@ def test_a_confusion_matrix_that_cannot_be_drawn_keeps_the_weights_and_numbers_a
     with Image.open(out / "confusion_matrix.png") as picture:
         assert picture.format == "PNG"
     assert sorted(path.name for path in out.iterdir() if path.name.startswith(".confusion")) == []
+
+
+@settings(max_examples=25)
+@given(names=st.lists(st.text(alphabet="$\\{}^_ab\n|", max_size=12), min_size=2, max_size=4, unique=True))
+def test_any_class_names_are_drawn_as_text(tmp_path_factory, names):
+    """Class names are user text: whatever mathtext would make of `$`, `\\`, `{`, `^`, `_`, the picture is drawn."""
+    matrix = [[1] * len(names) for _ in names]
+    path = plot_confusion_matrix({"labels": names, "matrix": matrix}, tmp_path_factory.mktemp("names") / "m.png")
+    assert path.stat().st_size > 0
