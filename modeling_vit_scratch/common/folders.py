@@ -35,6 +35,7 @@ LOCK_FILE = ".vit-scratch.lock"
 MARKER_FILE = ".vit-scratch-output"  # in every folder the package creates or claims for its output: "ours"
 # What a training run writes beside the model, read again by the push.
 RESULTS_FILE, RECORD_FILE, CURVES_FILE = "all_results.json", "training_record.json", "training_curves.png"
+CONFUSION_FILE = "confusion_matrix.png"  # the test split's confusion matrix
 STAGING_PREFIX = ".saving-"
 PROBE_PREFIX = ".probe-"  # the write test's file: another process of the same run may see it for a moment
 MODEL_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json")

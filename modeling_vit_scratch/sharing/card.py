@@ -10,6 +10,7 @@ values, which jinja never parses, and the check for a leftover placeholder reads
 value held out (`render_template`), so a class named `{{ x }}` is written as it is.
 """
 
+import math
 import uuid
 from pathlib import Path
 
@@ -30,6 +31,7 @@ DIGITS_TEXT = (
     "`train_test_split(..., stratify=y, random_state=0)`; the validation split comes from the training part only."
 )
 METRIC_NAMES = {"accuracy": "accuracy", "top5_accuracy": "top-5 accuracy", "loss": "cross-entropy loss"}
+CARD_CLASSES = 10  # the per-class table lists every class up to this many, else this many of the worst
 
 
 def size_name(config: ViTScratchConfig) -> str:
@@ -71,6 +73,36 @@ def result_rows(metrics: dict) -> list[dict]:
             if prefix + key in metrics:
                 rows.append(dict(split=split, metric=name, value=f"{metrics[prefix + key]:.4f}"))
     return rows
+
+
+def table_cell(text: str) -> str:
+    """User text (a class name) as one cell of a Markdown table: on one line, its `|` escaped."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def class_rows(metrics: dict) -> list[dict]:
+    """Rows of the card's per-class table (class, test images, accuracy or n/a, the class it is most often taken
+    for) from `test_confusion_matrix` and `test_per_class_accuracy`: every class in label order up to
+    `CARD_CLASSES`, else the `CARD_CLASSES` with the lowest accuracy (classes without test images last)."""
+    confusion = metrics.get("test_confusion_matrix")
+    if not confusion:
+        return []
+    names, accuracy = confusion["labels"], metrics.get("test_per_class_accuracy") or {}
+    rows = []
+    for index, (name, counts) in enumerate(zip(names, confusion["matrix"], strict=True)):
+        value = accuracy.get(name)
+        mistaken = [(count, other) for other, count in enumerate(counts) if other != index and count > 0]
+        count, other = max(mistaken, key=lambda item: (item[0], -item[1])) if mistaken else (0, None)
+        rows.append(
+            dict(
+                label=table_cell(name),
+                images=sum(counts),
+                accuracy="n/a" if value is None else f"{value:.4f}",
+                confused_with="-" if other is None else f"{table_cell(names[other])} ({count})",
+                order=math.inf if value is None else value,
+            )
+        )
+    return sorted(rows, key=lambda row: row["order"])[:CARD_CLASSES] if len(rows) > CARD_CLASSES else rows
 
 
 def card_data(config: ViTScratchConfig, metrics: dict, dataset: str | None, model_name: str) -> ModelCardData:
@@ -189,6 +221,8 @@ def render_model_card(
         num_parameters=parameter_count(config),
         record=record,
         result_rows=result_rows(metrics),
+        class_rows=class_rows(metrics),
+        num_classes_shown=CARD_CLASSES,
         model_id=model_id or "path/to/this/folder",
         revision=revision,
         unmeasured=unmeasured,

@@ -31,7 +31,7 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.hf_api import RepoFile
 
-from modeling_vit_scratch.common.folders import CURVES_FILE, RECORD_FILE, RESULTS_FILE
+from modeling_vit_scratch.common.folders import CONFUSION_FILE, CURVES_FILE, RECORD_FILE, RESULTS_FILE
 from modeling_vit_scratch.common.remote_code import OWN_AUTO_MAP, foreign_code
 from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, redact, refuse_secret, weights_sha256
 from modeling_vit_scratch.common.weights import weight_files
@@ -45,7 +45,7 @@ from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_r
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # where the model files are
 # Files of a training output that travel with the model, when present.
-SHARED_FILES = (RESULTS_FILE, CURVES_FILE, RECORD_FILE)
+SHARED_FILES = (RESULTS_FILE, CURVES_FILE, CONFUSION_FILE, RECORD_FILE)
 # Files of an earlier push that this push replaces: deleted from the repo (in the model commit) when this push does
 # not bring them, so no stale shard or metric of another model stays beside the new one.
 REPLACED_PATTERNS = ["*.safetensors", "*.safetensors.index.json", *SHARED_FILES]

@@ -1,8 +1,10 @@
-"""Training curves: loss and accuracy per epoch, from the Trainer's log history, as a PNG a person can look at."""
+"""The pictures of a run a person looks at: the training curves (loss and accuracy per epoch, from the Trainer's log
+history) and the test split's confusion matrix."""
 
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")  # files only, no screen
 import matplotlib.pyplot as plt
@@ -33,5 +35,44 @@ def plot_training_curves(log_history: list[dict], path: str | Path) -> Path:
             axis.legend()
     figure.tight_layout()
     figure.savefig(path)
+    plt.close(figure)
+    return Path(path)
+
+
+MATRIX_NUMBERS = 20  # counts are written in the cells up to this many classes
+MATRIX_TICKS = 50  # class names are written on the axes up to this many classes
+
+
+def plain_text(label: str) -> str:
+    """A class name as matplotlib shows it, never parsed: `$` would start mathtext (and a bad formula fails)."""
+    return " ".join(str(label).split()).replace("$", r"\$")[:40]
+
+
+def plot_confusion_matrix(confusion: dict, path: str | Path) -> Path:
+    """The confusion matrix ({"labels": [...], "matrix": [[...]]}, rows true, columns predicted) with each row
+    normalised to the share of that class's images, so small classes show as clearly as large ones; the counts are
+    written in the cells and the class names on the axes while there are few enough to read."""
+    names, counts = confusion["labels"], np.asarray(confusion["matrix"], dtype=float)
+    totals = counts.sum(axis=1, keepdims=True)
+    shares = np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)
+    side = min(4 + 0.35 * len(names), 16)
+    figure, axis = plt.subplots(figsize=(side + 1.5, side), dpi=100)
+    image = axis.imshow(shares, cmap="Blues", vmin=0.0, vmax=1.0)
+    figure.colorbar(image, ax=axis, label="share of the true class's test images")
+    if len(names) <= MATRIX_TICKS:
+        ticks, texts = range(len(names)), [plain_text(name) for name in names]
+        axis.set_xticks(ticks, texts, rotation=90)
+        axis.set_yticks(ticks, texts)
+    if len(names) <= MATRIX_NUMBERS:
+        for row, column in np.ndindex(counts.shape):
+            color = "white" if shares[row, column] > 0.5 else "black"
+            axis.text(column, row, f"{counts[row, column]:.0f}", ha="center", va="center", color=color, fontsize=8)
+    empty = [plain_text(name) for name, total in zip(names, totals[:, 0], strict=True) if total == 0]
+    title = "Confusion matrix (test split)"
+    if empty:
+        title += f"\nno test images (n/a): {', '.join(empty[:5])}{', ...' if len(empty) > 5 else ''}"
+    axis.set(xlabel="predicted class", ylabel="true class", title=title)
+    figure.tight_layout()
+    figure.savefig(path, format="png")
     plt.close(figure)
     return Path(path)

@@ -1,19 +1,27 @@
-"""The output folder of a run: weights, config, code, image processor, metrics, a training-curve picture, the
-training record and the model card (with the notes on how the model learned: augmentation, distillation), checked
+"""The output folder of a run: weights, config, code, image processor, metrics, the pictures (training curves, the
+test split's confusion matrix), the training record and the model card (with the notes on how the model learned: augmentation, distillation), checked
 and moved into place whole; then, with `--push_to_hub`, the push through the same gate as `vit-scratch push`, whose
 repo id and credentials `check_push_ready` checks before training starts.
 
-A file that only describes the model (metrics, curves, record, card) that cannot be written never costs the trained
+A file that only describes the model (metrics, pictures, record, card) that cannot be written never costs the trained
 weights: the model is written without it and the error line names what is missing and how to write it again.
 """
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from transformers import AutoConfig, Trainer, TrainingArguments
 
-from modeling_vit_scratch.common.folders import CURVES_FILE, RECORD_FILE, RESULTS_FILE, publish, staging_inside
+from modeling_vit_scratch.common.folders import (
+    CONFUSION_FILE,
+    CURVES_FILE,
+    RECORD_FILE,
+    RESULTS_FILE,
+    publish,
+    staging_inside,
+)
 from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, weights_sha256
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
 from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to
@@ -68,6 +76,29 @@ def write_model_card(folder: str | Path) -> None:
     model_card(config, metrics, record).save(folder / "README.md")
 
 
+def draw_confusion_matrix(folder: str | Path) -> None:
+    """(Re)draw confusion_matrix.png of a training output from the numbers in its all_results.json."""
+    from modeling_vit_scratch.training.curves import plot_confusion_matrix
+
+    folder = Path(folder)
+    confusion = json.loads((folder / RESULTS_FILE).read_text()).get("test_confusion_matrix")
+    if not confusion:
+        raise ValueError(f"{folder / RESULTS_FILE} holds no test_confusion_matrix: train again to measure it.")
+    partial = folder / f".{CONFUSION_FILE}.partial"  # drawn whole, then moved into place
+    try:
+        plot_confusion_matrix(confusion, partial)
+        os.replace(partial, folder / CONFUSION_FILE)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+# The describing files that can be written again from the folder: what to do, and the function that does it.
+WRITTEN_AGAIN = {
+    "README.md": ("write the card", "write_model_card"),
+    CONFUSION_FILE: ("draw it", "draw_confusion_matrix"),
+}
+
+
 def write_describing_files(staging: Path, writers: dict[str, Callable[[Path], None]]) -> list[str]:
     """Run each writer on staging/NAME; a writer that fails leaves no file. Returns 'NAME (why)' for each failure."""
     failed = []
@@ -82,10 +113,15 @@ def write_describing_files(staging: Path, writers: dict[str, Callable[[Path], No
 
 def not_described(output_dir: Path, failed: list[str]) -> ModelNotDescribed:
     """The error line for a model saved without some of its describing files."""
+    names = [item.split(" ", 1)[0] for item in failed]
     how = (
-        f'once the cause is fixed, write the card with python -c "from modeling_vit_scratch.training.output '
-        f"import write_model_card; write_model_card('{output_dir}')\""
-        if all(item.startswith("README.md") for item in failed)
+        "once the cause is fixed, "
+        + " and ".join(
+            f'{WRITTEN_AGAIN[name][0]} with python -c "from modeling_vit_scratch.training.output '
+            f"import {WRITTEN_AGAIN[name][1]}; {WRITTEN_AGAIN[name][1]}('{output_dir}')\""
+            for name in names
+        )
+        if all(name in WRITTEN_AGAIN for name in names)
         else "train again to write them (vit-scratch push renders the card it uploads itself)"
     )
     return ModelNotDescribed(
@@ -103,13 +139,14 @@ def write_model_folder(
     secrets: list[str],
     notes: dict[str, str | None] | None = None,
 ) -> None:
-    """Weights, config, code, processor, metrics, curves, record and card, written beside the output folder, checked
-    (it reloads to the trained model and holds no secret), then moved into place. `notes` go into the record and
-    the card: how the model learned from a teacher (`distillation`), why it trained in its precision
-    (`precision_choice`). A describing file (metrics, curves, record, card) that fails is left out: the model is
-    written all the same, then `ModelNotDescribed` says which file is missing and how to write it."""
+    """Weights, config, code, processor, metrics, pictures (curves, confusion matrix), record and card, written
+    beside the output folder, checked (it reloads to the trained model and holds no secret), then moved into place.
+    `notes` go into the record and the card: how the model learned from a teacher (`distillation`), why it trained
+    in its precision (`precision_choice`). A describing file (metrics, a picture, record, card) that fails is left
+    out: the model is written all the same, then `ModelNotDescribed` says which file is missing and how to write
+    it."""
     from modeling_vit_scratch.sharing.card import training_record
-    from modeling_vit_scratch.training.curves import plot_training_curves
+    from modeling_vit_scratch.training.curves import plot_confusion_matrix, plot_training_curves
 
     output_dir = Path(trainer.args.output_dir)
     # without the autocast that --bf16 wraps around forward: the reload check compares float32 with float32
@@ -124,15 +161,15 @@ def write_model_folder(
         record["validation_views"] = data_args.validation_views  # selection scored this many views of each image
         record.update(notes or {})
         record["weights_sha256"] = weights_sha256(staging)  # the weights the metrics above were measured on
-        failed = write_describing_files(
-            staging,
-            {
-                RESULTS_FILE: lambda path: path.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n"),
-                CURVES_FILE: lambda path: plot_training_curves(trainer.state.log_history, path),
-                RECORD_FILE: lambda path: path.write_text(json.dumps(record, indent=2) + "\n"),
-                "README.md": lambda path: model_card(model.config, metrics, record).save(path),
-            },
-        )
+        writers = {
+            RESULTS_FILE: lambda path: path.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n"),
+            CURVES_FILE: lambda path: plot_training_curves(trainer.state.log_history, path),
+            RECORD_FILE: lambda path: path.write_text(json.dumps(record, indent=2) + "\n"),
+            "README.md": lambda path: model_card(model.config, metrics, record).save(path),
+        }
+        if "test_confusion_matrix" in metrics:  # metrics made without the test predictions have none
+            writers[CONFUSION_FILE] = lambda path: plot_confusion_matrix(metrics["test_confusion_matrix"], path)
+        failed = write_describing_files(staging, writers)
         test_images = data.splits["test"].with_transform(ImageTransform(processor))
         batch = collate_images([test_images[i] for i in range(min(8, len(test_images)))])
         try:  # float32 both sides, one code path: only another order of summation may differ

@@ -27,6 +27,7 @@ from modeling_vit_scratch.common.secrets import known_secrets, redacting_logs, r
 from modeling_vit_scratch.common.weights import check_checkpoint
 from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, OutputArguments
 from modeling_vit_scratch.training.augmentation import AugmentedViews, AugmentingTrainer, RandomShiftRotate
+from modeling_vit_scratch.training.class_metrics import class_metrics
 from modeling_vit_scratch.training.data import (
     ImageTransform,
     collate_images,
@@ -175,7 +176,11 @@ def train_in_claimed_folder(
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = {**train_result.metrics}
     metrics.update(trainer.evaluate(validation_set, metric_key_prefix="eval"))
-    metrics.update(trainer.evaluate(test_set, metric_key_prefix="test"))
+    # predict, not evaluate: the same metrics, plus the predictions of every process for the per-class results
+    test = trainer.predict(test_set, metric_key_prefix="test")
+    trainer.log(test.metrics)  # logged as evaluate logs them
+    metrics.update(test.metrics)
+    metrics.update(class_metrics(test.predictions, test.label_ids, data.id2label, prefix="test"))
     metrics.update(
         num_parameters=trainer.model.num_parameters(),
         world_size=training_args.world_size,

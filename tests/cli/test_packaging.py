@@ -147,6 +147,7 @@ train(model_args, data_args, training_args, output_args)
         "all_results.json",
         "training_record.json",
         "training_curves.png",
+        "confusion_matrix.png",
     ):
         assert (out / name).is_file(), name
     card = (out / "README.md").read_text()

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.integration
 
 
 def saved_folder(path: Path, seed: int = 0, with_training_files: bool = True) -> ViTScratchForImageClassification:
-    """A model folder as scripts/train.py leaves it (weights, code, processor, metrics, record, curves)."""
+    """A model folder as scripts/train.py leaves it (weights, code, processor, metrics, record, pictures)."""
     torch.manual_seed(seed)
     config = tiny_config(num_channels=1, id2label={i: f"digit {i}" for i in range(5)})
     model = ViTScratchForImageClassification(config).eval()
@@ -63,7 +63,8 @@ def saved_folder(path: Path, seed: int = 0, with_training_files: bool = True) ->
                 )
             )
         )
-        (path / "training_curves.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"0" * 100)
+        for picture in ("training_curves.png", "confusion_matrix.png"):
+            (path / picture).write_bytes(b"\x89PNG\r\n\x1a\n" + b"0" * 100)
     return model
 
 
@@ -128,6 +129,7 @@ def test_push_uploads_everything_and_loads_back_without_the_package(local_hub, t
         "README.md",
         "all_results.json",
         "training_curves.png",
+        "confusion_matrix.png",
         "model.safetensors.index.json",
     } <= set(files)
     assert sum(name.startswith("model-") and name.endswith(".safetensors") for name in files) > 1  # sharded
@@ -373,7 +375,8 @@ def test_weights_changed_after_training_are_refused_or_pushed_without_their_metr
     assert "the metrics measured in training were not measured on them" in card_text
     assert "model-index" not in card_text and "## Results" not in card_text and "0.9123" not in card_text
     files = set(local_hub.files(REPO_ID, unmeasured["commit_id"]))
-    assert "all_results.json" not in files and "training_curves.png" not in files and "training_record.json" in files
+    assert "training_record.json" in files
+    assert not {"all_results.json", "training_curves.png", "confusion_matrix.png"} & files  # they describe others
     pixel_values = torch.randn(2, 1, 20, 20)
     loaded = run_fresh(
         REPO_ID,
@@ -388,7 +391,7 @@ def test_weights_changed_after_training_are_refused_or_pushed_without_their_metr
     # retrained: the metrics come back, and so does all_results.json
     card_text = card_at(local_hub, measured["commit_id"])
     assert "0.9123" in card_text and "not measured on them" not in card_text
-    assert "all_results.json" in local_hub.files(REPO_ID)
+    assert {"all_results.json", "confusion_matrix.png"} <= set(local_hub.files(REPO_ID))
 
 
 @pytest.mark.parametrize("secret", [TOKEN, GIVEN_TOKEN], ids=["HF_TOKEN", "token="])

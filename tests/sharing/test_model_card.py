@@ -39,3 +39,53 @@ def test_a_record_written_before_selection_was_recorded_keeps_its_old_sentence()
     del record["model_selection"]
     card = " ".join(str(render_model_card(ViTScratchConfig(num_labels=3), METRICS, record)).split())
     assert "The checkpoint kept is the epoch with the best validation accuracy." in card
+
+
+def class_results(names: list[str], matrix: list[list[int]]) -> dict:
+    """The per-class results of the test split as all_results.json holds them."""
+    accuracy = {name: (row[i] / sum(row) if sum(row) else None) for i, (name, row) in enumerate(zip(names, matrix))}
+    return {"test_per_class_accuracy": accuracy, "test_confusion_matrix": {"labels": names, "matrix": matrix}}
+
+
+def table_lines(card: str) -> list[str]:
+    """The lines of the card's per-class table, header first."""
+    lines = card.split("### Per class (test split)")[1].split("## How to use")[0].splitlines()
+    return [line for line in lines if line.startswith("|")]
+
+
+def test_the_card_lists_each_class_its_accuracy_and_what_it_is_taken_for_n_a_without_images():
+    names = ["{{ cat }}", "dog | wolf", "fox\nred"]  # user text: data, never template syntax or table syntax
+    metrics = {**METRICS, **class_results(names, [[3, 1, 0], [0, 1, 1], [0, 0, 0]])}
+    card = str(render_model_card(ViTScratchConfig(num_labels=3, id2label=dict(enumerate(names))), metrics, {}))
+    assert table_lines(card) == [
+        "| class | test images | accuracy | most often taken for (images) |",
+        "| --- | --- | --- | --- |",
+        "| {{ cat }} | 4 | 0.7500 | dog \\| wolf (1) |",
+        "| dog \\| wolf | 2 | 0.5000 | fox red (1) |",
+        "| fox red | 0 | n/a | - |",
+    ]
+    assert "Every class;" in card and "confusion_matrix.png" in card
+
+
+def test_with_many_classes_the_card_lists_the_ten_worst_and_says_so():
+    names = [f"class {index}" for index in range(30)]
+    matrix = [[10 if column == row else 0 for column in range(30)] for row in range(30)]
+    for row in (4, 17, 25):  # the three worst: 6, 7 and 7 of 10 right, the others taken for class 0
+        matrix[row][row], matrix[row][0] = 6 + row % 4, 4 - row % 4
+    matrix[29] = [0] * 30  # no test images: after every measured class, so not among the ten
+    metrics = {**METRICS, **class_results(names, matrix)}
+    card = str(render_model_card(ViTScratchConfig(num_labels=30, id2label=dict(enumerate(names))), metrics, {}))
+    rows = table_lines(card)[2:]
+    assert len(rows) == 10
+    assert rows[:3] == [
+        "| class 4 | 10 | 0.6000 | class 0 (4) |",
+        "| class 17 | 10 | 0.7000 | class 0 (3) |",  # a tie keeps the label order
+        "| class 25 | 10 | 0.7000 | class 0 (3) |",
+    ]
+    assert [row.split(" | ")[0] for row in rows[3:]] == [f"| class {index}" for index in (0, 1, 2, 3, 5, 6, 7)]
+    assert " ".join(card.split()).count("The 10 classes with the lowest test accuracy, of 30;") == 1
+
+
+def test_without_per_class_results_the_card_has_no_per_class_table():
+    card = str(render_model_card(ViTScratchConfig(num_labels=3), METRICS, {}))
+    assert "Per class" not in card and "| test | accuracy | 0.9500 |" in card

@@ -235,6 +235,12 @@ def test_distillation_trains_under_torchrun_in_bf16(tmp_path, trained_teacher):
     assert results["world_size"] == 2 and results["train_loss"] > 0
     record = json.loads((tmp_path / "out" / "training_record.json").read_text())
     assert record["precision"] == "bf16 mixed precision" and "hard distillation" in record["distillation"]
+    # the per-class results count each test image once, from the predictions gathered from both processes
+    matrix = results["test_confusion_matrix"]["matrix"]
+    assert sum(map(sum, matrix)) == record["num_test"]
+    assert sum(row[index] for index, row in enumerate(matrix)) / record["num_test"] == pytest.approx(
+        results["test_accuracy"]
+    )
 
 
 def test_a_missing_teacher_folder_is_refused_before_any_data_is_read(tmp_path):

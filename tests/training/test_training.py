@@ -67,6 +67,7 @@ def test_loss_falls_and_the_folder_holds_everything(trained_imagefolder):
         "preprocessor_config.json",
         "README.md",
         "training_curves.png",
+        "confusion_matrix.png",
         "all_results.json",
     ):
         assert (output_dir / name).is_file(), name
@@ -79,6 +80,23 @@ def test_loss_falls_and_the_folder_holds_everything(trained_imagefolder):
     assert not [path.name for path in output_dir.iterdir() if path.name.startswith(".saving-")]
     with Image.open(output_dir / "training_curves.png") as picture:
         assert picture.format == "PNG" and picture.size == (1000, 400)
+
+
+def test_the_test_split_s_per_class_results_are_saved_drawn_and_in_the_card(trained_imagefolder):
+    output_dir, metrics = trained_imagefolder
+    results = json.loads((output_dir / "all_results.json").read_text())
+    confusion, accuracy = results["test_confusion_matrix"], results["test_per_class_accuracy"]
+    assert confusion == metrics["test_confusion_matrix"] and confusion["labels"] == ["cat", "dog", "fox"]
+    matrix = np.array(confusion["matrix"])
+    assert matrix.sum() == json.loads((output_dir / "training_record.json").read_text())["num_test"]
+    assert np.trace(matrix) / matrix.sum() == pytest.approx(metrics["test_accuracy"])  # the same predictions
+    for index, label in enumerate(confusion["labels"]):
+        assert accuracy[label] == pytest.approx(matrix[index, index] / matrix[index].sum())
+    with Image.open(output_dir / "confusion_matrix.png") as picture:
+        assert picture.format == "PNG"
+    card = (output_dir / "README.md").read_text()
+    assert "### Per class (test split)" in card
+    assert f"| cat | {matrix[0].sum()} | {accuracy['cat']:.4f} |" in card
 
 
 def test_saved_folder_reloads_and_classifies(trained_imagefolder):
