@@ -1,7 +1,8 @@
 """Model folders on disk: claimed before any long work, never replaced silently, written all or nothing.
 
 - `check_output_folder` is the rule every command that writes applies to the folder it was given, before any work:
-  not `/`, the home folder or a checkout's root; not equal to, inside or holding one of the command's inputs; no
+  not `/`, the home folder, a checkout's root or its `.git`, nor inside a run's checkpoint or staging folder; not
+  equal to, inside or holding one of the command's inputs; no
   symbolic link inside (the package never writes or deletes through one); and, unless the folder is replaced as a
   whole, not a folder of someone else's files (ours: it carries `MARKER_FILE`, or a model, record, checkpoints or
   lock that the package wrote). The folder given may itself be a link: that is the user's explicit choice.
@@ -9,7 +10,8 @@
   refused while the first lives; the lock dies with its process, so a killed run leaves none behind), and refuses a
   folder that already holds a model unless the user asked to overwrite it or to resume it. It removes nothing
   itself: the staging leftovers of a killed run (and, when overwriting, the old checkpoints) go only when the
-  run calls the function it yields, once every check has passed.
+  run calls the function it yields, once every check has passed; a run refused before that leaves no trace (the
+  lock and the folders the claim made are taken back).
 - `resolve_checkpoint` turns `--resume_from_checkpoint` (`true` or a path) into a complete checkpoint, naming the
   incomplete ones a killed run left.
 - `staging_inside` + `publish` write a training run's model files in a private folder inside its output folder
@@ -89,13 +91,20 @@ def links_inside(folder: Path) -> list[Path]:
 
 
 def unsafe_location(real: str) -> str | None:
-    """Why the folder at real path `real` is no place for output: `/`, the home folder, a checkout's root."""
+    """Why the folder at real path `real` is no place for output: `/`, the home folder, a checkout's root or its
+    `.git`, or a folder that a training run manages (a `checkpoint-N` or staging folder, and anything inside one)."""
     if real == os.path.realpath(os.sep):
         return "the root folder"
     if real == os.path.realpath(Path.home()):
         return "your home folder"
     if os.path.lexists(os.path.join(real, ".git")):
         return "the root of a git checkout (its own files would be replaced)"
+    for part in (real, *map(str, Path(real).parents)):
+        path = Path(part)
+        if path.name == ".git":
+            return f"inside the git folder {part} (the repository's own records)"
+        if (CHECKPOINT.match(path.name) and written_by_us(path.parent)) or path.name.startswith(STAGING_PREFIX):
+            return f"inside {part}, which the training run in {path.parent} writes and removes itself"
     return None
 
 
@@ -196,14 +205,24 @@ def claim_output_folder(
 ) -> Iterator[Callable[[], list[str]]]:
     """Hold `folder` for one training run. Raises ValueError when the folder breaks `check_output_folder`'s rule
     (against `inputs`), is not writable, is in use by another run, or holds a model that neither `overwrite` nor
-    `resume` allows to touch. Yields a function that removes the leftovers of earlier runs (staging folders; the old
-    checkpoints when overwriting) and returns their names: call it once every check of the run has passed."""
+    `resume` allows to touch. Yields a function to call once every check of the run has passed, just before it
+    writes: it marks the folder as the package's and removes the leftovers of earlier runs (staging folders; the old
+    checkpoints when overwriting), returning their names. A run that ends before calling it leaves no trace: the
+    lock and the folders the claim made are removed again, so a refused run changes nothing on disk."""
     if not str(folder).strip():  # Path("") is the working directory: never claim it by accident
         raise ValueError(
             "--output_dir is empty: give the folder to write the model to, e.g. --output_dir outputs/vit-digits."
         )
+    if overwrite and resume:
+        raise ValueError(
+            "--overwrite_output_dir true and --resume_from_checkpoint both given: the first starts the run afresh, "
+            "the second continues its last checkpoint; pass only the one you mean."
+        )
     folder = check_output_folder(folder, "--output_dir", inputs)
+    made = missing_folders(folder)
     check_writable(folder)
+    new_lock = not os.path.lexists(folder / LOCK_FILE)
+    started = False
     try:
         descriptor = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError as error:
@@ -220,24 +239,48 @@ def claim_output_folder(
                 f"The output folder {str(folder)!r} is in use by another training run (process {owner}): wait for "
                 "it to end, or choose another --output_dir."
             ) from None
-        lock.truncate()
-        lock.write(f"{os.getpid()}\n")
-        lock.flush()
-        refuse_a_model(folder, overwrite, resume)
-        mark_as_ours(folder)
-
-        def remove_leftovers() -> list[str]:
-            leftovers = [path for path in folder.iterdir() if path.name.startswith(STAGING_PREFIX)]
-            if overwrite and not resume:  # the old checkpoints would mix with the new run's; the old model stays
-                leftovers += checkpoints(folder)  # until the new one replaces it
-            for path in leftovers:
-                shutil.rmtree(path, ignore_errors=True)
-            return [path.name for path in leftovers]
-
         try:
+            lock.truncate()
+            lock.write(f"{os.getpid()}\n")
+            lock.flush()
+            refuse_a_model(folder, overwrite, resume)
+
+            def remove_leftovers() -> list[str]:
+                nonlocal started
+                started = True
+                mark_as_ours(folder)
+                leftovers = [path for path in folder.iterdir() if path.name.startswith(STAGING_PREFIX)]
+                if overwrite and not resume:  # the old checkpoints would mix with the new run's; the old model
+                    leftovers += checkpoints(folder)  # stays until the new one replaces it
+                for path in leftovers:
+                    shutil.rmtree(path, ignore_errors=True)
+                return [path.name for path in leftovers]
+
             yield remove_leftovers
         finally:
+            if not started:  # refused or failed before writing: take back what the claim added
+                if new_lock:
+                    (folder / LOCK_FILE).unlink(missing_ok=True)
+                remove_empty(made)
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def missing_folders(folder: Path) -> list[Path]:
+    """`folder` and those of its parents that do not exist yet, deepest first: what creating it would make."""
+    missing, path = [], Path(os.path.abspath(folder))
+    while not os.path.lexists(path):
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Remove each of `folders` (deepest first) that is empty; stop at the first that is not."""
+    for path in folders:
+        try:
+            path.rmdir()
+        except OSError:
+            return
 
 
 def resolve_checkpoint(folder: str | Path, requested: str | bool | None) -> str | None:

@@ -223,8 +223,67 @@ def test_a_refused_overwrite_keeps_every_checkpoint(tmp_path, late_mistake):
     before = snapshot(output)
     result = outcome("train", scenario.argv("train", output) + ["--overwrite_output_dir", "true", *late_mistake])
     assert result.code == 1 and result.one_line, result
-    assert snapshot(output).keys() >= before.keys()
-    assert {key: value for key, value in snapshot(output).items() if key in before} == before
+    assert snapshot(output) == before
+
+
+@pytest.mark.parametrize(
+    "mistake",
+    [
+        ["--dataset", "no-such-folder"],  # found when the data is looked for
+        ["--config_overrides", "image_size=10"],  # found when the model is configured
+        ["--max_train_samples", "0"],  # found once the data is read
+    ],
+)
+def test_a_refused_run_leaves_no_trace_and_a_folder_it_left_empty_stays_the_users(tmp_path, mistake):
+    """A run refused before it writes takes back the folders it made and its lock: no marker stays behind to make
+    a folder "ours", so files the user puts there later are never written over."""
+    scenario = Scenario(tmp_path)
+    new, empty = tmp_path / "new" / "out", tmp_path / "empty"
+    empty.mkdir()
+    for output in (new, empty):
+        result = outcome("train", scenario.argv("train", output) + mistake)
+        assert result.code == 1 and result.one_line, result
+    assert not (tmp_path / "new").exists() and list(empty.iterdir()) == []
+    (empty / "README.md").write_text("# my notes")
+    result = outcome("train", scenario.argv("train", empty))
+    assert result.one_line and "holds files that vit-scratch did not write (README.md)" in result.error, result
+    assert (empty / "README.md").read_text() == "# my notes"
+
+
+def test_overwriting_and_resuming_at_once_is_one_line_naming_both(tmp_path):
+    scenario = Scenario(tmp_path)
+    argv = scenario.argv("train") + ["--overwrite_output_dir", "true", "--resume_from_checkpoint", "true"]
+    result = outcome("train", argv)
+    assert result.one_line, result
+    assert "--overwrite_output_dir true and --resume_from_checkpoint both given" in result.error
+    assert "pass only the one you mean" in result.error
+    assert not (tmp_path / "out-train").exists()
+
+
+@pytest.mark.parametrize("name", WRITERS)
+@pytest.mark.parametrize("place", ["checkpoint", "staging", "git"])
+def test_an_output_inside_a_runs_checkpoint_or_a_git_folder_is_refused(tmp_path, name, place):
+    """A run's checkpoints and staging folders are written and removed by that run alone, and `.git` holds a
+    repository's records: no command writes into them, whatever the folder is called beneath."""
+    scenario = Scenario(tmp_path)
+    run = tmp_path / "run"
+    (run / "checkpoint-3").mkdir(parents=True)
+    (run / "checkpoint-3" / "trainer_state.json").write_text("{}")
+    (run / MARKER_FILE).write_text("written by vit-scratch\n")
+    (run / ".saving-1a2b").mkdir()
+    (tmp_path / "repo" / ".git" / "refs" / "tags").mkdir(parents=True)
+    output = {
+        "checkpoint": run / "checkpoint-3",
+        "staging": run / ".saving-1a2b" / "sub",
+        "git": tmp_path / "repo" / ".git" / "refs" / "tags",
+    }[place]
+    before = snapshot(tmp_path / "run"), snapshot(tmp_path / "repo")
+    extra = ["--overwrite"] if name == "convert" else []
+    result = outcome(name, with_output(name, scenario.argv(name), output) + extra)
+    assert result.code == 1 and result.one_line, result
+    said = {"checkpoint": "which the training run in", "staging": "which the training run in", "git": "git folder"}
+    assert said[place] in result.error and "give a folder of its own" in result.error
+    assert (snapshot(tmp_path / "run"), snapshot(tmp_path / "repo")) == before
 
 
 # Working runs: the rule refuses nothing that is the package's own
