@@ -530,7 +530,7 @@ def test_overwrite_replaces_the_model_when_asked(tmp_path):
             ["--num_train_epochs", "0"],
             "--num_train_epochs 0 trains nothing: give --num_train_epochs > 0 or --max_steps >= 1.",
         ),
-        (["--max_train_samples", "0"], "The training split is empty"),
+        (["--max_train_samples", "0"], "--max_train_samples 0 is out of range: give an integer >= 1."),
         (["--config_overrides", "hiden_size=8"], "Unknown config field 'hiden_size': did you mean 'hidden_size'?"),
         (["--config_overrides", "hidden_size=16.5"], "hidden_size must be int, got 16.5 (float)"),
         (["--resume_from_checkpoint", "true"], "has no complete checkpoint"),
@@ -543,7 +543,10 @@ def test_overwrite_replaces_the_model_when_asked(tmp_path):
             ["--model", "someone/no-such-model"],
             "Cannot load the checkpoint 'someone/no-such-model': it is no folder here",
         ),
-        (["--validation_fraction", "1.5"], "--validation_fraction 1.5 is not between 0 and 1"),
+        (
+            ["--validation_fraction", "1.5"],
+            "--validation_fraction 1.5 is out of range: give a number in [0, 1), e.g. 0.1.",
+        ),
     ],
 )
 def test_bad_training_input_is_refused_before_training(tmp_path, extra, message):
