@@ -16,12 +16,10 @@ from entry_points import Scenario, outcome
 from helpers import write_imagefolder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_secrets import SECRET, logged_in  # noqa: F401 (a fixture: HF_TOKEN holds SECRET, no saved login)
 
 import modeling_vit_scratch.training.data as data_module
 import modeling_vit_scratch.training.trainer as trainer_module
-from modeling_vit_scratch.common.secrets import TOKEN_VARIABLES
-
-SECRET = "hf_SecretTokenOfThisUser0123456789abcd"
 
 
 def train_on(scenario: Scenario, dataset, *extra: str) -> list[str]:
@@ -39,16 +37,6 @@ def never_loaded(monkeypatch):
         raise AssertionError("load_dataset was called")
 
     monkeypatch.setattr(data_module, "load_dataset", refuse)
-
-
-@pytest.fixture
-def logged_in(monkeypatch, tmp_path):
-    for name in TOKEN_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HF_TOKEN", SECRET)
-    from huggingface_hub import constants
-
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-login" / "token"))
 
 
 def test_a_dataset_that_is_a_file_is_named_as_a_file(tmp_path, never_loaded):
@@ -87,7 +75,8 @@ def test_images_at_mixed_depths_are_named_with_an_example_of_each(tmp_path_facto
         "{}/0.png",  # a class folder: named as a class
     ],
 )
-def test_a_file_or_folder_name_holding_a_token_is_refused_before_loading(tmp_path, logged_in, never_loaded, where):
+@pytest.mark.usefixtures("logged_in", "never_loaded")
+def test_a_file_or_folder_name_holding_a_token_is_refused_before_loading(tmp_path, where):
     dataset = write_imagefolder(tmp_path / "imgs", classes=("a", "b"), per_class=3)
     named = dataset / where.format(SECRET)
     named.parent.mkdir(parents=True, exist_ok=True)
