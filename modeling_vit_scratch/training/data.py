@@ -14,6 +14,7 @@ from datasets import ClassLabel, Dataset, DatasetDict, Features, load_dataset, l
 from datasets import Image as ImageFeature
 from PIL import Image
 
+from modeling_vit_scratch.common.secrets import refuse_secret
 from modeling_vit_scratch.common.sources import DIGITS, looks_like_local_path
 from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
 from modeling_vit_scratch.training.preflight import check_class_sizes
@@ -44,15 +45,24 @@ def digits_dataset(test_size: float = 0.2) -> DatasetDict:
     return DatasetDict(train=split(train_idx), test=split(test_idx))
 
 
-def load_image_dataset(source: str, config_name: str | None = None) -> DatasetDict:
-    """`"digits"`, a `save_to_disk` folder, an `imagefolder` (one sub-folder per class) or a hub dataset name."""
+def load_image_dataset(source: str, config_name: str | None = None, secrets: list[str] = ()) -> DatasetDict:
+    """`"digits"`, a `save_to_disk` folder, an `imagefolder` (one sub-folder per class) or a hub dataset name.
+    An image folder's file and folder names are checked for `secrets` before anything is read (`datasets` would
+    keep its paths in its cache)."""
     if source == DIGITS:
         return digits_dataset()
     path = Path(source).expanduser()
+    if path.is_file():
+        raise ValueError(
+            f"--dataset {source!r} is a file, not a data set: give a folder with one sub-folder of images per class "
+            f"('FOLDER/cat/1.png', 'FOLDER/dog/1.png', ...), a save_to_disk folder, a hub data set name or {DIGITS!r}."
+        )
     if path.exists():
         if (path / "dataset_dict.json").exists() or (path / "dataset_info.json").exists():
             loaded = load_from_disk(str(path))
         else:
+            check_imagefolder_names(path, list(secrets))
+            check_imagefolder_depths(path)
             loaded = load_imagefolder(path)
     elif looks_like_local_path(source):
         raise FileNotFoundError(
@@ -69,6 +79,48 @@ def load_image_dataset(source: str, config_name: str | None = None) -> DatasetDi
                 "data set name."
             ) from None
     return loaded if isinstance(loaded, DatasetDict) else DatasetDict(train=loaded)
+
+
+def imagefolder_files(path: Path) -> list[Path]:
+    """The image files `datasets`' imagefolder reads under `path` (hidden and `__` files and folders left out),
+    relative to `path`."""
+    from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
+
+    extensions = {extension.lower() for extension in ImageFolder.EXTENSIONS}
+    files = (file.relative_to(path) for file in sorted(path.rglob("*")) if file.suffix.lower() in extensions)
+    return [file for file in files if not any(part.startswith((".", "__")) for part in file.parts)]
+
+
+def check_imagefolder_names(path: Path, secrets: list[str]) -> None:
+    """No file or folder name under `path` holds a token: `datasets` keeps every path in its cache, and a class
+    folder's name becomes a label in config.json and the card (never echoed)."""
+    for entry in sorted(path.rglob("*")):
+        if entry.parent == path and entry.is_dir():
+            what = f"A class name of the data set {path}"
+            fix = "rename that class (its folder, or its label in the data set) before training"
+        else:
+            what, fix = f"A file or folder name in the data set folder '{path}'", "rename the file before training"
+        refuse_secret(what, str(entry.relative_to(path)), secrets, fix)
+
+
+def check_imagefolder_depths(path: Path) -> None:
+    """All images at one depth below `path`: `datasets` infers the labels (the parent folders' names) only then,
+    and otherwise loads the images without any, which surfaced later as "no label column found"."""
+    examples = {}
+    for file in imagefolder_files(path):
+        examples.setdefault(len(file.parts), file)
+    if len(examples) > 1:
+        shown = ", ".join(f"'{file.as_posix()}' ({depth} levels down)" for depth, file in sorted(examples.items()))
+        raise ValueError(
+            f"The images in '{path}' lie at different depths ({shown}): put every image in one level of class "
+            f"sub-folders ('{path / 'cat'}/1.png', '{path / 'dog'}/1.png', ...)."
+        )
+
+
+def shown_labels(labels: list[str], shown: int = 5) -> str:
+    """The first `shown` label names, and how many more: for an error line."""
+    more = f", ... {len(labels) - shown} more" if len(labels) > shown else ""
+    return ", ".join(map(str, labels[:shown])) + more
 
 
 def load_imagefolder(path: Path) -> DatasetDict:

@@ -5,9 +5,10 @@ distillation head (on the distillation token) learns what a trained teacher pred
     soft:  D = T^2 * KL(softmax(teacher / T) || softmax(student / T))     (Hinton et al.'s soft targets)
     hard:  D = CE(student, argmax teacher)                                (DeiT's hard-label distillation)
 
-`scripts/train.py --teacher FOLDER_OR_REPO` turns it on: any `AutoModelForImageClassification` with the same labels,
-loaded without running code from its folder, in eval mode and without gradients. The teacher sees the student's
-batch, resampled to its own input size, channels and normalisation (`TeacherInputs`).
+`scripts/train.py --teacher FOLDER_OR_REPO` turns it on: any `AutoModelForImageClassification` with the same labels
+(in any order: its logits are put in the data's, `ReorderedTeacher`), loaded without running code from its folder, in
+eval mode and without gradients. The teacher sees the student's batch, resampled to its own input size, channels and
+normalisation (`TeacherInputs`).
 """
 
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from torch import nn
 from transformers import AutoImageProcessor, AutoModelForImageClassification
 
 from modeling_vit_scratch.training.augmentation import AugmentingTrainer, per_channel
+from modeling_vit_scratch.training.data import shown_labels
 
 DISTILLATION_MODES = ("soft", "hard")
 
@@ -84,7 +86,7 @@ class TeacherInputs(nn.Module):
 
 def load_teacher(source: str, student_processor, id2label: dict[int, str]) -> tuple[nn.Module, TeacherInputs]:
     """The teacher model (eval mode, frozen) and the conversion of the student's inputs for it. It must predict the
-    same classes in the same order; code from its folder is never run."""
+    same classes; in another order, its logits are put in the data's order. Code from its folder is never run."""
     try:
         teacher = AutoModelForImageClassification.from_pretrained(source, trust_remote_code=False, use_safetensors=True)
         teacher_processor = AutoImageProcessor.from_pretrained(source, trust_remote_code=False)
@@ -96,15 +98,39 @@ def load_teacher(source: str, student_processor, id2label: dict[int, str]) -> tu
         ) from None
     teacher_labels = [str(teacher.config.id2label[index]) for index in sorted(teacher.config.id2label)]
     student_labels = [str(id2label[index]) for index in sorted(id2label)]
+    channels = teacher.config.num_channels
     if teacher_labels != student_labels:
+        teacher = ReorderedTeacher(teacher, label_order(source, teacher_labels, student_labels))
+    teacher.eval().requires_grad_(False)
+    return teacher, TeacherInputs(student_processor, teacher_processor, channels)
+
+
+def label_order(source: str, teacher_labels: list[str], student_labels: list[str]) -> list[int]:
+    """For each of the data's classes, the index of the teacher's logit for it; a ValueError unless the teacher
+    predicts exactly the data's classes (each once)."""
+    if sorted(teacher_labels) != sorted(student_labels) or len(set(teacher_labels)) != len(teacher_labels):
         raise ValueError(
-            f"The teacher {source!r} predicts {len(teacher_labels)} classes ({', '.join(teacher_labels[:5])}...) but "
-            f"the data has {len(student_labels)} ({', '.join(student_labels[:5])}...): train the teacher on the same "
+            f"The teacher {source!r} predicts {len(teacher_labels)} classes ({shown_labels(teacher_labels)}) but "
+            f"the data has {len(student_labels)} ({shown_labels(student_labels)}): train the teacher on the same "
             "labels."
         )
-    teacher.eval().requires_grad_(False)
-    channels = teacher.config.num_channels
-    return teacher, TeacherInputs(student_processor, teacher_processor, channels)
+    return [teacher_labels.index(label) for label in student_labels]
+
+
+class ReorderedTeacher(nn.Module):
+    """A teacher that predicts the data's classes in another order: its logits (batch, classes) are put in the
+    data's order (`order[i]`: the teacher's index of the data's class i), which changes neither soft nor hard
+    targets' meaning."""
+
+    def __init__(self, teacher: nn.Module, order: list[int]):
+        super().__init__()
+        self.teacher = teacher
+        self.register_buffer("order", torch.tensor(order), persistent=False)
+
+    def forward(self, *args, **kwargs):
+        outputs = self.teacher(*args, **kwargs)
+        outputs.logits = outputs.logits[..., self.order]
+        return outputs
 
 
 class DistillationTrainer(AugmentingTrainer):

@@ -3,6 +3,7 @@ image classifier such as a teacher), a saved folder or a hub repo to fine-tune; 
 image processor that goes with it. Every error in the model arguments surfaces in `model_config`, before any data
 is read."""
 
+import json
 from pathlib import Path
 
 from torch import nn
@@ -19,7 +20,7 @@ from modeling_vit_scratch.modeling_vit_scratch import (
     ViTScratchForImageClassificationWithTeacher,
 )
 from modeling_vit_scratch.training.arguments import ModelArguments
-from modeling_vit_scratch.training.data import PreparedData
+from modeling_vit_scratch.training.data import PreparedData, shown_labels
 
 
 def model_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
@@ -118,6 +119,24 @@ def named_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
             f"Cannot load the checkpoint {args.model!r}: it is no folder here and no reachable hub repo "
             f"({str(error).splitlines()[0]}). Check the path (a folder name needs ./ in front) or the repo id."
         ) from None
+
+
+def check_resumed_labels(checkpoint: str, labels: list[str], dataset: str) -> None:
+    """A resumed run's data has the labels, in the same order, that its checkpoint's config.json names: the Trainer
+    loads the checkpoint's head as it is, so other classes would silently be relabelled (the same count) or fail
+    deep in the load (another count)."""
+    config = Path(checkpoint) / "config.json"
+    if not config.is_file():  # not one of ours: the Trainer's load names what is missing
+        return
+    id2label = json.loads(config.read_text()).get("id2label") or {}
+    saved = [str(id2label[index]) for index in sorted(id2label, key=int)]
+    if saved != labels:
+        raise ValueError(
+            f"The checkpoint '{checkpoint}' was trained on {len(saved)} classes ({shown_labels(saved)}) but the data "
+            f"set {dataset} has {len(labels)} ({shown_labels(labels)}): resume with the data set it was trained on, "
+            f"or start a new run that fine-tunes it on this data (--model {checkpoint} without "
+            "--resume_from_checkpoint, into another --output_dir)."
+        )
 
 
 def check_readable_folder(source: str, argument: str) -> None:

@@ -37,7 +37,7 @@ from modeling_vit_scratch.training.data import (
 )
 from modeling_vit_scratch.training.distillation import DistillationTrainer, load_teacher
 from modeling_vit_scratch.training.distributed import check_fsdp, check_world_size, set_global_batch_size
-from modeling_vit_scratch.training.model_source import build_model, model_config
+from modeling_vit_scratch.training.model_source import build_model, check_resumed_labels, model_config
 from modeling_vit_scratch.training.output import (
     check_push_ready,
     distillation_text,
@@ -107,7 +107,7 @@ def train_in_claimed_folder(
     started = time.time()
     model_config(model_args)  # the model arguments' errors before any data is read
     set_seed(training_args.seed)  # before the model is built, so the initial weights follow --seed
-    raw = load_image_dataset(data_args.dataset, data_args.dataset_config)
+    raw = load_image_dataset(data_args.dataset, data_args.dataset_config, known_secrets(hub_token))
     data = prepare_splits(
         raw,
         data_args.image_column,
@@ -122,6 +122,8 @@ def train_in_claimed_folder(
         )
     check_training_steps(training_args, len(data.splits["train"]))
     check_label_names(data.id2label, data_args.dataset, known_secrets(hub_token))
+    if checkpoint:  # before the pre-flight: a resumed run trains the labels its checkpoint's head was trained on
+        check_resumed_labels(checkpoint, data.labels, data_args.dataset)
     main_process = training_args.process_index == 0
     images = check_images(
         data.splits, decode=data_args.check_images, progress=main_process and not training_args.disable_tqdm

@@ -3,11 +3,12 @@ through scripts/train.py (a ResNet teacher trained by the same script, on one pr
 
 import json
 import re
+import shutil
 
 import pytest
 import torch
 from helpers import run_script, tiny_model_file, training_args
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from transformers import AutoModelForImageClassification, ResNetConfig, ResNetForImageClassification
 
 from modeling_vit_scratch import ViTScratchForImageClassificationWithTeacher, ViTScratchImageProcessor
@@ -248,3 +249,55 @@ def test_a_missing_teacher_folder_is_refused_before_any_data_is_read(tmp_path):
 
     with pytest.raises(FileNotFoundError, match="Teacher folder .* does not exist: give a folder written by"):
         model_config(ModelArguments(model="vit-tiny-patch16-224", teacher=str(tmp_path / "missing")))
+
+
+def test_a_teacher_with_the_same_classes_in_another_order_predicts_in_the_datas_order(tmp_path):
+    """Its logits are permuted into the data's label order: soft and hard targets then mean the same classes."""
+    folder = save_resnet_teacher(tmp_path / "teacher", num_labels=3)
+    config = json.loads((folder / "config.json").read_text())
+    config["id2label"] = {"0": "c", "1": "a", "2": "b"}
+    config["label2id"] = {"c": 0, "a": 1, "b": 2}
+    (folder / "config.json").write_text(json.dumps(config))
+    processor = ViTScratchImageProcessor(size={"height": 16, "width": 16}, num_channels=1)
+    teacher, _ = load_teacher(str(folder), processor, {0: "a", 1: "b", 2: "c"})
+    original = AutoModelForImageClassification.from_pretrained(folder).eval()
+    pixels = torch.randn(2, 1, 16, 16)
+    torch.testing.assert_close(teacher(pixel_values=pixels).logits, original(pixel_values=pixels).logits[:, [1, 2, 0]])
+    assert not teacher.training and not any(parameter.requires_grad for parameter in teacher.parameters())
+
+
+def test_a_teacher_with_a_class_the_data_lacks_is_refused_with_shortened_lists(tmp_path):
+    folder = save_resnet_teacher(tmp_path / "teacher", num_labels=10)
+    labels = {index: str(index) for index in [*range(9), 11]}
+    with pytest.raises(ValueError) as refused:
+        load_teacher(str(folder), ViTScratchImageProcessor(num_channels=1), labels)
+    assert str(refused.value) == (
+        f"The teacher '{folder}' predicts 10 classes (0, 1, 2, 3, 4, ... 5 more) but the data has 10 (0, 1, 2, 3, 4, "
+        "... 5 more): train the teacher on the same labels."
+    )
+
+
+def test_training_against_a_teacher_listing_the_classes_in_another_order_runs(tmp_path, trained_teacher):
+    """The teacher's config names the digits 9..0 (its head rows reversed to match): the run trains, with the
+    teacher's logits put back in the data's order."""
+    teacher = tmp_path / "reversed"
+    shutil.copytree(trained_teacher, teacher)
+    config = json.loads((teacher / "config.json").read_text())
+    config["id2label"] = {str(index): str(9 - index) for index in range(10)}
+    config["label2id"] = {str(9 - index): index for index in range(10)}
+    (teacher / "config.json").write_text(json.dumps(config))
+    weights = load_file(teacher / "model.safetensors")
+    head = [name for name in weights if name.startswith("classifier.")]
+    save_file({**weights, **{name: weights[name].flip(0).contiguous() for name in head}}, teacher / "model.safetensors")
+    original = AutoModelForImageClassification.from_pretrained(trained_teacher).eval()
+    reordered, _ = load_teacher(str(teacher), ViTScratchImageProcessor(num_channels=1), LABELS)
+    pixels = torch.randn(2, 1, 16, 16)
+    torch.testing.assert_close(reordered(pixel_values=pixels).logits, original(pixel_values=pixels).logits)
+    metrics = train(
+        ModelArguments(
+            model=tiny_model_file(tmp_path, num_channels=1, image_size=16, patch_size=4), teacher=str(teacher)
+        ),
+        DataArguments(dataset="digits", max_train_samples=64),
+        training_args(tmp_path / "student", num_train_epochs=1),
+    )
+    assert 0.0 <= metrics["test_accuracy"] <= 1.0

@@ -1,0 +1,131 @@
+"""What `--dataset` reads is checked before it is loaded, and a resumed run trains the classes it was trained on.
+
+- A `--dataset` that is a file is one line saying so and what `--dataset` takes.
+- An image folder whose images lie at different depths (`cat/0.png` and `cat/deep/0.png`: `datasets` then infers no
+  labels) is one line naming an example of each depth and the fix.
+- A file or folder name holding a token is refused before `datasets` reads the folder (it would keep the name in its
+  cache), without echoing the token.
+- A resumed run whose data has other classes than its checkpoint's config.json (renamed, or another count) is one
+  line naming both, before the image pre-flight decodes anything.
+"""
+
+import shutil
+
+import pytest
+from entry_points import Scenario, outcome
+from helpers import write_imagefolder
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_secrets import SECRET, logged_in  # noqa: F401 (a fixture: HF_TOKEN holds SECRET, no saved login)
+
+import modeling_vit_scratch.training.data as data_module
+import modeling_vit_scratch.training.trainer as trainer_module
+
+
+def train_on(scenario: Scenario, dataset, *extra: str) -> list[str]:
+    """The scenario's working training line, on `dataset`."""
+    argv = scenario.argv("train")
+    argv[argv.index("--dataset") + 1] = str(dataset)
+    return argv + list(extra)
+
+
+@pytest.fixture
+def never_loaded(monkeypatch):
+    """`datasets` is never asked to read the folder: a refusal comes before its cache is written."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("load_dataset was called")
+
+    monkeypatch.setattr(data_module, "load_dataset", refuse)
+
+
+def test_a_dataset_that_is_a_file_is_named_as_a_file(tmp_path, never_loaded):
+    image = write_imagefolder(tmp_path / "imgs", classes=("a",), per_class=1) / "a" / "0.png"
+    done = outcome("train", train_on(Scenario(tmp_path), image))
+    assert done.one_line, done
+    assert done.error.startswith(f"error: --dataset '{image}' is a file, not a data set: give a folder with one")
+    assert "a save_to_disk folder, a hub data set name or 'digits'." in done.error
+    assert not (tmp_path / "out-train" / "config.json").exists()
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(extra_levels=st.lists(st.sampled_from(["deep", "er", "x y"]), min_size=1, max_size=3, unique=True))
+def test_images_at_mixed_depths_are_named_with_an_example_of_each(tmp_path_factory, never_loaded, extra_levels):
+    tmp_path = tmp_path_factory.mktemp("mixed")
+    dataset = write_imagefolder(tmp_path / "imgs", classes=("a", "b"), per_class=2)
+    deep = dataset.joinpath("a", *extra_levels)
+    deep.mkdir(parents=True)
+    shutil.copy(dataset / "a" / "0.png", deep / "0.png")
+    done = outcome("train", train_on(Scenario(tmp_path), dataset))
+    assert done.one_line, done
+    deep_name = "/".join(["a", *extra_levels, "0.png"])
+    assert done.error == (
+        f"error: The images in '{dataset}' lie at different depths ('a/0.png' (2 levels down), '{deep_name}' "
+        f"({2 + len(extra_levels)} levels down)): put every image in one level of class sub-folders "
+        f"('{dataset / 'cat'}/1.png', '{dataset / 'dog'}/1.png', ...)."
+    )
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "a/img-{}.png",  # an image's file name
+        "a/{}/0.png",  # a folder below a class
+        "a/notes-{}.txt",  # a file datasets would not read as an image
+        "{}/0.png",  # a class folder: named as a class
+    ],
+)
+@pytest.mark.usefixtures("logged_in", "never_loaded")
+def test_a_file_or_folder_name_holding_a_token_is_refused_before_loading(tmp_path, where):
+    dataset = write_imagefolder(tmp_path / "imgs", classes=("a", "b"), per_class=3)
+    named = dataset / where.format(SECRET)
+    named.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(dataset / "a" / "0.png", named)
+    done = outcome("train", train_on(Scenario(tmp_path), dataset))
+    assert done.one_line, done
+    assert SECRET not in done.error
+    if where.startswith("{}"):
+        assert done.error.startswith(f"error: A class name of the data set {dataset} holds or looks like a Hub token")
+        assert done.error.endswith("rename that class (its folder, or its label in the data set) before training.")
+    else:
+        assert done.error == (
+            f"error: A file or folder name in the data set folder '{dataset}' holds or looks like a Hub token, which "
+            "would be sent to the Hub or written to files: rename the file before training."
+        )
+    assert named.exists()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "classes, shown",
+    [
+        (("zebra", "yak", "xerus"), "3 (xerus, yak, zebra)"),  # renamed: the same count would train, relabelled
+        (("a", "b", "c", "d"), "4 (a, b, c, d)"),  # another count: was a traceback from the checkpoint's load
+    ],
+)
+def test_resuming_with_other_classes_than_the_checkpoints_is_refused_before_the_preflight(
+    tmp_path, monkeypatch, classes, shown
+):
+    first = write_imagefolder(tmp_path / "first", classes=("a", "b", "c"), per_class=10)
+    scenario = Scenario(tmp_path)
+    argv = train_on(scenario, first, "--save_strategy", "epoch", "--eval_strategy", "epoch")
+    assert outcome("train", argv).code == 0
+    checkpoint = next((tmp_path / "out-train").glob("checkpoint-*"))
+    other = write_imagefolder(tmp_path / "other", classes=classes, per_class=10)
+    decoded = []
+    monkeypatch.setattr(trainer_module, "check_images", lambda *args, **kwargs: decoded.append(args))
+    for resume in ("true", str(checkpoint)):
+        argv = train_on(scenario, other, "--save_strategy", "epoch", "--eval_strategy", "epoch")
+        done = outcome("train", argv + ["--resume_from_checkpoint", resume, "--num_train_epochs", "2"])
+        assert done.one_line, done
+        assert done.error.startswith(
+            f"error: The checkpoint '{checkpoint}' was trained on 3 classes (a, b, c) but the data set {other} has "
+            f"{shown}: resume with the data set it was trained on, or start a new run that fine-tunes it"
+        )
+        assert f"--model {checkpoint} without --resume_from_checkpoint" in done.error
+    assert not decoded
+
+
+def test_a_long_label_list_is_shortened():
+    assert data_module.shown_labels([str(k) for k in range(12)]) == "0, 1, 2, 3, 4, ... 7 more"
+    assert data_module.shown_labels(["a", "b"]) == "a, b"
