@@ -356,8 +356,8 @@ def check_name_lengths(folder: Path) -> None:
         size = len(os.fsencode(part))
         if size > limit:
             raise ValueError(
-                f"--output {str(folder)!r}: the name {part[:24]!r}... is {size} bytes, more than the {limit} its "
-                "file system can hold: choose a shorter name."
+                f"--output: the name {part[:24]!r}... is {size} bytes, more than the {limit} its file system can "
+                "hold: choose a shorter name."
             )
 
 
