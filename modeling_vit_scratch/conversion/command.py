@@ -107,7 +107,13 @@ def convert(args: argparse.Namespace) -> None:
 
 
 def check_timm_arguments(args: argparse.Namespace) -> None:
-    """`--from timm`'s own needs, before any work: timm importable, an architecture name, a weights file."""
+    """`--from timm`'s own needs, before any work: an architecture name, a weights file whose header holds, and
+    timm importable."""
+    if not args.timm_model:
+        raise ValueError("--from timm needs --timm_model NAME (e.g. vit_base_patch16_224) to know the architecture.")
+    if not Path(args.input).is_file():
+        raise FileNotFoundError(f"--input {args.input!r} is not a file: give the timm model's weights as safetensors.")
+    check_safetensors(args.input)  # before timm or safetensors reads it
     try:
         import timm  # noqa: F401
     except ImportError as error:
@@ -115,10 +121,6 @@ def check_timm_arguments(args: argparse.Namespace) -> None:
             f"--from timm needs the timm package, which cannot be imported ({error}): install it with "
             "pip install 'vit-scratch[timm]'."
         ) from None
-    if not args.timm_model:
-        raise ValueError("--from timm needs --timm_model NAME (e.g. vit_base_patch16_224) to know the architecture.")
-    if not Path(args.input).is_file():
-        raise FileNotFoundError(f"--input {args.input!r} is not a file: give the timm model's weights as safetensors.")
 
 
 def read_source(args: argparse.Namespace):
@@ -133,7 +135,6 @@ def read_source(args: argparse.Namespace):
         check_finite(model.state_dict(), args.input)  # a hub repo's, downloaded by from_pretrained
         return model, ViTScratchImageProcessor.from_pretrained(args.input), model
     if args.source == "timm":
-        check_safetensors(args.input)  # before timm or safetensors reads it
         import timm
 
         weights = check_finite(load_file(args.input), args.input)
