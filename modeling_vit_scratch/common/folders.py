@@ -335,12 +335,83 @@ def publish(staging: Path, destination: Path) -> None:
         os.replace(path, destination / path.name)
 
 
+# What a model folder holds, and nothing else: what `--overwrite` may replace as a whole. Config, weights (one file,
+# shards and their index, transformers' pickle), processor, card, Hub attributes, the package's model code, a
+# training run's outputs and checkpoints, and the package's own marker, lock and staging leftovers.
+MODEL_FOLDER_FILES = {
+    *MODEL_FILES,
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "README.md",
+    ".gitattributes",
+    RESULTS_FILE,
+    RECORD_FILE,
+    CURVES_FILE,
+    CONFUSION_FILE,
+    "train_results.json",
+    "eval_results.json",
+    "test_results.json",
+    "trainer_state.json",
+    "training_args.bin",
+    MARKER_FILE,
+    LOCK_FILE,
+}
+MODEL_FOLDER_PATTERN = re.compile(
+    rf"^(model-\d+-of-\d+\.safetensors|pytorch_model-\d+-of-\d+\.bin|checkpoint-\d+"
+    rf"|{re.escape(STAGING_PREFIX)}.*|{re.escape(PROBE_PREFIX)}.*)$"
+)
+MODEL_CODE = {path.name for path in Path(__file__).resolve().parents[1].glob("*_vit_scratch.py")}
+NAME_MAX = 255  # bytes in one file name on common file systems; `os.pathconf` says where it can
+
+
+def not_a_model_folder(folder: Path) -> list[str]:
+    """Why `folder` is not a model folder through and through: a missing or model_type-less config.json, no
+    weights, and every name in it that a model folder does not hold. Empty when it is one."""
+    try:
+        model_type = json.loads((folder / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        model_type = None
+    reasons = [] if model_type else ["no config.json with a model_type"]
+    weights = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+    if not any((folder / name).is_file() for name in weights):
+        reasons.append("no weights")
+    others = sorted(
+        path.name + ("/" if path.is_dir() else "")
+        for path in folder.iterdir()
+        if path.name not in MODEL_FOLDER_FILES | MODEL_CODE and not MODEL_FOLDER_PATTERN.match(path.name)
+    )
+    if others:
+        reasons.append(f"files a model folder does not hold: {', '.join(others[:5])}{' ...' if others[5:] else ''}")
+    return reasons
+
+
+def check_name_lengths(folder: Path) -> None:
+    """A ValueError when a part of `folder`'s path is longer than its file system can name (checked before any work,
+    not met as `File name too long` once the conversion is done)."""
+    existing = next(parent for parent in folder.parents if os.path.exists(parent))  # whose file system holds it
+    try:
+        limit = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = NAME_MAX
+    for part in folder.parts:
+        size = len(os.fsencode(part))
+        if size > limit:
+            raise ValueError(
+                f"--output: the name {part[:24]!r}... is {size} bytes, more than the {limit} its file system can "
+                "hold: choose a shorter name."
+            )
+
+
 def check_replaceable(
     output_dir: str | Path, overwrite: bool = False, inputs: dict[str, str | None] | None = None
 ) -> Path:
     """`output_dir` as an absolute real path, if a conversion may write it: new, empty, or (with `overwrite`) a model
-    folder, and within `check_output_folder`'s rule (against `inputs`); else a FileExistsError or ValueError naming
-    it and the fix. Run it before a long conversion to fail early."""
+    folder through and through (`not_a_model_folder`: a user's files are never replaced with it), with names its
+    file system can hold, and within `check_output_folder`'s rule (against `inputs`); else a FileExistsError or
+    ValueError naming it and the fix. Run it before a long conversion to fail early."""
+    check_name_lengths(Path(os.path.abspath(output_dir)))  # before any look at it: the system refuses such names
     output_dir = Path(os.path.realpath(output_dir))  # a link to a folder: the folder it names is replaced
     if output_dir.exists() and not output_dir.is_dir():
         raise FileExistsError(f"{output_dir} is a file, not a folder: choose another output folder.")
@@ -351,10 +422,11 @@ def check_replaceable(
                 f"{output_dir} already holds files: choose another output folder or pass "
                 "--overwrite (overwrite=True) to replace it."
             )
-        if not (output_dir / "config.json").is_file():  # --overwrite replaces a model, not a home directory
+        reasons = not_a_model_folder(output_dir)
+        if reasons:  # --overwrite replaces a model, not a home directory or a folder of notes beside a config
             raise FileExistsError(
-                f"{output_dir} holds files but no config.json, so it is not a model folder: refusing "
-                "to replace it even with --overwrite; choose another output folder."
+                f"{output_dir} is not a model folder ({'; '.join(reasons)}): refusing to replace it even with "
+                "--overwrite; move those files away or choose another output folder."
             )
     return output_dir
 
@@ -364,7 +436,8 @@ def replaced_folder(
     output_dir: str | Path, overwrite: bool = False, inputs: dict[str, str | None] | None = None
 ) -> Iterator[Path]:
     """A temporary folder beside `output_dir` (same filesystem) to write into, moved into place only when the block
-    completes: a failure or a refusal leaves `output_dir` as it was. An existing non-empty `output_dir` is refused
+    completes: a failure or a refusal leaves `output_dir` as it was, so a check of the written folder belongs inside
+    the block (a conversion's parity check runs on the staged folder, before it replaces anything). An existing non-empty `output_dir` is refused
     unless `overwrite`; then it is replaced only once the new one is complete (moved aside, new moved in, deleted)."""
     output_dir = check_replaceable(output_dir, overwrite, inputs)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -389,5 +462,11 @@ def replaced_folder(
 
 
 def sibling(folder: Path, tag: str) -> Path:
-    """A fresh hidden name beside `folder` (same filesystem, so renames are atomic): `.NAME.TAG-1a2b3c4d`."""
-    return folder.parent / f".{folder.name}.{tag}-{uuid.uuid4().hex[:8]}"
+    """A fresh hidden name beside `folder` (same filesystem, so renames are atomic): `.NAME.TAG-1a2b3c4d`, NAME cut
+    so that the whole stays within `NAME_MAX` bytes."""
+    suffix = f".{tag}-{uuid.uuid4().hex[:8]}"
+    room = NAME_MAX - 1 - len(suffix.encode())
+    name = folder.name
+    while len(os.fsencode(name)) > room:  # whole characters only: a cut UTF-8 sequence is no valid name everywhere
+        name = name[:-1]
+    return folder.parent / f".{name}{suffix}"

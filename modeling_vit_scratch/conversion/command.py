@@ -13,8 +13,10 @@
 The output folder is written beside its final place and moved in only when complete; an existing non-empty output
 folder is refused unless --overwrite, which replaces it only once the new folder is complete.
 timm is needed only for `--from timm` (to build the architecture, without weights, and read its hyper-parameters).
-Once written, the folder is loaded back and its logits (final tokens for a model without a head) compared with the
-source model's on random images, in `--dtype` (float32, or bfloat16 with the looser tolerance the check prints).
+Source weights with NaN or infinity are refused before converting. Once written, and before it replaces anything,
+the folder is loaded back and its logits (final tokens for a model without a head) compared with the source
+model's on random images, in `--dtype` (float32, or bfloat16 with the looser tolerance the check prints): a folder
+that fails the check never reaches --output.
 """
 
 import argparse
@@ -22,6 +24,7 @@ import json
 import sys
 from pathlib import Path
 
+from safetensors.torch import load_file
 from transformers import AutoModel, AutoModelForImageClassification
 
 from modeling_vit_scratch import (
@@ -34,9 +37,11 @@ from modeling_vit_scratch.common.dtypes import parse_dtype
 from modeling_vit_scratch.common.folders import check_replaceable
 from modeling_vit_scratch.common.overrides import parse_overrides
 from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
-from modeling_vit_scratch.common.weights import check_safetensors
+from modeling_vit_scratch.common.sources import looks_like_local_path
+from modeling_vit_scratch.common.weights import check_safetensors, weight_files
 from modeling_vit_scratch.conversion.convert import (
     check_convertible,
+    check_finite,
     from_timm,
     from_transformers,
     save_converted,
@@ -68,45 +73,94 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def convert(args: argparse.Namespace) -> None:
+    """Every check of the arguments first, then the source read and checked (finite weights), then the folder
+    written beside --output and compared with its source; it replaces --output only once that check has passed."""
     dtype = parse_dtype(args.dtype)  # a typo is refused before any work
+    if args.source == "timm":
+        check_timm_arguments(args)
     check_replaceable(args.output, args.overwrite, {"--input": args.input})  # before any download or conversion
+    try:
+        model, processor, reference = read_source(args)
+    except OSError as error:
+        if error.errno is None:  # one of ours, or a library's, that already says what is wrong
+            raise
+        raise ValueError(unreadable_source(args.input, error)) from None
+    verdict = []
+
+    def check(staged: Path) -> None:  # the written folder, before it replaces anything
+        if args.target == "transformers":
+            converted = AutoModelForImageClassification.from_pretrained(
+                staged, dtype=dtype, trust_remote_code=False, use_safetensors=True
+            )
+        else:  # one head, or DeiT's two
+            converted = type(model).from_pretrained(staged, dtype=dtype, use_safetensors=True)
+        verdict.append(check_parity(reference, converted, model.config, dtype))
+
     if args.target == "transformers":
-        check_convertible(args.input)
-        model = saved_class(args.input).from_pretrained(args.input, trust_remote_code=False, use_safetensors=True)
-        processor = ViTScratchImageProcessor.from_pretrained(args.input)
-        written = to_transformers(model, args.output, processor, overwrite=args.overwrite)
+        written = to_transformers(model, args.output, processor, overwrite=args.overwrite, check=check)
         architecture = json.loads((written / "config.json").read_text())["architectures"][0]
         print(f"Wrote a transformers {architecture} folder to {args.output}")
-        converted = AutoModelForImageClassification.from_pretrained(
-            args.output, dtype=dtype, trust_remote_code=False, use_safetensors=True
-        )
-        print(check_parity(model, converted, model.config, dtype))
-        return
-    if args.source == "timm":
-        if not args.timm_model:
-            raise ValueError(
-                "--from timm needs --timm_model NAME (e.g. vit_base_patch16_224) to know the architecture."
-            )
-        if not Path(args.input).is_file():
-            raise FileNotFoundError(
-                f"--input {args.input!r} is not a file: give the timm model's weights as safetensors."
-            )
-        check_safetensors(args.input)  # before timm or safetensors reads it
-        import timm
-        from safetensors.torch import load_file
+    else:
+        save_converted(model, processor, args.output, overwrite=args.overwrite, check=check)
+        print(f"Wrote a vit_scratch folder to {args.output} ({model.num_parameters():,} parameters)")
+    print(verdict[0])
 
+
+def check_timm_arguments(args: argparse.Namespace) -> None:
+    """`--from timm`'s own needs, before any work: an architecture name, a weights file whose header holds, and
+    timm importable."""
+    if not args.timm_model:
+        raise ValueError("--from timm needs --timm_model NAME (e.g. vit_base_patch16_224) to know the architecture.")
+    if not Path(args.input).is_file():
+        raise FileNotFoundError(f"--input {args.input!r} is not a file: give the timm model's weights as safetensors.")
+    check_safetensors(args.input)  # before timm or safetensors reads it
+    try:
+        import timm  # noqa: F401
+    except ImportError as error:
+        raise ValueError(
+            f"--from timm needs the timm package, which cannot be imported ({error}): install it with "
+            "pip install 'vit-scratch[timm]'."
+        ) from None
+
+
+def read_source(args: argparse.Namespace):
+    """The model to write, its processor, and the reference its written folder must compute the same as. Weights
+    that are not finite are refused here, before any conversion."""
+    if args.target == "transformers":
+        check_convertible(args.input)
+        if Path(args.input).is_dir():
+            for path in weight_files(args.input):
+                check_finite(load_file(path), path)
+        model = saved_class(args.input).from_pretrained(args.input, trust_remote_code=False, use_safetensors=True)
+        check_finite(model.state_dict(), args.input)  # a hub repo's, downloaded by from_pretrained
+        return model, ViTScratchImageProcessor.from_pretrained(args.input), model
+    if args.source == "timm":
+        import timm
+
+        weights = check_finite(load_file(args.input), args.input)
         kwargs = {"num_classes": _num_classes(args.input), **parse_overrides(args.timm_kwargs)}
         reference = timm.create_model(args.timm_model, pretrained=False, **kwargs)
-        model, processor = from_timm(reference, load_file(args.input))
-        reference.load_state_dict(load_file(args.input))
-    else:
-        model, processor = from_transformers(args.input)
-        reference_class = AutoModelForImageClassification if model.config.num_labels else AutoModel
-        reference = reference_class.from_pretrained(args.input, trust_remote_code=False, use_safetensors=True)
-    save_converted(model, processor, args.output, overwrite=args.overwrite)
-    print(f"Wrote a vit_scratch folder to {args.output} ({model.num_parameters():,} parameters)")
-    converted = type(model).from_pretrained(args.output, dtype=dtype, use_safetensors=True)  # one head, or DeiT's two
-    print(check_parity(reference, converted, model.config, dtype))
+        model, processor = from_timm(reference, weights)
+        reference.load_state_dict(weights)
+        return model, processor, reference
+    model, processor = from_transformers(args.input)  # its weights checked as they are read
+    reference_class = AutoModelForImageClassification if model.config.num_labels else AutoModel
+    reference = reference_class.from_pretrained(args.input, trust_remote_code=False, use_safetensors=True)
+    return model, processor, reference
+
+
+def unreadable_source(source: str, error: OSError) -> str:
+    """The one line for a source that could not be read: a local folder, or a hub repo's copy in the cache."""
+    what = f"Reading --input {source!r} failed ({error.strerror or error}: {error.filename})"
+    if Path(source).exists() or looks_like_local_path(source):
+        return f"{what}: check that the folder is complete and readable, or save it again."
+    from huggingface_hub import constants
+
+    cached = Path(constants.HF_HUB_CACHE) / f"models--{source.replace('/', '--')}"
+    return (
+        f"{what}: its copy in the Hugging Face cache is incomplete; remove {cached} and run again to download it "
+        "afresh."
+    )
 
 
 def saved_class(folder: str):

@@ -12,6 +12,7 @@ timm model object (built by the caller, e.g. `scripts/convert_checkpoint.py`) is
 
 import json
 import logging
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import torch
@@ -199,8 +200,20 @@ def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
     (`pytorch_model.bin`) is never read: the error names the command that converts it."""
     state_dict = {}
     for path in weight_files(folder):
-        state_dict |= load_file(path)
+        state_dict |= check_finite(load_file(path), path)
     return state_dict
+
+
+def check_finite(tensors: Mapping[str, torch.Tensor], origin: str | Path) -> Mapping[str, torch.Tensor]:
+    """`tensors` (read from `origin`) if every value is finite; else a ValueError naming the first tensor with NaN
+    or infinity. Such weights compute NaN, so their conversion could never match its source: refused before any."""
+    for name, tensor in tensors.items():
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise ValueError(
+                f"{origin} holds non-finite values (NaN or infinity) in tensor {name!r}: a model with such weights "
+                "computes NaN; convert a checkpoint saved before training diverged, or retrain."
+            )
+    return tensors
 
 
 def local_folder(path_or_repo: str) -> Path:
@@ -401,23 +414,35 @@ def build_with_weights(
 
 
 def save_converted(
-    model: ViTScratchForImageClassification, processor, output_dir: str | Path, overwrite: bool = False
+    model: ViTScratchForImageClassification,
+    processor,
+    output_dir: str | Path,
+    overwrite: bool = False,
+    check: Callable[[Path], None] | None = None,
 ) -> Path:
-    """`save_pretrained` of the model and its processor into `output_dir`, all or nothing (see `replaced_folder`)."""
+    """`save_pretrained` of the model and its processor into `output_dir`, all or nothing (see `replaced_folder`).
+    `check` is called with the written folder before it is moved into place: if it raises, nothing is replaced."""
     with replaced_folder(output_dir, overwrite) as staging:
         model.save_pretrained(staging)
         processor.save_pretrained(staging)
+        if check:
+            check(staging)
     return Path(output_dir)
 
 
 def to_transformers(
-    model: ViTScratchForImageClassification, output_dir: str | Path, processor=None, overwrite: bool = False
+    model: ViTScratchForImageClassification,
+    output_dir: str | Path,
+    processor=None,
+    overwrite: bool = False,
+    check: Callable[[Path], None] | None = None,
 ) -> Path:
     """Write our model as a transformers `ViTForImageClassification` folder (the 4.x key layout, which transformers
     4.x and 5.x both load): config.json, model.safetensors and preprocessor_config.json. A model with a
     distillation token is written as transformers' DeiT: `DeiTForImageClassificationWithTeacher` from our
     two-headed model, `DeiTForImageClassification` from the one-headed one. Every check runs before anything is
-    written, and the folder is written all or nothing (see `replaced_folder`)."""
+    written, and the folder is written all or nothing (see `replaced_folder`); `check` is called with the written
+    folder before it is moved into place."""
     config = model.config
     deit = config.distillation_token
     reference_name = "DeiT" if deit else "ViT"
@@ -482,4 +507,6 @@ def to_transformers(
                 "image_std": list(processor.image_std),
             }
             (staging / "preprocessor_config.json").write_text(json.dumps(settings, indent=2) + "\n")
+        if check:
+            check(staging)
     return Path(output_dir)

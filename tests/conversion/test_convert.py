@@ -283,7 +283,9 @@ def test_conversions_write_all_or_nothing_and_replace_only_with_overwrite(tmp_pa
 def test_overwrite_replaces_model_folders_only(tmp_path):
     (tmp_path / "notes.txt").write_text("not a model")
     model = ViTScratchForImageClassification(ViTScratchConfig(**REFERENCE_SIZES["small-rgb"]))
-    with pytest.raises(FileExistsError, match="no config.json, so it is not a model folder: refusing to replace it"):
+    with pytest.raises(
+        FileExistsError, match=r"not a model folder \(no config.json with a model_type; no weights; .*notes"
+    ):
         save_converted(model, ViTScratchImageProcessor.for_config(model.config), tmp_path, overwrite=True)
     with pytest.raises(FileExistsError, match="is a file, not a folder"):
         to_transformers(model, tmp_path / "notes.txt", overwrite=True)
