@@ -54,7 +54,9 @@ def check_processor_fits(folder: str | Path) -> None:
 def check_processor_fits_config(config: dict, processor: dict, where: str) -> None:
     """Refuse a processor (`where`: its preprocessor_config.json) that does not fit a vit_scratch config: the size
     must be the model's `image_size` (height/width, or shortest_edge for a square model), `num_channels` and the
-    lengths of `image_mean` / `image_std` the model's `num_channels`."""
+    lengths of `image_mean` / `image_std` the model's `num_channels` (for the package's own processor: another one,
+    such as transformers' RGB `ViTImageProcessor` beside a converted grayscale model, is bridged by explain's
+    `model_inputs`, which brings its channels to the model's)."""
     fix = (
         "save the processor again with ViTScratchImageProcessor.for_config(config).save_pretrained(folder), or "
         "undo the edit"
@@ -72,6 +74,8 @@ def check_processor_fits_config(config: dict, processor: dict, where: str) -> No
         raise ValueError(
             f"{where} gives {field} {found}, but config.json's image_size is {image_size} (it must be {wanted}): {fix}."
         )
+    if not str(processor.get("image_processor_type", "")).startswith("ViTScratch"):
+        return
     channels = config.get("num_channels", 3)
     for name in ("image_mean", "image_std"):
         values = processor.get(name)
