@@ -2,6 +2,7 @@
 class-specific gradient rollout, per-layer attention from the class token, the paper's Fig. 7 panels)."""
 
 import io
+import time
 import urllib.request
 from pathlib import Path
 
@@ -12,19 +13,51 @@ from transformers import AutoImageProcessor, AutoModelForImageClassification
 from modeling_vit_scratch.common.dtypes import parse_dtype
 from modeling_vit_scratch.common.folders import check_output_folder, mark_as_ours
 from modeling_vit_scratch.common.images import open_bounded
+from modeling_vit_scratch.common.model_folder import check_processor_fits, check_processor_fits_config
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
+from modeling_vit_scratch.configuration_vit_scratch import PRESETS
 from modeling_vit_scratch.explanation import attention as explain
 from modeling_vit_scratch.explanation import figures as plots
+
+# A download of --image is bounded in time and in bytes: a server that trickles or streams without end is refused.
+DOWNLOAD_SECONDS = 60
+# The most bytes an image file may have: 4 per pixel (RGBA, uncompressed) of the largest image PIL opens.
+DOWNLOAD_BYTES = 4 * (Image.MAX_IMAGE_PIXELS or 2**28)
+
+
+def download(url: str) -> bytes:
+    """The body at `url`, refused in one line when it takes more than `DOWNLOAD_SECONDS` in all or holds more than
+    `DOWNLOAD_BYTES` (a socket's own timeout bounds only each read)."""
+    fix = "download it yourself and give --image the file"
+    too_large = ValueError(
+        f"{url} is larger than {DOWNLOAD_BYTES:,} bytes, the most an image file may have here (4 bytes per "
+        f"pixel of PIL's Image.MAX_IMAGE_PIXELS): {fix}."
+    )
+    deadline = time.monotonic() + DOWNLOAD_SECONDS
+    body = bytearray()
+    with urllib.request.urlopen(url, timeout=min(30, DOWNLOAD_SECONDS)) as response:
+        if int(response.headers.get("Content-Length") or 0) > DOWNLOAD_BYTES:
+            raise too_large
+        while chunk := response.read1(1 << 16):
+            body += chunk
+            if len(body) > DOWNLOAD_BYTES:
+                raise too_large
+            if time.monotonic() > deadline:
+                raise ValueError(f"Downloading {url} took more than {DOWNLOAD_SECONDS} s, the limit: {fix}.")
+    return bytes(body)
 
 
 def load_image(source: str) -> Image.Image:
     """A local file or an http(s) URL, as a PIL image; a clear error if it cannot be read as one."""
     try:
         if source.startswith(("http://", "https://")):
-            with urllib.request.urlopen(source, timeout=30) as response:
-                image = open_bounded(io.BytesIO(response.read()), f"Image {source!r}")
+            image = open_bounded(io.BytesIO(download(source)), f"Image {source!r}")
         else:
+            if Path(source).is_dir():
+                raise ValueError(
+                    f"Image {source!r} is a folder: --image takes one image file (PNG, JPEG, ...) or an http(s) URL."
+                )
             if not Path(source).is_file():
                 raise FileNotFoundError(f"Image {source!r} does not exist: give an image file or an http(s) URL.")
             image = open_bounded(source, f"Image {source!r}")
@@ -33,9 +66,26 @@ def load_image(source: str) -> Image.Image:
     except (UnidentifiedImageError, OSError) as error:
         if isinstance(error, FileNotFoundError):
             raise
+        if isinstance(error, TimeoutError):
+            raise ValueError(
+                f"Downloading {source} stalled for more than {min(30, DOWNLOAD_SECONDS)} s: download it yourself "
+                "and give --image the file."
+            ) from None
         raise ValueError(
             f"Cannot read {source!r} as an image ({error}): give a PNG, JPEG or other image file."
         ) from None
+
+
+def check_model_source(model_source: str) -> None:
+    """Refuse, before any image is read, a preset name (an architecture without trained weights) and a local
+    vit_scratch folder whose processor does not fit its model."""
+    if model_source in PRESETS and not Path(model_source).exists():
+        raise ValueError(
+            f"{model_source!r} is a preset name: presets are architectures with no trained weights, so there is "
+            "nothing to explain; give --model a folder saved by training, or the hub repo id of a trained model."
+        )
+    if Path(model_source).is_dir():
+        check_processor_fits(model_source)
 
 
 # The most bytes (UTF-8) of a label in a file name: with the rest of the name, far below the 255 a name may take
@@ -58,6 +108,7 @@ def load_model(model_source: str, trust_remote_code: bool = False, dtype: torch.
         "read that code, then pass --trust_remote_code if you trust it",
         trust_remote_code=trust_remote_code,
     )
+    check_model_source(model_source)
     if Path(model_source).is_dir():
         weight_files(model_source)
     try:
@@ -74,6 +125,10 @@ def load_model(model_source: str, trust_remote_code: bool = False, dtype: torch.
             f"{model_source} is not a vit_scratch model and needs its own code to load, which runs "
             "only if you trust it: read that code, then pass --trust_remote_code."
         ) from None
+    if model.config.model_type == "vit_scratch":  # a hub repo's files are read only now
+        check_processor_fits_config(
+            model.config.to_dict(), processor.to_dict(), f"{model_source}'s preprocessor_config.json"
+        )
     return model.eval(), processor
 
 
@@ -91,6 +146,7 @@ def explain_image(
     apart from the model and the image; no links), then the image, so a refusal costs no loading."""
     out = check_output_folder(out_dir, "--out", {"--model": model_source, "--image": image_source})
     torch_dtype = parse_dtype(dtype)
+    check_model_source(model_source)  # a preset name, a processor that does not fit: before the image is read
     image = load_image(image_source)  # the image's errors before the model is loaded
     model, processor = load_model(model_source, trust_remote_code, torch_dtype)
     config = model.config

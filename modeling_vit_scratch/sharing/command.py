@@ -28,6 +28,14 @@ def main(argv: list[str]) -> None:
         action="store_true",
         help="push weights changed after training, with a card that reports no metrics for them",
     )
+    dashed = [arg for arg in argv if arg.startswith("-") and not arg.startswith("--") and "/" in arg]
+    if dashed:  # argparse would read it as an option and say the repo id is missing
+        sys.exit(
+            error_line(
+                f"The repo id {dashed[0]!r} starts with '-', which no Hub repo id may: give one like "
+                "your-name/vit-digits."
+            )
+        )
     args = parser.parse_args(argv)
     try:
         result = push_to_hub(

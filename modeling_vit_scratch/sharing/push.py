@@ -8,8 +8,10 @@ A push is a gate; nothing is created or uploaded unless every check passes:
   of config.json / preprocessor_config.json naming only those modules and classes (no other code ever runs);
 - the folder reloads identically through `AutoModelForImageClassification` with its own (now known) code, in a
   process that can reach no Hub credential;
-- the weights are the ones the metrics were measured on (`weights_sha256` in training_record.json), unless the
-  caller accepts a card that says they were not;
+- the folder is a vit_scratch model whose processor fits it (`check_processor_fits`: size and channels);
+- the model is the one the metrics were measured on: its weights (`weights_sha256` in training_record.json) and
+  its config.json and preprocessor_config.json (`files_sha256`; a record written before it existed names only the
+  weights), unless the caller accepts a card that says they were not;
 - no known token value is in any file about to be uploaded.
 
 Then two commits: the model with a complete card (its loading example unpinned, which is true), then the card pinned
@@ -20,6 +22,7 @@ re-running the same push finishes it without a second model commit. The token co
 
 import hashlib
 import json
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -32,6 +35,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.hf_api import RepoFile
 
 from modeling_vit_scratch.common.folders import CONFUSION_FILE, CURVES_FILE, RECORD_FILE, RESULTS_FILE
+from modeling_vit_scratch.common.model_folder import check_processor_fits, described_sha256, read_json
 from modeling_vit_scratch.common.remote_code import OWN_AUTO_MAP, foreign_code
 from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, redact, refuse_secret, weights_sha256
 from modeling_vit_scratch.common.weights import weight_files
@@ -107,11 +111,44 @@ def check_no_links(folder: Path) -> None:
 
 
 def check_sent_text(repo_id: str, revision: str | None, commit_message: str | None, secrets: list[str]) -> None:
-    """Refuse a token typed into a field the Hub receives as text: the repo id, the revision, the commit message."""
+    """Refuse a token typed into a field the Hub receives as text: the repo id, the revision, the commit message;
+    then a repo id or revision the Hub would take for something else (`check_repo_id`, `check_revision`)."""
     fix = "tokens go in HF_TOKEN or `hf auth login`, never in a field that is sent; fix the command line"
     refuse_secret("The repo id", repo_id, secrets, fix)
     refuse_secret("The revision", revision, secrets, fix)
     refuse_secret("The commit message", commit_message, secrets, fix)
+    check_repo_id(repo_id)
+    check_revision(revision)
+
+
+def check_repo_id(repo_id: str) -> None:
+    """Refuse a repo id that starts with '-': no Hub name does, and on a command line it reads as an option."""
+    if repo_id.startswith("-"):
+        raise ValueError(
+            f"The repo id {repo_id!r} starts with '-', which no Hub repo id may: give one like your-name/vit-digits."
+        )
+
+
+def check_revision(revision: str | None) -> None:
+    """Refuse a revision that is a full commit id (40 hex digits): a push creates the branch it names, and a branch
+    named like a commit shadows that commit for everyone who loads the repo at it. Shorter hex names ("cafe") are
+    ordinary branch names: the Hub resolves a commit only by its full id."""
+    if revision and re.fullmatch(r"[0-9a-fA-F]{40}", revision):
+        raise ValueError(
+            f"The revision {revision} is a commit id: a push goes to a branch (created if missing) or refs/pr/N, and "
+            "a branch named like a commit would hide that commit: give a branch name, or drop --revision for main."
+        )
+
+
+def check_vit_scratch_folder(folder: Path) -> None:
+    """Refuse a folder of another model type (a transformers ViT, say): only vit_scratch folders are pushed."""
+    model_type = read_json(folder / "config.json").get("model_type")
+    if model_type != "vit_scratch":
+        raise ValueError(
+            f"{folder} is not a vit_scratch model folder (config.json's model_type is {model_type!r}): convert it "
+            "first with `vit-scratch convert --from transformers --input FOLDER --output NEW_FOLDER`, then push "
+            "NEW_FOLDER."
+        )
 
 
 def load_verified(folder: str | Path) -> tuple[ViTScratchForImageClassification, ViTScratchImageProcessor]:
@@ -125,7 +162,9 @@ def load_verified(folder: str | Path) -> tuple[ViTScratchForImageClassification,
                 "image processor saved beside the model (scripts/train.py writes both)."
             )
     check_no_links(folder)  # before anything reads the folder: a link would be followed
+    check_vit_scratch_folder(folder)
     check_own_code(folder)  # before anything loads the folder: no code but the package's own may run
+    check_processor_fits(folder)  # before the model is built: a processor for other images fails only later
     weight_files(folder)  # safetensors only, each header fitting its file
     model = ViTScratchForImageClassification.from_pretrained(
         folder, trust_remote_code=False, use_safetensors=True
@@ -146,22 +185,38 @@ def read_training_files(folder: Path) -> tuple[dict, dict]:
     )
 
 
+def unmeasured_reason(folder: Path, record: dict, digest: str) -> str | None:
+    """Why the folder's model is not the one its record describes (None: it is): other weights than `digest` on
+    record, or a config.json / preprocessor_config.json edited since. A record without `files_sha256` (written by
+    an earlier version) vouches for the weights only."""
+    recorded = record.get("weights_sha256")
+    if not recorded:
+        return "it has no weights digest on record"
+    if recorded != digest:
+        return "its training_record.json names other weights"
+    now = described_sha256(folder)
+    edited = [name for name, value in (record.get("files_sha256") or {}).items() if now.get(name) != value]
+    if edited:
+        return f"its {' and '.join(edited)} changed after training"
+    return None
+
+
 def measured_training_files(folder: Path, digest: str, allow_unmeasured_weights: bool) -> tuple[dict, dict, bool]:
-    """(metrics, record, measured) for the card: the training files when the folder's weights (`digest`) are the
-    ones they were measured on; without the metrics (measured=False) when they are not and the caller accepts it."""
+    """(metrics, record, measured) for the card: the training files when the folder's model (weights `digest`,
+    config, processor) is the one they were measured on; without the metrics (measured=False) when it is not and the
+    caller accepts it."""
     metrics, record = read_training_files(folder)
     if not metrics and not record:
         return {}, {}, True  # no training files: nothing claimed, nothing to check
-    recorded = record.get("weights_sha256")
-    if recorded == digest:
+    why = unmeasured_reason(folder, record, digest)
+    if why is None:
         return metrics, record, True
     if not allow_unmeasured_weights:
-        why = "its training_record.json names other weights" if recorded else "it has no weights digest on record"
         raise ValueError(
-            f"The weights in {folder} are not the ones the metrics in {RESULTS_FILE} were measured on "
+            f"The model in {folder} is not the one the metrics in {RESULTS_FILE} were measured on "
             f"({why}): retrain, or pass --allow_unmeasured_weights (Python: "
-            "allow_unmeasured_weights=True) to push them with a card that says the metrics were not "
-            "measured on these weights."
+            "allow_unmeasured_weights=True) to push it with a card that says the metrics were not "
+            "measured on this model."
         )
     return {}, record, False
 

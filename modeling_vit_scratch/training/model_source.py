@@ -9,6 +9,7 @@ from pathlib import Path
 from torch import nn
 from transformers import AutoConfig, AutoModelForImageClassification, PreTrainedConfig
 
+from modeling_vit_scratch.common.model_folder import check_processor_fits
 from modeling_vit_scratch.common.overrides import check_config_overrides, parse_overrides
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.sources import looks_like_local_path
@@ -150,6 +151,7 @@ def check_readable_folder(source: str, argument: str) -> None:
     )
     if Path(source).is_dir():
         weight_files(source)
+        check_processor_fits(source)  # its processor feeds the run: it must give the model's image size
 
 
 def classifier_class(config: PreTrainedConfig):

@@ -22,6 +22,7 @@ from modeling_vit_scratch.common.folders import (
     publish,
     staging_inside,
 )
+from modeling_vit_scratch.common.model_folder import described_sha256
 from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, weights_sha256
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
 from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to
@@ -161,6 +162,7 @@ def write_model_folder(
         record["validation_views"] = data_args.validation_views  # selection scored this many views of each image
         record.update(notes or {})
         record["weights_sha256"] = weights_sha256(staging)  # the weights the metrics above were measured on
+        record["files_sha256"] = described_sha256(staging)  # and the config and processor they were measured through
         writers = {
             RESULTS_FILE: lambda path: path.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n"),
             CURVES_FILE: lambda path: plot_training_curves(trainer.state.log_history, path),

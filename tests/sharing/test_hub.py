@@ -364,7 +364,7 @@ def test_weights_changed_after_training_are_refused_or_pushed_without_their_metr
         dict(folder=retrained),
     )
     refusal = (
-        f"The weights in {folder} are not the ones the metrics in all_results.json were measured on "
+        f"The model in {folder} is not the one the metrics in all_results.json were measured on "
         "(its training_record.json names other weights): retrain, or pass --allow_unmeasured_weights"
     )
     assert refused["error"] == "ValueError" and refusal in refused["message"]
@@ -493,7 +493,7 @@ def test_push_script_faults_are_one_line_and_running_it_again_completes(local_hu
 
     change_weights(tmp_path / "run")
     refused = run_push_script(local_hub, tmp_path, tmp_path / "run", REPO_ID)
-    assert one_error_line(refused).startswith(f"error: The weights in {tmp_path / 'run'} are not the ones the metrics")
+    assert one_error_line(refused).startswith(f"error: The model in {tmp_path / 'run'} is not the one the metrics")
     accepted = run_push_script(local_hub, tmp_path, tmp_path / "run", REPO_ID, "--allow_unmeasured_weights")
     assert accepted.returncode == 0 and len(titles(local_hub)) == 5, accepted.stderr[-3000:]
 

@@ -1,0 +1,103 @@
+"""What a saved vit_scratch folder must hold together, read from its JSON before anything is loaded.
+
+- Its image processor fits its model (`check_processor_fits`): the processor resizes every image to the model's
+  `image_size` and gives it `num_channels` channels, normalised per channel. A preprocessor_config.json edited to
+  another size would feed the model images it cannot take (or allocate gigabytes first); one checked function, called
+  by every command that reads a folder's processor (push, explain, train --model).
+- What its metrics describe (`described_sha256`): the metrics were measured through the config (labels, norms) and
+  the processor as much as through the weights, so a training record holds the SHA-256 of each describing file;
+  an edited config.json or preprocessor_config.json counts as unmeasured, as edited weights do.
+"""
+
+import hashlib
+import json
+from pathlib import Path
+
+CONFIG_FILE = "config.json"
+PROCESSOR_FILE = "preprocessor_config.json"
+# The files besides the weights that decide what a model computes from pixels.
+DESCRIBING_FILES = (CONFIG_FILE, PROCESSOR_FILE)
+
+
+def read_json(path: Path) -> dict:
+    """A JSON object from `path`; a one-line ValueError naming it when it is not one."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(
+            f"{path} is not readable JSON ({error}): save the folder again with save_pretrained."
+        ) from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path} is not a JSON object: save the folder again with save_pretrained.")
+    return value
+
+
+def _pair(value) -> tuple[int, int] | None:
+    if isinstance(value, int):
+        return value, value
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        return tuple(value)
+    return None
+
+
+def check_processor_fits(folder: str | Path) -> None:
+    """Refuse a vit_scratch folder whose preprocessor_config.json does not fit its config.json
+    (`check_processor_fits_config`). Folders of other models, or without a processor, pass."""
+    folder = Path(folder)
+    if not (folder / CONFIG_FILE).is_file() or not (folder / PROCESSOR_FILE).is_file():
+        return
+    config = read_json(folder / CONFIG_FILE)
+    if config.get("model_type") == "vit_scratch":
+        check_processor_fits_config(config, read_json(folder / PROCESSOR_FILE), str(folder / PROCESSOR_FILE))
+
+
+def check_processor_fits_config(config: dict, processor: dict, where: str) -> None:
+    """Refuse a processor (`where`: its preprocessor_config.json) that does not fit a vit_scratch config: the size
+    must be the model's `image_size` (height/width, or shortest_edge for a square model), `num_channels` and the
+    lengths of `image_mean` / `image_std` the model's `num_channels` (for the package's own processor: another one,
+    such as transformers' RGB `ViTImageProcessor` beside a converted grayscale model, is bridged by explain's
+    `model_inputs`, which brings its channels to the model's)."""
+    fix = (
+        "save the processor again with ViTScratchImageProcessor.for_config(config).save_pretrained(folder), or "
+        "undo the edit"
+    )
+    image_size = config.get("image_size", 224)
+    height, width = _pair(image_size) or (None, None)
+    size = processor.get("size")
+    if isinstance(size, dict) and size.get("shortest_edge") is not None and height == width:
+        found, wanted, field = size["shortest_edge"], height, "size.shortest_edge"
+    elif isinstance(size, dict):
+        found, wanted, field = [size.get("height"), size.get("width")], [height, width], "size (height, width)"
+    else:
+        found, wanted, field = size, {"height": height, "width": width}, "size"
+    if found != wanted:
+        raise ValueError(
+            f"{where} gives {field} {found}, but config.json's image_size is {image_size} (it must be {wanted}): {fix}."
+        )
+    if not str(processor.get("image_processor_type", "")).startswith("ViTScratch"):
+        return
+    channels = config.get("num_channels", 3)
+    for name in ("image_mean", "image_std"):
+        values = processor.get(name)
+        if isinstance(values, list) and len(values) != channels:
+            raise ValueError(
+                f"{where} gives {name} {len(values)} values, but config.json's num_channels is {channels} "
+                f"(it must give {channels}): {fix}."
+            )
+    if processor.get("num_channels", channels) != channels:
+        raise ValueError(
+            f"{where} gives num_channels {processor['num_channels']}, but config.json's num_channels is "
+            f"{channels}: {fix}."
+        )
+
+
+def described_sha256(folder: str | Path) -> dict[str, str]:
+    """{file name: SHA-256 of its JSON content} for each of `DESCRIBING_FILES` the folder holds: keys sorted and
+    `transformers_version` left out, so only a changed value counts, not a re-save by another version."""
+    folder = Path(folder)
+    digests = {}
+    for name in DESCRIBING_FILES:
+        if (folder / name).is_file():
+            content = {key: value for key, value in read_json(folder / name).items() if key != "transformers_version"}
+            digests[name] = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+    return digests

@@ -1,0 +1,243 @@
+"""The tools a stranger runs on a model folder (explain, push, train --model): each refusal is one line before any
+long work. A download of --image is bounded in time and bytes; --image naming a folder says so; a preset name is no
+model to explain; a vit_scratch folder's processor must fit its model; the metrics describe the weights AND the
+config and processor they were measured through; a push's revision is a branch, never a commit id; a repo id cannot
+start with '-'; a folder of another model type is sent to `vit-scratch convert`."""
+
+import http.server
+import json
+import threading
+import time
+
+import pytest
+from entry_points import Scenario, outcome
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_templates import RECORD as CARD_RECORD
+
+from modeling_vit_scratch.common.model_folder import described_sha256
+from modeling_vit_scratch.common.secrets import weights_sha256
+from modeling_vit_scratch.explanation import prediction
+
+
+def fail_if_reached(*args, **kwargs):
+    raise AssertionError("the command went on past what it should refuse")
+
+
+# ---- explain --image URL: a download bounded in time and bytes (a local server on the loopback only)
+
+
+class Misbehaving(http.server.BaseHTTPRequestHandler):
+    """/trickle sends a byte every 0.2 s for ever; /endless streams 64 kB chunks without end, with no length."""
+
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "image/png")
+        self.end_headers()
+        try:
+            while True:
+                if self.path == "/trickle":
+                    self.wfile.write(b"\x89")
+                    self.wfile.flush()
+                    time.sleep(0.2)
+                else:
+                    self.wfile.write(b"\0" * 65536)
+        except OSError:  # the client hung up: what the test wants
+            pass
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Misbehaving)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def explain_argv(scenario: Scenario, image: str) -> list[str]:
+    return ["--model", str(scenario.model()), "--image", image, "--out", str(scenario.root / "out")]
+
+
+def test_a_trickling_download_is_refused_after_the_time_limit(server, tmp_path, monkeypatch):
+    monkeypatch.setattr(prediction, "DOWNLOAD_SECONDS", 1)
+    monkeypatch.setattr(prediction, "load_model", fail_if_reached)
+    started = time.monotonic()
+    result = outcome("explain", explain_argv(Scenario(tmp_path), f"{server}/trickle"))
+    assert time.monotonic() - started < 10
+    assert result.one_line, result
+    assert f"{server}/trickle took more than 1 s" in result.error
+    assert "download it yourself and give --image the file" in result.error
+
+
+def test_an_endless_download_is_refused_at_the_byte_limit(server, tmp_path, monkeypatch):
+    monkeypatch.setattr(prediction, "DOWNLOAD_BYTES", 1 << 20)
+    monkeypatch.setattr(prediction, "load_model", fail_if_reached)
+    result = outcome("explain", explain_argv(Scenario(tmp_path), f"{server}/endless"))
+    assert result.one_line, result
+    assert f"{server}/endless is larger than 1,048,576 bytes" in result.error
+    assert "download it yourself and give --image the file" in result.error
+
+
+def test_image_that_is_a_folder_is_named_a_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(prediction, "load_model", fail_if_reached)
+    (tmp_path / "pictures").mkdir()
+    result = outcome("explain", explain_argv(Scenario(tmp_path), str(tmp_path / "pictures")))
+    assert result.one_line, result
+    assert "is a folder: --image takes one image file" in result.error
+
+
+def test_a_preset_name_is_no_model_to_explain(tmp_path, monkeypatch):
+    monkeypatch.setattr(prediction, "load_image", fail_if_reached)
+    scenario = Scenario(tmp_path)
+    result = outcome(
+        "explain", ["--model", "vit-tiny-patch16-224", "--image", str(scenario.picture()), "--out", str(tmp_path / "o")]
+    )
+    assert result.one_line, result
+    assert "'vit-tiny-patch16-224' is a preset name" in result.error and "no trained weights" in result.error
+
+
+# ---- a vit_scratch folder's processor fits its model (8x8 RGB here)
+
+PROCESSOR_EDITS = {
+    "size": ({"height": 20000, "width": 20000}, "size (height, width) [20000, 20000]"),
+    "image_mean": ([0.5], "image_mean 1 values"),
+    "image_std": ([0.5, 0.5], "image_std 2 values"),
+    "num_channels": (1, "num_channels 1"),
+}
+
+
+def edit_processor(folder, field, value):
+    path = folder / "preprocessor_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), field: value}))
+
+
+@pytest.mark.parametrize("name", ["explain", "push", "train"])
+@pytest.mark.parametrize("field", sorted(PROCESSOR_EDITS))
+def test_a_processor_that_does_not_fit_its_model_is_refused(name, field, tmp_path, monkeypatch):
+    scenario = Scenario(tmp_path)
+    value, said = PROCESSOR_EDITS[field]
+    edit_processor(scenario.model(), field, value)
+    before = (scenario.model() / "preprocessor_config.json").read_bytes()
+    monkeypatch.setattr("transformers.AutoModelForImageClassification.from_pretrained", fail_if_reached)
+    monkeypatch.setattr(
+        "modeling_vit_scratch.sharing.push.ViTScratchForImageClassification.from_pretrained", fail_if_reached
+    )
+    monkeypatch.setattr("modeling_vit_scratch.training.trainer.build_model", fail_if_reached)
+    argv = {
+        "explain": scenario.argv("explain"),
+        "push": scenario.argv("push"),
+        "train": [*scenario.argv("train"), "--model", str(scenario.model())],
+    }[name]
+    if name == "train":  # the second --model wins
+        argv = argv[: argv.index("--model")] + argv[argv.index("--model") + 2 :]
+    result = outcome(name, argv)
+    assert result.one_line, result
+    assert "preprocessor_config.json gives " + said in result.error
+    assert "config.json's" in result.error and "ViTScratchImageProcessor.for_config" in result.error
+    assert (scenario.model() / "preprocessor_config.json").read_bytes() == before
+
+
+# ---- push: the metrics describe the weights, the config and the processor
+
+
+# what the model card reads of a training record (the template test's, with a command and a data set)
+RECORD = dict(CARD_RECORD, command="vit-scratch train ...", dataset="images")
+
+
+def trained_folder(scenario: Scenario, files_digest: bool = True):
+    """The scenario's model with training files as training writes them (files_digest=False: an earlier version's
+    record, with the weights' digest only)."""
+    folder = scenario.model()
+    (folder / "all_results.json").write_text(json.dumps({"test_accuracy": 0.9}))
+    record = dict(RECORD, weights_sha256=weights_sha256(folder))
+    if files_digest:
+        record["files_sha256"] = described_sha256(folder)
+    (folder / "training_record.json").write_text(json.dumps(record))
+    return folder
+
+
+REACHED_THE_HUB = "on the Hub failed"
+
+
+@pytest.fixture
+def hub_reached(monkeypatch):
+    """A push that passes its gate meets the Hub, out of reach offline (`REACHED_THE_HUB`); the bit-for-bit reload
+    check is left to tests/sharing, which runs pushes in new processes."""
+    monkeypatch.setattr("modeling_vit_scratch.sharing.push.check_reloads_to", lambda *args, **kwargs: None)
+
+
+@pytest.mark.parametrize(
+    "file, field, value",
+    [("config.json", "layer_norm_eps", 0.9), ("config.json", "id2label", {"0": "b", "1": "c", "2": "a"})],
+)
+def test_a_config_edited_after_training_counts_as_unmeasured(file, field, value, tmp_path, hub_reached):
+    scenario = Scenario(tmp_path)
+    folder = trained_folder(scenario)
+    path = folder / file
+    path.write_text(json.dumps({**json.loads(path.read_text()), field: value}))
+    result = outcome("push", scenario.argv("push"))
+    assert result.one_line, result
+    assert f"is not the one the metrics in all_results.json were measured on (its {file} changed after training)" in (
+        result.error
+    )
+    assert "--allow_unmeasured_weights" in result.error
+    allowed = outcome("push", [*scenario.argv("push"), "--allow_unmeasured_weights"])
+    assert REACHED_THE_HUB in allowed.error  # accepted: the push went on to the Hub
+
+
+def test_a_record_of_the_earlier_form_vouches_for_the_weights(tmp_path, hub_reached):
+    scenario = Scenario(tmp_path)
+    trained_folder(scenario, files_digest=False)
+    assert REACHED_THE_HUB in outcome("push", scenario.argv("push")).error
+
+
+def test_a_resaved_config_still_counts_as_measured(tmp_path):
+    folder = trained_folder(Scenario(tmp_path))
+    before = described_sha256(folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "transformers_version": "9.9.9"}, indent=4))
+    assert described_sha256(folder) == before
+
+
+# ---- push: what is sent is what was meant
+
+
+@settings(max_examples=25)
+@given(st.text("0123456789abcdefABCDEF", min_size=40, max_size=40))
+def test_a_revision_that_is_a_commit_id_is_refused(tmp_path_factory, commit):
+    scenario = Scenario(tmp_path_factory.mktemp("push"))
+    result = outcome("push", [*scenario.argv("push"), "--revision", commit])
+    assert result.one_line, result
+    assert f"The revision {commit} is a commit id" in result.error and "give a branch name" in result.error
+
+
+@pytest.mark.parametrize("branch", ["cafe", "deadbeef", "v1", "refs/pr/3"])
+def test_a_short_hex_branch_name_is_a_branch(branch, tmp_path, hub_reached):
+    scenario = Scenario(tmp_path)
+    assert REACHED_THE_HUB in outcome("push", [*scenario.argv("push"), "--revision", branch]).error
+
+
+def test_a_repo_id_starting_with_a_dash_is_named(tmp_path):
+    scenario = Scenario(tmp_path)
+    result = outcome("push", [str(scenario.model()), "-x/y"])
+    assert result.one_line, result
+    assert "The repo id '-x/y' starts with '-'" in result.error
+
+
+def test_a_transformers_folder_is_sent_to_convert(tmp_path):
+    from transformers import ViTConfig, ViTForImageClassification
+
+    folder = tmp_path / "hf-vit"
+    config = ViTConfig(image_size=8, patch_size=4, hidden_size=24, num_hidden_layers=1, num_attention_heads=2)
+    ViTForImageClassification(config).save_pretrained(folder)
+    (folder / "preprocessor_config.json").write_text(json.dumps({"size": {"height": 8, "width": 8}}))
+    result = outcome("push", [str(folder), "local-user/t"])
+    assert result.one_line, result
+    assert "is not a vit_scratch model folder (config.json's model_type is 'vit')" in result.error
+    assert "vit-scratch convert --from transformers" in result.error
