@@ -20,7 +20,7 @@ from transformers import AutoModelForImageClassification
 
 from modeling_vit_scratch.common.secrets import credential_free_env
 
-# Run with `python -c`: folder, inputs file, outputs file.
+# Run with `python -c`: folder, inputs file, outputs file, the calling process's thread count.
 RELOAD_WITHOUT_PACKAGE = """
 import sys
 sys.modules["modeling_vit_scratch"] = None  # as on a machine without the package: only the folder's own code
@@ -29,7 +29,8 @@ from huggingface_hub import get_token
 from transformers import AutoModelForImageClassification
 if get_token() is not None:
     sys.exit("a Hub token reached the reload check, which must run without credentials")
-folder, inputs, outputs = sys.argv[1:4]
+folder, inputs, outputs, threads = sys.argv[1:5]
+torch.set_num_threads(int(threads))  # the writer's thread count: the same summation order, so bit-equal logits
 model = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=True).eval()
 with torch.no_grad():
     torch.save(model(torch.load(inputs)).logits, outputs)
@@ -53,6 +54,7 @@ def logits_in_new_process(folder: Path, pixel_values: torch.Tensor) -> torch.Ten
             RELOAD_WITHOUT_PACKAGE,
             str(folder),
             *(str(scratch / f) for f in ("inputs.pt", "logits.pt")),
+            str(torch.get_num_threads()),
         ]
         result = subprocess.run(command, env=env, cwd=scratch, capture_output=True, text=True, timeout=600, check=False)
         if result.returncode != 0:

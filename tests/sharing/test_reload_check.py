@@ -58,3 +58,17 @@ def test_the_model_keeps_its_mode(saved):
     model.train()
     check_reloads_to(model, folder, pixel_values)
     assert model.training
+
+
+@pytest.mark.integration
+def test_the_check_in_a_new_process_computes_with_the_callers_thread_count(tmp_path, monkeypatch):
+    """Bit for bit needs the same summation order: a caller on one thread (as here) whose environment would give
+    the new process two (OMP_NUM_THREADS) still passes; with the child's own default the logits differ in the
+    last bits for a model whose products the threads split."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert torch.get_num_threads() == 1  # tests/conftest.py
+    torch.manual_seed(0)
+    config = tiny_config(image_size=64, patch_size=8, hidden_size=96, intermediate_size=301)
+    model = ViTScratchForImageClassification(config).eval()
+    model.save_pretrained(tmp_path)
+    check_reloads_to(model, tmp_path, torch.randn(8, 3, 64, 64), own_code=True)
