@@ -13,6 +13,7 @@ only when asked for, so `vit-scratch --help` needs no training packages.
 import importlib
 import sys
 
+COMMAND = "vit-scratch"  # the installed command's name, as pyproject.toml's [project.scripts] gives it
 # sub-command -> (the module whose `main(argv)` runs it, what it does)
 COMMANDS = {
     "train": ("modeling_vit_scratch.training.command", "train a model on an image folder, a saved data set or digits"),
@@ -41,7 +42,8 @@ def main(argv: list[str] | None = None) -> None:
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         sys.exit(f"error: unknown command {name!r}: choose one of {', '.join(COMMANDS)} (vit-scratch --help).")
-    sys.argv[0] = f"vit-scratch {name}"  # argparse's usage line names the command as the user typed it
+    # argparse's usage line and the recorded command name the command as the user typed it, then its arguments
+    sys.argv[:] = [f"{COMMAND} {name}", *rest]
     importlib.import_module(COMMANDS[name][0]).main(rest)
 
 

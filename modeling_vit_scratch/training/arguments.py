@@ -8,10 +8,13 @@ to an argument whose name holds "token" is masked wherever the command is shown.
 """
 
 import difflib
+import functools
+import json
 import os
 import re
 import shlex
 import sys
+import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
@@ -19,6 +22,7 @@ from typing import Literal
 import torch
 from transformers import HfArgumentParser, TrainingArguments
 
+from modeling_vit_scratch.cli import COMMAND
 from modeling_vit_scratch.common.numbers import check_numbers
 from modeling_vit_scratch.common.secrets import MASK, holds_secret, known_secrets, redact
 from modeling_vit_scratch.common.sources import DIGITS
@@ -174,14 +178,20 @@ def path_in_recipe(value: str, recipe_folder: Path) -> str:
     return str(recipe_folder / value)
 
 
+RECIPE_SUFFIXES = (".json", ".yaml", ".yml")
+
+
 def recipe_to_argv(argv: list[str]) -> list[str]:
     """`[recipe.json, --key value, ...]` -> the recipe's arguments as command-line arguments, then the rest.
 
     Arguments given on the command line come last, so they override the recipe's. Recipe keys must be argument
     names exactly: an unknown or shortened key is an error naming the closest real one. A file or folder the recipe
-    names is found from the working directory or from the recipe's folder (`path_in_recipe`).
+    names is found from the working directory or from the recipe's folder (`path_in_recipe`). A first value that
+    is a folder or a file not named as a recipe is refused (`refuse_a_non_recipe`).
     """
-    if not argv or not argv[0].endswith((".json", ".yaml", ".yml")):
+    if not argv or not argv[0].endswith(RECIPE_SUFFIXES):
+        if argv:
+            refuse_a_non_recipe(argv[0])
         return argv
     path = Path(argv[0])
     if not path.is_file():
@@ -200,13 +210,82 @@ def recipe_to_argv(argv: list[str]) -> list[str]:
             continue
         if key in RECIPE_PATH_KEYS:
             value = path_in_recipe(str(value), path.parent)
-        written = [
-            str(v).lower() if isinstance(v, bool) else str(v) for v in (value if isinstance(value, list) else [value])
-        ]
+        written = recipe_words(path, key, value)
         # a single value that starts with "-" as --key=value, which argparse never reads as an option (-inf)
         single_dash = not isinstance(value, list) and written[0].startswith("-")
         args += [f"--{key}={written[0]}"] if single_dash else [f"--{key}", *written]
     return args + argv[1:]
+
+
+def refuse_a_non_recipe(value: str) -> None:
+    """A ValueError when `value`, the first word of a command line, is a folder or an existing file not named
+    .json/.yaml/.yml: argparse would call it a value without an argument."""
+    path = Path(value)
+    if value.startswith("-") or value.endswith(RECIPE_SUFFIXES):
+        return
+    if path.is_dir():
+        recipes = sorted(str(item) for item in path.iterdir() if item.suffix in RECIPE_SUFFIXES)[:3]
+        example = f", e.g. {', '.join(recipes)}" if recipes else ""
+        raise ValueError(
+            f"{value} is a folder, and a recipe is a .json, .yaml or .yml file given first: give a recipe file in it{example}."
+        )
+    if path.is_file():
+        raise ValueError(
+            f"{value} is not named .json, .yaml or .yml, as a recipe must be: rename it "
+            f"(e.g. {path.with_suffix('.json')}) or give a recipe file."
+        )
+
+
+def recipe_words(path: Path, key: str, value) -> list[str]:
+    """A recipe's `value` for `key` as the command line gives it: a mapping as one JSON text (arguments such as
+    lr_scheduler_kwargs read JSON), a list as its values, anything else as one value; a shape the argument does not
+    take (a list or mapping for a one-value argument, a list holding lists or mappings) is a ValueError naming the
+    key and its line."""
+    takes = str(argument_hints()[key])
+    where = f"Key {key!r} in the recipe {path}{key_line(path, key)}"
+    if isinstance(value, dict):
+        if "dict" not in takes:
+            raise ValueError(f"{where} holds a mapping, which --{key} does not take: give it one value.")
+        return [json.dumps(value)]
+    if isinstance(value, list):
+        if "list" not in takes:
+            raise ValueError(f"{where} holds a list, which --{key} does not take: give it one value.")
+        nested = [item for item in value if isinstance(item, (list, dict))]
+        if nested:
+            raise ValueError(
+                f"{where} holds a {'list' if isinstance(nested[0], list) else 'mapping'} inside its list, which "
+                f'--{key} does not take: give it a list of plain values, e.g. ["a", "b"].'
+            )
+        return [plain_word(item) for item in value]
+    return [plain_word(value)]
+
+
+def plain_word(value) -> str:
+    """One plain recipe value as a command-line word (YAML's and JSON's true as `true`)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@functools.cache
+def argument_hints() -> dict:
+    """Every argument's type (`int`, `dict | str | None`, ...), by name."""
+    return {name: hint for kind in ARGUMENT_TYPES for name, hint in typing.get_type_hints(kind).items()}
+
+
+# Trainer arguments the package sets itself: the value it trains with, and what it does instead of the others
+HONOURED_ONLY = {
+    "hub_strategy": ("end", "vit-scratch pushes the final, checked model only, once training ends"),
+    "hub_always_push": (False, "vit-scratch pushes the final, checked model only, once training ends"),
+    "remove_unused_columns": (False, "vit-scratch keeps every column of the data set, so that the images reach it"),
+}
+
+
+def refuse_overridden(argv: list[str], values: dict) -> None:
+    """A ValueError for a Trainer argument given (in `argv`, a recipe's expanded) with a value the package would
+    silently replace (`HONOURED_ONLY`), saying what it does instead."""
+    given = {arg[2:].partition("=")[0] for arg in argv if arg.startswith("--")}
+    for name, (honoured, instead) in HONOURED_ONLY.items():
+        if name in given and values[name] != honoured:
+            raise ValueError(f"--{name} {plain_word(values[name])} is not used: {instead}; leave out --{name}.")
 
 
 def raise_value_error(message: str):
@@ -231,12 +310,14 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
             "arguments are matched exactly, not abbreviated."
         )
     if remaining:
+        refuse_a_non_recipe(remaining[0])
         raise ValueError(
             f"{len(remaining)} value(s) without an --argument before them on the command line (a recipe "
             "file goes first): fix the command line."
         )
     refuse_misplaced_tokens(recipe_to_argv(argv), command_secrets(argv))
     values = vars(namespace)
+    refuse_overridden(recipe_to_argv(argv), values)
     check_numbers(values, LIMITS)  # before any group is built: its own checks then see only finite, in-range numbers
     return tuple(
         kind(**{item.name: values[item.name] for item in fields(kind) if item.init}) for kind in ARGUMENT_TYPES
@@ -313,10 +394,14 @@ def command_secrets(argv: list[str]) -> list[str]:
 
 
 def plain_command() -> str:
-    """The command that started this run, with every token value replaced by ***."""
-    launcher = (
-        f"torchrun --nproc_per_node {os.environ['WORLD_SIZE']} "
-        if int(os.environ.get("WORLD_SIZE", "1")) > 1
-        else "python "
-    )
-    return redact(launcher + shlex.join(mask_token_values(sys.argv)), command_secrets(sys.argv[1:]))
+    """The command that started this run, as a user can paste it again, with every token value replaced by ***:
+    `vit-scratch train ARGS` through the installed command (`cli.main` names it in sys.argv[0]), `python
+    scripts/train.py ARGS` through the script, each under `torchrun` when several processes run."""
+    program, args = sys.argv[0], sys.argv[1:]
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    torchrun = f"torchrun --nproc_per_node {world_size} " if world_size > 1 else ""
+    if program.startswith(f"{COMMAND} "):  # the installed command: run as it is, by torchrun without python
+        words, launcher = program.split(), torchrun and f"{torchrun}--no-python "
+    else:
+        words, launcher = [program], torchrun or "python "
+    return redact(launcher + shlex.join(words + mask_token_values(args)), command_secrets(args))

@@ -1,6 +1,8 @@
 """A recipe (`configs/train_*.json`, or YAML) read as a mapping of argument names to values, strictly: every error
 is one line naming the file and, where the text has one, the line (a JSON or YAML syntax error, a key given twice,
-a YAML tag that would build a Python object), and an empty recipe or one that is not a mapping is refused."""
+a YAML tag that would build a Python object, a YAML anchor or alias, values nested past what a parser takes), and an
+empty recipe or one that is not a mapping is refused. A recipe holds plain values: without anchors and aliases its size
+is that of its text (an alias bomb would grow to gigabytes)."""
 
 import json
 import re
@@ -41,6 +43,15 @@ def load_json(path: Path, text: str) -> dict:
         return json.loads(text, object_pairs_hook=unique)
     except json.JSONDecodeError as error:
         raise ValueError(f"Recipe {path} line {error.lineno}: {error.msg}: fix the JSON there.") from None
+    except RecursionError:
+        raise too_deep(path) from None
+
+
+def too_deep(path: Path) -> ValueError:
+    """The error for values nested past what the parser can follow: no argument takes anything like it."""
+    return ValueError(
+        f"Recipe {path}: values are nested too deep to read: a recipe holds plain values, write them out."
+    )
 
 
 def twice(path: Path, key, line: int, first: int) -> ValueError:
@@ -65,9 +76,20 @@ class DuplicateKey(Exception):
     """A key given twice in a YAML mapping: the key, its line and the line where it was first given."""
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader (no tag builds a Python object), refusing a key given twice in one mapping: plain YAML
-    keeps the last value without a word."""
+class Alias(Exception):
+    """A YAML anchor or alias, at this line."""
+
+
+class RecipeLoader(yaml.SafeLoader):
+    """YAML's safe loader (no tag builds a Python object), refusing a key given twice in one mapping (plain YAML
+    keeps the last value without a word) and any anchor or alias (`&a`, `*a`): nested aliases multiply a few lines
+    into gigabytes, and a recipe holds plain values."""
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise Alias(event.start_mark.line + 1)
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
         seen = {}
@@ -82,9 +104,16 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
 def load_yaml(path: Path, text: str):
     try:
-        return yaml.load(text, Loader=UniqueKeyLoader)
+        return yaml.load(text, Loader=RecipeLoader)
     except DuplicateKey as duplicate:
         raise twice(path, *duplicate.args) from None
+    except Alias as alias:
+        raise ValueError(
+            f"Recipe {path} line {alias.args[0]}: YAML anchors and aliases are not allowed in a recipe: write the "
+            "value out."
+        ) from None
+    except RecursionError:
+        raise too_deep(path) from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         problem = " ".join(str(error.problem or error.context).split())

@@ -115,3 +115,132 @@ def test_an_unknown_key_is_named_with_its_line(tmp_path_factory, names, data, su
     line = where + 1 + (suffix == ".json")
     assert "Unknown key 'learnig_rate' in the recipe " in error, error
     assert f"line {line} (did you mean 'learning_rate'?)" in error, error
+
+
+# A recipe holds plain values: what each argument takes, and nothing a parser multiplies or nests past that
+
+
+ALIAS_BOMB = "\n".join(  # nine times nine times nine values from three short lines: nine levels reach gigabytes
+    f"{name}: &{name} [{', '.join([source] * 9)}]" for name, source in (("a", '"x"'), ("b", "*a"), ("c", "*b"))
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (ALIAS_BOMB, 1),
+        ("seed: 1\nreport_to: &r none\nlogging_dir: *r\n", 2),
+        ("seed: 1\nlearning_rate: 0.1\nlabel_names: &names [a, b]\n", 3),
+        ("seed: &s 1\n", 1),
+    ],
+)
+def test_yaml_anchors_and_aliases_are_refused_naming_their_line(tmp_path, text, line):
+    path = tmp_path / "recipe.yaml"
+    path.write_text(text)
+    result = outcome("train", [str(path)])
+    assert result.one_line, result
+    assert f"Recipe {path} line {line}: YAML anchors and aliases are not allowed in a recipe" in result.error
+    assert "write the value out" in result.error
+
+
+# arguments that take a list of plain values, and plain values of another kind nested inside one
+LIST_KEYS = ("report_to", "label_names", "include_for_metrics")
+NESTED = st.one_of(
+    st.lists(st.sampled_from(["none", "a"]), max_size=2), st.dictionaries(st.sampled_from("ab"), st.integers())
+)
+
+
+@settings(max_examples=25)
+@given(names=keys, data=st.data(), suffix=st.sampled_from(SUFFIXES))
+def test_a_list_inside_a_list_is_refused_naming_the_key_and_line(tmp_path_factory, names, data, suffix):
+    tmp_path = tmp_path_factory.mktemp("recipe")
+    key, inner = data.draw(st.sampled_from(LIST_KEYS)), data.draw(NESTED)
+    where = data.draw(st.integers(0, len(names)))
+    pairs = [(name, POOL[name]) for name in names if name != "report_to"]
+    pairs.insert(min(where, len(pairs)), (key, ["none", inner]))
+    line = [name for name, _ in pairs].index(key) + 1 + (suffix == ".json")
+    error = refusal(tmp_path, suffix, recipe_lines(pairs, suffix))
+    kind = "list" if isinstance(inner, list) else "mapping"
+    assert f"Key {key!r} in the recipe " in error and f"line {line} holds a {kind} inside its list" in error, error
+    assert "give it a list of plain values" in error
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+@pytest.mark.parametrize(("value", "kind"), [([1, 2], "list"), ({"a": 1}, "mapping")])
+def test_a_list_or_mapping_for_a_one_value_argument_is_refused(tmp_path, suffix, value, kind):
+    error = refusal(tmp_path, suffix, recipe_lines([("learning_rate", 0.1), ("seed", value)], suffix))
+    assert f"line {2 + (suffix == '.json')} holds a {kind}, which --seed does not take: give it one value" in error
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_values_nested_past_what_a_parser_follows_are_one_line(tmp_path, suffix):
+    error = refusal(tmp_path, suffix, [f'{{"seed": {"[" * 100_000}{"]" * 100_000}}}'])
+    assert "nested too deep to read: a recipe holds plain values" in error, error
+
+
+@settings(max_examples=25)
+@given(
+    value=st.dictionaries(st.text("abcdefghij_", min_size=1, max_size=8), st.floats(0, 1), min_size=1, max_size=4),
+    suffix=st.sampled_from(SUFFIXES),
+)
+def test_a_mapping_reaches_an_argument_that_takes_json_as_that_mapping(tmp_path_factory, value, suffix):
+    from modeling_vit_scratch.training.arguments import parse_arguments
+
+    tmp_path = tmp_path_factory.mktemp("recipe")
+    path = tmp_path / f"recipe{suffix}"
+    path.write_text("\n".join(recipe_lines([("seed", 1), ("lr_scheduler_kwargs", value)], suffix)))
+    *_, training_args = parse_arguments([str(path), "--output_dir", str(tmp_path / "out")])
+    assert training_args.lr_scheduler_kwargs == value
+
+
+# what a user may give first instead of a recipe: a file named otherwise (its text a good recipe), a folder
+@pytest.mark.parametrize("first", [True, False], ids=["first", "after-an-argument"])
+@pytest.mark.parametrize("name", ["r.txt", "recipe", "configs/", "empty/"])
+def test_a_folder_or_a_file_not_named_as_a_recipe_is_named_so(tmp_path, name, first):
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "train_x.json").write_text('{"seed": 1}')
+    (tmp_path / "empty").mkdir()
+    given = tmp_path / name
+    if not name.endswith("/"):
+        given.write_text('{"seed": 1}')
+    before = sorted(tmp_path.rglob("*"))
+    result = outcome("train", [str(given)] if first else ["--seed", "3", str(given)])
+    assert result.one_line, result
+    assert "a recipe is a .json, .yaml or .yml file" in result.error or "named .json, .yaml or .yml" in result.error
+    if name == "configs/":
+        assert f"{given} is a folder" in result.error and "e.g. " in result.error and "train_x.json" in result.error
+    elif name == "empty/":
+        assert "give a recipe file in it." in result.error
+    else:
+        assert f"{given} is not named .json, .yaml or .yml" in result.error and "rename it" in result.error
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+# Trainer arguments the package replaces with its own way, given with another value
+OVERRIDDEN = [
+    (["--push_to_hub", "true", "--hub_strategy", "all_checkpoints"], "hub_strategy", "pushes the final, checked model"),
+    (["--hub_strategy", "every_save"], "hub_strategy", "pushes the final, checked model"),
+    (["--hub_always_push", "true"], "hub_always_push", "pushes the final, checked model"),
+    (["--remove_unused_columns", "true"], "remove_unused_columns", "keeps every column"),
+]
+
+
+@pytest.mark.parametrize("in_recipe", [False, True], ids=["command-line", "recipe"])
+@pytest.mark.parametrize(("argv", "name", "instead"), OVERRIDDEN)
+def test_an_argument_the_package_overrides_is_refused_saying_what_it_does(tmp_path, argv, name, instead, in_recipe):
+    if in_recipe:
+        path = tmp_path / "recipe.json"
+        path.write_text(json.dumps(dict(zip([arg[2:] for arg in argv[::2]], argv[1::2]))))
+        argv = [str(path)]
+    result = outcome("train", [*argv, "--dataset", str(tmp_path / "no-data"), "--output_dir", str(tmp_path / "out")])
+    assert result.one_line, result
+    assert f"--{name} " in result.error and f"is not used: vit-scratch {instead}" in result.error, result.error
+    assert f"leave out --{name}" in result.error
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv", [["--hub_strategy", "end"], ["--remove_unused_columns", "false"], []])
+def test_the_value_the_package_uses_is_accepted(tmp_path, argv):
+    from modeling_vit_scratch.training.arguments import parse_arguments
+
+    parse_arguments([*argv, "--output_dir", str(tmp_path / "out")])

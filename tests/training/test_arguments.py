@@ -1,5 +1,10 @@
 """`modeling_vit_scratch.training.arguments`: what `scripts/train.py` refuses on its command line before any work."""
 
+import json
+import shlex
+import sys
+from pathlib import Path
+
 import pytest
 
 from modeling_vit_scratch.training.arguments import parse_arguments
@@ -41,3 +46,50 @@ def test_a_recipe_finds_the_model_file_beside_it_from_any_working_directory(tmp_
     assert recipe_to_argv([str(recipe)])[:2] == ["--model", "models/tiny.json"]
     recipe.write_text(json.dumps({"model": "vit-tiny-patch16-224"}))
     assert recipe_to_argv([str(recipe)]) == ["--model", "vit-tiny-patch16-224"]
+
+
+# how a user started training -> (sys.argv the process sees, the command a user can paste to run it again)
+STARTS = {
+    "installed command": (
+        ["/venv/bin/vit-scratch", "train", "r.json", "--seed", "3"],
+        "vit-scratch train r.json --seed 3",
+    ),
+    "script": (["scripts/train.py", "r.json", "--seed", "3"], "python scripts/train.py r.json --seed 3"),
+}
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+@pytest.mark.parametrize("start", sorted(STARTS))
+def test_the_recorded_command_is_one_a_user_can_paste(monkeypatch, start, world_size):
+    """training_record.json and the card's "The exact command": through `vit-scratch train` (cli.main) the command
+    itself, through the script python and its path; under torchrun the launcher that runs each."""
+    from modeling_vit_scratch import cli
+    from modeling_vit_scratch.training import arguments, command
+
+    argv, pasted = STARTS[start]
+    monkeypatch.setattr(sys, "argv", list(argv))
+    monkeypatch.setenv("WORLD_SIZE", str(world_size))
+    recorded = []
+    monkeypatch.setattr(command, "main", lambda rest: recorded.append(arguments.plain_command()))
+    if start == "installed command":
+        cli.main()
+        launcher = "torchrun --nproc_per_node 2 --no-python " if world_size > 1 else ""
+    else:
+        command.main(argv[1:])
+        launcher = "torchrun --nproc_per_node 2 " if world_size > 1 else ""
+    expected = launcher + (pasted.removeprefix("python ") if world_size > 1 else pasted)
+    assert recorded == [expected]
+
+
+@pytest.mark.integration
+def test_a_run_through_the_command_records_it_in_the_record_and_the_card(tmp_path):
+    """A real run of `python -m modeling_vit_scratch.cli train ...` (what the installed `vit-scratch` calls)."""
+    from entry_points import Scenario, run_command
+
+    argv = Scenario(tmp_path).argv("train")
+    result = run_command("train", argv, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = Path(argv[argv.index("--output_dir") + 1])
+    recorded = json.loads((output / "training_record.json").read_text())["command"]
+    assert recorded == shlex.join(["vit-scratch", "train", *argv])
+    assert f"```bash\n{recorded}\n```" in (output / "README.md").read_text()
