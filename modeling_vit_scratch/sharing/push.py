@@ -144,10 +144,14 @@ def check_vit_scratch_folder(folder: Path) -> None:
     """Refuse a folder of another model type (a transformers ViT, say): only vit_scratch folders are pushed."""
     model_type = read_json(folder / "config.json").get("model_type")
     if model_type != "vit_scratch":
+        fix = (
+            "convert it first with `vit-scratch convert --from transformers --input FOLDER --output NEW_FOLDER`, "
+            "then push NEW_FOLDER"
+            if model_type in ("vit", "deit")  # what the conversion reads
+            else "push a folder that vit-scratch saved"
+        )
         raise ValueError(
-            f"{folder} is not a vit_scratch model folder (config.json's model_type is {model_type!r}): convert it "
-            "first with `vit-scratch convert --from transformers --input FOLDER --output NEW_FOLDER`, then push "
-            "NEW_FOLDER."
+            f"{folder} is not a vit_scratch model folder (config.json's model_type is {model_type!r}): {fix}."
         )
 
 
@@ -162,8 +166,8 @@ def load_verified(folder: str | Path) -> tuple[ViTScratchForImageClassification,
                 "image processor saved beside the model (scripts/train.py writes both)."
             )
     check_no_links(folder)  # before anything reads the folder: a link would be followed
-    check_vit_scratch_folder(folder)
     check_own_code(folder)  # before anything loads the folder: no code but the package's own may run
+    check_vit_scratch_folder(folder)
     check_processor_fits(folder)  # before the model is built: a processor for other images fails only later
     weight_files(folder)  # safetensors only, each header fitting its file
     model = ViTScratchForImageClassification.from_pretrained(
