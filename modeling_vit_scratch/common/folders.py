@@ -72,14 +72,10 @@ def model_contents(folder: Path) -> list[str]:
 
 
 def written_by_us(folder: Path) -> bool:
-    """Whether `folder` is one the package wrote: its marker, or (from versions before the marker) a training run's
-    lock, record or checkpoints, or a vit_scratch model's config.json."""
-    if any((folder / name).is_file() for name in (MARKER_FILE, LOCK_FILE, RECORD_FILE)) or checkpoints(folder):
-        return True
-    try:
-        return json.loads((folder / "config.json").read_text()).get("model_type") == "vit_scratch"
-    except (OSError, ValueError, AttributeError):
-        return False
+    """Whether `folder` is one a training run of the package wrote: its marker, or (from versions before the marker)
+    a run's lock, record or checkpoints. A model's files alone do not say who wrote the rest of the folder (a
+    `save_pretrained` folder may hold the user's own README.md), so they do not make it ours."""
+    return any((folder / name).is_file() for name in (MARKER_FILE, LOCK_FILE, RECORD_FILE)) or bool(checkpoints(folder))
 
 
 def links_inside(folder: Path) -> list[Path]:
@@ -362,6 +358,8 @@ MODEL_FOLDER_PATTERN = re.compile(
     rf"^(model-\d+-of-\d+\.safetensors|pytorch_model-\d+-of-\d+\.bin|checkpoint-\d+"
     rf"|{re.escape(STAGING_PREFIX)}.*|{re.escape(PROBE_PREFIX)}.*)$"
 )
+# what the Trainer writes into a checkpoint beside the model's own files
+TRAINER_STATE = re.compile(r"^(optimizer\.pt|scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|precision_choice\.json)$")
 MODEL_CODE = {path.name for path in Path(__file__).resolve().parents[1].glob("*_vit_scratch.py")}
 NAME_MAX = 255  # bytes in one file name on common file systems; `os.pathconf` says where it can
 
@@ -382,6 +380,17 @@ def not_a_model_folder(folder: Path) -> list[str]:
         for path in folder.iterdir()
         if path.name not in MODEL_FOLDER_FILES | MODEL_CODE and not MODEL_FOLDER_PATTERN.match(path.name)
     )
+    for checkpoint in checkpoints(folder):  # a checkpoint is replaced whole: it holds only what a run wrote there
+        others += sorted(
+            f"{checkpoint.name}/{path.name}" + ("/" if path.is_dir() else "")
+            for path in checkpoint.iterdir()
+            if path.is_dir()
+            or not (
+                path.name in MODEL_FOLDER_FILES | MODEL_CODE
+                or MODEL_FOLDER_PATTERN.match(path.name)
+                or TRAINER_STATE.match(path.name)
+            )
+        )
     if others:
         reasons.append(f"files a model folder does not hold: {', '.join(others[:5])}{' ...' if others[5:] else ''}")
     return reasons
@@ -411,6 +420,10 @@ def check_replaceable(
     folder through and through (`not_a_model_folder`: a user's files are never replaced with it), with names its
     file system can hold, and within `check_output_folder`'s rule (against `inputs`); else a FileExistsError or
     ValueError naming it and the fix. Run it before a long conversion to fail early."""
+    if not str(output_dir).strip():  # Path("") is the working directory: never replace it by accident
+        raise ValueError(
+            "--output is empty: give the folder to write the converted model to, e.g. --output outputs/NAME."
+        )
     check_name_lengths(Path(os.path.abspath(output_dir)))  # before any look at it: the system refuses such names
     output_dir = Path(os.path.realpath(output_dir))  # a link to a folder: the folder it names is replaced
     if output_dir.exists() and not output_dir.is_dir():

@@ -12,6 +12,7 @@ from transformers import AutoConfig, AutoModelForImageClassification, PreTrained
 from modeling_vit_scratch.common.model_folder import check_processor_fits
 from modeling_vit_scratch.common.overrides import check_config_overrides, parse_overrides
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
+from modeling_vit_scratch.common.secrets import known_secrets, refuse_secret
 from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig
@@ -152,6 +153,15 @@ def check_readable_folder(source: str, argument: str) -> None:
     if Path(source).is_dir():
         weight_files(source)
         check_processor_fits(source)  # its processor feeds the run: it must give the model's image size
+        for name in ("config.json", "preprocessor_config.json"):  # copied into every checkpoint and the model
+            path = Path(source) / name
+            text = path.read_text(errors="replace") if path.is_file() else ""
+            refuse_secret(
+                f"{path}",
+                text,
+                known_secrets(),
+                "remove it from that file (tokens belong in HF_TOKEN or `hf auth login`)",
+            )
 
 
 def classifier_class(config: PreTrainedConfig):

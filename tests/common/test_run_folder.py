@@ -30,6 +30,7 @@ def fake_checkpoint(folder: Path, step: int, complete: bool = True) -> Path:
 
 
 def test_a_folder_holding_a_model_is_refused_naming_both_ways_on(tmp_path):
+    (tmp_path / "training_record.json").write_text("{}")  # a training run's folder
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "vit_scratch"}))
     (tmp_path / "model.safetensors").write_bytes(b"old weights")
     with pytest.raises(ValueError) as refused, claim_output_folder(tmp_path, overwrite=False, resume=False):

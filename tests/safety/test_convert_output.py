@@ -97,6 +97,13 @@ USERS_FOLDERS = {
         "thesis.txt": "years of work",
     },
     "a config with no weights": {"config.json": json.dumps({"model_type": "vit"}), "notes.md": "mine"},
+    "a training output with notes in a checkpoint": {
+        "config.json": json.dumps({"model_type": "vit_scratch"}),
+        "model.safetensors": "weights",
+        "checkpoint-8/model.safetensors": "weights",
+        "checkpoint-8/optimizer.pt": "state",
+        "checkpoint-8/notes.txt": "my precious notes",
+    },
 }
 
 
@@ -112,10 +119,11 @@ def test_overwrite_replaces_only_a_model_folder_through_and_through(tmp_path, ca
     result = outcome("convert", argv)
     assert result.one_line and f"error: {mine} is not a model folder (" in result.error
     assert "refusing to replace it even with --overwrite" in result.error
-    named = [name.split("/")[0] + ("/" if "/" in name else "") for name in USERS_FOLDERS[case]]
-    for name in named:
-        if name not in ("config.json", "model.safetensors"):
-            assert name in result.error  # every file that is not a model's is named
+    trainer_files = ("config.json", "model.safetensors", "checkpoint-8/model.safetensors", "checkpoint-8/optimizer.pt")
+    for name in USERS_FOLDERS[case]:
+        if name not in trainer_files:  # every file that is not a model's or a run's is named, in a checkpoint too
+            shown = name if name.startswith("checkpoint-") else name.split("/")[0] + ("/" if "/" in name else "")
+            assert shown in result.error
     assert snapshot(mine) == before and leftovers(tmp_path) == []
 
 
@@ -182,3 +190,18 @@ def test_a_hub_repo_with_an_inconsistent_cache_is_one_line_naming_it(tmp_path, m
     assert result.error.startswith("error: Reading --input 'someone/vit' failed (No such file or directory: ")
     assert f"its copy in the Hugging Face cache is incomplete; remove {repo} and run again" in result.error
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_an_empty_output_is_one_line_and_the_working_folder_stays_as_it_was(tmp_path, monkeypatch, overwrite):
+    """`--output ''` would be the working folder: refused before anything is read or written there."""
+    scenario, here = Scenario(tmp_path), tmp_path / "here"
+    here.mkdir()
+    (here / "config.json").write_text(json.dumps({"model_type": "vit"}))
+    before = snapshot(here)
+    monkeypatch.chdir(here)
+    result = outcome(
+        "convert", convert("--to", "transformers", "--input", scenario.model(), "--output", "", *overwrite)
+    )
+    assert result.one_line and result.error.startswith("error: --output is empty: give the folder"), result
+    assert snapshot(here) == before

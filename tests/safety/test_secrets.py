@@ -12,6 +12,7 @@ new processes (integration).
 """
 
 import io
+import json
 import logging
 import os
 import shutil
@@ -213,3 +214,20 @@ def test_a_token_reaches_no_commit_file_or_line_of_a_push(tmp_path):
     stored = [path for path in (tmp_path / "hub").rglob("*") if path.is_file()]
     assert not [path for path in stored if TOKEN.encode() in path.read_bytes() or TOKEN in str(path)]
     assert sorted(os.listdir(tmp_path / "hub" / "models" / "local-user")) == ["named"]
+
+
+@pytest.mark.parametrize("argument", ["--model", "--teacher"])
+def test_a_model_folder_whose_settings_hold_a_token_is_refused_before_training(tmp_path, monkeypatch, argument):
+    """A folder to fine-tune or learn from is copied into every checkpoint: a token in its config.json would be
+    written there, so it is refused before the data is read (without echoing the token)."""
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "with-note"
+    shutil.copytree(scenario.model(), folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "note": SECRET}))
+    argv = scenario.argv("train") + [argument, str(folder)]
+    result = outcome("train", argv)
+    assert result.one_line, result
+    assert f"{folder / 'config.json'} holds or looks like a Hub token" in result.error and SECRET not in result.error
+    assert not (tmp_path / "out-train").exists()

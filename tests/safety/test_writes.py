@@ -250,6 +250,19 @@ def test_a_refused_run_leaves_no_trace_and_a_folder_it_left_empty_stays_the_user
     assert (empty / "README.md").read_text() == "# my notes"
 
 
+def test_a_saved_model_beside_the_users_files_is_not_a_folder_the_package_wrote(tmp_path):
+    """A vit_scratch config.json (a `save_pretrained` folder, a copied model) says nothing of who wrote the files
+    beside it: even with --overwrite_output_dir the user's README.md is not replaced by a model card."""
+    scenario, output = Scenario(tmp_path), tmp_path / "mixed"
+    output.mkdir()
+    (output / "config.json").write_text(json.dumps({"model_type": "vit_scratch"}))
+    (output / "README.md").write_text("MY OWN NOTES")
+    before = snapshot(output)
+    result = outcome("train", scenario.argv("train", output) + ["--overwrite_output_dir", "true"])
+    assert result.one_line and "holds files that vit-scratch did not write (README.md, config.json)" in result.error
+    assert snapshot(output) == before
+
+
 def test_overwriting_and_resuming_at_once_is_one_line_naming_both(tmp_path):
     scenario = Scenario(tmp_path)
     argv = scenario.argv("train") + ["--overwrite_output_dir", "true", "--resume_from_checkpoint", "true"]
