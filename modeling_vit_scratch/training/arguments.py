@@ -80,6 +80,22 @@ class ModelArguments:
     )
     # the loss the three options above describe: built (and so checked) once, here, and used by the trainer
     distillation_loss: Distillation = field(init=False, repr=False)
+    ema_decay: float | None = field(
+        default=None,
+        metadata={
+            "help": "Keep an exponential moving average of the weights with this decay, in [0, 1) (e.g. 0.9998), "
+            "updated after every optimizer step: evaluation scores it, checkpoints keep it, and the saved model is "
+            "it (default: off)."
+        },
+    )
+    layer_decay: float | None = field(
+        default=None,
+        metadata={
+            "help": "Layer-wise learning-rate decay in (0, 1] for fine-tuning (e.g. 0.75): the head trains at "
+            "--learning_rate, block i of L at --learning_rate x decay^(L - i), the embeddings at x decay^(L + 1) "
+            "(default: off, one rate)."
+        },
+    )
 
     def __post_init__(self):
         self.distillation_loss = Distillation(self.distillation, self.distillation_alpha, self.distillation_temperature)

@@ -22,6 +22,8 @@ SEED = Allowed(0, MAX_SEED, integer=True, example="0")
 MODEL_LIMITS = {
     "distillation_alpha": Allowed(0, 1, example="0.5"),
     "distillation_temperature": Allowed(0, 100, open_low=True, example="2"),
+    "ema_decay": Allowed(0, 1, open_high=True, example="0.9998"),
+    "layer_decay": Allowed(0, 1, open_low=True, example="0.75"),
 }
 DATA_LIMITS = {
     "validation_fraction": FRACTION,

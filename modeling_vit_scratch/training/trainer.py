@@ -37,6 +37,8 @@ from modeling_vit_scratch.training.data import (
 )
 from modeling_vit_scratch.training.distillation import DistillationTrainer, load_teacher
 from modeling_vit_scratch.training.distributed import check_fsdp, check_world_size, set_global_batch_size
+from modeling_vit_scratch.training.ema import averaging, check_ema, ema_text
+from modeling_vit_scratch.training.layer_decay import check_layer_decay, layer_decay_optimizer, layer_decay_text
 from modeling_vit_scratch.training.model_source import build_model, check_resumed_labels, model_config
 from modeling_vit_scratch.training.output import (
     check_push_ready,
@@ -52,6 +54,7 @@ from modeling_vit_scratch.training.precision import (
     training_precision,
 )
 from modeling_vit_scratch.training.preflight import check_images
+from modeling_vit_scratch.training.views import view_averaged
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +108,9 @@ def train_in_claimed_folder(
     `remove_leftovers` (from `claim_output_folder`) runs just before the first step, once every check has passed:
     a refused run removes nothing."""
     started = time.time()
-    model_config(model_args)  # the model arguments' errors before any data is read
+    config, _ = model_config(model_args)  # the model arguments' errors before any data is read
+    check_layer_decay(model_args.layer_decay, config, training_args)
+    check_ema(model_args.ema_decay, training_args)
     set_seed(training_args.seed)  # before the model is built, so the initial weights follow --seed
     raw = load_image_dataset(data_args.dataset, data_args.dataset_config, known_secrets(hub_token))
     data = prepare_splits(
@@ -157,17 +162,24 @@ def train_in_claimed_folder(
         teacher, teacher_inputs = load_teacher(model_args.teacher, processor, data.id2label)
         trainer_class = DistillationTrainer
         teaching = dict(teacher=teacher, teacher_inputs=teacher_inputs, distillation=model_args.distillation_loss)
+    averaged = {} if model_args.ema_decay is None else {"ema_decay": model_args.ema_decay}
+    if averaged:
+        trainer_class = averaging(trainer_class)
+    views = data_args.validation_views  # each validation image scored once, on its views' averaged probabilities
     trainer = trainer_class(
         model=model,
         args=training_args,
         train_dataset=train_set,
         eval_dataset=validation_set,
         data_collator=collate_images,
-        compute_metrics=accuracy_metrics,
+        compute_metrics=view_averaged(accuracy_metrics, views) if views > 1 else accuracy_metrics,
         processing_class=processor,
         augmentation=augmentation if data_args.augment else None,
         **teaching,
+        **averaged,
     )
+    if model_args.layer_decay is not None:  # the groups of the model on its device
+        trainer.optimizer_cls_and_kwargs = layer_decay_optimizer(trainer.model, training_args, model_args.layer_decay)
     if choice:  # each checkpoint keeps it, so a resumed run trains on in the same precision
         trainer.add_callback(KeepPrecisionChoice(choice))
     removed = remove_leftovers()
@@ -178,6 +190,7 @@ def train_in_claimed_folder(
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = {**train_result.metrics}
     metrics.update(trainer.evaluate(validation_set, metric_key_prefix="eval"))
+    trainer.compute_metrics = accuracy_metrics  # the test split has one view of each image
     # predict, not evaluate: the same metrics, plus the predictions of every process for the per-class results
     test = trainer.predict(test_set, metric_key_prefix="test")
     trainer.log(test.metrics)  # logged as evaluate logs them
@@ -194,8 +207,15 @@ def train_in_claimed_folder(
     )
     if precision_choice:
         metrics["precision_choice"] = precision_choice
+    if model_args.ema_decay is not None:  # the weights saved, and scored above, are the average
+        metrics["ema_decay"] = model_args.ema_decay
     if trainer.is_world_process_zero():
-        notes = dict(distillation=distillation_text(model_args), precision_choice=precision_choice)
+        notes = dict(
+            distillation=distillation_text(model_args),
+            precision_choice=precision_choice,
+            weight_average=ema_text(model_args.ema_decay),
+            layer_decay=layer_decay_text(model_args.layer_decay, model.config),
+        )
         write_model_folder(trainer, processor, data, data_args, metrics, known_secrets(hub_token), notes)
         if push:
             push_trained_folder(training_args, hub_token)
