@@ -18,9 +18,12 @@ head's, the full rate.
 
 import re
 from collections import defaultdict
+from pathlib import Path
 
+import torch
 from torch import nn
 from transformers import Trainer, TrainingArguments
+from transformers.trainer_pt_utils import safe_globals
 
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
 
@@ -81,6 +84,29 @@ def check_layer_decay(layer_decay: float | None, config, training_args: Training
         )
     if training_args.fsdp:
         raise ValueError(f"--layer_decay {layer_decay:g} does not work with --fsdp: drop --layer_decay or --fsdp.")
+
+
+# The Trainer's own optimizer groups: the parameters with weight decay, and those without
+TRAINER_GROUPS = 2
+
+
+def check_resumed_groups(checkpoint: str | Path, optimizer_cls_and_kwargs: tuple[type, dict] | None) -> None:
+    """One line when the checkpoint's optimizer was built with other parameter groups than this run's (those of
+    `layer_decay_optimizer`, or None: the Trainer's own), before the Trainer fails to load it: a run resumes with the
+    `--layer_decay` it began with."""
+    path = Path(checkpoint) / "optimizer.pt"
+    if not path.is_file():
+        return
+    with safe_globals():  # read as the Trainer reads it (and as `check_checkpoint` has checked it)
+        saved = len(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["param_groups"])
+    groups = None if optimizer_cls_and_kwargs is None else optimizer_cls_and_kwargs[1]["params"]
+    expected = TRAINER_GROUPS if groups is None else len(groups)
+    if saved != expected:
+        raise ValueError(
+            f"The checkpoint {checkpoint} was trained with {saved} optimizer parameter groups and this run has "
+            f"{expected} ({'without' if groups is None else 'with'} --layer_decay): resume with the --layer_decay "
+            "that run began with (or none, if it had none)."
+        )
 
 
 def layer_decay_text(layer_decay: float | None, config) -> str | None:

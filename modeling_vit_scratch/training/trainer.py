@@ -38,7 +38,12 @@ from modeling_vit_scratch.training.data import (
 from modeling_vit_scratch.training.distillation import DistillationTrainer, load_teacher
 from modeling_vit_scratch.training.distributed import check_fsdp, check_world_size, set_global_batch_size
 from modeling_vit_scratch.training.ema import averaging, check_ema, ema_text
-from modeling_vit_scratch.training.layer_decay import check_layer_decay, layer_decay_optimizer, layer_decay_text
+from modeling_vit_scratch.training.layer_decay import (
+    check_layer_decay,
+    check_resumed_groups,
+    layer_decay_optimizer,
+    layer_decay_text,
+)
 from modeling_vit_scratch.training.model_source import build_model, check_resumed_labels, model_config
 from modeling_vit_scratch.training.output import (
     check_push_ready,
@@ -180,6 +185,8 @@ def train_in_claimed_folder(
     )
     if model_args.layer_decay is not None:  # the groups of the model on its device
         trainer.optimizer_cls_and_kwargs = layer_decay_optimizer(trainer.model, training_args, model_args.layer_decay)
+    if checkpoint:  # one line, where the Trainer would fail to load an optimizer built with other groups
+        check_resumed_groups(checkpoint, trainer.optimizer_cls_and_kwargs)
     if choice:  # each checkpoint keeps it, so a resumed run trains on in the same precision
         trainer.add_callback(KeepPrecisionChoice(choice))
     removed = remove_leftovers()

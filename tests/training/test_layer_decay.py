@@ -10,7 +10,12 @@ from helpers import tiny_config, training_args
 from transformers import ResNetConfig, Trainer, TrainingArguments
 
 from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchForImageClassificationWithTeacher
-from modeling_vit_scratch.training.layer_decay import check_layer_decay, layer_decay_groups, layer_decay_optimizer
+from modeling_vit_scratch.training.layer_decay import (
+    check_layer_decay,
+    check_resumed_groups,
+    layer_decay_groups,
+    layer_decay_optimizer,
+)
 
 
 def group_of(groups: list[dict], model) -> dict[str, dict]:
@@ -112,3 +117,19 @@ def test_bad_decays_are_one_line_before_training(tmp_path, extra, message):
         main(argv)
     assert str(refused.value) == f"error: {message}"
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_checkpoint_with_other_optimizer_groups_is_one_line_before_resuming(tmp_path):
+    """A run begun without --layer_decay (the Trainer's 2 groups) resumed with it, or the other way round."""
+    model = ViTScratchForImageClassification(tiny_config())
+    args = TrainingArguments(str(tmp_path), report_to="none", use_cpu=True)
+    with_decay = layer_decay_optimizer(model, args, 0.75)
+    torch.save({"state": {}, "param_groups": [{"params": []}] * 2}, tmp_path / "optimizer.pt")
+    check_resumed_groups(tmp_path, None)
+    with pytest.raises(ValueError, match=r"trained with 2 optimizer parameter groups and this run has \d+ \(with --la"):
+        check_resumed_groups(tmp_path, with_decay)
+    groups = with_decay[1]["params"]
+    torch.save({"state": {}, "param_groups": [{"params": []}] * len(groups)}, tmp_path / "optimizer.pt")
+    check_resumed_groups(tmp_path, with_decay)
+    with pytest.raises(ValueError, match=f"trained with {len(groups)} .* this run has 2 \\(without --layer_decay\\)"):
+        check_resumed_groups(tmp_path, None)
