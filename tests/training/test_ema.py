@@ -114,6 +114,22 @@ def test_a_resumed_run_ends_with_the_average_of_the_uninterrupted_one(tmp_path):
 
 
 @pytest.mark.integration
+def test_with_the_best_epoch_kept_the_model_is_the_best_checkpoint_s_average(tmp_path):
+    model_args = ModelArguments(model=tiny_model_file(tmp_path, num_channels=1), ema_decay=0.5)
+    # "best" = the lowest validation loss: here an early epoch (it rises on 32 images), not the last one
+    args = training_args(tmp_path / "out", num_train_epochs=3, metric_for_best_model="loss", greater_is_better=False)
+    train(model_args, DataArguments(max_train_samples=32), args)
+    state = json.loads((tmp_path / "out" / "checkpoint-12" / "trainer_state.json").read_text())
+    best = tmp_path / "out" / state["best_model_checkpoint"].split("/")[-1]
+    assert best.name != "checkpoint-12"
+    average = load_file(best / AVERAGE_FILE)
+    for name, tensor in load_file(tmp_path / "out" / "model.safetensors").items():
+        torch.testing.assert_close(tensor, average[f"module.{name}"], atol=1e-6, rtol=0)
+    evaluations = [entry["eval_loss"] for entry in state["log_history"] if "eval_loss" in entry]
+    assert state["best_metric"] == min(evaluations)
+
+
+@pytest.mark.integration
 @pytest.mark.slow
 def test_two_processes_keep_the_average_one_process_keeps(tmp_path):
     """torchrun with 2 ranks (gloo) and 1 process, global batch 16: the saved averages match."""
