@@ -124,8 +124,9 @@ class DataArguments:
     validation_views: int = field(
         default=1,
         metadata={
-            "help": "Score each validation image also in this many - 1 seeded shifts and rotations (the training "
-            "augmentation), so that model selection on a small validation split can tell epochs apart."
+            "help": "Score each validation image on the averaged probabilities of itself and this many - 1 seeded "
+            "shifts and rotations (the training augmentation), so that model selection on a small validation split "
+            "can tell epochs apart."
         },
     )
     images_in_memory_mb: float = field(

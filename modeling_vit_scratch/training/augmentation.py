@@ -68,8 +68,8 @@ class RandomShiftRotate(nn.Module):
 
 class AugmentedViews(torch.utils.data.Dataset):
     """`rows` (items {"pixel_values": (C, H, W), "labels"}) followed by `views - 1` augmented copies of each, seeded
-    per item: model selection on a small validation split then scores in steps of 1 / (views * images) and rewards
-    what generalises to the shifts seen in training."""
+    per item: each image is then scored on its views' averaged probabilities (`views.py`), which rewards what
+    generalises to the shifts seen in training."""
 
     def __init__(self, rows, views: int, augmentation: RandomShiftRotate, seed: int = 0):
         self.rows, self.views, self.augmentation, self.seed = rows, views, augmentation, seed
