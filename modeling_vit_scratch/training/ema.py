@@ -5,8 +5,8 @@ trained weights, `average = decay * average + (1 - decay) * weights`, starting f
 torch's `AveragedModel` with `get_ema_multi_avg_fn` does the update. Parameters are averaged; buffers (BatchNorm's
 running statistics in a convolutional stem) follow the trained model, as `AveragedModel` does by default.
 
-The average smooths out the last steps' noise, so it usually scores a little higher than the weights it follows,
-mostly on long runs with many steps (docs/training.md says when to use it). Every process keeps its own average of
+The average smooths out the noise of the last steps, which matters on long runs with many steps
+(docs/training.md says when to use it). Every process keeps its own average of
 the same weights (data-parallel processes hold the same weights after each step), so nothing is exchanged.
 
 `averaging(trainer_class)` adds it to a Trainer class:
