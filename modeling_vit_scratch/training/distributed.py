@@ -214,3 +214,15 @@ def sharded_runner(wrapped: torch.nn.Module, unwrapped: torch.nn.Module) -> torc
     from torch.distributed.fsdp import FullyShardedDataParallel
 
     return wrapped if isinstance(wrapped, FullyShardedDataParallel) else unwrapped
+
+
+def unsharded_copy(model: torch.nn.Module, weights: dict[str, torch.Tensor]) -> torch.nn.Module:
+    """A plain model of `model`'s class and config holding `weights` (`full_state_dict`), on the CPU: what
+    `save_pretrained` writes. The sharded model itself is of a class FSDP2 made (`FSDPViTScratch...`) whose
+    module is torch's, so saving it would copy torch's FSDP files into the folder as the model's code."""
+    from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
+
+    model_class = next(c for c in type(model).__mro__ if not issubclass(c, (FSDPModule, FullyShardedDataParallel)))
+    plain = model_class(model.config)
+    plain.load_state_dict(weights)
+    return plain.eval()

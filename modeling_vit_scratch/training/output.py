@@ -29,7 +29,7 @@ from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
 from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to, model_logits
 from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, plain_command
 from modeling_vit_scratch.training.data import ImageTransform, PreparedData, collate_images
-from modeling_vit_scratch.training.distributed import full_state_dict, is_sharded, sharded_runner
+from modeling_vit_scratch.training.distributed import full_state_dict, is_sharded, sharded_runner, unsharded_copy
 
 
 def augmentation_text(data_args: DataArguments) -> str | None:
@@ -158,14 +158,15 @@ def write_model_folder(
     model = extract_model_from_parallel(trainer.model, keep_fp32_wrapper=False)
     test_images = data.splits["test"].with_transform(ImageTransform(processor))
     batch = collate_images([test_images[i] for i in range(min(8, len(test_images)))])
-    weights, logits = None, None  # the model's own, computed by process 0 alone
+    logits = None  # computed from the model by process 0 alone, unless sharded
     if is_sharded(trainer.model_wrapped):  # every process takes part: each holds a shard of the weights
         weights = full_state_dict(trainer.model_wrapped)
         logits = model_logits(sharded_runner(trainer.model_wrapped, model), batch["pixel_values"])
+        model = unsharded_copy(model, weights) if trainer.is_world_process_zero() else None
     if not trainer.is_world_process_zero():
         return
     with staging_inside(output_dir) as staging:
-        model.save_pretrained(staging, state_dict=weights)
+        model.save_pretrained(staging)
         processor.save_pretrained(staging)
         splits = {name: len(split) for name, split in data.splits.items()}
         record = training_record(
