@@ -11,7 +11,6 @@ model (FSDP) is saved whole: its weights gathered from every process (`full_stat
 import os
 import shutil
 import tempfile
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,13 +152,14 @@ def once_per_node(work: Callable[[], T]) -> T:
 
 
 def node_shared_array(shape: tuple[int, ...], fill: Callable[[np.ndarray, range], None]) -> torch.Tensor:
-    """A float32 tensor of `shape` computed once per node and shared by its processes, read-only.
+    """A float32 tensor of `shape` computed once per node and shared by its processes.
 
     `fill(array, rows)` writes `array[rows]` (a range); the node's processes each fill their share of the rows into one
     preallocated array (no concatenation, so no second copy at the peak). With one process the array is plain
     memory. With several, it is a memory-mapped file that the node's first process creates in the temporary folder
     (TMPDIR) and removes once every process has mapped it: the mapping outlives the name, the operating system
-    holds the pages once for all the processes, and nothing is left on disk after the run.
+    holds the pages once for all the processes, and nothing is left on disk after the run. Each process maps it
+    copy-on-write, so a process that changed an image in place would change only its own copy.
     """
     processes = NodeProcesses.current()
     rows = shape[0] if shape else 0
@@ -183,14 +183,12 @@ def node_shared_array(shape: tuple[int, ...], fill: Callable[[np.ndarray, range]
             array.flush()
 
         together(fill_share)
-        array = np.load(path, mmap_mode="r")
+        array = np.load(path, mmap_mode="c")  # copy-on write: a change would stay this process's own
         together(lambda: None)  # every process has mapped the file: its name can go
     finally:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
-    with warnings.catch_warnings():  # read-only on purpose: a write would change every process's images
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        return torch.from_numpy(array)
+    return torch.from_numpy(array)
 
 
 def is_sharded(model: torch.nn.Module) -> bool:
