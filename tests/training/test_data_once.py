@@ -126,3 +126,35 @@ def test_parts_of_the_pre_flight_check_each_image_once_and_add_up(tmp_path):
 
 if __name__ == "__main__":
     data_worker(sys.argv[1])
+
+
+@pytest.mark.integration
+def test_a_bad_image_in_the_second_process_share_stops_both_with_its_line(tmp_path):
+    """Rows 1,000-1,999 of a split are the second process's share of the pre-flight: the first never opens row
+    1,500, yet both stop with its line before anything is trained or written."""
+    import io
+
+    from datasets import ClassLabel, Dataset, DatasetDict, Features
+    from datasets import Image as ImageFeature
+    from helpers import run_script, tiny_model_file
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("L", (8, 8), 128).save(buffer, "PNG")
+    features = Features(image=ImageFeature(), label=ClassLabel(names=["a", "b"]))
+
+    def split(rows: int, bad: int | None = None) -> Dataset:
+        cells = [{"bytes": b"not a png" if row == bad else buffer.getvalue(), "path": None} for row in range(rows)]
+        return Dataset.from_dict({"image": cells, "label": [row % 2 for row in range(rows)]}, features=features)
+
+    DatasetDict(train=split(1600, bad=1500), validation=split(20), test=split(20)).save_to_disk(tmp_path / "data")
+    output_dir = tmp_path / "out"
+    result = run_script(
+        *("--model", tiny_model_file(tmp_path, num_channels=1), "--dataset", str(tmp_path / "data")),
+        *("--output_dir", str(output_dir), "--report_to", "none", "--total_train_batch_size", "16"),
+        nproc=2,
+    )
+    assert result.returncode != 0
+    line = "error: Image 1500 of split 'train' cannot be decoded (cannot identify image file"  # then PIL's source
+    assert result.stderr.count(line) == 2, result.stderr[-3000:]  # each process says it once
+    assert not (output_dir / "model.safetensors").exists()
