@@ -154,8 +154,8 @@ def once_per_node(work: Callable[[], T]) -> T:
 def node_shared_array(shape: tuple[int, ...], fill: Callable[[np.ndarray, range], None]) -> torch.Tensor:
     """A float32 tensor of `shape` computed once per node and shared by its processes.
 
-    `fill(array, rows)` writes `array[rows]` (a range); the node's processes each fill their share of the rows into one
-    preallocated array (no concatenation, so no second copy at the peak). With one process the array is plain
+    `fill(array, rows)` writes `array[rows]` (a range); the node's processes each fill their share of the rows into
+    one preallocated array (no concatenation, so no second copy at the peak). With one process the array is plain
     memory. With several, it is a memory-mapped file that the node's first process creates in the temporary folder
     (TMPDIR) and removes once every process has mapped it: the mapping outlives the name, the operating system
     holds the pages once for all the processes, and nothing is left on disk after the run. Each process maps it
@@ -167,23 +167,24 @@ def node_shared_array(shape: tuple[int, ...], fill: Callable[[np.ndarray, range]
         array = np.empty(shape, dtype=np.float32)
         fill(array, range(rows))
         return torch.from_numpy(array)
-    share = processes.local_rank * rows // processes.local_world_size
-    share = range(share, (processes.local_rank + 1) * rows // processes.local_world_size)
-    folder = tempfile.mkdtemp(prefix="vit-scratch-data-") if processes.local_rank == 0 else None
+    index, shares = processes.local_part
+    share = range(index * rows // shares, (index + 1) * rows // shares)  # contiguous rows, read in order
+    folder = tempfile.mkdtemp(prefix="vit-scratch-data-") if index == 0 else None
     try:
         path = Path(together(lambda: folder)[processes.node_main_rank]) / "pixels.npy"
-        if processes.local_rank == 0:
-            together(lambda: np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape).flush())
-        else:
-            together(lambda: None)
+
+        def create() -> None:
+            if index == 0:
+                np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape).flush()
 
         def fill_share() -> None:
             array = np.load(path, mmap_mode="r+")
             fill(array, share)
             array.flush()
 
+        together(create)
         together(fill_share)
-        array = np.load(path, mmap_mode="c")  # copy-on write: a change would stay this process's own
+        array = np.load(path, mmap_mode="c")  # copy-on-write: a change would stay this process's own
         together(lambda: None)  # every process has mapped the file: its name can go
     finally:
         if folder is not None:
