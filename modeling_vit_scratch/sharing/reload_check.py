@@ -77,16 +77,31 @@ def reloaded_logits(folder: str | Path, pixel_values: torch.Tensor, *, own_code:
         return model(pixel_values=pixel_values).logits.float()
 
 
-def check_reloads_to(
-    model, folder: str | Path, pixel_values: torch.Tensor, *, own_code: bool = False, tolerance: float = 0.0
-) -> None:
-    """Raise a `FolderReloadError` unless `folder` reloads to `model`: the same logits on `pixel_values`
-    (batch, channels, height, width) within `tolerance` (0.0: bit for bit). `model` is left in its mode."""
+def model_logits(model, pixel_values: torch.Tensor) -> torch.Tensor:
+    """`model`'s float32 logits (batch, labels) on the CPU for `pixel_values`, in eval mode; `model` is left in its
+    mode. A sharded model (FSDP) computes them only with every process calling this on the same batch."""
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        expected = model(pixel_values=pixel_values.to(model.device, model.dtype)).logits.float().cpu()
+        parameter = next(model.parameters())
+        logits = model(pixel_values=pixel_values.to(parameter.device, parameter.dtype)).logits.float()
     model.train(was_training)
+    return logits.cpu()
+
+
+def check_reloads_to(
+    model,
+    folder: str | Path,
+    pixel_values: torch.Tensor,
+    *,
+    own_code: bool = False,
+    tolerance: float = 0.0,
+    expected: torch.Tensor | None = None,
+) -> None:
+    """Raise a `FolderReloadError` unless `folder` reloads to `model`: the same logits on `pixel_values`
+    (batch, channels, height, width) within `tolerance` (0.0: bit for bit). `model` is left in its mode.
+    `expected`: `model`'s logits computed beforehand (`model_logits`), as a sharded model needs."""
+    expected = model_logits(model, pixel_values) if expected is None else expected
     got = reloaded_logits(folder, pixel_values, own_code=own_code)
     difference = (expected - got).abs().max().item() if expected.shape == got.shape else float("inf")
     if not difference <= tolerance:

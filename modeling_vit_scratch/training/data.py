@@ -17,6 +17,7 @@ from PIL import Image
 from modeling_vit_scratch.common.secrets import refuse_secret
 from modeling_vit_scratch.common.sources import DIGITS, looks_like_local_path
 from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
+from modeling_vit_scratch.training.distributed import node_shared_array
 from modeling_vit_scratch.training.preflight import check_class_sizes
 
 IMAGE_COLUMN_NAMES = ("image", "img", "images", "picture", "pixel_values")
@@ -265,19 +266,30 @@ def collate_images(rows: list[dict]) -> dict[str, torch.Tensor]:
 
 
 class ProcessedImages(torch.utils.data.Dataset):
-    """`rows` (a split `with_transform(ImageTransform(...))`) processed once, in chunks, and held in memory:
-    items {"pixel_values": (C, H, W), "labels"}, the same as `rows` gives. A step then reads tensors instead of
-    decoding, converting and resizing its images again every epoch (on the digits that took as long as the model).
+    """`split`'s rows through `transform`, processed once, in chunks, and held in memory: items
+    {"pixel_values": (C, H, W), "labels"}, the same as `split.with_transform(transform)` gives. A step then reads
+    tensors instead of decoding, converting and resizing its images again every epoch (on the digits that took as
+    long as the model).
+
+    The chunks are written into one preallocated array, and under several processes the processes of a machine
+    share that work and that array (`node_shared_array`): each image is processed once per machine, and the machine
+    holds one copy of the split, not one per process.
     """
 
-    def __init__(self, rows, chunk_size: int = 256):
-        pixel_values, labels = [], []
-        for start in range(0, len(rows), chunk_size):
-            chunk = rows[start : start + chunk_size]
-            pixel_values.append(torch.stack(chunk["pixel_values"]))
-            labels.extend(chunk["labels"])
-        self.pixel_values = torch.cat(pixel_values) if pixel_values else torch.empty(0)
-        self.labels = labels
+    def __init__(self, split: Dataset, transform: ImageTransform, chunk_size: int = 256):
+        rows = split.with_transform(transform)
+        self.labels = list(split["label"])
+        if not self.labels:
+            self.pixel_values = torch.empty(0)
+            return
+
+        def fill(array: np.ndarray, share: range) -> None:
+            for start in range(share.start, share.stop, chunk_size):
+                stop = min(start + chunk_size, share.stop)
+                array[start:stop] = torch.stack(rows[start:stop]["pixel_values"]).numpy()
+
+        shape = rows[0]["pixel_values"].shape  # (C, H, W), the processor's output size
+        self.pixel_values = node_shared_array((len(self.labels), *shape), fill)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -295,7 +307,6 @@ def processed_rows(split: Dataset, transform: ImageTransform, memory_limit_mb: f
     processor = transform.image_processor
     size = processor.size
     pixels_per_image = processor.num_channels * size.get("height", 0) * size.get("width", 0)
-    rows = split.with_transform(transform)
     if pixels_per_image and len(split) * pixels_per_image * 4 <= memory_limit_mb * 2**20:
-        return ProcessedImages(rows)
-    return rows
+        return ProcessedImages(split, transform)
+    return split.with_transform(transform)

@@ -1,11 +1,27 @@
 """Several processes that train one model: CPU processes joined under `torchrun`, the processes the launcher
 started being the ones the Trainer sees, --fsdp only where accelerate shards, and the global batch split over them.
-The Trainer and accelerate do the distribution itself (gloo on CPU, NCCL on GPUs)."""
+The Trainer and accelerate do the distribution itself (gloo on CPU, NCCL on GPUs).
+
+Data work is done once per machine, not once per process: the first process of a machine loads and splits the data
+set and the others read its result (`once_per_node`); the machine's processes share the image pre-flight and the
+processing of the splits kept in memory, and hold one copy of them (`together`, `node_shared_array`). A sharded
+model (FSDP) is saved whole: its weights gathered from every process (`full_state_dict`).
+"""
 
 import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
 
+import numpy as np
 import torch
+import torch.distributed as dist
 from transformers import TrainingArguments
+
+T = TypeVar("T")
 
 
 def use_cpu_processes_without_accelerator() -> None:
@@ -54,3 +70,158 @@ def set_global_batch_size(training_args: TrainingArguments, total: int | None) -
             f"{training_args.gradient_accumulation_steps} accumulation steps: choose a multiple of {shards}."
         )
     training_args.per_device_train_batch_size = total // shards
+
+
+@dataclass(frozen=True)
+class NodeProcesses:
+    """Where this process stands: its rank among all processes and among those of its machine (node).
+
+    Data work is shared by a node's processes (`together`, `node_shared_array`), not done again by each: they read
+    the same files and hold one copy of the processed images between them.
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    local_world_size: int = 1
+
+    @classmethod
+    def current(cls) -> "NodeProcesses":
+        """From torch.distributed once the Trainer's arguments have joined the processes, and the launcher's
+        LOCAL_RANK / LOCAL_WORLD_SIZE (torchrun, accelerate launch); one lone process otherwise."""
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+            return cls()
+        world_size = dist.get_world_size()
+        local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+        return cls(dist.get_rank(), world_size, int(os.environ.get("LOCAL_RANK", "0")), local_world_size)
+
+    @property
+    def local_part(self) -> tuple[int, int]:
+        """(this process's share, shares): the share of a machine's data work this process takes."""
+        return self.local_rank, self.local_world_size
+
+    @property
+    def node_main_rank(self) -> int:
+        """The global rank of this node's first process (torchrun numbers a node's processes consecutively)."""
+        return self.rank - self.local_rank
+
+
+class OtherProcessFailed(RuntimeError):
+    """A process of the run failed at a step that all of them take together; its error is named."""
+
+
+def together(work: Callable[[], T]) -> list[T]:
+    """Run `work` on every process and return every process's result, in rank order.
+
+    When `work` fails on one process, every process raises: the one that failed its own error, the others a
+    `ValueError` with the same line (bad input: the command prints one line on each) or an `OtherProcessFailed`
+    naming it, so no process waits at the next collective for one that has stopped.
+    """
+    processes = NodeProcesses.current()
+    try:
+        outcome = ("ok", work())
+    except Exception as error:  # noqa: BLE001 (re-raised below, after the others have heard of it)
+        failure = error
+        kind = "input" if isinstance(error, (ValueError, FileNotFoundError)) else "bug"
+        outcome = (kind, f"{type(error).__name__}: {' '.join(str(error).split())}" if kind == "bug" else str(error))
+    else:
+        failure = None
+    if processes.world_size == 1:
+        outcomes = [outcome]
+    else:
+        outcomes = [None] * processes.world_size
+        dist.all_gather_object(outcomes, outcome)
+    if failure is not None:
+        raise failure
+    for rank, (kind, value) in enumerate(outcomes):
+        if kind == "input":
+            raise ValueError(value)
+        if kind == "bug":
+            raise OtherProcessFailed(f"Process {rank} failed ({value}); this process stops with it.")
+    return [value for _, value in outcomes]
+
+
+def once_per_node(work: Callable[[], T]) -> T:
+    """`work` run by the first process of each machine, its result handed to the machine's other processes.
+
+    The result travels pickled: a `datasets` split backed by its cache files travels as their names, and the other
+    processes map the same files. A failure stops every process with its line (`together`).
+    """
+    node = NodeProcesses.current()
+    return together(work if node.local_rank == 0 else lambda: None)[node.node_main_rank]
+
+
+def node_shared_array(shape: tuple[int, ...], fill: Callable[[np.ndarray, range], None]) -> torch.Tensor:
+    """A float32 tensor of `shape` computed once per node and shared by its processes.
+
+    `fill(array, rows)` writes `array[rows]` (a range); the node's processes each fill their share of the rows into
+    one preallocated array (no concatenation, so no second copy at the peak). With one process the array is plain
+    memory. With several, it is a memory-mapped file that the node's first process creates in the temporary folder
+    (TMPDIR) and removes once every process has mapped it: the mapping outlives the name, the operating system
+    holds the pages once for all the processes, and nothing is left on disk after the run. Each process maps it
+    copy-on-write, so a process that changed an image in place would change only its own copy.
+    """
+    processes = NodeProcesses.current()
+    rows = shape[0] if shape else 0
+    if processes.world_size == 1:
+        array = np.empty(shape, dtype=np.float32)
+        fill(array, range(rows))
+        return torch.from_numpy(array)
+    index, shares = processes.local_part
+    share = range(index * rows // shares, (index + 1) * rows // shares)  # contiguous rows, read in order
+    folder = tempfile.mkdtemp(prefix="vit-scratch-data-") if index == 0 else None
+    try:
+        path = Path(together(lambda: folder)[processes.node_main_rank]) / "pixels.npy"
+
+        def create() -> None:
+            if index == 0:
+                np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape).flush()
+
+        def fill_share() -> None:
+            array = np.load(path, mmap_mode="r+")
+            fill(array, share)
+            array.flush()
+
+        together(create)
+        together(fill_share)
+        array = np.load(path, mmap_mode="c")  # copy-on-write: a change would stay this process's own
+        together(lambda: None)  # every process has mapped the file: its name can go
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+    return torch.from_numpy(array)
+
+
+def is_sharded(model: torch.nn.Module) -> bool:
+    """Whether `model` holds only a shard of its weights on each process (FSDP or FSDP2 `fully_shard`)."""
+    from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
+
+    return any(isinstance(module, (FSDPModule, FullyShardedDataParallel)) for module in model.modules())
+
+
+def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A sharded model's whole weights under their plain names, gathered on the CPU of process 0 (the other
+    processes get `{}`). Every process must call it: the gather is collective."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def sharded_runner(wrapped: torch.nn.Module, unwrapped: torch.nn.Module) -> torch.nn.Module:
+    """The module that runs a sharded model's forward: FSDP's wrapper (its root gathers the weights), or the model
+    itself under FSDP2, whose `fully_shard` works in place."""
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    return wrapped if isinstance(wrapped, FullyShardedDataParallel) else unwrapped
+
+
+def unsharded_copy(model: torch.nn.Module, weights: dict[str, torch.Tensor]) -> torch.nn.Module:
+    """A plain model of `model`'s class and config holding `weights` (`full_state_dict`), on the CPU: what
+    `save_pretrained` writes. The sharded model itself is of a class FSDP2 made (`FSDPViTScratch...`) whose
+    module is torch's, so saving it would copy torch's FSDP files into the folder as the model's code."""
+    from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
+
+    model_class = next(c for c in type(model).__mro__ if not issubclass(c, (FSDPModule, FullyShardedDataParallel)))
+    plain = model_class(model.config)
+    plain.load_state_dict(weights)
+    return plain.eval()

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from accelerate.utils import extract_model_from_parallel
 from transformers import AutoConfig, Trainer, TrainingArguments
 
 from modeling_vit_scratch.common.folders import (
@@ -25,9 +26,10 @@ from modeling_vit_scratch.common.folders import (
 from modeling_vit_scratch.common.model_folder import described_sha256
 from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, weights_sha256
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
-from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to
+from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to, model_logits
 from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, plain_command
 from modeling_vit_scratch.training.data import ImageTransform, PreparedData, collate_images
+from modeling_vit_scratch.training.distributed import full_state_dict, is_sharded, sharded_runner, unsharded_copy
 
 
 def augmentation_text(data_args: DataArguments) -> str | None:
@@ -142,6 +144,8 @@ def write_model_folder(
 ) -> None:
     """Weights, config, code, processor, metrics, pictures (curves, confusion matrix), record and card, written
     beside the output folder, checked (it reloads to the trained model and holds no secret), then moved into place.
+    Call it on every process: process 0 writes, and a sharded model (FSDP) first gathers its whole weights and
+    computes the logits the reload is checked against with every process taking part.
     `notes` go into the record and the card: how the model learned from a teacher (`distillation`), why it trained
     in its precision (`precision_choice`). A describing file (metrics, a picture, record, card) that fails is left
     out: the model is written all the same, then `ModelNotDescribed` says which file is missing and how to write
@@ -151,7 +155,16 @@ def write_model_folder(
 
     output_dir = Path(trainer.args.output_dir)
     # without the autocast that --bf16 wraps around forward: the reload check compares float32 with float32
-    model = trainer.accelerator.unwrap_model(trainer.model, keep_fp32_wrapper=False)
+    model = extract_model_from_parallel(trainer.model, keep_fp32_wrapper=False)
+    test_images = data.splits["test"].with_transform(ImageTransform(processor))
+    batch = collate_images([test_images[i] for i in range(min(8, len(test_images)))])
+    logits = None  # computed from the model by process 0 alone, unless sharded
+    if is_sharded(trainer.model_wrapped):  # every process takes part: each holds a shard of the weights
+        weights = full_state_dict(trainer.model_wrapped)
+        logits = model_logits(sharded_runner(trainer.model_wrapped, model), batch["pixel_values"])
+        model = unsharded_copy(model, weights) if trainer.is_world_process_zero() else None
+    if not trainer.is_world_process_zero():
+        return
     with staging_inside(output_dir) as staging:
         model.save_pretrained(staging)
         processor.save_pretrained(staging)
@@ -172,10 +185,8 @@ def write_model_folder(
         if "test_confusion_matrix" in metrics:  # metrics made without the test predictions have none
             writers[CONFUSION_FILE] = lambda path: plot_confusion_matrix(metrics["test_confusion_matrix"], path)
         failed = write_describing_files(staging, writers)
-        test_images = data.splits["test"].with_transform(ImageTransform(processor))
-        batch = collate_images([test_images[i] for i in range(min(8, len(test_images)))])
         try:  # float32 both sides, one code path: only another order of summation may differ
-            check_reloads_to(model, staging, batch["pixel_values"], tolerance=1e-3)
+            check_reloads_to(model, staging, batch["pixel_values"], tolerance=1e-3, expected=logits)
         except FolderReloadError as error:
             raise RuntimeError(f"{error}; nothing was written. Please report this as a bug.") from None
         leaked = find_secrets(staging, secrets)

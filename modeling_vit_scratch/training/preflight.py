@@ -103,6 +103,11 @@ class ImageCheck:
     decoded: bool
     seconds: float
 
+    @classmethod
+    def combined(cls, checks: list["ImageCheck"]) -> "ImageCheck":
+        """The check of a whole data set from the checks of its parts, made side by side."""
+        return cls(sum(check.num_images for check in checks), checks[0].decoded, max(c.seconds for c in checks))
+
     def summary(self) -> str:
         how = "decoded" if self.decoded else "found with readable headers (not decoded: pass --check_images to decode)"
         return f"Pre-flight: {self.num_images} images {how} in {self.seconds:.1f} s."
@@ -121,9 +126,15 @@ def open_image(cell: dict, where: str = "The image") -> Image.Image:
 
 
 def check_images(
-    splits: DatasetDict, image_column: str = "image", decode: bool | None = None, progress: bool = True
+    splits: DatasetDict,
+    image_column: str = "image",
+    decode: bool | None = None,
+    progress: bool = True,
+    part: tuple[int, int] = (0, 1),
 ) -> ImageCheck:
     """Open every image of every split; with `decode`, decode it too (`None`: decode up to 100,000 images).
+    `part` (index, parts): check only that share of the images, every parts-th block of rows, so that several
+    processes check a data set together, each image once (`ImageCheck.combined` adds their results up).
 
     Reads the stored bytes or files directly (`Image(decode=False)`, then `PIL.Image.open` and `load`): twice as
     fast as `datasets`' decoding of each row (11,600 against 6,100 small PNGs/s). Images wider than 8 bits ("I;16",
@@ -133,6 +144,8 @@ def check_images(
     started = time.time()
     total = sum(len(split) for split in splits.values())
     decode = total <= DECODE_UP_FRONT_MAX_IMAGES if decode is None else decode
+    index, parts = part
+    checked = 0
     with tqdm(
         total=total, desc="Decoding images" if decode else "Opening images", unit="image", disable=not progress
     ) as bar:
@@ -140,11 +153,13 @@ def check_images(
             if not isinstance(split.features.get(image_column), ImageFeature):
                 raise ValueError(f"Split {split_name!r} has no image column {image_column!r}: fix --image_column.")
             cells = split.select_columns([image_column]).cast_column(image_column, ImageFeature(decode=False))
-            for start in range(0, len(cells), BATCH_ROWS):
-                for offset, cell in enumerate(cells[start : start + BATCH_ROWS][image_column]):
+            for start in range(index * BATCH_ROWS, len(cells), parts * BATCH_ROWS):
+                block = cells[start : start + BATCH_ROWS][image_column]
+                for offset, cell in enumerate(block):
                     check_one(cell, decode, split_name, start + offset)
-                bar.update(min(BATCH_ROWS, len(cells) - start))
-    return ImageCheck(total, decode, time.time() - started)
+                checked += len(block)
+                bar.update(min(len(block) * parts, total - bar.n))  # the other parts keep pace: the whole set
+    return ImageCheck(checked, decode, time.time() - started)
 
 
 def check_one(cell: dict | None, decode: bool, split_name: str, row: int) -> None:

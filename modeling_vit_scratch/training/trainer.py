@@ -30,13 +30,21 @@ from modeling_vit_scratch.training.augmentation import AugmentedViews, Augmentin
 from modeling_vit_scratch.training.class_metrics import class_metrics
 from modeling_vit_scratch.training.data import (
     ImageTransform,
+    PreparedData,
     collate_images,
     load_image_dataset,
     prepare_splits,
     processed_rows,
 )
 from modeling_vit_scratch.training.distillation import DistillationTrainer, load_teacher
-from modeling_vit_scratch.training.distributed import check_fsdp, check_world_size, set_global_batch_size
+from modeling_vit_scratch.training.distributed import (
+    NodeProcesses,
+    check_fsdp,
+    check_world_size,
+    once_per_node,
+    set_global_batch_size,
+    together,
+)
 from modeling_vit_scratch.training.ema import averaging, check_ema, ema_text
 from modeling_vit_scratch.training.layer_decay import (
     check_layer_decay,
@@ -58,7 +66,7 @@ from modeling_vit_scratch.training.precision import (
     slow_bf16_warning,
     training_precision,
 )
-from modeling_vit_scratch.training.preflight import check_images
+from modeling_vit_scratch.training.preflight import ImageCheck, check_images
 from modeling_vit_scratch.training.views import view_averaged
 
 logger = logging.getLogger(__name__)
@@ -117,15 +125,7 @@ def train_in_claimed_folder(
     check_layer_decay(model_args.layer_decay, config, training_args)
     check_ema(model_args.ema_decay, training_args)
     set_seed(training_args.seed)  # before the model is built, so the initial weights follow --seed
-    raw = load_image_dataset(data_args.dataset, data_args.dataset_config, known_secrets(hub_token))
-    data = prepare_splits(
-        raw,
-        data_args.image_column,
-        data_args.label_column,
-        data_args.validation_fraction,
-        data_args.test_fraction,
-        data_args.split_seed,
-    )
+    data = once_per_node(lambda: load_and_split(data_args, known_secrets(hub_token)))
     if data_args.max_train_samples is not None:
         data.splits["train"] = data.splits["train"].select(
             range(min(data_args.max_train_samples, len(data.splits["train"])))
@@ -135,9 +135,7 @@ def train_in_claimed_folder(
     if checkpoint:  # before the pre-flight: a resumed run trains the labels its checkpoint's head was trained on
         check_resumed_labels(checkpoint, data.labels, data_args.dataset)
     main_process = training_args.process_index == 0
-    images = check_images(
-        data.splits, decode=data_args.check_images, progress=main_process and not training_args.disable_tqdm
-    )
+    images = check_images_together(data.splits, data_args.check_images, main_process and not training_args.disable_tqdm)
     if main_process:
         print(images.summary())
     model, processor = build_model(model_args, data)
@@ -216,18 +214,39 @@ def train_in_claimed_folder(
         metrics["precision_choice"] = precision_choice
     if model_args.ema_decay is not None:  # the weights saved, and scored above, are the average
         metrics["ema_decay"] = model_args.ema_decay
-    if trainer.is_world_process_zero():
-        notes = dict(
-            distillation=distillation_text(model_args),
-            precision_choice=precision_choice,
-            weight_average=ema_text(model_args.ema_decay),
-            layer_decay=layer_decay_text(model_args.layer_decay, model.config),
-        )
-        write_model_folder(trainer, processor, data, data_args, metrics, known_secrets(hub_token), notes)
-        if push:
-            push_trained_folder(training_args, hub_token)
+    notes = dict(
+        distillation=distillation_text(model_args),
+        precision_choice=precision_choice,
+        weight_average=ema_text(model_args.ema_decay),
+        layer_decay=layer_decay_text(model_args.layer_decay, model.config),
+    )
+    # every process: a sharded model's weights are gathered from all of them; process 0 writes
+    write_model_folder(trainer, processor, data, data_args, metrics, known_secrets(hub_token), notes)
+    if push and trainer.is_world_process_zero():
+        push_trained_folder(training_args, hub_token)
     trainer.accelerator.wait_for_everyone()
     return metrics
+
+
+def load_and_split(data_args: DataArguments, secrets: list[str]) -> PreparedData:
+    """The data set loaded and split as the data arguments say."""
+    raw = load_image_dataset(data_args.dataset, data_args.dataset_config, secrets)
+    return prepare_splits(
+        raw,
+        data_args.image_column,
+        data_args.label_column,
+        data_args.validation_fraction,
+        data_args.test_fraction,
+        data_args.split_seed,
+    )
+
+
+def check_images_together(splits, decode: bool | None, progress: bool) -> ImageCheck:
+    """The pre-flight check of every image, shared by the processes of each machine (each image checked once per
+    machine); a failure found by any process stops every process with its line."""
+    node = NodeProcesses.current()
+    checks = together(lambda: check_images(splits, decode=decode, progress=progress, part=node.local_part))
+    return ImageCheck.combined(checks[node.node_main_rank : node.node_main_rank + node.local_world_size])
 
 
 def check_label_names(id2label: dict, dataset: str, secrets: list[str]) -> None:
