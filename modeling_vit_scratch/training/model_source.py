@@ -236,7 +236,8 @@ def check_resumed_architecture(checkpoint: str, requested: PreTrainedConfig) -> 
         name for name in (saved.keys() | asked.keys()) - NOT_ARCHITECTURE if saved.get(name) != asked.get(name)
     )
     if differ:
-        shown = ", ".join(f"{name} {saved.get(name)!r} in the checkpoint, {asked.get(name)!r} asked" for name in differ)
+        shown = "; ".join(f"{name}: {saved.get(name)!r} in it, {asked.get(name)!r} asked" for name in differ[:3])
+        shown += f"; and {len(differ) - 3} more" if len(differ) > 3 else ""
         raise ValueError(
             f"The checkpoint '{checkpoint}' has another architecture than --model and --config_overrides ask for "
             f"({shown}): resume with the --model and --config_overrides it was trained with (drop the new "
