@@ -19,18 +19,10 @@ import sys
 import time
 
 import pytest
-from entry_points import Scenario, outcome
+from entry_points import Scenario, outcome, run_command, with_argument
 from helpers import REPO
 
 from modeling_vit_scratch.common.folders import LOCK_FILE, checkpoints, is_complete_checkpoint
-
-
-def with_argument(argv: list[str], argument: str, value) -> list[str]:
-    argv = list(argv)
-    if argument in argv:
-        argv[argv.index(argument) + 1] = str(value)
-        return argv
-    return [*argv, argument, str(value)]
 
 
 @pytest.fixture(scope="module")
@@ -119,14 +111,7 @@ def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_
     step = json.loads((last / "trainer_state.json").read_text())["global_step"]
     args = resume[resume.index("train") + 1 :]  # the command as printed, with fewer steps to go
     args[args.index("--max_steps") + 1] = str(step + 2)
-    resumed = subprocess.run(
-        [sys.executable, "-m", "modeling_vit_scratch.cli", "train", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    resumed = run_command("train", args)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     record = json.loads((output / "training_record.json").read_text())
     assert (output / "model.safetensors").is_file() and "--resume_from_checkpoint true" in record["command"]

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from entry_points import Scenario, outcome
+from entry_points import Scenario, outcome, with_argument
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,15 +24,6 @@ from modeling_vit_scratch.training.model_source import MODEL_TAKES
 from modeling_vit_scratch.training.trainer import computed_metrics
 
 MODEL_INPUTS = sorted(MODEL_TAKES)  # the arguments of train that name a model
-
-
-def with_argument(argv: list[str], argument: str, value) -> list[str]:
-    """`argv` with `argument` set to `value` (added if missing)."""
-    argv = list(argv)
-    if argument in argv:
-        argv[argv.index(argument) + 1] = str(value)
-        return argv
-    return [*argv, argument, str(value)]
 
 
 @pytest.fixture
