@@ -85,6 +85,7 @@ def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_
     scenario = Scenario(tmp_path)
     output = tmp_path / "out"
     argv = [*scenario.argv("train", output), "--max_steps", "100000", "--save_strategy", "steps", "--save_steps", "1"]
+    argv += ["--overwrite_output_dir", "true"]  # starts afresh: the command that resumes must leave it out
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "modeling_vit_scratch.cli", "train", *argv]
     run = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -106,6 +107,7 @@ def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_
     assert line.startswith(f"Interrupted: everything in {output} is kept; the last checkpoint is {last}; resume with: ")
     resume = shlex.split(line.split("resume with: ", 1)[1])
     assert resume[-2:] == ["--resume_from_checkpoint", "true"] and resume.count("--resume_from_checkpoint") == 1
+    assert "--overwrite_output_dir" not in resume
     assert (output / ".vit-scratch-output").is_file() and last.is_dir()
 
     step = json.loads((last / "trainer_state.json").read_text())["global_step"]
@@ -115,3 +117,24 @@ def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     record = json.loads((output / "training_record.json").read_text())
     assert (output / "model.safetensors").is_file() and "--resume_from_checkpoint true" in record["command"]
+
+
+@pytest.mark.parametrize(
+    "given, overwrite, expected",
+    [
+        (["r.json", "--seed", "3"], False, ["r.json", "--seed", "3"]),
+        (["--overwrite_output_dir", "true", "--seed", "3"], True, ["--seed", "3", "--overwrite_output_dir", "false"]),
+        (
+            ["--overwrite-output-dir=true", "--resume_from_checkpoint", "out/checkpoint-2"],
+            True,
+            ["--overwrite_output_dir", "false"],
+        ),
+        (["r.json"], True, ["r.json", "--overwrite_output_dir", "false"]),  # the recipe asks to overwrite
+    ],
+)
+def test_the_command_that_resumes_drops_what_starts_afresh(monkeypatch, given, overwrite, expected):
+    from modeling_vit_scratch.training.arguments import resume_command
+
+    monkeypatch.setattr(sys, "argv", ["vit-scratch train", *given])
+    words = shlex.split(resume_command(overwrite))
+    assert words == ["vit-scratch", "train", *expected, "--resume_from_checkpoint", "true"]
