@@ -85,7 +85,7 @@ def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_
     scenario = Scenario(tmp_path)
     output = tmp_path / "out"
     argv = [*scenario.argv("train", output), "--max_steps", "100000", "--save_strategy", "steps", "--save_steps", "1"]
-    argv += ["--overwrite_output_dir", "true"]  # starts afresh: the command that resumes must leave it out
+    argv += ["--overwrite_output_dir", "true"]  # starts afresh: the command that resumes must turn it off
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "modeling_vit_scratch.cli", "train", *argv]
     run = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -107,7 +107,7 @@ def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_
     assert line.startswith(f"Interrupted: everything in {output} is kept; the last checkpoint is {last}; resume with: ")
     resume = shlex.split(line.split("resume with: ", 1)[1])
     assert resume[-2:] == ["--resume_from_checkpoint", "true"] and resume.count("--resume_from_checkpoint") == 1
-    assert "--overwrite_output_dir" not in resume
+    assert resume[-4:-2] == ["--overwrite_output_dir", "false"] and resume.count("--overwrite_output_dir") == 1
     assert (output / ".vit-scratch-output").is_file() and last.is_dir()
 
     step = json.loads((last / "trainer_state.json").read_text())["global_step"]
