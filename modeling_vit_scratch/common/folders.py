@@ -125,6 +125,7 @@ def check_output_folder(
     Returns the folder; raises ValueError naming it, what is wrong and the fix."""
     if not str(folder).strip():
         raise ValueError(f"{argument} is empty: give the folder to write to.")
+    check_name_lengths(Path(folder), argument)  # before any look at it: the system refuses such names
     folder, real = Path(folder), os.path.realpath(folder)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"{argument} {str(folder)!r} is a file, not a folder: give a folder to write into.")
@@ -362,6 +363,11 @@ MODEL_FOLDER_PATTERN = re.compile(
 TRAINER_STATE = re.compile(r"^(optimizer\.pt|scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|precision_choice\.json)$")
 MODEL_CODE = {path.name for path in Path(__file__).resolve().parents[1].glob("*_vit_scratch.py")}
 NAME_MAX = 255  # bytes in one file name on common file systems; `os.pathconf` says where it can
+PATH_MAX = 4096  # bytes in one path on common file systems, likewise
+FILE_SYSTEM_LIMITS = (("PC_NAME_MAX", NAME_MAX), ("PC_PATH_MAX", PATH_MAX))
+# Bytes a path inside an output folder adds to the folder's own: `checkpoint-N/.saving-XXXXXXXX/model.safetensors`,
+# a staged conversion's sibling name, explain's figure names
+ROOM_INSIDE = 128
 
 
 def not_a_model_folder(folder: Path) -> list[str]:
@@ -396,21 +402,34 @@ def not_a_model_folder(folder: Path) -> list[str]:
     return reasons
 
 
-def check_name_lengths(folder: Path) -> None:
-    """A ValueError when a part of `folder`'s path is longer than its file system can name (checked before any work,
-    not met as `File name too long` once the conversion is done)."""
-    existing = next(parent for parent in folder.parents if os.path.exists(parent))  # whose file system holds it
-    try:
-        limit = os.pathconf(existing, "PC_NAME_MAX")
-    except (OSError, ValueError):
-        limit = NAME_MAX
+def check_name_lengths(folder: Path, argument: str = "--output") -> None:
+    """A ValueError when a part of `folder`'s path is longer than its file system can name (`NAME_MAX`), or the
+    whole path leaves no room for the files written inside it (`PATH_MAX`): checked before any work, not met as
+    `File name too long` once the work is done."""
+    folder = Path(os.path.abspath(folder))
+    existing = next(parent for parent in (folder, *folder.parents) if os.path.exists(parent))  # its file system
+    name_max, path_max = (file_system_limit(existing, name, default) for name, default in FILE_SYSTEM_LIMITS)
     for part in folder.parts:
         size = len(os.fsencode(part))
-        if size > limit:
+        if size > name_max:
             raise ValueError(
-                f"--output: the name {part[:24]!r}... is {size} bytes, more than the {limit} its file system can "
-                "hold: choose a shorter name."
+                f"{argument}: the name {part[:24]!r}... is {size} bytes, more than the {name_max} its file system "
+                "can hold: choose a shorter name."
             )
+    size = len(os.fsencode(str(folder)))
+    if size + ROOM_INSIDE > path_max:
+        raise ValueError(
+            f"{argument}: the path {str(folder)[:32]!r}... is {size} bytes, and with the {ROOM_INSIDE} that the "
+            f"files written inside take it passes the {path_max} its file system can hold: choose a shorter path."
+        )
+
+
+def file_system_limit(path: Path, name: str, default: int) -> int:
+    """`os.pathconf(path, name)`, or `default` where the system does not say."""
+    try:
+        return os.pathconf(path, name)
+    except (OSError, ValueError):
+        return default
 
 
 def check_replaceable(
@@ -424,7 +443,7 @@ def check_replaceable(
         raise ValueError(
             "--output is empty: give the folder to write the converted model to, e.g. --output outputs/NAME."
         )
-    check_name_lengths(Path(os.path.abspath(output_dir)))  # before any look at it: the system refuses such names
+    check_name_lengths(Path(output_dir), "--output")  # before any look at it: the system refuses such names
     output_dir = Path(os.path.realpath(output_dir))  # a link to a folder: the folder it names is replaced
     if output_dir.exists() and not output_dir.is_dir():
         raise FileExistsError(f"{output_dir} is a file, not a folder: choose another output folder.")

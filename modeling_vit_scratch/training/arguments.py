@@ -182,8 +182,14 @@ def closest(name: str, names: list[str]) -> str:
     return f" (did you mean {match[0]!r}?)" if match else ""
 
 
-# Recipe keys that may name a local file or folder: relative to the working directory, or else to the recipe's folder
+# Recipe keys that name a file or folder to read: relative to the working directory, or else to the recipe's folder
 RECIPE_PATH_KEYS = ("model", "teacher", "dataset")
+RECIPE_PATHS = (
+    "Train from a recipe (RECIPE.json or .yaml, given first) and/or arguments; the command line wins. Relative paths "
+    "in a recipe: what it reads (model, teacher, dataset) is found from the working folder, else beside the recipe; "
+    "what it writes (output_dir) is relative to the working folder, as on the command line. The "
+    "resolved output folder is printed at the start."
+)
 
 
 def path_in_recipe(value: str, recipe_folder: Path) -> str:
@@ -313,7 +319,7 @@ def raise_value_error(message: str):
 def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, OutputArguments, TrainingArguments]:
     """`scripts/train.py`'s command line (a recipe first, if any): names are matched exactly, never abbreviated."""
     refuse_one_dash_names(argv)
-    parser = HfArgumentParser(ARGUMENT_TYPES, allow_abbrev=False)
+    parser = HfArgumentParser(ARGUMENT_TYPES, allow_abbrev=False, description=RECIPE_PATHS)
     parser.error = raise_value_error
     # Without a GPU (or other accelerator) the CPU is the device: saying so lets `--bf16 true` train under the CPU's
     # autocast, which TrainingArguments refuses unless `use_cpu` is set.
@@ -410,11 +416,12 @@ def command_secrets(argv: list[str]) -> list[str]:
     return known_secrets(*secrets_in_argv(argv), *secrets_in_argv(expanded))
 
 
-def plain_command() -> str:
+def plain_command(args: list[str] | None = None) -> str:
     """The command that started this run, as a user can paste it again, with every token value replaced by ***:
     `vit-scratch train ARGS` through the installed command (`cli.main` names it in sys.argv[0]), `python
-    scripts/train.py ARGS` through the script, each under `torchrun` when several processes run."""
-    program, args = sys.argv[0], sys.argv[1:]
+    scripts/train.py ARGS` through the script, each under `torchrun` when several processes run; `args` replace the
+    arguments it was given."""
+    program, args = sys.argv[0], sys.argv[1:] if args is None else args
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     torchrun = f"torchrun --nproc_per_node {world_size} " if world_size > 1 else ""
     if program.startswith(f"{COMMAND} "):  # the installed command: run as it is, by torchrun without python
@@ -422,3 +429,30 @@ def plain_command() -> str:
     else:
         words, launcher = [program], torchrun or "python "
     return redact(launcher + shlex.join(words + mask_token_values(args)), command_secrets(args))
+
+
+# Arguments that start a run afresh or name a checkpoint: left out of the command that resumes a run
+RESTARTING = (
+    "--overwrite_output_dir",
+    "--overwrite-output-dir",
+    "--resume_from_checkpoint",
+    "--resume-from-checkpoint",
+)
+
+
+def resume_command(overwrite: bool = False) -> str:
+    """The command that resumes this run from its last checkpoint: `plain_command` without the arguments that
+    start afresh or name a checkpoint, with `--resume_from_checkpoint true` (and `--overwrite_output_dir false` where
+    the run was asked to overwrite, as `overwrite` says, perhaps by its recipe: resuming refuses both)."""
+    kept, skip = [], False
+    for arg in sys.argv[1:]:
+        if skip:
+            skip = False
+            continue
+        name, equals, _ = arg.partition("=")
+        if name in RESTARTING:
+            skip = not equals
+            continue
+        kept.append(arg)
+    kept += ["--overwrite_output_dir", "false"] if overwrite else []
+    return plain_command([*kept, "--resume_from_checkpoint", "true"])

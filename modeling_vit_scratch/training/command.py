@@ -1,12 +1,16 @@
 """The training command, `vit-scratch train` and `python scripts/train.py`: the arguments (`arguments.py`: the
 command line and a JSON/YAML recipe), `train`, and the lines a user reads at the end. Bad input is one line,
-`error: ...`, before any long work; no token value is ever printed."""
+`error: ...`, before any long work; no token value is ever printed. Ctrl-C is one line too: the last checkpoint and the
+command that resumes from it."""
 
 import sys
+import time
+from pathlib import Path
 
+from modeling_vit_scratch.common.folders import checkpoints, is_complete_checkpoint
 from modeling_vit_scratch.common.secrets import redact
 from modeling_vit_scratch.sharing.push import PushError
-from modeling_vit_scratch.training.arguments import command_secrets, parse_arguments
+from modeling_vit_scratch.training.arguments import command_secrets, parse_arguments, resume_command
 from modeling_vit_scratch.training.distributed import use_cpu_processes_without_accelerator
 from modeling_vit_scratch.training.precision import precision_words, training_precision
 from modeling_vit_scratch.training.trainer import train
@@ -15,11 +19,20 @@ from modeling_vit_scratch.training.trainer import train
 def main(argv: list[str]) -> None:
     """Train as `argv` (the arguments after the command's name) says, and say where the model is."""
     use_cpu_processes_without_accelerator()
+    started = time.time()
     try:
         model_args, data_args, output_args, training_args = parse_arguments(argv)
+    except (ValueError, FileNotFoundError) as error:
+        sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}")
+    try:
         metrics = train(model_args, data_args, training_args, output_args)
     except (ValueError, FileNotFoundError, PushError) as error:  # bad input or a failed push: one line, what and how
         sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}")
+    except KeyboardInterrupt:  # Ctrl-C: one line on how to go on, the shell's code for SIGINT; every file is kept
+        if training_args.process_index == 0:
+            line = interrupted_line(training_args, output_args, started)
+            print(redact(line, command_secrets(argv)), file=sys.stderr)
+        sys.exit(INTERRUPTED)
     if training_args.process_index == 0:
         print(f"\nTest accuracy {metrics['test_accuracy']:.4f} ({metrics['wall_time_seconds']:.0f} s).")
         precision = precision_words(training_precision(training_args), metrics.get("precision_choice"))
@@ -33,3 +46,25 @@ def main(argv: list[str]) -> None:
                 command_secrets(argv),
             )
         )  # a token in the folder's name is no reason to print it
+
+
+INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (SIGINT), as shells report it
+
+
+def interrupted_line(training_args, output_args, started: float) -> str:
+    """What a user reads after Ctrl-C: that nothing was removed, the last complete checkpoint and the exact command
+    that resumes from it (or, before the first checkpoint, that the same command starts afresh). A run that
+    overwrites counts only the checkpoints it wrote since it `started`: the old ones belong to the run it replaces."""
+    folder = training_args.output_dir
+    complete = [path for path in checkpoints(Path(folder)) if is_complete_checkpoint(path)]
+    if output_args.overwrite_output_dir:
+        complete = [path for path in complete if (path / "trainer_state.json").stat().st_mtime >= started]
+    if not complete:
+        return (
+            f"Interrupted before the first checkpoint: nothing in {folder} was removed; run the same command again "
+            "to start afresh."
+        )
+    return (
+        f"Interrupted: everything in {folder} is kept; the last checkpoint is {complete[-1]}; resume with: "
+        f"{resume_command(output_args.overwrite_output_dir)}"
+    )

@@ -5,6 +5,7 @@ images and an integer label column with names, so the embedded default and a use
 This module is training glue: the model code never imports it (it needs `datasets`, scikit-learn and PIL).
 """
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,14 +51,10 @@ def load_image_dataset(source: str, config_name: str | None = None, secrets: lis
     """`"digits"`, a `save_to_disk` folder, an `imagefolder` (one sub-folder per class) or a hub dataset name.
     An image folder's file and folder names are checked for `secrets` before anything is read (`datasets` would
     keep its paths in its cache)."""
+    check_dataset_source(source)
     if source == DIGITS:
         return digits_dataset()
     path = Path(source).expanduser()
-    if path.is_file():
-        raise ValueError(
-            f"--dataset {source!r} is a file, not a data set: give a folder with one sub-folder of images per class "
-            f"('FOLDER/cat/1.png', 'FOLDER/dog/1.png', ...), a save_to_disk folder, a hub data set name or {DIGITS!r}."
-        )
     if path.exists():
         if (path / "dataset_dict.json").exists() or (path / "dataset_info.json").exists():
             loaded = load_from_disk(str(path))
@@ -65,11 +62,6 @@ def load_image_dataset(source: str, config_name: str | None = None, secrets: lis
             check_imagefolder_names(path, list(secrets))
             check_imagefolder_depths(path)
             loaded = load_imagefolder(path)
-    elif looks_like_local_path(source):
-        raise FileNotFoundError(
-            f"Data set folder {source!r} does not exist: pass an existing folder (an imagefolder with one "
-            f"sub-folder per class, or a save_to_disk folder), a hub dataset name, or {DIGITS!r}."
-        )
     else:
         try:
             loaded = load_dataset(source, config_name)
@@ -80,6 +72,33 @@ def load_image_dataset(source: str, config_name: str | None = None, secrets: lis
                 "data set name."
             ) from None
     return loaded if isinstance(loaded, DatasetDict) else DatasetDict(train=loaded)
+
+
+DATA_SET_TAKES = (
+    f"a folder with one sub-folder of images per class ('FOLDER/cat/1.png', 'FOLDER/dog/1.png', ...), a save_to_disk "
+    f"folder, a hub data set name or {DIGITS!r}"
+)
+
+
+def check_dataset_source(source: str) -> None:
+    """What `--dataset` names, checked from its name and the file system only (nothing is read), before the output
+    folder is compared with it: so a wrong data set argument is named as such, not as an output inside an input. A
+    file, `/`, the home folder and a local path that is not there are one line saying what --dataset takes."""
+    if source == DIGITS:
+        return
+    path = Path(source).expanduser()
+    if path.is_file():
+        raise ValueError(f"--dataset {source!r} is a file, not a data set: give {DATA_SET_TAKES}.")
+    if path.is_dir():
+        real = os.path.realpath(path)
+        place = {os.path.realpath(os.sep): "the root folder", os.path.realpath(Path.home()): "your home folder"}
+        if real in place:
+            raise ValueError(f"--dataset {source!r} is {place[real]}, not a data set: give {DATA_SET_TAKES}.")
+    elif looks_like_local_path(source):
+        raise FileNotFoundError(
+            f"Data set folder {source!r} does not exist: pass an existing folder (an imagefolder with one "
+            f"sub-folder per class, or a save_to_disk folder), a hub dataset name, or {DIGITS!r}."
+        )
 
 
 def imagefolder_files(path: Path) -> list[Path]:

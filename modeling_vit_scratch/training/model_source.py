@@ -8,6 +8,7 @@ from pathlib import Path
 
 from torch import nn
 from transformers import AutoConfig, AutoModelForImageClassification, PreTrainedConfig
+from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES
 
 from modeling_vit_scratch.common.model_folder import check_processor_fits
 from modeling_vit_scratch.common.overrides import check_config_overrides, parse_overrides
@@ -29,12 +30,8 @@ def model_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
     """The architecture `--model` names, without the data's labels, and whether it is a new model. Every error in
     the model arguments surfaces here, cheaply, before the data is read. With `--teacher`, a new model gets a
     distillation token, and a checkpoint must have one."""
-    if args.teacher and looks_like_local_path(args.teacher) and not Path(args.teacher).is_dir():
-        raise FileNotFoundError(
-            f"Teacher folder {args.teacher!r} does not exist: give a folder written by scripts/train.py (e.g. `make "
-            "teacher`) or a hub repo id."
-        )
     if args.teacher:
+        model_input_kind(args.teacher, "--teacher")
         check_readable_folder(args.teacher, "--teacher")
     config, new = named_config(args)
     if isinstance(config, ViTScratchConfig):
@@ -48,6 +45,58 @@ def model_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
             "--teacher, or drop --teacher."
         )
     return config, new
+
+
+# What each model argument takes, in the words of its refusals
+MODEL_TAKES = {
+    "--model": "a preset name (e.g. vit-tiny-patch16-224), an architecture JSON file, a saved folder or a hub repo id "
+    "(owner/name)",
+    "--teacher": "a folder of a trained image classifier (e.g. one written by `make teacher`) or a hub repo id "
+    "(owner/name)",
+}
+
+
+def model_input_kind(value: str, argument: str) -> str:
+    """What `value`, given to `argument` (--model or --teacher), names: "preset", "file" (an architecture JSON),
+    "folder" or "hub" (a repo id); a kind the argument does not take, or a path that is not there, is one line saying
+    what the argument takes. Only names and the file system are looked at: nothing is read or loaded."""
+    takes = MODEL_TAKES[argument]
+    path = Path(value).expanduser()
+    if value in PRESETS and (argument == "--model" or not path.exists()):
+        if argument == "--teacher":
+            raise ValueError(
+                f"--teacher {value!r} is a preset name: an architecture with no trained weights, which has nothing "
+                f"to teach; --teacher takes {takes}."
+            )
+        return "preset"
+    if path.is_dir():
+        return "folder"
+    if path.is_file():
+        if argument == "--model" and value.endswith(".json"):
+            return "file"
+        if value.endswith(".json"):  # a teacher's architecture: trained first, then the run's folder teaches
+            raise ValueError(
+                f"--teacher {value!r} is an architecture file, with no trained weights: train it first (--model "
+                f"{value}) and give --teacher that run's output folder."
+            )
+        raise ValueError(f"{argument} {value!r} is a file, not a model; {argument} takes {takes}.")
+    if value.endswith(".json") and argument == "--model":
+        raise FileNotFoundError(f"Config file {value!r} does not exist: give an existing JSON file.")
+    if looks_like_local_path(value) and argument == "--teacher":
+        raise FileNotFoundError(
+            f"Teacher folder {value!r} does not exist: give a folder written by scripts/train.py (e.g. `make "
+            "teacher`) or a hub repo id."
+        )
+    if looks_like_local_path(value):
+        raise FileNotFoundError(f"Checkpoint folder {value!r} does not exist: give a saved folder or repo id.")
+    if "/" not in value:
+        if argument == "--model":
+            raise ValueError(
+                f"Unknown preset {value!r}. Known presets: {', '.join(sorted(PRESETS))}; "
+                "or give a config JSON file, a saved folder or a hub repo id."
+            )
+        raise ValueError(f"--teacher {value!r} is no folder here and no hub repo id: --teacher takes {takes}.")
+    return "hub"
 
 
 # What this trainer builds in memory (one process, no model parallelism): tokens per image (attention memory grows
@@ -83,36 +132,22 @@ def named_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
     """`model_config` without the teacher's requirement. A config file with another `model_type` (e.g. "resnet",
     a teacher) builds that transformers image classifier; its `image_size` sets the processor's."""
     overrides = parse_overrides(args.config_overrides)
-    if args.model.endswith(".json") and Path(args.model).is_file():
-        fields_in_file = ViTScratchConfig.get_config_dict(args.model)[0]
+    kind = model_input_kind(args.model, "--model")
+    if kind == "file":
+        fields_in_file = architecture_file(args.model)
         model_type = fields_in_file.pop("model_type", ViTScratchConfig.model_type)
         if model_type != ViTScratchConfig.model_type:
-            if "image_size" not in fields_in_file:
-                raise ValueError(
-                    f"{args.model} (model_type {model_type!r}) gives no image_size: add the side images are resized "
-                    'to, e.g. "image_size": 32.'
-                )
             return AutoConfig.for_model(model_type, **{**fields_in_file, **overrides}), True
-    check_config_overrides(overrides)
-    if args.model in PRESETS:
-        return ViTScratchConfig.from_preset(args.model, **overrides), True
-    if args.model.endswith(".json"):
-        if not Path(args.model).is_file():
-            raise FileNotFoundError(f"Config file {args.model!r} does not exist: give an existing JSON file.")
+        check_config_overrides(overrides)
         check_config_overrides(fields_in_file)
         return ViTScratchConfig(**{**fields_in_file, **overrides}), True
+    check_config_overrides(overrides)
+    if kind == "preset":
+        return ViTScratchConfig.from_preset(args.model, **overrides), True
     if overrides:
         raise ValueError("--config_overrides applies to new models only; a checkpoint keeps its architecture.")
-    path = Path(args.model)
-    if not path.exists() and looks_like_local_path(args.model):
-        raise FileNotFoundError(f"Checkpoint folder {args.model!r} does not exist: give a saved folder or repo id.")
-    if path.is_dir() and not (path / "config.json").exists():
+    if kind == "folder" and not (Path(args.model) / "config.json").exists():
         raise FileNotFoundError(f"{args.model!r} has no config.json: give a folder written by save_pretrained.")
-    if not path.exists() and "/" not in args.model:
-        raise ValueError(
-            f"Unknown preset {args.model!r}. Known presets: {', '.join(sorted(PRESETS))}; "
-            "or give a config JSON file, a saved folder or a hub repo id."
-        )
     check_readable_folder(args.model, "--model")  # a folder, or a repo id
     try:
         return AutoConfig.from_pretrained(args.model, trust_remote_code=False), False
@@ -121,6 +156,35 @@ def named_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
             f"Cannot load the checkpoint {args.model!r}: it is no folder here and no reachable hub repo "
             f"({str(error).splitlines()[0]}). Check the path (a folder name needs ./ in front) or the repo id."
         ) from None
+
+
+def architecture_file(path: str) -> dict:
+    """The fields of an architecture JSON file given to --model: read as this package's config (no `model_type`, or
+    "vit_scratch"), or as one of transformers' image classifiers (a teacher such as "resnet", which must give its
+    `image_size`); any other `model_type` is one line naming the file and the fix."""
+    try:
+        fields_in_file = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise ValueError(f"--model {path} is not a JSON file ({error}): fix the file or give another.") from None
+    if not isinstance(fields_in_file, dict):
+        raise ValueError(
+            f"--model {path} holds a {type(fields_in_file).__name__}, not a mapping of config fields: write e.g. "
+            '{"image_size": 32, "patch_size": 4}.'
+        )
+    model_type = fields_in_file.get("model_type", ViTScratchConfig.model_type)
+    if model_type != ViTScratchConfig.model_type and model_type not in MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES:
+        raise ValueError(
+            f"{path} gives model_type {model_type!r}, which is neither {ViTScratchConfig.model_type!r} nor an image "
+            f'classifier of transformers: leave model_type out (or write "model_type": '
+            f'"{ViTScratchConfig.model_type}") for a vit-scratch architecture, or name a transformers image '
+            'classifier, e.g. "resnet" for a teacher.'
+        )
+    if model_type != ViTScratchConfig.model_type and "image_size" not in fields_in_file:
+        raise ValueError(
+            f"{path} (model_type {model_type!r}) gives no image_size: add the side images are resized to, e.g. "
+            '"image_size": 32.'
+        )
+    return fields_in_file
 
 
 def check_resumed_labels(checkpoint: str, labels: list[str], dataset: str) -> None:
@@ -138,6 +202,46 @@ def check_resumed_labels(checkpoint: str, labels: list[str], dataset: str) -> No
             f"set {dataset} has {len(labels)} ({shown_labels(labels)}): resume with the data set it was trained on, "
             f"or start a new run that fine-tunes it on this data (--model {checkpoint} without "
             "--resume_from_checkpoint, into another --output_dir)."
+        )
+
+
+# Config fields that describe a run's labels, provenance or kernel, not its architecture: they may differ on resume
+NOT_ARCHITECTURE = {
+    "id2label",
+    "label2id",
+    "num_labels",
+    "architectures",
+    "transformers_version",
+    "_name_or_path",
+    "dtype",
+    "torch_dtype",
+    "problem_type",
+    "auto_map",
+    "custom_pipelines",
+}
+
+
+def check_resumed_architecture(checkpoint: str, requested: PreTrainedConfig) -> None:
+    """A resumed run asks for the architecture its checkpoint has (--model, --config_overrides): the Trainer loads
+    the checkpoint's weights into the model built from the arguments, and another size fails there, after the
+    pre-flight, as a size-mismatch traceback. One line naming the fields that differ, before any data is read."""
+    path = Path(checkpoint) / "config.json"
+    if not path.is_file():  # not one of ours: the Trainer's load names what is missing
+        return
+    saved = json.loads(path.read_text())
+    if saved.get("model_type") == requested.model_type:  # every field, also those saved as their default (left out)
+        saved = json.loads(type(requested).from_dict(saved).to_json_string(use_diff=False))
+    asked = json.loads(requested.to_json_string(use_diff=False))
+    differ = sorted(
+        name for name in (saved.keys() | asked.keys()) - NOT_ARCHITECTURE if saved.get(name) != asked.get(name)
+    )
+    if differ:
+        shown = "; ".join(f"{name}: {saved.get(name)!r} in it, {asked.get(name)!r} asked" for name in differ[:3])
+        shown += f"; and {len(differ) - 3} more" if len(differ) > 3 else ""
+        raise ValueError(
+            f"The checkpoint '{checkpoint}' has another architecture than --model and --config_overrides ask for "
+            f"({shown}): resume with the --model and --config_overrides it was trained with (drop the new "
+            "overrides), or start a new run in another --output_dir."
         )
 
 

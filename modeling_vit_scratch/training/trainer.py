@@ -7,7 +7,10 @@ the data and its pre-flight check (`data.py`, `preflight.py`), the model (`model
 same code runs on one CPU process or several (`distributed.py`), with `--bf16` and gradient accumulation.
 """
 
+import json
 import logging
+import math
+import os
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -25,12 +28,13 @@ from modeling_vit_scratch.common.folders import (
 )
 from modeling_vit_scratch.common.secrets import known_secrets, redacting_logs, refuse_secret
 from modeling_vit_scratch.common.weights import check_checkpoint
-from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, OutputArguments
+from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, OutputArguments, closest
 from modeling_vit_scratch.training.augmentation import AugmentedViews, AugmentingTrainer, RandomShiftRotate
 from modeling_vit_scratch.training.class_metrics import class_metrics
 from modeling_vit_scratch.training.data import (
     ImageTransform,
     PreparedData,
+    check_dataset_source,
     collate_images,
     load_image_dataset,
     prepare_splits,
@@ -52,7 +56,12 @@ from modeling_vit_scratch.training.layer_decay import (
     layer_decay_optimizer,
     layer_decay_text,
 )
-from modeling_vit_scratch.training.model_source import build_model, check_resumed_labels, model_config
+from modeling_vit_scratch.training.model_source import (
+    build_model,
+    check_resumed_architecture,
+    check_resumed_labels,
+    model_config,
+)
 from modeling_vit_scratch.training.output import (
     check_push_ready,
     distillation_text,
@@ -99,6 +108,9 @@ def train(
     if slow_bf16 and main_process:
         logger.warning(slow_bf16)
     resuming = resume not in RESUME_OFF
+    # the inputs first, from their names and the file system: a wrong one is named as such, never blamed on the output
+    requested, _ = model_config(model_args)  # the model arguments' errors before any data is read
+    check_dataset_source(data_args.dataset)
     inputs = {"--dataset": data_args.dataset, "--model": model_args.model, "--teacher": model_args.teacher}
     if resuming and resume not in (True, "true", "True"):  # a checkpoint's path: read, so never written over
         inputs["--resume_from_checkpoint"] = resume
@@ -110,6 +122,9 @@ def train(
         checkpoint = resolve_checkpoint(training_args.output_dir, resume)
         if checkpoint:  # read by the Trainer only once training starts: its weights and pickled states checked now
             check_checkpoint(checkpoint)
+            check_resumed_architecture(checkpoint, requested)
+        if main_process:
+            print(f"Output folder: {os.path.abspath(training_args.output_dir)}")
         metrics = train_in_claimed_folder(model_args, data_args, training_args, checkpoint, hub_token, remove_leftovers)
     return metrics
 
@@ -130,7 +145,9 @@ def train_in_claimed_folder(
         data.splits["train"] = data.splits["train"].select(
             range(min(data_args.max_train_samples, len(data.splits["train"])))
         )
-    check_training_steps(training_args, len(data.splits["train"]))
+    set_global_batch_size(training_args, data_args.total_train_batch_size)
+    check_training_steps(training_args, len(data.splits["train"]), checkpoint)
+    check_metric_name(training_args, len(data.labels))
     check_label_names(data.id2label, data_args.dataset, known_secrets(hub_token))
     if checkpoint:  # before the pre-flight: a resumed run trains the labels its checkpoint's head was trained on
         check_resumed_labels(checkpoint, data.labels, data_args.dataset)
@@ -153,7 +170,6 @@ def train_in_claimed_folder(
     training_args.remove_unused_columns = False  # the image column must reach the transform
     push = training_args.push_to_hub  # pushed below through the same gate as `vit-scratch push`
     training_args.push_to_hub = False
-    set_global_batch_size(training_args, data_args.total_train_batch_size)
     choice = None
     if model_args.bf16_when_faster:
         choice = choose_bf16(model, train_set[0]["pixel_values"].shape, training_args, checkpoint)
@@ -260,8 +276,10 @@ def check_label_names(id2label: dict, dataset: str, secrets: list[str]) -> None:
         )
 
 
-def check_training_steps(training_args: TrainingArguments, num_train: int) -> None:
-    """At least one optimisation step, or one line saying why not."""
+def check_training_steps(training_args: TrainingArguments, num_train: int, checkpoint: str | None = None) -> None:
+    """At least one optimisation step, or one line saying why not; a resumed run (from `checkpoint`) must ask for
+    steps beyond those its checkpoint has trained, or the Trainer would train none and the card would contradict the
+    command."""
     if num_train == 0:
         raise ValueError(
             "The training split is empty: give a data set with training images (or a larger --max_train_samples)."
@@ -271,6 +289,52 @@ def check_training_steps(training_args: TrainingArguments, num_train: int) -> No
             f"--num_train_epochs {training_args.num_train_epochs:g} trains nothing: give "
             "--num_train_epochs > 0 or --max_steps >= 1."
         )
+    if not checkpoint:
+        return
+    state = json.loads((Path(checkpoint) / "trainer_state.json").read_text())
+    done, planned = state.get("global_step", 0), planned_steps(training_args, num_train)
+    if planned <= done:
+        asked = (
+            f"--max_steps {training_args.max_steps}"
+            if training_args.max_steps > 0
+            else f"--num_train_epochs {training_args.num_train_epochs:g}"
+        )
+        raise ValueError(
+            f"--resume_from_checkpoint: {checkpoint} has trained {done} steps (epoch {state.get('epoch', 0):g}), and "
+            f"{asked} ends at step {planned}: nothing is left to train; ask for more (--num_train_epochs or "
+            f"--max_steps beyond step {done}), or start a new run in another --output_dir."
+        )
+
+
+def planned_steps(training_args: TrainingArguments, num_train: int) -> int:
+    """The optimisation step the Trainer stops at: `--max_steps`, else the epochs times the steps in one (each
+    process reads its share of the rows in batches; an accumulation step that is not full still steps)."""
+    if training_args.max_steps > 0:
+        return training_args.max_steps
+    rows = math.ceil(num_train / training_args.world_size)
+    divide = math.floor if training_args.dataloader_drop_last else math.ceil
+    batches = divide(rows / training_args.per_device_train_batch_size)
+    per_epoch = max(math.ceil(batches / training_args.gradient_accumulation_steps), 1)
+    return math.ceil(training_args.num_train_epochs * per_epoch)
+
+
+def computed_metrics(num_classes: int) -> list[str]:
+    """The names of the validation metrics a run computes (`accuracy_metrics`, and the loss), as
+    --metric_for_best_model takes them."""
+    return ["loss", "accuracy", "selection_score", *(["top5_accuracy"] if num_classes > 5 else [])]
+
+
+def check_metric_name(training_args: TrainingArguments, num_classes: int) -> None:
+    """--metric_for_best_model names a metric the run computes (with or without the `eval_` prefix), or one line
+    listing them: the Trainer would look it up only at the first evaluation, after an epoch of training."""
+    name = training_args.metric_for_best_model
+    valid = computed_metrics(num_classes)
+    if name is None or name.removeprefix("eval_") in valid:
+        return
+    raise ValueError(
+        f"--metric_for_best_model {name!r} is not a metric this run computes{closest(name, valid)}: give one of "
+        f"{', '.join(valid)}."
+    )
 
 
 def accuracy_metrics(eval_prediction) -> dict[str, float]:

@@ -167,6 +167,15 @@ def argv_reading(scenario: Scenario, name: str, argument: str | None, folder: Pa
     return argv
 
 
+def with_argument(argv: list[str], argument: str, value) -> list[str]:
+    """`argv` with `argument` set to `value`: replaced where it is given, added where it is not."""
+    argv = list(argv)
+    if argument in argv:
+        argv[argv.index(argument) + 1] = str(value)
+        return argv
+    return [*argv, argument, str(value)]
+
+
 def command_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """The environment of a command run as a user would, offline unless `extra` says otherwise, with its own
     folder for the code transformers copies out of a model (where a run of foreign code would leave it)."""
