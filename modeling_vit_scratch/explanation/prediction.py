@@ -21,6 +21,7 @@ from modeling_vit_scratch.common.images import open_bounded
 from modeling_vit_scratch.common.model_folder import check_processor_fits, check_processor_fits_config
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.secrets import known_secrets, redact
+from modeling_vit_scratch.common.sources import check_folder_path
 from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS
 from modeling_vit_scratch.explanation import attention as explain
@@ -127,13 +128,14 @@ def load_image(source: str) -> Image.Image:
 
 
 def check_model_source(model_source: str) -> None:
-    """Refuse, before any image is read, a preset name (an architecture without trained weights) and a local
-    vit_scratch folder whose processor does not fit its model."""
+    """Refuse, before any image is read, a preset name (an architecture without trained weights), a file or a
+    missing local folder, and a local vit_scratch folder whose processor does not fit its model."""
     if model_source in PRESETS and not Path(model_source).exists():
         raise ValueError(
             f"{model_source!r} is a preset name: presets are architectures with no trained weights, so there is "
             "nothing to explain; give --model a folder saved by training, or the hub repo id of a trained model."
         )
+    check_folder_path(model_source, "--model")
     if Path(model_source).is_dir():
         check_processor_fits(model_source)
 

@@ -230,8 +230,10 @@ REACHED_THE_HUB = "on the Hub failed"
 @pytest.fixture
 def hub_reached(monkeypatch):
     """A push that passes its gate meets the Hub, out of reach offline (`REACHED_THE_HUB`); the bit-for-bit reload
-    check is left to tests/sharing, which runs pushes in new processes."""
+    check and the credentials' check are left to tests/sharing and tests/safety/test_hub_arguments.py, which run
+    pushes in new processes."""
     monkeypatch.setattr("modeling_vit_scratch.sharing.push.check_reloads_to", lambda *args, **kwargs: None)
+    monkeypatch.setattr("modeling_vit_scratch.sharing.hub_arguments.check_access", lambda *args, **kwargs: None)
 
 
 @pytest.mark.parametrize(
