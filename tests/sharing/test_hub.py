@@ -473,7 +473,7 @@ def one_error_line(result) -> str:
 def test_an_unreachable_hub_is_one_line_from_the_push_script(local_hub, tmp_path):  # noqa: F811
     saved_folder(tmp_path / "run")
     unreachable = run_push_script(local_hub, tmp_path, tmp_path / "run", REPO_ID, HF_ENDPOINT="http://127.0.0.1:9")
-    assert one_error_line(unreachable).startswith(f"error: Preparing {REPO_ID} on the Hub failed (")
+    assert one_error_line(unreachable).startswith("error: The Hub at http://127.0.0.1:9 cannot be reached (")
 
 
 @pytest.mark.slow  # four pushes, each with its reload check in a new process
