@@ -420,6 +420,7 @@ def push_to_hub(
             ) from None
 
         pull_request_url, card_revision = None, target
+        notes = files_notes(repo_id, remote, staging, keep_card)
         if model_commit is None:
             try:
                 # One commit, all or nothing (upload_folder may split a large folder into several commits).
@@ -447,9 +448,7 @@ def push_to_hub(
                 ) from None
             model_commit, pull_request_url = commit.oid, commit.pr_url
             card_revision = commit.pr_revision if create_pr else target
-            notes = files_notes(repo_id, remote, staging, keep_card)
         else:
-            notes = files_notes(repo_id, remote, staging, keep_card)
             if keep_card:
                 return PushResult(repo_url, model_commit, f"{repo_url}/commit/{model_commit}", notes=notes)
             try:  # the model is there: its card may already be pinned, to this commit or to the model commit before
