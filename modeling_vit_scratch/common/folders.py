@@ -116,6 +116,12 @@ def overlap(real: str, argument: str, source: str) -> str | None:
     return None
 
 
+def file_above(folder: Path) -> Path | None:
+    """The nearest existing folder above `folder` when it is not a folder (a file: nothing can be made inside it)."""
+    existing = next((parent for parent in Path(os.path.abspath(folder)).parents if os.path.exists(parent)), None)
+    return None if existing is None or existing.is_dir() else existing
+
+
 def check_output_folder(
     folder: str | Path, argument: str, inputs: dict[str, str | None] | None = None, foreign: bool = True
 ) -> Path:
@@ -141,6 +147,12 @@ def check_output_folder(
                 f"{argument} {str(folder)!r} {how} the input {name} {source!r}: writing there could replace what "
                 f"is read; give {argument} a folder apart from every input."
             )
+    blocker = file_above(folder)
+    if blocker:
+        raise ValueError(
+            f"{argument} {str(folder)!r} cannot be made: {str(blocker)!r} above it is a file, not a folder; give "
+            f"{argument} a folder outside that file, e.g. beside it."
+        )
     if not folder.is_dir():
         return folder
     links = links_inside(folder)

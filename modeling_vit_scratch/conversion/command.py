@@ -47,6 +47,7 @@ from modeling_vit_scratch.conversion.convert import (
     save_converted,
     to_transformers,
 )
+from modeling_vit_scratch.conversion.inputs import check_input
 from modeling_vit_scratch.conversion.parity import check_parity
 
 
@@ -78,6 +79,8 @@ def convert(args: argparse.Namespace) -> None:
     dtype = parse_dtype(args.dtype)  # a typo is refused before any work
     if args.source == "timm":
         check_timm_arguments(args)
+    else:
+        check_input(args.input, "to transformers" if args.target == "transformers" else "from transformers")
     check_replaceable(args.output, args.overwrite, {"--input": args.input})  # before any download or conversion
     try:
         model, processor, reference = read_source(args)

@@ -1,8 +1,13 @@
 """Explain one prediction: load a model and an image, print the top classes, write the pictures (attention rollout, a
 class-specific gradient rollout, per-layer attention from the class token, the paper's Fig. 7 panels)."""
 
+import http.client
 import io
+import socket
+import ssl
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -15,6 +20,8 @@ from modeling_vit_scratch.common.folders import check_output_folder, mark_as_our
 from modeling_vit_scratch.common.images import open_bounded
 from modeling_vit_scratch.common.model_folder import check_processor_fits, check_processor_fits_config
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
+from modeling_vit_scratch.common.secrets import known_secrets, redact
+from modeling_vit_scratch.common.sources import check_folder_path
 from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS
 from modeling_vit_scratch.explanation import attention as explain
@@ -26,33 +33,82 @@ DOWNLOAD_SECONDS = 60
 DOWNLOAD_BYTES = 4 * (Image.MAX_IMAGE_PIXELS or 2**28)
 
 
-def download(url: str) -> bytes:
-    """The body at `url`, refused in one line when it takes more than `DOWNLOAD_SECONDS` in all or holds more than
-    `DOWNLOAD_BYTES` (a socket's own timeout bounds only each read)."""
+def shown_url(url: str) -> str:
+    """`url` as an error may print it: no user name or password, no query (where a signed URL keeps its key), and no
+    known token."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    netloc = ("***@" if "@" in parts.netloc else "") + host + (f":{parts.port}" if parts.port else "")
+    shown = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", ""))
+    return redact(shown, known_secrets())
+
+
+def download_cause(error: OSError) -> str:
+    """Why a download failed, in words: the server's HTTP answer, a refused connection, an unknown host, a timeout."""
+    if isinstance(error, urllib.error.HTTPError):
+        return f"the server answered HTTP {error.code} {error.reason}"
+    reason = getattr(error, "reason", error)  # a URLError wraps the socket's error
+    if isinstance(reason, socket.gaierror):
+        return "its host name could not be resolved (a typo in the host, or no network)"
+    if isinstance(reason, ConnectionRefusedError):
+        return "the server refused the connection (nothing listens at that host and port)"
+    if isinstance(reason, (TimeoutError, socket.timeout)):
+        return f"the server sent nothing for {min(30, DOWNLOAD_SECONDS)} s"
+    if isinstance(reason, ssl.SSLError):
+        return f"its TLS connection failed ({' '.join(str(reason).split())})"
+    text = reason.strerror if isinstance(reason, OSError) and reason.strerror else str(reason)
+    return f"{type(reason).__name__}: {' '.join(str(text).split())}"
+
+
+def download(url: str) -> tuple[bytes, str]:
+    """The body at `url` and its declared content type, refused in one line when the download fails (naming the URL
+    and why), takes more than `DOWNLOAD_SECONDS` in all or holds more than `DOWNLOAD_BYTES` (a socket's own timeout
+    bounds only each read)."""
     fix = "download it yourself and give --image the file"
+    shown = shown_url(url)
+    if "@" in urllib.parse.urlsplit(url).netloc:  # urllib would take the user name for part of the host
+        raise ValueError(f"{shown} carries a user name or password, which explain never sends: {fix}.")
     too_large = ValueError(
-        f"{url} is larger than {DOWNLOAD_BYTES:,} bytes, the most an image file may have here (4 bytes per "
+        f"{shown} is larger than {DOWNLOAD_BYTES:,} bytes, the most an image file may have here (4 bytes per "
         f"pixel of PIL's Image.MAX_IMAGE_PIXELS): {fix}."
     )
     deadline = time.monotonic() + DOWNLOAD_SECONDS
     body = bytearray()
-    with urllib.request.urlopen(url, timeout=min(30, DOWNLOAD_SECONDS)) as response:
-        if int(response.headers.get("Content-Length") or 0) > DOWNLOAD_BYTES:
-            raise too_large
-        while chunk := response.read1(1 << 16):
-            body += chunk
-            if len(body) > DOWNLOAD_BYTES:
+    try:
+        with urllib.request.urlopen(url, timeout=min(30, DOWNLOAD_SECONDS)) as response:
+            if int(response.headers.get("Content-Length") or 0) > DOWNLOAD_BYTES:
                 raise too_large
-            if time.monotonic() > deadline:
-                raise ValueError(f"Downloading {url} took more than {DOWNLOAD_SECONDS} s, the limit: {fix}.")
-    return bytes(body)
+            content_type = response.headers.get_content_type() if response.headers.get("Content-Type") else ""
+            while chunk := response.read1(1 << 16):
+                body += chunk
+                if len(body) > DOWNLOAD_BYTES:
+                    raise too_large
+                if time.monotonic() > deadline:
+                    raise ValueError(f"Downloading {shown} took more than {DOWNLOAD_SECONDS} s, the limit: {fix}.")
+    except (OSError, http.client.HTTPException) as error:  # URLError, HTTPError, a reset or timeout mid-body
+        cause = download_cause(error) if isinstance(error, OSError) else f"{type(error).__name__}: {error}"
+        raise ValueError(f"Downloading {shown} failed: {cause}: check the URL and the network, or {fix}.") from None
+    return bytes(body), content_type
+
+
+def downloaded_image(url: str) -> Image.Image:
+    """The image at `url`; a body that is not an image (a web page, say) is one line naming its content type."""
+    body, content_type = download(url)
+    try:
+        return open_bounded(io.BytesIO(body), f"Image {shown_url(url)!r}")
+    except UnidentifiedImageError:
+        sent = f"{content_type or 'no content type'}, {len(body):,} bytes"
+        raise ValueError(
+            f"{shown_url(url)} sent {sent}, which is not an image PIL can read: give the URL of the image file "
+            "itself (not of a page that shows it), or download it and give --image the file."
+        ) from None
 
 
 def load_image(source: str) -> Image.Image:
     """A local file or an http(s) URL, as a PIL image; a clear error if it cannot be read as one."""
     try:
         if source.startswith(("http://", "https://")):
-            image = open_bounded(io.BytesIO(download(source)), f"Image {source!r}")
+            image = downloaded_image(source)
         else:
             if Path(source).is_dir():
                 raise ValueError(
@@ -66,24 +122,20 @@ def load_image(source: str) -> Image.Image:
     except (UnidentifiedImageError, OSError) as error:
         if isinstance(error, FileNotFoundError):
             raise
-        if isinstance(error, TimeoutError):
-            raise ValueError(
-                f"Downloading {source} stalled for more than {min(30, DOWNLOAD_SECONDS)} s: download it yourself "
-                "and give --image the file."
-            ) from None
         raise ValueError(
             f"Cannot read {source!r} as an image ({error}): give a PNG, JPEG or other image file."
         ) from None
 
 
 def check_model_source(model_source: str) -> None:
-    """Refuse, before any image is read, a preset name (an architecture without trained weights) and a local
-    vit_scratch folder whose processor does not fit its model."""
+    """Refuse, before any image is read, a preset name (an architecture without trained weights), a file or a
+    missing local folder, and a local vit_scratch folder whose processor does not fit its model."""
     if model_source in PRESETS and not Path(model_source).exists():
         raise ValueError(
             f"{model_source!r} is a preset name: presets are architectures with no trained weights, so there is "
             "nothing to explain; give --model a folder saved by training, or the hub repo id of a trained model."
         )
+    check_folder_path(model_source, "--model")
     if Path(model_source).is_dir():
         check_processor_fits(model_source)
 

@@ -3,8 +3,10 @@
 
 Nothing is pushed unless the folder's code is vit-scratch's own, it reloads identically through the Auto classes
 with that code, its weights are the ones its metrics were measured on (or --allow_unmeasured_weights) and no file
-holds a token. The token comes from HF_TOKEN or `hf auth login`; it is never printed. A push that fails half-way is
-finished by running the same command again.
+holds a token. Every Hub argument (repo id, revision, shard size, commit message, token) is checked before the
+folder is loaded. The token comes from HF_TOKEN or `hf auth login`; it is never printed. An earlier model's weights
+and results on the repo are removed in the push's commit; other files, and a README.md that vit-scratch did not write,
+are kept (each said in a line). A push that fails half-way is finished by running the same command again.
 """
 
 import argparse
@@ -23,6 +25,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--create_pr", action="store_true", help="open a pull request instead of committing")
     parser.add_argument("--commit_message", help="message of the model commit")
     parser.add_argument("--max_shard_size", default="2GB", help="split model.safetensors above this size")
+    parser.add_argument(
+        "--overwrite_card",
+        action="store_true",
+        help="replace a README.md on the repo that vit-scratch did not write (or that was edited) with the generated card",
+    )
     parser.add_argument(
         "--allow_unmeasured_weights",
         action="store_true",
@@ -47,9 +54,12 @@ def main(argv: list[str]) -> None:
             commit_message=args.commit_message,
             max_shard_size=args.max_shard_size,
             allow_unmeasured_weights=args.allow_unmeasured_weights,
+            overwrite_card=args.overwrite_card,
         )
     except (ValueError, RuntimeError, *HUB_ERRORS) as error:  # FileNotFoundError and the Hub's errors are OSErrors
         sys.exit(error_line(error))
     print(f"repo: {result.repo_url}\ncommit: {result.commit_id}")
+    for note in result.notes:
+        print(note)
     if result.pull_request_url:
         print(f"pull request: {result.pull_request_url}")

@@ -22,22 +22,23 @@ re-running the same push finishes it without a second model commit. The token co
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
 
 import torch
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
-from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.hf_api import RepoFile
 
 from modeling_vit_scratch.common.folders import CONFUSION_FILE, CURVES_FILE, RECORD_FILE, RESULTS_FILE
 from modeling_vit_scratch.common.model_folder import check_processor_fits, described_sha256, read_json
 from modeling_vit_scratch.common.remote_code import OWN_AUTO_MAP, foreign_code
-from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, redact, refuse_secret, weights_sha256
+from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, redact, weights_sha256
+from modeling_vit_scratch.common.sources import check_folder_path
 from modeling_vit_scratch.common.weights import weight_files
 from modeling_vit_scratch.configuration_vit_scratch import MODEL_FILES
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
@@ -45,16 +46,19 @@ from modeling_vit_scratch.modeling_vit_scratch import (
     ViTScratchForImageClassification,
 )
 from modeling_vit_scratch.sharing.card import render_model_card
+from modeling_vit_scratch.sharing.hub_arguments import HUB_ERRORS, check_hub_arguments, describe
 from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # where the model files are
 # Files of a training output that travel with the model, when present.
 SHARED_FILES = (RESULTS_FILE, CURVES_FILE, CONFUSION_FILE, RECORD_FILE)
-# Files of an earlier push that this push replaces: deleted from the repo (in the model commit) when this push does
-# not bring them, so no stale shard or metric of another model stays beside the new one.
-REPLACED_PATTERNS = ["*.safetensors", "*.safetensors.index.json", *SHARED_FILES]
-# huggingface_hub's errors (HfHubHTTPError is an OSError) and its HTTP client's transport errors.
-HUB_ERRORS = (OSError, *HfHubHTTPError.__bases__)
+# Files of an earlier model that this push replaces: deleted from the repo (in the model commit, so git history keeps
+# them) when this push does not bring them, so no stale shard, weights of another format (which a loader asked for
+# that format would read instead) or metric of another model stays beside the new one.
+OTHER_WEIGHTS = ["*.bin", "*.bin.index.json", "*.pt", "*.pth", "*.ckpt", "*.ckpt.*", "*.h5", "*.msgpack", "*.onnx"]
+REPLACED_PATTERNS = ["*.safetensors", "*.safetensors.index.json", *OTHER_WEIGHTS, *SHARED_FILES, "*_results.json"]
+# The last line of a card a push writes: a card whose text no longer has this digest was edited, and is kept.
+CARD_MARK = "<!-- written by vit-scratch push; sha256 of the text above: {digest} -->"
 
 
 class PushError(RuntimeError):
@@ -67,6 +71,7 @@ class PushResult:
     commit_id: str
     commit_url: str
     pull_request_url: str | None = None
+    notes: list[str] = field(default_factory=list)  # what happened to files already on the repo, one line each
 
 
 def fixed_input(config, batch: int = 2) -> torch.Tensor:
@@ -110,36 +115,6 @@ def check_no_links(folder: Path) -> None:
         )
 
 
-def check_sent_text(repo_id: str, revision: str | None, commit_message: str | None, secrets: list[str]) -> None:
-    """Refuse a token typed into a field the Hub receives as text: the repo id, the revision, the commit message;
-    then a repo id or revision the Hub would take for something else (`check_repo_id`, `check_revision`)."""
-    fix = "tokens go in HF_TOKEN or `hf auth login`, never in a field that is sent; fix the command line"
-    refuse_secret("The repo id", repo_id, secrets, fix)
-    refuse_secret("The revision", revision, secrets, fix)
-    refuse_secret("The commit message", commit_message, secrets, fix)
-    check_repo_id(repo_id)
-    check_revision(revision)
-
-
-def check_repo_id(repo_id: str) -> None:
-    """Refuse a repo id that starts with '-': no Hub name does, and on a command line it reads as an option."""
-    if repo_id.startswith("-"):
-        raise ValueError(
-            f"The repo id {repo_id!r} starts with '-', which no Hub repo id may: give one like your-name/vit-digits."
-        )
-
-
-def check_revision(revision: str | None) -> None:
-    """Refuse a revision that is a full commit id (40 hex digits): a push creates the branch it names, and a branch
-    named like a commit shadows that commit for everyone who loads the repo at it. Shorter hex names ("cafe") are
-    ordinary branch names: the Hub resolves a commit only by its full id."""
-    if revision and re.fullmatch(r"[0-9a-fA-F]{40}", revision):
-        raise ValueError(
-            f"The revision {revision} is a commit id: a push goes to a branch (created if missing) or refs/pr/N, and "
-            "a branch named like a commit would hide that commit: give a branch name, or drop --revision for main."
-        )
-
-
 def check_vit_scratch_folder(folder: Path) -> None:
     """Refuse a folder of another model type (a transformers ViT, say): only vit_scratch folders are pushed."""
     model_type = read_json(folder / "config.json").get("model_type")
@@ -155,10 +130,9 @@ def check_vit_scratch_folder(folder: Path) -> None:
         )
 
 
-def load_verified(folder: str | Path) -> tuple[ViTScratchForImageClassification, ViTScratchImageProcessor]:
-    """The folder's model and image processor, once its code is known to be the package's own and that code
-    (through the Auto class, without credentials) reproduces the model."""
-    folder = Path(folder)
+def check_folder(folder: Path) -> None:
+    """Everything a push checks of the folder without loading its model: its files, links, code, model type,
+    processor and weights' headers."""
     for name in ("config.json", "preprocessor_config.json"):
         if not (folder / name).is_file():
             raise FileNotFoundError(
@@ -170,6 +144,11 @@ def load_verified(folder: str | Path) -> tuple[ViTScratchForImageClassification,
     check_vit_scratch_folder(folder)
     check_processor_fits(folder)  # before the model is built: a processor for other images fails only later
     weight_files(folder)  # safetensors only, each header fitting its file
+
+
+def load_verified(folder: Path) -> tuple[ViTScratchForImageClassification, ViTScratchImageProcessor]:
+    """The folder's model and image processor (a folder `check_folder` passed), once its code (through the Auto class,
+    without credentials) reproduces the model."""
     model = ViTScratchForImageClassification.from_pretrained(
         folder, trust_remote_code=False, use_safetensors=True
     ).eval()
@@ -227,11 +206,22 @@ def measured_training_files(folder: Path, digest: str, allow_unmeasured_weights:
 
 def model_card_text(config, metrics: dict, record: dict, measured: bool, repo_id: str, revision: str | None) -> str:
     """The card (loading example pinned to `revision` if given); for unmeasured weights, without metrics and with
-    a note that says why."""
-    return str(render_model_card(config, metrics, record, model_id=repo_id, revision=revision, unmeasured=not measured))
+    a note that says why. Its last line marks it as the push's own (`written_by_push`)."""
+    text = str(render_model_card(config, metrics, record, model_id=repo_id, revision=revision, unmeasured=not measured))
+    text = text if text.endswith("\n") else text + "\n"
+    return f"{text}{CARD_MARK.format(digest=hashlib.sha256(text.encode()).hexdigest())}\n"
 
 
-def stage_repo(folder: Path, staging: Path, model, processor, card: str, measured: bool, max_shard_size: str) -> None:
+def written_by_push(card: bytes) -> bool:
+    """Whether a README.md is a card a push wrote and nobody edited since: its last line is `CARD_MARK` with the
+    digest of the text above it."""
+    text = card.decode("utf-8", errors="replace")
+    body, _, last = text.rstrip("\n").rpartition("\n")
+    found = re.fullmatch(CARD_MARK.format(digest="([0-9a-f]{64})"), last)
+    return bool(found) and hashlib.sha256(f"{body}\n".encode()).hexdigest() == found.group(1)
+
+
+def stage_repo(folder: Path, staging: Path, model, processor, card: str, measured: bool, max_shard_size: int) -> None:
     """Write the repo content: sharded safetensors, config with auto_map, code, processor, card, and the training
     files (only the record when the metrics were not measured on these weights)."""
     model.save_pretrained(staging, max_shard_size=max_shard_size)
@@ -317,6 +307,38 @@ def holds_model(remote: dict[str, RepoFile], staging: Path) -> bool:
     return not replaced_files(remote, staging) and all(same_file(remote.get(path.name), path) for path in staged)
 
 
+def foreign_card(api: HfApi, repo_id: str, head: str, remote: dict[str, RepoFile]) -> bool:
+    """Whether the repo at `head` has a README.md that no push wrote, or that was edited since (`written_by_push`)."""
+    if "README.md" not in remote:
+        return False
+    path = api.hf_hub_download(repo_id, "README.md", revision=head)
+    return not written_by_push(Path(path).read_bytes())
+
+
+def files_notes(repo_id: str, remote: dict[str, RepoFile], staging: Path, keep_card: bool) -> list[str]:
+    """One line for each kind of file already on the repo that this push does not bring: removed (an earlier
+    model's weights and results), kept (the user's other files), and the user's card kept."""
+    removed = replaced_files(remote, staging)
+    kept = sorted(
+        set(remote) - set(removed) - {path.name for path in staging.iterdir()} - {"README.md", ".gitattributes"}
+    )
+    notes = []
+    if removed:
+        notes.append(
+            f"Removed from {repo_id} in the model commit (its history keeps them): {', '.join(removed)}, an earlier "
+            "model's weights or results, which would be read instead of, or beside, the new ones."
+        )
+    if kept:
+        notes.append(f"Kept on {repo_id}, not written by vit-scratch: {', '.join(kept)}.")
+    if keep_card:
+        notes.append(
+            f"Kept README.md on {repo_id}: a card vit-scratch did not write, or edited since; its loading example is "
+            "not pinned to the new weights. Pass --overwrite_card (Python: overwrite_card=True) to replace it with "
+            "the generated card."
+        )
+    return notes
+
+
 def card_pinned_already(api: HfApi, repo_id: str, head: str, staging: Path, card_for) -> bool:
     """Whether `head` (which holds the staged model) has this push's card pinned to `head` itself or to its parent
     commit holding the same model: a push already completed. `card_for(commit)` is the card pinned to `commit`."""
@@ -330,15 +352,6 @@ def card_pinned_already(api: HfApi, repo_id: str, head: str, staging: Path, card
     return False
 
 
-def describe(error: BaseException, secrets: list[str]) -> str:
-    """An error of the Hub or the network in one line, without any token."""
-    if isinstance(error, HfHubHTTPError) and getattr(error, "response", None) is not None:
-        text = f"HTTP {error.response.status_code}" + (f": {error.server_message}" if error.server_message else "")
-    else:
-        text = f"{type(error).__name__}: {error}"
-    return redact(" ".join(text.split()), secrets)
-
-
 def push_to_hub(
     folder: str | Path,
     repo_id: str,
@@ -348,27 +361,38 @@ def push_to_hub(
     create_pr: bool = False,
     commit_message: str | None = None,
     token: str | None = None,
-    max_shard_size: str = "2GB",
+    max_shard_size: str | int = "2GB",
     allow_unmeasured_weights: bool = False,
+    overwrite_card: bool = False,
 ) -> PushResult:
     """Verify `folder`, then push it to `repo_id` (on branch `revision`, or as a pull request against main).
 
     Two commits: the model with its card, then the card pinned to that model commit, so the loading example names
     a real revision. If the repo already holds these model files (a push that was interrupted, or repeated), no
     model commit is made again: only the pin (or nothing). `revision` may be a pull request ref (`refs/pr/1`), to
-    finish an interrupted pull request. Returns the repo URL and the last commit.
+    finish an interrupted pull request. A README.md on the repo that no push wrote (or that was edited since) is kept
+    unless `overwrite_card`. Returns the repo URL, the last commit and a line for each file already on the repo that
+    the push removed or kept.
+
+    Every check of the folder and of the Hub arguments (`check_hub_arguments`) comes before the model is loaded.
     """
+    check_folder_path(os.fspath(folder), "FOLDER")  # as typed: ./x, x/
+    if not os.path.isdir(folder):  # a push reads a local folder only, whatever its name looks like
+        raise FileNotFoundError(f"FOLDER {os.fspath(folder)!r} does not exist: give the saved model folder to push.")
     folder = Path(folder)
-    if create_pr and revision not in (None, "main"):
-        raise ValueError(
-            "A pull request (create_pr) is opened against main: drop the revision, or push to the "
-            f"branch {revision!r} without create_pr."
-        )
-    secrets = known_secrets(token)
-    check_sent_text(repo_id, revision, commit_message, secrets)
-    model, processor = load_verified(folder)
+    check_folder(folder)
     digest = weights_sha256(folder)
     metrics, record, measured = measured_training_files(folder, digest, allow_unmeasured_weights)
+    max_shard_size = check_hub_arguments(
+        repo_id,
+        revision=revision,
+        create_pr=create_pr,
+        commit_message=commit_message,
+        max_shard_size=max_shard_size,
+        token=token,
+    )
+    secrets = known_secrets(token)
+    model, processor = load_verified(folder)
     api = HfApi(token=token)
     target = None if create_pr else revision or "main"
     with tempfile.TemporaryDirectory() as staging:
@@ -384,6 +408,9 @@ def push_to_hub(
                 api.create_branch(repo_id, branch=target, exist_ok=True)
             head = api.repo_info(repo_id, revision=target or "main").sha  # a pull request starts from main
             remote = remote_files(api, repo_id, head)
+            keep_card = not overwrite_card and foreign_card(api, repo_id, head, remote)
+            if keep_card:  # the user's card stays: nothing of this push's card is sent
+                (staging / "README.md").unlink()
             model_commit = head if not create_pr and holds_model(remote, staging) else None
         except HUB_ERRORS as error:
             raise PushError(
@@ -393,6 +420,7 @@ def push_to_hub(
             ) from None
 
         pull_request_url, card_revision = None, target
+        notes = files_notes(repo_id, remote, staging, keep_card)
         if model_commit is None:
             try:
                 # One commit, all or nothing (upload_folder may split a large folder into several commits).
@@ -406,7 +434,7 @@ def push_to_hub(
                     create_pr=create_pr,
                     parent_commit=None if create_pr else head,
                     commit_message=commit_message
-                    or f"Upload {model.config.model_type} model from {redact(folder.name, secrets)}",
+                    or f"Upload {model.config.model_type} model from {redact(folder.resolve().name, secrets)}",
                 )
             except HUB_ERRORS as error:
                 left = (
@@ -421,6 +449,8 @@ def push_to_hub(
             model_commit, pull_request_url = commit.oid, commit.pr_url
             card_revision = commit.pr_revision if create_pr else target
         else:
+            if keep_card:
+                return PushResult(repo_url, model_commit, f"{repo_url}/commit/{model_commit}", notes=notes)
             try:  # the model is there: its card may already be pinned, to this commit or to the model commit before
 
                 def card_for(commit: str) -> bytes:
@@ -433,7 +463,9 @@ def push_to_hub(
                     "committed; re-run the same command."
                 ) from None
             if done:
-                return PushResult(repo_url, model_commit, f"{repo_url}/commit/{model_commit}")
+                return PushResult(repo_url, model_commit, f"{repo_url}/commit/{model_commit}", notes=notes)
+        if keep_card:
+            return PushResult(repo_url, model_commit, commit.commit_url, pull_request_url, notes)
 
         pinned_card = model_card_text(model.config, metrics, record, measured, repo_id, model_commit)
         if any(secret in pinned_card for secret in secrets):
@@ -459,4 +491,5 @@ def push_to_hub(
                 f"unpinned), but pinning the card's loading example to that commit failed "
                 f"({describe(error, secrets)}); {retry} to pin it."
             ) from None
-    return PushResult(repo_url, card_commit.oid, card_commit.commit_url, pull_request_url)
+    notes.append(f"README.md: the generated model card, its loading example pinned to {model_commit[:12]}.")
+    return PushResult(repo_url, card_commit.oid, card_commit.commit_url, pull_request_url, notes)

@@ -24,7 +24,7 @@ from modeling_vit_scratch.common.folders import (
     staging_inside,
 )
 from modeling_vit_scratch.common.model_folder import described_sha256
-from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, weights_sha256
+from modeling_vit_scratch.common.secrets import find_secrets, weights_sha256
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
 from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to, model_logits
 from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, plain_command
@@ -208,45 +208,12 @@ def push_repo_id(training_args: TrainingArguments) -> str:
 
 
 def check_push_ready(training_args: TrainingArguments, hub_token: str | None) -> None:
-    """`--push_to_hub`: before any training, a ValueError unless the repo id is valid, a token is at hand and the Hub
-    (HF_ENDPOINT) accepts it, so a run never trains for hours to fail at the push."""
-    from huggingface_hub import HfApi, get_token
-    from huggingface_hub.errors import HfHubHTTPError
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
+    """`--push_to_hub`: before any training, a ValueError unless every Hub argument is good (`check_hub_arguments`,
+    the check `vit-scratch push` makes: repo id, --hub_revision, a token the Hub accepts), so a run never trains for
+    hours to fail at the push."""
+    from modeling_vit_scratch.sharing.hub_arguments import TRAIN, check_hub_arguments
 
-    from modeling_vit_scratch.sharing.push import HUB_ERRORS, describe
-
-    repo_id = push_repo_id(training_args)
-    try:
-        validate_repo_id(repo_id)
-    except HFValidationError as error:
-        raise ValueError(
-            f"--push_to_hub true: the repo id {repo_id!r} is not valid ({' '.join(str(error).split())}): give "
-            "--hub_model_id your-name/model-name."
-        ) from None
-    if not (hub_token or get_token()):
-        raise ValueError(
-            "--push_to_hub true needs a Hub token and none was found: log in with `hf auth login`, set HF_TOKEN "
-            "or pass --hub_token, or leave out --push_to_hub and push later with vit-scratch push."
-        )
-    api = HfApi(token=hub_token)
-    try:
-        api.whoami()
-    except HUB_ERRORS as error:
-        response = getattr(error, "response", None)
-        refused = isinstance(error, HfHubHTTPError) and response is not None and response.status_code in (401, 403)
-        what, fix = (
-            ("does not accept the token", "log in again with `hf auth login`, or give a valid --hub_token or HF_TOKEN")
-            if refused
-            else (
-                "cannot be reached",
-                "check the network, or leave out --push_to_hub and push later with vit-scratch push",
-            )
-        )
-        raise ValueError(
-            f"--push_to_hub true: the Hub at {api.endpoint} {what} ({describe(error, known_secrets(hub_token))}): "
-            f"{fix}."
-        ) from None
+    check_hub_arguments(push_repo_id(training_args), revision=training_args.hub_revision, token=hub_token, names=TRAIN)
 
 
 def push_trained_folder(training_args: TrainingArguments, hub_token: str | None) -> None:
@@ -270,3 +237,5 @@ def push_trained_folder(training_args: TrainingArguments, hub_token: str | None)
             "from a clone))"
         ) from None
     print(f"Pushed to {result.repo_url} (commit {result.commit_id})")
+    for note in result.notes:
+        print(note)

@@ -94,7 +94,7 @@ def test_an_unwritable_output_folder_is_one_line_naming_it(tmp_path):
     (tmp_path / "a_file").write_text("")
     with (
         pytest.raises(
-            ValueError, match="Cannot write to the output folder .*a_file/out.*choose a writable --output_dir"
+            ValueError, match="--output_dir '.*a_file/out' cannot be made: '.*a_file' above it is a file, not a folder"
         ),
         claim_output_folder(tmp_path / "a_file" / "out", overwrite=False, resume=False),
     ):

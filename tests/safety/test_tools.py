@@ -6,6 +6,7 @@ start with '-'; a folder of another model type is sent to `vit-scratch convert`.
 
 import http.server
 import json
+import socket
 import threading
 import time
 
@@ -27,10 +28,22 @@ def fail_if_reached(*args, **kwargs):
 # ---- explain --image URL: a download bounded in time and bytes (a local server on the loopback only)
 
 
+PAGE = b"<html>a page showing a cat</html>"
+
+
 class Misbehaving(http.server.BaseHTTPRequestHandler):
-    """/trickle sends a byte every 0.2 s for ever; /endless streams 64 kB chunks without end, with no length."""
+    """/trickle sends a byte every 0.2 s for ever; /endless streams 64 kB chunks without end, with no length; /page
+    is a web page; /missing is a 404."""
 
     def do_GET(self):
+        if self.path.startswith(("/page", "/missing")):
+            page = PAGE
+            self.send_response(200 if self.path.startswith("/page") else 404)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+            return
         self.send_response(200)
         self.send_header("Content-Type", "image/png")
         self.end_headers()
@@ -82,6 +95,55 @@ def test_an_endless_download_is_refused_at_the_byte_limit(server, tmp_path, monk
     assert result.one_line, result
     assert f"{server}/endless is larger than 1,048,576 bytes" in result.error
     assert "download it yourself and give --image the file" in result.error
+
+
+def test_a_body_that_is_not_an_image_names_its_content_type(server, tmp_path, monkeypatch):
+    monkeypatch.setattr(prediction, "load_model", fail_if_reached)
+    result = outcome("explain", explain_argv(Scenario(tmp_path), f"{server}/page"))
+    assert result.error == (
+        f"error: {server}/page sent text/html, {len(PAGE)} bytes, which is not an image PIL can read: give the URL of the "
+        "image file itself (not of a page that shows it), or download it and give --image the file."
+    )
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def download_failures(server: str) -> list[tuple[str, str, str]]:
+    """(URL given, URL shown, cause in words) of a download that fails before any image arrives."""
+    port = free_port()
+    return [
+        (f"http://127.0.0.1:{port}/cat.png", f"http://127.0.0.1:{port}/cat.png", "the server refused the connection"),
+        (f"{server}/missing?signature=s3cr3t-key", f"{server}/missing?***", "the server answered HTTP 404 Not Found"),
+        ("http://no-such-host.invalid/cat.png", "http://no-such-host.invalid/cat.png", "could not be resolved"),
+    ]
+
+
+def test_a_failed_download_names_the_url_without_credentials_and_the_cause(server, tmp_path, monkeypatch):
+    monkeypatch.setattr(prediction, "load_model", fail_if_reached)
+    for url, shown, cause in download_failures(server):
+        result = outcome("explain", explain_argv(Scenario(tmp_path), url))
+        assert result.one_line, result
+        assert result.error.startswith(f"error: Downloading {shown} failed: "), result.error
+        assert cause in result.error and "urlopen" not in result.error
+        assert result.error.endswith(
+            "check the URL and the network, or download it yourself and give --image the file."
+        )
+        assert "s3cr3t" not in result.error
+
+
+def test_a_url_with_a_password_is_refused_without_showing_it(server, tmp_path, monkeypatch):
+    monkeypatch.setattr(prediction, "load_model", fail_if_reached)
+    url = server.replace("//", "//me:hunter2-password@") + "/page"
+    result = outcome("explain", explain_argv(Scenario(tmp_path), url))
+    assert result.error == (
+        f"error: http://***@{server.split('//')[1]}/page carries a user name or password, which explain never "
+        "sends: download it yourself and give --image the file."
+    )
 
 
 def test_image_that_is_a_folder_is_named_a_folder(tmp_path, monkeypatch):
@@ -168,8 +230,10 @@ REACHED_THE_HUB = "on the Hub failed"
 @pytest.fixture
 def hub_reached(monkeypatch):
     """A push that passes its gate meets the Hub, out of reach offline (`REACHED_THE_HUB`); the bit-for-bit reload
-    check is left to tests/sharing, which runs pushes in new processes."""
+    check and the credentials' check are left to tests/sharing and tests/safety/test_hub_arguments.py, which run
+    pushes in new processes."""
     monkeypatch.setattr("modeling_vit_scratch.sharing.push.check_reloads_to", lambda *args, **kwargs: None)
+    monkeypatch.setattr("modeling_vit_scratch.sharing.hub_arguments.check_access", lambda *args, **kwargs: None)
 
 
 @pytest.mark.parametrize(

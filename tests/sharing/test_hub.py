@@ -16,6 +16,7 @@ from huggingface_hub import ModelCard, constants
 
 from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchImageProcessor
 from modeling_vit_scratch.common.secrets import TOKEN_VARIABLES, weights_sha256
+from modeling_vit_scratch.sharing import hub_arguments
 from modeling_vit_scratch.sharing.card import render_model_card
 from modeling_vit_scratch.sharing.push import push_to_hub
 from modeling_vit_scratch.sharing.reload_check import RELOAD_WITHOUT_PACKAGE
@@ -91,14 +92,16 @@ print(json.dumps(outcomes))
 """
 
 
-def push(hub, tmp_path: Path, *calls: dict) -> list[dict]:
+def push(hub, tmp_path: Path, *calls: dict, env: dict | None = None) -> list[dict]:
     """`push_to_hub(**call)` for each call (folder tmp_path/"run" and REPO_ID unless given), in order, in one new
     process that reaches `hub` through the environment, as a user's Python does. Per call: `commit_id`, `repo_url`,
     `pull_request_url`, or the `error` class and its `message`; then main's history as the client reads it after
     the call (`commits`, newest title first, and `head`; None if the repo does not exist). No token in any output."""
     calls = [{"folder": str(tmp_path / "run"), "repo_id": REPO_ID, **call} for call in calls]
     calls = [{key: str(value) if isinstance(value, Path) else value for key, value in c.items()} for c in calls]
-    result = hub.run("-c", PUSHES, json.dumps(calls), hf_home=tmp_path / "hf_home", env={"PYTHONPATH": str(REPO)})
+    result = hub.run(
+        "-c", PUSHES, json.dumps(calls), hf_home=tmp_path / "hf_home", env={"PYTHONPATH": str(REPO), **(env or {})}
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert TOKEN not in result.stdout + result.stderr and GIVEN_TOKEN not in result.stdout + result.stderr
     return json.loads(result.stdout.splitlines()[-1])
@@ -329,9 +332,9 @@ def test_push_script_prints_url_and_commit_and_never_the_token(local_hub, tmp_pa
     assert titles(local_hub)[1] == "from the script"
     assert TOKEN not in result.stdout + result.stderr
     missing = run_push_script(local_hub, tmp_path, tmp_path / "nope", REPO_ID)
-    assert one_error_line(missing).endswith(
-        f"error: {tmp_path / 'nope'} has no config.json: push a folder written "
-        "by save_pretrained, with the image processor saved beside the model (scripts/train.py writes both)."
+    assert one_error_line(missing) == (
+        f"error: FOLDER {str(tmp_path / 'nope')!r} does not exist: check the path of the folder (a hub repo id is "
+        "owner/name, without ./ or a trailing /)."
     )
 
 
@@ -397,6 +400,8 @@ def test_weights_changed_after_training_are_refused_or_pushed_without_their_metr
 @pytest.mark.parametrize("secret", [TOKEN, GIVEN_TOKEN], ids=["HF_TOKEN", "token="])
 def test_a_folder_holding_the_token_is_refused(tmp_path, monkeypatch, secret):
     monkeypatch.setenv("HF_TOKEN", TOKEN)
+    # the one request before the load, the credentials' check, is tested in tests/safety/test_hub_arguments.py
+    monkeypatch.setattr(hub_arguments, "check_access", lambda *args, **kwargs: None)
     folder = tmp_path / "run"
     saved_folder(folder)
     write_json(folder / "training_record.json", command=f"python scripts/train.py --hub_token {secret}")
@@ -410,7 +415,8 @@ def test_a_folder_holding_the_token_is_refused(tmp_path, monkeypatch, secret):
 
 def test_the_token_is_in_no_pushed_file_and_no_output(local_hub, tmp_path):  # noqa: F811
     saved_folder(tmp_path / "run")
-    (result,) = push(local_hub, tmp_path, dict(token=GIVEN_TOKEN))  # `push` checks the process's output
+    # the token given is the one the Hub accepts (the push checks it first); another one is in HF_TOKEN
+    (result,) = push(local_hub, tmp_path, dict(token=TOKEN), env={"HF_TOKEN": GIVEN_TOKEN})  # output checked too
     files = local_hub.files(REPO_ID, result["commit_id"])
     assert len(files) >= 10
     for path, content in files.items():
@@ -473,7 +479,7 @@ def one_error_line(result) -> str:
 def test_an_unreachable_hub_is_one_line_from_the_push_script(local_hub, tmp_path):  # noqa: F811
     saved_folder(tmp_path / "run")
     unreachable = run_push_script(local_hub, tmp_path, tmp_path / "run", REPO_ID, HF_ENDPOINT="http://127.0.0.1:9")
-    assert one_error_line(unreachable).startswith(f"error: Preparing {REPO_ID} on the Hub failed (")
+    assert one_error_line(unreachable).startswith("error: The Hub at http://127.0.0.1:9 cannot be reached (")
 
 
 @pytest.mark.slow  # four pushes, each with its reload check in a new process

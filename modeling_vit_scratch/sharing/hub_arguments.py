@@ -1,0 +1,172 @@
+"""Every argument of a push that the Hub receives, checked by one function before any model is loaded or trained and
+before any repo is created: the repo id, the revision, the shard size, the commit message and the credentials.
+`vit-scratch push` calls it before loading the folder, `train --push_to_hub` before training; each names the
+arguments as its own command line does (`PUSH`, `TRAIN`)."""
+
+import re
+from dataclasses import dataclass
+
+from huggingface_hub import HfApi, get_token
+from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+from huggingface_hub.serialization._base import parse_size_to_int
+from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+from modeling_vit_scratch.common.secrets import known_secrets, redact, refuse_secret
+
+# huggingface_hub's errors (HfHubHTTPError is an OSError) and its HTTP client's transport errors.
+HUB_ERRORS = (OSError, *HfHubHTTPError.__bases__)
+PULL_REQUEST = re.compile(r"refs/pr/(\d+)")
+# what git refuses in a branch name (git check-ref-format), and the Hub with it
+BAD_BRANCH = re.compile(r"(^|/)\.|\.\.|//|@\{|\.lock(/|$)|[\x00-\x20\x7f~^:?*\[\\]|^/|/$|\.$|^@$")
+
+
+@dataclass(frozen=True)
+class Names:
+    """How a command names the Hub arguments in its one-line errors."""
+
+    lead: str  # what each line starts with
+    repo_fix: str  # how to give a good repo id
+    revision: str
+    token: str  # where a token may be given
+    later: str = ""  # a way around, appended to a fix
+
+
+PUSH = Names("", "give one like your-name/vit-digits", "--revision", "log in with `hf auth login` or set HF_TOKEN")
+TRAIN = Names(
+    "--push_to_hub true: ",
+    "give --hub_model_id your-name/model-name",
+    "--hub_revision",
+    "log in with `hf auth login`, set HF_TOKEN or pass --hub_token",
+    ", or leave out --push_to_hub and push later with vit-scratch push",
+)
+
+
+def start(names: Names, subject: str) -> str:
+    """A line's start: the command's lead, then `subject`; or `subject` as a sentence when there is no lead."""
+    return f"{names.lead}{subject}" if names.lead else subject[:1].upper() + subject[1:]
+
+
+def check_hub_arguments(
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    create_pr: bool = False,
+    commit_message: str | None = None,
+    max_shard_size: str | int = "2GB",
+    token: str | None = None,
+    names: Names = PUSH,
+) -> int:
+    """A ValueError naming the argument, its value (never a token) and the fix, unless every Hub argument of a push
+    is good: no token typed into a field that is sent, a valid repo id, a revision that is a branch name or an
+    existing pull request of the repo (never a commit id), a shard size, and a token at hand that the Hub accepts.
+    Returns the shard size in bytes."""
+    secrets = known_secrets(token)
+    fix = "tokens go in HF_TOKEN or `hf auth login`, never in a field that is sent; fix the command line"
+    refuse_secret("The repo id", repo_id, secrets, fix)
+    refuse_secret("The revision", revision, secrets, fix)
+    refuse_secret("The commit message", commit_message, secrets, fix)
+    check_repo_id(repo_id, names)
+    check_revision(revision, create_pr, names)
+    shard_bytes = shard_size(max_shard_size)
+    check_access(repo_id, revision, token, secrets, names)
+    return shard_bytes
+
+
+def check_repo_id(repo_id: str, names: Names) -> None:
+    if repo_id.startswith("-"):  # on a command line it reads as an option
+        raise ValueError(
+            f"{start(names, 'the repo id')} {repo_id!r} starts with '-', which no Hub repo id may: {names.repo_fix}."
+        )
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as error:
+        raise ValueError(
+            f"{start(names, 'the repo id')} {repo_id!r} is not valid "
+            f"({' '.join(str(error).split())}): {names.repo_fix}."
+        ) from None
+
+
+def check_revision(revision: str | None, create_pr: bool, names: Names) -> None:
+    """A branch name git accepts (created if missing) or `refs/pr/N`; never a full commit id: a branch named like a
+    commit shadows that commit for everyone who loads the repo at it (shorter hex names, "cafe", are branches)."""
+    if create_pr and revision not in (None, "main"):
+        raise ValueError(
+            "A pull request (create_pr) is opened against main: drop the revision, or push to the "
+            f"branch {revision!r} without create_pr."
+        )
+    if not revision:
+        return
+    if re.fullmatch(r"[0-9a-fA-F]{40}", revision):
+        raise ValueError(
+            f"{start(names, 'the revision')} {revision} is a commit "
+            "id: a push goes to a branch (created if missing) or refs/pr/N, and a branch named like a commit would "
+            f"hide that commit: give a branch name, or leave out {names.revision} for main."
+        )
+    if revision.startswith("refs/") and not PULL_REQUEST.fullmatch(revision) or BAD_BRANCH.search(revision):
+        raise ValueError(
+            f"{names.lead}{names.revision} {revision!r} is not a branch name or refs/pr/N: a branch name has no "
+            "'..', no part starting with '.', no spaces or ~^:?*[\\ and does not end with '/' or '.'; give one "
+            "like experiment-1, or leave it out for main."
+        )
+
+
+def shard_size(value: str | int) -> int:
+    """`--max_shard_size` in bytes: a positive number of bytes, or one with a unit (500MB, 2GB)."""
+    text = str(value).strip()
+    try:
+        size = int(text) if text.isdigit() else parse_size_to_int(text)
+    except ValueError:
+        size = 0
+    if size <= 0:
+        raise ValueError(
+            f"--max_shard_size {text!r} is not a size: give a positive number of bytes or one with a unit, e.g. "
+            "500MB or 2GB."
+        )
+    return size
+
+
+def check_access(repo_id: str, revision: str | None, token: str | None, secrets: list[str], names: Names) -> None:
+    """A token at hand that the Hub (HF_ENDPOINT) accepts, and for `refs/pr/N` a pull request that exists."""
+    if not (token or get_token()):
+        who = names.lead.rstrip(": ") if names.lead else "A push"
+        raise ValueError(f"{who} needs a Hub token and none was found: {names.token}{names.later}.")
+    api = HfApi(token=token)
+    try:
+        api.whoami()
+    except HUB_ERRORS as error:
+        response = getattr(error, "response", None)
+        refused = isinstance(error, HfHubHTTPError) and response is not None and response.status_code in (401, 403)
+        what, fix = (
+            ("does not accept the token", f"log in again with `hf auth login`, or {give_token(names)}")
+            if refused
+            else ("cannot be reached", f"check the network{names.later}")
+        )
+        raise ValueError(
+            f"{start(names, 'the Hub')} at {api.endpoint} {what} ({describe(error, secrets)}): {fix}."
+        ) from None
+    if revision and PULL_REQUEST.fullmatch(revision):
+        try:
+            api.repo_info(repo_id, revision=revision)
+        except (RepositoryNotFoundError, RevisionNotFoundError):
+            raise ValueError(
+                f"{names.lead}{names.revision} {revision}: {repo_id} has no such pull request: give the ref of an "
+                "open pull request of that repo, or leave it out (a new pull request: --create_pr)."
+            ) from None
+        except HUB_ERRORS as error:
+            raise ValueError(
+                f"{start(names, 'reading')} {revision} of {repo_id} on the Hub failed ({describe(error, secrets)}): check "
+                "the network and run again."
+            ) from None
+
+
+def give_token(names: Names) -> str:
+    return "give a valid --hub_token or HF_TOKEN" if names is TRAIN else "set a valid HF_TOKEN"
+
+
+def describe(error: BaseException, secrets: list[str]) -> str:
+    """An error of the Hub or the network in one line, without any token."""
+    if isinstance(error, HfHubHTTPError) and getattr(error, "response", None) is not None:
+        text = f"HTTP {error.response.status_code}" + (f": {error.server_message}" if error.server_message else "")
+    else:
+        text = f"{type(error).__name__}: {error}"
+    return redact(" ".join(text.split()), secrets)

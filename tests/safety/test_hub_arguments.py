@@ -1,0 +1,180 @@
+"""Every Hub argument of a push (repo id, revision, shard size, commit message, credentials) is checked by one
+function, `sharing.hub_arguments.check_hub_arguments`, before anything loads or trains and before any repo is created,
+for `vit-scratch push` and `train --push_to_hub` alike. What a push finds on the repo is said: an earlier model's
+weights (of any format) and results are removed in its commit, other files kept, a README.md it did not write kept
+unless --overwrite_card; the default commit title names the folder's resolved name (`push .`).
+
+Refusals before any request run in this process (offline); pushes against the local Hub run in one new process."""
+
+import json
+import re
+
+import pytest
+from entry_points import Scenario, hub_repo, outcome
+from helpers import REPO
+from hub_server import LocalHub
+from hypothesis import given
+from hypothesis import strategies as st
+from test_secrets import logged_in  # noqa: F401 (a fixture: HF_TOKEN holds a token, no saved login)
+
+from modeling_vit_scratch.sharing import hub_arguments, push
+from modeling_vit_scratch.sharing.hub_arguments import PUSH, check_revision
+from modeling_vit_scratch.sharing.push import model_card_text, written_by_push
+
+# where each command takes a Hub argument: {argument: (push's option, train's option)}
+OPTIONS = {"revision": ("--revision", "--hub_revision"), "repo id": (None, "--hub_model_id")}
+
+
+def fail_if_reached(*args, **kwargs):
+    raise AssertionError("the command went on past what it should refuse")
+
+
+@pytest.fixture
+def nothing_loaded(monkeypatch):
+    """Loading the pushed folder, building the model to train, or asking the Hub anything fails the test."""
+    monkeypatch.setattr(push, "load_verified", fail_if_reached)
+    monkeypatch.setattr("modeling_vit_scratch.training.trainer.build_model", fail_if_reached)
+    monkeypatch.setattr(hub_arguments, "check_access", fail_if_reached)
+
+
+def with_hub_argument(scenario: Scenario, name: str, argument: str, value: str) -> list[str]:
+    """The scenario's working line of `name` (train with --push_to_hub), with a Hub argument set to `value`."""
+    argv = scenario.argv(name)
+    push_option, train_option = OPTIONS[argument]
+    if name == "push":
+        return [argv[0], value, *argv[2:]] if push_option is None else [*argv, push_option, value]
+    return [*argv, "--push_to_hub", "true", "--hub_model_id", "local-user/x", train_option, value]
+
+
+BAD = [
+    ("revision", "../../x", "is not a branch name or refs/pr/N"),
+    ("revision", "refs/heads/x", "is not a branch name or refs/pr/N"),
+    ("revision", "a b", "is not a branch name or refs/pr/N"),
+    ("revision", "exp.lock", "is not a branch name or refs/pr/N"),
+    ("revision", "f" * 40, "is a commit id"),
+    ("repo id", "someone/a/b", "is not valid"),
+    ("repo id", "bad name!", "is not valid"),
+]
+
+
+@pytest.mark.usefixtures("logged_in", "nothing_loaded")
+@pytest.mark.parametrize("name", ["push", "train"])
+@pytest.mark.parametrize("argument, value, said", BAD, ids=[f"{a}={v}" for a, v, _ in BAD])
+def test_a_bad_hub_argument_is_one_line_before_any_load_or_request(name, argument, value, said, tmp_path):
+    result = outcome(name, with_hub_argument(Scenario(tmp_path), name, argument, value))
+    assert result.one_line, result
+    assert value in result.error and said in result.error
+    assert not (tmp_path / "out-train").exists()
+
+
+@pytest.mark.usefixtures("logged_in", "nothing_loaded")
+@pytest.mark.parametrize("size", ["abc", "0", "-1GB", "2XB", ""])
+def test_a_shard_size_that_is_no_size_is_one_line_before_any_load(size, tmp_path):
+    result = outcome("push", [*Scenario(tmp_path).argv("push"), f"--max_shard_size={size}"])
+    assert result.error == (
+        f"error: --max_shard_size {size!r} is not a size: give a positive number of bytes or one with a unit, e.g. "
+        "500MB or 2GB."
+    )
+
+
+@pytest.mark.usefixtures("logged_in")
+def test_a_push_without_a_token_is_one_line_before_any_load(tmp_path, monkeypatch):
+    monkeypatch.setattr(push, "load_verified", fail_if_reached)
+    monkeypatch.delenv("HF_TOKEN")
+    result = outcome("push", Scenario(tmp_path).argv("push"))
+    assert result.error == (
+        "error: A push needs a Hub token and none was found: log in with `hf auth login` or set HF_TOKEN."
+    )
+
+
+@given(st.from_regex(r"[A-Za-z0-9_-]{1,30}(/[A-Za-z0-9_-]{1,10})?", fullmatch=True))
+def test_a_plain_branch_name_is_accepted(branch):
+    if not re.fullmatch(r"[0-9a-fA-F]{40}", branch):
+        check_revision(branch, False, PUSH)
+
+
+@given(
+    st.text(st.characters(codec="ascii", exclude_characters="\x00"), max_size=8),
+    st.sampled_from(["..", "/.", " ", "~", "^", ":", "?", "*", "[", "\\", "@{", "//"]),
+    st.text(st.characters(codec="ascii", exclude_characters="\x00"), max_size=8),
+)
+def test_a_revision_git_would_refuse_is_refused(before, bad, after):
+    revision = f"{before}{bad}{after}"
+    with pytest.raises(ValueError, match="is not a branch name or refs/pr/N|is a commit id"):
+        check_revision(revision, False, PUSH)
+
+
+def test_a_card_is_ours_until_edited(config):
+    card = model_card_text(config, {}, {}, True, "local-user/x", revision=None).encode()
+    assert written_by_push(card)
+    assert not written_by_push(card.replace(b"Vision Transformer", b"Vision transformer", 1))
+    assert not written_by_push(b"# My model\n\nWritten by hand.\n")
+
+
+# Run with `python -c`: JSON [[folder, repo_id, {push_to_hub keyword arguments}], ...], then the folder to run in;
+# prints a JSON list of {"notes", "commit"} or {"error"} per push.
+PUSHES = """
+import json, os, sys
+from modeling_vit_scratch.sharing.push import push_to_hub
+os.chdir(sys.argv[2])  # once imported: the folder's own modeling_vit_scratch.py would shadow the package
+outcomes = []
+for folder, repo_id, kwargs in json.loads(sys.argv[1]):
+    try:
+        result = push_to_hub(folder, repo_id, **kwargs)
+        outcomes.append(dict(notes=result.notes, commit=result.commit_id))
+    except (ValueError, RuntimeError) as error:
+        outcomes.append(dict(error=str(error)))
+print(json.dumps(outcomes))
+"""
+
+
+@pytest.mark.integration
+def test_what_a_push_finds_on_the_repo_is_said_and_bad_arguments_create_nothing(tmp_path):
+    """One process, against the local Hub: a missing pull request and a refused token create no repo; a repo
+    holding a user's README.md, pickle weights, an earlier model's results and notes keeps the README and the notes,
+    loses the weights and results in the model commit, and says so; --overwrite_card replaces the README; `push .`
+    titles its commit with the folder's name."""
+    scenario = Scenario(tmp_path)
+    model = scenario.model()
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    user_card = "# My model\n\nA card I wrote myself.\n"
+    files = {"README.md": user_card, "pytorch_model.bin": "old weights", "eval_results.json": "{}", "notes.md": "x"}
+    for file_name, text in files.items():
+        (earlier / file_name).write_text(text)
+    with LocalHub(tmp_path / "hub") as hub:
+        hub_repo(hub, "local-user/used", earlier)
+        calls = [
+            [str(model), "local-user/pr", {"revision": "refs/pr/999"}],
+            [str(model), "local-user/bad-token", {"token": "hf_not_the_token_of_anyone_0123456789"}],
+            [".", "local-user/used", {}],
+            [".", "local-user/used", {"overwrite_card": True}],
+        ]
+        done = hub.run(
+            "-c", PUSHES, json.dumps(calls), model, hf_home=tmp_path / "hf_home", env={"PYTHONPATH": str(REPO)}
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        pr, bad_token, kept, replaced = json.loads(done.stdout.splitlines()[-1])
+        files_after_first = hub.files("local-user/used", kept["commit"])
+        final = hub.files("local-user/used")
+        titles = [title for _, title in hub.commits("local-user/used")]
+        created = [repo for repo in ("local-user/pr", "local-user/bad-token") if hub.repo_exists(repo)]
+    assert pr["error"].startswith("--revision refs/pr/999: local-user/pr has no such pull request")
+    assert bad_token["error"].startswith(f"The Hub at {hub.url} does not accept the token (HTTP 401")
+    assert created == []
+    removed = (
+        "Removed from local-user/used in the model commit (its history keeps them): eval_results.json, "
+        "pytorch_model.bin, an earlier model's weights or results, which would be read instead of, or beside, the new "
+        "ones."
+    )
+    card_kept = (
+        "Kept README.md on local-user/used: a card vit-scratch did not write, or edited since; its loading example is "
+        "not pinned to the new weights. Pass --overwrite_card (Python: overwrite_card=True) to replace it with the "
+        "generated card."
+    )
+    assert kept["notes"] == [removed, "Kept on local-user/used, not written by vit-scratch: notes.md.", card_kept]
+    assert files_after_first["README.md"].decode() == user_card and "pytorch_model.bin" not in files_after_first
+    assert files_after_first["notes.md"] == b"x" and "eval_results.json" not in files_after_first
+    assert replaced["notes"][-1].startswith("README.md: the generated model card, its loading example pinned to ")
+    assert written_by_push(final["README.md"]) and final["notes.md"] == b"x"
+    assert f"Upload vit_scratch model from {model.name}" in titles
