@@ -22,6 +22,7 @@ composited onto white, as transformers' `convert_to_rgb` does. Colour becomes gr
 (L = 0.299 R + 0.587 G + 0.114 B); gray becomes colour by repeating it.
 """
 
+import copy
 import os
 
 import numpy as np
@@ -205,6 +206,14 @@ class ViTScratchProcessing:
         elif isinstance(images, (list, tuple)) and any(getattr(image, "ndim", None) == 2 for image in images):
             images = [image[..., None] if getattr(image, "ndim", None) == 2 else image for image in images]
         return super()._prepare_images_structure(images, expected_ndims)
+
+    def _preprocess(self, images, *args, crop_pct: float | None = None, **kwargs):
+        """transformers' steps; a `crop_pct` given with the call (`processor(images, crop_pct=0.9)`) applies to it."""
+        if crop_pct is not None and crop_pct != self.crop_pct:
+            call = copy.copy(self)
+            call.crop_pct = crop_pct
+            return call._preprocess(images, *args, **kwargs)
+        return super()._preprocess(images, *args, **kwargs)
 
     def resize(self, image, size, resample=None, **kwargs):
         """To `size` (height, width). With `crop_pct` set, as timm and transformers' ConvNext evaluate: keeping the

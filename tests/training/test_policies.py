@@ -11,11 +11,12 @@ from helpers import tiny_config, tiny_model_file, training_args, write_imagefold
 from PIL import Image
 
 from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor
-from modeling_vit_scratch.training.arguments import DataArguments, parse_arguments
+from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, parse_arguments
 from modeling_vit_scratch.training.augmentation import AugmentingTrainer
-from modeling_vit_scratch.training.data import collate_images
+from modeling_vit_scratch.training.data import collate_images, load_image_dataset, prepare_splits
 from modeling_vit_scratch.training.distillation import Distillation
 from modeling_vit_scratch.training.mixing import BatchMixing, soft_target_loss, soft_targets
+from modeling_vit_scratch.training.model_source import build_model
 from modeling_vit_scratch.training.policies import (
     POLICIES,
     AugmentationPolicy,
@@ -229,6 +230,8 @@ def test_the_processor_crops_the_centre_when_crop_pct_is_set_and_squashes_as_bef
     cropped = ViTScratchImageProcessor(**settings, crop_pct=0.8)(image, return_tensors="pt").pixel_values[0, 0]
     assert squashed[:, 0].max() == 0 and squashed[:, 10].min() == 1  # the black sides squashed in
     assert cropped.min() > 0.99  # the centre crop of 20 x 20 out of 25 x 50 is all white
+    asked = ViTScratchImageProcessor(**settings)(image, crop_pct=0.8, return_tensors="pt").pixel_values[0, 0]
+    torch.testing.assert_close(asked, cropped)  # crop_pct given with a call applies to it
     processor = ViTScratchImageProcessor(**settings, crop_pct=0.8)
     processor.save_pretrained(tmp_path / "cropped")
     ViTScratchImageProcessor(**settings).save_pretrained(tmp_path / "plain")
@@ -322,3 +325,28 @@ def test_the_photo_policy_trains_on_a_colour_imagefolder_and_saves_the_centre_cr
     assert saved["crop_pct"] == 0.875
     record = json.loads((tmp_path / "out" / "training_record.json").read_text())
     assert "photos" in json.dumps(record)
+
+
+@pytest.mark.parametrize(
+    "mode, model, overrides, channels",
+    [
+        ("RGB", "preset", None, 3),
+        ("L", "preset", None, 1),
+        ("L", "preset", "num_channels=3", 3),
+        ("RGB", "file without num_channels", None, 3),
+        ("L", "file without num_channels", None, 1),
+        ("RGB", "file with num_channels=1", None, 1),
+    ],
+)
+def test_a_new_model_takes_the_data_sets_channels_unless_its_config_names_them(
+    tmp_path, mode, model, overrides, channels
+):
+    folder = write_imagefolder(tmp_path / "pets", per_class=4, mode=mode)
+    data = prepare_splits(load_image_dataset(str(folder)), validation_fraction=0.25, test_fraction=0.25)
+    if model == "preset":
+        source = "vit-tiny-patch16-224"
+        overrides = ",".join(filter(None, ["num_hidden_layers=1,hidden_size=12,num_attention_heads=1", overrides]))
+    else:
+        source = tiny_model_file(tmp_path, **({"num_channels": 1} if "=1" in model else {}))
+    built, processor = build_model(ModelArguments(model=source, config_overrides=overrides), data)
+    assert built.config.num_channels == channels and processor.num_channels == channels
