@@ -240,6 +240,19 @@ def test_the_processor_crops_the_centre_when_crop_pct_is_set_and_squashes_as_bef
     assert ViTScratchImageProcessor.from_pretrained(tmp_path / "cropped").crop_pct == 0.8
 
 
+@pytest.mark.timm  # torchvision: run where timm's tests run
+def test_the_torchvision_processor_crops_as_the_pil_one():
+    pytest.importorskip("torchvision")
+    from modeling_vit_scratch import ViTScratchImageProcessorFast
+
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (30, 50, 3), dtype=np.uint8))
+    settings = dict(size={"height": 16, "width": 16}, num_channels=3, crop_pct=0.875)
+    pil = ViTScratchImageProcessor(**settings)(image, return_tensors="pt").pixel_values
+    fast = ViTScratchImageProcessorFast(**settings)(image, return_tensors="pt").pixel_values
+    assert fast.shape == pil.shape == (1, 3, 16, 16)
+    torch.testing.assert_close(fast, pil, atol=2 / 255 + 1e-6, rtol=0)  # 1/255 of a pixel, over std 0.5
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
