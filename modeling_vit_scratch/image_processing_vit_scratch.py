@@ -22,6 +22,7 @@ composited onto white, as transformers' `convert_to_rgb` does. Colour becomes gr
 (L = 0.299 R + 0.587 G + 0.114 B); gray becomes colour by repeating it.
 """
 
+import copy
 import os
 
 import numpy as np
@@ -29,7 +30,7 @@ import torch
 from PIL import Image, ImageOps
 from transformers import ImageClassificationPipeline
 from transformers.image_processing_backends import PilBackend, TorchvisionBackend
-from transformers.image_utils import ChannelDimension, PILImageResampling
+from transformers.image_utils import ChannelDimension, PILImageResampling, SizeDict
 from transformers.processing_utils import ImagesKwargs
 from transformers.utils import is_torchvision_available
 
@@ -164,6 +165,7 @@ def to_model_tensor(image, num_channels: int) -> "torch.Tensor":
 
 class ViTScratchImageProcessorKwargs(ImagesKwargs, total=False):
     num_channels: int
+    crop_pct: float | None
 
 
 ViTScratchImageProcessorFastKwargs = ViTScratchImageProcessorKwargs  # the name transformers looks up for the fast class
@@ -183,6 +185,7 @@ class ViTScratchProcessing:
     do_resize = True
     do_rescale = True
     do_normalize = True
+    crop_pct = None  # None: resize to the image size; a share in (0, 1]: resize, then crop the centre (`resize`)
 
     @classmethod
     def for_config(cls, config: ViTScratchConfig, **kwargs):
@@ -204,11 +207,33 @@ class ViTScratchProcessing:
             images = [image[..., None] if getattr(image, "ndim", None) == 2 else image for image in images]
         return super()._prepare_images_structure(images, expected_ndims)
 
+    def _preprocess(self, images, *args, crop_pct: float | None = None, **kwargs):
+        """transformers' steps; a `crop_pct` given with the call (`processor(images, crop_pct=0.9)`) applies to it."""
+        if crop_pct is not None and crop_pct != self.crop_pct:
+            call = copy.copy(self)
+            call.crop_pct = crop_pct
+            return call._preprocess(images, *args, **kwargs)
+        return super()._preprocess(images, *args, **kwargs)
+
+    def resize(self, image, size, resample=None, **kwargs):
+        """To `size` (height, width). With `crop_pct` set, as timm and transformers' ConvNext evaluate: keeping the
+        aspect ratio, resized so that the (height, width) centre crop takes `crop_pct` of the side that fits it
+        first, then cropped (224 / 0.875 = 256 for a 224 model); without it, squashed to `size`."""
+        if not self.crop_pct or not size.height:
+            return super().resize(image, size=size, resample=resample, **kwargs)
+        height, width = image.shape[-2:]  # channels first, on both backends
+        scale = max(size.height / height, size.width / width) / self.crop_pct
+        larger = SizeDict(height=max(size.height, round(height * scale)), width=max(size.width, round(width * scale)))
+        image = super().resize(image, size=larger, resample=resample, **kwargs)
+        return self.center_crop(image, SizeDict(height=size.height, width=size.width))
+
     def to_dict(self) -> dict:
         """The settings as saved: `AutoImageProcessor` picks the backend when loading (`backend=`, `use_fast=`), from
         the registered classes or, through `trust_remote_code`, from the `auto_map` pair [PIL class, torchvision class]
         (transformers' (slow, fast) form)."""
         output = super().to_dict()
+        if output.get("crop_pct") is None:  # unset: saved as before it existed
+            output.pop("crop_pct", None)
         output["image_processor_type"] = "ViTScratchImageProcessor"
         if "AutoImageProcessor" in (output.get("auto_map") or {}):
             pair = [auto_map_entry(ViTScratchImageProcessor), auto_map_entry(ViTScratchImageProcessorFast)]

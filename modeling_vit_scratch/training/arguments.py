@@ -118,9 +118,50 @@ class DataArguments:
     )
     test_fraction: float = field(default=0.1, metadata={"help": "Share of train held out when there is no test split."})
     split_seed: int = field(default=0, metadata={"help": "Seed of the splits made here (independent of --seed)."})
-    augment: bool = field(default=True, metadata={"help": "Random small shifts and rotations of training images."})
+    augment: bool = field(
+        default=True, metadata={"help": "Augment training images as --augmentation says (false: not at all)."}
+    )
+    augmentation: Literal["digits", "photos", "none"] = field(
+        default="digits",
+        metadata={
+            "help": "The training augmentation policy: 'digits' (small shifts and rotations: --max_shift, "
+            "--max_degrees), 'photos' (random-resized crop, flip, RandAugment, random erasing, Mixup / CutMix: "
+            "each knob below changes it), 'none'. docs/training.md#photos."
+        },
+    )
     max_shift: float = field(default=0.1, metadata={"help": "Largest shift, as a fraction of the image side."})
     max_degrees: float = field(default=10.0, metadata={"help": "Largest rotation in degrees."})
+    crop_scale: float | None = field(
+        default=None,
+        metadata={"help": "Random-resized crop: smallest share of the image's area kept, in (0, 1] (photos: 0.08)."},
+    )
+    crop_ratio: float | None = field(
+        default=None,
+        metadata={"help": "Random-resized crop: aspect ratios from this to its inverse, in (0, 1] (photos: 0.75)."},
+    )
+    hflip: float | None = field(default=None, metadata={"help": "Chance of a horizontal flip (photos: 0.5)."})
+    rand_augment: str | None = field(
+        default=None,
+        metadata={
+            "help": "'rand-mM-nN' (RandAugment, N operations at magnitude M of 10), 'trivial' or 'none' "
+            "(photos: rand-m9-n2)."
+        },
+    )
+    random_erasing: float | None = field(
+        default=None, metadata={"help": "Chance that a rectangle of an image is erased (photos: 0.25)."}
+    )
+    mixup: float | None = field(default=None, metadata={"help": "Share of batches mixed by Mixup (photos: 0.5)."})
+    cutmix: float | None = field(default=None, metadata={"help": "Share of batches mixed by CutMix (photos: 0.5)."})
+    crop_pct: float | None = field(
+        default=None,
+        metadata={
+            "help": "Evaluate (and save the processor to infer) on a centre crop: resize so that the crop takes this "
+            "share of the image, e.g. 0.875 (default: the image squashed to the model's size)."
+        },
+    )
+    eval_flip: bool = field(
+        default=False, metadata={"help": "Score each evaluation image as the mean of it and its mirror image."}
+    )
     validation_views: int = field(
         default=1,
         metadata={

@@ -1,8 +1,10 @@
 """Training augmentation on batches of tensors: small random rotations and shifts (no flips: a flipped digit is
-another digit), resampled bilinearly with sub-pixel offsets, on whatever device the batch is on.
+another digit), resampled bilinearly with sub-pixel offsets, on whatever device the batch is on; the photo policies
+(crops, flips, RandAugment, erasing, Mixup / CutMix) are in `policies.py` and `mixing.py`.
 
-`AugmentingTrainer` applies it to each training batch once the batch is on the training device, so the data loader
-only decodes and normalises images, and on a GPU the augmentation runs there, one call per batch. Validation views
+`AugmentingTrainer` applies the training transforms to each training batch once the batch is on the training
+device, so the data loader only decodes and normalises images, and on a GPU the augmentation runs there, one call per
+batch. Validation views
 (`AugmentedViews`) are the same augmentation with seeded generators: the same copies every epoch and every run.
 This module is training glue: the model code never imports it.
 """
@@ -14,6 +16,7 @@ import torch
 from torch import nn
 
 from modeling_vit_scratch.training.loss_watch import LossWatchingTrainer
+from modeling_vit_scratch.training.mixing import soft_target_loss
 
 
 def per_channel(values, channels: int) -> torch.Tensor:
@@ -97,15 +100,49 @@ class AugmentedViews(torch.utils.data.Dataset):
 
 
 class AugmentingTrainer(LossWatchingTrainer):
-    """The `Trainer` (stopped at the first non-finite loss: `loss_watch.py`), augmenting each training batch on the training device just before the step (`augmentation`:
-    a `RandomShiftRotate`, or None for none). Evaluation batches are never augmented."""
+    """The `Trainer` (stopped at the first non-finite loss: `loss_watch.py`), augmenting each training batch on the
+    training device just before the step: `augmentation` (a `RandomShiftRotate`, a `policies.PhotoAugmentation`,
+    or None for none), then `mixing` (a `mixing.BatchMixing`, whose soft targets `soft_target_loss` trains on, or
+    None). Evaluation batches are never augmented; with `eval_flip` each is scored as the mean of its logits and
+    those of its mirror image (and the mean of the two losses)."""
 
-    def __init__(self, *args, augmentation: nn.Module | None = None, **kwargs):
+    def __init__(self, *args, augmentation: nn.Module | None = None, mixing=None, eval_flip: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.augmentation = None if augmentation is None else augmentation.to(self.args.device)
+        self.mixing = None if mixing is None else mixing.to(self.args.device)
+        self.eval_flip = eval_flip
 
     def training_step(self, model, inputs, num_items_in_batch=None):
-        if self.augmentation is not None:
+        if self.augmentation is not None or self.mixing is not None:
             inputs = self._prepare_inputs(inputs)  # on the device; the Trainer's own call then moves nothing
-            inputs = {**inputs, "pixel_values": self.augmentation(inputs["pixel_values"])}
+            with torch.no_grad():
+                pixel_values, labels = inputs["pixel_values"], inputs["labels"]
+                if self.augmentation is not None:
+                    pixel_values = self.augmentation(pixel_values)
+                if self.mixing is not None:
+                    pixel_values, labels = self.mixing(pixel_values, labels)
+            inputs = {**inputs, "pixel_values": pixel_values, "labels": labels}
         return super().training_step(model, inputs, num_items_in_batch)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """Soft targets (floats, from `mixing`): cross-entropy against them; class indices: the Trainer's loss."""
+        labels = inputs.get("labels")
+        if labels is None or not labels.is_floating_point():
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        outputs = model(pixel_values=inputs["pixel_values"])
+        loss = soft_target_loss(outputs.logits, labels, self.args.label_smoothing_factor)
+        return (loss, outputs) if return_outputs else loss
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+        loss, logits, labels = super().prediction_step(model, inputs, prediction_loss_only, ignore_keys)
+        if not self.eval_flip:
+            return loss, logits, labels
+        flipped = {**inputs, "pixel_values": inputs["pixel_values"].flip(-1)}
+        flipped_loss, flipped_logits, _ = super().prediction_step(model, flipped, prediction_loss_only, ignore_keys)
+        if loss is not None:
+            loss = (loss + flipped_loss) / 2
+        if isinstance(logits, tuple):  # a model with a distillation head: each head's logits averaged
+            logits = tuple((own + mirrored) / 2 for own, mirrored in zip(logits, flipped_logits, strict=True))
+        elif logits is not None:
+            logits = (logits + flipped_logits) / 2
+        return loss, logits, labels

@@ -18,6 +18,7 @@ MAX_SEED = 2**32 - 1
 FRACTION = Allowed(0, 1, open_high=True, example="0.1")
 COUNT = Allowed(1, integer=True)
 SEED = Allowed(0, MAX_SEED, integer=True, example="0")
+PROBABILITY = Allowed(0, 1, example="0.5")
 
 MODEL_LIMITS = {
     "distillation_alpha": Allowed(0, 1, example="0.5"),
@@ -31,6 +32,13 @@ DATA_LIMITS = {
     "split_seed": SEED,
     "max_shift": Allowed(0, 1, example="0.1 (a tenth of the image side)"),
     "max_degrees": Allowed(0, 180, example="10"),
+    "crop_scale": Allowed(0, 1, open_low=True, example="0.08 (the crop's least share of the area)"),
+    "crop_ratio": Allowed(0, 1, open_low=True, example="0.75 (aspect ratios from 3/4 to 4/3)"),
+    "hflip": PROBABILITY,
+    "random_erasing": PROBABILITY,
+    "mixup": Allowed(0, 1, example="0.5 (a share of the batches)"),
+    "cutmix": Allowed(0, 1, example="0.5 (a share of the batches)"),
+    "crop_pct": Allowed(0, 1, open_low=True, example="0.875 (the centre crop's share of the image)"),
     "validation_views": COUNT,
     "images_in_memory_mb": Allowed(0, example="2048"),
     "total_train_batch_size": COUNT,

@@ -6,6 +6,7 @@ is read."""
 import json
 from pathlib import Path
 
+from datasets import Image as ImageFeature
 from torch import nn
 from transformers import AutoConfig, AutoModelForImageClassification, PreTrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES
@@ -24,6 +25,7 @@ from modeling_vit_scratch.modeling_vit_scratch import (
 )
 from modeling_vit_scratch.training.arguments import ModelArguments
 from modeling_vit_scratch.training.data import PreparedData, shown_labels
+from modeling_vit_scratch.training.preflight import open_image
 
 
 def model_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
@@ -279,19 +281,48 @@ def classifier_class(config: PreTrainedConfig):
 
 
 def build_model(args: ModelArguments, data: PreparedData) -> tuple[ViTScratchForImageClassification, object]:
-    """A new model (preset or config file) or a fine-tuned checkpoint, with the data set's labels and its processor."""
+    """A new model (preset or config file) or a fine-tuned checkpoint, with the data set's labels and its processor.
+    A new model takes the data set's channels (`image_channels`) unless its config file or overrides name them."""
     config, new = model_config(args)
     kernel = {"attn_implementation": args.attn_implementation} if args.attn_implementation else {}
     if not new:
         return fine_tuned_model(args.model, config, data, kernel)
     config.id2label, config.label2id = data.id2label, {name: i for i, name in data.id2label.items()}
     config.num_labels = len(data.labels)
+    if isinstance(config, ViTScratchConfig) and not channels_given(args):
+        config.num_channels = image_channels(data.splits["train"])
     model_class = classifier_class(config)
     # the Auto class builds another model type (a teacher); ours are built by their own class, since the Auto class
     # picks between our two classifiers by `config.architectures`, which a new config does not have yet
     build = model_class.from_config if model_class is AutoModelForImageClassification else model_class._from_config
     model = build(config, **kernel)
     return model, ViTScratchImageProcessor.for_config(config)
+
+
+# Image modes without colour; any other mode (RGB, RGBA, palette, CMYK, ...) makes a colour model
+GRAY_MODES = ("1", "L", "LA", "La", "I", "I;16", "I;16B", "I;16L", "I;16N", "F")
+
+
+def channels_given(args: ModelArguments) -> bool:
+    """Whether the user chose the channel count: in --config_overrides, or written in the --model config file
+    (a preset's 3 is ImageNet's default, not a choice)."""
+    if "num_channels" in parse_overrides(args.config_overrides):
+        return True
+    path = Path(args.model)
+    return args.model.endswith(".json") and path.is_file() and "num_channels" in json.loads(path.read_text())
+
+
+def image_channels(split, sample: int = 64) -> int:
+    """1 when the first `sample` images of `split` are all grayscale (by their mode, read from the file headers
+    without decoding), else 3: a new model takes the data set's channels unless its config or overrides say."""
+    cells = split.select(range(min(sample, len(split)))).cast_column("image", ImageFeature(decode=False))["image"]
+    for cell in cells:
+        if cell is None:
+            continue
+        with open_image(cell) as image:
+            if image.mode not in GRAY_MODES:
+                return 3
+    return 1
 
 
 def fine_tuned_model(

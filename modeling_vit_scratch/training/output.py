@@ -30,16 +30,12 @@ from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_r
 from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, plain_command
 from modeling_vit_scratch.training.data import ImageTransform, PreparedData, collate_images
 from modeling_vit_scratch.training.distributed import full_state_dict, is_sharded, sharded_runner, unsharded_copy
+from modeling_vit_scratch.training.policies import augmentation_policy, describe_policy
 
 
 def augmentation_text(data_args: DataArguments) -> str | None:
-    """How training images were augmented, in words for the model card."""
-    if not data_args.augment:
-        return None
-    return (
-        f"random shifts of up to {data_args.max_shift:.0%} of the image side and rotations of up to "
-        f"{data_args.max_degrees:g} degrees (bilinear, sub-pixel, batched on the training device), no flips"
-    )
+    """How training images were augmented, in words for the model card and the record (None: not at all)."""
+    return describe_policy(augmentation_policy(data_args), data_args)
 
 
 def distillation_text(model_args: ModelArguments) -> str | None:

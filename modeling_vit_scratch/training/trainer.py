@@ -32,7 +32,6 @@ from modeling_vit_scratch.training.arguments import DataArguments, ModelArgument
 from modeling_vit_scratch.training.augmentation import AugmentedViews, AugmentingTrainer, RandomShiftRotate
 from modeling_vit_scratch.training.class_metrics import class_metrics
 from modeling_vit_scratch.training.data import (
-    ImageTransform,
     PreparedData,
     check_dataset_source,
     collate_images,
@@ -56,6 +55,7 @@ from modeling_vit_scratch.training.layer_decay import (
     layer_decay_optimizer,
     layer_decay_text,
 )
+from modeling_vit_scratch.training.mixing import BatchMixing
 from modeling_vit_scratch.training.model_source import (
     build_model,
     check_resumed_architecture,
@@ -67,6 +67,12 @@ from modeling_vit_scratch.training.output import (
     distillation_text,
     push_trained_folder,
     write_model_folder,
+)
+from modeling_vit_scratch.training.policies import (
+    augmentation_policy,
+    check_mixing_batch,
+    training_and_evaluation_transforms,
+    training_augmentation,
 )
 from modeling_vit_scratch.training.precision import (
     KeepPrecisionChoice,
@@ -139,6 +145,8 @@ def train_in_claimed_folder(
     config, _ = model_config(model_args)  # the model arguments' errors before any data is read
     check_layer_decay(model_args.layer_decay, config, training_args)
     check_ema(model_args.ema_decay, training_args)
+    policy = augmentation_policy(data_args)  # the augmentation's errors too
+    check_mixing_batch(policy, training_args, data_args.total_train_batch_size)
     set_seed(training_args.seed)  # before the model is built, so the initial weights follow --seed
     data = once_per_node(lambda: load_and_split(data_args, known_secrets(hub_token)))
     if data_args.max_train_samples is not None:
@@ -156,10 +164,12 @@ def train_in_claimed_folder(
     if main_process:
         print(images.summary())
     model, processor = build_model(model_args, data)
-    transform = ImageTransform(processor)
+    if data_args.crop_pct is not None:
+        processor.crop_pct = data_args.crop_pct  # saved with the model: inference crops as evaluation does
+    transforms = training_and_evaluation_transforms(processor)
     preparing = time.perf_counter()  # processing the splits kept in memory: before the Trainer's clock starts
     train_set, validation_set, test_set = (
-        processed_rows(data.splits[name], transform, data_args.images_in_memory_mb)
+        processed_rows(data.splits[name], transforms[name == "train"], data_args.images_in_memory_mb)
         for name in ("train", "validation", "test")
     )
     augmentation = RandomShiftRotate.for_processor(processor, data_args.max_shift, data_args.max_degrees)
@@ -193,7 +203,9 @@ def train_in_claimed_folder(
         data_collator=collate_images,
         compute_metrics=view_averaged(accuracy_metrics, views) if views > 1 else accuracy_metrics,
         processing_class=processor,
-        augmentation=augmentation if data_args.augment else None,
+        augmentation=training_augmentation(policy, processor, augmentation),
+        mixing=BatchMixing(policy.mixup, policy.cutmix, len(data.labels)) if policy.mixes else None,
+        eval_flip=data_args.eval_flip,
         **teaching,
         **averaged,
     )
