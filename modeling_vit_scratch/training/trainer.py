@@ -52,6 +52,7 @@ from modeling_vit_scratch.training.precision import (
     training_precision,
 )
 from modeling_vit_scratch.training.preflight import check_images
+from modeling_vit_scratch.training.streaming import open_stream, stream_metrics, streaming_trainer
 
 logger = logging.getLogger(__name__)
 
@@ -107,20 +108,24 @@ def train_in_claimed_folder(
     started = time.time()
     model_config(model_args)  # the model arguments' errors before any data is read
     set_seed(training_args.seed)  # before the model is built, so the initial weights follow --seed
-    raw = load_image_dataset(data_args.dataset, data_args.dataset_config, known_secrets(hub_token))
-    data = prepare_splits(
-        raw,
-        data_args.image_column,
-        data_args.label_column,
-        data_args.validation_fraction,
-        data_args.test_fraction,
-        data_args.split_seed,
-    )
-    if data_args.max_train_samples is not None:
-        data.splits["train"] = data.splits["train"].select(
-            range(min(data_args.max_train_samples, len(data.splits["train"])))
+    if data_args.streaming:  # read while training, never held whole: streaming.py
+        stream = open_stream(data_args, training_args)
+        data = stream.held_out  # validation and test only, bounded
+    else:
+        raw = load_image_dataset(data_args.dataset, data_args.dataset_config, known_secrets(hub_token))
+        data = prepare_splits(
+            raw,
+            data_args.image_column,
+            data_args.label_column,
+            data_args.validation_fraction,
+            data_args.test_fraction,
+            data_args.split_seed,
         )
-    check_training_steps(training_args, len(data.splits["train"]))
+        if data_args.max_train_samples is not None:
+            data.splits["train"] = data.splits["train"].select(
+                range(min(data_args.max_train_samples, len(data.splits["train"])))
+            )
+        check_training_steps(training_args, len(data.splits["train"]))
     check_label_names(data.id2label, data_args.dataset, known_secrets(hub_token))
     if checkpoint:  # before the pre-flight: a resumed run trains the labels its checkpoint's head was trained on
         check_resumed_labels(checkpoint, data.labels, data_args.dataset)
@@ -133,10 +138,13 @@ def train_in_claimed_folder(
     model, processor = build_model(model_args, data)
     transform = ImageTransform(processor)
     preparing = time.perf_counter()  # processing the splits kept in memory: before the Trainer's clock starts
-    train_set, validation_set, test_set = (
-        processed_rows(data.splits[name], transform, data_args.images_in_memory_mb)
-        for name in ("train", "validation", "test")
+    validation_set, test_set = (
+        processed_rows(data.splits[name], transform, data_args.images_in_memory_mb) for name in ("validation", "test")
     )
+    if data_args.streaming:  # the stream's position, not the Trainer's skipping, resumes it
+        train_set, training_args.ignore_data_skip = stream.rows(transform, checkpoint), True
+    else:
+        train_set = processed_rows(data.splits["train"], transform, data_args.images_in_memory_mb)
     augmentation = RandomShiftRotate.for_processor(processor, data_args.max_shift, data_args.max_degrees)
     if data_args.validation_views > 1:
         validation_set = AugmentedViews(validation_set, data_args.validation_views, augmentation)
@@ -148,7 +156,7 @@ def train_in_claimed_folder(
     set_global_batch_size(training_args, data_args.total_train_batch_size)
     choice = None
     if model_args.bf16_when_faster:
-        choice = choose_bf16(model, train_set[0]["pixel_values"].shape, training_args, checkpoint)
+        choice = choose_bf16(model, test_set[0]["pixel_values"].shape, training_args, checkpoint)
     precision_choice = str(choice) if choice else None  # in words, for the output, the record and the card
     if main_process and precision_choice:
         print(f"Training in {precision_words(training_precision(training_args), precision_choice)}.")
@@ -157,6 +165,8 @@ def train_in_claimed_folder(
         teacher, teacher_inputs = load_teacher(model_args.teacher, processor, data.id2label)
         trainer_class = DistillationTrainer
         teaching = dict(teacher=teacher, teacher_inputs=teacher_inputs, distillation=model_args.distillation_loss)
+    if data_args.streaming:
+        trainer_class = streaming_trainer(trainer_class)
     trainer = trainer_class(
         model=model,
         args=training_args,
@@ -177,6 +187,8 @@ def train_in_claimed_folder(
         )
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = {**train_result.metrics}
+    if data_args.streaming:
+        metrics.update(stream_metrics(trainer, train_set))
     metrics.update(trainer.evaluate(validation_set, metric_key_prefix="eval"))
     # predict, not evaluate: the same metrics, plus the predictions of every process for the per-class results
     test = trainer.predict(test_set, metric_key_prefix="test")
