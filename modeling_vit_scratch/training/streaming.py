@@ -105,7 +105,9 @@ def check_shards(source: StreamSource) -> None:
             ) from None
         except Exception as error:  # noqa: BLE001 pyarrow, tarfile and the OS each raise their own
             reason = " ".join(str(error).split()) or type(error).__name__
-            raise ValueError(f"Shard '{file}' cannot be read ({reason}): replace it or remove it from the folder.") from None
+            raise ValueError(
+                f"Shard '{file}' cannot be read ({reason}): replace it or remove it from the folder."
+            ) from None
 
 
 def held_out_share(row: dict) -> float:
@@ -210,9 +212,7 @@ def held_out_splits(splits: dict, data_args) -> tuple[dict, IterableDataset]:
     shares["test"] = (data_args.validation_fraction, data_args.validation_fraction + data_args.test_fraction)
     carved = [name for name in ("validation", "test") if name not in splits]
     if sum(data_args.validation_fraction if n == "validation" else data_args.test_fraction for n in carved) >= 1:
-        raise ValueError(
-            "--validation_fraction and --test_fraction hold out every row: lower them (e.g. 0.1 each)."
-        )
+        raise ValueError("--validation_fraction and --test_fraction hold out every row: lower them (e.g. 0.1 each).")
     held = {}
     for name in ("validation", "test"):
         split = splits.get(name)
@@ -368,7 +368,6 @@ class StreamedImages(torch.utils.data.IterableDataset):
                 f"{len(state['bad'])} training images could not be decoded, more than --max_bad_images "
                 f"{self.stream.max_bad_images}: {shown}{more}: remove or replace them, or raise --max_bad_images."
             )
-        return None
 
 
 def stream_metrics(trainer, rows: StreamedImages) -> dict[str, int]:
@@ -386,9 +385,14 @@ def streaming_trainer(trainer_class: type) -> type:
 
     class StreamingTrainer(trainer_class):
         def get_train_dataloader(self) -> torch.utils.data.DataLoader:
-            # in this process and unprepared: accelerate would read the rows on one process and send them out
+            # in this process and unprepared: accelerate would read the rows on one process and send them out. Its
+            # own generator: starting to read draws a seed, which from torch's would shift the augmentation's
+            # random numbers of a resumed run (the Trainer restores them just before)
             return torch.utils.data.DataLoader(
-                self.train_dataset, batch_size=self._train_batch_size, collate_fn=self.data_collator
+                self.train_dataset,
+                batch_size=self._train_batch_size,
+                collate_fn=self.data_collator,
+                generator=torch.Generator().manual_seed(self.args.seed),
             )
 
         def _save_rng_state(self, output_dir: str) -> None:  # each process, beside its own random state

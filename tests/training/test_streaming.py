@@ -148,7 +148,7 @@ def test_more_bad_images_than_allowed_stop_the_run_with_one_line_naming_them(tmp
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: 4 training images could not be decoded, more than --max_bad_images 3: shard")
     assert last.endswith(": remove or replace them, or raise --max_bad_images.")
-    assert sorted(last.split(": ")[1].split(", ")) == [f"shard{s}/bad{k}.png" for s in (0, 1) for k in (0, 1)]
+    assert sorted(last.split(": ")[2].split(", ")) == [f"shard{s}/bad{k}.png" for s in (0, 1) for k in (0, 1)]
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "out" / "model.safetensors").exists()
 
