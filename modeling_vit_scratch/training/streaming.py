@@ -2,9 +2,10 @@
 
 The set is a `datasets` stream (`load_dataset(..., streaming=True)`): a hub set, or a local folder of parquet shards,
 of WebDataset tar shards, or an imagefolder. Each process reads its own whole shards, the same every pass
-(`IterableDataset.shard`; `split_dataset_by_node`'s one row in N when there are fewer shards than processes), the shard order is reshuffled every pass, and the rows are
-shuffled in windows of `--shuffle_buffer_size`; images are decoded and processed as they are read, and one that
-fails is skipped and counted (`--max_bad_images` caps them). The number of steps comes from `--max_steps`.
+(`IterableDataset.shard`; with fewer shards than processes, `split_dataset_by_node` keeps one row in N), in an order
+reshuffled every pass, and the rows are shuffled in windows of `--shuffle_buffer_size`; images are decoded and
+processed as they are read, and one that fails is skipped and counted (`--max_bad_images` caps them). The number of
+steps comes from `--max_steps`.
 
 Validation and test are bounded (`--max_eval_samples` each) and held in memory: the set's own `validation` /
 `test` splits, else rows held out by a hash of their image (`--validation_fraction`, `--test_fraction`), so the
@@ -12,8 +13,9 @@ same image is always on the same side whatever the shard order or the number of 
 
 Resumption reads no skipped part again: each checkpoint holds every process's position in its stream
 (`stream_state_<rank>.json`: the pass, the `datasets` state at the start of the current window, the rows of the
-window already trained on, the images skipped). A resumed run reloads that state, re-reads at most the one window
-and trains on the rows the uninterrupted run would have. Figures (peak memory per process at two set sizes):
+window already trained on, the images skipped). A resumed run reloads that state (`datasets` goes on from the
+window's start inside its shard), re-reads that one window undecoded and trains on the rows the uninterrupted run
+would have. Figures (peak memory per process at two set sizes):
 docs/training.md, "Sets that do not fit".
 """
 
@@ -51,12 +53,13 @@ SHOWN_NAMES = 5  # bad images named in the line that stops a run
 
 @dataclass
 class StreamSource:
-    """How `load_dataset` reads a `--dataset`: a builder (`parquet`, `webdataset`, `imagefolder`, or a hub name),
-    its keyword arguments, and the local files it will read (none for a hub set)."""
+    """What `load_dataset` reads for a `--dataset`: a local folder or a hub name (`path`), what the folder holds
+    (`kind`: parquet, webdataset or imagefolder; `hub`), and the local files it will read (none for a hub set)."""
 
-    builder: str
-    options: dict
+    path: str
+    kind: str
     files: list[Path]
+    config_name: str | None = None
 
 
 def stream_source(dataset: str, config_name: str | None = None) -> StreamSource:
@@ -65,34 +68,35 @@ def stream_source(dataset: str, config_name: str | None = None) -> StreamSource:
     path = Path(dataset).expanduser()
     if path.is_dir():
         files = sorted(item for item in path.rglob("*") if not any(p.startswith((".", "__")) for p in item.parts))
-        for suffix, builder in ((".parquet", "parquet"), (".tar", "webdataset")):
+        # `datasets` picks the builder from the files and reads the features a README.md declares (class names)
+        for suffix, kind in ((".parquet", "parquet"), (".tar", "webdataset")):
             shards = [item for item in files if item.suffix == suffix]
             if shards:
-                return StreamSource(builder, {"data_dir": str(path)}, shards)
-        return StreamSource("imagefolder", {"data_dir": str(path)}, [path / file for file in imagefolder_files(path)])
+                return StreamSource(str(path), kind, shards)
+        return StreamSource(str(path), "imagefolder", [path / file for file in imagefolder_files(path)])
     if path.exists() or looks_like_local_path(dataset):
         raise FileNotFoundError(
             f"--dataset {dataset!r} is no folder: with --streaming true give a folder of parquet shards, of "
             "WebDataset .tar shards, or of class sub-folders of images, or a hub data set name."
         )
-    return StreamSource(dataset, {"name": config_name} if config_name else {}, [])
+    return StreamSource(dataset, "hub", [], config_name)
 
 
 def check_shards(source: StreamSource) -> None:
     """Every local shard is there and readable (a parquet footer, a tar header, an image file's first byte), or a
     one-line error naming it, before any training: a shard that fails mid-run would stop every process."""
-    if not source.files and source.builder in ("parquet", "webdataset", "imagefolder"):
+    if not source.files and source.kind != "hub":
         raise FileNotFoundError(
-            f"Data set folder '{source.options['data_dir']}' holds no parquet shards, .tar shards or images: "
+            f"Data set folder '{source.path}' holds no parquet shards, .tar shards or images: "
             "give a folder that does."
         )
     for file in source.files:
         try:
-            if source.builder == "parquet":
+            if source.kind == "parquet":
                 import pyarrow.parquet
 
                 pyarrow.parquet.read_metadata(file)
-            elif source.builder == "webdataset":
+            elif source.kind == "webdataset":
                 with tarfile.open(file) as tar:
                     tar.next()
             else:
@@ -124,10 +128,23 @@ def check_streaming_arguments(data_args, training_args) -> None:
             "--streaming true reads a set of unknown length, so epochs cannot set the steps: give --max_steps N "
             "(optimisation steps)."
         )
+    by_epoch = [
+        name
+        for name in ("eval_strategy", "save_strategy", "logging_strategy")
+        if str(getattr(getattr(training_args, name), "value", getattr(training_args, name))) == "epoch"
+    ]
+    if by_epoch:
+        given = " and ".join(f"--{name} epoch" for name in by_epoch)
+        fix = " ".join(f"--{name} steps" for name in by_epoch)
+        raise ValueError(
+            f"{given} with --streaming true: a stream has no epochs, so it would run once, at the end: give {fix} "
+            "with --eval_steps / --save_steps / --logging_steps N."
+        )
     if training_args.dataloader_num_workers:
         raise ValueError(
-            f"--dataloader_num_workers {training_args.dataloader_num_workers} with --streaming true: each checkpoint "
-            "saves the stream's position read by the training process itself: leave out --dataloader_num_workers."
+            f"--dataloader_num_workers {training_args.dataloader_num_workers} with --streaming true: the stream is "
+            "read in the training process, which saves its position in each checkpoint: leave out "
+            "--dataloader_num_workers."
         )
     if data_args.max_train_samples is not None:
         raise ValueError(
@@ -163,7 +180,7 @@ def open_stream(data_args, training_args) -> Stream:
     source = stream_source(data_args.dataset, data_args.dataset_config)
     check_shards(source)
     try:
-        splits = load_dataset(source.builder, **source.options, streaming=True)
+        splits = load_dataset(source.path, source.config_name, streaming=True)
     except (OSError, ValueError) as error:  # offline, unknown name, private repo, missing configuration
         raise FileNotFoundError(
             f"Data set {data_args.dataset!r} could not be opened as a stream ({' '.join(str(error).split())}): "

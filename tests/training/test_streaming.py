@@ -3,6 +3,7 @@ its own shards, a resumed stream continues where the uninterrupted one goes on, 
 up to --max_bad_images, and what a stream cannot do is one line before training."""
 
 import io
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -181,3 +182,53 @@ def test_streaming_without_max_steps_is_one_line(tmp_path):
         "error: --streaming true reads a set of unknown length, so epochs cannot set the steps: give --max_steps N "
         "(optimisation steps)."
     )
+
+
+def test_epoch_strategies_are_one_line_naming_the_steps_to_give(tmp_path):
+    """A stream has no epochs: the Trainer would evaluate and save once, at the end, and a kill would lose the run."""
+    dataset = write_shards(tmp_path / "set", shards=2)
+    args = streaming_args(tmp_path, "out", dataset, "--max_steps", "2", "--save_strategy", "epoch")
+    assert one_line_error(args) == (
+        "error: --save_strategy epoch with --streaming true: a stream has no epochs, so it would run once, at the "
+        "end: give --save_strategy steps with --eval_steps / --save_steps / --logging_steps N."
+    )
+
+
+WEBDATASET_README = """---
+dataset_info:
+  features:
+  - name: png
+    dtype: image
+  - name: cls
+    dtype:
+      class_label:
+        names:
+          '0': even
+          '1': odd
+---
+"""
+
+
+def test_a_webdataset_folder_streams_with_the_class_names_its_readme_declares(tmp_path):
+    """WebDataset shards (`KEY.png` + `KEY.cls` in each .tar), the class names in the folder's README.md."""
+    import tarfile
+
+    folder = tmp_path / "tars"
+    folder.mkdir()
+    for shard in range(2):
+        with tarfile.open(folder / f"train-{shard}.tar", "w") as tar:
+            for index in range(10):
+                for suffix, data in (("png", png(20 * index)), ("cls", str(index % 2).encode())):
+                    member = tarfile.TarInfo(f"{shard}{index:03d}.{suffix}")
+                    member.size = len(data)
+                    tar.addfile(member, io.BytesIO(data))
+    (folder / "README.md").write_text(WEBDATASET_README)
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=1, seed=3, report_to="none")
+    data_args = DataArguments(dataset=str(folder), streaming=True, validation_fraction=0.3, test_fraction=0.3)
+    stream = open_stream(data_args, args)
+    assert stream.held_out.labels == ["even", "odd"] and stream.train.n_shards == 2
+    held_out = sum(len(split) for split in stream.held_out.splits.values())
+    rows = stream.rows(lambda batch: {"pixel_values": [np.asarray(batch["image"][0])], "labels": batch["label"]})
+    items = list(itertools.islice(iter(rows), 20 - held_out))  # one pass: every row not held out
+    assert len(items) >= 5  # a pass's worth of rows, each image with its own class (index 2k: 'even')
+    assert all((int(item["pixel_values"][0, 0]) // 20) % 2 == item["labels"] for item in items)
