@@ -87,8 +87,7 @@ def check_shards(source: StreamSource) -> None:
     one-line error naming it, before any training: a shard that fails mid-run would stop every process."""
     if not source.files and source.kind != "hub":
         raise FileNotFoundError(
-            f"Data set folder '{source.path}' holds no parquet shards, .tar shards or images: "
-            "give a folder that does."
+            f"Data set folder '{source.path}' holds no parquet shards, .tar shards or images: give a folder that does."
         )
     for file in source.files:
         try:

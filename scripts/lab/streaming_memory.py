@@ -1,9 +1,9 @@
 """Peak memory per process of `--streaming true` at two set sizes (docs/training.md, "Sets that do not fit").
 
-    python scripts/lab/streaming_memory.py write FOLDER IMAGES SHARDS  # FOLDER: SHARDS parquet training shards of
-                                                          # IMAGES 32x32 colour PNGs in all, + 500 validation, 500 test
-    torchrun --nproc_per_node 2 scripts/lab/streaming_memory.py run scripts/train.py ARGS...
-                                                                 # each process prints its peak RSS as it exits
+python scripts/lab/streaming_memory.py write FOLDER IMAGES SHARDS  # FOLDER: SHARDS parquet training shards of
+                                                      # IMAGES 32x32 colour PNGs in all, + 500 validation, 500 test
+torchrun --nproc_per_node 2 scripts/lab/streaming_memory.py run scripts/train.py ARGS...
+                                                             # each process prints its peak RSS as it exits
 """
 
 import atexit
