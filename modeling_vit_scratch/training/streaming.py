@@ -40,6 +40,7 @@ from modeling_vit_scratch.training.data import (
     IMAGE_COLUMN_NAMES,
     LABEL_COLUMN_NAMES,
     PreparedData,
+    check_imagefolder_names,
     find_column,
     imagefolder_files,
 )
@@ -173,10 +174,13 @@ class Stream:
         return rows
 
 
-def open_stream(data_args, training_args) -> Stream:
-    """`--dataset` opened as a stream, checked (arguments, shards, columns, labels, held-out rows) before training."""
+def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
+    """`--dataset` opened as a stream, checked (arguments, shards, names, columns, labels, held-out rows) before
+    training. An imagefolder's file and folder names are checked for `secrets` first, as `data.py` does."""
     check_streaming_arguments(data_args, training_args)
     source = stream_source(data_args.dataset, data_args.dataset_config)
+    if source.kind == "imagefolder":
+        check_imagefolder_names(Path(source.path), list(secrets))
     check_shards(source)
     try:
         splits = load_dataset(source.path, source.config_name, streaming=True)

@@ -109,7 +109,7 @@ def train_in_claimed_folder(
     model_config(model_args)  # the model arguments' errors before any data is read
     set_seed(training_args.seed)  # before the model is built, so the initial weights follow --seed
     if data_args.streaming:  # read while training, never held whole: streaming.py
-        stream = open_stream(data_args, training_args)
+        stream = open_stream(data_args, training_args, known_secrets(hub_token))
         data = stream.held_out  # validation and test only, bounded
     else:
         raw = load_image_dataset(data_args.dataset, data_args.dataset_config, known_secrets(hub_token))
