@@ -372,7 +372,9 @@ MODEL_FOLDER_PATTERN = re.compile(
     rf"|{re.escape(STAGING_PREFIX)}.*|{re.escape(PROBE_PREFIX)}.*)$"
 )
 # what the Trainer writes into a checkpoint beside the model's own files
-TRAINER_STATE = re.compile(r"^(optimizer\.pt|scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|precision_choice\.json)$")
+TRAINER_STATE = re.compile(
+    r"^(optimizer\.pt|scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|precision_choice\.json|stream_state_\d+\.json)$"
+)
 MODEL_CODE = {path.name for path in Path(__file__).resolve().parents[1].glob("*_vit_scratch.py")}
 NAME_MAX = 255  # bytes in one file name on common file systems; `os.pathconf` says where it can
 PATH_MAX = 4096  # bytes in one path on common file systems, likewise

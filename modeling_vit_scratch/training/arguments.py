@@ -194,6 +194,27 @@ class DataArguments:
         },
     )
 
+    streaming: bool = field(
+        default=False,
+        metadata={
+            "help": "Read the set while training instead of loading it (a folder of parquet or WebDataset .tar "
+            "shards, an imagefolder, or a hub set): each process reads its own shards; needs --max_steps. "
+            "docs/training.md, 'Sets that do not fit'."
+        },
+    )
+    shuffle_buffer_size: int = field(
+        default=1000,
+        metadata={"help": "With --streaming: rows are shuffled in windows of this many (held undecoded)."},
+    )
+    max_bad_images: int = field(
+        default=10,
+        metadata={"help": "With --streaming: skip up to this many images that cannot be decoded, then stop."},
+    )
+    max_eval_samples: int = field(
+        default=2000,
+        metadata={"help": "With --streaming: at most this many validation and this many test images, in memory."},
+    )
+
     def __post_init__(self):
         if self.validation_views < 1:
             raise ValueError(f"--validation_views must be at least 1 (the image itself), got {self.validation_views}.")

@@ -43,6 +43,9 @@ DATA_LIMITS = {
     "images_in_memory_mb": Allowed(0, example="2048"),
     "total_train_batch_size": COUNT,
     "max_train_samples": COUNT,
+    "shuffle_buffer_size": COUNT,
+    "max_bad_images": Allowed(0, integer=True, example="10"),
+    "max_eval_samples": COUNT,
 }
 TRAINING_LIMITS = {
     "learning_rate": Allowed(0, MAX_LEARNING_RATE, open_low=True, example="3e-4"),

@@ -290,7 +290,8 @@ def build_model(args: ModelArguments, data: PreparedData) -> tuple[ViTScratchFor
     config.id2label, config.label2id = data.id2label, {name: i for i, name in data.id2label.items()}
     config.num_labels = len(data.labels)
     if isinstance(config, ViTScratchConfig) and not channels_given(args):
-        config.num_channels = image_channels(data.splits["train"])
+        # a stream holds no training split: its held-out images are the same set's
+        config.num_channels = image_channels(data.splits.get("train") or data.splits["validation"])
     model_class = classifier_class(config)
     # the Auto class builds another model type (a teacher); ours are built by their own class, since the Auto class
     # picks between our two classifiers by `config.architectures`, which a new config does not have yet

@@ -165,6 +165,7 @@ def write_model_folder(
         model.save_pretrained(staging)
         processor.save_pretrained(staging)
         splits = {name: len(split) for name, split in data.splits.items()}
+        splits.setdefault("train", metrics.get("streamed_train_images"))  # a stream: the images trained on
         record = training_record(
             plain_command(), data_args.dataset, splits, trainer.args, metrics, augmentation_text(data_args)
         )

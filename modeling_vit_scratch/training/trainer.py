@@ -82,6 +82,7 @@ from modeling_vit_scratch.training.precision import (
     training_precision,
 )
 from modeling_vit_scratch.training.preflight import ImageCheck, check_images
+from modeling_vit_scratch.training.streaming import open_stream, stream_metrics, streaming_trainer
 from modeling_vit_scratch.training.views import view_averaged
 
 logger = logging.getLogger(__name__)
@@ -148,13 +149,18 @@ def train_in_claimed_folder(
     policy = augmentation_policy(data_args)  # the augmentation's errors too
     check_mixing_batch(policy, training_args, data_args.total_train_batch_size)
     set_seed(training_args.seed)  # before the model is built, so the initial weights follow --seed
-    data = once_per_node(lambda: load_and_split(data_args, known_secrets(hub_token)))
-    if data_args.max_train_samples is not None:
-        data.splits["train"] = data.splits["train"].select(
-            range(min(data_args.max_train_samples, len(data.splits["train"])))
-        )
+    if data_args.streaming:  # read while training, never held whole: streaming.py
+        stream = open_stream(data_args, training_args, known_secrets(hub_token))
+        data = stream.held_out  # validation and test only, bounded
+    else:
+        data = once_per_node(lambda: load_and_split(data_args, known_secrets(hub_token)))
+        if data_args.max_train_samples is not None:
+            data.splits["train"] = data.splits["train"].select(
+                range(min(data_args.max_train_samples, len(data.splits["train"])))
+            )
     set_global_batch_size(training_args, data_args.total_train_batch_size)
-    check_training_steps(training_args, len(data.splits["train"]), checkpoint)
+    if not data_args.streaming:
+        check_training_steps(training_args, len(data.splits["train"]), checkpoint)
     check_metric_name(training_args, len(data.labels))
     check_label_names(data.id2label, data_args.dataset, known_secrets(hub_token))
     if checkpoint:  # before the pre-flight: a resumed run trains the labels its checkpoint's head was trained on
@@ -168,10 +174,14 @@ def train_in_claimed_folder(
         processor.crop_pct = data_args.crop_pct  # saved with the model: inference crops as evaluation does
     transforms = training_and_evaluation_transforms(processor)
     preparing = time.perf_counter()  # processing the splits kept in memory: before the Trainer's clock starts
-    train_set, validation_set, test_set = (
-        processed_rows(data.splits[name], transforms[name == "train"], data_args.images_in_memory_mb)
-        for name in ("train", "validation", "test")
+    validation_set, test_set = (
+        processed_rows(data.splits[name], transforms[False], data_args.images_in_memory_mb)
+        for name in ("validation", "test")
     )
+    if data_args.streaming:  # the stream's position, not the Trainer's skipping, resumes it
+        train_set, training_args.ignore_data_skip = stream.rows(transforms[True], checkpoint), True
+    else:
+        train_set = processed_rows(data.splits["train"], transforms[True], data_args.images_in_memory_mb)
     augmentation = RandomShiftRotate.for_processor(processor, data_args.max_shift, data_args.max_degrees)
     if data_args.validation_views > 1:
         validation_set = AugmentedViews(validation_set, data_args.validation_views, augmentation)
@@ -182,7 +192,7 @@ def train_in_claimed_folder(
     training_args.push_to_hub = False
     choice = None
     if model_args.bf16_when_faster:
-        choice = choose_bf16(model, train_set[0]["pixel_values"].shape, training_args, checkpoint)
+        choice = choose_bf16(model, test_set[0]["pixel_values"].shape, training_args, checkpoint)
     precision_choice = str(choice) if choice else None  # in words, for the output, the record and the card
     if main_process and precision_choice:
         print(f"Training in {precision_words(training_precision(training_args), precision_choice)}.")
@@ -195,6 +205,8 @@ def train_in_claimed_folder(
     if averaged:
         trainer_class = averaging(trainer_class)
     views = data_args.validation_views  # each validation image scored once, on its views' averaged probabilities
+    if data_args.streaming:
+        trainer_class = streaming_trainer(trainer_class)
     trainer = trainer_class(
         model=model,
         args=training_args,
@@ -222,6 +234,8 @@ def train_in_claimed_folder(
         )
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = {**train_result.metrics}
+    if data_args.streaming:
+        metrics.update(stream_metrics(trainer, train_set))
     metrics.update(trainer.evaluate(validation_set, metric_key_prefix="eval"))
     trainer.compute_metrics = accuracy_metrics  # the test split has one view of each image
     # predict, not evaluate: the same metrics, plus the predictions of every process for the per-class results

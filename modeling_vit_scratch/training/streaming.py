@@ -1,0 +1,423 @@
+"""Training on a set read while it trains (`--streaming true`): never downloaded whole, never held in memory.
+
+The set is a `datasets` stream (`load_dataset(..., streaming=True)`): a hub set, or a local folder of parquet shards,
+of WebDataset tar shards, or an imagefolder. Each process reads its own whole shards, the same every pass
+(`IterableDataset.shard`; with fewer shards than processes, `split_dataset_by_node` keeps one row in N), in an order
+reshuffled every pass, and the rows are shuffled in windows of `--shuffle_buffer_size`; images are decoded and
+processed as they are read, and one that fails is skipped and counted (`--max_bad_images` caps them). The number of
+steps comes from `--max_steps`.
+
+Validation and test are bounded (`--max_eval_samples` each) and held in memory: the set's own `validation` /
+`test` splits, else rows held out by a hash of their image (`--validation_fraction`, `--test_fraction`), so the
+same image is always on the same side whatever the shard order or the number of processes.
+
+Resumption reads no skipped part again: each checkpoint holds every process's position in its stream
+(`stream_state_<rank>.json`: the pass, the `datasets` state at the start of the current window, the rows of the
+window already trained on, the images skipped). A resumed run reloads that state (`datasets` goes on from the
+window's start inside its shard), re-reads that one window undecoded and trains on the rows the uninterrupted run
+would have. Figures (peak memory per process at two set sizes):
+docs/training.md, "Sets that do not fit".
+"""
+
+import copy
+import itertools
+import json
+import logging
+import os
+import tarfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from datasets import ClassLabel, Dataset, Features, IterableDataset, load_dataset
+from datasets import Image as ImageFeature
+from datasets.distributed import split_dataset_by_node
+
+from modeling_vit_scratch.common.sources import looks_like_local_path
+from modeling_vit_scratch.training.data import (
+    IMAGE_COLUMN_NAMES,
+    LABEL_COLUMN_NAMES,
+    PreparedData,
+    check_imagefolder_names,
+    find_column,
+    imagefolder_files,
+)
+from modeling_vit_scratch.training.preflight import open_image
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = "stream_state_{rank}.json"  # in each checkpoint, one per process
+SHOWN_NAMES = 5  # bad images named in the line that stops a run
+
+
+@dataclass
+class StreamSource:
+    """What `load_dataset` reads for a `--dataset`: a local folder or a hub name (`path`), what the folder holds
+    (`kind`: parquet, webdataset or imagefolder; `hub`), and the local files it will read (none for a hub set)."""
+
+    path: str
+    kind: str
+    files: list[Path]
+    config_name: str | None = None
+
+
+def stream_source(dataset: str, config_name: str | None = None) -> StreamSource:
+    """`--dataset` as a stream: a folder of `*.parquet` shards, of `*.tar` (WebDataset) shards, an imagefolder, or a
+    hub data set name. A file, or a local path that does not exist, is a one-line error."""
+    path = Path(dataset).expanduser()
+    if path.is_dir():
+        files = sorted(item for item in path.rglob("*") if not any(p.startswith((".", "__")) for p in item.parts))
+        # `datasets` picks the builder from the files and reads the features a README.md declares (class names)
+        for suffix, kind in ((".parquet", "parquet"), (".tar", "webdataset")):
+            shards = [item for item in files if item.suffix == suffix]
+            if shards:
+                return StreamSource(str(path), kind, shards)
+        return StreamSource(str(path), "imagefolder", [path / file for file in imagefolder_files(path)])
+    if path.exists() or looks_like_local_path(dataset):
+        raise FileNotFoundError(
+            f"--dataset {dataset!r} is no folder: with --streaming true give a folder of parquet shards, of "
+            "WebDataset .tar shards, or of class sub-folders of images, or a hub data set name."
+        )
+    return StreamSource(dataset, "hub", [], config_name)
+
+
+def check_shards(source: StreamSource) -> None:
+    """Every local shard is there and readable (a parquet footer, a tar header, an image file's first byte), or a
+    one-line error naming it, before any training: a shard that fails mid-run would stop every process."""
+    if not source.files and source.kind != "hub":
+        raise FileNotFoundError(
+            f"Data set folder '{source.path}' holds no parquet shards, .tar shards or images: give a folder that does."
+        )
+    for file in source.files:
+        try:
+            if source.kind == "parquet":
+                import pyarrow.parquet
+
+                pyarrow.parquet.read_metadata(file)
+            elif source.kind == "webdataset":
+                with tarfile.open(file) as tar:
+                    tar.next()
+            else:
+                with open(file, "rb") as handle:
+                    handle.read(1)
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                f"Shard '{file}' is missing (a link to nothing, or removed while listed): restore it or remove it "
+                "from the folder."
+            ) from None
+        except Exception as error:  # noqa: BLE001 pyarrow, tarfile and the OS each raise their own
+            reason = " ".join(str(error).split()) or type(error).__name__
+            raise ValueError(
+                f"Shard '{file}' cannot be read ({reason}): replace it or remove it from the folder."
+            ) from None
+
+
+def held_out_share(row: dict) -> float:
+    """A number in [0, 1) fixed by the row's image (its bytes, else its path) and label: where the row goes."""
+    cell = row["image"] or {}
+    key = cell.get("bytes") or str(cell.get("path")).encode()
+    return zlib.crc32(key + str(row["label"]).encode()) / 2**32
+
+
+def check_streaming_arguments(data_args, training_args) -> None:
+    """What a stream cannot do, each as one line before any data is read."""
+    if training_args.max_steps <= 0:
+        raise ValueError(
+            "--streaming true reads a set of unknown length, so epochs cannot set the steps: give --max_steps N "
+            "(optimisation steps)."
+        )
+    by_epoch = [
+        name
+        for name in ("eval_strategy", "save_strategy", "logging_strategy")
+        if str(getattr(getattr(training_args, name), "value", getattr(training_args, name))) == "epoch"
+    ]
+    if by_epoch:
+        given = " and ".join(f"--{name} epoch" for name in by_epoch)
+        fix = " ".join(f"--{name} steps" for name in by_epoch)
+        raise ValueError(
+            f"{given} with --streaming true: a stream has no epochs, so it would run once, at the end: give {fix} "
+            "with --eval_steps / --save_steps / --logging_steps N."
+        )
+    if training_args.dataloader_num_workers:
+        raise ValueError(
+            f"--dataloader_num_workers {training_args.dataloader_num_workers} with --streaming true: the stream is "
+            "read in the training process, which saves its position in each checkpoint: leave out "
+            "--dataloader_num_workers."
+        )
+    if data_args.max_train_samples is not None:
+        raise ValueError(
+            "--max_train_samples needs a set of known length; with --streaming true the steps say how much is "
+            "read: give --max_steps instead."
+        )
+
+
+@dataclass
+class Stream:
+    """A streamed set: this process's training rows (undecoded images, labels), and the bounded, in-memory
+    `validation` and `test` splits with the label names (`held_out`)."""
+
+    train: IterableDataset
+    held_out: PreparedData
+    seed: int
+    window: int
+    max_bad_images: int
+    process_index: int
+    world_size: int
+
+    def rows(self, transform, checkpoint: str | None = None) -> "StreamedImages":
+        """The training rows through `transform`, from `checkpoint`'s position when resuming."""
+        rows = StreamedImages(self, transform)
+        if checkpoint:
+            rows.load(checkpoint)
+        return rows
+
+
+def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
+    """`--dataset` opened as a stream, checked (arguments, shards, names, columns, labels, held-out rows) before
+    training. An imagefolder's file and folder names are checked for `secrets` first, as `data.py` does."""
+    check_streaming_arguments(data_args, training_args)
+    source = stream_source(data_args.dataset, data_args.dataset_config)
+    if source.kind == "imagefolder":
+        check_imagefolder_names(Path(source.path), list(secrets))
+    check_shards(source)
+    try:
+        splits = load_dataset(source.path, source.config_name, streaming=True)
+    except (OSError, ValueError) as error:  # offline, unknown name, private repo, missing configuration
+        raise FileNotFoundError(
+            f"Data set {data_args.dataset!r} could not be opened as a stream ({' '.join(str(error).split())}): "
+            "check the folder or the hub data set name."
+        ) from None
+    if "train" not in splits:
+        raise ValueError(f"The data set has no 'train' split (splits: {list(splits)}): provide one.")
+    splits = {{"valid": "validation", "val": "validation"}.get(name, name): split for name, split in splits.items()}
+    train = splits["train"]
+    if train.features is None:
+        raise ValueError(
+            f"The stream of {data_args.dataset!r} does not declare its columns: declare its features (a parquet "
+            "set written by `datasets`, or a dataset_info block in the folder's README.md)."
+        )
+    image_column = find_column(train, data_args.image_column, "image", IMAGE_COLUMN_NAMES, ImageFeature)
+    label_column = find_column(train, data_args.label_column, "label", LABEL_COLUMN_NAMES, ClassLabel)
+    labels = train.features[label_column]
+    if not isinstance(labels, ClassLabel):
+        raise ValueError(
+            f"Label column {label_column!r} holds {labels}, not class names, and a stream cannot be read through "
+            "first to find them: declare it a class_label with its names (the dataset_info block of the folder's "
+            "README.md, or `cast_column` before writing the shards)."
+        )
+    features = Features(image=ImageFeature(decode=False), label=labels)
+    for name, split in splits.items():
+        split = split.select_columns([image_column, label_column])
+        renames = {old: new for old, new in ((image_column, "image"), (label_column, "label")) if old != new}
+        splits[name] = (split.rename_columns(renames) if renames else split).cast(features)
+    held_out, train = held_out_splits(splits, data_args)
+    return Stream(
+        train=assign_shards(train, training_args.seed, training_args.process_index, training_args.world_size),
+        held_out=PreparedData(held_out, labels.names),
+        seed=training_args.seed,
+        window=data_args.shuffle_buffer_size,
+        max_bad_images=data_args.max_bad_images,
+        process_index=training_args.process_index,
+        world_size=training_args.world_size,
+    )
+
+
+def held_out_splits(splits: dict, data_args) -> tuple[dict, IterableDataset]:
+    """`validation` and `test` as in-memory `Dataset`s of at most `--max_eval_samples` rows each: the set's own
+    splits, else the rows whose `held_out_share` falls in their fraction; and the training rows that are left."""
+    train = splits["train"]
+    shares = {"validation": (0.0, data_args.validation_fraction)}
+    shares["test"] = (data_args.validation_fraction, data_args.validation_fraction + data_args.test_fraction)
+    carved = [name for name in ("validation", "test") if name not in splits]
+    if sum(data_args.validation_fraction if n == "validation" else data_args.test_fraction for n in carved) >= 1:
+        raise ValueError("--validation_fraction and --test_fraction hold out every row: lower them (e.g. 0.1 each).")
+    held = {}
+    for name in ("validation", "test"):
+        split = splits.get(name)
+        if split is None:
+            low, high = shares[name]
+            split = train.filter(lambda row, low=low, high=high: low <= held_out_share(row) < high)
+        rows = list(split.take(data_args.max_eval_samples))
+        if not rows:
+            raise ValueError(
+                f"The {name} split of the stream is empty: give the set a {name} split or raise --{name}_fraction."
+            )
+        held[name] = Dataset.from_list(rows, features=Features(image=ImageFeature(), label=train.features["label"]))
+    if carved:
+        kept = [shares[name] for name in carved]
+        train = train.filter(lambda row: not any(low <= held_out_share(row) < high for low, high in kept))
+    return held, train
+
+
+def assign_shards(train: IterableDataset, seed: int, rank: int, world_size: int) -> IterableDataset:
+    """This process's part of `train`, its shard order reshuffled every pass (`set_epoch`). With at least as many
+    shards as processes each process reads its own whole shards, the same ones every pass (`shard`: shards rank,
+    rank + world_size, ...); with fewer, every process reads every shard and keeps one row in `world_size`
+    (`split_dataset_by_node`), which a warning says."""
+    # buffer_size=1: only the shard order is shuffled (rows are shuffled in windows by StreamedImages), so the
+    # `datasets` state at any row is exact and a resumed stream loses no buffered row
+    if train.n_shards >= world_size:
+        own = train.shard(num_shards=world_size, index=rank, contiguous=False) if world_size > 1 else train
+        return own.shuffle(seed=seed, buffer_size=1)
+    if rank == 0:
+        logger.warning(
+            "The stream has %d shards for %d processes: each process reads every shard and keeps one row in %d; "
+            "split the set into at least %d shards to have each read only its own.",
+            train.n_shards,
+            world_size,
+            world_size,
+            world_size,
+        )
+    return split_dataset_by_node(train.shuffle(seed=seed, buffer_size=1), rank=rank, world_size=world_size)
+
+
+class BufferlessShuffleNote(logging.Filter):
+    """Drops `datasets`' note that a resumed shuffle buffer is refilled: the buffer here holds one row, never a
+    row that is lost (`assign_shards`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "shuffle buffer" not in record.getMessage()
+
+
+logging.getLogger("datasets.iterable_dataset").addFilter(BufferlessShuffleNote())
+
+
+class StreamedImages(torch.utils.data.IterableDataset):
+    """This process's training rows, pass after pass without end (the Trainer stops at `--max_steps`): read in
+    windows of `stream.window` rows, each window shuffled by a generator seeded from (seed, pass, window), and
+    each image decoded and processed as it is yielded: {"pixel_values": (C, H, W), "labels": int}.
+
+    An image that fails to decode is skipped and named in a warning; one more than `stream.max_bad_images` stops
+    the run with one line naming them. `state_dict` is where the stream stands, saved in each checkpoint (`save`)
+    and loaded when resuming (`load`).
+    """
+
+    def __init__(self, stream: Stream, transform):
+        self.stream, self.transform = stream, transform
+        self.state = {"epoch": 0, "window": 0, "window_start": None, "taken": 0, "bad": []}
+
+    def state_dict(self) -> dict:
+        return {**copy.deepcopy(self.state), "world_size": self.stream.world_size}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.state = {key: copy.deepcopy(state[key]) for key in self.state}
+
+    def save(self, checkpoint: str | os.PathLike) -> None:
+        """This process's position, in `checkpoint` (written beside the Trainer's own states)."""
+        path = Path(checkpoint) / STATE_FILE.format(rank=self.stream.process_index)
+        path.write_text(json.dumps(self.state_dict()) + "\n")
+
+    def load(self, checkpoint: str | os.PathLike) -> None:
+        """The position saved in `checkpoint` by this process of a run with as many processes, or a one-line error."""
+        path = Path(checkpoint) / STATE_FILE.format(rank=self.stream.process_index)
+        try:
+            state = json.loads(path.read_text())
+        except (OSError, ValueError):
+            raise ValueError(
+                f"Checkpoint '{checkpoint}' holds no stream position for process {self.stream.process_index} "
+                f"({path.name}): resume a run made with --streaming true, or start anew with --overwrite_output_dir "
+                "true."
+            ) from None
+        if state.get("world_size") != self.stream.world_size:
+            raise ValueError(
+                f"Checkpoint '{checkpoint}' was trained by {state.get('world_size')} processes, each reading its own "
+                f"shards; {self.stream.world_size} now would read others: resume with "
+                f"--nproc_per_node {state.get('world_size')}."
+            )
+        self.load_state_dict(state)
+
+    def __iter__(self):
+        source, state = self.stream.train, self.state
+        while True:
+            source.set_epoch(state["epoch"])
+            if state["window_start"] is not None:
+                source.load_state_dict(copy.deepcopy(state["window_start"]))
+            rows, read = iter(source), 0
+            while True:
+                start = source.state_dict()
+                window = list(itertools.islice(rows, self.stream.window))
+                if not window:
+                    break
+                read += len(window)
+                if state["window_start"] is None:
+                    state["window_start"], state["taken"] = start, 0
+                seed = (self.stream.seed, state["epoch"], state["window"])
+                order = np.random.default_rng(seed).permutation(len(window))
+                while state["taken"] < len(window):
+                    row = window[order[state["taken"]]]
+                    state["taken"] += 1
+                    item = self.processed(row)
+                    if item is not None:
+                        yield item
+                state["window"] += 1
+                state["window_start"], state["taken"] = None, 0
+            if read == 0 and state["window"] == 0:
+                raise ValueError(
+                    f"Process {self.stream.process_index} found no training rows in its shards: give the set more "
+                    "rows or shards, or lower --validation_fraction / --test_fraction."
+                )
+            state.update(epoch=state["epoch"] + 1, window=0, window_start=None, taken=0)
+
+    def processed(self, row: dict) -> dict | None:
+        """`row` decoded and through the transform, or None (counted) when its image cannot be used."""
+        cell = row["image"] or {}
+        try:
+            with open_image(cell, str(cell.get("path") or "A streamed image")) as image:
+                image.load()
+                item = self.transform({"image": [image], "label": [row["label"]]})
+        except Exception as error:  # noqa: BLE001 PIL raises OSError, SyntaxError, ... for damaged images
+            return self.skip(cell, error)
+        return {"pixel_values": item["pixel_values"][0], "labels": item["labels"][0]}
+
+    def skip(self, cell: dict, error: Exception) -> None:
+        """Count a bad image once (by its path, else its place in this process's stream); past the cap, stop."""
+        state = self.state
+        name = cell.get("path") or (
+            f"process {self.stream.process_index}'s pass {state['epoch']}, window {state['window']}, "
+            f"row {state['taken']}"
+        )
+        if str(name) not in state["bad"]:  # counted once, however many passes meet it
+            state["bad"].append(str(name))
+            logger.warning("Skipped an image that cannot be decoded: %s (%s).", name, " ".join(str(error).split()))
+        if len(state["bad"]) > self.stream.max_bad_images:
+            shown = ", ".join(state["bad"][:SHOWN_NAMES])
+            more = f" and {len(state['bad']) - SHOWN_NAMES} more" if len(state["bad"]) > SHOWN_NAMES else ""
+            raise ValueError(
+                f"{len(state['bad'])} training images could not be decoded, more than --max_bad_images "
+                f"{self.stream.max_bad_images}: {shown}{more}: remove or replace them, or raise --max_bad_images."
+            )
+
+
+def stream_metrics(trainer, rows: StreamedImages) -> dict[str, int]:
+    """The images the run trained on (steps x global batch) and the images every process skipped, summed."""
+    args = trainer.args
+    per_step = args.per_device_train_batch_size * args.world_size * args.gradient_accumulation_steps
+    skipped = trainer.accelerator.reduce(torch.tensor(len(rows.state["bad"])), reduction="sum")
+    return {"streamed_train_images": trainer.state.global_step * per_step, "skipped_images": int(skipped)}
+
+
+def streaming_trainer(trainer_class: type) -> type:
+    """`trainer_class` reading its training rows from a `StreamedImages` in this process (no sharding by
+    accelerate: the stream already holds this process's shards) and saving the stream's position in every
+    checkpoint."""
+
+    class StreamingTrainer(trainer_class):
+        def get_train_dataloader(self) -> torch.utils.data.DataLoader:
+            # in this process and unprepared: accelerate would read the rows on one process and send them out. Its
+            # own generator: starting to read draws a seed, which from torch's would shift the augmentation's
+            # random numbers of a resumed run (the Trainer restores them just before)
+            return torch.utils.data.DataLoader(
+                self.train_dataset,
+                batch_size=self._train_batch_size,
+                collate_fn=self.data_collator,
+                generator=torch.Generator().manual_seed(self.args.seed),
+            )
+
+        def _save_rng_state(self, output_dir: str) -> None:  # each process, beside its own random state
+            super()._save_rng_state(output_dir)
+            self.train_dataset.save(output_dir)
+
+    StreamingTrainer.__name__ = StreamingTrainer.__qualname__ = f"Streaming{trainer_class.__name__}"
+    return StreamingTrainer

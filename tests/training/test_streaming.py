@@ -1,0 +1,234 @@
+"""`--streaming true`: a folder of parquet shards read while training (training/streaming.py). Each process reads
+its own shards, a resumed stream continues where the uninterrupted one goes on, a bad image is skipped and counted
+up to --max_bad_images, and what a stream cannot do is one line before training."""
+
+import io
+import itertools
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from datasets import ClassLabel, Dataset, Features
+from datasets import Image as ImageFeature
+from helpers import run_script, tiny_model_file
+from PIL import Image
+from safetensors.torch import load_file
+from transformers import TrainingArguments
+
+from modeling_vit_scratch.training.arguments import DataArguments
+from modeling_vit_scratch.training.command import main
+from modeling_vit_scratch.training.streaming import STATE_FILE, open_stream
+
+
+def png(value: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(np.full((8, 8), value, dtype=np.uint8)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def write_shards(folder: Path, shards: int = 4, rows: int = 12, bad: int = 0) -> Path:
+    """`shards` parquet training shards of `rows` 8x8 gray images (dark: class 0, light: class 1), the first `bad`
+    of each shard undecodable bytes named 'shard<S>/bad<K>.png'; and a validation and a test shard."""
+    folder.mkdir(parents=True, exist_ok=True)
+    features = Features(image=ImageFeature(), label=ClassLabel(names=["dark", "light"]))
+    rng = np.random.default_rng(0)
+
+    def cells(prefix: str, count: int, broken: int = 0) -> Dataset:
+        labels = rng.integers(0, 2, count).tolist()
+        images = [
+            {"bytes": b"not an image", "path": f"{prefix}/bad{index}.png"}
+            if index < broken
+            else {"bytes": png(int(rng.integers(0, 90)) + 160 * label), "path": f"{prefix}/{index}.png"}
+            for index, label in enumerate(labels)
+        ]
+        return Dataset.from_dict({"image": images, "label": labels}, features=features)
+
+    for shard in range(shards):
+        cells(f"shard{shard}", rows, bad).to_parquet(folder / f"train-{shard:05d}-of-{shards:05d}.parquet")
+    for split in ("validation", "test"):
+        cells(split, 8).to_parquet(folder / f"{split}-00000-of-00001.parquet")
+    return folder
+
+
+def streaming_args(tmp_path: Path, output: str, dataset: Path, *extra: str) -> list[str]:
+    return [
+        "--model",
+        tiny_model_file(tmp_path, num_channels=1),
+        "--dataset",
+        str(dataset),
+        "--streaming",
+        "true",
+        "--per_device_train_batch_size",
+        "4",
+        "--shuffle_buffer_size",
+        "5",
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--seed",
+        "3",
+        "--output_dir",
+        str(tmp_path / output),
+        *extra,
+    ]
+
+
+def one_line_error(argv: list[str]) -> str:
+    """The one line `main(argv)` exits with."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    message = str(exited.value.code)
+    assert message.startswith("error: ") and "\n" not in message
+    return message
+
+
+def test_a_resumed_stream_yields_what_the_uninterrupted_one_yields_next(tmp_path):
+    """Read 11 rows (past a window's end, into the next), save, reload into a new stream: the next 9 are the ones
+    the uninterrupted stream gives, across the end of a pass (48 rows in all); no row is read twice."""
+    dataset = write_shards(tmp_path / "set")
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=1, seed=3, report_to="none")
+    data_args = DataArguments(dataset=str(dataset), streaming=True, shuffle_buffer_size=5)
+
+    def stream():
+        return open_stream(data_args, args).rows(lambda batch: {"pixel_values": batch["image"], "labels": [0]})
+
+    def values(items, count):
+        return [int(np.asarray(next(items)["pixel_values"])[0, 0]) for _ in range(count)]
+
+    uninterrupted = iter(stream())
+    expected = values(uninterrupted, 11 + 48)
+    interrupted = stream()
+    first = iter(interrupted)
+    assert values(first, 11) == expected[:11]
+    interrupted.save(tmp_path)
+    resumed = stream()
+    resumed.load(tmp_path)
+    assert values(iter(resumed), 48) == expected[11:]
+    assert sorted(expected[:48]) != expected[:48]  # shuffled
+    assert expected[48:] != expected[:11] and set(expected[48:]) <= set(expected[:48])  # pass 2: reshuffled
+
+
+@pytest.mark.integration
+def test_two_processes_read_their_own_shards_and_a_resumed_run_ends_with_the_same_weights(tmp_path):
+    """torchrun, 2 processes (gloo), 4 shards of 12 rows holding one bad image each: each process reads only its two
+    shards, pass after pass (the bad images it skipped name them), and a run killed after checkpoint 4 and resumed
+    from it ends with the weights of the uninterrupted run, bit for bit: the same rows in the same order, the same
+    random states, the same gloo reductions."""
+    dataset = write_shards(tmp_path / "set", bad=1)
+    common = ["--max_steps", "10", "--save_steps", "4", "--max_bad_images", "20"]
+    result = run_script(*streaming_args(tmp_path, "full", dataset, *common), nproc=2)
+    assert result.returncode == 0, result.stderr[-3000:]
+    full = tmp_path / "full"
+    skipped = [set(json.loads((full / "checkpoint-10" / STATE_FILE.format(rank=r)).read_text())["bad"]) for r in (0, 1)]
+    assert skipped == [{"shard0/bad0.png", "shard2/bad0.png"}, {"shard1/bad0.png", "shard3/bad0.png"}]
+    results = json.loads((full / "all_results.json").read_text())
+    assert results["world_size"] == 2 and results["streamed_train_images"] == 10 * 8
+    assert results["skipped_images"] == 4  # each counted once, though met again in the second pass
+
+    interrupted = tmp_path / "interrupted"
+    interrupted.mkdir()
+    shutil.copytree(full / "checkpoint-4", interrupted / "checkpoint-4")  # what a run killed after step 4 leaves
+    result = run_script(
+        *streaming_args(tmp_path, "interrupted", dataset, *common, "--resume_from_checkpoint", "true"), nproc=2
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    expected, resumed = (load_file(folder / "model.safetensors") for folder in (full, interrupted))
+    assert all(torch.equal(resumed[name], tensor) for name, tensor in expected.items())
+
+
+@pytest.mark.integration
+def test_more_bad_images_than_allowed_stop_the_run_with_one_line_naming_them(tmp_path):
+    dataset = write_shards(tmp_path / "set", shards=2, bad=2)
+    args = streaming_args(tmp_path, "out", dataset, "--max_steps", "20", "--max_bad_images", "3")
+    result = run_script(*args)
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: 4 training images could not be decoded, more than --max_bad_images 3: shard")
+    assert last.endswith(": remove or replace them, or raise --max_bad_images.")
+    assert sorted(last.split(": ")[2].split(", ")) == [f"shard{s}/bad{k}.png" for s in (0, 1) for k in (0, 1)]
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out" / "model.safetensors").exists()
+
+
+def test_a_missing_shard_is_one_line_before_training(tmp_path):
+    dataset = write_shards(tmp_path / "set", shards=2)
+    missing = dataset / "train-00002-of-00003.parquet"
+    missing.symlink_to(tmp_path / "gone.parquet")  # listed, but not there
+    message = one_line_error(streaming_args(tmp_path, "out", dataset, "--max_steps", "2"))
+    assert message == (
+        f"error: Shard '{missing}' is missing (a link to nothing, or removed while listed): restore it or remove it "
+        "from the folder."
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unreadable_shard_is_one_line_before_training(tmp_path):
+    dataset = write_shards(tmp_path / "set", shards=2)
+    broken = dataset / "train-00001-of-00002.parquet"
+    broken.write_bytes(broken.read_bytes()[:100])  # cut short
+    message = one_line_error(streaming_args(tmp_path, "out", dataset, "--max_steps", "2"))
+    assert message.startswith(f"error: Shard '{broken}' cannot be read (")
+    assert message.endswith("): replace it or remove it from the folder.")
+
+
+def test_streaming_without_max_steps_is_one_line(tmp_path):
+    dataset = write_shards(tmp_path / "set", shards=2)
+    message = one_line_error(streaming_args(tmp_path, "out", dataset))
+    assert message == (
+        "error: --streaming true reads a set of unknown length, so epochs cannot set the steps: give --max_steps N "
+        "(optimisation steps)."
+    )
+
+
+def test_epoch_strategies_are_one_line_naming_the_steps_to_give(tmp_path):
+    """A stream has no epochs: the Trainer would evaluate and save once, at the end, and a kill would lose the run."""
+    dataset = write_shards(tmp_path / "set", shards=2)
+    args = streaming_args(tmp_path, "out", dataset, "--max_steps", "2", "--save_strategy", "epoch")
+    assert one_line_error(args) == (
+        "error: --save_strategy epoch with --streaming true: a stream has no epochs, so it would run once, at the "
+        "end: give --save_strategy steps with --eval_steps / --save_steps / --logging_steps N."
+    )
+
+
+WEBDATASET_README = """---
+dataset_info:
+  features:
+  - name: png
+    dtype: image
+  - name: cls
+    dtype:
+      class_label:
+        names:
+          '0': even
+          '1': odd
+---
+"""
+
+
+def test_a_webdataset_folder_streams_with_the_class_names_its_readme_declares(tmp_path):
+    """WebDataset shards (`KEY.png` + `KEY.cls` in each .tar), the class names in the folder's README.md."""
+    import tarfile
+
+    folder = tmp_path / "tars"
+    folder.mkdir()
+    for shard in range(2):
+        with tarfile.open(folder / f"train-{shard}.tar", "w") as tar:
+            for index in range(10):
+                for suffix, data in (("png", png(20 * index)), ("cls", str(index % 2).encode())):
+                    member = tarfile.TarInfo(f"{shard}{index:03d}.{suffix}")
+                    member.size = len(data)
+                    tar.addfile(member, io.BytesIO(data))
+    (folder / "README.md").write_text(WEBDATASET_README)
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=1, seed=3, report_to="none")
+    data_args = DataArguments(dataset=str(folder), streaming=True, validation_fraction=0.3, test_fraction=0.3)
+    stream = open_stream(data_args, args)
+    assert stream.held_out.labels == ["even", "odd"] and stream.train.n_shards == 2
+    held_out = sum(len(split) for split in stream.held_out.splits.values())
+    rows = stream.rows(lambda batch: {"pixel_values": [np.asarray(batch["image"][0])], "labels": batch["label"]})
+    items = list(itertools.islice(iter(rows), 20 - held_out))  # one pass: every row not held out
+    assert len(items) >= 5  # a pass's worth of rows, each image with its own class (index 2k: 'even')
+    assert all((int(item["pixel_values"][0, 0]) // 20) % 2 == item["labels"] for item in items)
