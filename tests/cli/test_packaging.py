@@ -9,7 +9,7 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import PROCESS_TIMEOUT, REPO
 
 BASE_REQUIREMENTS = {"torch", "transformers", "safetensors", "pillow", "numpy"}
 TRAINING_ONLY = ("datasets", "accelerate", "sklearn", "matplotlib", "tensorboard", "jinja2")
@@ -48,7 +48,9 @@ def wheel(tmp_path_factory) -> Path:
 def run_outside_checkout(code: str, site: Path, cwd: Path) -> subprocess.CompletedProcess:
     """`code` in a fresh interpreter whose `modeling_vit_scratch` is the installed one, run from `cwd`."""
     env = {**os.environ, "PYTHONPATH": str(site), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=PROCESS_TIMEOUT
+    )
 
 
 def test_the_base_install_is_the_model_and_extras_bring_training(wheel):
@@ -196,7 +198,7 @@ def test_the_installed_command_trains_the_digits_recipe_into_a_folder_that_loads
         env=env,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=PROCESS_TIMEOUT,
     )
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert "Test accuracy" in trained.stdout

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 import torch
-from helpers import REPO
+from helpers import PROCESS_TIMEOUT, REPO
 from safetensors.torch import load_file, save_file
 from transformers import ViTConfig, ViTForImageClassification, ViTModel, pipeline
 
@@ -183,7 +183,9 @@ def test_convert_script_both_ways(tmp_path):
         ["--from", "transformers", "--input", str(tmp_path / "reference"), "--output", str(tmp_path / "ours")],
         ["--to", "transformers", "--input", str(tmp_path / "ours"), "--output", str(tmp_path / "back")],
     ):
-        result = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=300)
+        result = subprocess.run(
+            [sys.executable, str(script), *args], capture_output=True, text=True, timeout=PROCESS_TIMEOUT
+        )
         assert result.returncode == 0, result.stderr[-2000:]
     back = ViTForImageClassification.from_pretrained(tmp_path / "back")
     for key, tensor in reference.state_dict().items():
@@ -201,7 +203,7 @@ def test_convert_script_both_ways(tmp_path):
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=PROCESS_TIMEOUT,
     )
     assert failed.returncode != 0 and failed.stderr.strip().splitlines()[-1].startswith("error: Folder")
 
@@ -305,7 +307,7 @@ def test_convert_script_refuses_a_used_folder_and_leaves_it_as_it_was(tmp_path):
 
     def run(*args):
         command = [sys.executable, str(script), *map(str, args)]
-        return subprocess.run(command, capture_output=True, text=True, timeout=300)
+        return subprocess.run(command, capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
 
     mean_pooled = ViTScratchForImageClassification(ViTScratchConfig(**REFERENCE_SIZES["small-rgb"], pooling="mean"))
     mean_pooled.save_pretrained(tmp_path / "mean")
@@ -411,7 +413,7 @@ def test_the_convert_script_converts_a_deit_both_ways_with_parity(tmp_path):
         [*script, "--from", "transformers", "--input", str(tmp_path / "deit"), "--output", str(tmp_path / "ours")],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=PROCESS_TIMEOUT,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Parity with the source model" in result.stdout
@@ -422,7 +424,7 @@ def test_the_convert_script_converts_a_deit_both_ways_with_parity(tmp_path):
         [*script, "--to", "transformers", "--input", str(tmp_path / "ours"), "--output", str(tmp_path / "back")],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=PROCESS_TIMEOUT,
     )
     assert back.returncode == 0, back.stderr[-2000:]
     assert "Wrote a transformers DeiTForImageClassificationWithTeacher folder" in back.stdout

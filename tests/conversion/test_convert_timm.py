@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from helpers import REPO
+from helpers import PROCESS_TIMEOUT, REPO
 from safetensors.torch import save_file
 
 from modeling_vit_scratch.conversion.convert import from_timm
@@ -88,7 +88,7 @@ def test_convert_script_from_timm_file(tmp_path):
         "--output",
         str(tmp_path / "ours"),
     ]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300)
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=PROCESS_TIMEOUT)
     assert result.returncode == 0, result.stderr[-2000:]
     from transformers import AutoModelForImageClassification
 
@@ -184,7 +184,7 @@ def test_convert_script_from_a_timm_hybrid_file_loads_by_remote_code(tmp_path):
         "--output",
         str(tmp_path / "ours"),
     ]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300)
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=PROCESS_TIMEOUT)
     assert result.returncode == 0, result.stderr[-2000:]
     assert (tmp_path / "ours" / "stems_vit_scratch.py").is_file()
     from transformers import AutoModelForImageClassification
@@ -266,7 +266,7 @@ def test_convert_script_from_a_timm_distilled_deit_file(tmp_path):
     command = [sys.executable, str(REPO / "scripts" / "convert_checkpoint.py"), "--from", "timm"]
     command += ["--timm_model", "deit_tiny_distilled_patch16_224", "--timm_kwargs", "img_size=64"]
     command += ["--input", str(tmp_path / "weights.safetensors"), "--output", str(tmp_path / "ours")]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300)
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=PROCESS_TIMEOUT)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Parity with the source model" in result.stdout
     from transformers import AutoModelForImageClassification

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from helpers import REPO, tiny_config
+from helpers import PROCESS_TIMEOUT, REPO, tiny_config
 from PIL import Image
 from safetensors.torch import save_file
 
@@ -128,7 +128,9 @@ def test_explain_script_draws_a_hybrids_cell_grid_and_no_filter_components(tmp_p
     Image.fromarray(np.random.default_rng(0).integers(0, 255, (40, 30, 3), dtype=np.uint8)).save(tmp_path / "in.png")
     script = str(REPO / "scripts" / "explain.py")
     command = [sys.executable, script, "--model", str(tmp_path / "model"), "--image", str(tmp_path / "in.png")]
-    result = subprocess.run([*command, "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [*command, "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=PROCESS_TIMEOUT
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     pictures = {path.name for path in (tmp_path / "out").glob("*.png")}
     assert "fig7_mean_attention_distance.png" in pictures and "fig7_patch_embedding_pca.png" not in pictures
@@ -176,7 +178,7 @@ def test_explain_script_writes_pictures(tmp_path, channels):
         "--out",
         str(tmp_path / "out"),
     ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
     assert result.returncode == 0, result.stderr[-2000:]
     ranking = result.stdout.split("top classes:")[1].split("wrote:")[0].split()
     assert ranking[::2] and len(ranking) == 10 and all(label.startswith("LABEL_") for label in ranking[::2])
@@ -199,7 +201,7 @@ def test_explain_script_writes_pictures(tmp_path, channels):
 
     (tmp_path / "broken.png").write_bytes(b"not an image")
     command[command.index("--image") + 1] = str(tmp_path / "broken.png")
-    refused = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
     assert refused.returncode != 0 and refused.stderr.strip().splitlines()[-1].startswith("error: Cannot read")
 
 
@@ -212,12 +214,18 @@ def test_explain_script_runs_in_bf16_and_refuses_an_unknown_dtype_in_one_line(tm
     script = [sys.executable, str(REPO / "scripts" / "explain.py"), "--model", str(tmp_path / "model")]
     command = [*script, "--image", str(tmp_path / "in.png"), "--out"]
     bf16 = subprocess.run(
-        [*command, str(tmp_path / "bf16"), "--dtype", "bfloat16"], capture_output=True, text=True, timeout=300
+        [*command, str(tmp_path / "bf16"), "--dtype", "bfloat16"],
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT,
     )
     assert bf16.returncode == 0, bf16.stderr[-2000:]
     assert len(list((tmp_path / "bf16").glob("*.png"))) == 7
     unknown = subprocess.run(
-        [*command, str(tmp_path / "fp16"), "--dtype", "float16"], capture_output=True, text=True, timeout=300
+        [*command, str(tmp_path / "fp16"), "--dtype", "float16"],
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT,
     )
     assert unknown.returncode != 0 and not (tmp_path / "fp16").exists()
     assert unknown.stderr.strip().splitlines() == [
@@ -261,7 +269,7 @@ def test_explain_script_runs_no_model_code_unless_asked(tmp_path):
         str(tmp_path / "out"),
     ]
     env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
-    refused = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=PROCESS_TIMEOUT, env=env)
     lines = refused.stderr.strip().splitlines()
     assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-2000:]
     assert lines[-1] == (
@@ -270,7 +278,9 @@ def test_explain_script_runs_no_model_code_unless_asked(tmp_path):
     )
     assert not marker.exists()
 
-    trusted = subprocess.run(command + ["--trust_remote_code"], capture_output=True, text=True, timeout=300, env=env)
+    trusted = subprocess.run(
+        command + ["--trust_remote_code"], capture_output=True, text=True, timeout=PROCESS_TIMEOUT, env=env
+    )
     assert marker.read_text() == "ran", trusted.stderr[-2000:]  # with consent the folder's code does run
 
     # a vit_scratch folder whose code was tampered with: without the flag, the installed package's code runs
@@ -281,7 +291,7 @@ def test_explain_script_runs_no_model_code_unless_asked(tmp_path):
     code = tmp_path / "model" / "modeling_vit_scratch.py"
     code.write_text(f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n" + code.read_text())
     command[command.index("--model") + 1] = str(tmp_path / "model")
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=PROCESS_TIMEOUT, env=env)
     assert result.returncode == 0 and "top classes:" in result.stdout, result.stderr[-2000:]
     assert not marker.exists()
 
@@ -329,7 +339,7 @@ def test_explain_script_runs_a_grayscale_model_with_an_rgb_processor(tmp_path):
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=PROCESS_TIMEOUT,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(list((tmp_path / "out").glob("*.png"))) == 7

@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 import torch
-from helpers import tiny_config
+from helpers import PROCESS_TIMEOUT, tiny_config
 from PIL import Image
 
 from modeling_vit_scratch import ViTScratchImageProcessor
@@ -214,7 +214,7 @@ def picked_classes(folder, tmp_path, torchvision: bool, package: bool) -> dict:
         env={**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1"},
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=PROCESS_TIMEOUT,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])

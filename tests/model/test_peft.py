@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 import torch
-from helpers import tiny_config
+from helpers import PROCESS_TIMEOUT, tiny_config
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForImageClassification, Trainer, TrainingArguments
 
@@ -200,7 +200,7 @@ def load_in_fresh_process(folder, pixel_values: torch.Tensor, tmp_path) -> torch
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=PROCESS_TIMEOUT,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return torch.load(outputs)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from entry_points import MODEL_FOLDER_READERS, Scenario, argv_reading, command_env, hub_repo, outcome
-from helpers import REPO
+from helpers import PROCESS_TIMEOUT, REPO
 from hub_server import local_hub  # noqa: F401  (the fixture)
 
 from modeling_vit_scratch.common.remote_code import foreign_code
@@ -107,7 +107,7 @@ def refused_answering_yes(name: str, argv: list[str], env: dict, marker: Path) -
         input="y\n" * 5,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=PROCESS_TIMEOUT,
         env=env,
         cwd=REPO,
     )

@@ -20,7 +20,7 @@ import time
 
 import pytest
 from entry_points import Scenario, outcome, run_command, with_argument
-from helpers import REPO
+from helpers import PROCESS_TIMEOUT, REPO
 
 from modeling_vit_scratch.common.folders import LOCK_FILE, checkpoints, is_complete_checkpoint
 
@@ -95,7 +95,7 @@ def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_
             assert run.poll() is None and time.monotonic() < deadline, run.communicate()
             time.sleep(0.2)
         run.send_signal(signal.SIGINT)
-        stdout, stderr = run.communicate(timeout=120)
+        stdout, stderr = run.communicate(timeout=PROCESS_TIMEOUT)
     finally:
         if run.poll() is None:
             run.kill()

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 from entry_points import MODEL_FOLDER_READERS, Scenario, argv_reading, command_env, hub_repo, outcome
-from helpers import REPO
+from helpers import PROCESS_TIMEOUT, REPO
 from hub_server import local_hub  # noqa: F401  (the fixture)
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -248,7 +248,7 @@ def test_a_hub_repo_with_only_a_pickle_is_one_line_and_never_unpickled(local_hub
         [sys.executable, "-m", "modeling_vit_scratch.cli", name, *argv],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=PROCESS_TIMEOUT,
         env=env,
         cwd=REPO,
         stdin=subprocess.DEVNULL,

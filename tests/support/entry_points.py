@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from helpers import REPO, TINY_MODEL, write_imagefolder
+from helpers import PROCESS_TIMEOUT, REPO, TINY_MODEL, write_imagefolder
 from hub_server import Store
 from PIL import Image
 
@@ -62,7 +62,9 @@ def outcome(name: str, argv: list[str]) -> Outcome:
     return Outcome(0, None)
 
 
-def run_command(name: str, argv: list[str], *, cwd: Path | None = None, env: dict | None = None, timeout: int = 300):
+def run_command(
+    name: str, argv: list[str], *, cwd: Path | None = None, env: dict | None = None, timeout: int = PROCESS_TIMEOUT
+):
     """`python -m modeling_vit_scratch.cli NAME ...` in a new process, offline, one thread: a CompletedProcess."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.run(

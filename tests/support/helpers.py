@@ -90,7 +90,14 @@ def write_imagefolder(root, classes=("cat", "dog", "fox"), per_class=6, size=(12
     return root
 
 
-def run_script(*args: str, nproc: int = 1, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+# How long a test waits for a process it started: long enough for a 2-core machine running other jobs (a timeout is
+# there to catch a hang, never to judge speed), where 300 s was once too short for the remote-code suite.
+PROCESS_TIMEOUT = 1800
+
+
+def run_script(
+    *args: str, nproc: int = 1, timeout: int = PROCESS_TIMEOUT, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """scripts/train.py in a new process (under torchrun when `nproc` > 1), offline, from the repository root."""
     launcher = (
         [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}"] if nproc > 1 else [sys.executable]
@@ -159,7 +166,7 @@ def run_fresh_revisions(folder, pixel_values, tmp_path, env: dict | None, revisi
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=PROCESS_TIMEOUT,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return torch.load(outputs)

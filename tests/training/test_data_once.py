@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO, SUPPORT
+from helpers import PROCESS_TIMEOUT, REPO, SUPPORT
 
 from modeling_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.training.data import ImageTransform, ProcessedImages, digits_dataset
@@ -86,7 +86,7 @@ def test_two_processes_process_each_image_once_into_one_shared_copy(tmp_path):
         "TMPDIR": str(tmp),
         "PYTHONPATH": f"{REPO}{os.pathsep}{SUPPORT}",
     }
-    result = subprocess.run(launcher, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(launcher, cwd=REPO, env=env, capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
     saved = torch.load(output)
     one, two = saved["facts"]

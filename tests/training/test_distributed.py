@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO, SUPPORT, run_script, tiny_model_file
+from helpers import PROCESS_TIMEOUT, REPO, SUPPORT, run_script, tiny_model_file
 from safetensors.torch import load_file
 
 WORKER_MODEL = dict(
@@ -173,7 +173,7 @@ def fsdp_and_ddp_worker(output: str) -> None:
 def run_worker(output: Path) -> subprocess.CompletedProcess:
     launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", __file__, str(output)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": f"{REPO}{os.pathsep}{SUPPORT}"}
-    return subprocess.run(launcher, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(launcher, cwd=REPO, env=env, capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
 
 
 def test_fsdp2_sharded_at_no_split_modules_trains_like_ddp(tmp_path):
@@ -225,7 +225,7 @@ def test_every_process_trains_in_the_precision_the_first_one_chose(tmp_path):
         env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=PROCESS_TIMEOUT,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     choices = [json.loads(line.split(" ", 1)[1]) for line in result.stdout.splitlines() if line.startswith("CHOICE ")]
