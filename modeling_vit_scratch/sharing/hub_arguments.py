@@ -1,5 +1,6 @@
 """Every argument of a push that the Hub receives, checked by one function before any model is loaded or trained and
-before any repo is created: the repo id, the revision, the shard size, the commit message and the credentials.
+before any repo is created: the repo id, the revision, the shard size, the commit message, the credentials, and a
+private push's repo (one that exists public is refused: the push would publish what the user asked to keep private).
 `vit-scratch push` calls it before loading the folder, `train --push_to_hub` before training; each names the
 arguments as its own command line does (`PUSH`, `TRAIN`)."""
 
@@ -29,6 +30,7 @@ class Names:
     revision: str
     token: str  # where a token may be given
     later: str = ""  # a way around, appended to a fix
+    private: str = "--private"
 
 
 PUSH = Names("", "give one like your-name/vit-digits", "--revision", "log in with `hf auth login` or set HF_TOKEN")
@@ -38,6 +40,7 @@ TRAIN = Names(
     "--hub_revision",
     "log in with `hf auth login`, set HF_TOKEN or pass --hub_token",
     ", or leave out --push_to_hub and push later with vit-scratch push",
+    private="--hub_private_repo true",
 )
 
 
@@ -54,12 +57,13 @@ def check_hub_arguments(
     commit_message: str | None = None,
     max_shard_size: str | int = "2GB",
     token: str | None = None,
+    private: bool = False,
     names: Names = PUSH,
 ) -> int:
     """A ValueError naming the argument, its value (never a token) and the fix, unless every Hub argument of a push
     is good: no token typed into a field that is sent, a valid repo id, a revision that is a branch name or an
-    existing pull request of the repo (never a commit id), a shard size, and a token at hand that the Hub accepts.
-    Returns the shard size in bytes."""
+    existing pull request of the repo (never a commit id), a shard size, a token at hand that the Hub accepts, and,
+    for a `private` push, a repo that is private or does not exist yet. Returns the shard size in bytes."""
     secrets = known_secrets(token)
     fix = "tokens go in HF_TOKEN or `hf auth login`, never in a field that is sent; fix the command line"
     refuse_secret("The repo id", repo_id, secrets, fix)
@@ -69,6 +73,8 @@ def check_hub_arguments(
     check_revision(revision, create_pr, names)
     shard_bytes = shard_size(max_shard_size)
     check_access(repo_id, revision, token, secrets, names)
+    if private:
+        check_private(repo_id, token, secrets, names)
     return shard_bytes
 
 
@@ -157,6 +163,26 @@ def check_access(repo_id: str, revision: str | None, token: str | None, secrets:
                 f"{start(names, 'reading')} {revision} of {repo_id} on the Hub failed ({describe(error, secrets)}): check "
                 "the network and run again."
             ) from None
+
+
+def check_private(repo_id: str, token: str | None, secrets: list[str], names: Names) -> None:
+    """A private push to a repo that exists and is public would publish the model: refused, and the repo's
+    visibility is left to its owner (changing it here would hide what others may already use)."""
+    try:
+        info = HfApi(token=token).repo_info(repo_id)
+    except RepositoryNotFoundError:
+        return  # created private by the push
+    except HUB_ERRORS as error:
+        raise ValueError(
+            f"{start(names, 'reading')} {repo_id} on the Hub failed ({describe(error, secrets)}): check the network "
+            "and run again."
+        ) from None
+    if info.private is False:
+        raise ValueError(
+            f"{names.lead}{names.private}: {repo_id} exists and is public, so the push would publish the model: make "
+            f"the repo private on the Hub first (its settings page), push to a new repo id, or leave out "
+            f"{names.private.split()[0]}."
+        )
 
 
 def give_token(names: Names) -> str:

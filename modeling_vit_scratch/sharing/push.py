@@ -390,6 +390,7 @@ def push_to_hub(
         commit_message=commit_message,
         max_shard_size=max_shard_size,
         token=token,
+        private=private,
     )
     secrets = known_secrets(token)
     model, processor = load_verified(folder)

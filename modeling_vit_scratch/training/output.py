@@ -210,7 +210,13 @@ def check_push_ready(training_args: TrainingArguments, hub_token: str | None) ->
     hours to fail at the push."""
     from modeling_vit_scratch.sharing.hub_arguments import TRAIN, check_hub_arguments
 
-    check_hub_arguments(push_repo_id(training_args), revision=training_args.hub_revision, token=hub_token, names=TRAIN)
+    check_hub_arguments(
+        push_repo_id(training_args),
+        revision=training_args.hub_revision,
+        token=hub_token,
+        private=bool(training_args.hub_private_repo),
+        names=TRAIN,
+    )
 
 
 def push_trained_folder(training_args: TrainingArguments, hub_token: str | None) -> None:

@@ -8,6 +8,7 @@ Refusals before any request run in this process (offline); pushes against the lo
 
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 from entry_points import Scenario, hub_repo, outcome
@@ -87,6 +88,39 @@ def test_a_push_without_a_token_is_one_line_before_any_load(tmp_path, monkeypatc
     )
 
 
+class PublicRepos:
+    """A Hub client on which every repo exists and is public."""
+
+    def __init__(self, token=None):
+        pass
+
+    def repo_info(self, repo_id, **kwargs):
+        return SimpleNamespace(id=repo_id, private=False)
+
+
+@pytest.mark.usefixtures("logged_in")
+@pytest.mark.parametrize(
+    "name, option", [("push", ["--private"]), ("train", ["--hub_private_repo", "true"])], ids=["push", "train"]
+)
+def test_a_private_push_to_a_public_repo_is_one_line_before_any_load(name, option, tmp_path, monkeypatch):
+    monkeypatch.setattr(push, "load_verified", fail_if_reached)
+    monkeypatch.setattr("modeling_vit_scratch.training.trainer.build_model", fail_if_reached)
+    monkeypatch.setattr(hub_arguments, "check_access", lambda *args: None)
+    monkeypatch.setattr(hub_arguments, "HfApi", PublicRepos)
+    scenario = Scenario(tmp_path)
+    argv = scenario.argv(name) + (
+        ["--push_to_hub", "true", "--hub_model_id", "local-user/x"] if name == "train" else []
+    )
+    result = outcome(name, [*argv, *option])
+    repo_id = "local-user/x" if name == "train" else "local-user/scenario"
+    lead = "--push_to_hub true: " if name == "train" else ""
+    assert result.error == (
+        f"error: {lead}{' '.join(option)}: {repo_id} exists and is public, so the push would publish the model: make "
+        f"the repo private on the Hub first (its settings page), push to a new repo id, or leave out {option[0]}."
+    )
+    assert not (tmp_path / "out-train").exists()
+
+
 @given(st.from_regex(r"[A-Za-z0-9_-]{1,30}(/[A-Za-z0-9_-]{1,10})?", fullmatch=True))
 def test_a_plain_branch_name_is_accepted(branch):
     if not re.fullmatch(r"[0-9a-fA-F]{40}", branch):
@@ -130,7 +164,8 @@ print(json.dumps(outcomes))
 
 @pytest.mark.integration
 def test_what_a_push_finds_on_the_repo_is_said_and_bad_arguments_create_nothing(tmp_path):
-    """One process, against the local Hub: a missing pull request and a refused token create no repo; a repo
+    """One process, against the local Hub: a missing pull request and a refused token create no repo; a private push
+    to the public repo is refused and commits nothing; a repo
     holding a user's README.md, pickle weights, an earlier model's results and notes keeps the README and the notes,
     loses the weights and results in the model commit, and says so; --overwrite_card replaces the README; `push .`
     titles its commit with the folder's name."""
@@ -145,6 +180,7 @@ def test_what_a_push_finds_on_the_repo_is_said_and_bad_arguments_create_nothing(
     with LocalHub(tmp_path / "hub") as hub:
         hub_repo(hub, "local-user/used", earlier)
         calls = [
+            [str(model), "local-user/used", {"private": True}],
             [str(model), "local-user/pr", {"revision": "refs/pr/999"}],
             [str(model), "local-user/bad-token", {"token": "hf_not_the_token_of_anyone_0123456789"}],
             [".", "local-user/used", {}],
@@ -154,11 +190,14 @@ def test_what_a_push_finds_on_the_repo_is_said_and_bad_arguments_create_nothing(
             "-c", PUSHES, json.dumps(calls), model, hf_home=tmp_path / "hf_home", env={"PYTHONPATH": str(REPO)}
         )
         assert done.returncode == 0, done.stderr[-3000:]
-        pr, bad_token, kept, replaced = json.loads(done.stdout.splitlines()[-1])
+        private, pr, bad_token, kept, replaced = json.loads(done.stdout.splitlines()[-1])
         files_after_first = hub.files("local-user/used", kept["commit"])
         final = hub.files("local-user/used")
         titles = [title for _, title in hub.commits("local-user/used")]
         created = [repo for repo in ("local-user/pr", "local-user/bad-token") if hub.repo_exists(repo)]
+        still_public = not hub.private("local-user/used")
+    assert private["error"].startswith("--private: local-user/used exists and is public, so the push would publish")
+    assert still_public
     assert pr["error"].startswith("--revision refs/pr/999: local-user/pr has no such pull request")
     assert bad_token["error"].startswith(f"The Hub at {hub.url} does not accept the token (HTTP 401")
     assert created == []
@@ -177,4 +216,4 @@ def test_what_a_push_finds_on_the_repo_is_said_and_bad_arguments_create_nothing(
     assert files_after_first["notes.md"] == b"x" and "eval_results.json" not in files_after_first
     assert replaced["notes"][-1].startswith("README.md: the generated model card, its loading example pinned to ")
     assert written_by_push(final["README.md"]) and final["notes.md"] == b"x"
-    assert f"Upload vit_scratch model from {model.name}" in titles
+    assert titles.count(f"Upload vit_scratch model from {model.name}") == 1  # the refused private push made none
