@@ -51,6 +51,7 @@ from pathlib import Path
 import torch
 
 from modeling_vit_scratch.common.dtypes import dtype_name, parse_dtypes
+from modeling_vit_scratch.common.secrets import RedactingArgumentParser
 from modeling_vit_scratch.training.precision import slow_bf16_warning
 
 from .end_to_end import end_to_end, end_to_end_bars, end_to_end_markdown, model_only_seconds
@@ -63,7 +64,7 @@ DEFAULT_CONFIGS = ["digits", "digits-plain", "tiny224"]
 
 
 def main_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = RedactingArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--worker", nargs=5, metavar=("IMPL", "CONFIG", "MODE", "PRECISION", "BATCH"), help=argparse.SUPPRESS
     )
@@ -198,7 +199,9 @@ def main(argv: list[str]) -> None:
         run_end_to_end(args, argv)
         return
     if BASELINE not in args.implementations:
-        parser.error(f"--implementations must include the baseline {BASELINE}.")
+        parser.error(
+            f"--implementations must include the baseline {BASELINE} (what every ratio is measured against): add it"
+        )
     try:
         args.dtypes = parse_dtypes(args.dtype)
     except ValueError as error:

@@ -23,13 +23,13 @@ from helpers import PROCESS_TIMEOUT, REPO, TINY_MODEL, write_imagefolder
 from hub_server import Store
 from PIL import Image
 
-# command -> the module whose main(argv) runs it (modeling_vit_scratch/cli.py's table, less the benchmark, which
-# reads and writes nothing of the user's)
+# command -> the module whose main(argv) runs it (modeling_vit_scratch/cli.py's table)
 ENTRY_POINTS = {
     "train": "modeling_vit_scratch.training.command",
     "explain": "modeling_vit_scratch.explanation.command",
     "push": "modeling_vit_scratch.sharing.command",
     "convert": "modeling_vit_scratch.conversion.command",
+    "benchmark": "modeling_vit_scratch.benchmark.command",
 }
 # which entry points write a folder of the user's choosing, and the argument that names it
 OUTPUT_ARGUMENT = {"train": "--output_dir", "explain": "--out", "convert": "--output"}
@@ -151,6 +151,8 @@ class Scenario:
             return ["--to", "transformers", "--input", str(self.model()), "--output", str(output)]
         if name == "push":
             return [str(self.model()), "local-user/scenario"]
+        if name == "benchmark":
+            return ["--configs", "digits", "--rounds", "1", "--json", str(output.with_suffix(".json"))]
         raise KeyError(name)
 
 

@@ -1,0 +1,51 @@
+"""Every command's argument errors are one `error:` line, never argparse's usage block: an unknown argument, an
+argument without its value, and the benchmark's own argument checks, tried over every entry point (ENTRY_POINTS).
+Each runs in this process and is refused before any work."""
+
+import pytest
+from entry_points import ENTRY_POINTS, Scenario, outcome
+
+from modeling_vit_scratch.benchmark import command as benchmark_command
+from modeling_vit_scratch.benchmark.models import BASELINE
+
+
+def fail_if_reached(*args, **kwargs):
+    raise AssertionError("the command went on past its argument errors")
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch):
+    """Measuring, training or loading anything fails the test."""
+    monkeypatch.setattr(benchmark_command, "run_measurements", fail_if_reached)
+    monkeypatch.setattr(benchmark_command, "run_end_to_end", fail_if_reached)
+    monkeypatch.setattr("modeling_vit_scratch.training.trainer.build_model", fail_if_reached)
+
+
+# what is added to a working command line that argparse cannot read, and what the line must say
+BROKEN = [
+    (["--no_such_argument", "1"], "--no_such_argument"),
+    (["--help_me"], "--help_me"),
+]
+
+
+@pytest.mark.usefixtures("nothing_runs")
+@pytest.mark.parametrize("name", list(ENTRY_POINTS))
+@pytest.mark.parametrize("broken, said", BROKEN, ids=[broken[0] for broken, _ in BROKEN])
+def test_an_argument_error_is_one_line_without_the_usage(name, broken, said, tmp_path, capsys):
+    result = outcome(name, [*Scenario(tmp_path).argv(name), *broken])
+    printed = capsys.readouterr()
+    assert result.one_line, result
+    assert said in result.error
+    assert "usage:" not in printed.out + printed.err
+
+
+@pytest.mark.usefixtures("nothing_runs")
+def test_a_benchmark_without_its_baseline_is_one_line(tmp_path, capsys):
+    argv = [*Scenario(tmp_path).argv("benchmark"), "--implementations", "vit_scratch"]
+    result = outcome("benchmark", argv)
+    printed = capsys.readouterr()
+    assert result.one_line, result
+    assert result.error.startswith(
+        f"error: --implementations must include the baseline {BASELINE} (what every ratio is measured against)"
+    )
+    assert "usage:" not in printed.out + printed.err
