@@ -46,18 +46,18 @@ import importlib.util
 import json
 import sys
 import time
-from pathlib import Path
 
 import torch
 
 from modeling_vit_scratch.common.dtypes import dtype_name, parse_dtypes
-from modeling_vit_scratch.common.secrets import RedactingArgumentParser
+from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
 from modeling_vit_scratch.training.precision import slow_bf16_warning
 
 from .end_to_end import end_to_end, end_to_end_bars, end_to_end_markdown, model_only_seconds
 from .measure import benchmark, matmul_sizes, measure_matmul_rates, serve
 from .models import ALL_IMPLEMENTATIONS, BASELINE, CONFIGS, IMPLEMENTATIONS, MODES
 from .report import bars, end_to_end_header, machine_header, markdown
+from .results_file import check_results_path, write_results
 from .timing import matmul_flops
 
 DEFAULT_CONFIGS = ["digits", "digits-plain", "tiny224"]
@@ -195,6 +195,10 @@ def main(argv: list[str]) -> None:
         folder, steps, batch, precision = args.model_only
         print(json.dumps(dict(seconds=model_only_seconds(folder, int(steps), int(batch), precision == "bf16"))))
         return
+    try:
+        args.json = check_results_path(args.json)  # before any measurement: a run never ends unable to write
+    except ValueError as error:
+        sys.exit(error_line(error))
     if args.end_to_end:
         run_end_to_end(args, argv)
         return
@@ -236,7 +240,7 @@ def run_measurements(args, argv: list[str]) -> None:
     verdict_block = "\n".join(verdicts) + "\n\n" if verdicts else ""  # no bars given: no verdict
     print(f"\n{header}\n\n{markdown(rows)}\n\n{verdict_block}({time.time() - started:.0f} s)")
     result = dict(machine=header, argv=argv, matmul_flops=matmul_rates, matmul_sizes=sizes, rows=rows, bars=verdicts)
-    Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    write_results(args.json, result)
 
 
 def run_end_to_end(args, argv: list[str]) -> None:
@@ -247,7 +251,7 @@ def run_end_to_end(args, argv: list[str]) -> None:
     header = end_to_end_header(args)
     verdict_block = "\n".join(verdicts) + "\n\n" if verdicts else ""
     print(f"\n{header}\n\n{end_to_end_markdown(rows)}\n\n{verdict_block}({time.time() - started:.0f} s)")
-    Path(args.json).write_text(json.dumps(dict(machine=header, argv=argv, rows=rows, bars=verdicts), indent=2) + "\n")
+    write_results(args.json, dict(machine=header, argv=argv, rows=rows, bars=verdicts))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,91 @@
+"""The benchmark's `--json` file follows the write rules: a file the benchmark did not write, a link, a folder or a
+missing folder is one line before anything is measured (the file left byte-identical); a result of its own is
+replaced by a staged write that never follows a link and leaves no partial file. In this process."""
+
+import json
+import os
+
+import pytest
+from entry_points import Scenario, outcome, with_argument
+
+from modeling_vit_scratch.benchmark import command
+from modeling_vit_scratch.benchmark.results_file import RESULT_KEYS, write_results
+
+RESULT = {"machine": "a CPU", "argv": [], "rows": [], "bars": []}
+
+
+def fail_if_reached(*args, **kwargs):
+    raise AssertionError("the benchmark measured before refusing its output file")
+
+
+@pytest.fixture
+def nothing_measured(monkeypatch):
+    monkeypatch.setattr(command, "run_measurements", fail_if_reached)
+    monkeypatch.setattr(command, "run_end_to_end", fail_if_reached)
+
+
+def the_users(tmp_path, kind: str):
+    """A `--json` path of `kind`, with what the user had there."""
+    path = tmp_path / "mine.json"
+    if kind == "notes":
+        path.write_text("my notes, not JSON\n")
+    elif kind == "other json":
+        path.write_text(json.dumps({"machine": "mine", "rows": []}))  # not every key of a result
+    elif kind == "link":
+        target = tmp_path / "elsewhere.json"
+        target.write_text(json.dumps(RESULT))  # even a result of ours is not written through a link
+        path.symlink_to(target)
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "missing folder":
+        path = tmp_path / "nope" / "mine.json"
+    return path
+
+
+SAID = {
+    "notes": "is a file the benchmark did not write (no JSON object with argv, bars, machine, rows): it would be "
+    "replaced; give a new file name, or move that file away.",
+    "other json": "is a file the benchmark did not write",
+    "link": "is a symbolic link: the benchmark never writes through one; remove the link or give another file.",
+    "folder": "is a folder: give a file, e.g. --json",
+    "missing folder": "does not exist: make it, or give another file.",
+}
+
+
+@pytest.mark.usefixtures("nothing_measured")
+@pytest.mark.parametrize("kind", list(SAID))
+@pytest.mark.parametrize("mode", ["measure", "end_to_end"])
+def test_an_output_file_the_benchmark_did_not_write_is_one_line_before_measuring(kind, mode, tmp_path):
+    path = the_users(tmp_path, kind)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    argv = with_argument(Scenario(tmp_path).argv("benchmark"), "--json", path)
+    if mode == "end_to_end":
+        argv += ["--end_to_end", "configs/train_digits.json"]
+    result = outcome("benchmark", argv)
+    assert result.one_line, result
+    assert result.error.startswith(f"error: --json {str(path)!r}") and SAID[kind] in result.error
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_a_result_of_its_own_is_replaced_whole_and_a_new_one_written(tmp_path, monkeypatch):
+    reached = []
+    monkeypatch.setattr(command, "run_measurements", lambda args, argv: reached.append(args.json))
+    ours = tmp_path / "results.json"
+    ours.write_text(json.dumps(RESULT))
+    for path in (ours, tmp_path / "new.json"):
+        assert outcome("benchmark", with_argument(Scenario(tmp_path).argv("benchmark"), "--json", path)).code == 0
+    assert reached == [ours, tmp_path / "new.json"]
+    write_results(ours, {**RESULT, "rows": [1]})
+    assert json.loads(ours.read_text())["rows"] == [1] and RESULT_KEYS <= json.loads(ours.read_text()).keys()
+    assert sorted(os.listdir(tmp_path)) == ["results.json"]  # no staged file left
+    assert ours.stat().st_mode & 0o777 == 0o644
+
+
+def test_a_link_made_after_the_check_is_replaced_not_followed(tmp_path):
+    target = tmp_path / "victim.txt"
+    target.write_text("the user's\n")
+    link = tmp_path / "results.json"
+    link.symlink_to(target)
+    write_results(link, RESULT)
+    assert target.read_text() == "the user's\n"
+    assert not link.is_symlink() and json.loads(link.read_text()) == RESULT
