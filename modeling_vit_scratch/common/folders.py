@@ -12,6 +12,8 @@
   itself: the staging leftovers of a killed run (and, when overwriting, the old checkpoints) go only when the
   run calls the function it yields, once every check has passed; a run refused before that leaves no trace (the
   lock and the folders the claim made are taken back).
+- `running_owner` says whether a live training run holds a folder's lock (and its PID): a command that reads a model
+  folder refuses one a run is writing, whose model it may replace at any moment (`common/sources.py`).
 - `resolve_checkpoint` turns `--resume_from_checkpoint` (`true` or a path) into a complete checkpoint, naming the
   incomplete ones a killed run left.
 - `staging_inside` + `publish` write a training run's model files in a private folder inside its output folder
@@ -272,6 +274,23 @@ def claim_output_folder(
                     (folder / LOCK_FILE).unlink(missing_ok=True)
                 remove_empty(made)
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def running_owner(folder: str | Path) -> str | None:
+    """The process written in `folder`'s lock while a live training run holds it ("unknown" if it wrote none yet),
+    else None: no lock, or one a finished or killed run left (the lock dies with its process). Opened read-only and
+    never through a link; the shared lock taken to ask is released at once."""
+    try:
+        descriptor = os.open(Path(folder, LOCK_FILE), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(descriptor) as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return lock.read().strip() or "unknown"
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    return None
 
 
 def missing_folders(folder: Path) -> list[Path]:

@@ -2,6 +2,8 @@
 
 import os
 
+from modeling_vit_scratch.common.folders import running_owner
+
 DIGITS = "digits"  # the --dataset name of the handwritten digits embedded in scikit-learn
 
 
@@ -15,7 +17,8 @@ def looks_like_local_path(text: str) -> bool:
 
 def check_folder_path(source: str, argument: str) -> None:
     """Refuse, before any work, a model source that is a local file (a folder is read: name the one that holds it),
-    or a local path that does not exist (never looked up on the Hub as a repo id)."""
+    a local path that does not exist (never looked up on the Hub as a repo id), or a folder a live training run is
+    writing (its model may be replaced while it is read: an `--overwrite_output_dir` run, a run about to save)."""
     if os.path.isfile(source):
         raise ValueError(
             f"{argument} {source!r} is a file, not a folder: give the folder that holds it "
@@ -25,4 +28,10 @@ def check_folder_path(source: str, argument: str) -> None:
         raise FileNotFoundError(
             f"{argument} {source!r} does not exist: check the path of the folder (a hub repo id is owner/name, "
             "without ./ or a trailing /)."
+        )
+    owner = running_owner(source) if os.path.isdir(source) else None
+    if owner:
+        raise ValueError(
+            f"{argument} {source!r} is in use by a training run (process {owner}), which may replace its model while "
+            "it is read: wait for that run to end, then run this again."
         )
