@@ -80,13 +80,21 @@ DATA_SET_TAKES = (
 )
 
 
-def check_dataset_source(source: str) -> None:
+def check_dataset_source(source: str, config_name: str | None = None) -> None:
     """What `--dataset` names, checked from its name and the file system only (nothing is read), before the output
     folder is compared with it: so a wrong data set argument is named as such, not as an output inside an input. A
-    file, `/`, the home folder and a local path that is not there are one line saying what --dataset takes."""
+    file, `/`, the home folder and a local path that is not there are one line saying what --dataset takes; so is a
+    `--dataset_config` (`config_name`) beside a data set that has no configurations (a folder, the digits), which
+    would be ignored."""
+    path = Path(source).expanduser()
+    if config_name is not None and (source == DIGITS or path.exists()):
+        what = "the embedded digits" if source == DIGITS else "a local folder"
+        raise ValueError(
+            f"--dataset_config {config_name!r} names a configuration of a hub data set, but --dataset {source!r} is "
+            f"{what}, which has none: leave out --dataset_config."
+        )
     if source == DIGITS:
         return
-    path = Path(source).expanduser()
     if path.is_file():
         raise ValueError(f"--dataset {source!r} is a file, not a data set: give {DATA_SET_TAKES}.")
     if path.is_dir():

@@ -117,7 +117,7 @@ def train(
     resuming = resume not in RESUME_OFF
     # the inputs first, from their names and the file system: a wrong one is named as such, never blamed on the output
     requested, _ = model_config(model_args)  # the model arguments' errors before any data is read
-    check_dataset_source(data_args.dataset)
+    check_dataset_source(data_args.dataset, data_args.dataset_config)
     inputs = {"--dataset": data_args.dataset, "--model": model_args.model, "--teacher": model_args.teacher}
     if resuming and resume not in (True, "true", "True"):  # a checkpoint's path: read, so never written over
         inputs["--resume_from_checkpoint"] = resume

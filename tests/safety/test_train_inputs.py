@@ -114,3 +114,25 @@ def test_a_metric_the_run_does_not_compute_is_refused_before_training_listing_th
     assert f"--metric_for_best_model {name!r} is not a metric this run computes" in result.error
     assert result.error.endswith(f"give one of {', '.join(valid)}.")
     assert not list((root / "out-train").glob("checkpoint-*"))
+
+
+@pytest.mark.parametrize("dataset", ["images", "digits"])
+def test_a_dataset_config_beside_a_data_set_without_configurations_is_one_line(tmp_path, dataset, never_trains):
+    scenario = Scenario(tmp_path)
+    source = str(scenario.images()) if dataset == "images" else "digits"
+    argv = with_argument(with_argument(scenario.argv("train"), "--dataset", source), "--dataset_config", "nope")
+    result = outcome("train", argv)
+    assert result.code == 1 and result.one_line, result
+    assert f"--dataset_config 'nope' names a configuration of a hub data set, but --dataset {source!r}" in result.error
+    assert result.error.endswith("leave out --dataset_config.")
+    assert not (tmp_path / "out-train").exists()
+
+
+@pytest.mark.parametrize("argument", MODEL_INPUTS)
+def test_json_text_where_a_model_belongs_says_what_the_argument_takes(tmp_path, argument, never_trains):
+    text = json.dumps({"image_size": 8, "patch_size": 4, "hidden_size": 16})
+    result = outcome("train", with_argument(Scenario(tmp_path).argv("train"), argument, text))
+    assert result.code == 1 and result.one_line, result
+    assert result.error == f"error: {argument} was given JSON text, not a name or path: {argument} takes " + (
+        f"{MODEL_TAKES[argument]}."
+    )
