@@ -136,3 +136,28 @@ def test_json_text_where_a_model_belongs_says_what_the_argument_takes(tmp_path, 
     assert result.error == f"error: {argument} was given JSON text, not a name or path: {argument} takes " + (
         f"{MODEL_TAKES[argument]}."
     )
+
+
+@pytest.mark.parametrize("tensorboard", [True, False])
+def test_a_report_to_integration_not_installed_is_one_line_naming_the_package(
+    tmp_path, monkeypatch, tensorboard, never_trains
+):
+    from transformers.integrations import integration_utils
+
+    monkeypatch.setattr(integration_utils, "is_wandb_available", lambda: False)
+    monkeypatch.setattr(integration_utils, "is_tensorboard_available", lambda: tensorboard)
+    result = outcome("train", with_argument(Scenario(tmp_path).argv("train"), "--report_to", "wandb"))
+    assert result.code == 1 and result.one_line, result
+    others = "tensorboard or --report_to none" if tensorboard else "none"
+    assert result.error == (
+        f"error: --report_to wandb: the package 'wandb' is not installed: `pip install wandb`, or give --report_to "
+        f"{others}."
+    )
+    assert not (tmp_path / "out-train").exists()
+
+
+def test_a_report_to_name_transformers_does_not_know_is_one_line_listing_them(tmp_path, never_trains):
+    result = outcome("train", with_argument(Scenario(tmp_path).argv("train"), "--report_to", "wandbb"))
+    assert result.code == 1 and result.one_line, result
+    assert "--report_to 'wandbb' is not an integration transformers reports to (did you mean 'wandb'?)" in result.error
+    assert "tensorboard" in result.error
