@@ -21,6 +21,7 @@ from transformers import TrainingArguments, set_seed
 
 from modeling_vit_scratch.common.folders import (
     RESUME_OFF,
+    STAGING_PREFIX,
     check_output_folder,
     claim_output_folder,
     refuse_a_model,
@@ -93,6 +94,7 @@ def train(
     data_args: DataArguments,
     training_args: TrainingArguments,
     output_args: OutputArguments | None = None,
+    removed: list[str] | None = None,
 ) -> dict:
     """Train, keep the last epoch or (load_best_model_at_end) the best on validation, test it, and write the model
     folder. Returns the metrics.
@@ -100,10 +102,11 @@ def train(
     Everything that can be checked is checked before the first step: the repo id and the credentials of
     `--push_to_hub`, the output folder (`check_output_folder`'s rule against the data set, model, teacher and
     checkpoint read; writable, not in use, not holding a model unless overwriting or resuming), the checkpoint to
-    resume, the images, the labels (no token in their names), the steps. Nothing is removed before then. While it
-    runs, every log record is redacted of the tokens this process knows.
+    resume, the images, the labels (no token in their names), the steps. Nothing is removed before then; what is
+    removed then is added to `removed`. While it runs, every log record is redacted of the tokens this process knows.
     """
     output_args = output_args or OutputArguments()
+    removed = [] if removed is None else removed  # filled with the names removed from the output folder at the start
     hub_token, training_args.hub_token = training_args.hub_token, None  # the Trainer pickles its arguments
     check_world_size(training_args)
     check_report_to(training_args)
@@ -127,13 +130,19 @@ def train(
         check_output_folder(training_args.output_dir, "--output_dir", inputs)
         refuse_a_model(Path(training_args.output_dir), output_args.overwrite_output_dir, resuming)
     with claim if main_process else nullcontext(list) as remove_leftovers, redacting_logs(known_secrets(hub_token)):
+
+        def remove_and_note() -> list[str]:  # what was removed, for the line Ctrl-C prints (`removed`)
+            names = remove_leftovers()
+            removed.extend(names)
+            return names
+
         checkpoint = resolve_checkpoint(training_args.output_dir, resume)
         if checkpoint:  # read by the Trainer only once training starts: its weights and pickled states checked now
             check_checkpoint(checkpoint)
             check_resumed_architecture(checkpoint, requested)
         if main_process:
             print(f"Output folder: {os.path.abspath(training_args.output_dir)}")
-        metrics = train_in_claimed_folder(model_args, data_args, training_args, checkpoint, hub_token, remove_leftovers)
+        metrics = train_in_claimed_folder(model_args, data_args, training_args, checkpoint, hub_token, remove_and_note)
     return metrics
 
 
@@ -229,9 +238,19 @@ def train_in_claimed_folder(
     if choice:  # each checkpoint keeps it, so a resumed run trains on in the same precision
         trainer.add_callback(KeepPrecisionChoice(choice))
     removed = remove_leftovers()
-    if removed:
+    replaced = [name for name in removed if not name.startswith(STAGING_PREFIX)]  # the earlier run's checkpoints
+    unfinished = [name for name in removed if name.startswith(STAGING_PREFIX)]  # saves that were never completed
+    if replaced:
         logger.warning(
-            "Removed the leftovers of an earlier run in %s: %s", training_args.output_dir, ", ".join(removed)
+            "Removed the earlier run's checkpoints in %s, replaced as --overwrite_output_dir asks: %s",
+            training_args.output_dir,
+            ", ".join(replaced),
+        )
+    if unfinished:
+        logger.warning(
+            "Removed the unfinished saves of an interrupted run in %s: %s",
+            training_args.output_dir,
+            ", ".join(unfinished),
         )
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = {**train_result.metrics}
