@@ -83,6 +83,7 @@ from modeling_vit_scratch.training.precision import (
     training_precision,
 )
 from modeling_vit_scratch.training.preflight import ImageCheck, check_images
+from modeling_vit_scratch.training.resumed_data import KeepDataIdentity, check_resumed_data, splits_fingerprint
 from modeling_vit_scratch.training.streaming import open_stream, stream_metrics, streaming_trainer
 from modeling_vit_scratch.training.views import view_averaged
 
@@ -162,8 +163,10 @@ def train_in_claimed_folder(
     if data_args.streaming:  # read while training, never held whole: streaming.py
         stream = open_stream(data_args, training_args, known_secrets(hub_token))
         data = stream.held_out  # validation and test only, bounded
+        fingerprint = None  # a stream resumes from its place in it
     else:
         data = once_per_node(lambda: load_and_split(data_args, known_secrets(hub_token)))
+        fingerprint = splits_fingerprint(data.splits)  # before --max_train_samples: the splits
         if data_args.max_train_samples is not None:
             data.splits["train"] = data.splits["train"].select(
                 range(min(data_args.max_train_samples, len(data.splits["train"])))
@@ -175,6 +178,8 @@ def train_in_claimed_folder(
     check_label_names(data.id2label, data_args.dataset, known_secrets(hub_token))
     if checkpoint:  # before the pre-flight: a resumed run trains the labels its checkpoint's head was trained on
         check_resumed_labels(checkpoint, data.labels, data_args.dataset)
+        if not data_args.streaming:  # and on the splits it started with
+            check_resumed_data(checkpoint, data_args.dataset, fingerprint)
     main_process = training_args.process_index == 0
     images = check_images_together(data.splits, data_args.check_images, main_process and not training_args.disable_tqdm)
     if main_process:
@@ -237,6 +242,8 @@ def train_in_claimed_folder(
         check_resumed_groups(checkpoint, trainer.optimizer_cls_and_kwargs)
     if choice:  # each checkpoint keeps it, so a resumed run trains on in the same precision
         trainer.add_callback(KeepPrecisionChoice(choice))
+    if not data_args.streaming:  # each checkpoint names its data, so a resumed run reads the same splits
+        trainer.add_callback(KeepDataIdentity(data_args.dataset, fingerprint))
     removed = remove_leftovers()
     replaced = [name for name in removed if not name.startswith(STAGING_PREFIX)]  # the earlier run's checkpoints
     unfinished = [name for name in removed if name.startswith(STAGING_PREFIX)]  # saves that were never completed

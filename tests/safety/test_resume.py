@@ -6,6 +6,8 @@ and says how to go on.
   after the pre-flight).
 - `--resume_from_checkpoint true` with `--num_train_epochs` or `--max_steps` that end at or before the checkpoint's
   step is one line before training (before: 0 steps trained, and a card that contradicted the command).
+- `--resume_from_checkpoint true` with another `--dataset` (the same classes, other images), or other splits, is one
+  line naming both before the pre-flight: each checkpoint keeps its data set and a fingerprint of its splits.
 - SIGINT (Ctrl-C) or SIGTERM (`kill`, `timeout`, a cluster's scheduler) while training: one line naming the last
   complete checkpoint and the exact command that resumes from it, exit code 130 (143 for SIGTERM), every file kept;
   that command resumes.
@@ -21,9 +23,10 @@ import time
 
 import pytest
 from entry_points import Scenario, outcome, run_command, with_argument
-from helpers import PROCESS_TIMEOUT, REPO
+from helpers import PROCESS_TIMEOUT, REPO, write_imagefolder
 
 from modeling_vit_scratch.common.folders import LOCK_FILE, checkpoints, is_complete_checkpoint
+from modeling_vit_scratch.training.resumed_data import DATA_FILE
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +81,36 @@ def test_resuming_with_no_steps_left_is_one_line_before_training(trained, asked)
     checkpoint = output / "checkpoint-2"
     assert f"--resume_from_checkpoint: {checkpoint} has trained 2 steps (epoch 2), and " in result.error
     assert f"{asked[0]} {asked[1]} ends at step {asked[1]}: nothing is left to train" in result.error
+    assert snapshot(output) == before
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("change", ["dataset", "split_seed"])
+def test_resuming_on_other_data_is_one_line_naming_both_data_sets(trained, change, monkeypatch):
+    import modeling_vit_scratch.training.trainer as trainer_module
+
+    scenario, argv = trained
+    output = scenario.root / "out-train"
+    kept = json.loads((output / "checkpoint-2" / DATA_FILE).read_text())
+    assert kept["dataset"] == str(scenario.images())
+    before = snapshot(output)
+    monkeypatch.setattr(trainer_module, "check_images_together", lambda *a, **k: pytest.fail("ran the pre-flight"))
+    argv = with_argument(with_argument(argv, "--num_train_epochs", 3), "--resume_from_checkpoint", "true")
+    if change == "dataset":  # the same classes and file names, other images
+        other = write_imagefolder(scenario.root / f"other-{change}", per_class=10, size=(12, 11))
+        argv = with_argument(argv, "--dataset", other)
+    else:
+        argv, other = with_argument(argv, "--split_seed", 7), scenario.images()
+    result = outcome("train", argv)
+    assert result.code == 1 and result.one_line, result
+    assert result.error.startswith(
+        f"error: --resume_from_checkpoint: {output / 'checkpoint-2'} was trained on --dataset "
+        f"'{scenario.images()}' (splits {kept['splits_fingerprint']}), and this run reads --dataset '{other}' whose "
+        "splits differ ("
+    )
+    assert result.error.endswith(
+        "resume with the same --dataset and split arguments, or start a new run in another --output_dir."
+    )
     assert snapshot(output) == before
 
 
