@@ -328,6 +328,8 @@ def recipe_words(path: Path, key: str, value) -> list[str]:
     key and its line."""
     takes = str(argument_hints()[key])
     where = f"Key {key!r} in the recipe {path}{key_line(path, key)}"
+    if isinstance(value, bool) and "bool" not in takes:
+        refuse_yaml_boolean_word(path, key, where)
     if isinstance(value, dict):
         if "dict" not in takes:
             raise ValueError(f"{where} holds a mapping, which --{key} does not take: give it one value.")
@@ -343,6 +345,25 @@ def recipe_words(path: Path, key: str, value) -> list[str]:
             )
         return [plain_word(item) for item in value]
     return [plain_word(value)]
+
+
+# Words YAML 1.1 (PyYAML) reads as true or false when unquoted, beside true and false themselves
+YAML_BOOLEAN_WORDS = re.compile(r"y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF")
+
+
+def refuse_yaml_boolean_word(path: Path, key: str, where: str) -> None:
+    """A ValueError where a recipe gives an argument that takes text a word YAML reads as a boolean (`save_strategy:
+    no` arrives as false, then "invalid choice: 'false'"): the fix is to quote it. `true`/`false` pass as written."""
+    line = key_line(path, key)
+    if not line:
+        return
+    text = path.read_text(encoding="utf-8").splitlines()[int(line.split()[-1]) - 1]
+    word = text.partition(":")[2].split("#")[0].strip()
+    if YAML_BOOLEAN_WORDS.fullmatch(word):
+        raise ValueError(
+            f"{where} is {word}, which YAML reads as {str(word.lower() in ('y', 'yes', 'on')).lower()}, but --{key} "
+            f'takes text: quote it ({key}: "{word}").'
+        )
 
 
 def plain_word(value) -> str:
@@ -373,15 +394,24 @@ def refuse_overridden(argv: list[str], values: dict) -> None:
             raise ValueError(f"--{name} {plain_word(values[name])} is not used: {instead}; leave out --{name}.")
 
 
+def program_name() -> str:
+    """The command as the user ran it, for argparse's `prog` and the help hint of every refusal: `vit-scratch train`
+    (`cli.main` names it in sys.argv[0]) or `python scripts/train.py` (the script, by the path it was run by)."""
+    program = sys.argv[0]
+    if program.startswith(f"{COMMAND} "):
+        return program
+    return f"python {program}" if Path(program).name == "train.py" else f"{COMMAND} train"
+
+
 def raise_value_error(message: str):
     """argparse's `error`, as an exception the script prints as one line (argparse would print usage and exit)."""
-    raise ValueError(f"{message}; `python scripts/train.py --help` lists the arguments.")
+    raise ValueError(f"{message}; `{program_name()} --help` lists the arguments.")
 
 
 def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, OutputArguments, TrainingArguments]:
     """`scripts/train.py`'s command line (a recipe first, if any): names are matched exactly, never abbreviated."""
     refuse_one_dash_names(argv)
-    parser = HfArgumentParser(ARGUMENT_TYPES, allow_abbrev=False, description=RECIPE_PATHS)
+    parser = HfArgumentParser(ARGUMENT_TYPES, allow_abbrev=False, description=RECIPE_PATHS, prog=program_name())
     parser.error = raise_value_error
     # Without a GPU (or other accelerator) the CPU is the device: saying so lets `--bf16 true` train under the CPU's
     # autocast, which TrainingArguments refuses unless `use_cpu` is set.

@@ -1,13 +1,15 @@
 """The training command, `vit-scratch train` and `python scripts/train.py`: the arguments (`arguments.py`: the
 command line and a JSON/YAML recipe), `train`, and the lines a user reads at the end. Bad input is one line,
 `error: ...`, before any long work; no token value is ever printed. Ctrl-C is one line too: the last checkpoint and the
-command that resumes from it."""
+command that resumes from it; so is SIGTERM (what `kill`, `timeout` and cluster schedulers send)."""
 
+import signal
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
-from modeling_vit_scratch.common.folders import checkpoints, is_complete_checkpoint
+from modeling_vit_scratch.common.folders import STAGING_PREFIX, checkpoints, is_complete_checkpoint
 from modeling_vit_scratch.common.secrets import redact
 from modeling_vit_scratch.sharing.push import PushError
 from modeling_vit_scratch.training.arguments import command_secrets, parse_arguments, resume_command
@@ -24,15 +26,17 @@ def main(argv: list[str]) -> None:
         model_args, data_args, output_args, training_args = parse_arguments(argv)
     except (ValueError, FileNotFoundError) as error:
         sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}")
+    removed = []  # what the run removed from the output folder once every check had passed
     try:
-        metrics = train(model_args, data_args, training_args, output_args)
+        with sigterm_interrupts():
+            metrics = train(model_args, data_args, training_args, output_args, removed)
     except (ValueError, FileNotFoundError, PushError) as error:  # bad input or a failed push: one line, what and how
         sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}")
-    except KeyboardInterrupt:  # Ctrl-C: one line on how to go on, the shell's code for SIGINT; every file is kept
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: one line on how to go on, the shell's code for the signal
         if training_args.process_index == 0:
-            line = interrupted_line(training_args, output_args, started)
+            line = interrupted_line(training_args, output_args, started, removed)
             print(redact(line, command_secrets(argv)), file=sys.stderr)
-        sys.exit(INTERRUPTED)
+        sys.exit(TERMINATED if isinstance(stop, Terminated) else INTERRUPTED)
     if training_args.process_index == 0:
         print(f"\nTest accuracy {metrics['test_accuracy']:.4f} ({metrics['wall_time_seconds']:.0f} s).")
         precision = precision_words(training_precision(training_args), metrics.get("precision_choice"))
@@ -49,22 +53,47 @@ def main(argv: list[str]) -> None:
 
 
 INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (SIGINT), as shells report it
+TERMINATED = 143  # the exit code of a command stopped by SIGTERM
 
 
-def interrupted_line(training_args, output_args, started: float) -> str:
-    """What a user reads after Ctrl-C: that nothing was removed, the last complete checkpoint and the exact command
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the run is, so it stops as Ctrl-C stops it: every file kept, one line."""
+
+
+@contextmanager
+def sigterm_interrupts():
+    """While training, SIGTERM raises `Terminated` (a KeyboardInterrupt) instead of ending the process silently."""
+
+    def terminate(signum, frame):
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupted_line(training_args, output_args, started: float, removed: list[str] = ()) -> str:
+    """What a user reads after Ctrl-C: what was removed (only what the run removed at the start, `removed`: the
+    checkpoints of the run that --overwrite_output_dir replaces), the last complete checkpoint and the exact command
     that resumes from it (or, before the first checkpoint, that the same command starts afresh). A run that
     overwrites counts only the checkpoints it wrote since it `started`: the old ones belong to the run it replaces."""
     folder = training_args.output_dir
     complete = [path for path in checkpoints(Path(folder)) if is_complete_checkpoint(path)]
     if output_args.overwrite_output_dir:
         complete = [path for path in complete if (path / "trainer_state.json").stat().st_mtime >= started]
+    replaced = [name for name in removed if not name.startswith(STAGING_PREFIX)]
+    kept = (
+        f"the earlier run's checkpoints ({', '.join(replaced)}) were removed at the start, as --overwrite_output_dir "
+        f"asked, and nothing else in {folder}"
+        if replaced
+        else f"nothing in {folder} was removed"
+    )
     if not complete:
-        return (
-            f"Interrupted before the first checkpoint: nothing in {folder} was removed; run the same command again "
-            "to start afresh."
-        )
+        return f"Interrupted before the first checkpoint: {kept}; run the same command again to start afresh."
+    kept = kept if replaced else f"everything in {folder} is kept"
     return (
-        f"Interrupted: everything in {folder} is kept; the last checkpoint is {complete[-1]}; resume with: "
+        f"Interrupted: {kept}; the last checkpoint is {complete[-1]}; resume with: "
         f"{resume_command(output_args.overwrite_output_dir)}"
     )

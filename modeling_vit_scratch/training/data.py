@@ -80,13 +80,21 @@ DATA_SET_TAKES = (
 )
 
 
-def check_dataset_source(source: str) -> None:
+def check_dataset_source(source: str, config_name: str | None = None) -> None:
     """What `--dataset` names, checked from its name and the file system only (nothing is read), before the output
     folder is compared with it: so a wrong data set argument is named as such, not as an output inside an input. A
-    file, `/`, the home folder and a local path that is not there are one line saying what --dataset takes."""
+    file, `/`, the home folder and a local path that is not there are one line saying what --dataset takes; so is a
+    `--dataset_config` (`config_name`) beside a data set that has no configurations (a folder, the digits), which
+    would be ignored."""
+    path = Path(source).expanduser()
+    if config_name is not None and (source == DIGITS or path.exists()):
+        what = "the embedded digits" if source == DIGITS else "a local folder"
+        raise ValueError(
+            f"--dataset_config {config_name!r} names a configuration of a hub data set, but --dataset {source!r} is "
+            f"{what}, which has none: leave out --dataset_config."
+        )
     if source == DIGITS:
         return
-    path = Path(source).expanduser()
     if path.is_file():
         raise ValueError(f"--dataset {source!r} is a file, not a data set: give {DATA_SET_TAKES}.")
     if path.is_dir():
@@ -94,11 +102,29 @@ def check_dataset_source(source: str) -> None:
         place = {os.path.realpath(os.sep): "the root folder", os.path.realpath(Path.home()): "your home folder"}
         if real in place:
             raise ValueError(f"--dataset {source!r} is {place[real]}, not a data set: give {DATA_SET_TAKES}.")
+        check_imagefolder_links(path)
     elif looks_like_local_path(source):
         raise FileNotFoundError(
             f"Data set folder {source!r} does not exist: pass an existing folder (an imagefolder with one "
             f"sub-folder per class, or a save_to_disk folder), a hub dataset name, or {DIGITS!r}."
         )
+
+
+def check_imagefolder_links(path: Path) -> None:
+    """No folder under `path` is a symbolic link: `datasets` does not follow linked folders, so a linked class
+    folder's images would be left out without a word and the model would learn another set of labels. Refused rather
+    than followed: a link may lead anywhere, and the package reads and writes through no link it was not given. (The
+    data set folder itself may be a link: that is the user's explicit choice.)"""
+    for folder, subfolders, _ in os.walk(path):
+        subfolders[:] = [name for name in subfolders if not name.startswith((".", "__"))]  # never read: no matter
+        for name in sorted(subfolders):
+            linked = Path(folder) / name
+            if linked.is_symlink():
+                raise ValueError(
+                    f"The data set folder '{path}' holds a linked folder, '{linked.relative_to(path)}' (a symbolic "
+                    f"link to '{os.readlink(linked)}'), which datasets does not read: its images would be left out. "
+                    "Put the folder itself there (copy or move it in place of the link)."
+                )
 
 
 def imagefolder_files(path: Path) -> list[Path]:

@@ -64,6 +64,8 @@ def model_input_kind(value: str, argument: str) -> str:
     what the argument takes. Only names and the file system are looked at: nothing is read or loaded."""
     takes = MODEL_TAKES[argument]
     path = Path(value).expanduser()
+    if value.lstrip().startswith(("{", "[")) and not path.exists():  # JSON text, where a file's path belongs
+        raise ValueError(f"{argument} was given JSON text, not a name or path: {argument} takes {takes}.")
     if value in PRESETS and (argument == "--model" or not path.exists()):
         if argument == "--teacher":
             raise ValueError(

@@ -93,12 +93,14 @@ def augmentation_policy(data_args) -> AugmentationPolicy:
 
 
 def describe_policy(policy: AugmentationPolicy, data_args) -> str | None:
-    """The policy in words, for the model card and the record (None when nothing is augmented)."""
+    """The policy in words, for the model card and the record (None when nothing is augmented): what ran, and only
+    that, each transform once ("no flips" only where no image is flipped, a mixing only where it mixes)."""
     words = []
     if policy.shift_rotate:
         words.append(
             f"random shifts of up to {data_args.max_shift:.0%} of the image side and rotations of up to "
-            f"{data_args.max_degrees:g} degrees (bilinear, sub-pixel, batched on the training device), no flips"
+            f"{data_args.max_degrees:g} degrees (bilinear, sub-pixel, batched on the training device)"
+            + ("" if policy.hflip else ", no flips")
         )
     if policy.crop_scale < 1 or policy.crop_ratio < 1:
         words.append(
@@ -112,7 +114,10 @@ def describe_policy(policy: AugmentationPolicy, data_args) -> str | None:
     if policy.random_erasing:
         words.append(f"random erasing ({policy.random_erasing:.0%} of images)")
     if policy.mixes:
-        words.append(f"Mixup on {policy.mixup:.0%} and CutMix on {policy.cutmix:.0%} of batches (soft targets)")
+        mixings = [
+            f"{name} on {share:.0%}" for name, share in (("Mixup", policy.mixup), ("CutMix", policy.cutmix)) if share
+        ]
+        words.append(f"{' and '.join(mixings)} of batches (soft targets)")
     if not words:
         return None
     named = f"the '{data_args.augmentation}' policy: " if data_args.augmentation != "digits" else ""

@@ -21,6 +21,7 @@ from transformers import TrainingArguments, set_seed
 
 from modeling_vit_scratch.common.folders import (
     RESUME_OFF,
+    STAGING_PREFIX,
     check_output_folder,
     claim_output_folder,
     refuse_a_model,
@@ -82,6 +83,7 @@ from modeling_vit_scratch.training.precision import (
     training_precision,
 )
 from modeling_vit_scratch.training.preflight import ImageCheck, check_images
+from modeling_vit_scratch.training.resumed_data import KeepDataIdentity, check_resumed_data, splits_fingerprint
 from modeling_vit_scratch.training.streaming import open_stream, stream_metrics, streaming_trainer
 from modeling_vit_scratch.training.views import view_averaged
 
@@ -93,6 +95,7 @@ def train(
     data_args: DataArguments,
     training_args: TrainingArguments,
     output_args: OutputArguments | None = None,
+    removed: list[str] | None = None,
 ) -> dict:
     """Train, keep the last epoch or (load_best_model_at_end) the best on validation, test it, and write the model
     folder. Returns the metrics.
@@ -100,12 +103,14 @@ def train(
     Everything that can be checked is checked before the first step: the repo id and the credentials of
     `--push_to_hub`, the output folder (`check_output_folder`'s rule against the data set, model, teacher and
     checkpoint read; writable, not in use, not holding a model unless overwriting or resuming), the checkpoint to
-    resume, the images, the labels (no token in their names), the steps. Nothing is removed before then. While it
-    runs, every log record is redacted of the tokens this process knows.
+    resume, the images, the labels (no token in their names), the steps. Nothing is removed before then; what is
+    removed then is added to `removed`. While it runs, every log record is redacted of the tokens this process knows.
     """
     output_args = output_args or OutputArguments()
+    removed = [] if removed is None else removed  # filled with the names removed from the output folder at the start
     hub_token, training_args.hub_token = training_args.hub_token, None  # the Trainer pickles its arguments
     check_world_size(training_args)
+    check_report_to(training_args)
     check_fsdp(training_args)
     if training_args.push_to_hub:
         check_push_ready(training_args, hub_token)
@@ -117,7 +122,7 @@ def train(
     resuming = resume not in RESUME_OFF
     # the inputs first, from their names and the file system: a wrong one is named as such, never blamed on the output
     requested, _ = model_config(model_args)  # the model arguments' errors before any data is read
-    check_dataset_source(data_args.dataset)
+    check_dataset_source(data_args.dataset, data_args.dataset_config)
     inputs = {"--dataset": data_args.dataset, "--model": model_args.model, "--teacher": model_args.teacher}
     if resuming and resume not in (True, "true", "True"):  # a checkpoint's path: read, so never written over
         inputs["--resume_from_checkpoint"] = resume
@@ -126,13 +131,19 @@ def train(
         check_output_folder(training_args.output_dir, "--output_dir", inputs)
         refuse_a_model(Path(training_args.output_dir), output_args.overwrite_output_dir, resuming)
     with claim if main_process else nullcontext(list) as remove_leftovers, redacting_logs(known_secrets(hub_token)):
+
+        def remove_and_note() -> list[str]:  # what was removed, for the line Ctrl-C prints (`removed`)
+            names = remove_leftovers()
+            removed.extend(names)
+            return names
+
         checkpoint = resolve_checkpoint(training_args.output_dir, resume)
         if checkpoint:  # read by the Trainer only once training starts: its weights and pickled states checked now
             check_checkpoint(checkpoint)
             check_resumed_architecture(checkpoint, requested)
         if main_process:
             print(f"Output folder: {os.path.abspath(training_args.output_dir)}")
-        metrics = train_in_claimed_folder(model_args, data_args, training_args, checkpoint, hub_token, remove_leftovers)
+        metrics = train_in_claimed_folder(model_args, data_args, training_args, checkpoint, hub_token, remove_and_note)
     return metrics
 
 
@@ -152,8 +163,10 @@ def train_in_claimed_folder(
     if data_args.streaming:  # read while training, never held whole: streaming.py
         stream = open_stream(data_args, training_args, known_secrets(hub_token))
         data = stream.held_out  # validation and test only, bounded
+        fingerprint = None  # a stream resumes from its place in it
     else:
         data = once_per_node(lambda: load_and_split(data_args, known_secrets(hub_token)))
+        fingerprint = splits_fingerprint(data.splits)  # before --max_train_samples: the splits
         if data_args.max_train_samples is not None:
             data.splits["train"] = data.splits["train"].select(
                 range(min(data_args.max_train_samples, len(data.splits["train"])))
@@ -165,6 +178,8 @@ def train_in_claimed_folder(
     check_label_names(data.id2label, data_args.dataset, known_secrets(hub_token))
     if checkpoint:  # before the pre-flight: a resumed run trains the labels its checkpoint's head was trained on
         check_resumed_labels(checkpoint, data.labels, data_args.dataset)
+        if not data_args.streaming:  # and on the splits it started with
+            check_resumed_data(checkpoint, data_args.dataset, fingerprint)
     main_process = training_args.process_index == 0
     images = check_images_together(data.splits, data_args.check_images, main_process and not training_args.disable_tqdm)
     if main_process:
@@ -227,10 +242,22 @@ def train_in_claimed_folder(
         check_resumed_groups(checkpoint, trainer.optimizer_cls_and_kwargs)
     if choice:  # each checkpoint keeps it, so a resumed run trains on in the same precision
         trainer.add_callback(KeepPrecisionChoice(choice))
+    if not data_args.streaming:  # each checkpoint names its data, so a resumed run reads the same splits
+        trainer.add_callback(KeepDataIdentity(data_args.dataset, fingerprint))
     removed = remove_leftovers()
-    if removed:
+    replaced = [name for name in removed if not name.startswith(STAGING_PREFIX)]  # the earlier run's checkpoints
+    unfinished = [name for name in removed if name.startswith(STAGING_PREFIX)]  # saves that were never completed
+    if replaced:
         logger.warning(
-            "Removed the leftovers of an earlier run in %s: %s", training_args.output_dir, ", ".join(removed)
+            "Removed the earlier run's checkpoints in %s, replaced as --overwrite_output_dir asks: %s",
+            training_args.output_dir,
+            ", ".join(replaced),
+        )
+    if unfinished:
+        logger.warning(
+            "Removed the unfinished saves of an interrupted run in %s: %s",
+            training_args.output_dir,
+            ", ".join(unfinished),
         )
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = {**train_result.metrics}
@@ -361,6 +388,47 @@ def check_metric_name(training_args: TrainingArguments, num_classes: int) -> Non
         f"--metric_for_best_model {name!r} is not a metric this run computes{closest(name, valid)}: give one of "
         f"{', '.join(valid)}."
     )
+
+
+# --report_to's integrations: the test that each can be used (transformers' own), and the package that provides it
+REPORTING_PACKAGES = {
+    "azure_ml": ("is_azureml_available", "azureml-core"),
+    "clearml": ("is_clearml_available", "clearml"),
+    "codecarbon": ("is_codecarbon_available", "codecarbon"),
+    "comet_ml": ("is_comet_available", "comet_ml"),
+    "dagshub": ("is_dagshub_available", "dagshub"),
+    "dvclive": ("is_dvclive_available", "dvclive"),
+    "flyte": ("is_flytekit_available", "flytekit"),
+    "kubeflow": ("is_kubeflow_available", "kubeflow"),
+    "mlflow": ("is_mlflow_available", "mlflow"),
+    "neptune": ("is_neptune_available", "neptune"),
+    "swanlab": ("is_swanlab_available", "swanlab"),
+    "tensorboard": ("is_tensorboard_available", "tensorboard"),
+    "trackio": ("is_trackio_available", "trackio"),
+    "wandb": ("is_wandb_available", "wandb"),
+}
+
+
+def check_report_to(training_args: TrainingArguments) -> None:
+    """Each `--report_to` integration is one transformers knows and is installed, or one line naming the package to
+    install: the Trainer would raise only once it is built, after the data set is read and checked."""
+    from transformers.integrations import integration_utils
+
+    for name in training_args.report_to or []:
+        if name in ("none", "all"):
+            continue
+        if name not in REPORTING_PACKAGES:
+            raise ValueError(
+                f"--report_to {name!r} is not an integration transformers reports to{closest(name, list(REPORTING_PACKAGES))}"
+                f": give one or more of {', '.join(REPORTING_PACKAGES)} (separated by spaces), or none."
+            )
+        available, package = REPORTING_PACKAGES[name]
+        if not getattr(integration_utils, available)():
+            others = "tensorboard or --report_to none" if integration_utils.is_tensorboard_available() else "none"
+            raise ValueError(
+                f"--report_to {name}: the package {package!r} is not installed: `pip install {package}`, or give "
+                f"--report_to {others}."
+            )
 
 
 def accuracy_metrics(eval_prediction) -> dict[str, float]:

@@ -129,3 +129,20 @@ def test_resuming_with_other_classes_than_the_checkpoints_is_refused_before_the_
 def test_a_long_label_list_is_shortened():
     assert data_module.shown_labels([str(k) for k in range(12)]) == "0, 1, 2, 3, 4, ... 7 more"
     assert data_module.shown_labels(["a", "b"]) == "a, b"
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_linked_class_folder_is_one_line_naming_it_before_the_data_is_read(tmp_path, monkeypatch, streaming):
+    monkeypatch.setattr(trainer_module, "load_image_dataset", lambda *a, **k: pytest.fail("read the data"))
+    images = write_imagefolder(tmp_path / "imgs", classes=("a", "b"), per_class=4)
+    elsewhere = write_imagefolder(tmp_path / "elsewhere", classes=("c",), per_class=4) / "c"
+    (images / "c").symlink_to(elsewhere, target_is_directory=True)
+    (images / ".hidden").symlink_to(elsewhere, target_is_directory=True)  # never read by datasets: no matter
+    done = outcome("train", train_on(Scenario(tmp_path), images, "--streaming", str(streaming).lower()))
+    assert done.one_line, done
+    assert done.error == (
+        f"error: The data set folder '{images}' holds a linked folder, 'c' (a symbolic link to '{elsewhere}'), which "
+        "datasets does not read: its images would be left out. Put the folder itself there (copy or move it in "
+        "place of the link)."
+    )
+    assert not (tmp_path / "out-train").exists()

@@ -244,3 +244,26 @@ def test_the_value_the_package_uses_is_accepted(tmp_path, argv):
     from modeling_vit_scratch.training.arguments import parse_arguments
 
     parse_arguments([*argv, "--output_dir", str(tmp_path / "out")])
+
+
+@pytest.mark.parametrize(
+    "key, word, read_as",
+    [("save_strategy", "no", "false"), ("eval_strategy", "off", "false"), ("lr_scheduler_type", "yes", "true")],
+)
+def test_a_yaml_boolean_word_for_an_argument_that_takes_text_says_to_quote_it(tmp_path, key, word, read_as):
+    error = refusal(tmp_path, ".yaml", ["seed: 3", f"{key}: {word}  # a comment"])
+    assert error == (
+        f"error: Key {key!r} in the recipe {tmp_path / 'recipe.yaml'} line 2 is {word}, which YAML reads as "
+        f'{read_as}, but --{key} takes text: quote it ({key}: "{word}").'
+    )
+
+
+@pytest.mark.parametrize(
+    "program, hint", [("vit-scratch train", "vit-scratch train"), ("scripts/train.py", "python scripts/train.py")]
+)
+def test_the_help_hint_names_the_command_the_user_ran(monkeypatch, program, hint):
+    import sys
+
+    monkeypatch.setattr(sys, "argv", [program])
+    result = outcome("train", ["--learning_rate", "fast"])
+    assert result.one_line and result.error.endswith(f"; `{hint} --help` lists the arguments."), result

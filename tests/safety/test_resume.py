@@ -6,8 +6,11 @@ and says how to go on.
   after the pre-flight).
 - `--resume_from_checkpoint true` with `--num_train_epochs` or `--max_steps` that end at or before the checkpoint's
   step is one line before training (before: 0 steps trained, and a card that contradicted the command).
-- SIGINT (Ctrl-C) while training: one line naming the last complete checkpoint and the exact command that resumes
-  from it, exit code 130, every file kept; that command resumes.
+- `--resume_from_checkpoint true` with another `--dataset` (the same classes, other images), or other splits, is one
+  line naming both before the pre-flight: each checkpoint keeps its data set and a fingerprint of its splits.
+- SIGINT (Ctrl-C) or SIGTERM (`kill`, `timeout`, a cluster's scheduler) while training: one line naming the last
+  complete checkpoint and the exact command that resumes from it, exit code 130 (143 for SIGTERM), every file kept;
+  that command resumes.
 """
 
 import json
@@ -20,9 +23,10 @@ import time
 
 import pytest
 from entry_points import Scenario, outcome, run_command, with_argument
-from helpers import PROCESS_TIMEOUT, REPO
+from helpers import PROCESS_TIMEOUT, REPO, write_imagefolder
 
 from modeling_vit_scratch.common.folders import LOCK_FILE, checkpoints, is_complete_checkpoint
+from modeling_vit_scratch.training.resumed_data import DATA_FILE
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +85,38 @@ def test_resuming_with_no_steps_left_is_one_line_before_training(trained, asked)
 
 
 @pytest.mark.integration
-def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_resumes(tmp_path):
+@pytest.mark.parametrize("change", ["dataset", "split_seed"])
+def test_resuming_on_other_data_is_one_line_naming_both_data_sets(trained, change, monkeypatch):
+    import modeling_vit_scratch.training.trainer as trainer_module
+
+    scenario, argv = trained
+    output = scenario.root / "out-train"
+    kept = json.loads((output / "checkpoint-2" / DATA_FILE).read_text())
+    assert kept["dataset"] == str(scenario.images())
+    before = snapshot(output)
+    monkeypatch.setattr(trainer_module, "check_images_together", lambda *a, **k: pytest.fail("ran the pre-flight"))
+    argv = with_argument(with_argument(argv, "--num_train_epochs", 3), "--resume_from_checkpoint", "true")
+    if change == "dataset":  # the same classes and file names, other images
+        other = write_imagefolder(scenario.root / f"other-{change}", per_class=10, size=(12, 11))
+        argv = with_argument(argv, "--dataset", other)
+    else:
+        argv, other = with_argument(argv, "--split_seed", 7), scenario.images()
+    result = outcome("train", argv)
+    assert result.code == 1 and result.one_line, result
+    assert result.error.startswith(
+        f"error: --resume_from_checkpoint: {output / 'checkpoint-2'} was trained on --dataset "
+        f"'{scenario.images()}' (splits {kept['splits_fingerprint']}), and this run reads --dataset '{other}' whose "
+        "splits differ ("
+    )
+    assert result.error.endswith(
+        "resume with the same --dataset and split arguments, or start a new run in another --output_dir."
+    )
+    assert snapshot(output) == before
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("sent, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_resumes(tmp_path, sent, code):
     scenario = Scenario(tmp_path)
     output = tmp_path / "out"
     argv = [*scenario.argv("train", output), "--max_steps", "100000", "--save_strategy", "steps", "--save_steps", "1"]
@@ -94,12 +129,12 @@ def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_
         while not any(is_complete_checkpoint(path) for path in checkpoints(output)):
             assert run.poll() is None and time.monotonic() < deadline, run.communicate()
             time.sleep(0.2)
-        run.send_signal(signal.SIGINT)
+        run.send_signal(sent)
         stdout, stderr = run.communicate(timeout=PROCESS_TIMEOUT)
     finally:
         if run.poll() is None:
             run.kill()
-    assert run.returncode == 130, stderr[-3000:]
+    assert run.returncode == code, stderr[-3000:]
     assert f"Output folder: {output}" in stdout
     line = stderr.strip().splitlines()[-1]
     assert "Traceback" not in stderr
@@ -138,3 +173,35 @@ def test_the_command_that_resumes_drops_what_starts_afresh(monkeypatch, given, o
     monkeypatch.setattr(sys, "argv", ["vit-scratch train", *given])
     words = shlex.split(resume_command(overwrite))
     assert words == ["vit-scratch", "train", *expected, "--resume_from_checkpoint", "true"]
+
+
+@pytest.mark.integration
+def test_ctrl_c_before_the_first_checkpoint_of_an_overwriting_run_names_the_checkpoints_it_replaced(
+    tmp_path, monkeypatch, capsys
+):
+    from transformers import Trainer
+
+    from modeling_vit_scratch.common.folders import MARKER_FILE
+
+    scenario = Scenario(tmp_path)
+    output = tmp_path / "out"
+    for name in ("checkpoint-3", "checkpoint-6"):  # an earlier run's checkpoints
+        (output / name).mkdir(parents=True)
+        (output / name / "trainer_state.json").write_text("{}")
+    (output / MARKER_FILE).write_text("")
+    (output / "notes.txt").write_text("kept")
+
+    def interrupt(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Trainer, "train", interrupt)
+    result = outcome("train", [*scenario.argv("train", output), "--overwrite_output_dir", "true"])
+    assert result.code == 130, result
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == (
+        "Interrupted before the first checkpoint: the earlier run's checkpoints (checkpoint-3, checkpoint-6) were "
+        f"removed at the start, as --overwrite_output_dir asked, and nothing else in {output}; run the same command "
+        "again to start afresh."
+    )
+    assert "leftovers" not in err
+    assert not checkpoints(output) and (output / "notes.txt").read_text() == "kept"

@@ -114,3 +114,50 @@ def test_a_metric_the_run_does_not_compute_is_refused_before_training_listing_th
     assert f"--metric_for_best_model {name!r} is not a metric this run computes" in result.error
     assert result.error.endswith(f"give one of {', '.join(valid)}.")
     assert not list((root / "out-train").glob("checkpoint-*"))
+
+
+@pytest.mark.parametrize("dataset", ["images", "digits"])
+def test_a_dataset_config_beside_a_data_set_without_configurations_is_one_line(tmp_path, dataset, never_trains):
+    scenario = Scenario(tmp_path)
+    source = str(scenario.images()) if dataset == "images" else "digits"
+    argv = with_argument(with_argument(scenario.argv("train"), "--dataset", source), "--dataset_config", "nope")
+    result = outcome("train", argv)
+    assert result.code == 1 and result.one_line, result
+    assert f"--dataset_config 'nope' names a configuration of a hub data set, but --dataset {source!r}" in result.error
+    assert result.error.endswith("leave out --dataset_config.")
+    assert not (tmp_path / "out-train").exists()
+
+
+@pytest.mark.parametrize("argument", MODEL_INPUTS)
+def test_json_text_where_a_model_belongs_says_what_the_argument_takes(tmp_path, argument, never_trains):
+    text = json.dumps({"image_size": 8, "patch_size": 4, "hidden_size": 16})
+    result = outcome("train", with_argument(Scenario(tmp_path).argv("train"), argument, text))
+    assert result.code == 1 and result.one_line, result
+    assert result.error == f"error: {argument} was given JSON text, not a name or path: {argument} takes " + (
+        f"{MODEL_TAKES[argument]}."
+    )
+
+
+@pytest.mark.parametrize("tensorboard", [True, False])
+def test_a_report_to_integration_not_installed_is_one_line_naming_the_package(
+    tmp_path, monkeypatch, tensorboard, never_trains
+):
+    from transformers.integrations import integration_utils
+
+    monkeypatch.setattr(integration_utils, "is_wandb_available", lambda: False)
+    monkeypatch.setattr(integration_utils, "is_tensorboard_available", lambda: tensorboard)
+    result = outcome("train", with_argument(Scenario(tmp_path).argv("train"), "--report_to", "wandb"))
+    assert result.code == 1 and result.one_line, result
+    others = "tensorboard or --report_to none" if tensorboard else "none"
+    assert result.error == (
+        f"error: --report_to wandb: the package 'wandb' is not installed: `pip install wandb`, or give --report_to "
+        f"{others}."
+    )
+    assert not (tmp_path / "out-train").exists()
+
+
+def test_a_report_to_name_transformers_does_not_know_is_one_line_listing_them(tmp_path, never_trains):
+    result = outcome("train", with_argument(Scenario(tmp_path).argv("train"), "--report_to", "wandbb"))
+    assert result.code == 1 and result.one_line, result
+    assert "--report_to 'wandbb' is not an integration transformers reports to (did you mean 'wandb'?)" in result.error
+    assert "tensorboard" in result.error

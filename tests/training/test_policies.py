@@ -23,6 +23,7 @@ from modeling_vit_scratch.training.policies import (
     PhotoAugmentation,
     augmentation_policy,
     check_mixing_batch,
+    describe_policy,
 )
 from modeling_vit_scratch.training.trainer import train
 
@@ -95,6 +96,15 @@ def test_the_photos_policy_and_knobs_that_replace_its_values():
     assert policy == AugmentationPolicy(**{**POLICIES["photos"], "mixup": 0.3, "hflip": 0.0})
     assert augmentation_policy(DataArguments()) == AugmentationPolicy(shift_rotate=True)  # today's default
     assert augmentation_policy(DataArguments(augmentation="photos", augment=False)) == AugmentationPolicy()
+
+
+@pytest.mark.parametrize("hflip", [None, 0.5])
+def test_the_policy_in_words_says_what_ran_once(hflip):
+    data = DataArguments(augmentation="digits", hflip=hflip, mixup=0.5)
+    words = describe_policy(augmentation_policy(data), data)
+    assert words.startswith("random shifts of up to ")
+    assert ("no flips" in words) == (hflip is None) and ("horizontal flips (50% of images)" in words) == bool(hflip)
+    assert words.endswith("; Mixup on 50% of batches (soft targets)") and "CutMix" not in words
 
 
 def test_mixup_blends_pairs_and_their_targets_with_the_same_weight():
