@@ -56,7 +56,18 @@ SHARED_FILES = (RESULTS_FILE, CURVES_FILE, CONFUSION_FILE, RECORD_FILE)
 # them) when this push does not bring them, so no stale shard, weights of another format (which a loader asked for
 # that format would read instead) or metric of another model stays beside the new one.
 OTHER_WEIGHTS = ["*.bin", "*.bin.index.json", "*.pt", "*.pth", "*.ckpt", "*.ckpt.*", "*.h5", "*.msgpack", "*.onnx"]
-REPLACED_PATTERNS = ["*.safetensors", "*.safetensors.index.json", *OTHER_WEIGHTS, *SHARED_FILES, "*_results.json"]
+# Files that change what a loader reads from the repo: a PEFT adapter (`from_pretrained` loads the adapter's base
+# model instead of the repo's own weights), a processor config (AutoProcessor reads it before the image processor's),
+# weights of another runtime.
+LOADER_FILES = ["adapter_config.json", "adapter_model.*", "processor_config.json", "*.gguf"]
+REPLACED_PATTERNS = [
+    "*.safetensors",
+    "*.safetensors.index.json",
+    *OTHER_WEIGHTS,
+    *LOADER_FILES,
+    *SHARED_FILES,
+    "*_results.json",
+]
 # The last line of a card a push writes: a card whose text no longer has this digest was edited, and is kept.
 CARD_MARK = "<!-- written by vit-scratch push; sha256 of the text above: {digest} -->"
 
@@ -316,13 +327,21 @@ def foreign_card(api: HfApi, repo_id: str, head: str, remote: dict[str, RepoFile
 
 
 def files_notes(repo_id: str, remote: dict[str, RepoFile], staging: Path, keep_card: bool) -> list[str]:
-    """One line for each kind of file already on the repo that this push does not bring: removed (an earlier
-    model's weights and results), kept (the user's other files), and the user's card kept."""
+    """One line for each kind of file already on the repo that this push does not bring: removed (files a loader
+    would follow instead of the pushed model's; an earlier model's weights and results), kept (the user's other files), and the user's card kept."""
     removed = replaced_files(remote, staging)
     kept = sorted(
         set(remote) - set(removed) - {path.name for path in staging.iterdir()} - {"README.md", ".gitattributes"}
     )
     notes = []
+    followed = [name for name in removed if any(fnmatch(name, pattern) for pattern in LOADER_FILES)]
+    removed = [name for name in removed if name not in followed]
+    if followed:
+        notes.append(
+            f"Removed from {repo_id} in the model commit (its history keeps them): {', '.join(followed)}, which "
+            "would make from_pretrained load another model (an adapter's base, another processor) instead of the "
+            "pushed one."
+        )
     if removed:
         notes.append(
             f"Removed from {repo_id} in the model commit (its history keeps them): {', '.join(removed)}, an earlier "
