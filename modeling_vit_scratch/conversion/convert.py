@@ -269,6 +269,11 @@ def from_transformers(path_or_repo: str) -> tuple[ViTScratchForImageClassificati
     folder = local_folder(path_or_repo)
     reference = json.loads((folder / "config.json").read_text())
     model_type = reference.get("model_type")
+    if model_type == "vit_scratch":  # a hub repo: a local folder was classified by conversion/inputs.py already
+        raise ValueError(
+            f"--input {path_or_repo!r} is a vit_scratch model already: to make a transformers folder of it, use --to "
+            "transformers instead of --from."
+        )
     if model_type not in ("vit", "deit"):
         raise ValueError(f"{path_or_repo} holds a {model_type!r} model, not a transformers 'vit' or 'deit' one.")
     if reference.get("hidden_act", "gelu") != "gelu":
