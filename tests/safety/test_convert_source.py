@@ -1,9 +1,10 @@
 """What `convert --from transformers` reads, said before anything is written: a vit_scratch Hub repo names the
-right direction (as a local folder does)."""
+right direction (as a local folder does); a ViTModel's pooler, which has no counterpart, is said to be dropped."""
 
 import pytest
-from entry_points import Scenario, hub_repo, run_command
+from entry_points import Scenario, hub_repo, outcome, run_command
 from hub_server import local_hub  # noqa: F401  (the fixture)
+from transformers import ViTConfig, ViTModel
 
 
 @pytest.mark.integration
@@ -17,3 +18,16 @@ def test_a_vit_scratch_hub_repo_given_to_from_transformers_names_to_transformers
         "--to transformers instead of --from."
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_a_vit_model_s_pooler_is_said_to_be_dropped_before_the_folder_is_written(tmp_path, capsys):
+    config = ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=32)
+    ViTModel(config, add_pooling_layer=True).save_pretrained(tmp_path / "base")
+    result = outcome(
+        "convert", ["--from", "transformers", "--input", str(tmp_path / "base"), "--output", str(tmp_path / "out")]
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert result.code == 0, result
+    said = [number for number, line in enumerate(lines) if line.startswith("Not converted: the pooler of ")]
+    assert said and "pooler.dense.bias, pooler.dense.weight" in lines[said[0]]
+    assert said[0] < next(number for number, line in enumerate(lines) if line.startswith("Wrote a vit_scratch folder"))
