@@ -114,6 +114,11 @@ def load_image(source: str) -> Image.Image:
                 raise ValueError(
                     f"Image {source!r} is a folder: --image takes one image file (PNG, JPEG, ...) or an http(s) URL."
                 )
+            if Path(source).exists() and not Path(source).is_file():  # a device, a pipe, a socket: never read
+                raise ValueError(
+                    f"Image {source!r} is not a regular file (a device, pipe or socket): --image takes one image "
+                    "file (PNG, JPEG, ...) or an http(s) URL."
+                )
             if not Path(source).is_file():
                 raise FileNotFoundError(f"Image {source!r} does not exist: give an image file or an http(s) URL.")
             image = open_bounded(source, f"Image {source!r}")
