@@ -215,6 +215,25 @@ def measured_training_files(folder: Path, digest: str, allow_unmeasured_weights:
     return {}, record, False
 
 
+def local_card_note(folder: Path, config) -> list[str]:
+    """A line when the folder's README.md is not the card its training wrote (edited by hand, or the user's own):
+    the push sends the generated card, whose metrics the record vouches for and whose loading example it pins, so
+    the local text is not sent, and the line says so and how to publish it."""
+    readme = folder / "README.md"
+    if not readme.is_file():
+        return []
+    metrics, record = read_training_files(folder)
+    text = readme.read_text(encoding="utf-8", errors="replace")
+    if record and str(render_model_card(config, metrics, record)).strip() == text.strip():
+        return []  # the card training wrote: the generated card says the same, and more
+    line = (
+        f"{readme} differs from the card training wrote (edited by hand): it was not sent; the Hub gets the "
+        "generated card (metrics from the training record, loading example pinned to the pushed commit). To "
+        "publish your text, edit README.md on the Hub: later pushes keep a card edited there unless --overwrite_card."
+    )
+    return [line]
+
+
 def model_card_text(config, metrics: dict, record: dict, measured: bool, repo_id: str, revision: str | None) -> str:
     """The card (loading example pinned to `revision` if given); for unmeasured weights, without metrics and with
     a note that says why. Its last line marks it as the push's own (`written_by_push`)."""
@@ -439,7 +458,7 @@ def push_to_hub(
             ) from None
 
         pull_request_url, card_revision = None, target
-        notes = files_notes(repo_id, remote, staging, keep_card)
+        notes = local_card_note(folder, model.config) + files_notes(repo_id, remote, staging, keep_card)
         if model_commit is None:
             try:
                 # One commit, all or nothing (upload_folder may split a large folder into several commits).

@@ -1,0 +1,31 @@
+"""`push FOLDER` whose README.md was edited by hand: the Hub gets the generated card (its metrics vouched for by the
+record, its loading example pinned), and the push's line says that the local text was not sent and how to publish
+it; an unedited card is not mentioned."""
+
+import json
+
+from entry_points import Scenario
+
+from modeling_vit_scratch import ViTScratchForImageClassification
+from modeling_vit_scratch.sharing.push import local_card_note
+from modeling_vit_scratch.training.output import write_model_card
+
+
+def test_a_hand_edited_readme_is_said_not_to_be_sent(tmp_path):
+    folder = Scenario(tmp_path).model()
+    (folder / "all_results.json").write_text(json.dumps({"eval_accuracy": 0.5}))
+    record = dict(command="vit-scratch train", dataset="images", num_train=30, num_validation=3, num_test=3)
+    record |= dict(epochs=1.0, learning_rate=1e-3, weight_decay=0.05, scheduler="cosine", total_batch=8, seed=0)
+    record |= dict(world_size=1, precision=None, augmentation=None, wall_time_seconds=1.0)
+    (folder / "training_record.json").write_text(json.dumps(record))
+    write_model_card(folder)  # as training writes it
+    config = ViTScratchForImageClassification.from_pretrained(folder).config  # as the push loads it
+    assert local_card_note(folder, config) == []
+    readme = folder / "README.md"
+    readme.write_text(readme.read_text() + "\nMy own notes.\n")
+    line = (
+        f"{readme} differs from the card training wrote (edited by hand): it was not sent; the Hub gets the generated "
+        "card (metrics from the training record, loading example pinned to the pushed commit). To publish your text, "
+        "edit README.md on the Hub: later pushes keep a card edited there unless --overwrite_card."
+    )
+    assert local_card_note(folder, config) == [line]
