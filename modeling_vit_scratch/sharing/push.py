@@ -449,7 +449,7 @@ def push_to_hub(
             keep_card = not overwrite_card and foreign_card(api, repo_id, head, remote)
             if keep_card:  # the user's card stays: nothing of this push's card is sent
                 (staging / "README.md").unlink()
-            model_commit = head if not create_pr and holds_model(remote, staging) else None
+            model_commit = head if holds_model(remote, staging) else None
         except HUB_ERRORS as error:
             raise PushError(
                 f"Preparing {repo_id} on the Hub failed ({describe(error, secrets)}): nothing was "
@@ -459,6 +459,9 @@ def push_to_hub(
 
         pull_request_url, card_revision = None, target
         notes = local_card_note(folder, model.config) + files_notes(repo_id, remote, staging, keep_card)
+        if create_pr and model_commit is not None:  # a pull request would change nothing
+            notes.append(f"{repo_id}'s main already holds this model (the same files): no pull request was opened.")
+            return PushResult(repo_url, model_commit, f"{repo_url}/commit/{model_commit}", notes=notes)
         if model_commit is None:
             try:
                 # One commit, all or nothing (upload_folder may split a large folder into several commits).
