@@ -7,20 +7,25 @@ from dataclasses import fields
 
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
 
+EXAMPLES = {"--timm_kwargs": "img_size=384"}  # an item each argument takes, for its error lines
 
-def parse_overrides(text: str | None) -> dict:
-    """'a=1,b=0.5,c=mean,d=true' -> {'a': 1, 'b': 0.5, 'c': 'mean', 'd': True}."""
+
+def parse_overrides(text: str | None, flag: str = "--config_overrides") -> dict:
+    """'a=1,b=0.5,c=mean,d=true' -> {'a': 1, 'b': 0.5, 'c': 'mean', 'd': True}; errors name `flag`, the argument
+    the text came from."""
     overrides = {}
     for item in filter(None, (part.strip() for part in (text or "").split(","))):
         if "=" not in item:
-            raise ValueError(f"--config_overrides item {item!r} is not key=value: write e.g. 'hidden_size=64'.")
+            raise ValueError(
+                f"{flag} item {item!r} is not key=value: write e.g. '{EXAMPLES.get(flag, 'hidden_size=64')}'."
+            )
         key, value = (part.strip() for part in item.split("=", 1))
         try:
             overrides[key] = json.loads(value.lower() if value.lower() in ("true", "false", "null") else value)
         except json.JSONDecodeError:
             overrides[key] = value
         if any(isinstance(number, float) and not math.isfinite(number) for number in numbers_in(overrides[key])):
-            raise ValueError(f"--config_overrides {key}={value} is not a finite number: give e.g. '{key}=0.1'.")
+            raise ValueError(f"{flag} {key}={value} is not a finite number: give e.g. '{key}=0.1'.")
     return overrides
 
 

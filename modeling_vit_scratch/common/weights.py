@@ -91,12 +91,47 @@ def _pickle_only(folder: Path, pickles: list[str]) -> str:
 def unreadable_weights(source: str, error: OSError) -> ValueError:
     """The one line for a model that `from_pretrained(..., use_safetensors=True)` could not load (a hub repo with no
     safetensors weights, one out of reach): what it said, and what the tooling reads."""
-    said = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    said = _first_line(error)
+    cause = None if Path(source).exists() else _hub_cause(source)
+    if cause:
+        return ValueError(f"Cannot load the weights of {source!r}: {cause}")
     return ValueError(
         f"Cannot load the weights of {source!r} ({said}): vit-scratch reads only safetensors weights "
         f"({SAFETENSORS}); give a folder or hub repo that has them (a pickle is converted as the error for a local "
         "folder says, only if you trust it)."
     )
+
+
+def _hub_cause(repo_id: str) -> str | None:
+    """Why a hub repo's safetensors weights could not be had, asked of huggingface_hub itself (transformers says
+    "does not appear to have a file named model.safetensors" for any failure to get it: offline, out of reach, no
+    access): the cause and its fix, or None when the repo truly has no safetensors weights."""
+    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    for name in (SAFETENSORS, SAFETENSORS_INDEX):
+        try:
+            hf_hub_download(repo_id, name)
+            return None  # there, and readable: the loader's own words stand
+        except LocalEntryNotFoundError as error:  # not in the cache, and not downloaded
+            if constants.HF_HUB_OFFLINE:
+                return (
+                    f"its {name} is not in the Hugging Face cache and HF_HUB_OFFLINE is set, so it was not "
+                    "downloaded: run once online (unset HF_HUB_OFFLINE), or give a local folder."
+                )
+            return f"its {name} could not be downloaded ({_first_line(error)}): check the network, then run again."
+        except EntryNotFoundError:
+            continue
+        except Exception as error:  # noqa: BLE001 - whatever stopped the download is the cause to show
+            return (
+                f"getting its {name} failed ({type(error).__name__}: {_first_line(error)}): check the repo id, "
+                "your access and the network, then run again."
+            )
+    return None
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def check_checkpoint(checkpoint: str | Path) -> None:

@@ -35,7 +35,6 @@ from modeling_vit_scratch import (
 )
 from modeling_vit_scratch.common.dtypes import parse_dtype
 from modeling_vit_scratch.common.folders import check_replaceable
-from modeling_vit_scratch.common.overrides import parse_overrides
 from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
 from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.common.weights import check_safetensors, weight_files
@@ -49,6 +48,7 @@ from modeling_vit_scratch.conversion.convert import (
 )
 from modeling_vit_scratch.conversion.inputs import check_input
 from modeling_vit_scratch.conversion.parity import check_parity
+from modeling_vit_scratch.conversion.timm_source import check_not_pickle, check_weight_shapes, timm_kwargs
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -110,13 +110,15 @@ def convert(args: argparse.Namespace) -> None:
 
 
 def check_timm_arguments(args: argparse.Namespace) -> None:
-    """`--from timm`'s own needs, before any work: an architecture name, a weights file whose header holds, and
-    timm importable."""
+    """`--from timm`'s own needs, before any work: an architecture name, a weights file that is no pickle and whose
+    header holds, timm importable, and `--timm_kwargs` that build an architecture only."""
     if not args.timm_model:
         raise ValueError("--from timm needs --timm_model NAME (e.g. vit_base_patch16_224) to know the architecture.")
     if not Path(args.input).is_file():
         raise FileNotFoundError(f"--input {args.input!r} is not a file: give the timm model's weights as safetensors.")
+    check_not_pickle(args.input)  # never unpickled
     check_safetensors(args.input)  # before timm or safetensors reads it
+    timm_kwargs(args.timm_kwargs)  # before timm builds anything
     try:
         import timm  # noqa: F401
     except ImportError as error:
@@ -140,9 +142,10 @@ def read_source(args: argparse.Namespace):
     if args.source == "timm":
         import timm
 
+        kwargs = {"num_classes": _num_classes(args.input), **timm_kwargs(args.timm_kwargs)}
+        reference = timm.create_model(args.timm_model, pretrained=False, **kwargs)  # the architecture, no weights
+        check_weight_shapes(reference, args.input, args.timm_model)
         weights = check_finite(load_file(args.input), args.input)
-        kwargs = {"num_classes": _num_classes(args.input), **parse_overrides(args.timm_kwargs)}
-        reference = timm.create_model(args.timm_model, pretrained=False, **kwargs)
         model, processor = from_timm(reference, weights)
         reference.load_state_dict(weights)
         return model, processor, reference

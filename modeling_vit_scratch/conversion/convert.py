@@ -3,15 +3,14 @@ hybrids (`vit_*_r*`: a ResNet-V2 stem, or its root alone, before the patch proje
 
 Each direction is an explicit key map, `our key -> the reference keys it is made of` (three keys for our fused
 query/key/value projection, one for everything else). A key the map does not expect, or one it needs and does not
-find, is an error that names it: nothing is silently dropped, except the few keys listed in `IGNORED_KEYS`, which
-the error-free conversion reports.
+find, is an error that names it: nothing is silently dropped; the few keys listed in `IGNORED_KEYS` (a ViTModel's
+pooler) are dropped with a line that says so, before anything is written.
 
 Neither transformers' ViT classes nor timm are imported here: a transformers checkpoint is read as files, and a
 timm model object (built by the caller, e.g. `scripts/convert_checkpoint.py`) is read through its attributes.
 """
 
 import json
-import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -28,8 +27,6 @@ from modeling_vit_scratch.modeling_vit_scratch import (
     ViTScratchForImageClassification,
     ViTScratchForImageClassificationWithTeacher,
 )
-
-logger = logging.getLogger(__name__)
 
 # Per block: our sub-module -> the reference sub-modules it is made of.
 TRANSFORMERS_V5_BLOCK = {
@@ -183,9 +180,6 @@ def remap(source: dict[str, torch.Tensor], key_map: dict[str, tuple[str, ...]], 
             f"{origin} checkpoint has keys this conversion does not know: {unexpected[:5]}"
             f"{' ...' if len(unexpected) > 5 else ''}; refusing to drop weights silently."
         )
-    dropped = sorted(set(source) & set(IGNORED_KEYS))
-    if dropped:
-        logger.warning("Not converted (no counterpart in vit_scratch): %s", dropped)
     return state_dict
 
 
@@ -269,12 +263,24 @@ def from_transformers(path_or_repo: str) -> tuple[ViTScratchForImageClassificati
     folder = local_folder(path_or_repo)
     reference = json.loads((folder / "config.json").read_text())
     model_type = reference.get("model_type")
+    if model_type == "vit_scratch":  # a hub repo: a local folder was classified by conversion/inputs.py already
+        raise ValueError(
+            f"--input {path_or_repo!r} is a vit_scratch model already: to make a transformers folder of it, use --to "
+            "transformers instead of --from."
+        )
     if model_type not in ("vit", "deit"):
         raise ValueError(f"{path_or_repo} holds a {model_type!r} model, not a transformers 'vit' or 'deit' one.")
     if reference.get("hidden_act", "gelu") != "gelu":
         raise ValueError(f"hidden_act {reference['hidden_act']!r} is not supported: vit_scratch uses exact GELU.")
     fields = {name: reference[name] for name in TRANSFORMERS_CONFIG_FIELDS if name in reference}
     source = read_state_dict(folder)
+    pooler = sorted(key for key in source if key.removeprefix(f"{model_type}.") in IGNORED_KEYS)
+    if pooler:  # said before anything is written
+        print(
+            f"Not converted: the pooler of {path_or_repo} ({', '.join(pooler)}), a tanh layer on the class token "
+            "that no classification head uses and vit_scratch does not have; the hidden states convert exactly, "
+            "the pooler's output is not kept."
+        )
     two_heads = "cls_classifier.weight" in source  # DeiTForImageClassificationWithTeacher
     class_head = "cls_classifier" if two_heads else "classifier"
     labels = reference_labels(reference, source, path_or_repo, class_head)

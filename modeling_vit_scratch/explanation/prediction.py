@@ -114,6 +114,11 @@ def load_image(source: str) -> Image.Image:
                 raise ValueError(
                     f"Image {source!r} is a folder: --image takes one image file (PNG, JPEG, ...) or an http(s) URL."
                 )
+            if Path(source).exists() and not Path(source).is_file():  # a device, a pipe, a socket: never read
+                raise ValueError(
+                    f"Image {source!r} is not a regular file (a device, pipe or socket): --image takes one image "
+                    "file (PNG, JPEG, ...) or an http(s) URL."
+                )
             if not Path(source).is_file():
                 raise FileNotFoundError(f"Image {source!r} does not exist: give an image file or an http(s) URL.")
             image = open_bounded(source, f"Image {source!r}")
@@ -140,6 +145,9 @@ def check_model_source(model_source: str) -> None:
         check_processor_fits(model_source)
 
 
+# The names of the figures explain writes: in its output folder, a file of these names is explain's own
+FIGURES = ("patch_grid.png", "attention_rollout.png", "gradient_rollout_class_*.png", "attention_per_layer.png")
+FIGURES += ("fig7_*.png",)
 # The most bytes (UTF-8) of a label in a file name: with the rest of the name, far below the 255 a name may take
 LABEL_IN_FILE_NAME = 48
 
@@ -233,7 +241,7 @@ def explain_image(
                 explain.patch_embedding_components(model), out / "fig7_patch_embedding_pca.png"
             )
         )
-    return [
+    written = [
         plots.plot_patch_grid(shown, cell_size, out / "patch_grid.png"),
         plots.plot_overlay(shown, rollout_map, f"attention rollout ({head_fusion})", out / "attention_rollout.png"),
         plots.plot_overlay(
@@ -249,3 +257,19 @@ def explain_image(
             out / "fig7_mean_attention_distance.png",
         ),
     ]
+    remove_stale_figures(out, written)
+    return written
+
+
+def remove_stale_figures(out: Path, written: list[Path]) -> None:
+    """Remove from `out` (a folder explain or training wrote, without links) the figures an earlier explain run wrote
+    that this run did not (another model's class, a hybrid's missing filters), so that every figure in the folder is
+    of this run; said in one line."""
+    kept = {path.name for path in written}
+    stale = sorted({path.name for pattern in FIGURES for path in out.glob(pattern) if path.is_file()} - kept)
+    for name in stale:
+        (out / name).unlink()
+    if stale:
+        print(
+            f"Removed from {out} the figures of an earlier explain run that this one does not write: {', '.join(stale)}."
+        )

@@ -56,7 +56,18 @@ SHARED_FILES = (RESULTS_FILE, CURVES_FILE, CONFUSION_FILE, RECORD_FILE)
 # them) when this push does not bring them, so no stale shard, weights of another format (which a loader asked for
 # that format would read instead) or metric of another model stays beside the new one.
 OTHER_WEIGHTS = ["*.bin", "*.bin.index.json", "*.pt", "*.pth", "*.ckpt", "*.ckpt.*", "*.h5", "*.msgpack", "*.onnx"]
-REPLACED_PATTERNS = ["*.safetensors", "*.safetensors.index.json", *OTHER_WEIGHTS, *SHARED_FILES, "*_results.json"]
+# Files that change what a loader reads from the repo: a PEFT adapter (`from_pretrained` loads the adapter's base
+# model instead of the repo's own weights), a processor config (AutoProcessor reads it before the image processor's),
+# weights of another runtime.
+LOADER_FILES = ["adapter_config.json", "adapter_model.*", "processor_config.json", "*.gguf"]
+REPLACED_PATTERNS = [
+    "*.safetensors",
+    "*.safetensors.index.json",
+    *OTHER_WEIGHTS,
+    *LOADER_FILES,
+    *SHARED_FILES,
+    "*_results.json",
+]
 # The last line of a card a push writes: a card whose text no longer has this digest was edited, and is kept.
 CARD_MARK = "<!-- written by vit-scratch push; sha256 of the text above: {digest} -->"
 
@@ -204,6 +215,25 @@ def measured_training_files(folder: Path, digest: str, allow_unmeasured_weights:
     return {}, record, False
 
 
+def local_card_note(folder: Path, config) -> list[str]:
+    """A line when the folder's README.md is not the card its training wrote (edited by hand, or the user's own):
+    the push sends the generated card, whose metrics the record vouches for and whose loading example it pins, so
+    the local text is not sent, and the line says so and how to publish it."""
+    readme = folder / "README.md"
+    if not readme.is_file():
+        return []
+    metrics, record = read_training_files(folder)
+    text = readme.read_text(encoding="utf-8", errors="replace")
+    if record and str(render_model_card(config, metrics, record)).strip() == text.strip():
+        return []  # the card training wrote: the generated card says the same, and more
+    line = (
+        f"{readme} differs from the card training wrote (edited by hand): it was not sent; the Hub gets the "
+        "generated card (metrics from the training record, loading example pinned to the pushed commit). To "
+        "publish your text, edit README.md on the Hub: later pushes keep a card edited there unless --overwrite_card."
+    )
+    return [line]
+
+
 def model_card_text(config, metrics: dict, record: dict, measured: bool, repo_id: str, revision: str | None) -> str:
     """The card (loading example pinned to `revision` if given); for unmeasured weights, without metrics and with
     a note that says why. Its last line marks it as the push's own (`written_by_push`)."""
@@ -316,13 +346,21 @@ def foreign_card(api: HfApi, repo_id: str, head: str, remote: dict[str, RepoFile
 
 
 def files_notes(repo_id: str, remote: dict[str, RepoFile], staging: Path, keep_card: bool) -> list[str]:
-    """One line for each kind of file already on the repo that this push does not bring: removed (an earlier
-    model's weights and results), kept (the user's other files), and the user's card kept."""
+    """One line for each kind of file already on the repo that this push does not bring: removed (files a loader
+    would follow instead of the pushed model's; an earlier model's weights and results), kept (the user's other files), and the user's card kept."""
     removed = replaced_files(remote, staging)
     kept = sorted(
         set(remote) - set(removed) - {path.name for path in staging.iterdir()} - {"README.md", ".gitattributes"}
     )
     notes = []
+    followed = [name for name in removed if any(fnmatch(name, pattern) for pattern in LOADER_FILES)]
+    removed = [name for name in removed if name not in followed]
+    if followed:
+        notes.append(
+            f"Removed from {repo_id} in the model commit (its history keeps them): {', '.join(followed)}, which "
+            "would make from_pretrained load another model (an adapter's base, another processor) instead of the "
+            "pushed one."
+        )
     if removed:
         notes.append(
             f"Removed from {repo_id} in the model commit (its history keeps them): {', '.join(removed)}, an earlier "
@@ -412,7 +450,7 @@ def push_to_hub(
             keep_card = not overwrite_card and foreign_card(api, repo_id, head, remote)
             if keep_card:  # the user's card stays: nothing of this push's card is sent
                 (staging / "README.md").unlink()
-            model_commit = head if not create_pr and holds_model(remote, staging) else None
+            model_commit = head if holds_model(remote, staging) else None
         except HUB_ERRORS as error:
             raise PushError(
                 f"Preparing {repo_id} on the Hub failed ({describe(error, secrets)}): nothing was "
@@ -421,7 +459,10 @@ def push_to_hub(
             ) from None
 
         pull_request_url, card_revision = None, target
-        notes = files_notes(repo_id, remote, staging, keep_card)
+        notes = local_card_note(folder, model.config) + files_notes(repo_id, remote, staging, keep_card)
+        if create_pr and model_commit is not None:  # a pull request would change nothing
+            notes.append(f"{repo_id}'s main already holds this model (the same files): no pull request was opened.")
+            return PushResult(repo_url, model_commit, f"{repo_url}/commit/{model_commit}", notes=notes)
         if model_commit is None:
             try:
                 # One commit, all or nothing (upload_folder may split a large folder into several commits).

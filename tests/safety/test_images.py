@@ -3,6 +3,7 @@ declares more pixels than PIL's `Image.MAX_IMAGE_PIXELS` (a decompression bomb: 
 or that cannot be read is one line naming the file, before the model is built or loaded; file names made from a
 label (explain's gradient_rollout_class_LABEL.png) stay short and inside the output folder, whatever the label."""
 
+import os
 import shutil
 
 import pytest
@@ -94,3 +95,15 @@ def test_a_label_in_a_file_name_is_short_and_stays_in_the_output_folder(tmp_path
     assert {path.parent for path in written} == {out}
     rollout = [path.name for path in written if path.name.startswith("gradient_rollout_class_")]
     assert len(rollout) == 1 and len(rollout[0].encode()) <= 100, rollout
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null", "fifo"])
+def test_an_image_that_is_no_regular_file_is_one_line_saying_so(tmp_path, monkeypatch, device):
+    if device == "fifo":  # a named pipe: opening it to read would wait for a writer
+        device = tmp_path / "pipe.png"
+        os.mkfifo(device)
+    error = refusal(monkeypatch, "explain", argv_with_image(Scenario(tmp_path), "explain", device))
+    assert error == (
+        f"error: Image '{device}' is not a regular file (a device, pipe or socket): --image takes one image file "
+        "(PNG, JPEG, ...) or an http(s) URL."
+    )

@@ -1,0 +1,119 @@
+"""What `convert --from timm` hands timm, checked before timm builds anything: the weights file and
+`--timm_kwargs`.
+
+timm's `create_model` reads files and downloads when asked (`pretrained`, `checkpoint_path`, `pretrained_cfg*`, a
+cache folder), and `checkpoint_path` unpickles its file. The conversion builds timm's architecture only, without
+weights, and reads the weights itself from safetensors: so `--timm_kwargs` takes architecture arguments of timm's
+`VisionTransformer` only, each refused key is one line naming it, and a pickle given as `--input` is never opened
+past its first bytes. Weights saved for another size (image size, class count) are one line naming the
+`--timm_kwargs` that builds their size, read from the file's header before any tensor is loaded.
+"""
+
+import inspect
+import math
+from pathlib import Path
+
+from modeling_vit_scratch.common.overrides import parse_overrides
+from modeling_vit_scratch.common.weights import PICKLE_SUFFIXES
+
+FLAG = "--timm_kwargs"
+# create_model's and timm's builder's own arguments: each loads weights or a config, reads a file or downloads, or
+# changes what the conversion builds (the weights are given by --input, the head size read from them)
+REFUSED = {
+    "pretrained": "downloads or reads pretrained weights",
+    "checkpoint_path": "makes timm unpickle that file",
+    "cache_dir": "is where timm downloads weights",
+    "pretrained_cfg": "points timm at weights to download or read",
+    "pretrained_cfg_overlay": "points timm at weights to download or read",
+    "pretrained_strict": "is an argument of timm's weight loading",
+    "pretrained_filter_fn": "is an argument of timm's weight loading",
+    "pretrained_model_args": "is an argument of timm's weight loading",
+    "features_only": "builds a feature extractor, not the classifier converted",
+    "feature_cfg": "builds a feature extractor, not the classifier converted",
+    "model_cfg": "replaces the architecture that --timm_model names",
+    "kwargs_filter": "is an argument of timm's builder",
+    "scriptable": "is an export setting, not part of the architecture",
+    "exportable": "is an export setting, not part of the architecture",
+    "no_jit": "is an export setting, not part of the architecture",
+}
+# VisionTransformer arguments that take a class or a device, which key=value text cannot give
+NOT_TEXT = {"self", "embed_layer", "embed_norm_layer", "norm_layer", "act_layer", "block_fn", "mlp_layer"}
+NOT_TEXT |= {"attn_layer", "device", "dtype"}
+PICKLE_MAGIC = (b"PK\x03\x04", b"\x80")  # torch.save's zip archive, a bare pickle (protocol 2 and later)
+
+
+def timm_kwargs(text: str | None) -> dict:
+    """`--timm_kwargs` as keyword arguments for timm's `create_model`: architecture arguments only. A key that would
+    load weights or files is a ValueError naming it, decided without timm; with timm importable, so is a key its
+    `VisionTransformer` does not take."""
+    kwargs = parse_overrides(text, FLAG)
+    for key in kwargs:
+        if key in REFUSED or key.startswith("pretrained"):
+            why = REFUSED.get(key, "is an argument of timm's weight loading")
+            raise ValueError(
+                f"{FLAG} {key}=... is refused: it {why}; the conversion builds timm's architecture without weights "
+                "and reads the weights from --input (safetensors): remove it and give the weights as --input."
+            )
+    try:
+        from timm.models.vision_transformer import VisionTransformer
+    except ImportError:
+        return kwargs  # the command says that timm is missing
+    known = sorted(set(inspect.signature(VisionTransformer.__init__).parameters) - NOT_TEXT)
+    for key in kwargs:
+        if key not in known:
+            raise ValueError(
+                f"{FLAG} {key!r} is not an argument of timm's VisionTransformer: give architecture arguments only, "
+                f"e.g. img_size=384 (known: {', '.join(known)})."
+            )
+    return kwargs
+
+
+def check_not_pickle(path: str | Path) -> None:
+    """A weights file named or shaped as a pickle (torch.save's zip, a bare pickle) is a ValueError saying it was not
+    read, with the command that converts it to safetensors, for whoever trusts it. Only its first bytes are read."""
+    path = Path(path)
+    with path.open("rb") as file:
+        head = file.read(4)
+    if path.suffix not in PICKLE_SUFFIXES and not head.startswith(PICKLE_MAGIC):
+        return
+    target = path.with_suffix(".safetensors")
+    command = (
+        'python -c "import timm.models as m, safetensors.torch as s; '
+        f"s.save_file(m.load_state_dict('{path}'), '{target}')\""
+    )
+    raise ValueError(
+        f"--input {str(path)!r} is a pickle, which vit-scratch never reads (unpickling a file can run code): if you "
+        f"trust that file, convert it to safetensors with {command} (this unpickles it: do it only for a file you "
+        f"trust), then pass --input {target}."
+    )
+
+
+def check_weight_shapes(model, path: str | Path, timm_model: str) -> None:
+    """Compare the shapes in the weights' header with the model timm built (no tensor loaded): weights of another
+    size are a ValueError naming the `--timm_kwargs` that builds theirs (img_size from the position embeddings)."""
+    from safetensors import safe_open
+
+    built = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    with safe_open(path, framework="pt") as weights:
+        saved = {name: tuple(weights.get_slice(name).get_shape()) for name in weights.keys()}  # noqa: SIM118
+    differ = sorted(name for name in saved.keys() & built.keys() if saved[name] != built[name])
+    if not differ:
+        return
+    image = _image_size(model, saved["pos_embed"][1]) if len(saved.get("pos_embed", ())) == 3 else None
+    kwargs = f"'img_size={image}' (and any other argument" if image else "the arguments"
+    name = differ[0]
+    raise ValueError(
+        f"--input {str(path)!r} holds weights of another size than {timm_model} as built ({name} is "
+        f"{list(saved[name])} in the file, {list(built[name])} in the model; {len(differ)} tensors differ): pass "
+        f"{FLAG} {kwargs} the weights were made with{')' if image else ''}."
+    )
+
+
+def _image_size(model, tokens: int) -> int | None:
+    """The square image size whose grid of patches, with the model's prefix tokens, makes `tokens` positions."""
+    prefix = 0 if getattr(model, "no_embed_class", False) else getattr(model, "num_prefix_tokens", 1)
+    side = math.isqrt(max(tokens - prefix, 0))
+    grid, image = model.patch_embed.grid_size, model.patch_embed.img_size
+    if side * side != tokens - prefix or not side:
+        return None
+    return side * image[0] // grid[0]

@@ -1,0 +1,24 @@
+"""`explain --out` again into the folder of an earlier explain run: every figure left there is of the last run. The
+earlier run's figures that this one does not write (another model's class) are removed, with a line; files explain
+does not write are kept."""
+
+import pytest
+from entry_points import Scenario, outcome
+
+
+@pytest.mark.integration
+def test_figures_of_an_earlier_explain_run_are_removed_with_a_line(tmp_path, capsys):
+    scenario = Scenario(tmp_path)
+    argv = scenario.argv("explain")
+    assert outcome("explain", argv).code == 0
+    out = tmp_path / "out-explain"
+    first = sorted(path.name for path in out.iterdir())
+    stale = out / "gradient_rollout_class_another_model_s_class.png"  # as a run of another model leaves it
+    stale.write_bytes(next(out.glob("gradient_rollout_class_*.png")).read_bytes())
+    (out / "training_curves.png").write_bytes(b"a training run's")  # not explain's: kept
+    capsys.readouterr()
+    assert outcome("explain", argv).code == 0
+    assert f"Removed from {out} the figures of an earlier explain run that this one does not write: {stale.name}." in (
+        capsys.readouterr().out.splitlines()
+    )
+    assert sorted(path.name for path in out.iterdir()) == sorted([*first, "training_curves.png"])

@@ -1,0 +1,24 @@
+"""A Hub model that cannot be loaded is one line giving the loader's real cause: transformers says "does not appear
+to have a file named model.safetensors" for any failure to get it, so the cause is asked of huggingface_hub."""
+
+import pytest
+from entry_points import Scenario, hub_repo, run_command
+from hub_server import local_hub  # noqa: F401  (the fixture)
+
+
+@pytest.mark.integration
+def test_weights_not_in_the_cache_while_offline_are_said_so_not_missing(local_hub, tmp_path):  # noqa: F811
+    scenario = Scenario(tmp_path)
+    hub_repo(local_hub, "local-user/t1", scenario.model())
+    hf_home = tmp_path / "hf_home"
+    fetch = "from huggingface_hub import hf_hub_download as d; [d('local-user/t1', n) for n in {names!r}]"
+    cached = local_hub.run("-c", fetch.format(names=["config.json", "preprocessor_config.json"]), hf_home=hf_home)
+    assert cached.returncode == 0, cached.stderr[-2000:]
+    argv = ["--model", "local-user/t1", "--image", str(scenario.picture()), "--out", str(tmp_path / "out")]
+    result = run_command("explain", argv, env={**local_hub.env(hf_home), "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: Cannot load the weights of 'local-user/t1': its model.safetensors is not in the Hugging Face cache "
+        "and HF_HUB_OFFLINE is set, so it was not downloaded: run once online (unset HF_HUB_OFFLINE), or give a "
+        "local folder."
+    )

@@ -1,0 +1,58 @@
+"""`push FOLDER` whose README.md was edited by hand: the Hub gets the generated card (its metrics vouched for by the
+record, its loading example pinned), and the push's line says that the local text was not sent and how to publish
+it; an unedited card is not mentioned. A pull request that would change nothing (main holds the same model) is not
+opened, and the push says so."""
+
+import json
+
+import pytest
+from entry_points import Scenario
+from helpers import REPO
+from hub_server import local_hub  # noqa: F401  (the fixture)
+
+from modeling_vit_scratch import ViTScratchForImageClassification
+from modeling_vit_scratch.sharing.push import local_card_note
+from modeling_vit_scratch.training.output import write_model_card
+
+
+def test_a_hand_edited_readme_is_said_not_to_be_sent(tmp_path):
+    folder = Scenario(tmp_path).model()
+    (folder / "all_results.json").write_text(json.dumps({"eval_accuracy": 0.5}))
+    record = dict(command="vit-scratch train", dataset="images", num_train=30, num_validation=3, num_test=3)
+    record |= dict(epochs=1.0, learning_rate=1e-3, weight_decay=0.05, scheduler="cosine", total_batch=8, seed=0)
+    record |= dict(world_size=1, precision=None, augmentation=None, wall_time_seconds=1.0)
+    (folder / "training_record.json").write_text(json.dumps(record))
+    write_model_card(folder)  # as training writes it
+    config = ViTScratchForImageClassification.from_pretrained(folder).config  # as the push loads it
+    assert local_card_note(folder, config) == []
+    readme = folder / "README.md"
+    readme.write_text(readme.read_text() + "\nMy own notes.\n")
+    line = (
+        f"{readme} differs from the card training wrote (edited by hand): it was not sent; the Hub gets the generated "
+        "card (metrics from the training record, loading example pinned to the pushed commit). To publish your text, "
+        "edit README.md on the Hub: later pushes keep a card edited there unless --overwrite_card."
+    )
+    assert local_card_note(folder, config) == [line]
+
+
+PUSHES = """
+import json, sys
+from modeling_vit_scratch.sharing.push import push_to_hub
+outcomes = []
+for kwargs in ({}, {"create_pr": True}, {"create_pr": True}):
+    result = push_to_hub(sys.argv[1], "local-user/same", **kwargs)
+    outcomes.append(dict(notes=result.notes, commit=result.commit_id, pr=result.pull_request_url))
+print(json.dumps(outcomes))
+"""
+
+
+@pytest.mark.integration
+def test_a_pull_request_that_would_change_nothing_is_not_opened(local_hub, tmp_path):  # noqa: F811
+    model = Scenario(tmp_path).model()
+    done = local_hub.run("-c", PUSHES, model, hf_home=tmp_path / "hf_home", env={"PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    pushed, *again = json.loads(done.stdout.splitlines()[-1])
+    line = "local-user/same's main already holds this model (the same files): no pull request was opened."
+    for result in again:
+        assert result["pr"] is None and result["notes"] == [line], result
+    assert pushed["pr"] is None and local_hub.commit_requests == 2  # the model and its card's pin, to main: no more

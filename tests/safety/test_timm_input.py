@@ -1,0 +1,87 @@
+"""`convert --from timm`: what timm is handed. A pickle given as --input is never unpickled, `--timm_kwargs` never
+makes timm read a file or download (`checkpoint_path`, `pretrained`, `pretrained_cfg*`), an argument timm does not
+take is one line naming it, and weights of another size are one line naming the `--timm_kwargs` that fit them,
+each before timm builds or loads anything."""
+
+import pickle
+
+import pytest
+import torch
+from entry_points import outcome
+from safetensors.torch import save_file
+
+
+class Payload:
+    """Unpickled without weights_only, this runs code: it writes `marker`."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return exec, (f"open({str(self.marker)!r}, 'w').write('ran')",)
+
+
+def convert(weights, tmp_path, kwargs: str | None = None):
+    extra = ["--timm_kwargs", kwargs] if kwargs is not None else []
+    argv = ["--from", "timm", "--timm_model", "vit_tiny_patch16_224", "--input", str(weights), *extra]
+    return outcome("convert", [*argv, "--output", str(tmp_path / "out")])
+
+
+@pytest.mark.parametrize("name", ["evil.pth", "evil.bin", "evil.pt", "evil.safetensors"])
+@pytest.mark.parametrize("how", ["torch.save", "pickle"])
+def test_a_pickle_as_input_is_one_line_and_never_unpickled(tmp_path, name, how):
+    weights, marker = tmp_path / name, tmp_path / "ran"
+    if how == "torch.save":  # a zip archive holding the pickle
+        torch.save({"x": Payload(marker)}, weights)
+    else:
+        weights.write_bytes(pickle.dumps(Payload(marker), protocol=4))
+    result = convert(weights, tmp_path)
+    assert result.one_line, result
+    assert "is a pickle, which vit-scratch never reads" in result.error
+    assert f"--input {weights.with_suffix('.safetensors')}" in result.error  # where the converted file goes
+    assert not marker.exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["checkpoint_path", "pretrained", "pretrained_cfg", "pretrained_cfg_overlay", "pretrained_strict", "cache_dir"],
+)
+def test_a_timm_kwarg_that_loads_files_or_weights_is_refused_naming_it(tmp_path, key):
+    weights, evil = tmp_path / "weights.safetensors", tmp_path / "evil.pth"
+    save_file({"head.weight": torch.zeros(3, 4)}, weights)
+    torch.save({"x": Payload(tmp_path / "ran")}, evil)
+    result = convert(weights, tmp_path, f"global_pool=avg,{key}={evil}")
+    assert result.one_line, result
+    assert result.error.startswith(f"error: --timm_kwargs {key}=... is refused: it ")
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_timm_kwargs_item_that_is_not_key_value_names_timm_kwargs(tmp_path):
+    weights = tmp_path / "weights.safetensors"
+    save_file({"head.weight": torch.zeros(3, 4)}, weights)
+    result = convert(weights, tmp_path, "img_size")
+    assert result.one_line, result
+    assert result.error == "error: --timm_kwargs item 'img_size' is not key=value: write e.g. 'img_size=384'."
+
+
+@pytest.mark.timm
+def test_a_key_timm_does_not_take_is_one_line_naming_it(tmp_path):
+    weights = tmp_path / "weights.safetensors"
+    save_file({"head.weight": torch.zeros(3, 4)}, weights)
+    result = convert(weights, tmp_path, "bogus=1")
+    assert result.one_line, result
+    assert result.error.startswith("error: --timm_kwargs 'bogus' is not an argument of timm's VisionTransformer")
+
+
+@pytest.mark.timm
+def test_weights_of_another_size_name_the_timm_kwargs_that_fit(tmp_path):
+    import timm
+
+    reference = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, num_classes=3)
+    weights = tmp_path / "weights.safetensors"
+    save_file({name: tensor.contiguous() for name, tensor in reference.state_dict().items()}, weights)
+    result = convert(weights, tmp_path)
+    assert result.one_line, result
+    assert "pos_embed is [1, 5, 192] in the file, [1, 197, 192] in the model" in result.error
+    assert "pass --timm_kwargs 'img_size=32'" in result.error
+    assert convert(weights, tmp_path, "img_size=32").code == 0  # the line's fix works
