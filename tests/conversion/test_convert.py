@@ -205,7 +205,9 @@ def test_convert_script_both_ways(tmp_path):
         text=True,
         timeout=PROCESS_TIMEOUT,
     )
-    assert failed.returncode != 0 and failed.stderr.strip().splitlines()[-1].startswith("error: Folder")
+    assert failed.returncode != 0 and failed.stderr.strip().splitlines()[-1].startswith(
+        f"error: --input '{tmp_path / 'nope'}' does not exist"
+    )
 
 
 @pytest.mark.parametrize("num_labels", [1, 2, 3])

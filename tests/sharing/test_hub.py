@@ -287,7 +287,7 @@ from modeling_vit_scratch.sharing.push import push_to_hub
 from modeling_vit_scratch.common.secrets import credential_free_env
 env = credential_free_env(sys.argv[1])
 code = "from huggingface_hub import get_token; print(get_token())"
-found = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
+found = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=1800)
 push_to_hub(sys.argv[2], sys.argv[3])  # the gate's reload runs, with its guard, while this process has a token
 print(json.dumps(dict(env=env, found=found.stdout.strip(), errors=found.stderr[-2000:])))
 """
