@@ -84,7 +84,7 @@ def images_geometry(split) -> tuple[int, int]:
     images (any mode but grayscale), 1 for gray ones."""
     image_column = find_column(split, None, "image", IMAGE_COLUMN_NAMES, ImageFeature)
     image = split[0][image_column]
-    return max(image.size), 1 if image.mode in ("1", "L", "I", "I;16", "F") else 3
+    return max(image.size), 1 if image.mode in ("1", "L", "LA", "I", "I;16", "F") else 3
 
 
 def train_test_tensors(dataset: str) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
