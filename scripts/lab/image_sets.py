@@ -1,8 +1,9 @@
 """Image sets built from real pictures that ship in packages, written as imagefolders.
 
-Two 28x28 grayscale sets stand in for the small real image sets users train on (handwriting, scans, textures), so
-the training defaults can be measured on data that is neither the embedded 8x8 digits nor a test split anyone tuned
-on; a third, of colour photographs, has the size of the 224x224 models' inputs, for the data path's cost:
+Two 28x28 grayscale sets and one 32x32 colour set stand in for the small real image sets users train on
+(handwriting, scans, textures, small photographs), so the training defaults can be tuned on data that is neither the
+embedded 8x8 digits nor a set kept for the final check; a fourth, of colour photographs, has the size of the 224x224
+models' inputs, for the data path's cost:
 
 - `glyphs`: the 26 lowercase letters drawn in 22 of the fonts matplotlib ships (DejaVu Sans/Mono/Serif and STIX in
   four styles each, six Computer Modern fonts), each sample with its own stroke width, affine jitter (rotation,
@@ -11,15 +12,26 @@ on; a third, of colour photographs, has the size of the 224x224 models' inputs, 
   retina, chelsea, coins, page, cell), each crop of its own size (28 to 56 pixels, resized), quarter turn, mirror,
   brightness, contrast and noise. Train crops come from the left three quarters of each picture and test crops from
   the right quarter, so no test pixel was ever seen in training.
+- `color_textures`: 32x32 colour crops of nine scikit-image colour photographs (astronaut, chelsea, coffee,
+  rocket, hubble_deep_field, retina, immunohistochemistry, colorwheel, the left stereo_motorcycle picture), each crop
+  of its own size (32 to 64 pixels), with the same turns, mirror, brightness, contrast, noise and left/right division
+  as `textures`.
 - `photos`: 256x256 colour JPEGs (quality 90, which a 224x224 image processor decodes and resizes) cut from eight
   scikit-image sample photographs (astronaut, chelsea, coffee, rocket, hubble_deep_field, retina,
   immunohistochemistry, colorwheel): squares of 96 to 320 pixels, maybe mirrored, the same left/right division
   (test crops are at most the right quarter's width, 93 pixels for colorwheel: a set for the data path's cost at
   224x224, not for accuracy).
 
+Two more sets are held back: `held_back_color` (32x32 colour crops, as `color_textures`, of six photographs from
+scikit-learn, matplotlib and mahotas) and `held_back_gray` (the 26 uppercase letters, as `glyphs`, in 18 fonts
+reportlab ships). No tuning set uses their pictures, fonts or characters. Never train on or evaluate against them
+while tuning: only the final check of a recipe reads them, so that its figures say how a recipe does on a set
+nobody tuned on. `scripts/make_image_sets.py` builds them only when named.
+
 `build_image_set(name, root)` writes `root/train/<class>/<n>.png` (`.jpg` for photos) and `root/test/...`, which
 `scripts/train.py --dataset root` reads. The same seed and sizes give the same images (for the same Pillow,
-FreeType and fonts). Needs matplotlib and scipy (`glyphs`) and scikit-image (`textures`, `photos`): `pip install
+FreeType and fonts). Needs matplotlib and scipy (`glyphs`), scikit-image (`textures`, `color_textures`, `photos`),
+scikit-learn, matplotlib and mahotas (`held_back_color`) and reportlab (`held_back_gray`): `pip install
 .[image_sets]`. This module is training glue: the model code never imports it.
 """
 
@@ -30,7 +42,8 @@ import numpy as np
 from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
-SIDE = 28  # the side of every image, as in MNIST and the held-back handwritten set
+SIDE = 28  # the side of every gray image, as in MNIST
+COLOR_SIDE = 32  # the side of every small colour image, as in CIFAR
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 # matplotlib's fonts that draw all 26 lowercase letters (its other files are symbols, subsets or placeholders)
 GLYPH_FONTS = (
@@ -66,7 +79,34 @@ PHOTO_SOURCES = (
     ("stain", "immunohistochemistry", slice(None), slice(None)),
     ("colorwheel", "colorwheel", slice(None), slice(None)),
 )
+# held back (see the module's docstring): (class name, package, file inside the package), sources no tuning set reads
+HELD_BACK_COLOR_SOURCES = (
+    ("china", "sklearn.datasets", "images/china.jpg"),
+    ("flower", "sklearn.datasets", "images/flower.jpg"),
+    ("hopper", "matplotlib", "mpl-data/sample_data/grace_hopper.jpg"),
+    ("crowd", "mahotas.demos", "data/DepartmentStore.jpg"),
+    ("portrait", "mahotas.demos", "data/luispedro.jpg"),
+    ("nuclei", "mahotas.demos", "data/nuclear.png"),
+)
+UPPERCASE = LETTERS.upper()
+# held back: the fonts reportlab ships that draw the 26 uppercase letters (its Symbol, Dingbats and test fonts do
+# not; its calligraphic font's hairlines vanish when a sample's strokes are thinned)
+HELD_BACK_FONTS = (
+    *(f"_a{style}.pfb" for style in ("______", "b_____", "bi____", "i_____")),  # a Helvetica-like sans, 4 styles
+    *(f"_e{style}.pfb" for style in ("r_____", "b_____", "bi____", "i_____")),  # a Times-like serif, 4 styles
+    *(f"co{style}.pfb" for style in ("m_____", "b_____", "bo____", "o_____")),  # Courier, 4 styles
+    "zx______.pfb",  # Adobe Sans MM
+    "zy______.pfb",  # Adobe Serif MM
+    "Vera.ttf",
+    "VeraBd.ttf",
+    "VeraIt.ttf",
+    "VeraBI.ttf",
+    "DarkGardenMK.pfb",
+)
 PHOTO_SIDE, PHOTO_CROP_SIDES = 256, (96, 320)  # photos: the side written, the least and most side of a crop
+# the colour pictures of the small colour set: the photos' and the left picture of a stereo pair (a function that
+# returns several pictures gives its first)
+COLOR_TEXTURE_SOURCES = (*PHOTO_SOURCES, ("motorcycle", "stereo_motorcycle", slice(None), slice(None)))
 
 
 def sample_seed(seed: int, split: str, label: int, index: int) -> np.random.Generator:
@@ -127,21 +167,49 @@ def glyph(letter: str, font: ImageFont.FreeTypeFont, rng: np.random.Generator) -
     return center_by_mass(bent, SIDE, box=int(rng.integers(17, 22)), rng=rng)
 
 
-def make_glyphs(root: Path, train_per_class: int, test_per_class: int, seed: int) -> list[str]:
-    """Write the `glyphs` set under `root`; returns the class names."""
-    import matplotlib
-
-    font_folder = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
-    fonts = [ImageFont.truetype(str(font_folder / name), 64) for name in GLYPH_FONTS]
+def write_glyphs(
+    root: Path, letters: str, font_files: list[Path], train_per_class: int, test_per_class: int, seed: int
+) -> list[str]:
+    """Write each of `letters` drawn (`glyph`) in a random one of `font_files` under `root/split/<letter>/`; returns
+    the class names (a folder name per letter, so an uppercase set is not confused with a lowercase one on a
+    case-insensitive file system)."""
+    fonts = [ImageFont.truetype(str(path), 64) for path in font_files]
+    classes = [letter if letter.islower() else f"upper_{letter}" for letter in letters]
     for split, count in (("train", train_per_class), ("test", test_per_class)):
-        for label, letter in enumerate(LETTERS):
-            folder = root / split / letter
+        for label, (letter, name) in enumerate(zip(letters, classes, strict=True)):
+            folder = root / split / name
             folder.mkdir(parents=True, exist_ok=True)
             for index in range(count):
                 rng = sample_seed(seed, split, label, index)
                 font = fonts[int(rng.integers(len(fonts)))]
                 Image.fromarray(glyph(letter, font, rng), mode="L").save(folder / f"{index}.png")
-    return list(LETTERS)
+    return classes
+
+
+def make_glyphs(root: Path, train_per_class: int, test_per_class: int, seed: int) -> list[str]:
+    """Write the `glyphs` set under `root`; returns the class names."""
+    import matplotlib
+
+    font_folder = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
+    fonts = [font_folder / name for name in GLYPH_FONTS]
+    return write_glyphs(root, LETTERS, fonts, train_per_class, test_per_class, seed)
+
+
+def make_held_back_gray(root: Path, train_per_class: int, test_per_class: int, seed: int) -> list[str]:
+    """Write the held-back gray set under `root`: the 26 uppercase letters in reportlab's fonts, drawn as `glyphs`.
+
+    Held back: never train on or evaluate against it while tuning; only the final check of a recipe reads it.
+    """
+    try:
+        import reportlab
+    except ImportError:
+        raise ImportError(
+            "The held-back gray set draws letters in reportlab's fonts: pip install reportlab (or the project's "
+            "[image_sets] extra)."
+        ) from None
+    font_folder = Path(reportlab.__file__).parent / "fonts"
+    fonts = [font_folder / name for name in HELD_BACK_FONTS]
+    return write_glyphs(root, UPPERCASE, fonts, train_per_class, test_per_class, seed)
 
 
 def sample_pictures(sources: tuple, mode: str) -> dict[str, np.ndarray]:
@@ -156,26 +224,47 @@ def sample_pictures(sources: tuple, mode: str) -> dict[str, np.ndarray]:
         ) from None
     pictures = {}
     for name, function, rows, columns in sources:
-        picture = Image.fromarray(getattr(data, function)()).convert(mode)  # colour -> ITU-R 601 luma for "L"
+        picture = getattr(data, function)()
+        picture = picture[0] if isinstance(picture, tuple) else picture  # a stereo pair: its left picture
+        picture = Image.fromarray(picture).convert(mode)  # colour -> ITU-R 601 luma for "L"
         pictures[name] = np.asarray(picture)[rows, columns]
     return pictures
 
 
-def texture_crop(picture: np.ndarray, columns: slice, rng: np.random.Generator) -> Image.Image:
-    """A random 28x28 crop of `picture[:, columns]`: a square of 28 to 56 pixels resized, turned by a random
-    quarter, maybe mirrored, with random brightness, contrast and noise."""
+def held_back_color_pictures() -> dict[str, np.ndarray]:
+    """Class name -> (H, W, 3) uint8 RGB picture for each of HELD_BACK_COLOR_SOURCES, read from the packages' files
+    (no download)."""
+    from importlib.resources import files
+
+    pictures = {}
+    for name, package, path in HELD_BACK_COLOR_SOURCES:
+        try:
+            with Image.open(files(package).joinpath(path)) as picture:
+                pictures[name] = np.asarray(picture.convert("RGB"))
+        except ImportError:
+            raise ImportError(
+                f"The held-back colour set reads pictures that {package.split('.')[0]} ships: pip install "
+                "scikit-learn matplotlib mahotas (or the project's [image_sets] extra)."
+            ) from None
+    return pictures
+
+
+def texture_crop(picture: np.ndarray, columns: slice, rng: np.random.Generator, side: int = SIDE) -> Image.Image:
+    """A random side x side crop of `picture[:, columns]` ((H, W) gray or (H, W, 3) colour): a square of `side` to
+    2 `side` pixels resized, turned by a random quarter, maybe mirrored, with random brightness, contrast and
+    noise (the same for every channel)."""
     region = picture[:, columns]
-    size = int(rng.integers(SIDE, min(2 * SIDE, *region.shape) + 1))
+    size = int(rng.integers(side, min(2 * side, *region.shape[:2]) + 1))
     top = int(rng.integers(region.shape[0] - size + 1))
     left = int(rng.integers(region.shape[1] - size + 1))
-    crop = Image.fromarray(region[top : top + size, left : left + size]).resize((SIDE, SIDE), Image.BOX)
+    crop = Image.fromarray(region[top : top + size, left : left + size]).resize((side, side), Image.BOX)
     pixels = np.rot90(np.asarray(crop, dtype=np.float64), k=int(rng.integers(4)))
     if rng.random() < 0.5:
         pixels = pixels[:, ::-1]
     mean = pixels.mean()
     pixels = (pixels - mean) * rng.uniform(0.7, 1.3) + mean + rng.uniform(-25, 25)
     pixels = pixels + rng.normal(0, rng.uniform(0, 8), pixels.shape)
-    return Image.fromarray(np.clip(np.rint(pixels), 0, 255).astype(np.uint8), mode="L")
+    return Image.fromarray(np.clip(np.rint(pixels), 0, 255).astype(np.uint8))  # "L" or "RGB" as the picture
 
 
 def photo_crop(picture: np.ndarray, columns: slice, rng: np.random.Generator) -> Image.Image:
@@ -215,6 +304,29 @@ def make_textures(
     return write_crops(root, pictures, texture_crop, {"train": train_per_class, "test": test_per_class}, seed, "png")
 
 
+def color_crop(picture: np.ndarray, columns: slice, rng: np.random.Generator) -> Image.Image:
+    """A random COLOR_SIDE x COLOR_SIDE colour crop of `picture[:, columns]`, made as `texture_crop` makes gray ones."""
+    return texture_crop(picture, columns, rng, side=COLOR_SIDE)
+
+
+def make_color_textures(
+    root: Path, train_per_class: int, test_per_class: int, seed: int, pictures: dict[str, np.ndarray] | None = None
+) -> list[str]:
+    """Write the `color_textures` set under `root` (crops of `pictures`, by default scikit-image's colour ones);
+    returns the classes."""
+    pictures = sample_pictures(COLOR_TEXTURE_SOURCES, "RGB") if pictures is None else pictures
+    return write_crops(root, pictures, color_crop, {"train": train_per_class, "test": test_per_class}, seed, "png")
+
+
+def make_held_back_color(root: Path, train_per_class: int, test_per_class: int, seed: int) -> list[str]:
+    """Write the held-back colour set under `root`: crops of HELD_BACK_COLOR_SOURCES made as `color_textures`'.
+
+    Held back: never train on or evaluate against it while tuning; only the final check of a recipe reads it.
+    """
+    counts = {"train": train_per_class, "test": test_per_class}
+    return write_crops(root, held_back_color_pictures(), color_crop, counts, seed, "png")
+
+
 def make_photos(
     root: Path, train_per_class: int, test_per_class: int, seed: int, pictures: dict[str, np.ndarray] | None = None
 ) -> list[str]:
@@ -231,8 +343,14 @@ IMAGE_SETS: dict[str, tuple[Callable[..., list[str]], int, int]] = {
     # name: (maker, train images per class, test images per class) for ~4,000 train / ~1,000 test
     "glyphs": (make_glyphs, 154, 38),
     "textures": (make_textures, 400, 100),
+    "color_textures": (make_color_textures, 445, 111),
     "photos": (make_photos, 500, 125),
+    "held_back_color": (make_held_back_color, 667, 167),
+    "held_back_gray": (make_held_back_gray, 154, 38),
 }
+# the sets kept for the final check of a recipe (see the module's docstring); the others may be tuned on
+HELD_BACK_SETS = ("held_back_color", "held_back_gray")
+TUNING_SETS = tuple(name for name in IMAGE_SETS if name not in HELD_BACK_SETS)
 
 
 def build_image_set(

@@ -1,7 +1,8 @@
 """The reference: a plain Trainer loop that `scripts/train.py`'s defaults must match.
 
 transformers' `ViTForImageClassification` (or this package's model, `model_kind="ours"`) of the reference size
-(28x28 input, patch 4, width 64, 6 blocks, 4 heads, MLP 128, dropout 0.1) trained with the reference budget: AdamW
+(patch 4, width 64, 6 blocks, 4 heads, MLP 128, dropout 0.1; the input's side and channels follow the set's
+images: 28x28 gray for the glyphs, 32x32 RGB for small colour sets) trained with the reference budget: AdamW
 1e-3, weight decay 0.05, cosine schedule with 10% warmup, batch 64, 40 epochs, small random shifts and rotations done
 on tensors, no label smoothing, no validation split and no model selection: every training image is trained on and
 the last epoch is tested. Images are read from the same imagefolder (`train/` and `test/`) as `scripts/train.py`.
@@ -25,7 +26,7 @@ from modeling_vit_scratch.modeling_vit_scratch import ViTScratchForImageClassifi
 from modeling_vit_scratch.training.augmentation import RandomShiftRotate
 from modeling_vit_scratch.training.data import IMAGE_COLUMN_NAMES, LABEL_COLUMN_NAMES, find_column, load_image_dataset
 
-REFERENCE_SIZE = dict(
+REFERENCE_SIZE = dict(  # image_size and num_channels are the defaults; `train_plain` takes the set's
     image_size=28,
     patch_size=4,
     num_channels=1,
@@ -78,13 +79,33 @@ class TensorImages(torch.utils.data.Dataset):
         return {"pixel_values": (pixels[0] - 0.5) / 0.5, "labels": self.labels[index]}
 
 
-def reference_model(model_kind: str, num_labels: int, seed: int) -> torch.nn.Module:
-    """transformers' ViT or this package's model, of the reference size, initialised from `seed`."""
+def images_geometry(split) -> tuple[int, int]:
+    """(side, channels) of a `datasets` image split, from its first image: the larger side, and 3 for colour
+    images (any mode but grayscale), 1 for gray ones."""
+    image_column = find_column(split, None, "image", IMAGE_COLUMN_NAMES, ImageFeature)
+    image = split[0][image_column]
+    return max(image.size), 1 if image.mode in ("1", "L", "LA", "I", "I;16", "F") else 3
+
+
+def train_test_tensors(dataset: str) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
+    """An imagefolder's ((train images, labels), (test images, labels), (side, channels)), the images as
+    `image_tensors` makes them at the side and channels of the set's own images (`images_geometry`)."""
+    raw = load_image_dataset(dataset)
+    if "test" not in raw:
+        raise ValueError(f"{dataset!r} has no test split: give an imagefolder with train/ and test/ sub-folders.")
+    size, channels = images_geometry(raw["train"])
+    return image_tensors(raw["train"], size, channels), image_tensors(raw["test"], size, channels), (size, channels)
+
+
+def reference_model(model_kind: str, num_labels: int, seed: int, **geometry) -> torch.nn.Module:
+    """transformers' ViT or this package's model, of the reference size, initialised from `seed`; `geometry`
+    (image_size, num_channels) overrides the reference's input."""
     torch.manual_seed(seed)
+    size = {**REFERENCE_SIZE, **geometry}
     if model_kind == "transformers":
-        return ViTForImageClassification(ViTConfig(**REFERENCE_SIZE, num_labels=num_labels))
+        return ViTForImageClassification(ViTConfig(**size, num_labels=num_labels))
     if model_kind == "ours":
-        return ViTScratchForImageClassification(ViTScratchConfig(**REFERENCE_SIZE, num_labels=num_labels))
+        return ViTScratchForImageClassification(ViTScratchConfig(**size, num_labels=num_labels))
     raise ValueError(f"Unknown model kind {model_kind!r}: choose one of {', '.join(MODEL_KINDS)}.")
 
 
@@ -99,18 +120,15 @@ def train_plain(
 ) -> dict[str, float]:
     """Train `model_kind` on `dataset`'s train split with the reference budget and test its last epoch.
 
+    The model's input side and channels are those of the set's first training image (28x28 gray, 32x32 colour).
+
     Returns test accuracy, final training loss (mean of the last epoch), wall time and parameter count; they are
     also written to `output_dir/reference_results.json`. The model is not saved.
     """
     started = time.time()
-    raw = load_image_dataset(dataset)
-    if "test" not in raw:
-        raise ValueError(f"{dataset!r} has no test split: give an imagefolder with train/ and test/ sub-folders.")
-    size, channels = REFERENCE_SIZE["image_size"], REFERENCE_SIZE["num_channels"]
-    train_images, train_labels = image_tensors(raw["train"], size, channels)
-    test_images, test_labels = image_tensors(raw["test"], size, channels)
+    (train_images, train_labels), (test_images, test_labels), (size, channels) = train_test_tensors(dataset)
     num_labels = int(max(train_labels.max(), test_labels.max())) + 1
-    model = reference_model(model_kind, num_labels, seed)
+    model = reference_model(model_kind, num_labels, seed, image_size=size, num_channels=channels)
     args = TrainingArguments(
         output_dir=str(output_dir),
         **{**REFERENCE_BUDGET, **budget_overrides},
@@ -142,6 +160,8 @@ def train_plain(
         "final_train_loss": epoch_losses[-1] if epoch_losses else float("nan"),
         "num_train": len(train_labels),
         "num_test": len(test_labels),
+        "image_size": size,
+        "num_channels": channels,
         "num_parameters": sum(p.numel() for p in model.parameters()),
         "wall_time_seconds": round(time.time() - started, 1),
     }

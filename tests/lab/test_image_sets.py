@@ -1,15 +1,31 @@
-"""The image sets (glyphs and textures at 28x28, photos at 224x224 size) and the plain-loop reference."""
+"""The image sets (glyphs and textures at 28x28, colour textures at 32x32, photos at 224x224 size, the held-back
+sets), the plain-loop reference and the SVM reference."""
 
 import hashlib
 import json
 import subprocess
 import sys
 
+import lab.image_sets
+import make_image_sets
 import numpy as np
 import pytest
 from helpers import REPO, run_script, tiny_model_file
-from lab.image_sets import LETTERS, build_image_set, make_photos, make_textures
+from lab.image_sets import (
+    GLYPH_FONTS,
+    HELD_BACK_COLOR_SOURCES,
+    HELD_BACK_FONTS,
+    HELD_BACK_SETS,
+    LETTERS,
+    TUNING_SETS,
+    build_image_set,
+    make_color_textures,
+    make_held_back_color,
+    make_photos,
+    make_textures,
+)
 from lab.reference import REFERENCE_SIZE, train_plain
+from lab.svm_reference import C_GRID, train_svm
 from PIL import Image
 
 
@@ -51,6 +67,65 @@ def test_textures_from_scikit_image_sample_pictures(tmp_path):
     crops = [np.asarray(Image.open(path)) for path in (tmp_path / "train").rglob("*.png")]
     assert len(crops) == 20 and all(crop.shape == (28, 28) for crop in crops)
     assert len({crop.tobytes() for crop in crops}) == 20
+
+
+def red_left_blue_right(height: int = 80, width: int = 400) -> np.ndarray:
+    """A colour picture whose left three quarters are red and right quarter blue."""
+    picture = np.zeros((height, width, 3), np.uint8)
+    picture[:, : width * 3 // 4] = (200, 30, 30)
+    picture[:, width * 3 // 4 :] = (30, 30, 200)
+    return picture
+
+
+@pytest.mark.parametrize("maker", ["color_textures", "held_back_color"])
+def test_colour_crops_hold_no_test_pixel_in_training(tmp_path, monkeypatch, maker):
+    """Every pixel of every train crop is from the left three quarters (red), of every test crop from the right
+    quarter (blue): brightness, contrast and noise never swap a pixel's channels, so one pixel seen would show."""
+    pictures = {"a": red_left_blue_right(), "b": red_left_blue_right(96, 360)}
+    if maker == "color_textures":
+        classes = make_color_textures(tmp_path, train_per_class=15, test_per_class=15, seed=0, pictures=pictures)
+    else:
+        monkeypatch.setattr(lab.image_sets, "held_back_color_pictures", lambda: pictures)
+        classes = make_held_back_color(tmp_path, train_per_class=15, test_per_class=15, seed=0)
+    assert classes == ["a", "b"]
+    for split, (own, other) in (("train", (0, 2)), ("test", (2, 0))):
+        paths = sorted((tmp_path / split).rglob("*.png"))
+        crops = np.stack([np.asarray(Image.open(path)) for path in paths]).astype(int)
+        assert crops.shape == (30, 32, 32, 3)  # 32x32 RGB
+        assert (crops[..., own] > crops[..., other]).all()
+
+
+@pytest.mark.parametrize("name", ["color_textures", "held_back_color", "held_back_gray"])
+def test_the_new_sets_from_their_packages_are_the_same_for_the_same_seed(tmp_path, name):
+    needs = {"color_textures": ["skimage"], "held_back_color": ["sklearn", "mahotas"], "held_back_gray": ["reportlab"]}
+    for module in needs[name]:
+        pytest.importorskip(module, reason="the [image_sets] extra is not installed")
+    classes = build_image_set(name, tmp_path / "a", train_per_class=2, test_per_class=1, seed=0)
+    build_image_set(name, tmp_path / "b", train_per_class=2, test_per_class=1, seed=0)
+    build_image_set(name, tmp_path / "c", train_per_class=2, test_per_class=1, seed=1)
+    first = folder_digest(tmp_path / "a")
+    assert len(first) == 3 * len(classes) and first == folder_digest(tmp_path / "b")
+    other = folder_digest(tmp_path / "c")
+    assert sum(first[key] != other[key] for key in first) == len(first)  # another seed draws other samples
+    assert sorted(path.name for path in (tmp_path / "a" / "test").iterdir()) == sorted(classes)
+    images = [Image.open(path) for path in sorted((tmp_path / "a").rglob("*.png"))]
+    side, mode = (28, "L") if name == "held_back_gray" else (32, "RGB")
+    assert all(image.size == (side, side) and image.mode == mode for image in images)
+    expected = {"color_textures": 9, "held_back_color": len(HELD_BACK_COLOR_SOURCES), "held_back_gray": 26}
+    assert len(classes) == expected[name]
+
+
+def test_held_back_sets_share_no_source_with_a_tuning_set_and_are_built_only_when_named(tmp_path, monkeypatch):
+    assert set(HELD_BACK_SETS).isdisjoint(TUNING_SETS) and {"glyphs", "textures", "color_textures"} <= set(TUNING_SETS)
+    assert set(HELD_BACK_FONTS).isdisjoint(GLYPH_FONTS)  # other fonts, and uppercase letters, not lowercase
+    assert all(package.split(".")[0] != "skimage" for _, package, _ in HELD_BACK_COLOR_SOURCES)
+    built = []
+    monkeypatch.setattr(make_image_sets, "build_image_set", lambda name, *args: built.append(name) or ["x"])
+    make_image_sets.main([str(tmp_path)])
+    assert built == sorted(TUNING_SETS)
+    built.clear()
+    make_image_sets.main([str(tmp_path), "--sets", "held_back_gray"])
+    assert built == ["held_back_gray"]
 
 
 def test_photo_test_crops_come_only_from_the_right_quarter_and_are_256_pixel_colour_jpegs(tmp_path):
@@ -158,3 +233,47 @@ def test_the_plain_reference_loop_learns_a_separable_set(tmp_path, model_kind):
     block = 4 * (width * width + width) + 2 * width * mlp + mlp + width + 4 * width
     embeddings = 16 * width + width + tokens * width + width
     assert results["num_parameters"] == embeddings + 6 * block + 2 * width + 2 * width + 2
+
+
+def write_colour_set(root, train_per_class: int, test_per_class: int) -> None:
+    """A 32x32 RGB imagefolder of two classes that differ only in colour (red, blue), with noise."""
+    for split, count in (("train", train_per_class), ("test", test_per_class)):
+        for name, colour in (("red", (200, 40, 40)), ("blue", (40, 40, 200))):
+            folder = root / split / name
+            folder.mkdir(parents=True)
+            rng = np.random.default_rng(colour)
+            for index in range(count):
+                pixels = np.clip(np.array(colour) + rng.integers(-30, 30, (32, 32, 3)), 0, 255).astype(np.uint8)
+                Image.fromarray(pixels).save(folder / f"{index}.png")
+
+
+@pytest.mark.integration
+def test_the_plain_reference_loop_follows_a_colour_sets_side_and_channels(tmp_path):
+    write_colour_set(tmp_path / "data", train_per_class=24, test_per_class=6)
+    results = train_plain(str(tmp_path / "data"), "transformers", tmp_path / "out", seed=0, num_train_epochs=8)
+    assert (results["image_size"], results["num_channels"]) == (32, 3)
+    assert results["test_accuracy"] == 1.0
+    # as the gray count above, with an 8x8 grid and a 4x4x3 patch: 3 channels, 32x32 input
+    width, tokens, mlp = REFERENCE_SIZE["hidden_size"], 8 * 8 + 1, REFERENCE_SIZE["intermediate_size"]
+    block = 4 * (width * width + width) + 2 * width * mlp + mlp + width + 4 * width
+    embeddings = 4 * 4 * 3 * width + width + tokens * width + width
+    assert results["num_parameters"] == embeddings + 6 * block + 2 * width + 2 * width + 2
+
+
+def test_the_svm_reference_chooses_c_on_validation_and_tests_once(tmp_path):
+    write_colour_set(tmp_path / "data", train_per_class=20, test_per_class=5)
+    results = train_svm(str(tmp_path / "data"), tmp_path / "out", seed=0)
+    assert (results["num_train"], results["num_test"], results["image_size"], results["num_channels"]) == (
+        40,
+        10,
+        32,
+        3,
+    )
+    validation = {float(c): accuracy for c, accuracy in results["validation_accuracy_by_C"].items()}
+    assert sorted(validation) == sorted(C_GRID)
+    assert results["C"] == min(c for c in C_GRID if validation[c] == max(validation.values()))
+    assert results["test_accuracy"] == 1.0
+    assert json.loads((tmp_path / "out" / "svm_results.json").read_text()) == results
+    write_colour_set(tmp_path / "small", train_per_class=4, test_per_class=1)
+    with pytest.raises(ValueError, match="fewer than the 2 classes, too few to choose C: give at least 20"):
+        train_svm(str(tmp_path / "small"), tmp_path / "out-small")
