@@ -277,9 +277,9 @@ def claim_output_folder(
 
 
 def running_owner(folder: str | Path) -> str | None:
-    """The process written in `folder`'s lock while a live training run holds it ("unknown" if it wrote none yet),
-    else None: no lock, or one a finished or killed run left (the lock dies with its process). Opened read-only and
-    never through a link; the shared lock taken to ask is released at once."""
+    """The process written in `folder`'s lock while a live training run other than this process holds it ("unknown"
+    if it wrote none yet), else None: no lock, one a finished or killed run left (the lock dies with its process), or
+    this process's own. Opened read-only and never through a link; the shared lock taken to ask is released at once."""
     try:
         descriptor = os.open(Path(folder, LOCK_FILE), os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
@@ -288,7 +288,9 @@ def running_owner(folder: str | Path) -> str | None:
         try:
             fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return lock.read().strip() or "unknown"
+            owner = lock.read().strip() or "unknown"
+            # the run that holds it reading its own folder (train --push_to_hub pushes the folder it just wrote)
+            return None if owner == str(os.getpid()) else owner
         fcntl.flock(lock, fcntl.LOCK_UN)
     return None
 

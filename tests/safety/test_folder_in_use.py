@@ -50,8 +50,10 @@ def test_a_folder_a_live_run_holds_is_one_line_naming_the_run(name, tmp_path, mo
 
 def test_only_a_held_lock_counts(tmp_path):
     assert running_owner(tmp_path) is None  # no lock
-    with held_lock(tmp_path, str(os.getpid())):
-        assert running_owner(tmp_path) == str(os.getpid())
+    with held_lock(tmp_path, "424242"):  # another run's process
+        assert running_owner(tmp_path) == "424242"
+    with held_lock(tmp_path, str(os.getpid())):  # this run's own folder (train --push_to_hub pushes it)
+        assert running_owner(tmp_path) is None
     assert (tmp_path / LOCK_FILE).exists() and running_owner(tmp_path) is None  # a run's leftover lock
     (tmp_path / "elsewhere").write_text("1\n")
     os.replace(tmp_path / LOCK_FILE, tmp_path / "old.lock")
