@@ -122,6 +122,8 @@ def train(
     resuming = resume not in RESUME_OFF
     # the inputs first, from their names and the file system: a wrong one is named as such, never blamed on the output
     requested, _ = model_config(model_args)  # the model arguments' errors before any data is read
+    check_layer_decay(model_args.layer_decay, requested, training_args)
+    check_ema(model_args.ema_decay, training_args)
     check_dataset_source(data_args.dataset, data_args.dataset_config)
     inputs = {"--dataset": data_args.dataset, "--model": model_args.model, "--teacher": model_args.teacher}
     if resuming and resume not in (True, "true", "True"):  # a checkpoint's path: read, so never written over
@@ -154,9 +156,6 @@ def train_in_claimed_folder(
     `remove_leftovers` (from `claim_output_folder`) runs just before the first step, once every check has passed:
     a refused run removes nothing."""
     started = time.time()
-    config, _ = model_config(model_args)  # the model arguments' errors before any data is read
-    check_layer_decay(model_args.layer_decay, config, training_args)
-    check_ema(model_args.ema_decay, training_args)
     policy = augmentation_policy(data_args)  # the augmentation's errors too
     check_mixing_batch(policy, training_args, data_args.total_train_batch_size)
     set_seed(training_args.seed)  # before the model is built, so the initial weights follow --seed
