@@ -13,7 +13,7 @@ from modeling_vit_scratch.common.folders import STAGING_PREFIX, checkpoints, is_
 from modeling_vit_scratch.common.secrets import redact
 from modeling_vit_scratch.sharing.push import PushError
 from modeling_vit_scratch.training.arguments import command_secrets, parse_arguments, resume_command
-from modeling_vit_scratch.training.distributed import use_cpu_processes_without_accelerator
+from modeling_vit_scratch.training.distributed import leave_process_group, use_cpu_processes_without_accelerator
 from modeling_vit_scratch.training.precision import precision_words, training_precision
 from modeling_vit_scratch.training.trainer import train
 
@@ -37,6 +37,7 @@ def main(argv: list[str]) -> None:
             line = interrupted_line(training_args, output_args, started, removed)
             print(redact(line, command_secrets(argv)), file=sys.stderr)
         sys.exit(TERMINATED if isinstance(stop, Terminated) else INTERRUPTED)
+    leave_process_group()
     if training_args.process_index == 0:
         print(f"\nTest accuracy {metrics['test_accuracy']:.4f} ({metrics['wall_time_seconds']:.0f} s).")
         precision = precision_words(training_precision(training_args), metrics.get("precision_choice"))

@@ -34,6 +34,13 @@ def use_cpu_processes_without_accelerator() -> None:
         os.environ.setdefault("ACCELERATE_USE_CPU", "true")
 
 
+def leave_process_group() -> None:
+    """Close this process's part of the group before the interpreter exits: a gloo or NCCL group still open at exit
+    can abort the process ("terminate called without an active exception") after the work is done."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def check_world_size(training_args: TrainingArguments) -> None:
     """The processes the launcher started are the processes that train together, or a clear error."""
     launched = int(os.environ.get("WORLD_SIZE", "1"))

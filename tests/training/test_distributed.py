@@ -198,9 +198,11 @@ if __name__ == "__main__":
     fsdp_and_ddp_worker(sys.argv[1])
 
 
-# Run under torchrun: each rank times bf16 differently (as two machines' noise might), chooses, and prints the result.
+# Run under torchrun: each rank times bf16 differently (as two machines' noise might), chooses, and writes the result
+# to its own file (two ranks printing to one pipe can interleave their lines).
 CHOOSING_RANK = """
 import json, os, sys
+import torch
 from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification
 from modeling_vit_scratch.training import precision
 from modeling_vit_scratch.training.arguments import parse_arguments
@@ -213,7 +215,9 @@ precision.bf16_training_step_seconds = lambda *args: (0.2, 0.1) if rank == 0 els
 config = ViTScratchConfig(image_size=8, patch_size=4, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                           intermediate_size=8)
 why = str(precision.choose_bf16(ViTScratchForImageClassification(config), (3, 8, 8), args))
-print("CHOICE " + json.dumps(dict(rank=rank, world_size=args.world_size, bf16=args.bf16, why=why)))
+choice = json.dumps(dict(rank=rank, world_size=args.world_size, bf16=args.bf16, why=why))
+open(os.path.join(sys.argv[2], f"choice-{rank}.json"), "w").write(choice)
+torch.distributed.destroy_process_group()
 """
 
 
@@ -221,14 +225,22 @@ def test_every_process_trains_in_the_precision_the_first_one_chose(tmp_path):
     script = tmp_path / "choose.py"
     script.write_text(CHOOSING_RANK)
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", str(script), str(tmp_path / "out")],
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            str(script),
+            str(tmp_path / "out"),
+            str(tmp_path),
+        ],
         env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
         timeout=PROCESS_TIMEOUT,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    choices = [json.loads(line.split(" ", 1)[1]) for line in result.stdout.splitlines() if line.startswith("CHOICE ")]
+    choices = [json.loads(path.read_text()) for path in sorted(tmp_path.glob("choice-*.json"))]
     assert sorted(choice["rank"] for choice in choices) == [0, 1] and {c["world_size"] for c in choices} == {2}
     assert all(choice["bf16"] for choice in choices)  # rank 1 measured float32 faster, and follows rank 0
     assert len({choice["why"] for choice in choices}) == 1 and "2.00x as fast" in choices[0]["why"]
