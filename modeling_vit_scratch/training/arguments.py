@@ -8,6 +8,7 @@ to an argument whose name holds "token" is masked wherever the command is shown.
 """
 
 import difflib
+import filecmp
 import functools
 import json
 import os
@@ -28,6 +29,7 @@ from modeling_vit_scratch.common.secrets import MASK, holds_secret, known_secret
 from modeling_vit_scratch.common.sources import DIGITS
 from modeling_vit_scratch.training.distillation import Distillation
 from modeling_vit_scratch.training.limits import LIMITS
+from modeling_vit_scratch.training.packages import check_argument_packages
 from modeling_vit_scratch.training.precision import BF16_MIN_SPEEDUP
 from modeling_vit_scratch.training.preflight import DECODE_UP_FRONT_MAX_IMAGES
 from modeling_vit_scratch.training.recipes import key_line, load_recipe
@@ -254,13 +256,58 @@ RECIPE_PATHS = (
 )
 
 
-def path_in_recipe(value: str, recipe_folder: Path) -> str:
-    """A relative path that a recipe names, as given when it exists from the working directory (a recipe written for
-    one place), else relative to the recipe's own folder when it exists there (so `configs/train_digits.json`
-    finds `models/...` beside it from anywhere); names that are no local path (a preset, a hub id) are kept."""
-    if Path(value).is_absolute() or Path(value).exists() or not (recipe_folder / value).exists():
-        return value
-    return str(recipe_folder / value)
+def path_in_recipe(recipe: Path, key: str, value: str) -> tuple[str, str | None]:
+    """A path that a recipe names to read (`RECIPE_PATH_KEYS`), as the command line gets it, and where it was found.
+
+    A relative path is found from the working directory (a recipe written for one place) or beside the recipe (so
+    `configs/train_digits.json` finds `models/...` beside it from anywhere): where it exists in only one of the two,
+    that one, and `where` says which ("from the working folder", "beside the recipe"); where it exists in both and
+    they differ (two files with other bytes, two folders), a ValueError naming both, since taking either silently
+    may train on what the user did not mean. An absolute path, or a name that is no local path (a preset, a hub id,
+    the digits), is kept, with `where` None."""
+    here, beside = Path(value), recipe.parent / value
+    if here.is_absolute() or (key == "dataset" and value == DIGITS):
+        return value, None
+    found = [path for path in (here, beside) if path.exists()]
+    if len(found) == 2 and not same_input(here, beside):
+        raise ValueError(
+            f"Key {key!r} in the recipe {recipe}{key_line(recipe, key)} is {value!r}, which names two different "
+            f"inputs: {os.path.abspath(here)} (from the working folder) and {os.path.abspath(beside)} (beside the "
+            f"recipe): write the one you mean as an absolute path in the recipe, or give --{key} on the command line."
+        )
+    if not found:
+        return value, None
+    if found[0] is here:
+        return value, "from the working folder"
+    return str(beside), "beside the recipe"
+
+
+def same_input(first: Path, second: Path) -> bool:
+    """Whether two existing paths are one input: the same file or folder, or two files with the same bytes."""
+    if os.path.samefile(first, second):
+        return True
+    return first.is_file() and second.is_file() and filecmp.cmp(first, second, shallow=False)
+
+
+def recipe_inputs_read(argv: list[str]) -> list[str]:
+    """One line for each file or folder the recipe (`argv[0]`) names to read by a relative path, saying which path
+    was read and where it was found (printed at the start, as the output folder is); an input the command line
+    overrides is not read, and not named."""
+    if not argv or not argv[0].endswith(RECIPE_SUFFIXES):
+        return []
+    recipe, given = Path(argv[0]), given_names(argv[1:])
+    lines = []
+    for key, value in load_recipe(recipe).items():
+        if key in RECIPE_PATH_KEYS and value is not None and key not in given:
+            read, where = path_in_recipe(recipe, key, str(value))
+            if where:
+                lines.append(f"--{key} from the recipe: {os.path.abspath(read)} (found {where}).")
+    return lines
+
+
+def given_names(argv: list[str]) -> set[str]:
+    """The argument names given in `argv` (`--seed 3`, `--seed=3` -> "seed")."""
+    return {arg[2:].partition("=")[0].replace("-", "_") for arg in argv if arg.startswith("--")}
 
 
 RECIPE_SUFFIXES = (".json", ".yaml", ".yml")
@@ -284,7 +331,7 @@ def recipe_to_argv(argv: list[str]) -> list[str]:
             f"Recipe {argv[0]!r} not found: give a JSON or YAML file such as configs/train_digits.json."
         )
     recipe = load_recipe(path)
-    names = argument_names()
+    names, overridden = argument_names(), given_names(argv[1:])
     args = []
     for key, value in recipe.items():
         if key not in names:
@@ -293,8 +340,8 @@ def recipe_to_argv(argv: list[str]) -> list[str]:
             )
         if value is None:
             continue
-        if key in RECIPE_PATH_KEYS:
-            value = path_in_recipe(str(value), path.parent)
+        if key in RECIPE_PATH_KEYS and key not in overridden:
+            value, _ = path_in_recipe(path, key, str(value))
         written = recipe_words(path, key, value)
         # a single value that starts with "-" as --key=value, which argparse never reads as an option (-inf)
         single_dash = not isinstance(value, list) and written[0].startswith("-")
@@ -388,7 +435,7 @@ HONOURED_ONLY = {
 def refuse_overridden(argv: list[str], values: dict) -> None:
     """A ValueError for a Trainer argument given (in `argv`, a recipe's expanded) with a value the package would
     silently replace (`HONOURED_ONLY`), saying what it does instead."""
-    given = {arg[2:].partition("=")[0] for arg in argv if arg.startswith("--")}
+    given = given_names(argv)
     for name, (honoured, instead) in HONOURED_ONLY.items():
         if name in given and values[name] != honoured:
             raise ValueError(f"--{name} {plain_word(values[name])} is not used: {instead}; leave out --{name}.")
@@ -426,16 +473,55 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
         )
     if remaining:
         refuse_a_non_recipe(remaining[0])
-        raise ValueError(
-            f"{len(remaining)} value(s) without an --argument before them on the command line (a recipe "
-            "file goes first): fix the command line."
-        )
+        refuse_stray_values(argv, remaining)
     refuse_misplaced_tokens(recipe_to_argv(argv), command_secrets(argv))
     values = vars(namespace)
     refuse_overridden(recipe_to_argv(argv), values)
     check_numbers(values, LIMITS)  # before any group is built: its own checks then see only finite, in-range numbers
+    check_argument_packages(values)  # --deepspeed fails inside TrainingArguments itself
+    check_output_dir_named(argv, values["output_dir"])
     return tuple(
         kind(**{item.name: values[item.name] for item in fields(kind) if item.init}) for kind in ARGUMENT_TYPES
+    )
+
+
+def refuse_stray_values(argv: list[str], remaining: list[str]) -> None:
+    """A ValueError naming the values of the command line that follow no --argument (`remaining`, as argparse left
+    them): a second recipe file gets its own line, since a run reads one recipe, given first."""
+    recipes = [value for value in remaining if value.endswith(RECIPE_SUFFIXES)]
+    if recipes and argv[0].endswith(RECIPE_SUFFIXES):
+        raise ValueError(
+            f"{recipes[0]} is a second recipe file, and a run takes one recipe ({argv[0]}, given first): merge them "
+            "into one, or pass the second's values as --arguments."
+        )
+    if recipes:
+        raise ValueError(
+            f"{recipes[0]} is a recipe file given after other arguments, and a recipe goes first: "
+            f"`{program_name()} {recipes[0]} --argument value ...`."
+        )
+    shown = ", ".join(repr(value if len(value) <= 60 else value[:57] + "...") for value in remaining[:3])
+    more = f" and {len(remaining) - 3} more" if len(remaining) > 3 else ""
+    raise ValueError(
+        f"{shown}{more} on the command line follow{'s' * (len(remaining) == 1)} no --argument: each value goes right "
+        "after the --argument it is for (a recipe file goes first); fix the command line."
+    )
+
+
+def check_output_dir_named(argv: list[str], output_dir: str | None) -> None:
+    """The output folder is always one the user named, on the command line or in the recipe: without it the
+    Trainer would write into ./trainer_output wherever the command was run (maybe inside a checkout)."""
+    if output_dir is not None and str(output_dir).strip():
+        return
+    if output_dir is not None:
+        raise ValueError(
+            "--output_dir is empty: give the folder to write the model to, e.g. --output_dir outputs/vit-digits."
+        )
+    recipe = Path(argv[0]) if argv and argv[0].endswith(RECIPE_SUFFIXES) else None
+    null = recipe is not None and "output_dir" in load_recipe(recipe)
+    where = f" (the recipe {recipe}{key_line(recipe, 'output_dir')} leaves output_dir empty)" if null else ""
+    raise ValueError(
+        f"No output folder is given{where}: name the folder to train into with --output_dir DIR, or output_dir in "
+        "the recipe, e.g. --output_dir outputs/vit-digits."
     )
 
 

@@ -12,7 +12,12 @@ from pathlib import Path
 from modeling_vit_scratch.common.folders import STAGING_PREFIX, checkpoints, is_complete_checkpoint
 from modeling_vit_scratch.common.secrets import redact
 from modeling_vit_scratch.sharing.push import PushError
-from modeling_vit_scratch.training.arguments import command_secrets, parse_arguments, resume_command
+from modeling_vit_scratch.training.arguments import (
+    command_secrets,
+    parse_arguments,
+    recipe_inputs_read,
+    resume_command,
+)
 from modeling_vit_scratch.training.distributed import leave_process_group, use_cpu_processes_without_accelerator
 from modeling_vit_scratch.training.precision import precision_words, training_precision
 from modeling_vit_scratch.training.trainer import train
@@ -26,6 +31,9 @@ def main(argv: list[str]) -> None:
         model_args, data_args, output_args, training_args = parse_arguments(argv)
     except (ValueError, FileNotFoundError) as error:
         sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}")
+    if training_args.process_index == 0:
+        for line in recipe_inputs_read(argv):  # which file a recipe's relative path named: said, never guessed
+            print(redact(line, command_secrets(argv)))
     removed = []  # what the run removed from the output folder once every check had passed
     try:
         with sigterm_interrupts():

@@ -127,14 +127,86 @@ def check_imagefolder_links(path: Path) -> None:
                 )
 
 
-def imagefolder_files(path: Path) -> list[Path]:
-    """The image files `datasets`' imagefolder reads under `path` (hidden and `__` files and folders left out),
-    relative to `path`."""
+@dataclass
+class FolderFiles:
+    """The files under an image folder, relative to it: the images training reads, and the files it leaves out."""
+
+    images: list[Path]
+    not_images: list[Path]  # by their extension: `0.png.bak`, `notes.txt`
+    hidden: list[Path]  # under a name starting with "." or "__" (`.DS_Store`), as datasets leaves them out
+
+    def left_out_line(self) -> str | None:
+        """'Left out N files that are not images (e.g. ...)', or None when every file is read."""
+        parts = []
+        if self.not_images:
+            parts.append(
+                f"{count(len(self.not_images), 'file')} that are not images by their extension"
+                f" (e.g. {shown_files(self.not_images)})"
+            )
+        if self.hidden:
+            parts.append(f"{count(len(self.hidden), 'hidden file')} ({shown_files(self.hidden)})")
+        return f"Left out {' and '.join(parts)}." if parts else None
+
+
+def count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}{'s' * (number != 1)}"
+
+
+def shown_files(files: list[Path], shown: int = 3) -> str:
+    more = f", ... {len(files) - shown} more" if len(files) > shown else ""
+    return ", ".join(file.as_posix() for file in files[:shown]) + more
+
+
+def image_extensions() -> set[str]:
+    """The extensions (lower case, with the dot) of the files datasets' imagefolder reads as images."""
     from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
 
-    extensions = {extension.lower() for extension in ImageFolder.EXTENSIONS}
-    files = (file.relative_to(path) for file in sorted(path.rglob("*")) if file.suffix.lower() in extensions)
-    return [file for file in files if not any(part.startswith((".", "__")) for part in file.parts)]
+    return {extension.lower() for extension in ImageFolder.EXTENSIONS}
+
+
+def is_image_file(path: str | Path) -> bool:
+    """An image by its last extension: `0.png` is, `0.png.bak` is not (datasets also reads a file whose
+    second-to-last extension is an image's, meant for `x.png.gz`; so would a backup copy be read twice)."""
+    return Path(path).suffix.lower() in image_extensions()
+
+
+def folder_files(path: Path) -> FolderFiles:
+    """Every file under `path` sorted into images, files that are not images, and hidden entries (see `FolderFiles`;
+    a hidden folder counts once, not its files); `datasets`' metadata files (metadata.csv, .jsonl, .parquet) are
+    read by it, and so in none of the three."""
+    from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
+
+    listing = FolderFiles([], [], [])
+    for folder, subfolders, files in os.walk(path):
+        relative = Path(folder).relative_to(path)
+        hidden = sorted(name for name in subfolders if name.startswith((".", "__")))
+        subfolders[:] = sorted(name for name in subfolders if name not in hidden)
+        listing.hidden += [relative / f"{name}/" for name in hidden]
+        for name in sorted(files):
+            if name in ImageFolder.METADATA_FILENAMES:
+                continue
+            if name.startswith((".", "__")):
+                listing.hidden.append(relative / name)
+            else:
+                (listing.images if is_image_file(name) else listing.not_images).append(relative / name)
+    return listing
+
+
+def imagefolder_files(path: Path) -> list[Path]:
+    """The image files training reads under `path` (hidden and `__` files and folders left out), relative to
+    `path`."""
+    return folder_files(path).images
+
+
+def left_out_line(source: str) -> str | None:
+    """For a local image folder, the line that says which of its files training leaves out (`FolderFiles`), or None
+    (every file read, or no image folder)."""
+    path = Path(source).expanduser()
+    if source == DIGITS or not path.is_dir() or (path / "dataset_dict.json").exists():
+        return None
+    if (path / "dataset_info.json").exists():
+        return None
+    return folder_files(path).left_out_line()
 
 
 def check_imagefolder_names(path: Path, secrets: list[str]) -> None:
@@ -184,6 +256,7 @@ def load_imagefolder(path: Path) -> DatasetDict:
             f"Data set folder '{path}' holds no image files: put the images in one sub-folder per class "
             f"('{path / 'cat'}/1.png', '{path / 'dog'}/1.png', ...)."
         ) from None
+    loaded = DatasetDict({name: only_images(split) for name, split in loaded.items()})
     if any("label" in split.features for split in loaded.values()):
         return loaded
     folders = set()
@@ -204,6 +277,14 @@ def load_imagefolder(path: Path) -> DatasetDict:
             "classes: add a sub-folder of images of another class."
         )
     return loaded
+
+
+def only_images(split: Dataset) -> Dataset:
+    """`split` without the rows whose file is no image by its last extension (`is_image_file`): datasets reads
+    `fox/0.png.bak` as an image of class fox, so a backup copy could land in train and its original in test."""
+    cells = split.select_columns(["image"]).cast_column("image", ImageFeature(decode=False))["image"]
+    keep = [row for row, cell in enumerate(cells) if not (cell and cell.get("path")) or is_image_file(cell["path"])]
+    return split if len(keep) == len(split) else split.select(keep)
 
 
 def find_column(dataset: Dataset, wanted: str | None, kind: str, names: tuple[str, ...], feature_type) -> str:

@@ -36,6 +36,7 @@ from modeling_vit_scratch.training.data import (
     PreparedData,
     check_dataset_source,
     collate_images,
+    left_out_line,
     load_image_dataset,
     prepare_splits,
     processed_rows,
@@ -69,6 +70,7 @@ from modeling_vit_scratch.training.output import (
     push_trained_folder,
     write_model_folder,
 )
+from modeling_vit_scratch.training.packages import check_report_to
 from modeling_vit_scratch.training.policies import (
     augmentation_policy,
     check_mixing_batch,
@@ -110,7 +112,7 @@ def train(
     removed = [] if removed is None else removed  # filled with the names removed from the output folder at the start
     hub_token, training_args.hub_token = training_args.hub_token, None  # the Trainer pickles its arguments
     check_world_size(training_args)
-    check_report_to(training_args)
+    check_report_to(training_args.report_to)  # again for a caller from Python: the command checks it on parsing
     check_fsdp(training_args)
     if training_args.push_to_hub:
         check_push_ready(training_args, hub_token)
@@ -183,6 +185,9 @@ def train_in_claimed_folder(
     images = check_images_together(data.splits, data_args.check_images, main_process and not training_args.disable_tqdm)
     if main_process:
         print(images.summary())
+        left_out = left_out_line(data_args.dataset)  # the files of an image folder that are not read, named
+        if left_out:
+            print(left_out)
     model, processor = build_model(model_args, data)
     if data_args.crop_pct is not None:
         processor.crop_pct = data_args.crop_pct  # saved with the model: inference crops as evaluation does
@@ -387,47 +392,6 @@ def check_metric_name(training_args: TrainingArguments, num_classes: int) -> Non
         f"--metric_for_best_model {name!r} is not a metric this run computes{closest(name, valid)}: give one of "
         f"{', '.join(valid)}."
     )
-
-
-# --report_to's integrations: the test that each can be used (transformers' own), and the package that provides it
-REPORTING_PACKAGES = {
-    "azure_ml": ("is_azureml_available", "azureml-core"),
-    "clearml": ("is_clearml_available", "clearml"),
-    "codecarbon": ("is_codecarbon_available", "codecarbon"),
-    "comet_ml": ("is_comet_available", "comet_ml"),
-    "dagshub": ("is_dagshub_available", "dagshub"),
-    "dvclive": ("is_dvclive_available", "dvclive"),
-    "flyte": ("is_flytekit_available", "flytekit"),
-    "kubeflow": ("is_kubeflow_available", "kubeflow"),
-    "mlflow": ("is_mlflow_available", "mlflow"),
-    "neptune": ("is_neptune_available", "neptune"),
-    "swanlab": ("is_swanlab_available", "swanlab"),
-    "tensorboard": ("is_tensorboard_available", "tensorboard"),
-    "trackio": ("is_trackio_available", "trackio"),
-    "wandb": ("is_wandb_available", "wandb"),
-}
-
-
-def check_report_to(training_args: TrainingArguments) -> None:
-    """Each `--report_to` integration is one transformers knows and is installed, or one line naming the package to
-    install: the Trainer would raise only once it is built, after the data set is read and checked."""
-    from transformers.integrations import integration_utils
-
-    for name in training_args.report_to or []:
-        if name in ("none", "all"):
-            continue
-        if name not in REPORTING_PACKAGES:
-            raise ValueError(
-                f"--report_to {name!r} is not an integration transformers reports to{closest(name, list(REPORTING_PACKAGES))}"
-                f": give one or more of {', '.join(REPORTING_PACKAGES)} (separated by spaces), or none."
-            )
-        available, package = REPORTING_PACKAGES[name]
-        if not getattr(integration_utils, available)():
-            others = "tensorboard or --report_to none" if integration_utils.is_tensorboard_available() else "none"
-            raise ValueError(
-                f"--report_to {name}: the package {package!r} is not installed: `pip install {package}`, or give "
-                f"--report_to {others}."
-            )
 
 
 def accuracy_metrics(eval_prediction) -> dict[str, float]:
