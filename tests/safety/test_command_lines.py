@@ -25,6 +25,7 @@ def nothing_runs(monkeypatch):
 BROKEN = [
     (["--no_such_argument", "1"], "--no_such_argument"),
     (["--help_me"], "--help_me"),
+    (["--seed", "3", "leftover-value"], "leftover-value"),  # a value after no argument is named
 ]
 
 

@@ -584,8 +584,8 @@ def test_an_empty_output_dir_is_refused_and_the_working_directory_is_not_claimed
         "--disable_tqdm",
         "true",
     ]
-    model_args, data_args, output_args, args = parse_arguments(argv)
     with pytest.raises(ValueError, match="--output_dir is empty: give the folder to write the model to"):
+        model_args, data_args, output_args, args = parse_arguments(argv)  # refused here, as the command refuses it
         train(model_args, data_args, args, output_args)
     assert not (tmp_path / LOCK_FILE).exists()
 
