@@ -68,8 +68,10 @@ def test_an_optimizer_whose_package_is_missing_is_one_line_before_any_work(tmp_p
             "--use_liger_kernel",
             "true",
             ("transformers.utils.is_liger_kernel_available", "false"),
-            "error: --use_liger_kernel true needs the package liger-kernel (>= 0.3.0), which is not installed: "
-            "`pip install liger-kernel`",
+            (
+                "error: --use_liger_kernel true needs the package liger-kernel (>= 0.3.0), which is not installed: "
+                "`pip install liger-kernel`"
+            ),
         ),
         (
             "--torch_compile",
@@ -116,8 +118,8 @@ def test_deepspeed_without_the_package_is_one_line_not_a_traceback(tmp_path):
     done = run_command("train", argv, cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines()[-1].startswith(
-        "error: --deepspeed needs the package deepspeed (deepspeed>="
+    assert (
+        done.stderr.strip().splitlines()[-1].startswith("error: --deepspeed needs the package deepspeed (deepspeed>=")
     ), done.stderr
     assert "`pip install 'deepspeed>=" in done.stderr
     assert not (tmp_path / "out-train").exists()

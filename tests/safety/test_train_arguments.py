@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from entry_points import Scenario, outcome, with_argument
+from entry_points import Scenario, outcome
 from helpers import REPO, write_imagefolder
 
 import modeling_vit_scratch.training.trainer as trainer_module
