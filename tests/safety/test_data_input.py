@@ -10,6 +10,7 @@
 """
 
 import shutil
+from pathlib import Path
 
 import pytest
 from entry_points import Scenario, outcome
@@ -146,3 +147,50 @@ def test_a_linked_class_folder_is_one_line_naming_it_before_the_data_is_read(tmp
         "place of the link)."
     )
     assert not (tmp_path / "out-train").exists()
+
+
+def with_files_that_are_not_images(root, backup: str):
+    """The scenario's image folder plus a backup copy of an image (`fox/<backup>`), a note and a hidden file."""
+    shutil.copy(root / "fox" / "0.png", root / "fox" / backup)
+    (root / "notes.txt").write_text("where these came from")
+    (root / "cat" / ".DS_Store").write_bytes(b"\0\1")
+    return root
+
+
+@pytest.mark.parametrize("backup", ["0.PNG.bak", "1.jpg.orig", "2.png.tmp"])
+@pytest.mark.parametrize("streaming", [False, True])
+def test_files_that_are_not_images_by_their_extension_are_left_out_and_named(tmp_path, backup, streaming):
+    """datasets' imagefolder reads a file whose second-to-last extension is an image's (`0.PNG.bak`) as an image of
+    its folder's class: a copy could land in train and its original in test. Training reads what the pre-flight
+    counts, images by their last extension, and names what it leaves out."""
+    from modeling_vit_scratch.training.streaming import stream_source
+
+    root = with_files_that_are_not_images(write_imagefolder(tmp_path / "images", per_class=4), backup)
+    read = data_module.folder_files(root)
+    assert len(read.images) == 12 and read.not_images == [Path("notes.txt"), Path("fox") / backup]
+    if streaming:
+        assert sorted(stream_source(str(root)).files) == sorted(root / file for file in read.images)
+    else:
+        loaded = data_module.load_image_dataset(str(root))
+        assert len(loaded["train"]) == 12
+        paths = loaded["train"].cast_column("image", data_module.ImageFeature(decode=False))["image"]
+        assert not [cell["path"] for cell in paths if not cell["path"].endswith(".png")]
+    assert data_module.left_out_line(str(root)) == (
+        f"Left out 2 files that are not images by their extension (e.g. notes.txt, fox/{backup}) and 1 hidden file "
+        "(cat/.DS_Store)."
+    )
+    assert data_module.left_out_line("digits") is None
+
+
+@pytest.mark.integration
+def test_a_run_on_a_folder_with_a_backup_copy_trains_on_the_images_only_and_says_what_it_left_out(tmp_path, capsys):
+    scenario = Scenario(tmp_path)
+    with_files_that_are_not_images(scenario.images(), "0.PNG.bak")
+    result = outcome("train", scenario.argv("train"))
+    assert result.code == 0, result
+    printed = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("Pre-flight: 30 images decoded in ") for line in printed), printed
+    assert (
+        "Left out 2 files that are not images by their extension (e.g. notes.txt, fox/0.PNG.bak) and 1 hidden "
+        "file (cat/.DS_Store)." in printed
+    )
