@@ -1,9 +1,10 @@
 """The command line of `scripts/train.py`: its argument groups, recipes, and the token values it must never leak.
 
 Arguments are those of `ModelArguments`, `DataArguments`, `OutputArguments` and transformers' `TrainingArguments`,
-given on the command line or in a JSON/YAML recipe (`configs/`, read strictly by `recipes.py`), matched exactly: an
-unknown or shortened name is an error naming the closest real one, which never echoes the value that follows it (it
-may be a token). Every number is checked against its group's table (`limits.py`) before any group is built. Any value given
+given on the command line or in a JSON/YAML recipe (`configs/`, read strictly by `recipes.py`; one, given first),
+matched exactly: an unknown or shortened name is an error naming the closest real one, which never echoes the value
+that follows it (it may be a token); a value that follows no argument is named. The output folder must be named, and
+what an argument needs beyond the package's dependencies is checked at once (`packages.py`). Every number is checked against its group's table (`limits.py`) before any group is built. Any value given
 to an argument whose name holds "token" is masked wherever the command is shown.
 """
 
@@ -250,9 +251,9 @@ def closest(name: str, names: list[str]) -> str:
 RECIPE_PATH_KEYS = ("model", "teacher", "dataset")
 RECIPE_PATHS = (
     "Train from a recipe (RECIPE.json or .yaml, given first) and/or arguments; the command line wins. Relative paths "
-    "in a recipe: what it reads (model, teacher, dataset) is found from the working folder, else beside the recipe; "
-    "what it writes (output_dir) is relative to the working folder, as on the command line. The "
-    "resolved output folder is printed at the start."
+    "in a recipe: what it reads (model, teacher, dataset) is found from the working folder or beside the recipe (two "
+    "different ones are refused; the one read is printed); what it writes (output_dir, always named) is relative to "
+    "the working folder, as on the command line. The resolved output folder is printed at the start."
 )
 
 
