@@ -140,7 +140,8 @@ class FolderFiles:
         parts = []
         if self.not_images:
             parts.append(
-                f"{count(len(self.not_images), 'file')} that are not images by their extension"
+                f"{count(len(self.not_images), 'file')} that "
+                f"{'is not an image by its' if len(self.not_images) == 1 else 'are not images by their'} extension"
                 f" (e.g. {shown_files(self.not_images)})"
             )
         if self.hidden:
@@ -241,6 +242,23 @@ def shown_labels(labels: list[str], shown: int = 5) -> str:
     return ", ".join(map(str, labels[:shown])) + more
 
 
+def imagefolder_data_files(path: Path) -> dict[str, list[str]]:
+    """The files of each split `datasets`' imagefolder finds under `path` (its own split patterns: `train/`,
+    `test/`, ... or one split), less those that are no image by their last extension (`is_image_file`) and are not
+    its metadata files: given `data_dir`, it would read `fox/0.png.bak` as an image of class fox (a copy could land in
+    train and its original in test), and a class folder holding only such files would fail its generation."""
+    from datasets.data_files import DataFilesDict, get_data_patterns
+    from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
+
+    base = path.resolve().as_posix()
+    found = DataFilesDict.from_patterns(get_data_patterns(base), base_path=base)
+    kept = {
+        split: [file for file in files if is_image_file(file) or Path(file).name in ImageFolder.METADATA_FILENAMES]
+        for split, files in found.items()
+    }
+    return {split: files for split, files in kept.items() if any(is_image_file(file) for file in files)}
+
+
 def load_imagefolder(path: Path) -> DatasetDict:
     """`load_dataset("imagefolder")` with one-line errors for an empty folder and a folder of a single class.
 
@@ -249,14 +267,17 @@ def load_imagefolder(path: Path) -> DatasetDict:
     """
     from datasets.data_files import EmptyDatasetError
 
+    empty = FileNotFoundError(
+        f"Data set folder '{path}' holds no image files: put the images in one sub-folder per class "
+        f"('{path / 'cat'}/1.png', '{path / 'dog'}/1.png', ...)."
+    )
     try:
-        loaded = load_dataset("imagefolder", data_dir=str(path))
+        data_files = imagefolder_data_files(path)
     except EmptyDatasetError:
-        raise FileNotFoundError(
-            f"Data set folder '{path}' holds no image files: put the images in one sub-folder per class "
-            f"('{path / 'cat'}/1.png', '{path / 'dog'}/1.png', ...)."
-        ) from None
-    loaded = DatasetDict({name: only_images(split) for name, split in loaded.items()})
+        raise empty from None
+    if not data_files:
+        raise empty
+    loaded = load_dataset("imagefolder", data_files=data_files)
     if any("label" in split.features for split in loaded.values()):
         return loaded
     folders = set()
@@ -277,14 +298,6 @@ def load_imagefolder(path: Path) -> DatasetDict:
             "classes: add a sub-folder of images of another class."
         )
     return loaded
-
-
-def only_images(split: Dataset) -> Dataset:
-    """`split` without the rows whose file is no image by its last extension (`is_image_file`): datasets reads
-    `fox/0.png.bak` as an image of class fox, so a backup copy could land in train and its original in test."""
-    cells = split.select_columns(["image"]).cast_column("image", ImageFeature(decode=False))["image"]
-    keep = [row for row, cell in enumerate(cells) if not (cell and cell.get("path")) or is_image_file(cell["path"])]
-    return split if len(keep) == len(split) else split.select(keep)
 
 
 def find_column(dataset: Dataset, wanted: str | None, kind: str, names: tuple[str, ...], feature_type) -> str:

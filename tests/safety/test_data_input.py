@@ -166,18 +166,22 @@ def test_files_that_are_not_images_by_their_extension_are_left_out_and_named(tmp
     from modeling_vit_scratch.training.streaming import stream_source
 
     root = with_files_that_are_not_images(write_imagefolder(tmp_path / "images", per_class=4), backup)
+    (root / "zebra").mkdir()  # a folder holding only a backup copy: datasets' generation failed on it
+    shutil.copy(root / "fox" / "0.png", root / "zebra" / backup)
     read = data_module.folder_files(root)
-    assert len(read.images) == 12 and read.not_images == [Path("notes.txt"), Path("fox") / backup]
+    assert len(read.images) == 12
+    assert read.not_images == [Path("notes.txt"), Path("fox") / backup, Path("zebra") / backup]
     if streaming:
         assert sorted(stream_source(str(root)).files) == sorted(root / file for file in read.images)
     else:
         loaded = data_module.load_image_dataset(str(root))
         assert len(loaded["train"]) == 12
+        assert loaded["train"].features["label"].names == ["cat", "dog", "fox"]
         paths = loaded["train"].cast_column("image", data_module.ImageFeature(decode=False))["image"]
         assert not [cell["path"] for cell in paths if not cell["path"].endswith(".png")]
     assert data_module.left_out_line(str(root)) == (
-        f"Left out 2 files that are not images by their extension (e.g. notes.txt, fox/{backup}) and 1 hidden file "
-        "(cat/.DS_Store)."
+        f"Left out 3 files that are not images by their extension (e.g. notes.txt, fox/{backup}, zebra/{backup}) and "
+        "1 hidden file (cat/.DS_Store)."
     )
     assert data_module.left_out_line("digits") is None
 
