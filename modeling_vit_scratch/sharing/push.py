@@ -421,7 +421,7 @@ def push_to_hub(
     check_folder(folder)
     digest = weights_sha256(folder)
     metrics, record, measured = measured_training_files(folder, digest, allow_unmeasured_weights)
-    max_shard_size = check_hub_arguments(
+    checked = check_hub_arguments(
         repo_id,
         revision=revision,
         create_pr=create_pr,
@@ -430,6 +430,8 @@ def push_to_hub(
         token=token,
         private=private,
     )
+    # from here on the full repo id (a bare name is in the token owner's namespace) and the branch's plain name
+    repo_id, revision, max_shard_size = checked.repo_id, checked.revision, checked.max_shard_size
     secrets = known_secrets(token)
     model, processor = load_verified(folder)
     api = HfApi(token=token)
