@@ -50,6 +50,7 @@ import time
 import torch
 
 from modeling_vit_scratch.common.dtypes import dtype_name, parse_dtypes
+from modeling_vit_scratch.common.numbers import Allowed, argument_type
 from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
 from modeling_vit_scratch.training.precision import slow_bf16_warning
 
@@ -61,6 +62,26 @@ from .results_file import check_results_path, write_results
 from .timing import matmul_flops
 
 DEFAULT_CONFIGS = ["digits", "digits-plain", "tiny224"]
+COUNT = Allowed(1, integer=True, example="5")
+RATIO = Allowed(0, open_low=True, example="1.0")
+# What each number argument admits, checked by the parser (`argument_type`) before any measurement starts
+BENCHMARK_LIMITS = {
+    "end_to_end_steps": COUNT,
+    "max_end_to_end_ratio": RATIO,
+    "rounds": COUNT,
+    "warmup": Allowed(0, integer=True, example="5"),
+    "chunks": COUNT,
+    "chunk_seconds": Allowed(0, example="1.0"),
+    "steps": COUNT,
+    "batch": Allowed(1, integer=True, example="32"),
+    "matmul_size": Allowed(1, integer=True, example="4096"),
+    "peak_tflops": Allowed(0, open_low=True),
+    "min_speedup_vs_sdpa": RATIO,
+    "min_speedup_vs_fastest": RATIO,
+    "max_memory_ratio": RATIO,
+    "min_bf16_matmul_fraction": Allowed(0, 1, open_low=True, example="0.85"),
+    "min_bf16_speedup": RATIO,
+}
 
 
 def main_parser() -> argparse.ArgumentParser:
@@ -78,7 +99,7 @@ def main_parser() -> argparse.ArgumentParser:
     end.add_argument("--end_to_end", nargs="+", metavar="RECIPE", help="recipes to run end to end (this mode only)")
     end.add_argument(
         "--end_to_end_steps",
-        type=int,
+        type=argument_type(BENCHMARK_LIMITS["end_to_end_steps"]),
         help="train only this many steps (default: the whole recipe; eval/save steps given as shares scale with it)",
     )
     end.add_argument(
@@ -88,7 +109,10 @@ def main_parser() -> argparse.ArgumentParser:
         help="last: arguments for the training command, e.g. --bf16 true",
     )
     end.add_argument(
-        "--max_end_to_end_ratio", type=float, metavar="RATIO", help="bar: most train_runtime / model alone, e.g. 1.25"
+        "--max_end_to_end_ratio",
+        type=argument_type(BENCHMARK_LIMITS["max_end_to_end_ratio"]),
+        metavar="RATIO",
+        help="bar: most train_runtime / model alone, e.g. 1.25",
     )
     parser.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, choices=list(CONFIGS))
     parser.add_argument(
@@ -98,20 +122,36 @@ def main_parser() -> argparse.ArgumentParser:
         choices=ALL_IMPLEMENTATIONS,
         help="any name + '-compiled' is that model under torch.compile, measured in the same rounds as the others",
     )
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=5, help="untimed steps before timing")
+    parser.add_argument("--rounds", type=argument_type(BENCHMARK_LIMITS["rounds"]), default=5)
+    parser.add_argument(
+        "--warmup", type=argument_type(BENCHMARK_LIMITS["warmup"]), default=5, help="untimed steps before timing"
+    )
     parser.add_argument(
         "--chunks",
-        type=int,
+        type=argument_type(BENCHMARK_LIMITS["chunks"]),
         default=5,
         help="timed chunks per implementation and round (throughput: the fastest; ratios: all, paired)",
     )
     parser.add_argument(
-        "--chunk_seconds", "--chunk-seconds", type=float, default=1.0, help="least duration of a timed chunk"
+        "--chunk_seconds",
+        "--chunk-seconds",
+        type=argument_type(BENCHMARK_LIMITS["chunk_seconds"]),
+        default=1.0,
+        help="least duration of a timed chunk",
     )
-    parser.add_argument("--steps", type=int, default=3, help="least number of steps in a timed chunk")
+    parser.add_argument(
+        "--steps",
+        type=argument_type(BENCHMARK_LIMITS["steps"]),
+        default=3,
+        help="least number of steps in a timed chunk",
+    )
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
-    parser.add_argument("--batch", type=int, nargs="+", help="inference batch sizes (default: each config's own)")
+    parser.add_argument(
+        "--batch",
+        type=argument_type(BENCHMARK_LIMITS["batch"]),
+        nargs="+",
+        help="inference batch sizes (default: each config's own)",
+    )
     parser.add_argument(
         "--dtype",
         default="float32,bfloat16",
@@ -125,7 +165,7 @@ def main_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--matmul_size",
-        type=int,
+        type=argument_type(BENCHMARK_LIMITS["matmul_size"]),
         default=4096,
         help="side of the square matrix product that measures each dtype's matmul rate at the start",
     )
@@ -140,38 +180,43 @@ def main_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="workers keep glibc's dynamic malloc thresholds (noisier on CPU, see STEADY_MALLOC)",
     )
-    parser.add_argument("--peak_tflops", "--peak-tflops", type=float, help="the GPU's peak dense bf16 TFLOP/s, for MFU")
+    parser.add_argument(
+        "--peak_tflops",
+        "--peak-tflops",
+        type=argument_type(BENCHMARK_LIMITS["peak_tflops"]),
+        help="the GPU's peak dense bf16 TFLOP/s, for MFU",
+    )
     judged = parser.add_argument_group(
         "bars",
         "judge our model against these (a verdict line per config, mode, precision and batch); none given: no verdict",
     )
     judged.add_argument(
         "--min_speedup_vs_sdpa",
-        type=float,
+        type=argument_type(BENCHMARK_LIMITS["min_speedup_vs_sdpa"]),
         metavar="RATIO",
         help="least speed ratio of ours to transformers' ViT with SDPA, e.g. 1.0",
     )
     judged.add_argument(
         "--min_speedup_vs_fastest",
-        type=float,
+        type=argument_type(BENCHMARK_LIMITS["min_speedup_vs_fastest"]),
         metavar="RATIO",
         help="least speed ratio of ours to the fastest of transformers eager and timm, e.g. 0.95",
     )
     judged.add_argument(
         "--max_memory_ratio",
-        type=float,
+        type=argument_type(BENCHMARK_LIMITS["max_memory_ratio"]),
         metavar="RATIO",
         help="most peak memory of ours relative to transformers' ViT with SDPA, e.g. 1.05",
     )
     judged.add_argument(
         "--min_bf16_matmul_fraction",
-        type=float,
+        type=argument_type(BENCHMARK_LIMITS["min_bf16_matmul_fraction"]),
         metavar="FRACTION",
         help="least share of the bf16 matmul rate that ours reaches in bf16 rows (model FLOP/s), e.g. 0.85",
     )
     judged.add_argument(
         "--min_bf16_speedup",
-        type=float,
+        type=argument_type(BENCHMARK_LIMITS["min_bf16_speedup"]),
         metavar="RATIO",
         help="least speed ratio of ours in bf16 to ours in float32 (with --dtype float32,bfloat16), e.g. 2.5",
     )

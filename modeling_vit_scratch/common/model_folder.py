@@ -4,6 +4,9 @@
   `image_size` and gives it `num_channels` channels, normalised per channel. A preprocessor_config.json edited to
   another size would feed the model images it cannot take (or allocate gigabytes first); one checked function, called
   by every command that reads a folder's processor (push, explain, train --model).
+- Its model type (`check_vit_scratch_type`): a command that reads only vit_scratch models (push, explain) refuses
+  another `model_type` from config.json before anything loads, and sends a transformers ViT or DeiT to the
+  conversion that makes a vit_scratch folder of it.
 - What its metrics describe (`described_sha256`): the metrics were measured through the config (labels, norms) and
   the processor as much as through the weights, so a training record holds the SHA-256 of each describing file;
   an edited config.json or preprocessor_config.json counts as unmeasured, as edited weights do.
@@ -17,6 +20,8 @@ CONFIG_FILE = "config.json"
 PROCESSOR_FILE = "preprocessor_config.json"
 # The files besides the weights that decide what a model computes from pixels.
 DESCRIBING_FILES = (CONFIG_FILE, PROCESSOR_FILE)
+# The transformers model types `vit-scratch convert --from transformers` reads, and their names in words.
+TRANSFORMERS_TYPES = {"vit": "ViT", "deit": "DeiT"}
 
 
 def read_json(path: Path) -> dict:
@@ -30,6 +35,25 @@ def read_json(path: Path) -> dict:
     if not isinstance(value, dict):
         raise ValueError(f"{path} is not a JSON object: save the folder again with save_pretrained.")
     return value
+
+
+def check_vit_scratch_type(folder: str | Path, shown: str, then: str, other: str) -> None:
+    """Refuse, in one line naming `shown` (the folder or repo as the user gave it) and its type, a model whose
+    config.json (in `folder`: the model's folder, or a hub repo's settings fetched to one) names a `model_type` other
+    than vit_scratch. A transformers ViT or DeiT is sent to the conversion, then to `then` ("push", "explain
+    --model") with the converted folder; any other type gets `other`, the fix in the command's words."""
+    model_type = read_json(Path(folder) / CONFIG_FILE).get("model_type")
+    if model_type == "vit_scratch":
+        return
+    if model_type in TRANSFORMERS_TYPES:
+        what = f"a transformers {TRANSFORMERS_TYPES[model_type]} model, not a vit_scratch one"
+        fix = (
+            f"convert it first with `vit-scratch convert --from transformers --input {shown} --output NEW_FOLDER`, "
+            f"then {then} NEW_FOLDER"
+        )
+    else:
+        what, fix = "not a vit_scratch model", other
+    raise ValueError(f"{shown} is {what} (config.json's model_type is {model_type!r}): {fix}.")
 
 
 def _pair(value) -> tuple[int, int] | None:

@@ -1,7 +1,9 @@
 """Numbers a command accepts, checked as a rule: each argument's allowed values (`Allowed`) in one table per
-command or argument group, checked once after parsing (`check_numbers`). A float must be finite whether or not a
-table names it; the table adds its range. The commands print the ValueError as one line, before any work."""
+command or argument group, checked once after parsing (`check_numbers`), or by the parser itself as the argument's
+`type=` (`argument_type`: the benchmark's). A float must be finite whether or not a table names it; the table adds
+its range. The commands print the refusal as one line, before any work."""
 
+import argparse
 import math
 from dataclasses import dataclass
 
@@ -51,13 +53,40 @@ def written(number: float) -> str:
     return str(int(number)) if float(number).is_integer() and abs(number) < 1e16 else f"{number:g}"
 
 
+def refusal(value: float, allowed: Allowed) -> str | None:
+    """Why `value` is not allowed ("0 is out of range: give an integer >= 1"), or None when it is."""
+    if allowed.admits(value):
+        return None
+    problem = "is not a finite number" if not math.isfinite(value) else "is out of range"
+    return f"{written(value)} {problem}: give {allowed.describe()}"
+
+
 def check_numbers(values: dict, limits: dict) -> None:
     """A one-line ValueError for the first number in `values` (argument name -> parsed value) that is not finite
     or not in its argument's range (`limits`: argument name -> `Allowed`), naming the argument, the value and what is allowed."""
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int | float):
             continue
-        allowed = limits.get(name, Allowed())
-        if not allowed.admits(value):
-            problem = "is not a finite number" if not math.isfinite(value) else "is out of range"
-            raise ValueError(f"--{name} {written(value)} {problem}: give {allowed.describe()}.")
+        refused = refusal(value, limits.get(name, Allowed()))
+        if refused:
+            raise ValueError(f"--{name} {refused}.")
+
+
+def argument_type(allowed: Allowed):
+    """An argparse `type=` reading one value as `allowed` says (an int for counts): a value that is no number, or
+    not finite, or out of range, is refused while the command line is parsed (argparse names the argument), before
+    the command does anything; each value of a list argument (`nargs`) is read by it alone."""
+
+    def read(text: str) -> int | float:
+        try:
+            value = int(text) if allowed.integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number: give {allowed.describe()}") from None
+        refused = refusal(value, allowed)
+        if refused:
+            raise argparse.ArgumentTypeError(refused)
+        return value
+
+    read.__name__ = "integer" if allowed.integer else "number"  # argparse's name for the kind, in its messages
+    read.allowed = allowed  # what the parser admits, for tests and help
+    return read

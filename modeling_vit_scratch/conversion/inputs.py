@@ -5,12 +5,10 @@ transformers`), a local path that does not exist (never looked up on the Hub), a
 
 from pathlib import Path
 
-from modeling_vit_scratch.common.model_folder import read_json
+from modeling_vit_scratch.common.model_folder import TRANSFORMERS_TYPES, read_json
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.sources import check_folder_path
 from modeling_vit_scratch.conversion.convert import NO_CODE_RUNS
-
-TRANSFORMERS_TYPES = {"vit": "ViT", "deit": "DeiT"}  # what `--from transformers` reads
 
 
 def check_input(source: str, direction: str) -> None:

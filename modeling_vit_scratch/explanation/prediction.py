@@ -18,8 +18,12 @@ from transformers import AutoImageProcessor, AutoModelForImageClassification
 from modeling_vit_scratch.common.dtypes import parse_dtype
 from modeling_vit_scratch.common.folders import check_output_folder, mark_as_ours
 from modeling_vit_scratch.common.images import open_bounded
-from modeling_vit_scratch.common.model_folder import check_processor_fits, check_processor_fits_config
-from modeling_vit_scratch.common.remote_code import check_no_foreign_code
+from modeling_vit_scratch.common.model_folder import (
+    check_processor_fits,
+    check_processor_fits_config,
+    check_vit_scratch_type,
+)
+from modeling_vit_scratch.common.remote_code import check_no_foreign_code, foreign_code, settings_of_repo
 from modeling_vit_scratch.common.secrets import known_secrets, redact
 from modeling_vit_scratch.common.sources import check_folder_path
 from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
@@ -132,15 +136,33 @@ def load_image(source: str) -> Image.Image:
         ) from None
 
 
-def check_model_source(model_source: str) -> None:
-    """Refuse, before any image is read, a preset name (an architecture without trained weights), a file or a
-    missing local folder, and a local vit_scratch folder whose processor does not fit its model."""
+def check_model_source(model_source: str, trust_remote_code: bool = False) -> None:
+    """Classify `--model` before any image is read or model loaded: refuse a preset name (an architecture without
+    trained weights), a file or a missing local folder, a folder or repo naming code other than the package's own
+    (unless `trust_remote_code`), one whose config.json names a model type explain does not read (only vit_scratch
+    models have the patch grid and attention explain draws; with `trust_remote_code`, a model that brings code of
+    its own is left to that code), and a vit_scratch folder whose processor does not fit its model. A repo's two settings files are fetched for it; a repo that cannot be reached is left to the load."""
     if model_source in PRESETS and not Path(model_source).exists():
         raise ValueError(
             f"{model_source!r} is a preset name: presets are architectures with no trained weights, so there is "
             "nothing to explain; give --model a folder saved by training, or the hub repo id of a trained model."
         )
     check_folder_path(model_source, "--model")
+    check_no_foreign_code(
+        model_source,
+        "read that code, then pass --trust_remote_code if you trust it",
+        trust_remote_code=trust_remote_code,
+    )
+    settings = Path(model_source) if Path(model_source).is_dir() else settings_of_repo(model_source)
+    trusted_code = trust_remote_code and settings is not None and foreign_code(settings) is not None
+    if settings is not None and (settings / "config.json").is_file() and not trusted_code:
+        check_vit_scratch_type(
+            settings,
+            model_source,
+            "explain --model",
+            "explain draws the patch grid and attention of vit_scratch models only: give --model a folder or repo "
+            "that vit-scratch saved",
+        )
     if Path(model_source).is_dir():
         check_processor_fits(model_source)
 
@@ -163,12 +185,7 @@ def load_model(model_source: str, trust_remote_code: bool = False, dtype: torch.
     """Model (in `dtype`) and image processor of a folder or repo; its own code runs only if `trust_remote_code`.
     A local folder is checked first: its auto_map names only the package's code (unless trusted), its weights are
     safetensors that fit their files."""
-    check_no_foreign_code(
-        model_source,
-        "read that code, then pass --trust_remote_code if you trust it",
-        trust_remote_code=trust_remote_code,
-    )
-    check_model_source(model_source)
+    check_model_source(model_source, trust_remote_code)
     if Path(model_source).is_dir():
         weight_files(model_source)
     try:
@@ -206,7 +223,7 @@ def explain_image(
     apart from the model and the image; no links), then the image, so a refusal costs no loading."""
     out = check_output_folder(out_dir, "--out", {"--model": model_source, "--image": image_source})
     torch_dtype = parse_dtype(dtype)
-    check_model_source(model_source)  # a preset name, a processor that does not fit: before the image is read
+    check_model_source(model_source, trust_remote_code)  # a preset, foreign code, another model type: before the image
     image = load_image(image_source)  # the image's errors before the model is loaded
     model, processor = load_model(model_source, trust_remote_code, torch_dtype)
     config = model.config

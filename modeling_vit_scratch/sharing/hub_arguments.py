@@ -2,7 +2,10 @@
 before any repo is created: the repo id, the revision, the shard size, the commit message, the credentials, and a
 private push's repo (one that exists public is refused: the push would publish what the user asked to keep private).
 `vit-scratch push` calls it before loading the folder, `train --push_to_hub` before training; each names the
-arguments as its own command line does (`PUSH`, `TRAIN`)."""
+arguments as its own command line does (`PUSH`, `TRAIN`), and uses from then on the repo id and revision it returns
+(`HubTarget`): a bare repo name resolved to `owner/name` in the token owner's namespace (`whoami`, as huggingface_hub's
+`get_full_repo_name` does), a revision given as `refs/heads/NAME` as NAME, so that every request and every line
+printed after names the repo and branch the push goes to."""
 
 import re
 from dataclasses import dataclass
@@ -17,8 +20,30 @@ from modeling_vit_scratch.common.secrets import known_secrets, redact, refuse_se
 # huggingface_hub's errors (HfHubHTTPError is an OSError) and its HTTP client's transport errors.
 HUB_ERRORS = (OSError, *HfHubHTTPError.__bases__)
 PULL_REQUEST = re.compile(r"refs/pr/(\d+)")
-# what git refuses in a branch name (git check-ref-format), and the Hub with it
-BAD_BRANCH = re.compile(r"(^|/)\.|\.\.|//|@\{|\.lock(/|$)|[\x00-\x20\x7f~^:?*\[\\]|^/|/$|\.$|^@$")
+HEADS = "refs/heads/"  # a branch's full ref: `refs/heads/dev` is the branch dev
+# what git refuses in a branch name (git check-ref-format), and the Hub with it, each in the words a refusal uses
+BRANCH_RULES = (
+    (re.compile(r"\.\."), "it holds '..'"),
+    (re.compile(r"(^|/)\."), "a part of it starts with '.'"),
+    (re.compile(r"\.lock(/|$)"), "a part of it ends in '.lock'"),
+    (re.compile(r"//"), "it has an empty part ('//')"),
+    (re.compile(r"^/"), "it starts with '/'"),
+    (re.compile(r"/$"), "it ends with '/'"),
+    (re.compile(r"\.$"), "it ends with '.'"),
+    (re.compile(r"@\{"), "it holds '@{'"),
+    (re.compile(r"^@$"), "it is '@', which git reads as HEAD"),
+)
+BAD_CHARACTER = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+
+
+@dataclass(frozen=True)
+class HubTarget:
+    """Where a checked push goes: the full repo id (`owner/name`), the revision (a branch name, `refs/pr/N` or None
+    for main) and the shard size in bytes."""
+
+    repo_id: str
+    revision: str | None
+    max_shard_size: int
 
 
 @dataclass(frozen=True)
@@ -31,6 +56,7 @@ class Names:
     token: str  # where a token may be given
     later: str = ""  # a way around, appended to a fix
     private: str = "--private"
+    owner_fix: str = "give the repo id as owner/name, e.g. your-name/{name}"  # for a bare name whose owner is unknown
 
 
 PUSH = Names("", "give one like your-name/vit-digits", "--revision", "log in with `hf auth login` or set HF_TOKEN")
@@ -41,6 +67,7 @@ TRAIN = Names(
     "log in with `hf auth login`, set HF_TOKEN or pass --hub_token",
     ", or leave out --push_to_hub and push later with vit-scratch push",
     private="--hub_private_repo true",
+    owner_fix="give the repo id as owner/name: --hub_model_id your-name/{name}",
 )
 
 
@@ -59,23 +86,26 @@ def check_hub_arguments(
     token: str | None = None,
     private: bool = False,
     names: Names = PUSH,
-) -> int:
+) -> HubTarget:
     """A ValueError naming the argument, its value (never a token) and the fix, unless every Hub argument of a push
     is good: no token typed into a field that is sent, a valid repo id, a revision that is a branch name or an
     existing pull request of the repo (never a commit id), a shard size, a token at hand that the Hub accepts, and,
-    for a `private` push, a repo that is private or does not exist yet. Returns the shard size in bytes."""
+    for a `private` push, a repo that is private or does not exist yet. Returns the full repo id (a bare name gets
+    the token owner's namespace), the revision (`refs/heads/NAME` as NAME) and the shard size in bytes."""
     secrets = known_secrets(token)
     fix = "tokens go in HF_TOKEN or `hf auth login`, never in a field that is sent; fix the command line"
     refuse_secret("The repo id", repo_id, secrets, fix)
     refuse_secret("The revision", revision, secrets, fix)
     refuse_secret("The commit message", commit_message, secrets, fix)
     check_repo_id(repo_id, names)
-    check_revision(revision, create_pr, names)
+    revision = check_revision(revision, create_pr, names)
     shard_bytes = shard_size(max_shard_size)
-    check_access(repo_id, revision, token, secrets, names)
+    owner = check_access(token, secrets, names)
+    repo_id = full_repo_id(repo_id, owner, names)
+    check_pull_request(repo_id, revision, token, secrets, names)
     if private:
         check_private(repo_id, token, secrets, names)
-    return shard_bytes
+    return HubTarget(repo_id, revision, shard_bytes)
 
 
 def check_repo_id(repo_id: str, names: Names) -> None:
@@ -92,28 +122,50 @@ def check_repo_id(repo_id: str, names: Names) -> None:
         ) from None
 
 
-def check_revision(revision: str | None, create_pr: bool, names: Names) -> None:
-    """A branch name git accepts (created if missing) or `refs/pr/N`; never a full commit id: a branch named like a
-    commit shadows that commit for everyone who loads the repo at it (shorter hex names, "cafe", are branches)."""
+def check_revision(revision: str | None, create_pr: bool, names: Names) -> str | None:
+    """The branch (created if missing) or `refs/pr/N` a push goes to, None for main: a branch name git accepts, or a
+    branch's full ref `refs/heads/NAME` taken as NAME; never a full commit id (a branch named like a commit shadows
+    that commit for everyone who loads the repo at it; shorter hex names, "cafe", are branches). A refusal names the
+    rule the revision breaks."""
+    given = revision
+    if revision and revision.startswith(HEADS):
+        revision = revision.removeprefix(HEADS)
     if create_pr and revision not in (None, "main"):
         raise ValueError(
             "A pull request (create_pr) is opened against main: drop the revision, or push to the "
             f"branch {revision!r} without create_pr."
         )
-    if not revision:
-        return
+    if not given:
+        return None
     if re.fullmatch(r"[0-9a-fA-F]{40}", revision):
         raise ValueError(
-            f"{start(names, 'the revision')} {revision} is a commit "
+            f"{start(names, 'the revision')} {given} is a commit "
             "id: a push goes to a branch (created if missing) or refs/pr/N, and a branch named like a commit would "
             f"hide that commit: give a branch name, or leave out {names.revision} for main."
         )
-    if revision.startswith("refs/") and not PULL_REQUEST.fullmatch(revision) or BAD_BRANCH.search(revision):
+    problem = branch_problem(revision)
+    if problem:
         raise ValueError(
-            f"{names.lead}{names.revision} {revision!r} is not a branch name or refs/pr/N: a branch name has no "
-            "'..', no part starting with '.', no spaces or ~^:?*[\\ and does not end with '/' or '.'; give one "
-            "like experiment-1, or leave it out for main."
+            f"{names.lead}{names.revision} {given!r} is not a branch name or refs/pr/N ({problem}): give one like "
+            f"experiment-1, or leave it out for main."
         )
+    return revision
+
+
+def branch_problem(revision: str) -> str | None:
+    """Why `revision` is neither a branch name git accepts nor `refs/pr/N`, in words; None when it is one."""
+    if PULL_REQUEST.fullmatch(revision):
+        return None
+    if not revision:
+        return f"{HEADS} names no branch"
+    if revision.startswith("refs/"):
+        return "a push goes to a branch (NAME or refs/heads/NAME) or a pull request (refs/pr/N), not to another ref"
+    bad = BAD_CHARACTER.search(revision)
+    if bad:
+        character = bad.group()
+        shown = "a space" if character == " " else f"the character {character!r}"
+        return f"it holds {shown}, which git refuses in a branch name"
+    return next((words for rule, words in BRANCH_RULES if rule.search(revision)), None)
 
 
 def shard_size(value: str | int) -> int:
@@ -131,14 +183,15 @@ def shard_size(value: str | int) -> int:
     return size
 
 
-def check_access(repo_id: str, revision: str | None, token: str | None, secrets: list[str], names: Names) -> None:
-    """A token at hand that the Hub (HF_ENDPOINT) accepts, and for `refs/pr/N` a pull request that exists."""
+def check_access(token: str | None, secrets: list[str], names: Names) -> str | None:
+    """A token at hand that the Hub (HF_ENDPOINT) accepts; returns the name of its owner as the Hub says it (None
+    if the Hub's answer names none)."""
     if not (token or get_token()):
         who = names.lead.rstrip(": ") if names.lead else "A push"
         raise ValueError(f"{who} needs a Hub token and none was found: {names.token}{names.later}.")
     api = HfApi(token=token)
     try:
-        api.whoami()
+        owner = api.whoami().get("name")
     except HUB_ERRORS as error:
         response = getattr(error, "response", None)
         refused = isinstance(error, HfHubHTTPError) and response is not None and response.status_code in (401, 403)
@@ -150,19 +203,38 @@ def check_access(repo_id: str, revision: str | None, token: str | None, secrets:
         raise ValueError(
             f"{start(names, 'the Hub')} at {api.endpoint} {what} ({describe(error, secrets)}): {fix}."
         ) from None
-    if revision and PULL_REQUEST.fullmatch(revision):
-        try:
-            api.repo_info(repo_id, revision=revision)
-        except (RepositoryNotFoundError, RevisionNotFoundError):
-            raise ValueError(
-                f"{names.lead}{names.revision} {revision}: {repo_id} has no such pull request: give the ref of an "
-                "open pull request of that repo, or leave it out (a new pull request: --create_pr)."
-            ) from None
-        except HUB_ERRORS as error:
-            raise ValueError(
-                f"{start(names, 'reading')} {revision} of {repo_id} on the Hub failed ({describe(error, secrets)}): check "
-                "the network and run again."
-            ) from None
+    return owner if isinstance(owner, str) and owner else None
+
+
+def full_repo_id(repo_id: str, owner: str | None, names: Names) -> str:
+    """`repo_id` as `owner/name`: a bare name is in the namespace of the token's owner, as the Hub itself and
+    huggingface_hub's `get_full_repo_name` read it; a bare name whose owner the Hub did not say is one line."""
+    if "/" in repo_id:
+        return repo_id
+    if owner is None:
+        raise ValueError(
+            f"{start(names, 'the repo id')} {repo_id!r} names no owner, and the Hub did not say whose the token is: "
+            f"{names.owner_fix.format(name=repo_id)}."
+        )
+    return f"{owner}/{repo_id}"
+
+
+def check_pull_request(repo_id: str, revision: str | None, token: str | None, secrets: list[str], names: Names) -> None:
+    """For a revision `refs/pr/N`: a pull request of `repo_id` that exists."""
+    if not (revision and PULL_REQUEST.fullmatch(revision)):
+        return
+    try:
+        HfApi(token=token).repo_info(repo_id, revision=revision)
+    except (RepositoryNotFoundError, RevisionNotFoundError):
+        raise ValueError(
+            f"{names.lead}{names.revision} {revision}: {repo_id} has no such pull request: give the ref of an "
+            "open pull request of that repo, or leave it out (a new pull request: --create_pr)."
+        ) from None
+    except HUB_ERRORS as error:
+        raise ValueError(
+            f"{start(names, 'reading')} {revision} of {repo_id} on the Hub failed ({describe(error, secrets)}): check "
+            "the network and run again."
+        ) from None
 
 
 def check_private(repo_id: str, token: str | None, secrets: list[str], names: Names) -> None:

@@ -35,7 +35,11 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 from huggingface_hub.hf_api import RepoFile
 
 from modeling_vit_scratch.common.folders import CONFUSION_FILE, CURVES_FILE, RECORD_FILE, RESULTS_FILE
-from modeling_vit_scratch.common.model_folder import check_processor_fits, described_sha256, read_json
+from modeling_vit_scratch.common.model_folder import (
+    check_processor_fits,
+    check_vit_scratch_type,
+    described_sha256,
+)
 from modeling_vit_scratch.common.remote_code import OWN_AUTO_MAP, foreign_code
 from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, redact, weights_sha256
 from modeling_vit_scratch.common.sources import check_folder_path
@@ -128,17 +132,7 @@ def check_no_links(folder: Path) -> None:
 
 def check_vit_scratch_folder(folder: Path) -> None:
     """Refuse a folder of another model type (a transformers ViT, say): only vit_scratch folders are pushed."""
-    model_type = read_json(folder / "config.json").get("model_type")
-    if model_type != "vit_scratch":
-        fix = (
-            "convert it first with `vit-scratch convert --from transformers --input FOLDER --output NEW_FOLDER`, "
-            "then push NEW_FOLDER"
-            if model_type in ("vit", "deit")  # what the conversion reads
-            else "push a folder that vit-scratch saved"
-        )
-        raise ValueError(
-            f"{folder} is not a vit_scratch model folder (config.json's model_type is {model_type!r}): {fix}."
-        )
+    check_vit_scratch_type(folder, str(folder), "push", "push a folder that vit-scratch saved")
 
 
 def check_folder(folder: Path) -> None:
@@ -421,7 +415,7 @@ def push_to_hub(
     check_folder(folder)
     digest = weights_sha256(folder)
     metrics, record, measured = measured_training_files(folder, digest, allow_unmeasured_weights)
-    max_shard_size = check_hub_arguments(
+    checked = check_hub_arguments(
         repo_id,
         revision=revision,
         create_pr=create_pr,
@@ -430,6 +424,8 @@ def push_to_hub(
         token=token,
         private=private,
     )
+    # from here on the full repo id (a bare name is in the token owner's namespace) and the branch's plain name
+    repo_id, revision, max_shard_size = checked.repo_id, checked.revision, checked.max_shard_size
     secrets = known_secrets(token)
     model, processor = load_verified(folder)
     api = HfApi(token=token)

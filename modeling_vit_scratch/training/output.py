@@ -200,23 +200,26 @@ def write_model_folder(
 
 
 def push_repo_id(training_args: TrainingArguments) -> str:
-    """The repo `--push_to_hub` pushes to: --hub_model_id, else the output folder's name (in the user's namespace)."""
+    """The repo `--push_to_hub` pushes to: --hub_model_id, else the output folder's name (in the user's namespace;
+    `check_push_ready` writes the full `owner/name` back into --hub_model_id)."""
     return training_args.hub_model_id or Path(training_args.output_dir).name
 
 
 def check_push_ready(training_args: TrainingArguments, hub_token: str | None) -> None:
     """`--push_to_hub`: before any training, a ValueError unless every Hub argument is good (`check_hub_arguments`,
     the check `vit-scratch push` makes: repo id, --hub_revision, a token the Hub accepts), so a run never trains for
-    hours to fail at the push."""
+    hours to fail at the push. The full repo id and the branch it resolves are kept in the arguments, so the push
+    and every line printed after name them."""
     from modeling_vit_scratch.sharing.hub_arguments import TRAIN, check_hub_arguments
 
-    check_hub_arguments(
+    checked = check_hub_arguments(
         push_repo_id(training_args),
         revision=training_args.hub_revision,
         token=hub_token,
         private=bool(training_args.hub_private_repo),
         names=TRAIN,
     )
+    training_args.hub_model_id, training_args.hub_revision = checked.repo_id, checked.revision
 
 
 def push_trained_folder(training_args: TrainingArguments, hub_token: str | None) -> None:

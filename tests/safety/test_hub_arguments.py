@@ -48,10 +48,11 @@ def with_hub_argument(scenario: Scenario, name: str, argument: str, value: str) 
 
 
 BAD = [
-    ("revision", "../../x", "is not a branch name or refs/pr/N"),
-    ("revision", "refs/heads/x", "is not a branch name or refs/pr/N"),
-    ("revision", "a b", "is not a branch name or refs/pr/N"),
-    ("revision", "exp.lock", "is not a branch name or refs/pr/N"),
+    ("revision", "../../x", "is not a branch name or refs/pr/N (it holds '..')"),
+    ("revision", "refs/tags/v1", "is not a branch name or refs/pr/N (a push goes to a branch (NAME or refs/heads/"),
+    ("revision", "refs/heads/a..b", "is not a branch name or refs/pr/N (it holds '..')"),
+    ("revision", "a b", "is not a branch name or refs/pr/N (it holds a space, which git refuses"),
+    ("revision", "exp.lock", "is not a branch name or refs/pr/N (a part of it ends in '.lock')"),
     ("revision", "f" * 40, "is a commit id"),
     ("repo id", "someone/a/b", "is not valid"),
     ("repo id", "bad name!", "is not valid"),
@@ -122,9 +123,86 @@ def test_a_private_push_to_a_public_repo_is_one_line_before_any_load(name, optio
 
 
 @given(st.from_regex(r"[A-Za-z0-9_-]{1,30}(/[A-Za-z0-9_-]{1,10})?", fullmatch=True))
-def test_a_plain_branch_name_is_accepted(branch):
+def test_a_plain_branch_name_is_accepted_and_its_full_ref_is_that_branch(branch):
     if not re.fullmatch(r"[0-9a-fA-F]{40}", branch):
-        check_revision(branch, False, PUSH)
+        assert check_revision(branch, False, PUSH) == branch
+        assert check_revision(f"refs/heads/{branch}", False, PUSH) == branch
+
+
+WHY_NOT_A_BRANCH = [
+    ("refs/heads/", "refs/heads/ names no branch"),
+    ("refs/remotes/origin/x", "a push goes to a branch (NAME or refs/heads/NAME) or a pull request (refs/pr/N), not"),
+    ("refs/pr/x", "a push goes to a branch (NAME or refs/heads/NAME) or a pull request (refs/pr/N), not"),
+    ("x/.hidden", "a part of it starts with '.'"),
+    ("x//y", "it has an empty part ('//')"),
+    ("/x", "it starts with '/'"),
+    ("x/", "it ends with '/'"),
+    ("x.", "it ends with '.'"),
+    ("x@{1}", "it holds '@{'"),
+    ("@", "it is '@', which git reads as HEAD"),
+    ("x~1", "it holds the character '~', which git refuses in a branch name"),
+    ("x\ty", "it holds the character '\\t', which git refuses in a branch name"),
+]
+
+
+@pytest.mark.parametrize("revision, why", WHY_NOT_A_BRANCH, ids=[r for r, _ in WHY_NOT_A_BRANCH])
+def test_a_refused_revision_is_told_the_rule_it_breaks(revision, why):
+    with pytest.raises(ValueError) as refused:
+        check_revision(revision, False, PUSH)
+    assert str(refused.value).startswith(f"--revision {revision!r} is not a branch name or refs/pr/N ({why}")
+    assert str(refused.value).endswith("): give one like experiment-1, or leave it out for main.")
+
+
+@pytest.mark.usefixtures("logged_in")
+def test_a_bare_repo_name_is_in_the_namespace_of_the_token_s_owner(monkeypatch):
+    """As the Hub and huggingface_hub's `get_full_repo_name` read it; a full id is kept as given."""
+    monkeypatch.setattr(hub_arguments, "check_access", lambda *args: "someone")
+    checked = hub_arguments.check_hub_arguments("plain", revision="refs/heads/dev")
+    assert checked == hub_arguments.HubTarget("someone/plain", "dev", 2 * 10**9)
+    assert hub_arguments.check_hub_arguments("org/plain").repo_id == "org/plain"
+
+
+@pytest.mark.usefixtures("logged_in", "nothing_loaded")
+@pytest.mark.parametrize("name", ["push", "train"])
+def test_a_bare_repo_name_whose_owner_is_unknown_is_one_line_before_any_load(name, tmp_path, monkeypatch):
+    monkeypatch.setattr(hub_arguments, "check_access", lambda *args: None)  # a Hub whose whoami names nobody
+    scenario = Scenario(tmp_path)
+    if name == "push":
+        argv, lead, fix = [str(scenario.model()), "plain"], "The repo id 'plain'", "e.g. your-name/plain"
+    else:  # no --hub_model_id: the output folder's name
+        argv = [*scenario.argv("train"), "--push_to_hub", "true"]
+        lead, fix = "--push_to_hub true: the repo id 'out-train'", "--hub_model_id your-name/out-train"
+    result = outcome(name, argv)
+    assert result.error == (
+        f"error: {lead} names no owner, and the Hub did not say whose the token is: give the repo id as "
+        f"owner/name{':' if name == 'train' else ','} {fix}."
+    )
+    assert not (tmp_path / "out-train").exists()
+
+
+@pytest.mark.integration
+def test_a_push_to_a_bare_name_and_a_full_branch_ref_goes_to_owner_name_on_that_branch(tmp_path):
+    """`vit-scratch push FOLDER plain --revision refs/heads/dev` against the local Hub: the repo is the token owner's
+    `local-user/plain`, the branch `dev`, and every line printed names them."""
+    model = Scenario(tmp_path).model()
+    with LocalHub(tmp_path / "hub") as hub:
+        done = hub.run(
+            "-m",
+            "modeling_vit_scratch.cli",
+            "push",
+            model,
+            "plain",
+            "--revision",
+            "refs/heads/dev",
+            hf_home=tmp_path / "hf_home",
+            env={"PYTHONPATH": str(REPO)},
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        branch = hub.files("local-user/plain", "dev")
+        unknown = hub.unknown_routes
+    assert f"repo: {hub.url}/local-user/plain\n" in done.stdout
+    assert "README.md: the generated model card" in done.stdout and "model.safetensors" in branch
+    assert unknown == []  # no request named a repo without its owner
 
 
 @given(

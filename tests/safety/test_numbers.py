@@ -2,24 +2,28 @@
 command line and in a recipe alike, before any work (no data read, no model loaded, no output folder made); an
 architecture too large to build is one line before the data is read."""
 
+import argparse
 import json
 import math
 
 import pytest
-from entry_points import Scenario, outcome
+from entry_points import Scenario, outcome, run_command
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from modeling_vit_scratch.benchmark.command import BENCHMARK_LIMITS, main_parser
 from modeling_vit_scratch.explanation.command import EXPLAIN_LIMITS
 from modeling_vit_scratch.training.arguments import argument_names
 from modeling_vit_scratch.training.limits import LIMITS
 
-# entry point -> its table of number arguments (a new command with numbers is covered by adding it here)
-NUMBER_LIMITS = {"train": LIMITS, "explain": EXPLAIN_LIMITS}
+# entry point -> its table of number arguments (a new command with numbers is covered by adding it here); push's one
+# number, --max_shard_size, is a size with a unit, checked with the Hub arguments (tests/safety/test_hub_arguments.py)
+NUMBER_LIMITS = {"train": LIMITS, "explain": EXPLAIN_LIMITS, "benchmark": BENCHMARK_LIMITS}
 # what each entry point does first once its arguments are accepted: reaching it means work started
 FIRST_WORK = {
     "train": "modeling_vit_scratch.training.trainer.load_image_dataset",
     "explain": "modeling_vit_scratch.explanation.prediction.load_model",
+    "benchmark": "modeling_vit_scratch.benchmark.command.run_measurements",
 }
 
 
@@ -59,13 +63,34 @@ def refused_before_work(monkeypatch, name: str, argv: list[str], argument: str, 
     monkeypatch.setattr(FIRST_WORK[name], fail_if_reached)
     result = outcome(name, argv)
     assert result.one_line, result
-    assert result.error.startswith(f"error: {argument} "), result.error
+    # checked after parsing ("--x 0 is ..."), or by the parser, which names the argument its own way
+    named = (f"error: {argument} ", f"error: argument {argument}: ", f"error: argument {argument}/")  # /: an alias
+    assert result.error.startswith(named), result.error
     assert "give " in result.error  # what is allowed
     assert not output.exists()
 
 
 def test_every_limit_names_a_real_argument():
     assert set(LIMITS) <= set(argument_names())
+
+
+def test_every_number_argument_of_the_benchmark_is_range_checked_by_its_parser():
+    """By construction: no number argument is read with a bare int or float, and the ranges the parser checks are
+    BENCHMARK_LIMITS (which the test above tries value by value)."""
+    shown = [action for action in main_parser()._actions if action.help != argparse.SUPPRESS]
+    assert [action.dest for action in shown if action.type in (int, float)] == []
+    checked = {action.dest: action.type.allowed for action in shown if hasattr(action.type, "allowed")}
+    assert checked == BENCHMARK_LIMITS
+
+
+@pytest.mark.integration
+def test_a_benchmark_of_zero_rounds_is_one_line_and_measures_nothing(tmp_path):
+    results = tmp_path / "results.json"
+    done = run_command("benchmark", ["--configs", "digits", "--rounds", "0", "--json", str(results)])
+    assert done.returncode != 0 and done.stdout == "", done.stderr[-2000:]
+    said = "error: argument --rounds: 0 is out of range: give an integer >= 1, e.g. 5; `vit-scratch benchmark --help`"
+    assert done.stderr.strip().splitlines() == [f"{said} lists the arguments."]
+    assert not results.exists()
 
 
 @settings(max_examples=40)

@@ -2,16 +2,20 @@
 long work. A download of --image is bounded in time and bytes; --image naming a folder says so; a preset name is no
 model to explain; a vit_scratch folder's processor must fit its model; the metrics describe the weights AND the
 config and processor they were measured through; a push's revision is a branch, never a commit id; a repo id cannot
-start with '-'; a folder of another model type is sent to `vit-scratch convert`."""
+start with '-'; a folder or repo of another model type is one line before anything loads (push, explain), a transformers
+ViT sent to `vit-scratch convert`."""
 
 import http.server
 import json
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
-from entry_points import Scenario, outcome
+from entry_points import MODEL_ARGUMENT, Scenario, argv_reading, hub_repo, outcome
+from helpers import REPO
+from hub_server import LocalHub
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_templates import RECORD as CARD_RECORD
@@ -294,14 +298,65 @@ def test_a_repo_id_starting_with_a_dash_is_named(tmp_path):
     assert "The repo id '-x/y' starts with '-'" in result.error
 
 
-def test_a_transformers_folder_is_sent_to_convert(tmp_path):
+def transformers_vit_folder(folder: Path) -> Path:
+    """A tiny transformers ViT classifier folder, as `convert --to transformers` writes one."""
     from transformers import ViTConfig, ViTForImageClassification
 
-    folder = tmp_path / "hf-vit"
     config = ViTConfig(image_size=8, patch_size=4, hidden_size=24, num_hidden_layers=1, num_attention_heads=2)
     ViTForImageClassification(config).save_pretrained(folder)
     (folder / "preprocessor_config.json").write_text(json.dumps({"size": {"height": 8, "width": 8}}))
-    result = outcome("push", [str(folder), "local-user/t"])
-    assert result.one_line, result
-    assert "is not a vit_scratch model folder (config.json's model_type is 'vit')" in result.error
-    assert "vit-scratch convert --from transformers" in result.error
+    return folder
+
+
+# the commands that read vit_scratch models only: how each names what to do with a converted folder
+VIT_SCRATCH_READERS = {"push": "push", "explain": "explain --model"}
+
+
+@pytest.mark.parametrize("name", VIT_SCRATCH_READERS)
+def test_a_model_of_another_type_is_one_line_before_anything_loads(name, tmp_path, monkeypatch):
+    """A transformers ViT is sent to `vit-scratch convert --from transformers`; another model type is told which
+    models the command reads. Nothing is loaded and no output folder is made."""
+    monkeypatch.setattr("modeling_vit_scratch.sharing.push.load_verified", fail_if_reached)
+    monkeypatch.setattr(prediction, "load_model", fail_if_reached)
+    scenario = Scenario(tmp_path)
+    hf = transformers_vit_folder(tmp_path / "hf-vit")
+    other = tmp_path / "bert"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    (other / "preprocessor_config.json").write_text(json.dumps({"size": {"height": 8, "width": 8}}))
+    for folder in (hf, other):
+        result = outcome(name, argv_reading(scenario, name, MODEL_ARGUMENT[name], folder))
+        assert result.one_line, result
+        said = (
+            f"error: {hf} is a transformers ViT model, not a vit_scratch one (config.json's model_type is 'vit'): "
+            f"convert it first with `vit-scratch convert --from transformers --input {hf} --output NEW_FOLDER`, "
+            f"then {VIT_SCRATCH_READERS[name]} NEW_FOLDER."
+            if folder == hf
+            else f"error: {other} is not a vit_scratch model (config.json's model_type is 'bert'): "
+        )
+        assert result.error.startswith(said), result.error
+    assert not (tmp_path / "out-explain").exists()
+
+
+@pytest.mark.integration
+def test_explain_of_a_hub_repo_of_another_type_is_one_line_before_the_image_or_the_weights(tmp_path):
+    """`explain --model OWNER/NAME` of a transformers ViT on the (local) Hub: the repo's config.json is read first,
+    and the one line sends it to the conversion; nothing is written."""
+    with LocalHub(tmp_path / "hub") as hub:
+        hub_repo(hub, "local-user/hf-vit", transformers_vit_folder(tmp_path / "hf-vit"))
+        out = tmp_path / "ex_hf"
+        done = hub.run(
+            "-m",
+            "modeling_vit_scratch.cli",
+            "explain",
+            *["--model", "local-user/hf-vit", "--image", Scenario(tmp_path).picture(), "--out", out],
+            hf_home=tmp_path / "hf_home",
+            env={"PYTHONPATH": str(REPO)},
+        )
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: local-user/hf-vit is a transformers ViT model, not a vit_scratch one (config.json's model_type is "
+        "'vit'): convert it first with `vit-scratch convert --from transformers --input local-user/hf-vit --output "
+        "NEW_FOLDER`, then explain --model NEW_FOLDER."
+    )
+    assert "top classes" not in done.stdout and not out.exists()

@@ -593,7 +593,8 @@ def test_an_empty_output_dir_is_refused_and_the_working_directory_is_not_claimed
 def test_push_to_hub_goes_through_the_gate_and_a_failed_push_keeps_the_trained_model(tmp_path):
     """`--push_to_hub` with the token on the command line, against the local Hub through HF_ENDPOINT: the pushed repo
     holds the model and no token value; when the Hub fails the commit, the model stays saved and the one error line
-    says how to push it without training again."""
+    says how to push it without training again. Without --hub_model_id the repo is the output folder's name in the
+    token owner's namespace, resolved before training: the push and the retry line name it in full."""
     common = [
         "--model",
         tiny_model_file(tmp_path, num_channels=1),
@@ -616,7 +617,7 @@ def test_push_to_hub_goes_through_the_gate_and_a_failed_push_keeps_the_trained_m
         assert pushed.returncode == 0, pushed.stderr[-3000:]
         assert "Pushed to" in pushed.stdout
         hub.fail_commits.add(hub.commit_requests + 1)  # the next model commit gets an HTTP 500
-        failed = run_script(*common, "--output_dir", str(tmp_path / "b"), "--hub_model_id", "local-user/b", env=env)
+        failed = run_script(*common, "--output_dir", str(tmp_path / "b"), env=env)  # the repo: local-user/b
     stored = [path for path in (tmp_path / "hub").rglob("*") if path.is_file()]
     assert any(b"ViTScratchForImageClassification" in path.read_bytes() for path in stored)  # the pushed config
     assert not [path for path in stored if TOKEN.encode() in path.read_bytes()]
