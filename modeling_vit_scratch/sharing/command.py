@@ -6,16 +6,19 @@ with that code, its weights are the ones its metrics were measured on (or --allo
 holds a token. Every Hub argument (repo id, revision, shard size, commit message, token) is checked before the
 folder is loaded. The token comes from HF_TOKEN or `hf auth login`; it is never printed. An earlier model's weights
 and results on the repo are removed in the push's commit; other files, and a README.md that vit-scratch did not write,
-are kept (each said in a line). A push that fails half-way is finished by running the same command again.
+are kept (each said in a line). A push that fails half-way, or is stopped by Ctrl-C, is finished by running the same command again (Ctrl-C's line says
+whether the model commit was made).
 """
 
 import argparse
 import sys
 
+from modeling_vit_scratch.common.commands import entry_point, when_interrupted
 from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
 from modeling_vit_scratch.sharing.push import HUB_ERRORS, push_to_hub
 
 
+@entry_point()
 def main(argv: list[str]) -> None:
     parser = RedactingArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folder", help="a training output, or any folder written by save_pretrained with its processor")
@@ -44,6 +47,9 @@ def main(argv: list[str]) -> None:
             )
         )
     args = parser.parse_args(argv)
+    when_interrupted(  # push_to_hub says more as it goes (before and after its commit)
+        "Interrupted before anything was sent to the Hub: nothing was pushed; run the same command again to push."
+    )
     try:
         result = push_to_hub(
             args.folder,

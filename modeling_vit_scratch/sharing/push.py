@@ -34,6 +34,7 @@ import torch
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 from huggingface_hub.hf_api import RepoFile
 
+from modeling_vit_scratch.common.commands import when_interrupted
 from modeling_vit_scratch.common.folders import CONFUSION_FILE, CURVES_FILE, RECORD_FILE, RESULTS_FILE
 from modeling_vit_scratch.common.model_folder import check_processor_fits, described_sha256, read_json
 from modeling_vit_scratch.common.remote_code import OWN_AUTO_MAP, foreign_code
@@ -440,6 +441,10 @@ def push_to_hub(
         stage_repo(folder, staging, model, processor, card, measured, max_shard_size)
         check_staged(folder, staging, digest, secrets)
 
+        when_interrupted(
+            f"Interrupted before the model commit: nothing was committed to {repo_id} (the repo may exist, as it "
+            "was or empty); run the same command again to push."
+        )
         try:
             created = not api.repo_exists(repo_id)
             repo_url = str(api.create_repo(repo_id, private=private, exist_ok=True))
@@ -469,6 +474,11 @@ def push_to_hub(
                 operations = [CommitOperationDelete(name) for name in replaced_files(remote, staging)] + [
                     CommitOperationAdd(path.name, str(path)) for path in sorted(staging.iterdir())
                 ]
+                when_interrupted(
+                    f"Interrupted while the model was being sent to {repo_id}: its files upload first, then one "
+                    "commit, all or nothing, so the model commit was made only if it is on the repo now; run the same "
+                    "command again: it commits the model unless the repo holds it already."
+                )
                 commit = api.create_commit(
                     repo_id,
                     operations,
@@ -489,6 +499,11 @@ def push_to_hub(
                     f"committed and {left}; re-run the same command to push it."
                 ) from None
             model_commit, pull_request_url = commit.oid, commit.pr_url
+            when_interrupted(
+                f"Interrupted after the model commit {model_commit} to {repo_id}: the model is there, complete and "
+                "loadable, its card not yet pinned to that commit; run the same command again to pin it (the model "
+                "is not committed again)."
+            )
             card_revision = commit.pr_revision if create_pr else target
         else:
             if keep_card:
