@@ -24,7 +24,7 @@ import traceback
 from collections.abc import Callable
 from contextlib import contextmanager
 
-from modeling_vit_scratch.common.secrets import known_secrets, redact, redacting_logs
+from modeling_vit_scratch.common.secrets import TOKEN_SHAPE, known_secrets, redact, redacting_logs
 
 INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (SIGINT), as shells report it
 TERMINATED = 143  # the exit code of a command stopped by SIGTERM
@@ -45,25 +45,32 @@ class RedactingStream(io.TextIOBase):
 
     def __init__(self, stream, secrets: list[str]):
         self.stream, self.secrets, self.held = stream, secrets, ""
+        self.pattern = re.compile("|".join([*map(re.escape, secrets), TOKEN_SHAPE.pattern]))
 
     def write(self, text: str) -> int:
-        shown = redact(self.held + text, self.secrets)
-        keep = self.unsafe_tail(shown)
-        self.held = shown[len(shown) - keep :]
-        if len(shown) > keep:
-            self.stream.write(shown[: len(shown) - keep])
+        self.held += text
+        cut = self.safe_end(self.held)
+        if cut:
+            self.stream.write(redact(self.held[:cut], self.secrets))
+            self.held = self.held[cut:]
         return len(text)
 
-    def unsafe_tail(self, text: str) -> int:
-        """How many characters at the end of `text` could begin a secret (or a token-shaped string)."""
+    def safe_end(self, text: str) -> int:
+        """Where the part of `text` that no later write can turn into a secret ends: before the longest end that
+        could begin a secret (or a token-shaped string, which may go on), and never inside a secret or a
+        token-shaped string."""
         match = TOKEN_START.search(text)
-        longest = len(match.group()) if match else 0
+        held = len(match.group()) if match else 0
         for secret in self.secrets:
-            for size in range(min(len(secret) - 1, len(text)), longest, -1):
+            for size in range(min(len(secret) - 1, len(text)), held, -1):
                 if text.endswith(secret[:size]):
-                    longest = size
+                    held = size
                     break
-        return longest
+        cut = len(text) - held
+        for found in self.pattern.finditer(text):
+            if found.start() < cut < found.end():
+                cut = found.start()
+        return cut
 
     def release(self) -> None:
         """Write what is held (the command has ended: nothing can complete it) and flush."""
@@ -191,25 +198,25 @@ def entry_point(secrets: Callable[[list[str]], list[str]] | None = None):
     def decorate(main: Callable[[list[str]], None]) -> Callable[[list[str]], None]:
         @functools.wraps(main)
         def run(argv: list[str]) -> None:
-            found = secrets(argv) if secrets else known_secrets()
             _running.append({"line": NOTHING_DONE})
+            found = []
             try:
+                found = secrets(argv) if secrets else known_secrets()
                 with redacted_output(found), sigterm_interrupts():
-                    try:
-                        main(argv)
-                    except KeyboardInterrupt as stop:
-                        line = _running[-1]["line"]
-                        line = line() if callable(line) else line
-                        if line:
-                            print(line, file=sys.stderr)
-                        sys.exit(TERMINATED if isinstance(stop, Terminated) else INTERRUPTED)
-                    except SystemExit as stop:  # Python prints a message given to sys.exit after the streams are back
-                        if isinstance(stop.code, str):
-                            raise SystemExit(redact(stop.code, found)) from None
-                        raise
-                    except Exception:
-                        redact_escaping_traceback(found)
-                        raise
+                    main(argv)
+            except KeyboardInterrupt as stop:  # the streams are back: the line is redacted here
+                line = _running[-1]["line"]
+                line = line() if callable(line) else line
+                if line:
+                    print(redact(line, found), file=sys.stderr)
+                sys.exit(TERMINATED if isinstance(stop, Terminated) else INTERRUPTED)
+            except SystemExit as stop:  # Python prints a message given to sys.exit after the streams are back
+                if isinstance(stop.code, str):
+                    raise SystemExit(redact(stop.code, found)) from None
+                raise
+            except Exception:
+                redact_escaping_traceback(found)
+                raise
             finally:
                 _running.pop()
 

@@ -48,7 +48,7 @@ def main(argv: list[str]) -> None:
         )
     args = parser.parse_args(argv)
     when_interrupted(  # push_to_hub says more as it goes (before and after its commit)
-        "Interrupted before anything was sent to the Hub: nothing was pushed; run the same command again to push."
+        "Interrupted before anything changed on the Hub: nothing was pushed; run the same command again to push."
     )
     try:
         result = push_to_hub(
