@@ -17,6 +17,18 @@ from modeling_vit_scratch.common.commands import entry_point, when_interrupted
 from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
 from modeling_vit_scratch.sharing.push import HUB_ERRORS, push_to_hub
 
+# what Ctrl-C or SIGTERM prints once the push has reached each stage (`push_to_hub`'s `reached`)
+STOPPED_AT = {
+    "preparing": "Interrupted before the model commit: nothing was committed to {repo} (the repo may exist, as it "
+    "was or empty); run the same command again to push.",
+    "sending": "Interrupted while the model was being sent to {repo}: its files upload first, then one commit, all "
+    "or nothing, so the model commit was made only if it is on the repo now; run the same command again: it commits "
+    "the model unless the repo holds it already.",
+    "committed": "Interrupted after the model commit {commit} to {repo}: the model is there, complete and loadable, "
+    "its card not yet pinned to that commit; run the same command again to pin it (the model is not committed "
+    "again).",
+}
+
 
 @entry_point()
 def main(argv: list[str]) -> None:
@@ -47,7 +59,7 @@ def main(argv: list[str]) -> None:
             )
         )
     args = parser.parse_args(argv)
-    when_interrupted(  # push_to_hub says more as it goes (before and after its commit)
+    when_interrupted(  # push_to_hub says where it is as it goes (`reached`)
         "Interrupted before anything changed on the Hub: nothing was pushed; run the same command again to push."
     )
     try:
@@ -61,6 +73,9 @@ def main(argv: list[str]) -> None:
             max_shard_size=args.max_shard_size,
             allow_unmeasured_weights=args.allow_unmeasured_weights,
             overwrite_card=args.overwrite_card,
+            reached=lambda stage, commit=None: when_interrupted(
+                STOPPED_AT[stage].format(repo=args.repo_id, commit=commit)
+            ),
         )
     except (ValueError, RuntimeError, *HUB_ERRORS) as error:  # FileNotFoundError and the Hub's errors are OSErrors
         sys.exit(error_line(error))

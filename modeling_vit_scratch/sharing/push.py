@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
@@ -34,7 +35,6 @@ import torch
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 from huggingface_hub.hf_api import RepoFile
 
-from modeling_vit_scratch.common.commands import when_interrupted
 from modeling_vit_scratch.common.folders import CONFUSION_FILE, CURVES_FILE, RECORD_FILE, RESULTS_FILE
 from modeling_vit_scratch.common.model_folder import check_processor_fits, described_sha256, read_json
 from modeling_vit_scratch.common.remote_code import OWN_AUTO_MAP, foreign_code
@@ -403,6 +403,7 @@ def push_to_hub(
     max_shard_size: str | int = "2GB",
     allow_unmeasured_weights: bool = False,
     overwrite_card: bool = False,
+    reached: Callable[..., None] = lambda stage, commit=None: None,
 ) -> PushResult:
     """Verify `folder`, then push it to `repo_id` (on branch `revision`, or as a pull request against main).
 
@@ -414,6 +415,9 @@ def push_to_hub(
     the push removed or kept.
 
     Every check of the folder and of the Hub arguments (`check_hub_arguments`) comes before the model is loaded.
+    `reached(stage, commit)` is told where the push is, for a command to say what was done if it is stopped:
+    "preparing" (the repo is made or read: nothing committed), "sending" (the model's files and commit), "committed"
+    (with the model commit's id; the card's pin follows).
     """
     check_folder_path(os.fspath(folder), "FOLDER")  # as typed: ./x, x/
     if not os.path.isdir(folder):  # a push reads a local folder only, whatever its name looks like
@@ -441,10 +445,7 @@ def push_to_hub(
         stage_repo(folder, staging, model, processor, card, measured, max_shard_size)
         check_staged(folder, staging, digest, secrets)
 
-        when_interrupted(
-            f"Interrupted before the model commit: nothing was committed to {repo_id} (the repo may exist, as it "
-            "was or empty); run the same command again to push."
-        )
+        reached("preparing")
         try:
             created = not api.repo_exists(repo_id)
             repo_url = str(api.create_repo(repo_id, private=private, exist_ok=True))
@@ -474,11 +475,7 @@ def push_to_hub(
                 operations = [CommitOperationDelete(name) for name in replaced_files(remote, staging)] + [
                     CommitOperationAdd(path.name, str(path)) for path in sorted(staging.iterdir())
                 ]
-                when_interrupted(
-                    f"Interrupted while the model was being sent to {repo_id}: its files upload first, then one "
-                    "commit, all or nothing, so the model commit was made only if it is on the repo now; run the same "
-                    "command again: it commits the model unless the repo holds it already."
-                )
+                reached("sending")
                 commit = api.create_commit(
                     repo_id,
                     operations,
@@ -499,11 +496,7 @@ def push_to_hub(
                     f"committed and {left}; re-run the same command to push it."
                 ) from None
             model_commit, pull_request_url = commit.oid, commit.pr_url
-            when_interrupted(
-                f"Interrupted after the model commit {model_commit} to {repo_id}: the model is there, complete and "
-                "loadable, its card not yet pinned to that commit; run the same command again to pin it (the model "
-                "is not committed again)."
-            )
+            reached("committed", model_commit)
             card_revision = commit.pr_revision if create_pr else target
         else:
             if keep_card:
