@@ -7,11 +7,14 @@
     vit-scratch benchmark [--configs ...]                scripts/benchmark.py
 
 Installed by `pip install "vit-scratch[train]"`. Each sub-command is the same function its script calls, imported
-only when asked for, so `vit-scratch --help` needs no training packages.
+only when asked for, so `vit-scratch --help` needs no training packages. Every command runs inside
+`common/commands.py`'s `entry_point`: what it prints is redacted, and Ctrl-C or SIGTERM is one line.
 """
 
 import importlib
 import sys
+
+from modeling_vit_scratch.common.commands import entry_point
 
 COMMAND = "vit-scratch"  # the installed command's name, as pyproject.toml's [project.scripts] gives it
 # sub-command -> (the module whose `main(argv)` runs it, what it does)
@@ -44,7 +47,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: unknown command {name!r}: choose one of {', '.join(COMMANDS)} (vit-scratch --help).")
     # argparse's usage line and the recorded command name the command as the user typed it, then its arguments
     sys.argv[:] = [f"{COMMAND} {name}", *rest]
-    importlib.import_module(COMMANDS[name][0]).main(rest)
+    dispatch(argv)
+
+
+@entry_point()
+def dispatch(argv: list[str]) -> None:
+    """Import the command's room and run its `main` (itself an `entry_point`: its own line on Ctrl-C); this one
+    covers the import, which takes seconds (torch, transformers): Ctrl-C there is the line that nothing was done."""
+    importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:])
 
 
 if __name__ == "__main__":

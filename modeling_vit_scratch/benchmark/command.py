@@ -49,9 +49,10 @@ import time
 
 import torch
 
+from modeling_vit_scratch.common.commands import entry_point, when_interrupted
 from modeling_vit_scratch.common.dtypes import dtype_name, parse_dtypes
 from modeling_vit_scratch.common.numbers import Allowed, argument_type
-from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
+from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line, refuse_token_in_path
 from modeling_vit_scratch.training.precision import slow_bf16_warning
 
 from .end_to_end import end_to_end, end_to_end_bars, end_to_end_markdown, model_only_seconds
@@ -224,9 +225,17 @@ def main_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@entry_point()
 def main(argv: list[str]) -> None:
     parser = main_parser()
     args = parser.parse_args(argv)
+    if args.worker or args.matmul or args.model_only:  # a process of the benchmark: its parent says what stopped
+        when_interrupted(None)
+    else:  # the results are written once, at the end, by a staged file moved into place
+        when_interrupted(
+            f"Interrupted: nothing was measured to the end, no results were written and --json {args.json} is as it "
+            "was; run the same command again to measure."
+        )
     if args.worker:  # a worker process of `measure_round`
         implementation, config_name, mode, precision, batch = args.worker
         serve(implementation, config_name, mode, precision, int(batch), args)
@@ -241,6 +250,7 @@ def main(argv: list[str]) -> None:
         print(json.dumps(dict(seconds=model_only_seconds(folder, int(steps), int(batch), precision == "bf16"))))
         return
     try:
+        refuse_token_in_path("--json", args.json)  # the rule of every output path: a token is no file name
         args.json = check_results_path(args.json)  # before any measurement: a run never ends unable to write
     except ValueError as error:
         sys.exit(error_line(error))

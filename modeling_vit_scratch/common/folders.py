@@ -1,8 +1,8 @@
 """Model folders on disk: claimed before any long work, never replaced silently, written all or nothing.
 
 - `check_output_folder` is the rule every command that writes applies to the folder it was given, before any work:
-  not `/`, the home folder, a checkout's root or its `.git`, nor inside a run's checkpoint or staging folder; not
-  equal to, inside or holding one of the command's inputs; no
+  no token in its name (`refuse_token_in_path`); not `/`, the home folder, a checkout's root or its `.git`, nor
+  inside a run's checkpoint or staging folder; not equal to, inside or holding one of the command's inputs; no
   symbolic link inside (the package never writes or deletes through one); and, unless the folder is replaced as a
   whole, not a folder of someone else's files (ours: it carries `MARKER_FILE`, or a model, record, checkpoints or
   lock that the package wrote). The folder given may itself be a link: that is the user's explicit choice.
@@ -34,6 +34,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from modeling_vit_scratch.common.secrets import refuse_token_in_path
 
 LOCK_FILE = ".vit-scratch.lock"
 MARKER_FILE = ".vit-scratch-output"  # in every folder the package creates or claims for its output: "ours"
@@ -133,6 +135,7 @@ def check_output_folder(
     Returns the folder; raises ValueError naming it, what is wrong and the fix."""
     if not str(folder).strip():
         raise ValueError(f"{argument} is empty: give the folder to write to.")
+    refuse_token_in_path(argument, folder)  # it would become a folder's name, printed in every line naming it
     check_name_lengths(Path(folder), argument)  # before any look at it: the system refuses such names
     folder, real = Path(folder), os.path.realpath(folder)
     if folder.exists() and not folder.is_dir():

@@ -4,7 +4,9 @@
   `redact` removes them from a text, and `find_secrets` lists the files of a folder that contain one, so a writer
   can refuse before anything is published. This is the one redaction path: files, printed and error lines, log
   records (`redacting_logs`) and the strings a push sends go through it. `refuse_secret` refuses a value the user
-  typed into a field that is sent or written (a commit message, a repo id, a label name) without echoing it.
+  typed into a field that is sent or written (a commit message, a repo id, a label name) without echoing it;
+  `refuse_token_in_path` refuses one in a path a command writes (a token never becomes a file name). Every command's
+  printed lines, tracebacks included, pass through `redact` too (`common/commands.py`).
 - `weights_sha256` is the SHA-256 of a folder's weights (a line per tensor with its name, dtype, shape and
   the SHA-256 of its bytes, in name order), independent of how the safetensors files are sharded: the training
   record keeps it, the push checks it.
@@ -86,6 +88,18 @@ def refuse_secret(what: str, value: str | None, secrets: list[str], fix: str) ->
         raise ValueError(
             f"{what} holds or looks like a Hub token, which would be sent to the Hub or written to files: {fix}."
         )
+
+
+def refuse_token_in_path(argument: str, path: str | os.PathLike) -> None:
+    """A ValueError when a path a command writes (`argument`: --output_dir, --out, --output, --json) holds or looks
+    like a token: the token would become a file name, printed in every line that names the file. Not echoed."""
+    refuse_secret(
+        f"The value of {argument}",
+        os.fspath(path),
+        known_secrets(),
+        f"give {argument} a name without it (a token never becomes a file or folder name); tokens belong in "
+        "HF_TOKEN or `hf auth login`",
+    )
 
 
 @contextmanager

@@ -33,6 +33,7 @@ from modeling_vit_scratch import (
     ViTScratchForImageClassificationWithTeacher,
     ViTScratchImageProcessor,
 )
+from modeling_vit_scratch.common.commands import entry_point, when_interrupted
 from modeling_vit_scratch.common.dtypes import parse_dtype
 from modeling_vit_scratch.common.folders import check_replaceable
 from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
@@ -101,10 +102,12 @@ def convert(args: argparse.Namespace) -> None:
 
     if args.target == "transformers":
         written = to_transformers(model, args.output, processor, overwrite=args.overwrite, check=check)
+        when_interrupted(f"Interrupted after the conversion was complete: {args.output} holds the new folder.")
         architecture = json.loads((written / "config.json").read_text())["architectures"][0]
         print(f"Wrote a transformers {architecture} folder to {args.output}")
     else:
         save_converted(model, processor, args.output, overwrite=args.overwrite, check=check)
+        when_interrupted(f"Interrupted after the conversion was complete: {args.output} holds the new folder.")
         print(f"Wrote a vit_scratch folder to {args.output} ({model.num_parameters():,} parameters)")
     print(verdict[0])
 
@@ -185,8 +188,13 @@ def _num_classes(path: str) -> int:
         return weights.get_slice("head.weight").get_shape()[0] if "head.weight" in names else 0
 
 
+@entry_point()
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
+    when_interrupted(  # the folder is written beside --output and moved in only when complete and checked
+        f"Interrupted: nothing was moved into place, {args.output} is as it was (the partial folder beside it was "
+        "removed); run the same command again to convert."
+    )
     try:
         convert(args)
     except (ValueError, KeyError, OSError) as error:  # OSError: FileNotFoundError, FileExistsError, a corrupt file

@@ -10,7 +10,10 @@ are combined in float32 either way).
 
 import argparse
 import sys
+import time
+from pathlib import Path
 
+from modeling_vit_scratch.common.commands import entry_point, when_interrupted
 from modeling_vit_scratch.common.numbers import Allowed, check_numbers
 from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
 from modeling_vit_scratch.explanation.attention import HEAD_FUSIONS
@@ -19,6 +22,7 @@ from modeling_vit_scratch.explanation.prediction import explain_image
 EXPLAIN_LIMITS = {"discard_ratio": Allowed(0, 1, open_high=True, example="0.9")}
 
 
+@entry_point()
 def main(argv: list[str]) -> None:
     parser = RedactingArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="saved folder or hub repo id of a vit_scratch model")
@@ -32,9 +36,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--trust_remote_code",
         action="store_true",
-        help="run the code that comes with the model (only models other than vit_scratch need it)",
+        help="run the code that comes with the model (a model whose auto_map names code of its own)",
     )
     args = parser.parse_args(argv)
+    started = time.time()
+    when_interrupted(lambda: interrupted_line(Path(args.out), started))
     try:
         check_numbers(vars(args), EXPLAIN_LIMITS)
         paths = explain_image(
@@ -43,3 +49,17 @@ def main(argv: list[str]) -> None:
     except (ValueError, FileNotFoundError) as error:
         sys.exit(error_line(error))
     print("wrote:\n" + "\n".join(f"  {path}" for path in paths))
+
+
+def interrupted_line(out: Path, started: float) -> str:
+    """What Ctrl-C prints: the pictures this run wrote (they are written one by one, straight into --out), and that
+    the same command writes them all."""
+    written = sorted(
+        path.name for path in (out.glob("*.png") if out.is_dir() else []) if path.stat().st_mtime >= started
+    )
+    if not written:
+        return f"Interrupted before any picture was written: {out} is as it was; run the same command again."
+    return (
+        f"Interrupted: {len(written)} picture(s) written to {out} ({', '.join(written)}), the others not (a picture "
+        "there from an earlier explain may be stale); run the same command again to write them all."
+    )

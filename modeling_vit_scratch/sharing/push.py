@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
@@ -396,6 +397,7 @@ def push_to_hub(
     max_shard_size: str | int = "2GB",
     allow_unmeasured_weights: bool = False,
     overwrite_card: bool = False,
+    reached: Callable[..., None] = lambda stage, commit=None: None,
 ) -> PushResult:
     """Verify `folder`, then push it to `repo_id` (on branch `revision`, or as a pull request against main).
 
@@ -407,6 +409,9 @@ def push_to_hub(
     the push removed or kept.
 
     Every check of the folder and of the Hub arguments (`check_hub_arguments`) comes before the model is loaded.
+    `reached(stage, commit)` is told where the push is, for a command to say what was done if it is stopped:
+    "preparing" (the repo is made or read: nothing committed), "sending" (the model's files and commit), "committed"
+    (with the model commit's id; the card's pin follows).
     """
     check_folder_path(os.fspath(folder), "FOLDER")  # as typed: ./x, x/
     if not os.path.isdir(folder):  # a push reads a local folder only, whatever its name looks like
@@ -436,6 +441,7 @@ def push_to_hub(
         stage_repo(folder, staging, model, processor, card, measured, max_shard_size)
         check_staged(folder, staging, digest, secrets)
 
+        reached("preparing")
         try:
             created = not api.repo_exists(repo_id)
             repo_url = str(api.create_repo(repo_id, private=private, exist_ok=True))
@@ -465,6 +471,7 @@ def push_to_hub(
                 operations = [CommitOperationDelete(name) for name in replaced_files(remote, staging)] + [
                     CommitOperationAdd(path.name, str(path)) for path in sorted(staging.iterdir())
                 ]
+                reached("sending")
                 commit = api.create_commit(
                     repo_id,
                     operations,
@@ -485,6 +492,7 @@ def push_to_hub(
                     f"committed and {left}; re-run the same command to push it."
                 ) from None
             model_commit, pull_request_url = commit.oid, commit.pr_url
+            reached("committed", model_commit)
             card_revision = commit.pr_revision if create_pr else target
         else:
             if keep_card:

@@ -1,14 +1,14 @@
 """The training command, `vit-scratch train` and `python scripts/train.py`: the arguments (`arguments.py`: the
 command line and a JSON/YAML recipe), `train`, and the lines a user reads at the end. Bad input is one line,
 `error: ...`, before any long work; no token value is ever printed. Ctrl-C is one line too: the last checkpoint and the
-command that resumes from it; so is SIGTERM (what `kill`, `timeout` and cluster schedulers send)."""
+command that resumes from it; so is SIGTERM (what `kill`, `timeout` and cluster schedulers send): `interrupted_line`,
+printed by `common/commands.py`'s `entry_point`, which every command's `main` runs inside."""
 
-import signal
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
+from modeling_vit_scratch.common.commands import entry_point, when_interrupted
 from modeling_vit_scratch.common.folders import STAGING_PREFIX, checkpoints, is_complete_checkpoint
 from modeling_vit_scratch.common.secrets import redact
 from modeling_vit_scratch.sharing.push import PushError
@@ -23,6 +23,7 @@ from modeling_vit_scratch.training.precision import precision_words, training_pr
 from modeling_vit_scratch.training.trainer import train
 
 
+@entry_point(secrets=command_secrets)
 def main(argv: list[str]) -> None:
     """Train as `argv` (the arguments after the command's name) says, and say where the model is."""
     use_cpu_processes_without_accelerator()
@@ -35,16 +36,16 @@ def main(argv: list[str]) -> None:
         for line in recipe_inputs_read(argv):  # which file a recipe's relative path named: said, never guessed
             print(redact(line, command_secrets(argv)))
     removed = []  # what the run removed from the output folder once every check had passed
+    # Ctrl-C or SIGTERM: one line on how to go on (printed by the first process only)
+    when_interrupted(
+        lambda: (
+            interrupted_line(training_args, output_args, started, removed) if training_args.process_index == 0 else None
+        )
+    )
     try:
-        with sigterm_interrupts():
-            metrics = train(model_args, data_args, training_args, output_args, removed)
+        metrics = train(model_args, data_args, training_args, output_args, removed)
     except (ValueError, FileNotFoundError, PushError) as error:  # bad input or a failed push: one line, what and how
         sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}")
-    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: one line on how to go on, the shell's code for the signal
-        if training_args.process_index == 0:
-            line = interrupted_line(training_args, output_args, started, removed)
-            print(redact(line, command_secrets(argv)), file=sys.stderr)
-        sys.exit(TERMINATED if isinstance(stop, Terminated) else INTERRUPTED)
     leave_process_group()
     if training_args.process_index == 0:
         print(f"\nTest accuracy {metrics['test_accuracy']:.4f} ({metrics['wall_time_seconds']:.0f} s).")
@@ -59,28 +60,6 @@ def main(argv: list[str]) -> None:
                 command_secrets(argv),
             )
         )  # a token in the folder's name is no reason to print it
-
-
-INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (SIGINT), as shells report it
-TERMINATED = 143  # the exit code of a command stopped by SIGTERM
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the run is, so it stops as Ctrl-C stops it: every file kept, one line."""
-
-
-@contextmanager
-def sigterm_interrupts():
-    """While training, SIGTERM raises `Terminated` (a KeyboardInterrupt) instead of ending the process silently."""
-
-    def terminate(signum, frame):
-        raise Terminated
-
-    previous = signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def interrupted_line(training_args, output_args, started: float, removed: list[str] = ()) -> str:

@@ -1,0 +1,225 @@
+"""What every command's `main` runs inside (train, explain, push, convert, benchmark: `vit-scratch NAME` and
+`scripts/*.py` call the same decorated function), so two promises hold once for all of them:
+
+- Nothing a command prints holds a known secret. While it runs, `sys.stdout` and `sys.stderr` are redacting writers
+  (`RedactingStream`), the logging handlers that captured the old streams write through them, every log record is
+  redacted as it is made (`redacting_logs`), and a traceback that escapes is redacted when Python prints it. Warnings,
+  progress bars and argparse write to `sys.stderr` when they print, so they pass through the same writer.
+- Ctrl-C (SIGINT) and SIGTERM (what `kill`, `timeout` and cluster schedulers send) end the command with one line
+  saying what was and was not done and how to go on, and the shell's exit code for the signal (130, 143). The line
+  is the room's: it calls `when_interrupted` as its work advances (push: before and after its commit); before that,
+  the default says nothing was done.
+
+Training glue, never imported by the model files.
+"""
+
+import functools
+import io
+import logging
+import re
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from contextlib import contextmanager
+
+from modeling_vit_scratch.common.secrets import TOKEN_SHAPE, known_secrets, redact, redacting_logs
+
+INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (SIGINT), as shells report it
+TERMINATED = 143  # the exit code of a command stopped by SIGTERM
+NOTHING_DONE = "Interrupted before any work was done: nothing was written or sent; run the same command again."
+# the start of something shaped like a Hub token that the next write may complete (`TOKEN_SHAPE`'s prefixes)
+TOKEN_START = re.compile(r"h(?:f(?:_[A-Za-z0-9]*)?)?\Z")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, so it stops as Ctrl-C stops it: every file kept, one line."""
+
+
+class RedactingStream(io.TextIOBase):
+    """A text stream that forwards what is written to `stream` with every secret masked. A secret may arrive in
+    pieces (a progress bar's writes, `print`'s separate arguments), so the end of a write that could be the start of
+    one is held until the next write or `release` shows what follows; everything else goes through at once, so
+    progress bars still move. `buffer` is not offered: bytes written there would pass unredacted."""
+
+    def __init__(self, stream, secrets: list[str]):
+        self.stream, self.secrets, self.held = stream, secrets, ""
+        self.pattern = re.compile("|".join([*map(re.escape, secrets), TOKEN_SHAPE.pattern]))
+
+    def write(self, text: str) -> int:
+        self.held += text
+        cut = self.safe_end(self.held)
+        if cut:
+            self.stream.write(redact(self.held[:cut], self.secrets))
+            self.held = self.held[cut:]
+        return len(text)
+
+    def safe_end(self, text: str) -> int:
+        """Where the part of `text` that no later write can turn into a secret ends: before the longest end that
+        could begin a secret (or a token-shaped string, which may go on), and never inside a secret or a
+        token-shaped string."""
+        match = TOKEN_START.search(text)
+        held = len(match.group()) if match else 0
+        for secret in self.secrets:
+            for size in range(min(len(secret) - 1, len(text)), held, -1):
+                if text.endswith(secret[:size]):
+                    held = size
+                    break
+        cut = len(text) - held
+        for found in self.pattern.finditer(text):
+            if found.start() < cut < found.end():
+                cut = found.start()
+        return cut
+
+    def release(self) -> None:
+        """Write what is held (the command has ended: nothing can complete it) and flush."""
+        held, self.held = self.held, ""
+        if held:
+            self.stream.write(redact(held, self.secrets))
+        self.flush()
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:  # progress bars draw themselves only on a terminal
+        return self.stream.isatty()
+
+    def fileno(self) -> int:  # a child process writes to the same place and redacts its own lines
+        return self.stream.fileno()
+
+    @property
+    def encoding(self):
+        return self.stream.encoding
+
+    @property
+    def errors(self):
+        return self.stream.errors
+
+
+def stream_handlers() -> list[logging.StreamHandler]:
+    """Every handler of every logger that writes to a stream (transformers, datasets and huggingface_hub each keep
+    one that captured `sys.stderr` when they were imported)."""
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    handlers = {
+        id(handler): handler
+        for logger in loggers
+        for handler in getattr(logger, "handlers", [])  # a PlaceHolder has none
+        if isinstance(handler, logging.StreamHandler)
+        and not isinstance(handler, logging.FileHandler)
+        and "stream" in vars(handler)  # not logging's last resort, which reads sys.stderr when it writes
+    }
+    return list(handlers.values())
+
+
+@contextmanager
+def redacted_output(secrets: list[str]):
+    """While inside, everything printed to stdout or stderr, directly or through logging, has `secrets` (and anything
+    shaped like a Hub token) masked. The old streams, and every handler's, come back on exit."""
+    old = {"stdout": sys.stdout, "stderr": sys.stderr}
+    new = {name: RedactingStream(stream, secrets) for name, stream in old.items()}
+    by_old = {id(old[name]): new[name] for name in old}
+    by_new = {id(new[name]): old[name] for name in old}
+    swapped = [(handler, by_old[id(handler.stream)]) for handler in stream_handlers() if id(handler.stream) in by_old]
+    for handler, stream in swapped:
+        handler.stream = stream
+    sys.stdout, sys.stderr = new["stdout"], new["stderr"]
+    try:
+        with redacting_logs(secrets):
+            yield
+    finally:
+        sys.stdout, sys.stderr = old["stdout"], old["stderr"]
+        for stream in new.values():
+            stream.release()
+        for handler in stream_handlers():  # those swapped, and those made meanwhile with a redacting stream
+            if id(handler.stream) in by_new:
+                handler.stream = by_new[id(handler.stream)]
+
+
+_escaping_secrets: list[str] = []  # the secrets of the command whose exception escaped
+
+
+def redact_escaping_traceback(secrets: list[str]) -> None:
+    """Have Python print the traceback of an exception that escapes a command with `secrets` masked: it prints it
+    after the command's streams are restored, through `sys.excepthook` (installed once per process)."""
+    _escaping_secrets[:] = secrets
+    previous = sys.excepthook
+    if getattr(previous, "redacting", False):
+        return
+
+    def hook(kind, error, trace):
+        if issubclass(kind, KeyboardInterrupt):
+            return previous(kind, error, trace)
+        sys.stderr.write(redact("".join(traceback.format_exception(kind, error, trace)), _escaping_secrets))
+        sys.stderr.flush()
+
+    hook.redacting = True
+    sys.excepthook = hook
+
+
+@contextmanager
+def sigterm_interrupts():
+    """While inside, SIGTERM raises `Terminated` (a KeyboardInterrupt) instead of ending the process silently. Signal
+    handlers belong to the main thread: elsewhere this changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+_running: list[dict] = []  # the commands running in this process, innermost last: what Ctrl-C would print for each
+
+
+def when_interrupted(line: str | Callable[[], str | None] | None) -> None:
+    """What Ctrl-C or SIGTERM prints from now on for the running command: a line, or a function that makes it when
+    the command stops (None, or a function that returns None: print nothing, e.g. on a training rank other than
+    the first). Called outside a
+    command (the package used from Python), it does nothing."""
+    if _running:
+        _running[-1]["line"] = line
+
+
+def entry_point(secrets: Callable[[list[str]], list[str]] | None = None):
+    """The decorator of every command's `main(argv)`: `secrets(argv)` (default: every token this process knows) are
+    masked in all it prints, and Ctrl-C or SIGTERM ends it with the room's line (`when_interrupted`) and exit code
+    130 or 143. A command called inside another (in one process) runs inside the outer one's streams."""
+
+    def decorate(main: Callable[[list[str]], None]) -> Callable[[list[str]], None]:
+        @functools.wraps(main)
+        def run(argv: list[str]) -> None:
+            _running.append({"line": NOTHING_DONE})
+            found = []
+            try:
+                found = secrets(argv) if secrets else known_secrets()
+                with redacted_output(found), sigterm_interrupts():
+                    main(argv)
+            except KeyboardInterrupt as stop:  # the streams are back: the line is redacted here
+                line = _running[-1]["line"]
+                line = line() if callable(line) else line
+                if line:
+                    print(redact(line, found), file=sys.stderr)
+                sys.exit(TERMINATED if isinstance(stop, Terminated) else INTERRUPTED)
+            except SystemExit as stop:  # Python prints a message given to sys.exit after the streams are back
+                if isinstance(stop.code, str):
+                    raise SystemExit(redact(stop.code, found)) from None
+                raise
+            except Exception:
+                redact_escaping_traceback(found)
+                raise
+            finally:
+                _running.pop()
+
+        return run
+
+    return decorate

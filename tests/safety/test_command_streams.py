@@ -1,0 +1,324 @@
+"""What every command prints, and how it stops (`common/commands.py`'s `entry_point`, around every command's `main`).
+
+- Nothing a command prints holds a known secret: stdout, stderr, log records (also through a handler that captured
+  the old stderr), warnings, progress bars written in pieces, the message given to `sys.exit`, and a traceback that
+  escapes.
+- No output path holds a token: `--output_dir`, `--out`, `--output`, `--json` are refused in one line that does not
+  echo it, before anything is written (a token never becomes a file name).
+- Ctrl-C and SIGTERM end every command with one line saying what was and was not done and how to go on, and exit
+  code 130 or 143; push's line says whether its model commit was made, and the same command finishes it.
+
+In this process where the rule can be tried so; two runs in new processes send the real signal and interrupt a push
+between its two commits (integration).
+"""
+
+import importlib
+import itertools
+import logging
+import signal
+import socket
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from entry_points import ENTRY_POINTS, OUTPUT_ARGUMENT, Scenario, command_env, outcome, with_argument
+from helpers import PROCESS_TIMEOUT, REPO
+from hub_server import TOKEN, LocalHub
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_secrets import SECRET, logged_in  # noqa: F401 (a fixture: HF_TOKEN holds SECRET, no saved login)
+
+from modeling_vit_scratch import cli
+from modeling_vit_scratch.common.commands import (
+    INTERRUPTED,
+    NOTHING_DONE,
+    TERMINATED,
+    RedactingStream,
+    Terminated,
+    entry_point,
+)
+from modeling_vit_scratch.common.secrets import MASK, redact
+
+SHAPED = "hf_" + "Q" * 34  # a value shaped like a token that no variable holds
+OWN = "hf_own.token-of-a-local-hub"  # a known token of no Hub shape (an Enterprise Hub's, a local one's)
+NAME_TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/\\\x00"), max_size=10)
+
+
+class Sink:
+    """A stream that keeps what was written to it."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+@given(
+    before=st.text(max_size=20),
+    after=st.text(max_size=20),
+    secret=st.sampled_from([SECRET, SHAPED, OWN]),
+    cuts=st.lists(st.integers(0, 80), max_size=6),
+)
+def test_a_secret_written_in_any_pieces_never_passes_the_redacting_writer(before, after, secret, cuts):
+    text = f"{before}{secret}{after}"
+    sink = Sink()
+    stream = RedactingStream(sink, [SECRET, OWN])
+    bounds = sorted({0, len(text), *(min(cut, len(text)) for cut in cuts)})
+    for start, end in itertools.pairwise(bounds):
+        stream.write(text[start:end])
+        assert secret not in sink.text
+    stream.release()
+    assert sink.text == redact(text, [SECRET, OWN])
+    assert secret not in sink.text
+
+
+@pytest.mark.usefixtures("logged_in")
+def test_nothing_a_command_prints_holds_a_secret(capsys, monkeypatch):
+    from tqdm import tqdm
+
+    logger = logging.getLogger("vit-scratch-test.streams")
+    captured = logging.StreamHandler(sys.stderr)  # made before the command: it holds the old stderr
+    logger.addHandler(captured)
+    monkeypatch.setattr(logger, "propagate", False)
+
+    def show_warning(message, category, filename, lineno, file=None, line=None):  # Python's own, which pytest replaces
+        (file or sys.stderr).write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    monkeypatch.setattr(warnings, "showwarning", show_warning)
+
+    @entry_point()
+    def main(argv):
+        print("a line", SECRET, *argv)
+        print(f"data/{SECRET}/1.png", file=sys.stderr)
+        logger.warning("could not read %s", SECRET)
+        warnings.warn(f"a warning about {SECRET}", UserWarning, stacklevel=1)
+        for piece in (SECRET[:5], SECRET[5:20], SECRET[20:]):  # a progress bar's pieces, each flushed
+            sys.stderr.write(piece)
+            sys.stderr.flush()
+        for _ in tqdm(range(3), desc=SECRET, file=sys.stderr):
+            pass
+        sys.exit(f"error: cannot use {SECRET}")
+
+    try:
+        with pytest.raises(SystemExit) as stop:
+            main([SHAPED])
+    finally:
+        logger.removeHandler(captured)
+    printed = capsys.readouterr()
+    assert str(stop.value) == f"error: cannot use {MASK}"
+    assert SECRET not in printed.out + printed.err and SHAPED not in printed.out
+    assert printed.out == f"a line {MASK} {MASK}\n"
+    assert f"data/{MASK}/1.png\ncould not read {MASK}\n" in printed.err
+    assert f"a warning about {MASK}" in printed.err and printed.err.count(MASK) >= 5
+    assert captured.stream is sys.stderr  # the handler writes to the stream it had again
+
+
+@pytest.mark.usefixtures("logged_in")
+def test_a_traceback_that_escapes_a_command_is_redacted(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # restored after the test
+
+    @entry_point()
+    def main(argv):
+        raise RuntimeError(f"failed on {SECRET}")
+
+    with pytest.raises(RuntimeError) as escaped:
+        main([])
+    sys.excepthook(escaped.type, escaped.value, escaped.tb)  # what Python does with it at exit
+    err = capsys.readouterr().err
+    assert f"RuntimeError: failed on {MASK}" in err and SECRET not in err
+
+
+# where each command's work starts once its arguments are read: a function of its room's command module
+WORK = {
+    "train": "train",
+    "explain": "explain_image",
+    "push": "push_to_hub",
+    "convert": "check_parity",  # after the folder is written beside --output, before it is moved in
+    "benchmark": "run_measurements",
+}
+# the start of each command's line on Ctrl-C there
+STOPPED = {
+    "train": "Interrupted before the first checkpoint: nothing in {output} was removed; run the same command again",
+    "explain": "Interrupted before any picture was written: {output} is as it was; run the same command again.",
+    "push": "Interrupted before anything changed on the Hub: nothing was pushed; run the same command again to push.",
+    "convert": "Interrupted: nothing was moved into place, {output} is as it was (the partial folder beside it was "
+    "removed); run the same command again to convert.",
+    "benchmark": "Interrupted: nothing was measured to the end, no results were written and --json {output} is as it "
+    "was; run the same command again to measure.",
+}
+
+
+@pytest.mark.parametrize("name", list(ENTRY_POINTS))
+@pytest.mark.parametrize("stop, code", [(KeyboardInterrupt, INTERRUPTED), (Terminated, TERMINATED)])
+@pytest.mark.usefixtures("logged_in")
+def test_every_command_stops_with_one_line_on_ctrl_c_or_sigterm(name, stop, code, tmp_path, monkeypatch, capsys):
+    """Ctrl-C (KeyboardInterrupt) or SIGTERM (`Terminated`, what its handler raises) in the middle of the work: the
+    room's line, the shell's exit code, no traceback, nothing printed holds the token, no file changed."""
+    argv = Scenario(tmp_path).argv(name)
+    output = Path(argv[argv.index("--json") + 1]) if name == "benchmark" else tmp_path / f"out-{name}"
+
+    def work(*args, **kwargs):
+        print(f"working with {SECRET}")
+        logging.getLogger("transformers").warning("reading %s", SECRET)
+        raise stop
+
+    monkeypatch.setattr(importlib.import_module(ENTRY_POINTS[name]), WORK[name], work)
+    before = sorted(tmp_path.rglob("*"))
+    done = outcome(name, argv)
+    printed = capsys.readouterr()
+    assert done.code == code and done.traceback is None, (done, printed.err[-2000:])
+    assert sorted(tmp_path.rglob("*")) == before  # convert: its staged folder is gone, --output never made
+    assert SECRET not in printed.out + printed.err and f"working with {MASK}" in printed.out
+    assert printed.err.strip().splitlines()[-1].startswith(STOPPED[name].format(output=output))
+
+
+def test_ctrl_c_while_the_command_is_imported_is_the_line_that_nothing_was_done(monkeypatch, capsys):
+    def interrupted_import(name):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "importlib", SimpleNamespace(import_module=interrupted_import))
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the dispatch names the command in sys.argv
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["convert", "--help"])
+    assert stop.value.code == INTERRUPTED
+    assert capsys.readouterr().err == NOTHING_DONE + "\n"
+
+
+# every path a command writes, by entry point: OUTPUT_ARGUMENT's folders, and the benchmark's results file
+OUTPUT_PATHS = [*OUTPUT_ARGUMENT.items(), ("benchmark", "--json")]
+
+
+@pytest.mark.parametrize("name, argument", OUTPUT_PATHS, ids=[f"{n}{a}" for n, a in OUTPUT_PATHS])
+@pytest.mark.usefixtures("logged_in")
+@settings(max_examples=6, suppress_health_check=[HealthCheck.function_scoped_fixture])  # the same login throughout
+@given(before=NAME_TEXT, after=NAME_TEXT, secret=st.sampled_from([SECRET, SHAPED]), deeper=st.booleans())
+def test_a_token_in_an_output_path_is_refused_without_echoing_it(
+    name, argument, before, after, secret, deeper, tmp_path_factory
+):
+    """A token (the one HF_TOKEN holds, or a value shaped like one) anywhere in the path, in the last name or in a
+    folder above it, would become a file name printed in every line that names it."""
+    root = tmp_path_factory.mktemp("scenario")
+    scenario = Scenario(root)
+    name_part = f"{before}{secret}{after}".replace(".", "_") or "x"
+    path = root / name_part / "out" if deeper else root / f"out-{name_part}"
+    argv = with_argument(scenario.argv(name), argument, path.with_suffix(".json") if name == "benchmark" else path)
+    on_disk = sorted(root.rglob("*"))
+    done = outcome(name, argv)
+    assert done.one_line, done
+    assert done.error.startswith(f"error: The value of {argument} holds or looks like a Hub token"), done.error
+    assert secret not in done.error
+    assert sorted(root.rglob("*")) == on_disk  # nothing made, not even the folder above
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("sent, code", [(signal.SIGINT, INTERRUPTED), (signal.SIGTERM, TERMINATED)])
+def test_a_real_signal_during_a_push_is_one_line_and_says_nothing_was_pushed(tmp_path, sent, code):
+    """The command as a user runs it, stopped while it waits on a Hub that accepts the connection and never
+    answers (its first request checks the token): the one line, the shell's code, no traceback, no token; the
+    pushed folder is named after the token, so every line that names it is redacted."""
+    folder = tmp_path / f"run-{TOKEN}"
+    Scenario(tmp_path).model().rename(folder)
+    with socket.socket() as hub:
+        hub.bind(("127.0.0.1", 0))
+        hub.listen()
+        hub.settimeout(PROCESS_TIMEOUT)
+        env = command_env(tmp_path, HF_ENDPOINT=f"http://127.0.0.1:{hub.getsockname()[1]}", HF_TOKEN=TOKEN)
+        env.update(HF_HUB_OFFLINE="0", HF_HOME=str(tmp_path / "hf_home"), NO_PROXY="127.0.0.1")
+        command = [sys.executable, "-m", "modeling_vit_scratch.cli", "push", str(folder), "local-user/x"]
+        # a child inherits an ignored SIGINT (a test run in a background job has one): it gets Python's handler
+        ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            run = subprocess.Popen(
+                command,
+                cwd=REPO,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        finally:
+            signal.signal(signal.SIGINT, ignored)
+        try:
+            connection, _ = hub.accept()  # the command is in its work: its first request is here
+            run.send_signal(sent)
+            stdout, stderr = run.communicate(timeout=PROCESS_TIMEOUT)
+            connection.close()
+        finally:
+            if run.poll() is None:
+                run.kill()
+    assert run.returncode == code, stderr[-3000:]
+    assert "Traceback" not in stderr and TOKEN not in stdout + stderr
+    assert stderr.strip().splitlines() == [
+        "Interrupted before anything changed on the Hub: nothing was pushed; run the same command again to push."
+    ]
+
+
+# a push run as the command, with one Hub call of the client stopped as Ctrl-C stops it (argv: the call, FOLDER, REPO)
+STOPPED_PUSH = """
+import sys
+from huggingface_hub import HfApi
+from modeling_vit_scratch import cli
+
+def stopped(self, *args, **kwargs):
+    raise KeyboardInterrupt
+
+call, *argv = sys.argv[1:]
+setattr(HfApi, call, stopped)
+cli.main(["push", *argv])
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_ctrl_c_during_a_push_says_whether_the_model_commit_was_made_and_the_same_command_finishes(tmp_path):
+    """Stopped while the model is being sent (before its commit), then between the model commit and the card's:
+    each line says which, and the same command then finishes the push without committing the model twice."""
+    folder = Scenario(tmp_path).model()
+    with LocalHub(tmp_path / "hub") as hub:
+        env = {**command_env(tmp_path), **hub.env(tmp_path / "hf_home")}
+
+        def push(*stopped_at: str):
+            command = ["-c", STOPPED_PUSH, *stopped_at] if stopped_at else ["-m", "modeling_vit_scratch.cli", "push"]
+            return subprocess.run(
+                [sys.executable, *command, str(folder), "local-user/x"],
+                cwd=REPO,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=PROCESS_TIMEOUT,
+            )
+
+        before_commit = push("create_commit")
+        assert before_commit.returncode == INTERRUPTED, before_commit.stderr[-3000:]
+        assert before_commit.stderr.strip().splitlines()[-1] == (
+            "Interrupted while the model was being sent to local-user/x: its files upload first, then one commit, "
+            "all or nothing, so the model commit was made only if it is on the repo now; run the same command "
+            "again: it commits the model unless the repo holds it already."
+        )
+        history = hub.commits("local-user/x")
+        assert len(history) == 1  # the repo's first, empty commit: no model commit
+
+        before_card = push("upload_file")
+        assert before_card.returncode == INTERRUPTED, before_card.stderr[-3000:]
+        model_commit, _ = hub.commits("local-user/x")[0]
+        assert before_card.stderr.strip().splitlines()[-1] == (
+            f"Interrupted after the model commit {model_commit} to local-user/x: the model is there, complete and "
+            "loadable, its card not yet pinned to that commit; run the same command again to pin it (the model is "
+            "not committed again)."
+        )
+
+        finished = push()
+        assert finished.returncode == 0, finished.stderr[-3000:]
+        titles = [title for _, title in hub.commits("local-user/x")]
+    assert len(titles) == 3 and titles[0] == f"Model card: pin the loading example to {model_commit[:12]}"
+    assert titles[1].startswith("Upload vit_scratch model")
+    assert "Traceback" not in before_commit.stderr + before_card.stderr
