@@ -261,23 +261,12 @@ def claim_output_folder(
             lock.write(f"{os.getpid()}\n")
             lock.flush()
             refuse_a_model(folder, overwrite, resume)
-
-            def leftovers() -> list[Path]:
-                found = [path for path in folder.iterdir() if path.name.startswith(STAGING_PREFIX)]
-                if overwrite and not resume:  # the old checkpoints would mix with the new run's; the old model
-                    found += checkpoints(folder)  # stays until the new one replaces it
-                return found
-
-            why = "--overwrite_output_dir true" if overwrite and not resume else "removing an interrupted run's saves"
-            check_removable(folder, leftovers(), why)
-            if rotating:
-                why_rotating = "--save_total_limit (the Trainer removes the oldest checkpoints as it saves new ones)"
-                check_removable(folder, checkpoints(folder), why_rotating)
+            check_removals(folder, overwrite, resume, rotating)
 
             def remove_leftovers() -> list[str]:
                 nonlocal started
-                found = leftovers()
-                check_removable(folder, found, why)  # again: files may have been put there while the data was read
+                found = leftovers(folder, overwrite, resume)  # checked again: files may have come while data was read
+                check_removable(folder, found, removal_reason(overwrite, resume))
                 started = True
                 mark_as_ours(folder)
                 for path in found:
@@ -496,6 +485,27 @@ def check_removable(folder: Path, removed: list[Path], why: str) -> None:
             f"--output_dir {str(folder)!r}: {why} would remove files that vit-scratch did not write ({shown}): "
             "nothing was removed; move them out of the output folder, or choose another --output_dir."
         )
+
+
+def leftovers(folder: Path, overwrite: bool, resume: bool) -> list[Path]:
+    """What a run into `folder` removes before its first step: a killed run's staging folders, and when it overwrites
+    (not resumes) the old checkpoints, which would mix with the new run's (the old model stays until replaced)."""
+    found = [path for path in folder.iterdir() if path.name.startswith(STAGING_PREFIX)] if folder.is_dir() else []
+    return found + (checkpoints(folder) if overwrite and not resume else [])
+
+
+def removal_reason(overwrite: bool, resume: bool) -> str:
+    """Why a run removes its `leftovers`, in the words of its refusal."""
+    return "--overwrite_output_dir true" if overwrite and not resume else "removing an interrupted run's saves"
+
+
+def check_removals(folder: Path, overwrite: bool, resume: bool, rotating: bool = False) -> None:
+    """`check_removable` for all a run into `folder` may remove: its `leftovers`, and with `rotating` (the Trainer's
+    `--save_total_limit`) any checkpoint. Every process of a run asks it, so all refuse together."""
+    check_removable(folder, leftovers(folder, overwrite, resume), removal_reason(overwrite, resume))
+    if rotating:
+        reason = "--save_total_limit (the Trainer removes the oldest checkpoints as it saves new ones)"
+        check_removable(folder, checkpoints(folder), reason)
 
 
 def check_name_lengths(folder: Path, argument: str = "--output") -> None:

@@ -75,7 +75,16 @@ DATA_SETTINGS = (
     "mixup",
     "cutmix",
 )
-STREAM_SETTINGS = ("dataset", "dataset_config", "image_column", "label_column", "shuffle_buffer_size")
+# a stream's source, the fractions that decide which of its rows are held out, and its shuffle window
+STREAM_SETTINGS = (
+    "dataset",
+    "dataset_config",
+    "image_column",
+    "label_column",
+    "validation_fraction",
+    "test_fraction",
+    "shuffle_buffer_size",
+)
 TRAINING_SETTINGS = (
     "seed",
     "data_seed",

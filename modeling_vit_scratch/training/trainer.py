@@ -24,6 +24,7 @@ from modeling_vit_scratch.common.folders import (
     RESUME_OFF,
     STAGING_PREFIX,
     check_output_folder,
+    check_removals,
     claim_output_folder,
     refuse_a_model,
     resolve_checkpoint,
@@ -146,6 +147,7 @@ def train(
     if not main_process:  # the same refusals on every process, so none waits for one that has stopped
         check_output_folder(training_args.output_dir, "--output_dir", inputs)
         refuse_a_model(Path(training_args.output_dir), output_args.overwrite_output_dir, resuming)
+        check_removals(Path(training_args.output_dir), output_args.overwrite_output_dir, resuming, rotating)
     with claim if main_process else nullcontext(list) as remove_leftovers, redacting_logs(known_secrets(hub_token)):
 
         def remove_and_note() -> list[str]:  # what was removed, for the line Ctrl-C prints (`removed`)
