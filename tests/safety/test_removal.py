@@ -148,3 +148,22 @@ def test_every_command_that_replaces_a_run_refuses_a_users_file_in_its_checkpoin
     assert result.code == 1 and result.one_line, result
     assert "checkpoint-3/notes.txt" in result.error
     assert snapshot(folder) == before
+
+
+@pytest.mark.integration
+def test_the_trainers_rotation_keeps_a_checkpoint_given_a_users_file_during_the_run(tmp_path, monkeypatch, caplog):
+    import modeling_vit_scratch.training.trainer as trainer_module
+
+    class UserWritesIntoTheFirstCheckpoint(trainer_module.KeepDataIdentity):
+        def on_save(self, args, state, control, **kwargs):
+            super().on_save(args, state, control, **kwargs)
+            if state.global_step == 1:
+                (Path(args.output_dir) / "checkpoint-1" / "notes.txt").write_text("mine")
+
+    monkeypatch.setattr(trainer_module, "KeepDataIdentity", UserWritesIntoTheFirstCheckpoint)
+    scenario = Scenario(tmp_path)
+    output = tmp_path / "out"
+    argv = [*scenario.argv("train", output), "--max_steps", "3", "--save_strategy", "steps", "--save_steps", "1"]
+    assert outcome("train", [*argv, "--save_total_limit", "1"]).code == 0
+    assert (output / "checkpoint-1" / "notes.txt").read_text() == "mine" and (output / "checkpoint-3").is_dir()
+    assert "Kept every checkpoint in" in caplog.text and "(checkpoint-1/notes.txt)" in caplog.text
