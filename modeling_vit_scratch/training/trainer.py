@@ -18,16 +18,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import Trainer, TrainingArguments, set_seed
+from transformers import TrainingArguments, set_seed
 
 from modeling_vit_scratch.common.folders import (
     RESUME_OFF,
     STAGING_PREFIX,
     check_output_folder,
     check_removals,
-    checkpoints,
     claim_output_folder,
-    not_written_by_a_run,
     refuse_a_model,
     resolve_checkpoint,
 )
@@ -96,6 +94,7 @@ from modeling_vit_scratch.training.resumed_data import (
     run_settings,
     splits_fingerprint,
 )
+from modeling_vit_scratch.training.rotation import GuardedRotation
 from modeling_vit_scratch.training.streaming import open_stream, stream_metrics, streaming_trainer
 from modeling_vit_scratch.training.views import view_averaged
 
@@ -329,29 +328,6 @@ def train_in_claimed_folder(
         push_trained_folder(training_args, hub_token)
     trainer.accelerator.wait_for_everyone()
     return metrics
-
-
-class GuardedRotation(Trainer):
-    """The Trainer whose `--save_total_limit` rotation never removes a file the run did not write: while a
-    checkpoint holds one (put there during the run; the claim refuses those found at the start), a save rotates
-    nothing away, keeping every checkpoint, and a warning names the files."""
-
-    def _save_checkpoint(self, model, trial):
-        limit = self.args.save_total_limit
-        foreign = [name for path in checkpoints(Path(self.args.output_dir)) for name in not_written_by_a_run(path)]
-        if foreign and self.args.should_save:
-            logger.warning(
-                "Kept every checkpoint in %s (--save_total_limit %s would remove the oldest): files that vit-scratch "
-                "did not write are in them (%s); move them out to let old checkpoints go.",
-                self.args.output_dir,
-                limit,
-                ", ".join(foreign[:4]),
-            )
-            self.args.save_total_limit = None
-        try:
-            super()._save_checkpoint(model, trial)
-        finally:
-            self.args.save_total_limit = limit
 
 
 def load_and_split(data_args: DataArguments, secrets: list[str]) -> PreparedData:
