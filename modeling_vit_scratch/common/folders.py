@@ -10,12 +10,14 @@
   refused while the first lives; the lock dies with its process, so a killed run leaves none behind), and refuses a
   folder that already holds a model unless the user asked to overwrite it or to resume it. It removes nothing
   itself: the staging leftovers of a killed run (and, when overwriting, the old checkpoints) go only when the
-  run calls the function it yields, once every check has passed; a run refused before that leaves no trace (the
-  lock and the folders the claim made are taken back).
+  run calls the function it yields, once every check has passed, and only what a run wrote: a checkpoint or staging
+  folder holding anything else is refused before anything is removed (`not_written_by_a_run`, the same test as
+  `--overwrite`'s for a conversion); a run refused before that leaves no trace (the lock and the folders the claim
+  made are taken back).
 - `running_owner` says whether a live training run holds a folder's lock (and its PID): a command that reads a model
   folder refuses one a run is writing, whose model it may replace at any moment (`common/sources.py`).
 - `resolve_checkpoint` turns `--resume_from_checkpoint` (`true` or a path) into a complete checkpoint, naming the
-  incomplete ones a killed run left.
+  incomplete ones a killed run left, or saying that the folder does not exist or holds no checkpoint.
 - `staging_inside` + `publish` write a training run's model files in a private folder inside its output folder
   (which also holds checkpoints and the lock) and move them into place only once they are complete and checked.
 - `replaced_folder` writes a whole folder beside its destination (a conversion) and swaps it in when complete;

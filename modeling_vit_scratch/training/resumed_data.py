@@ -116,6 +116,9 @@ def run_settings(model_args, data_args, training_args) -> dict:
     settings["total_train_batch_size"] = data_args.total_train_batch_size or (
         training_args.per_device_train_batch_size * training_args.world_size * training_args.gradient_accumulation_steps
     )
+    for name in ("teacher", "dataset"):  # a local folder however it is spelt (./x, x/, a link): its real path
+        if isinstance(settings.get(name), str) and os.path.exists(settings[name]):
+            settings[name] = os.path.realpath(settings[name])
     return {name: json_value(value) for name, value in settings.items()}
 
 
