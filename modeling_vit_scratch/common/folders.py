@@ -10,12 +10,14 @@
   refused while the first lives; the lock dies with its process, so a killed run leaves none behind), and refuses a
   folder that already holds a model unless the user asked to overwrite it or to resume it. It removes nothing
   itself: the staging leftovers of a killed run (and, when overwriting, the old checkpoints) go only when the
-  run calls the function it yields, once every check has passed; a run refused before that leaves no trace (the
-  lock and the folders the claim made are taken back).
+  run calls the function it yields, once every check has passed, and only what a run wrote: a checkpoint or staging
+  folder holding anything else is refused before anything is removed (`not_written_by_a_run`, the same test as
+  `--overwrite`'s for a conversion); a run refused before that leaves no trace (the lock and the folders the claim
+  made are taken back).
 - `running_owner` says whether a live training run holds a folder's lock (and its PID): a command that reads a model
   folder refuses one a run is writing, whose model it may replace at any moment (`common/sources.py`).
 - `resolve_checkpoint` turns `--resume_from_checkpoint` (`true` or a path) into a complete checkpoint, naming the
-  incomplete ones a killed run left.
+  incomplete ones a killed run left, or saying that the folder does not exist or holds no checkpoint.
 - `staging_inside` + `publish` write a training run's model files in a private folder inside its output folder
   (which also holds checkpoints and the lock) and move them into place only once they are complete and checked.
 - `replaced_folder` writes a whole folder beside its destination (a conversion) and swaps it in when complete;
@@ -215,14 +217,20 @@ def refuse_a_model(folder: Path, overwrite: bool, resume: bool) -> None:
 
 @contextmanager
 def claim_output_folder(
-    folder: str | Path, overwrite: bool, resume: bool, inputs: dict[str, str | None] | None = None
+    folder: str | Path,
+    overwrite: bool,
+    resume: bool,
+    inputs: dict[str, str | None] | None = None,
+    rotating: bool = False,
 ) -> Iterator[Callable[[], list[str]]]:
     """Hold `folder` for one training run. Raises ValueError when the folder breaks `check_output_folder`'s rule
     (against `inputs`), is not writable, is in use by another run, or holds a model that neither `overwrite` nor
     `resume` allows to touch. Yields a function to call once every check of the run has passed, just before it
     writes: it marks the folder as the package's and removes the leftovers of earlier runs (staging folders; the old
     checkpoints when overwriting), returning their names. A run that ends before calling it leaves no trace: the
-    lock and the folders the claim made are removed again, so a refused run changes nothing on disk."""
+    lock and the folders the claim made are removed again, so a refused run changes nothing on disk. What would be
+    removed (with `rotating`, the Trainer's `--save_total_limit`: any checkpoint) must hold only what a run wrote
+    (`not_written_by_a_run`), else a ValueError before anything is removed."""
     if not str(folder).strip():  # Path("") is the working directory: never claim it by accident
         raise ValueError(
             "--output_dir is empty: give the folder to write the model to, e.g. --output_dir outputs/vit-digits."
@@ -258,17 +266,17 @@ def claim_output_folder(
             lock.write(f"{os.getpid()}\n")
             lock.flush()
             refuse_a_model(folder, overwrite, resume)
+            check_removals(folder, overwrite, resume, rotating)
 
             def remove_leftovers() -> list[str]:
                 nonlocal started
+                found = leftovers(folder, overwrite, resume)  # checked again: files may have come while data was read
+                check_removable(folder, found, removal_reason(overwrite, resume))
                 started = True
                 mark_as_ours(folder)
-                leftovers = [path for path in folder.iterdir() if path.name.startswith(STAGING_PREFIX)]
-                if overwrite and not resume:  # the old checkpoints would mix with the new run's; the old model
-                    leftovers += checkpoints(folder)  # stays until the new one replaces it
-                for path in leftovers:
+                for path in found:
                     shutil.rmtree(path, ignore_errors=True)
-                return [path.name for path in leftovers]
+                return [path.name for path in found]
 
             yield remove_leftovers
         finally:
@@ -324,7 +332,19 @@ def resolve_checkpoint(folder: str | Path, requested: str | bool | None) -> str 
     folder = Path(folder) if last else Path(requested).parent  # a named checkpoint: the run it belongs to
     complete = [path for path in checkpoints(folder) if is_complete_checkpoint(path)]
     incomplete = [path.name for path in checkpoints(folder) if not is_complete_checkpoint(path)]
+    if last and not folder.is_dir():
+        raise ValueError(
+            f"--resume_from_checkpoint true: the output folder {str(folder)!r} does not exist, so there is no run to "
+            "resume: start a new run without --resume_from_checkpoint, or give --output_dir the folder of the run "
+            "to resume."
+        )
     if last:
+        if not complete and not incomplete:
+            raise ValueError(
+                f"--resume_from_checkpoint true: {str(folder)!r} holds no checkpoint, so there is no run to resume: "
+                "start a new run without --resume_from_checkpoint, or give --output_dir the folder of the run to "
+                "resume."
+            )
         if not complete:
             named = f" (incomplete, cut off mid-save: {', '.join(incomplete)})" if incomplete else ""
             raise ValueError(
@@ -395,10 +415,17 @@ MODEL_FOLDER_PATTERN = re.compile(
     rf"^(model-\d+-of-\d+\.safetensors|pytorch_model-\d+-of-\d+\.bin|checkpoint-\d+"
     rf"|{re.escape(STAGING_PREFIX)}.*|{re.escape(PROBE_PREFIX)}.*)$"
 )
-# what the Trainer writes into a checkpoint beside the model's own files
+# what the Trainer writes into a checkpoint beside the model's own files (FSDP: its optimizer and model files, or
+# folders of shards), and what the package's callbacks add: the precision choice (training/precision.py), each
+# process's stream position (training/streaming.py), the run's data and settings (training/resumed_data.py) and the
+# weight average (training/ema.py)
 TRAINER_STATE = re.compile(
-    r"^(optimizer\.pt|scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|precision_choice\.json|stream_state_\d+\.json)$"
+    r"^(optimizer\.pt|scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|optimizer(_\d+)?\.bin"
+    r"|pytorch_model_fsdp(_\d+)?\.bin|precision_choice\.json|stream_state_\d+\.json|vit_scratch_data\.json"
+    r"|ema\.safetensors)$"
 )
+SHARD_FOLDER = re.compile(r"^(optimizer|pytorch_model_fsdp)_\d+$")  # FSDP's sharded states: a folder of shards
+SHARD_FILE = re.compile(r"^(__\d+_\d+\.distcp|\.metadata)$")
 MODEL_CODE = {path.name for path in Path(__file__).resolve().parents[1].glob("*_vit_scratch.py")}
 NAME_MAX = 255  # bytes in one file name on common file systems; `os.pathconf` says where it can
 PATH_MAX = 4096  # bytes in one path on common file systems, likewise
@@ -425,19 +452,65 @@ def not_a_model_folder(folder: Path) -> list[str]:
         if path.name not in MODEL_FOLDER_FILES | MODEL_CODE and not MODEL_FOLDER_PATTERN.match(path.name)
     )
     for checkpoint in checkpoints(folder):  # a checkpoint is replaced whole: it holds only what a run wrote there
-        others += sorted(
-            f"{checkpoint.name}/{path.name}" + ("/" if path.is_dir() else "")
-            for path in checkpoint.iterdir()
-            if path.is_dir()
-            or not (
-                path.name in MODEL_FOLDER_FILES | MODEL_CODE
-                or MODEL_FOLDER_PATTERN.match(path.name)
-                or TRAINER_STATE.match(path.name)
-            )
-        )
+        others += not_written_by_a_run(checkpoint)
     if others:
         reasons.append(f"files a model folder does not hold: {', '.join(others[:5])}{' ...' if others[5:] else ''}")
     return reasons
+
+
+def not_written_by_a_run(folder: Path) -> list[str]:
+    """What in a run's `checkpoint-N` or staging folder the package (or the Trainer under it) did not write, as
+    `FOLDER/NAME` (a sub-folder ends in `/`): the one test of whether removing such a folder would remove a user's
+    files (an `--overwrite_output_dir` run's old checkpoints, a killed run's staging leftovers, a conversion's
+    `--overwrite`). A run writes no sub-folder there, so any sub-folder is someone else's."""
+    found = []
+    for path in sorted(folder.iterdir()):
+        if path.is_dir() and not path.is_symlink() and SHARD_FOLDER.match(path.name):
+            found += [
+                f"{folder.name}/{path.name}/{shard.name}"
+                for shard in sorted(path.iterdir())
+                if shard.is_dir() or not SHARD_FILE.match(shard.name)
+            ]
+        elif path.is_dir() or not (
+            path.name in MODEL_FOLDER_FILES | MODEL_CODE
+            or MODEL_FOLDER_PATTERN.match(path.name)
+            or TRAINER_STATE.match(path.name)
+        ):
+            found.append(f"{folder.name}/{path.name}" + ("/" if path.is_dir() else ""))
+    return found
+
+
+def check_removable(folder: Path, removed: list[Path], why: str) -> None:
+    """A ValueError naming the first files in `removed` (run folders: checkpoints, staging leftovers) that the
+    package did not write, and the fix: a run removes only what it wrote, and refuses before removing anything."""
+    foreign = [name for path in removed if path.is_dir() for name in not_written_by_a_run(path)]
+    if foreign:
+        shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if foreign[4:] else "")
+        raise ValueError(
+            f"--output_dir {str(folder)!r}: {why} would remove files that vit-scratch did not write ({shown}): "
+            "nothing was removed; move them out of the output folder, or choose another --output_dir."
+        )
+
+
+def leftovers(folder: Path, overwrite: bool, resume: bool) -> list[Path]:
+    """What a run into `folder` removes before its first step: a killed run's staging folders, and when it overwrites
+    (not resumes) the old checkpoints, which would mix with the new run's (the old model stays until replaced)."""
+    found = [path for path in folder.iterdir() if path.name.startswith(STAGING_PREFIX)] if folder.is_dir() else []
+    return found + (checkpoints(folder) if overwrite and not resume else [])
+
+
+def removal_reason(overwrite: bool, resume: bool) -> str:
+    """Why a run removes its `leftovers`, in the words of its refusal."""
+    return "--overwrite_output_dir true" if overwrite and not resume else "removing an interrupted run's saves"
+
+
+def check_removals(folder: Path, overwrite: bool, resume: bool, rotating: bool = False) -> None:
+    """`check_removable` for all a run into `folder` may remove: its `leftovers`, and with `rotating` (the Trainer's
+    `--save_total_limit`) any checkpoint. Every process of a run asks it, so all refuse together."""
+    check_removable(folder, leftovers(folder, overwrite, resume), removal_reason(overwrite, resume))
+    if rotating:
+        reason = "--save_total_limit (the Trainer removes the oldest checkpoints as it saves new ones)"
+        check_removable(folder, checkpoints(folder), reason)
 
 
 def check_name_lengths(folder: Path, argument: str = "--output") -> None:

@@ -225,10 +225,15 @@ NOT_ARCHITECTURE = {
 }
 
 
-def check_resumed_architecture(checkpoint: str, requested: PreTrainedConfig) -> None:
+def check_resumed_architecture(checkpoint: str, requested: PreTrainedConfig, from_data: set[str] = frozenset()) -> None:
     """A resumed run asks for the architecture its checkpoint has (--model, --config_overrides): the Trainer loads
     the checkpoint's weights into the model built from the arguments, and another size fails there, after the
-    pre-flight, as a size-mismatch traceback. One line naming the fields that differ, before any data is read."""
+    pre-flight, as a size-mismatch traceback. One line naming the fields that differ.
+
+    `requested` is the architecture the command resolves to, the same rules the first run applied: called before any
+    data is read with the fields that the data fills (`fields_from_data`) left out as `from_data`, and again once it
+    is read with `with_data_fields` applied, so a field the first run took from its data (a grayscale set's one
+    channel) is compared with what this command takes from it, never with the config's default."""
     path = Path(checkpoint) / "config.json"
     if not path.is_file():  # not one of ours: the Trainer's load names what is missing
         return
@@ -237,7 +242,9 @@ def check_resumed_architecture(checkpoint: str, requested: PreTrainedConfig) -> 
         saved = json.loads(type(requested).from_dict(saved).to_json_string(use_diff=False))
     asked = json.loads(requested.to_json_string(use_diff=False))
     differ = sorted(
-        name for name in (saved.keys() | asked.keys()) - NOT_ARCHITECTURE if saved.get(name) != asked.get(name)
+        name
+        for name in (saved.keys() | asked.keys()) - NOT_ARCHITECTURE - set(from_data)
+        if saved.get(name) != asked.get(name)
     )
     if differ:
         shown = "; ".join(f"{name}: {saved.get(name)!r} in it, {asked.get(name)!r} asked" for name in differ[:3])
@@ -289,17 +296,34 @@ def build_model(args: ModelArguments, data: PreparedData) -> tuple[ViTScratchFor
     kernel = {"attn_implementation": args.attn_implementation} if args.attn_implementation else {}
     if not new:
         return fine_tuned_model(args.model, config, data, kernel)
-    config.id2label, config.label2id = data.id2label, {name: i for i, name in data.id2label.items()}
-    config.num_labels = len(data.labels)
-    if isinstance(config, ViTScratchConfig) and not channels_given(args):
-        # a stream holds no training split: its held-out images are the same set's
-        config.num_channels = image_channels(data.splits.get("train") or data.splits["validation"])
+    config = with_data_fields(config, new, args, data)
     model_class = classifier_class(config)
     # the Auto class builds another model type (a teacher); ours are built by their own class, since the Auto class
     # picks between our two classifiers by `config.architectures`, which a new config does not have yet
     build = model_class.from_config if model_class is AutoModelForImageClassification else model_class._from_config
     model = build(config, **kernel)
     return model, ViTScratchImageProcessor.for_config(config)
+
+
+def fields_from_data(config: PreTrainedConfig, new: bool, args: ModelArguments) -> set[str]:
+    """The architecture fields that `with_data_fields` takes from the data for this command: a new vit_scratch
+    model's `num_channels`, unless its config file or overrides name it (the labels are compared on their own,
+    `check_resumed_labels`)."""
+    return {"num_channels"} if new and isinstance(config, ViTScratchConfig) and not channels_given(args) else set()
+
+
+def with_data_fields(config: PreTrainedConfig, new: bool, args: ModelArguments, data: PreparedData):
+    """`config` (from `model_config`) as the run builds it: a new model takes the data set's labels, and the fields
+    `fields_from_data` names from its images. The one place these rules live: the model is built from it, and a
+    resumed run's architecture is compared through it."""
+    if not new:
+        return config
+    config.id2label, config.label2id = data.id2label, {name: i for i, name in data.id2label.items()}
+    config.num_labels = len(data.labels)
+    if "num_channels" in fields_from_data(config, new, args):
+        # a stream holds no training split: its held-out images are the same set's
+        config.num_channels = image_channels(data.splits.get("train") or data.splits["validation"])
+    return config
 
 
 # Image modes without colour; any other mode (RGB, RGBA, palette, CMYK, ...) makes a colour model

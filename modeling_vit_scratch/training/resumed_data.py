@@ -1,11 +1,17 @@
-"""The data a run trains on, kept in each checkpoint, so that a resumed run reads the data set it started with.
+"""The run a checkpoint belongs to, kept in it, so that a resumed run continues that run and no other.
 
 A resumed run that read another data set (other images under the same class names, or the same images split by other
 fractions or seeds) would train on, and then test on, other splits: images it has trained on could land in its test
-split, and the card's test accuracy would say nothing. Each checkpoint therefore holds `DATA_FILE`: the `--dataset`
-argument and a fingerprint of the splits (every row's label and image: its file's path and size, or a hash of its
-bytes); `check_resumed_data` compares them before the pre-flight. A streamed run keeps its place in the
-stream instead (`streaming.py`) and is not fingerprinted. This module is training glue: the model code never imports it.
+split, and the card's test accuracy would say nothing. A resumed run with other settings (another seed, batch,
+learning rate, augmentation, no weight average where the run kept one, ...) would go on as another run from the
+middle of the first, silently, and its card would describe neither. Each checkpoint therefore holds `DATA_FILE`: the
+`--dataset` argument, a fingerprint of the splits (every row's label and image: its file's path and size, or a hash of
+its bytes) and the settings that shape the run's course (`run_settings`). `check_resumed_settings` compares the
+settings before any data is read, `check_resumed_data` the splits before the pre-flight. A streamed run keeps its
+place in the stream instead of a fingerprint (`streaming.py`). What may change on resume (steps and epochs, logging,
+evaluation and saving cadence, output and reporting, the number of processes at the same total batch, the attention
+kernel) is left out of the settings: docs/safety.md lists both. This module is training glue: the model code never
+imports it.
 """
 
 import hashlib
@@ -17,7 +23,7 @@ from datasets import DatasetDict
 from datasets import Image as ImageFeature
 from transformers import TrainerCallback
 
-DATA_FILE = "vit_scratch_data.json"  # in each checkpoint: {"dataset": ..., "splits_fingerprint": ...}
+DATA_FILE = "vit_scratch_data.json"  # in each checkpoint: {"dataset": ..., "splits_fingerprint": ..., "settings": ...}
 BATCH_ROWS = 1_000
 
 
@@ -44,16 +50,137 @@ def image_identity(cell: dict | None) -> str:
     return f"{path}:{os.path.getsize(path) if os.path.isfile(path) else -1}"
 
 
-class KeepDataIdentity(TrainerCallback):
-    """Writes the data set argument and its splits' fingerprint into each checkpoint (`DATA_FILE`)."""
+# The arguments that shape a run's course, by the group they are parsed into: a resumed run must give the same.
+# The data set and its splits are the fingerprint's (a stream has none: its source is a setting too).
+MODEL_SETTINGS = (
+    "teacher",
+    "distillation",
+    "distillation_alpha",
+    "distillation_temperature",
+    "ema_decay",
+    "layer_decay",
+)
+DATA_SETTINGS = (
+    "streaming",
+    "max_train_samples",
+    "augment",
+    "augmentation",
+    "max_shift",
+    "max_degrees",
+    "crop_scale",
+    "crop_ratio",
+    "hflip",
+    "rand_augment",
+    "random_erasing",
+    "mixup",
+    "cutmix",
+)
+# a stream's source, the fractions that decide which of its rows are held out, and its shuffle window
+STREAM_SETTINGS = (
+    "dataset",
+    "dataset_config",
+    "image_column",
+    "label_column",
+    "validation_fraction",
+    "test_fraction",
+    "shuffle_buffer_size",
+)
+TRAINING_SETTINGS = (
+    "seed",
+    "data_seed",
+    "learning_rate",
+    "lr_scheduler_type",
+    "warmup_steps",
+    "warmup_ratio",
+    "weight_decay",
+    "optim",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
+    "max_grad_norm",
+    "label_smoothing_factor",
+    "dataloader_drop_last",
+    "bf16",
+    "fp16",
+)
 
-    def __init__(self, dataset: str, fingerprint: str):
-        self.identity = {"dataset": dataset, "splits_fingerprint": fingerprint}
+
+def run_settings(model_args, data_args, training_args) -> dict:
+    """The settings that shape a run's course, as the command gives them (call it before the run changes its
+    arguments): `MODEL_SETTINGS`, `DATA_SETTINGS` (and `STREAM_SETTINGS` for a stream), `TRAINING_SETTINGS`, and the
+    total batch (rows per optimisation step), which the number of processes may share otherwise."""
+    settings = {name: getattr(model_args, name, None) for name in MODEL_SETTINGS}
+    data = DATA_SETTINGS + (STREAM_SETTINGS if data_args.streaming else ())
+    settings.update({name: getattr(data_args, name, None) for name in data})
+    settings.update({name: getattr(training_args, name, None) for name in TRAINING_SETTINGS})
+    settings["total_train_batch_size"] = data_args.total_train_batch_size or (
+        training_args.per_device_train_batch_size * training_args.world_size * training_args.gradient_accumulation_steps
+    )
+    for name in ("teacher", "dataset"):  # a local folder however it is spelt (./x, x/, a link): its real path
+        if isinstance(settings.get(name), str) and os.path.exists(settings[name]):
+            settings[name] = os.path.realpath(settings[name])
+    return {name: json_value(value) for name, value in settings.items()}
+
+
+def json_value(value):
+    """`value` as JSON keeps it: an enum by its value, a list as a list, anything else not JSON by its text."""
+    value = getattr(value, "value", value)
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple):
+        return [json_value(item) for item in value]
+    return str(value)
+
+
+class KeepDataIdentity(TrainerCallback):
+    """Writes the data set argument, its splits' fingerprint (None for a stream) and the run's settings
+    (`run_settings`) into each checkpoint (`DATA_FILE`)."""
+
+    def __init__(self, dataset: str, fingerprint: str | None, settings: dict | None = None):
+        self.identity = {"dataset": dataset, "splits_fingerprint": fingerprint, "settings": settings or {}}
 
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir, f"checkpoint-{state.global_step}")
         if state.is_world_process_zero and folder.is_dir():
             (folder / DATA_FILE).write_text(json.dumps(self.identity, indent=2) + "\n")
+
+
+def check_resumed_settings(checkpoint: str, settings: dict) -> None:
+    """A resumed run gives the settings its checkpoint's run was given (`run_settings`), or one line naming each that
+    differs (the checkpoint's value, then the one asked) and the fix. A checkpoint without them (written before they
+    were kept) is not compared; a setting it does not hold (added since) is not compared either."""
+    kept = Path(checkpoint) / DATA_FILE
+    saved = json.loads(kept.read_text()).get("settings") if kept.is_file() else None
+    if not saved:
+        return
+    differ = [name for name in settings if name in saved and saved[name] != settings[name]]
+    if not differ:
+        return
+    shown = "; ".join(
+        f"{SHOWN_NAMES.get(name, '--' + name)} {shown_setting(saved[name])} in it, {shown_setting(settings[name])} now"
+        for name in differ
+    )
+    raise ValueError(
+        f"--resume_from_checkpoint: {checkpoint} belongs to a run trained with other settings ({shown}): a resumed "
+        "run goes on as it started; resume with the settings it was trained with (drop the changes), or start a new "
+        "run in another --output_dir."
+    )
+
+
+# settings that no single argument gives, in words
+SHOWN_NAMES = {
+    "total_train_batch_size": "the total batch (--total_train_batch_size, or --per_device_train_batch_size x "
+    "processes x --gradient_accumulation_steps)"
+}
+
+
+def shown_setting(value) -> str:
+    """A setting as the command line gives it; an argument left out as `not given`."""
+    if value is None:
+        return "not given"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
 
 
 def check_resumed_data(checkpoint: str, dataset: str, fingerprint: str) -> None:

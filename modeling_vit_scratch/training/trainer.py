@@ -7,6 +7,7 @@ the data and its pre-flight check (`data.py`, `preflight.py`), the model (`model
 same code runs on one CPU process or several (`distributed.py`), with `--bf16` and gradient accumulation.
 """
 
+import copy
 import json
 import logging
 import math
@@ -23,6 +24,7 @@ from modeling_vit_scratch.common.folders import (
     RESUME_OFF,
     STAGING_PREFIX,
     check_output_folder,
+    check_removals,
     claim_output_folder,
     refuse_a_model,
     resolve_checkpoint,
@@ -62,7 +64,9 @@ from modeling_vit_scratch.training.model_source import (
     build_model,
     check_resumed_architecture,
     check_resumed_labels,
+    fields_from_data,
     model_config,
+    with_data_fields,
 )
 from modeling_vit_scratch.training.output import (
     check_push_ready,
@@ -85,7 +89,14 @@ from modeling_vit_scratch.training.precision import (
     training_precision,
 )
 from modeling_vit_scratch.training.preflight import ImageCheck, check_images
-from modeling_vit_scratch.training.resumed_data import KeepDataIdentity, check_resumed_data, splits_fingerprint
+from modeling_vit_scratch.training.resumed_data import (
+    KeepDataIdentity,
+    check_resumed_data,
+    check_resumed_settings,
+    run_settings,
+    splits_fingerprint,
+)
+from modeling_vit_scratch.training.rotation import GuardedRotation
 from modeling_vit_scratch.training.streaming import open_stream, stream_metrics, streaming_trainer
 from modeling_vit_scratch.training.views import view_averaged
 
@@ -123,17 +134,23 @@ def train(
         logger.warning(slow_bf16)
     resuming = resume not in RESUME_OFF
     # the inputs first, from their names and the file system: a wrong one is named as such, never blamed on the output
-    requested, _ = model_config(model_args)  # the model arguments' errors before any data is read
+    requested, new = model_config(model_args)  # the model arguments' errors before any data is read
     check_layer_decay(model_args.layer_decay, requested, training_args)
     check_ema(model_args.ema_decay, training_args)
     check_dataset_source(data_args.dataset, data_args.dataset_config)
+    settings = run_settings(model_args, data_args, training_args)  # as given, before the run changes its arguments
     inputs = {"--dataset": data_args.dataset, "--model": model_args.model, "--teacher": model_args.teacher}
     if resuming and resume not in (True, "true", "True"):  # a checkpoint's path: read, so never written over
         inputs["--resume_from_checkpoint"] = resume
-    claim = claim_output_folder(training_args.output_dir, output_args.overwrite_output_dir, resuming, inputs)
+    if resuming and not output_args.overwrite_output_dir and not os.path.isdir(training_args.output_dir):
+        # before the claim makes it: there is no run to resume (both at once are refused by the claim)
+        resolve_checkpoint(training_args.output_dir, resume)
+    rotating = bool(training_args.save_total_limit)  # the Trainer then removes old checkpoints as it saves
+    claim = claim_output_folder(training_args.output_dir, output_args.overwrite_output_dir, resuming, inputs, rotating)
     if not main_process:  # the same refusals on every process, so none waits for one that has stopped
         check_output_folder(training_args.output_dir, "--output_dir", inputs)
         refuse_a_model(Path(training_args.output_dir), output_args.overwrite_output_dir, resuming)
+        check_removals(Path(training_args.output_dir), output_args.overwrite_output_dir, resuming, rotating)
     with claim if main_process else nullcontext(list) as remove_leftovers, redacting_logs(known_secrets(hub_token)):
 
         def remove_and_note() -> list[str]:  # what was removed, for the line Ctrl-C prints (`removed`)
@@ -144,19 +161,31 @@ def train(
         checkpoint = resolve_checkpoint(training_args.output_dir, resume)
         if checkpoint:  # read by the Trainer only once training starts: its weights and pickled states checked now
             check_checkpoint(checkpoint)
-            check_resumed_architecture(checkpoint, requested)
+            # the fields this command takes from the data are compared once it is read (train_in_claimed_folder)
+            check_resumed_architecture(checkpoint, requested, fields_from_data(requested, new, model_args))
+            check_resumed_settings(checkpoint, settings)
         if main_process:
             print(f"Output folder: {os.path.abspath(training_args.output_dir)}")
-        metrics = train_in_claimed_folder(model_args, data_args, training_args, checkpoint, hub_token, remove_and_note)
+        metrics = train_in_claimed_folder(
+            model_args, data_args, training_args, checkpoint, hub_token, remove_and_note, (requested, new), settings
+        )
     return metrics
 
 
 def train_in_claimed_folder(
-    model_args, data_args, training_args, checkpoint: str | None, hub_token: str | None, remove_leftovers=list
+    model_args,
+    data_args,
+    training_args,
+    checkpoint: str | None,
+    hub_token: str | None,
+    remove_leftovers=list,
+    architecture: tuple | None = None,
+    settings: dict | None = None,
 ) -> dict:
     """`train` once the output folder is held: data, pre-flight, model, Trainer, evaluation, the model folder.
     `remove_leftovers` (from `claim_output_folder`) runs just before the first step, once every check has passed:
-    a refused run removes nothing."""
+    a refused run removes nothing. `architecture` is `model_config`'s answer (config, new), compared with a resumed
+    checkpoint's once the data has filled its fields; `settings` (`run_settings`) is kept in each checkpoint."""
     started = time.time()
     policy = augmentation_policy(data_args)  # the augmentation's errors too
     check_mixing_batch(policy, training_args, data_args.total_train_batch_size)
@@ -179,6 +208,9 @@ def train_in_claimed_folder(
     check_label_names(data.id2label, data_args.dataset, known_secrets(hub_token))
     if checkpoint:  # before the pre-flight: a resumed run trains the labels its checkpoint's head was trained on
         check_resumed_labels(checkpoint, data.labels, data_args.dataset)
+        if architecture is not None:  # and the architecture this command resolves to with this data
+            config, new = architecture
+            check_resumed_architecture(checkpoint, with_data_fields(copy.deepcopy(config), new, model_args, data))
         if not data_args.streaming:  # and on the splits it started with
             check_resumed_data(checkpoint, data_args.dataset, fingerprint)
     main_process = training_args.process_index == 0
@@ -226,6 +258,8 @@ def train_in_claimed_folder(
     views = data_args.validation_views  # each validation image scored once, on its views' averaged probabilities
     if data_args.streaming:
         trainer_class = streaming_trainer(trainer_class)
+    if training_args.save_total_limit:
+        trainer_class = type(f"Guarded{trainer_class.__name__}", (GuardedRotation, trainer_class), {})
     trainer = trainer_class(
         model=model,
         args=training_args,
@@ -246,8 +280,8 @@ def train_in_claimed_folder(
         check_resumed_groups(checkpoint, trainer.optimizer_cls_and_kwargs)
     if choice:  # each checkpoint keeps it, so a resumed run trains on in the same precision
         trainer.add_callback(KeepPrecisionChoice(choice))
-    if not data_args.streaming:  # each checkpoint names its data, so a resumed run reads the same splits
-        trainer.add_callback(KeepDataIdentity(data_args.dataset, fingerprint))
+    # each checkpoint names its data and settings, so a resumed run reads the same splits and goes on as it started
+    trainer.add_callback(KeepDataIdentity(data_args.dataset, fingerprint, settings))
     removed = remove_leftovers()
     replaced = [name for name in removed if not name.startswith(STAGING_PREFIX)]  # the earlier run's checkpoints
     unfinished = [name for name in removed if name.startswith(STAGING_PREFIX)]  # saves that were never completed

@@ -1,9 +1,16 @@
 """Resuming and stopping a run: a resumed run asks for what its checkpoint can continue, and Ctrl-C keeps everything
 and says how to go on.
 
-- `--resume_from_checkpoint true` with an architecture other than the checkpoint's (`--config_overrides`, another
-  `--model`) is one line naming the fields that differ, before any data is read (before: a size-mismatch traceback
-  after the pre-flight).
+- A resume continues the same run. `--resume_from_checkpoint true` with an architecture other than the checkpoint's
+  (`--config_overrides`, another `--model`) is one line naming the fields that differ, before any data is read
+  (before: a size-mismatch traceback after the pre-flight); the architecture compared is the one the command resolves
+  with its data (a grayscale set's one channel), so the command printed on Ctrl-C always resumes (before: 'num_channels:
+  1 in it, 3 asked' with no override given). The settings that shape the run's course (seed, total batch, EMA,
+  learning rate, augmentation, ...) are kept in each checkpoint and compared (before: a changed batch, seed or
+  shuffle buffer accepted silently, an EMA dropped); what may change (steps, cadence, reporting, processes at the same
+  total batch) is no setting.
+- `--resume_from_checkpoint true` into a folder that does not exist, or holds no checkpoint, says so (before: 'start
+  a new run with --overwrite_output_dir true').
 - `--resume_from_checkpoint true` with `--num_train_epochs` or `--max_steps` that end at or before the checkpoint's
   step is one line before training (before: 0 steps trained, and a card that contradicted the command).
 - `--resume_from_checkpoint true` with another `--dataset` (the same classes, other images), or other splits, is one
@@ -45,15 +52,26 @@ def snapshot(folder):
     return {path: path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file() and path.name != LOCK_FILE}
 
 
+ARCHITECTURE = "has another architecture than --model and --config_overrides ask for ("
+SETTINGS = "belongs to a run trained with other settings ("
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize(
-    "change, differ",
+    "change, said",
     [
-        (("--config_overrides", "hidden_size=12"), "hidden_size: 24 in it, 12 asked"),
-        (("--model", "vit-tiny-patch16-224"), "hidden_size: 24 in it, 192 asked; image_size: 8 in it, 224 asked"),
+        (("--config_overrides", "hidden_size=12"), [ARCHITECTURE, "hidden_size: 24 in it, 12 asked"]),
+        (
+            ("--model", "vit-tiny-patch16-224"),
+            [ARCHITECTURE, "hidden_size: 24 in it, 192 asked; image_size: 8 in it, 224 asked"],
+        ),
+        (("--ema_decay", 0.9), [SETTINGS, "--ema_decay not given in it, 0.9 now)"]),
+        (("--seed", 3), [SETTINGS, "--seed 42 in it, 3 now)"]),
+        (("--per_device_train_batch_size", 4), [SETTINGS, "x --gradient_accumulation_steps) 8 in it, 4 now)"]),
+        (("--learning_rate", 0.001), [SETTINGS, "--learning_rate 5e-05 in it, 0.001 now)"]),
     ],
 )
-def test_resuming_another_architecture_is_one_line_naming_the_fields(trained, change, differ, monkeypatch):
+def test_resuming_another_architecture_or_other_settings_is_one_line_naming_each(trained, change, said, monkeypatch):
     import modeling_vit_scratch.training.trainer as trainer_module
 
     scenario, argv = trained
@@ -63,10 +81,9 @@ def test_resuming_another_architecture_is_one_line_naming_the_fields(trained, ch
     argv = with_argument(with_argument(argv, "--num_train_epochs", 3), "--resume_from_checkpoint", "true")
     result = outcome("train", with_argument(argv, *change))
     assert result.code == 1 and result.one_line, result
-    assert f"The checkpoint '{output / 'checkpoint-2'}' has another architecture" in result.error
-    assert (
-        differ in result.error and "drop the new overrides), or start a new run in another --output_dir" in result.error
-    )
+    assert f"{output / 'checkpoint-2'}" in result.error and all(part in result.error for part in said), result
+    fix = "drop the new overrides)" if said[0] == ARCHITECTURE else "drop the changes)"
+    assert result.error.endswith(f"{fix}, or start a new run in another --output_dir.")
     assert snapshot(output) == before
 
 
@@ -205,3 +222,159 @@ def test_ctrl_c_before_the_first_checkpoint_of_an_overwriting_run_names_the_chec
     )
     assert "leftovers" not in err
     assert not checkpoints(output) and (output / "notes.txt").read_text() == "kept"
+
+
+# A resume continues the same run: its settings are kept in each checkpoint and compared (resumed_data.py).
+def default_settings(**changes) -> dict:
+    """`run_settings` of the default arguments, with `changes` made to whichever group holds each."""
+    from dataclasses import replace
+
+    from transformers import TrainingArguments
+
+    from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments
+    from modeling_vit_scratch.training.resumed_data import run_settings
+
+    groups = [ModelArguments(model="tiny.json"), DataArguments(dataset="images"), None]
+    training = {name: value for name, value in changes.items() if not any(hasattr(g, name) for g in groups[:2])}
+    for index, group in enumerate(groups[:2]):
+        groups[index] = replace(group, **{name: value for name, value in changes.items() if hasattr(group, name)})
+    groups[2] = TrainingArguments("out", **{"report_to": "none", "use_cpu": True, **training})
+    return run_settings(*groups)
+
+
+def kept_settings(folder, settings: dict):
+    """A checkpoint whose run was given `settings`, as `KeepDataIdentity` leaves it."""
+    from modeling_vit_scratch.training.resumed_data import KeepDataIdentity
+
+    checkpoint = folder / "checkpoint-2"
+    checkpoint.mkdir(parents=True)
+    identity = KeepDataIdentity("images", "f00d", settings).identity
+    (checkpoint / DATA_FILE).write_text(json.dumps(identity))
+    return checkpoint
+
+
+# each setting, and another value of it: every one is compared
+CHANGED = {
+    "ema_decay": 0.9,
+    "layer_decay": 0.75,
+    "teacher": "teacher-folder",
+    "distillation": "soft",
+    "max_train_samples": 64,
+    "augmentation": "none",
+    "max_shift": 0.2,
+    "mixup": 0.5,
+    "cutmix": 0.5,
+    "rand_augment": "rand-m9-n2",
+    "seed": 3,
+    "data_seed": 5,
+    "learning_rate": 1e-3,
+    "lr_scheduler_type": "cosine",
+    "warmup_steps": 10,
+    "weight_decay": 0.05,
+    "optim": "sgd",
+    "max_grad_norm": 0.5,
+    "label_smoothing_factor": 0.1,
+    "per_device_train_batch_size": 4,
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHANGED))
+def test_a_resume_with_any_setting_changed_names_it_both_ways(tmp_path, name):
+    from modeling_vit_scratch.training.resumed_data import check_resumed_settings, shown_setting
+
+    first, changed = default_settings(), default_settings(**{name: CHANGED[name]})
+    shown = "the total batch" if name == "per_device_train_batch_size" else f"--{name}"
+    key = "total_train_batch_size" if name == "per_device_train_batch_size" else name
+    for kept, asked in ((first, changed), (changed, first)):
+        checkpoint = kept_settings(tmp_path / f"{name}-{kept is first}", kept)
+        with pytest.raises(ValueError) as refused:
+            check_resumed_settings(str(checkpoint), asked)
+        message = str(refused.value)
+        assert f"{checkpoint} belongs to a run trained with other settings ({shown}" in message
+        assert f" {shown_setting(kept[key])} in it, {shown_setting(asked[key])} now)" in message
+        assert message.endswith("drop the changes), or start a new run in another --output_dir.")
+        check_resumed_settings(str(checkpoint), kept)
+
+
+@pytest.mark.parametrize(
+    "allowed",
+    [
+        dict(max_steps=9),
+        dict(num_train_epochs=7),
+        dict(logging_steps=3, eval_steps=3, save_steps=3, eval_strategy="steps", save_strategy="steps"),
+        dict(report_to="tensorboard", run_name="again", disable_tqdm=True),
+        dict(per_device_train_batch_size=4, gradient_accumulation_steps=2),  # the same total batch, shared otherwise
+        dict(per_device_eval_batch_size=3, eval_flip=False, validation_views=3),
+        dict(attn_implementation="eager", save_total_limit=2, dataloader_num_workers=1),
+    ],
+)
+def test_what_may_change_on_resume_is_no_setting(allowed):
+    base = dict(per_device_train_batch_size=8)
+    assert default_settings(**{**base, **allowed}) == default_settings(**base)
+
+
+def test_a_checkpoint_without_kept_settings_is_not_compared(tmp_path):
+    from modeling_vit_scratch.training.resumed_data import check_resumed_settings
+
+    checkpoint = kept_settings(tmp_path, {})  # written before the settings were kept
+    check_resumed_settings(str(checkpoint), default_settings(seed=3))
+
+
+def test_a_stream_keeps_its_source_and_shuffle_buffer_as_settings():
+    streamed = default_settings(streaming=True)
+    assert streamed["shuffle_buffer_size"] is not None and streamed["dataset"] == "images"
+    assert default_settings(streaming=True, shuffle_buffer_size=7) != streamed
+    assert "shuffle_buffer_size" not in default_settings()  # a set of known length: its splits' fingerprint
+
+
+@pytest.mark.parametrize("made", [False, True])
+def test_resuming_a_folder_that_holds_no_run_says_so_and_makes_nothing(tmp_path, made):
+    scenario = Scenario(tmp_path)
+    output = tmp_path / "new" / "out"
+    if made:
+        output.mkdir(parents=True)
+    result = outcome("train", [*scenario.argv("train", output), "--resume_from_checkpoint", "true"])
+    assert result.code == 1 and result.one_line, result
+    said = "does not exist, so there is no run" if not made else "holds no checkpoint, so there is no run"
+    assert said in result.error and "start a new run without --resume_from_checkpoint" in result.error
+    assert output.is_dir() == made and (not made or not any(output.iterdir()))
+    assert made or not (tmp_path / "new").exists()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("channels", ["from the data", "given"])
+def test_the_command_printed_on_interrupt_resumes_a_run_whose_architecture_took_fields_from_its_data(
+    tmp_path, monkeypatch, capsys, channels
+):
+    """A grayscale set and an architecture file without num_channels: the first run takes 1 channel from the data,
+    and its resume must compare with that (before: 'num_channels: 1 in it, 3 asked', no overrides given)."""
+    from transformers import Trainer
+
+    images = write_imagefolder(tmp_path / "gray", per_class=10, size=(8, 8), mode="L")
+    scenario = Scenario(tmp_path)
+    output = tmp_path / "out"
+    argv = with_argument(scenario.argv("train", output), "--dataset", images)
+    if channels == "given":  # written in the architecture file: the data fills nothing
+        model = scenario.root / "tiny-gray.json"
+        model.write_text(json.dumps({**json.loads(scenario.model_file().read_text()), "num_channels": 1}))
+        argv = with_argument(argv, "--model", model)
+    argv += ["--max_steps", "2", "--save_strategy", "steps", "--save_steps", "1", "--max_train_samples", "16"]
+    original = Trainer.train
+
+    def train_then_interrupt(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        raise KeyboardInterrupt  # Ctrl-C once checkpoint-2 is saved
+
+    monkeypatch.setattr(Trainer, "train", train_then_interrupt)
+    monkeypatch.setattr(sys, "argv", ["vit-scratch train", *argv])
+    assert outcome("train", argv).code == 130
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert json.loads((output / "checkpoint-2" / "config.json").read_text())["num_channels"] == 1
+    resume = shlex.split(line.split("resume with: ", 1)[1])
+    monkeypatch.setattr(Trainer, "train", original)
+    args = with_argument(resume[resume.index("train") + 1 :], "--max_steps", 3)  # the printed command, a step more
+    resumed = outcome("train", args)
+    assert resumed.code == 0, resumed
+    assert json.loads((output / "checkpoint-3" / "trainer_state.json").read_text())["global_step"] == 3
+    overridden = outcome("train", [*with_argument(args, "--max_steps", 4), "--config_overrides", "num_channels=3"])
+    assert overridden.one_line and "(num_channels: 1 in it, 3 asked)" in overridden.error, overridden
