@@ -45,6 +45,19 @@ def wheel(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> Path:
+    """A folder the wheel is installed into (`pip install --target`), shared by the tests that only run from it."""
+    site = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--disable-pip-version-check"]
+        + ["--target", str(site), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    return site
+
+
 def run_outside_checkout(code: str, site: Path, cwd: Path) -> subprocess.CompletedProcess:
     """`code` in a fresh interpreter whose `modeling_vit_scratch` is the installed one, run from `cwd`."""
     env = {**os.environ, "PYTHONPATH": str(site), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
@@ -95,24 +108,8 @@ print("result:", type(model).__name__, len(pipeline("image-classification", mode
     assert "custom code" not in result.stdout + result.stderr  # no consent prompt: the installed classes serve
 
 
-def test_an_installed_wheel_trains_and_writes_a_complete_folder_with_its_card(wheel, tmp_path):
-    site = tmp_path / "site"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--no-deps",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--target",
-            str(site),
-            str(wheel),
-        ],
-        check=True,
-        capture_output=True,
-    )
+def test_an_installed_wheel_trains_and_writes_a_complete_folder_with_its_card(installed, tmp_path):
+    site = installed
     (tmp_path / "tiny.json").write_text(
         json.dumps(
             dict(
@@ -179,16 +176,12 @@ ViTForImageClassification(config)(torch.zeros(1, 3, 8, 8))"""
     assert loaded["ours"] <= loaded["theirs"], loaded
 
 
-def test_the_installed_command_trains_the_digits_recipe_into_a_folder_that_loads_without_the_package(wheel, tmp_path):
+def test_the_installed_command_trains_the_digits_recipe_into_a_folder_that_loads_without_the_package(
+    installed, tmp_path
+):
     """`pip install` of the wheel gives `vit-scratch`; `vit-scratch train` with the repository's digits recipe, run
     outside the checkout, writes a folder that loads through its own code where the package cannot be imported."""
-    site = tmp_path / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--disable-pip-version-check"]
-        + ["--target", str(site), str(wheel)],
-        check=True,
-        capture_output=True,
-    )
+    site = installed
     command = site / "bin" / "vit-scratch"
     env = {**os.environ, "PYTHONPATH": str(site), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     short = ["--num_train_epochs", "1", "--max_train_samples", "64", "--report_to", "none", "--disable_tqdm", "true"]

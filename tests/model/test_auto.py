@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from helpers import run_fresh, tiny_config
+from helpers import one_by_default, run_fresh, tiny_config
 from PIL import Image
 from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForImageClassification, pipeline
 from transformers.image_utils import load_image
@@ -123,7 +123,7 @@ HYBRIDS = {
 }
 
 
-@pytest.mark.parametrize("stem", sorted(HYBRIDS))
+@pytest.mark.parametrize("stem", one_by_default(sorted(HYBRIDS)))  # a new process each; both stems ship in one file
 @pytest.mark.integration
 def test_a_hybrid_loads_by_the_auto_classes_in_a_fresh_process_without_the_package(tmp_path, stem):
     """The stems live in their own shipped file: a saved hybrid carries it and reloads from it alone."""

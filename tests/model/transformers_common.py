@@ -112,7 +112,10 @@ def load() -> Path:
     target = CACHE_ROOT / version
     if not (target / PACKAGE / "__init__.py").is_file():
         CACHE_ROOT.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(target, ignore_errors=True)
+        # each pytest-xdist worker loads this file at collection: a folder another worker just moved into place is
+        # whole (never removed here); only one left half-written by something else is
+        if target.exists() and not (target / PACKAGE / "__init__.py").is_file():
+            shutil.rmtree(target, ignore_errors=True)
         download_common_tests(version, target)
     if str(target) not in sys.path:
         sys.path.insert(0, str(target))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from entry_points import MODEL_FOLDER_READERS, Scenario, argv_reading, command_env, hub_repo, outcome
-from helpers import PROCESS_TIMEOUT, REPO
+from helpers import PROCESS_TIMEOUT, REPO, one_by_default
 from hub_server import local_hub  # noqa: F401  (the fixture)
 
 from modeling_vit_scratch.common.remote_code import foreign_code
@@ -120,7 +120,7 @@ def refused_answering_yes(name: str, argv: list[str], env: dict, marker: Path) -
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize(("name", "argument"), MODEL_FOLDER_READERS)
+@pytest.mark.parametrize(("name", "argument"), one_by_default(MODEL_FOLDER_READERS))
 def test_with_y_on_a_pipe_no_prompt_appears_and_nothing_runs(tmp_path, name, argument):
     """A new process whose stdin is a pipe answering "y": one line, at once, no prompt, no code run."""
     scenario, marker = Scenario(tmp_path), tmp_path / "marker"
@@ -146,7 +146,7 @@ def test_on_a_terminal_answering_y_no_prompt_appears_and_the_teacher_s_code_neve
         cwd=REPO,
     )
     os.close(terminal)
-    seen, deadline = b"", time.monotonic() + 300
+    seen, deadline = b"", time.monotonic() + PROCESS_TIMEOUT
     while process.poll() is None and time.monotonic() < deadline:
         if select.select([controller], [], [], 0.5)[0]:
             try:
@@ -165,7 +165,8 @@ def test_on_a_terminal_answering_y_no_prompt_appears_and_the_teacher_s_code_neve
 
 @pytest.mark.integration
 @pytest.mark.parametrize(
-    ("name", "argument"), [("train", "--model"), ("train", "--teacher"), ("explain", "--model"), ("convert", "--input")]
+    ("name", "argument"),
+    one_by_default([("explain", "--model"), ("train", "--model"), ("train", "--teacher"), ("convert", "--input")]),
 )
 def test_a_hub_repo_naming_foreign_code_is_one_line_and_never_prompts(local_hub, tmp_path, name, argument):  # noqa: F811
     """The same for a hub repo id: its JSON files are read first; the load would refuse, never ask."""

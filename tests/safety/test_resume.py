@@ -142,7 +142,7 @@ def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_
     command = [sys.executable, "-m", "modeling_vit_scratch.cli", "train", *argv]
     run = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + PROCESS_TIMEOUT
         while not any(is_complete_checkpoint(path) for path in checkpoints(output)):
             assert run.poll() is None and time.monotonic() < deadline, run.communicate()
             time.sleep(0.2)

@@ -84,8 +84,9 @@ def explain_argv(scenario: Scenario, image: str) -> list[str]:
 def test_a_trickling_download_is_refused_after_the_time_limit(server, tmp_path, monkeypatch):
     monkeypatch.setattr(prediction, "DOWNLOAD_SECONDS", 1)
     monkeypatch.setattr(prediction, "load_model", fail_if_reached)
+    argv = explain_argv(Scenario(tmp_path), f"{server}/trickle")  # the model is saved before the clock starts
     started = time.monotonic()
-    result = outcome("explain", explain_argv(Scenario(tmp_path), f"{server}/trickle"))
+    result = outcome("explain", argv)
     assert time.monotonic() - started < 10
     assert result.one_line, result
     assert f"{server}/trickle took more than 1 s" in result.error

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 from entry_points import MODEL_FOLDER_READERS, Scenario, argv_reading, command_env, hub_repo, outcome
-from helpers import PROCESS_TIMEOUT, REPO
+from helpers import PROCESS_TIMEOUT, REPO, one_by_default
 from hub_server import local_hub  # noqa: F401  (the fixture)
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -237,7 +237,9 @@ def test_the_conversion_command_named_in_the_refusal_makes_a_folder_every_comman
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize(("name", "argument"), [("train", "--model"), ("train", "--teacher"), ("explain", "--model")])
+@pytest.mark.parametrize(
+    ("name", "argument"), one_by_default([("explain", "--model"), ("train", "--model"), ("train", "--teacher")])
+)  # a new process each; the in-process test above tries every entry point on a local folder
 def test_a_hub_repo_with_only_a_pickle_is_one_line_and_never_unpickled(local_hub, tmp_path, name, argument):  # noqa: F811
     scenario, marker = Scenario(tmp_path), tmp_path / "marker"
     hub_repo(local_hub, "local-user/pickled", pickle_only_folder(scenario, marker))

@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.error import HTTPError
 
 import pytest
+from helpers import PROCESS_TIMEOUT
 from hub_server import USER, LocalHub, local_hub  # noqa: F401  (local_hub is a fixture)
 
 REPO_ID = f"{USER}/tiny"
@@ -69,7 +70,7 @@ def client(hub, folder: Path, code: str, pushed: bool = True) -> dict:
     """Run `code` after `CLIENT` (and, if `pushed`, after `folder` is uploaded to a new repo as `first`) in a new
     process whose huggingface_hub reaches `hub` through the environment; what it put in `out`."""
     source = CLIENT + (PUSH if pushed else "") + code + "\nprint(json.dumps(out))\n"
-    result = hub.run("-c", source, REPO_ID, folder, hf_home=folder.parent / "hf_home", timeout=120)
+    result = hub.run("-c", source, REPO_ID, folder, hf_home=folder.parent / "hf_home")
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.splitlines()[-1])
 
@@ -301,7 +302,7 @@ def test_a_fresh_process_finds_the_hub_through_the_environment_alone(local_hub, 
         env=local_hub.env(tmp_path / "fresh_home"),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=PROCESS_TIMEOUT,
     )
     assert result.returncode == 0, result.stderr
     path = result.stdout.strip()

@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from PIL import Image
 from transformers import TrainingArguments
@@ -88,6 +89,17 @@ def write_imagefolder(root, classes=("cat", "dog", "fox"), per_class=6, size=(12
             pixels = np.clip(base + rng.integers(-20, 20, (size[1], size[0], 3)), 0, 255).astype(np.uint8)
             Image.fromarray(pixels).convert(mode).save(root / name / f"{k}.png")
     return root
+
+
+def one_by_default(cases: list) -> list:
+    """Parameters for a test that starts a new process per case: the first case runs by default, the others in the
+    slow tier (`make test-slow`). For a rule a fast test already tries on every case, or one where one process shows
+    what a user sees and the others repeat it."""
+    return [cases[0], *(pytest.param(*_as_tuple(case), marks=pytest.mark.slow) for case in cases[1:])]
+
+
+def _as_tuple(case) -> tuple:
+    return case if isinstance(case, tuple) else (case,)
 
 
 # How long a test waits for a process it started: long enough for a 2-core machine running other jobs (a timeout is

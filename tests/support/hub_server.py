@@ -39,6 +39,7 @@ from typing import Self
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
+from helpers import PROCESS_TIMEOUT
 
 USER = "local-user"  # the account every token belongs to, and the namespace of repos created without one
 TOKEN = "hf_local_test_token"  # the one token `whoami` accepts (other routes do not look at tokens)
@@ -618,7 +619,7 @@ class LocalHub:
             "NO_PROXY": "127.0.0.1,localhost",  # a proxy configured on the machine must not see local requests
         }
 
-    def run(self, *args, hf_home: str | Path, env: dict | None = None, timeout: float = 300):
+    def run(self, *args, hf_home: str | Path, env: dict | None = None, timeout: float = PROCESS_TIMEOUT):
         """`python *args` in a new process whose huggingface_hub (and transformers) reach this hub through the
         environment, as a user's would: this process's environment, then `env(hf_home)`, then `env`."""
         return subprocess.run(

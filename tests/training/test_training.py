@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from helpers import run_script, tiny_model_file, training_args, write_imagefolder
+from helpers import one_by_default, run_script, tiny_model_file, training_args, write_imagefolder
 from hub_server import TOKEN, LocalHub
 from PIL import Image
 from safetensors.torch import load_file
@@ -465,8 +465,8 @@ def test_an_abbreviated_argument_is_refused_without_echoing_its_value(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(
-    "spelling", [["-hub_token", "hf_oneDashTOKEN1234567890"], ["-hub_token=hf_oneDashTOKEN1234567890"]]
+@pytest.mark.parametrize(  # a new process each
+    "spelling", one_by_default([["-hub_token", "hf_oneDashTOKEN1234567890"], ["-hub_token=hf_oneDashTOKEN1234567890"]])
 )
 def test_a_long_argument_with_one_dash_is_named_with_two_without_its_value(tmp_path, spelling):
     result = run_script(*spelling, "--output_dir", str(tmp_path / "out"))
