@@ -52,6 +52,7 @@ def data_worker(output: str) -> None:
     loaded_by = once_per_node(lambda: node.rank)  # run by rank 0 only, its result handed to rank 1
     split = digits_dataset()["test"].select(range(ROWS))
     kept = ProcessedImages(split, CountingTransform(ViTScratchImageProcessor(**PROCESSOR)))
+    dist.barrier()  # the first process removes the shared file's name on its way out: look once every one is out
     leftovers = [p.name for p in Path(tempfile.gettempdir()).glob("vit-scratch-data-*")]
     try:
         together(lambda: (_ for _ in ()).throw(ValueError("a bad image on rank 1")) if node.rank == 1 else None)
