@@ -433,13 +433,37 @@ HONOURED_ONLY = {
 }
 
 
+WHOLE_SPLIT = "the accuracy and the confusion matrix are computed over the whole split at once"
+# Trainer arguments that would break the package's data path: the value it trains with, and what another one breaks
+DATA_PATH_ONLY = {
+    "label_names": (
+        None,
+        "the batches carry the labels as `labels`, which the Trainer finds by itself; another name leaves evaluation unlabelled",
+    ),
+    "prediction_loss_only": (False, "evaluation must return predictions to score accuracy and pick the best model"),
+    "eval_do_concat_batches": (True, WHOLE_SPLIT),
+    "batch_eval_metrics": (False, WHOLE_SPLIT),
+}
+
+
 def refuse_overridden(argv: list[str], values: dict) -> None:
     """A ValueError for a Trainer argument given (in `argv`, a recipe's expanded) with a value the package would
-    silently replace (`HONOURED_ONLY`), saying what it does instead."""
+    silently replace (`HONOURED_ONLY`), saying what it does instead, or one that would break its data path
+    (`DATA_PATH_ONLY`) only once training has run, saying why."""
     given = given_names(argv)
     for name, (honoured, instead) in HONOURED_ONLY.items():
         if name in given and values[name] != honoured:
-            raise ValueError(f"--{name} {plain_word(values[name])} is not used: {instead}; leave out --{name}.")
+            raise ValueError(f"--{name} {shown_value(values[name])} is not used: {instead}; leave out --{name}.")
+    for name, (needed, why) in DATA_PATH_ONLY.items():
+        if name in given and values[name] != needed:
+            raise ValueError(
+                f"--{name} {shown_value(values[name])} would break training here: {why}; leave out --{name}."
+            )
+
+
+def shown_value(value) -> str:
+    """An argument's value as the command line writes it (a list as its words)."""
+    return " ".join(plain_word(item) for item in value) if isinstance(value, list) else plain_word(value)
 
 
 def program_name() -> str:

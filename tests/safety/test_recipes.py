@@ -239,7 +239,35 @@ def test_an_argument_the_package_overrides_is_refused_saying_what_it_does(tmp_pa
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("argv", [["--hub_strategy", "end"], ["--remove_unused_columns", "false"], []])
+# Trainer arguments that would break the package's data path, found only after training
+DATA_PATH_BREAKERS = [
+    (["--label_names", "foo"], "label_names foo", "carry the labels as `labels`"),
+    (["--prediction_loss_only", "true"], "prediction_loss_only true", "must return predictions"),
+    (["--eval_do_concat_batches", "false"], "eval_do_concat_batches false", "over the whole split at once"),
+    (["--batch_eval_metrics", "true"], "batch_eval_metrics true", "over the whole split at once"),
+]
+
+
+@pytest.mark.parametrize(("argv", "shown", "why"), DATA_PATH_BREAKERS)
+def test_an_argument_that_breaks_the_data_path_is_refused_before_work(tmp_path, argv, shown, why):
+    result = outcome("train", [*argv, "--dataset", str(tmp_path / "no-data"), "--output_dir", str(tmp_path / "out")])
+    assert result.one_line, result
+    name = shown.split()[0]
+    assert result.error.startswith(f"error: --{shown} would break training here: "), result.error
+    assert why in result.error and result.error.endswith(f"leave out --{name}.")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--hub_strategy", "end"],
+        ["--remove_unused_columns", "false"],
+        ["--prediction_loss_only", "false"],
+        ["--eval_do_concat_batches", "true"],
+        [],
+    ],
+)
 def test_the_value_the_package_uses_is_accepted(tmp_path, argv):
     from modeling_vit_scratch.training.arguments import parse_arguments
 
