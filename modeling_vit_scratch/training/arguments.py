@@ -461,6 +461,29 @@ def refuse_overridden(argv: list[str], values: dict) -> None:
             )
 
 
+# Arguments that take effect only beside another: the argument, and the one it needs
+APPLIES_ONLY_WITH = {
+    "shuffle_buffer_size": "streaming",
+    "max_bad_images": "streaming",
+    "max_eval_samples": "streaming",
+    "distillation": "teacher",
+    "distillation_alpha": "teacher",
+    "distillation_temperature": "teacher",
+}
+
+
+def refuse_unused_companions(argv: list[str], values: dict) -> None:
+    """A ValueError for an argument given (in `argv`, a recipe's expanded) without the one it works with
+    (`APPLIES_ONLY_WITH`): it would be silently ignored."""
+    given = given_names(argv)
+    for name, needs in APPLIES_ONLY_WITH.items():
+        if name in given and not values[needs]:
+            raise ValueError(
+                f"--{name} applies only with --{needs}, which is not given, so it would be ignored: give "
+                f"--{needs} {'true' if needs == 'streaming' else 'TEACHER'} too, or leave out --{name}."
+            )
+
+
 def shown_value(value) -> str:
     """An argument's value as the command line writes it (a list as its words)."""
     return " ".join(plain_word(item) for item in value) if isinstance(value, list) else plain_word(value)
@@ -503,6 +526,7 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     values = vars(namespace)
     refuse_overridden(recipe_to_argv(argv), values)
     check_numbers(values, LIMITS)  # before any group is built: its own checks then see only finite, in-range numbers
+    refuse_unused_companions(recipe_to_argv(argv), values)
     check_argument_packages(values)  # --deepspeed fails inside TrainingArguments itself
     check_output_dir_named(argv, values["output_dir"])
     return tuple(

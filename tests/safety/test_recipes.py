@@ -258,6 +258,36 @@ def test_an_argument_that_breaks_the_data_path_is_refused_before_work(tmp_path, 
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("in_recipe", [False, True], ids=["command-line", "recipe"])
+@pytest.mark.parametrize(
+    ("name", "value", "needs"),
+    [
+        ("max_eval_samples", "1", "streaming"),
+        ("shuffle_buffer_size", "10", "streaming"),
+        ("max_bad_images", "0", "streaming"),
+        ("distillation_alpha", "0.7", "teacher"),
+        ("distillation", "soft", "teacher"),
+    ],
+)
+def test_an_argument_given_without_the_one_it_works_with_is_refused(tmp_path, name, value, needs, in_recipe):
+    argv = [f"--{name}", value]
+    if in_recipe:
+        (tmp_path / "recipe.json").write_text(json.dumps({name: value}))
+        argv = [str(tmp_path / "recipe.json")]
+    result = outcome("train", [*argv, "--dataset", str(tmp_path / "no-data"), "--output_dir", str(tmp_path / "out")])
+    assert result.one_line, result
+    assert result.error.startswith(f"error: --{name} applies only with --{needs}, which is not given"), result.error
+    assert result.error.endswith(f"or leave out --{name}.")
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_argument_given_with_the_one_it_works_with_is_accepted(tmp_path):
+    from modeling_vit_scratch.training.arguments import parse_arguments
+
+    parse_arguments(["--streaming", "true", "--max_eval_samples", "1", "--output_dir", str(tmp_path / "out")])
+    parse_arguments(["--teacher", "t", "--distillation", "soft", "--output_dir", str(tmp_path / "out")])
+
+
 @pytest.mark.parametrize(
     "argv",
     [
