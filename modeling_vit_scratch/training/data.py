@@ -47,6 +47,11 @@ def digits_dataset(test_size: float = 0.2) -> DatasetDict:
     return DatasetDict(train=split(train_idx), test=split(test_idx))
 
 
+def saved_to_disk(path: Path) -> bool:
+    """Whether `path` is a folder written by `datasets`' `save_to_disk` (arrow files and their JSON description)."""
+    return (path / "dataset_dict.json").exists() or (path / "dataset_info.json").exists()
+
+
 def load_image_dataset(source: str, config_name: str | None = None, secrets: list[str] = ()) -> DatasetDict:
     """`"digits"`, a `save_to_disk` folder, an `imagefolder` (one sub-folder per class) or a hub dataset name.
     An image folder's file and folder names are checked for `secrets` before anything is read (`datasets` would
@@ -56,7 +61,7 @@ def load_image_dataset(source: str, config_name: str | None = None, secrets: lis
         return digits_dataset()
     path = Path(source).expanduser()
     if path.exists():
-        if (path / "dataset_dict.json").exists() or (path / "dataset_info.json").exists():
+        if saved_to_disk(path):
             loaded = load_from_disk(str(path))
         else:
             check_imagefolder_names(path, list(secrets))
@@ -203,9 +208,7 @@ def left_out_line(source: str) -> str | None:
     """For a local image folder, the line that says which of its files training leaves out (`FolderFiles`), or None
     (every file read, or no image folder)."""
     path = Path(source).expanduser()
-    if source == DIGITS or not path.is_dir() or (path / "dataset_dict.json").exists():
-        return None
-    if (path / "dataset_info.json").exists():
+    if source == DIGITS or not path.is_dir() or saved_to_disk(path):
         return None
     return folder_files(path).left_out_line()
 

@@ -43,6 +43,7 @@ from modeling_vit_scratch.training.data import (
     check_imagefolder_names,
     find_column,
     imagefolder_files,
+    saved_to_disk,
 )
 from modeling_vit_scratch.training.preflight import open_image
 
@@ -67,6 +68,12 @@ def stream_source(dataset: str, config_name: str | None = None) -> StreamSource:
     """`--dataset` as a stream: a folder of `*.parquet` shards, of `*.tar` (WebDataset) shards, an imagefolder, or a
     hub data set name. A file, or a local path that does not exist, is a one-line error."""
     path = Path(dataset).expanduser()
+    if path.is_dir() and saved_to_disk(path):
+        raise ValueError(
+            f"--dataset {dataset!r} is a save_to_disk folder (arrow files), which cannot be streamed: leave out "
+            "--streaming (it is then read from disk, memory-mapped, not loaded into memory), or write it as parquet "
+            "shards (`dataset.to_parquet(...)` for each split) and stream those."
+        )
     if path.is_dir():
         files = sorted(item for item in path.rglob("*") if not any(p.startswith((".", "__")) for p in item.parts))
         # `datasets` picks the builder from the files and reads the features a README.md declares (class names)

@@ -166,6 +166,16 @@ def test_a_missing_shard_is_one_line_before_training(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_save_to_disk_folder_is_named_as_one_with_the_two_ways_to_train_on_it(tmp_path):
+    saved = tmp_path / "saved"
+    Dataset.from_dict({"label": [0, 1]}).save_to_disk(saved)
+    before = sorted(saved.rglob("*"))
+    message = one_line_error(streaming_args(tmp_path, "out", saved, "--max_steps", "2"))
+    assert message.startswith(f"error: --dataset '{saved}' is a save_to_disk folder (arrow files), which cannot be ")
+    assert "leave out --streaming" in message and "`dataset.to_parquet(...)`" in message
+    assert sorted(saved.rglob("*")) == before and not (tmp_path / "out").exists()
+
+
 def test_an_unreadable_shard_is_one_line_before_training(tmp_path):
     dataset = write_shards(tmp_path / "set", shards=2)
     broken = dataset / "train-00001-of-00002.parquet"
