@@ -6,7 +6,7 @@ This module is training glue: the model code never imports it (it needs `dataset
 """
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -139,9 +139,12 @@ class FolderFiles:
     images: list[Path]
     not_images: list[Path]  # by their extension: `0.png.bak`, `notes.txt`
     hidden: list[Path]  # under a name starting with "." or "__" (`.DS_Store`), as datasets leaves them out
+    # the hidden folders that hold images, with how many: a class (or part of one) left out, named on its own
+    hidden_image_folders: dict[Path, int] = field(default_factory=dict)
 
     def left_out_line(self) -> str | None:
-        """'Left out N files that are not images (e.g. ...)', or None when every file is read."""
+        """'Left out N files that are not images (e.g. ...)', or None when every file is read; a hidden folder
+        holding images is named with their count and how to train on them, since it changes the classes."""
         parts = []
         if self.not_images:
             parts.append(
@@ -149,9 +152,17 @@ class FolderFiles:
                 f"{'is not an image by its' if len(self.not_images) == 1 else 'are not images by their'} extension"
                 f" (e.g. {shown_files(self.not_images)})"
             )
-        if self.hidden:
-            parts.append(f"{count(len(self.hidden), 'hidden file')} ({shown_files(self.hidden)})")
-        return f"Left out {' and '.join(parts)}." if parts else None
+        others = [item for item in self.hidden if item not in self.hidden_image_folders]
+        if others:
+            parts.append(f"{count(len(others), 'hidden file')} ({shown_files(others)})")
+        sentences = [f"Left out {' and '.join(parts)}."] if parts else []
+        for folder, images in self.hidden_image_folders.items():
+            what = "it as a class" if len(folder.parts) == 1 else "its images"
+            sentences.append(
+                f"Left out the hidden folder {folder.as_posix()} ({count(images, 'image')}): rename it without the "
+                f"leading '{'__' if folder.name.startswith('__') else '.'}' to train on {what}."
+            )
+        return " ".join(sentences) or None
 
 
 def count(number: int, noun: str) -> str:
@@ -188,6 +199,10 @@ def folder_files(path: Path) -> FolderFiles:
         hidden = sorted(name for name in subfolders if name.startswith((".", "__")))
         subfolders[:] = sorted(name for name in subfolders if name not in hidden)
         listing.hidden += [relative / f"{name}/" for name in hidden]
+        for name in hidden:
+            images = count_images(Path(folder) / name)
+            if images:
+                listing.hidden_image_folders[relative / f"{name}/"] = images
         for name in sorted(files):
             if name in ImageFolder.METADATA_FILENAMES:
                 continue
@@ -196,6 +211,11 @@ def folder_files(path: Path) -> FolderFiles:
             else:
                 (listing.images if is_image_file(name) else listing.not_images).append(relative / name)
     return listing
+
+
+def count_images(folder: Path) -> int:
+    """How many image files (by extension) lie under `folder`, at any depth."""
+    return sum(is_image_file(name) for _, _, files in os.walk(folder) for name in files)
 
 
 def imagefolder_files(path: Path) -> list[Path]:

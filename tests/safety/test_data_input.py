@@ -186,6 +186,22 @@ def test_files_that_are_not_images_by_their_extension_are_left_out_and_named(tmp
     assert data_module.left_out_line("digits") is None
 
 
+def test_a_hidden_folder_holding_images_is_named_as_a_folder_with_its_count_and_how_to_train_on_it(tmp_path):
+    """A class folder `__fox` is a whole class left out, not "a hidden file"; a hidden folder without images
+    (`.git`) is still counted with the hidden files, and one inside a class names its images."""
+    root = write_imagefolder(tmp_path / "images", per_class=4)
+    (root / "fox").rename(root / "__fox")
+    (root / ".git").mkdir()
+    (root / ".git" / "HEAD").write_text("ref: refs/heads/main")
+    shutil.copytree(root / "cat", root / "cat" / ".thumbs")
+    assert data_module.left_out_line(str(root)) == (
+        "Left out 1 hidden file (.git). "
+        "Left out the hidden folder __fox (4 images): rename it without the leading '__' to train on it as a class. "
+        "Left out the hidden folder cat/.thumbs (4 images): rename it without the leading '.' to train on its images."
+    )
+    assert data_module.load_image_dataset(str(root))["train"].features["label"].names == ["cat", "dog"]
+
+
 @pytest.mark.integration
 def test_a_run_on_a_folder_with_a_backup_copy_trains_on_the_images_only_and_says_what_it_left_out(tmp_path, capsys):
     scenario = Scenario(tmp_path)
