@@ -6,6 +6,7 @@ This module is training glue: the model code never imports it (it needs `dataset
 """
 
 import os
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -239,10 +240,27 @@ def check_imagefolder_names(path: Path, secrets: list[str]) -> None:
     for entry in sorted(path.rglob("*")):
         if entry.parent == path and entry.is_dir():
             what = f"A class name of the data set {path}"
+            check_label_text(entry.name, str(path))
             fix = "rename that class (its folder, or its label in the data set) before training"
         else:
             what, fix = f"A file or folder name in the data set folder '{path}'", "rename the file before training"
         refuse_secret(what, str(entry.relative_to(path)), secrets, fix)
+
+
+# Unicode categories a class name may not hold: control (escape, bell, newline, tab) and format characters (bidi
+# overrides, zero-width), and line or paragraph separators: a label is written to the card, config.json and the logs
+# and shown on terminals, where they would move the cursor, clear the screen or hide text
+UNPRINTABLE_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
+
+
+def check_label_text(label: str, dataset: str) -> None:
+    """A one-line ValueError, showing the name escaped, when the class name `label` holds an unprintable character."""
+    if any(unicodedata.category(character) in UNPRINTABLE_CATEGORIES for character in label):
+        raise ValueError(
+            f"A class name of the data set {dataset} holds control or invisible characters ({label!r}), which "
+            "would reach the model card, config.json and terminals raw: rename that class (its folder, or its label "
+            "in the data set) with printable characters only."
+        )
 
 
 def check_imagefolder_depths(path: Path) -> None:

@@ -37,6 +37,7 @@ from modeling_vit_scratch.training.class_metrics import class_metrics
 from modeling_vit_scratch.training.data import (
     PreparedData,
     check_dataset_source,
+    check_label_text,
     collate_images,
     left_out_line,
     load_image_dataset,
@@ -357,8 +358,10 @@ def check_images_together(splits, decode: bool | None, progress: bool) -> ImageC
 
 
 def check_label_names(id2label: dict, dataset: str, secrets: list[str]) -> None:
-    """No class name holds a token: it would be written to config.json, the card and the logs (never echoed)."""
+    """No class name holds a token (it would be written to config.json, the card and the logs; never echoed) or an
+    unprintable character (`check_label_text`), wherever the names came from: folders, class names or numbers."""
     for label in id2label.values():
+        check_label_text(str(label), dataset)
         refuse_secret(
             f"A class name of the data set {dataset}",
             str(label),

@@ -214,3 +214,38 @@ def test_a_run_on_a_folder_with_a_backup_copy_trains_on_the_images_only_and_says
         "Left out 2 files that are not images by their extension (e.g. notes.txt, fox/0.PNG.bak) and 1 hidden "
         "file (cat/.DS_Store)." in printed
     )
+
+
+ESCAPING_NAMES = ["dog\x1b]0;PWNED\x07\x1b[2J", "dog\nsecond line", "dog\u202egnp.exe", "dog\u200b"]
+
+
+@pytest.mark.parametrize("name", ESCAPING_NAMES)
+@pytest.mark.parametrize("source", ["folder", "class_names", "saved_strings"])
+def test_a_class_name_with_control_or_invisible_characters_is_refused_showing_it_escaped(tmp_path, name, source):
+    """Wherever the names come from (class folders, a ClassLabel's names, string labels of a saved set), a class
+    name that would write raw control characters into the card and terminals is one line before any training."""
+    from datasets import ClassLabel, Dataset, DatasetDict, Features
+    from datasets import Image as ImageFeature
+
+    root = write_imagefolder(tmp_path / "classes", classes=("cat", "fox"), per_class=10)
+    if source == "folder":
+        (root / "fox").rename(root / name)
+        dataset = root
+    else:
+        loaded = data_module.load_image_dataset(str(root))["train"]
+        labels = ["cat" if label == 0 else name for label in loaded["label"]]
+        if source == "class_names":
+            features = Features(image=ImageFeature(), label=ClassLabel(names=["cat", name]))
+            rows = Dataset.from_dict({"image": loaded["image"], "label": loaded["label"]}, features=features)
+        else:
+            rows = Dataset.from_dict({"image": loaded["image"], "label": labels})
+        dataset = tmp_path / "saved"
+        DatasetDict(train=rows).save_to_disk(dataset)
+    argv = Scenario(tmp_path).argv("train")
+    argv[argv.index("--dataset") + 1] = str(dataset)
+    done = outcome("train", argv)
+    assert done.one_line, done
+    assert done.error.startswith(f"error: A class name of the data set {dataset} holds control or invisible ")
+    assert f"({name!r})" in done.error and "\x1b" not in done.error and "\n" not in done.error
+    assert done.error.endswith("with printable characters only.")
+    assert not (tmp_path / "out-train" / "config.json").exists()
