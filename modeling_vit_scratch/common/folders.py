@@ -128,6 +128,24 @@ def file_above(folder: Path) -> Path | None:
     return None if existing is None or existing.is_dir() else existing
 
 
+def dangling_link(folder: Path) -> Path | None:
+    """`folder`, or the folder above it, that is a symbolic link to a path that does not exist (nothing can be made
+    through it, and the system says only "File exists"), or None."""
+    absolute = Path(os.path.abspath(folder))
+    return next((path for path in (absolute, *absolute.parents) if path.is_symlink() and not path.exists()), None)
+
+
+def refuse_dangling_link(folder: Path, argument: str) -> None:
+    """A ValueError when `folder` or a folder above it is a symbolic link to nothing (`dangling_link`)."""
+    link = dangling_link(folder)
+    if link:
+        what = "" if link == Path(os.path.abspath(folder)) else f" cannot be made: {str(link)!r} above it"
+        raise ValueError(
+            f"{argument} {str(folder)!r}{what} is a symbolic link to {os.readlink(link)!r}, which does not exist: "
+            f"give {argument} the real path, or make the folder the link points to."
+        )
+
+
 def check_output_folder(
     folder: str | Path, argument: str, inputs: dict[str, str | None] | None = None, foreign: bool = True
 ) -> Path:
@@ -154,6 +172,7 @@ def check_output_folder(
                 f"{argument} {str(folder)!r} {how} the input {name} {source!r}: writing there could replace what "
                 f"is read; give {argument} a folder apart from every input."
             )
+    refuse_dangling_link(folder, argument)
     blocker = file_above(folder)
     if blocker:
         raise ValueError(
@@ -555,6 +574,7 @@ def check_replaceable(
             "--output is empty: give the folder to write the converted model to, e.g. --output outputs/NAME."
         )
     check_name_lengths(Path(output_dir), "--output")  # before any look at it: the system refuses such names
+    refuse_dangling_link(Path(output_dir), "--output")
     output_dir = Path(os.path.realpath(output_dir))  # a link to a folder: the folder it names is replaced
     if output_dir.exists() and not output_dir.is_dir():
         raise FileExistsError(f"{output_dir} is a file, not a folder: choose another output folder.")

@@ -43,6 +43,26 @@ def test_an_output_under_a_file_is_one_line_before_any_work(name, depth, tmp_pat
     assert snapshot(tmp_path) == before  # the file, and everything else, untouched
 
 
+@pytest.mark.parametrize("name", sorted(OUTPUT_ARGUMENT))
+@pytest.mark.parametrize("depth", ["", "sub"])
+def test_an_output_through_a_link_to_nothing_says_so_before_any_work(name, depth, tmp_path, never_loaded):
+    scenario = Scenario(tmp_path)
+    link = tmp_path / "dangling"
+    link.symlink_to(tmp_path / "gone")
+    output = link / depth if depth else link
+    argv = scenario.argv(name, output=output)
+    before = snapshot(tmp_path)
+    result = outcome(name, argv)
+    assert result.one_line, result
+    argument = OUTPUT_ARGUMENT[name]
+    above = f" cannot be made: {str(link)!r} above it" if depth else ""
+    assert result.error == (
+        f"error: {argument} {str(output)!r}{above} is a symbolic link to {str(tmp_path / 'gone')!r}, which does not "
+        f"exist: give {argument} the real path, or make the folder the link points to."
+    )
+    assert snapshot(tmp_path) == before and not (tmp_path / "gone").exists()
+
+
 # where a model folder is read, and the name the one line gives it (train's --model also takes a JSON file)
 FOLDER_READERS = [(name, argument) for name, argument in MODEL_ARGUMENT.items() if name != "train"]
 
