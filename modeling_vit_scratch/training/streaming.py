@@ -251,11 +251,31 @@ def held_out_splits(splits: dict, data_args) -> tuple[dict, IterableDataset]:
             raise ValueError(
                 f"The {name} split of the stream is empty: give the set a {name} split or raise --{name}_fraction."
             )
+        check_held_out_size(name, len(rows), train.features["label"].names, name in carved, data_args)
         held[name] = Dataset.from_list(rows, features=Features(image=ImageFeature(), label=train.features["label"]))
     if carved:
         kept = [shares[name] for name in carved]
         train = train.filter(lambda row: not any(low <= held_out_share(row) < high for low, high in kept))
     return held, train
+
+
+def check_held_out_size(name: str, rows: int, classes: list[str], carved: bool, data_args) -> None:
+    """A held-out split of a stream holds at least one image per class, as the in-memory path's stratified splits
+    do (`preflight.check_class_sizes`), or a one-line ValueError naming the argument to raise: with fewer, some
+    class is never scored and the accuracy of a few images picks the model."""
+    if rows >= len(classes):
+        return
+    images = f"{rows} image{'s' * (rows != 1)}"
+    if rows == data_args.max_eval_samples:
+        fix = f"raise --max_eval_samples to at least {len(classes)}"
+    elif carved:
+        fix = f"raise --{name}_fraction (now {getattr(data_args, f'{name}_fraction'):g}) or add images"
+    else:
+        fix = f"add images to the set's {name} split"
+    raise ValueError(
+        f"The {name} split of the stream holds {images}, fewer than the {len(classes)} classes (a held-out split "
+        f"needs one image per class): {fix}."
+    )
 
 
 def assign_shards(train: IterableDataset, seed: int, rank: int, world_size: int) -> IterableDataset:

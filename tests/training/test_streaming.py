@@ -242,3 +242,39 @@ def test_a_webdataset_folder_streams_with_the_class_names_its_readme_declares(tm
     items = list(itertools.islice(iter(rows), 20 - held_out))  # one pass: every row not held out
     assert len(items) >= 5  # a pass's worth of rows, each image with its own class (index 2k: 'even')
     assert all((int(item["pixel_values"][0, 0]) // 20) % 2 == item["labels"] for item in items)
+
+
+@pytest.mark.parametrize(
+    ("make", "extra", "split", "expected"),
+    [
+        ("folder", {}, "test", "raise --test_fraction (now 0.1) or add images."),
+        ("shards", {"max_eval_samples": 1}, "validation", "raise --max_eval_samples to at least 2."),
+    ],
+)
+def test_a_held_out_split_of_a_stream_with_fewer_images_than_classes_is_one_line(
+    tmp_path, make, extra, split, expected
+):
+    """The in-memory path's rule: a held-out split scores every class, so it holds at least one image per class."""
+    from helpers import write_imagefolder
+
+    if make == "folder":  # 3 classes x 10 images: the rows hashed into the 10% test split are fewer than 3
+        dataset, classes = write_imagefolder(tmp_path / "images", per_class=10), 3
+    else:
+        dataset, classes = write_shards(tmp_path / "set", shards=2), 2
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=1, seed=3, report_to="none")
+    data_args = DataArguments(dataset=str(dataset), streaming=True, **extra)
+    with pytest.raises(ValueError) as refused:
+        open_stream(data_args, args)
+    message = str(refused.value)
+    assert message.startswith(f"The {split} split of the stream holds "), message
+    assert f"fewer than the {classes} classes (a held-out split needs one image per class): {expected}" in message
+
+
+def test_held_out_splits_of_a_stream_with_an_image_per_class_are_kept(tmp_path):
+    from helpers import write_imagefolder
+
+    dataset = write_imagefolder(tmp_path / "images", per_class=10)
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=1, seed=3, report_to="none")
+    data_args = DataArguments(dataset=str(dataset), streaming=True, validation_fraction=0.3, test_fraction=0.3)
+    stream = open_stream(data_args, args)
+    assert all(len(split) >= 3 for split in stream.held_out.splits.values())
