@@ -1,7 +1,7 @@
 """Resuming and stopping a run: a resumed run asks for what its checkpoint can continue, and Ctrl-C keeps everything
 and says how to go on.
 
-- A resume continues the same run. `--resume_from_checkpoint true` with an architecture other than the checkpoint's
+- A resume continues the same run. Every Trainer argument is compared or allowed to change (a new one fails a test). `--resume_from_checkpoint true` with an architecture other than the checkpoint's
   (`--config_overrides`, another `--model`) is one line naming the fields that differ, before any data is read
   (before: a size-mismatch traceback after the pre-flight); the architecture compared is the one the command resolves
   with its data (a grayscale set's one channel), so the command printed on Ctrl-C always resumes (before: 'num_channels:
@@ -275,6 +275,12 @@ CHANGED = {
     "max_grad_norm": 0.5,
     "label_smoothing_factor": 0.1,
     "per_device_train_batch_size": 4,
+    "lr_scheduler_kwargs": {"min_lr": 4e-5},
+    "optim_args": "momentum=0.9",
+    "ignore_data_skip": True,
+    "full_determinism": True,
+    "train_sampling_strategy": "sequential",
+    "accelerator_config": {"split_batches": True},
 }
 
 
@@ -311,6 +317,32 @@ def test_a_resume_with_any_setting_changed_names_it_both_ways(tmp_path, name):
 def test_what_may_change_on_resume_is_no_setting(allowed):
     base = dict(per_device_train_batch_size=8)
     assert default_settings(**{**base, **allowed}) == default_settings(**base)
+
+
+def test_every_trainer_argument_is_compared_on_resume_or_allowed_to_change():
+    """A field a new transformers adds fails here until it is put in one of the two lists."""
+    from dataclasses import fields
+
+    from transformers import TrainingArguments
+
+    from modeling_vit_scratch.training.resumed_data import ALLOWED_TRAINING_CHANGES, TRAINING_SETTINGS
+
+    names = {item.name for item in fields(TrainingArguments)}
+    assert not set(TRAINING_SETTINGS) & set(ALLOWED_TRAINING_CHANGES)
+    assert sorted(names - set(TRAINING_SETTINGS) - set(ALLOWED_TRAINING_CHANGES)) == []
+    assert sorted((set(TRAINING_SETTINGS) | set(ALLOWED_TRAINING_CHANGES)) - names) == []
+
+
+def test_scheduler_arguments_are_compared_and_shown_as_given(tmp_path):
+    from modeling_vit_scratch.training.resumed_data import check_resumed_settings
+
+    first = default_settings(lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr": 1e-6})
+    changed = default_settings(lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs='{"min_lr": 4e-5}')
+    checkpoint = kept_settings(tmp_path, json.loads(json.dumps(first)))  # as the checkpoint's JSON keeps them
+    with pytest.raises(ValueError) as refused:
+        check_resumed_settings(str(checkpoint), changed)
+    assert '(--lr_scheduler_kwargs {"min_lr":1e-06} in it, {"min_lr":4e-05} now)' in str(refused.value)
+    check_resumed_settings(str(checkpoint), first)
 
 
 def test_a_checkpoint_without_kept_settings_is_not_compared(tmp_path):
