@@ -72,6 +72,40 @@ def is_complete_checkpoint(path: Path) -> bool:
     return any((path / name).is_file() for name in ("model.safetensors", "model.safetensors.index.json"))
 
 
+# what a checkpoint needs, besides its weights, to go on exactly as the run would have: the optimiser's moments, the
+# schedule's position, the random state (globs: the Trainer names them by process or shard where there are many, and
+# DeepSpeed keeps the optimiser and schedule in its own global_step folder)
+RUN_STATES = {
+    "optimizer.pt": ("optimizer*", "global_step*"),
+    "scheduler.pt": ("scheduler*.pt", "global_step*"),
+    "rng_state.pth": ("rng_state*.pth",),
+}
+
+
+def missing_run_states(path: Path) -> list[str]:
+    """The Trainer states `path` lacks to continue its run exactly (`RUN_STATES`): all of them in a checkpoint
+    written with --save_only_model true, which holds the weights only."""
+    return [
+        name
+        for name, patterns in RUN_STATES.items()
+        if not any(found for pattern in patterns for found in Path(path).glob(pattern))
+    ]
+
+
+def check_continuable(checkpoint: str | Path) -> None:
+    """A checkpoint to resume holds every state its run needs to go on exactly (`missing_run_states`), or one line
+    naming those it lacks and the fix: a resume from the weights alone would start a fresh optimiser and schedule,
+    and end with other weights than the run it claims to continue."""
+    missing = missing_run_states(Path(checkpoint))
+    if missing:
+        raise ValueError(
+            f"--resume_from_checkpoint: {checkpoint} has no {', '.join(missing)} (it was written with "
+            "--save_only_model true, or they were removed), so the run cannot go on as it would have: fine-tune from "
+            f"its weights with --model {checkpoint} (without --resume_from_checkpoint) into another --output_dir, or "
+            "start a new run."
+        )
+
+
 def model_contents(folder: Path) -> list[str]:
     """Names of what makes `folder` hold a model: weights, config, checkpoints."""
     return [name for name in MODEL_FILES if (folder / name).exists()] + [path.name for path in checkpoints(folder)]

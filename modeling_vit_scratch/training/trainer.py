@@ -23,6 +23,7 @@ from transformers import TrainingArguments, set_seed
 from modeling_vit_scratch.common.folders import (
     RESUME_OFF,
     STAGING_PREFIX,
+    check_continuable,
     check_output_folder,
     check_removals,
     claim_output_folder,
@@ -161,6 +162,7 @@ def train(
         checkpoint = resolve_checkpoint(training_args.output_dir, resume)
         if checkpoint:  # read by the Trainer only once training starts: its weights and pickled states checked now
             check_checkpoint(checkpoint)
+            check_continuable(checkpoint)  # the optimiser, schedule and random states: the run goes on exactly
             # the fields this command takes from the data are compared once it is read (train_in_claimed_folder)
             check_resumed_architecture(checkpoint, requested, fields_from_data(requested, new, model_args))
             check_resumed_settings(checkpoint, settings)

@@ -410,3 +410,75 @@ def test_the_command_printed_on_interrupt_resumes_a_run_whose_architecture_took_
     assert json.loads((output / "checkpoint-3" / "trainer_state.json").read_text())["global_step"] == 3
     overridden = outcome("train", [*with_argument(args, "--max_steps", 4), "--config_overrides", "num_channels=3"])
     assert overridden.one_line and "(num_channels: 1 in it, 3 asked)" in overridden.error, overridden
+
+
+# A checkpoint that holds the weights only (--save_only_model) cannot continue its run exactly.
+def weights_only_checkpoint(folder, states=()):
+    """A complete checkpoint (state and weights) holding only the Trainer `states` named."""
+    checkpoint = folder / "checkpoint-2"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 2}))
+    (checkpoint / "model.safetensors").write_bytes(b"")
+    for name in states:
+        (checkpoint / name).write_bytes(b"")
+    return checkpoint
+
+
+@pytest.mark.parametrize(
+    "states, missing",
+    [
+        ((), "optimizer.pt, scheduler.pt, rng_state.pth"),
+        (("optimizer.pt", "scheduler.pt"), "rng_state.pth"),
+        (("optimizer.pt", "rng_state_0.pth", "rng_state_1.pth"), "scheduler.pt"),
+    ],
+)
+def test_resuming_a_checkpoint_without_the_runs_states_is_one_line_naming_them(tmp_path, states, missing):
+    from modeling_vit_scratch.common.folders import check_continuable
+
+    checkpoint = weights_only_checkpoint(tmp_path, states)
+    with pytest.raises(ValueError) as refused:
+        check_continuable(checkpoint)
+    assert str(refused.value) == (
+        f"--resume_from_checkpoint: {checkpoint} has no {missing} (it was written with --save_only_model true, or "
+        "they were removed), so the run cannot go on as it would have: fine-tune from its weights with --model "
+        f"{checkpoint} (without --resume_from_checkpoint) into another --output_dir, or start a new run."
+    )
+    check_continuable(weights_only_checkpoint(tmp_path / "all", ("optimizer.pt", "scheduler.pt", "rng_state.pth")))
+
+
+def test_the_interrupt_line_of_a_weights_only_checkpoint_says_how_to_start_from_its_weights(tmp_path):
+    from types import SimpleNamespace
+
+    from modeling_vit_scratch.training.command import interrupted_line
+
+    checkpoint = weights_only_checkpoint(tmp_path)
+    line = interrupted_line(SimpleNamespace(output_dir=str(tmp_path)), SimpleNamespace(overwrite_output_dir=False), 0)
+    assert line == (
+        f"Interrupted: everything in {tmp_path} is kept; the last checkpoint, {checkpoint}, holds the weights only "
+        f"(--save_only_model true), so it cannot resume the run: start from its weights with --model {checkpoint} "
+        "(without --resume_from_checkpoint) and another --output_dir."
+    )
+    for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
+        (checkpoint / name).write_bytes(b"")
+    assert "resume with: " in interrupted_line(
+        SimpleNamespace(output_dir=str(tmp_path)), SimpleNamespace(overwrite_output_dir=False), 0
+    )
+
+
+@pytest.mark.integration
+def test_a_run_saved_with_save_only_model_is_refused_on_resume_before_any_data_is_read(tmp_path, monkeypatch):
+    import modeling_vit_scratch.training.trainer as trainer_module
+
+    scenario = Scenario(tmp_path)
+    output = tmp_path / "out"
+    argv = [*scenario.argv("train", output), "--max_steps", "1", "--save_strategy", "steps", "--save_steps", "1"]
+    argv += ["--save_only_model", "true", "--max_train_samples", "8"]
+    assert outcome("train", argv).code == 0
+    before = snapshot(output)
+    monkeypatch.setattr(trainer_module, "load_image_dataset", lambda *a, **k: pytest.fail("read the data"))
+    result = outcome("train", [*with_argument(argv, "--max_steps", 2), "--resume_from_checkpoint", "true"])
+    assert result.code == 1 and result.one_line, result
+    assert result.error.startswith(
+        f"error: --resume_from_checkpoint: {output / 'checkpoint-1'} has no optimizer.pt, scheduler.pt, rng_state.pth"
+    )
+    assert snapshot(output) == before
