@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from transformers import TrainingArguments, set_seed
 
+from modeling_vit_scratch.common.commands import Terminated
 from modeling_vit_scratch.common.folders import (
     RESUME_OFF,
     STAGING_PREFIX,
@@ -300,6 +301,7 @@ def train_in_claimed_folder(
             ", ".join(unfinished),
         )
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
+    check_finished(trainer)
     metrics = {**train_result.metrics}
     if data_args.streaming:
         metrics.update(stream_metrics(trainer, train_set))
@@ -335,6 +337,14 @@ def train_in_claimed_folder(
         push_trained_folder(training_args, hub_token)
     trainer.accelerator.wait_for_everyone()
     return metrics
+
+
+def check_finished(trainer) -> None:
+    """A run whose Trainer returned before its planned steps was stopped, not finished: with
+    --enable_jit_checkpoint the Trainer catches SIGTERM itself, saves a checkpoint and returns as if done. It ends
+    as SIGTERM ends any run (`Terminated`: the interrupt line, exit code 143), and publishes no model folder."""
+    if trainer.state.global_step < trainer.state.max_steps:
+        raise Terminated
 
 
 def load_and_split(data_args: DataArguments, secrets: list[str]) -> PreparedData:

@@ -482,3 +482,33 @@ def test_a_run_saved_with_save_only_model_is_refused_on_resume_before_any_data_i
         f"error: --resume_from_checkpoint: {output / 'checkpoint-1'} has no optimizer.pt, scheduler.pt, rng_state.pth"
     )
     assert snapshot(output) == before
+
+
+@pytest.mark.integration
+def test_a_trainer_that_stops_before_its_planned_steps_is_an_interrupted_run_and_publishes_no_model(
+    tmp_path, monkeypatch, capsys
+):
+    """What --enable_jit_checkpoint does on SIGTERM: the Trainer saves, stops and returns as if done (before: exit 0,
+    'Model saved', a barely trained model published)."""
+    from transformers import Trainer, TrainerCallback
+
+    class StopAtStepOne(TrainerCallback):  # the Trainer's own SIGTERM handling, after its checkpoint
+        def on_step_end(self, args, state, control, **kwargs):
+            control.should_save, control.should_training_stop = True, True
+
+    original = Trainer.__init__
+
+    def with_stop(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.add_callback(StopAtStepOne())
+
+    monkeypatch.setattr(Trainer, "__init__", with_stop)
+    scenario = Scenario(tmp_path)
+    output = tmp_path / "out"
+    argv = [*scenario.argv("train", output), "--max_steps", "3", "--save_strategy", "no", "--max_train_samples", "8"]
+    result = outcome("train", argv)
+    assert result.code == 143, result
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"Interrupted: everything in {output} is kept; the last checkpoint is ")
+    assert line.split("resume with: ", 1)[1].endswith("--resume_from_checkpoint true")
+    assert not (output / "model.safetensors").exists() and not (output / "config.json").exists()
