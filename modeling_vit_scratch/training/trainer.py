@@ -303,6 +303,8 @@ def train_in_claimed_folder(
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     check_finished(trainer)
     metrics = {**train_result.metrics}
+    if checkpoint and steps_trained(checkpoint) == trainer.state.global_step:  # a resume that only finishes the run
+        metrics.pop("train_loss", None)  # no step trained now: the Trainer's 0 is no loss
     if data_args.streaming:
         metrics.update(stream_metrics(trainer, train_set))
     metrics.update(trainer.evaluate(validation_set, metric_key_prefix="eval"))
@@ -380,9 +382,10 @@ def check_label_names(id2label: dict, dataset: str, secrets: list[str]) -> None:
 
 
 def check_training_steps(training_args: TrainingArguments, num_train: int, checkpoint: str | None = None) -> None:
-    """At least one optimisation step, or one line saying why not; a resumed run (from `checkpoint`) must ask for
-    steps beyond those its checkpoint has trained, or the Trainer would train none and the card would contradict the
-    command."""
+    """At least one optimisation step, or one line saying why not; a resumed run (from `checkpoint`) must ask for at
+    least the steps its checkpoint has trained, or the card would contradict the command. Asking for exactly those
+    finishes the run (a run stopped after its last step, before its model folder was written): the Trainer trains
+    no more, and the run evaluates, tests and writes the model folder."""
     if num_train == 0:
         raise ValueError(
             "The training split is empty: give a data set with training images (or a larger --max_train_samples)."
@@ -395,8 +398,8 @@ def check_training_steps(training_args: TrainingArguments, num_train: int, check
     if not checkpoint:
         return
     state = json.loads((Path(checkpoint) / "trainer_state.json").read_text())
-    done, planned = state.get("global_step", 0), planned_steps(training_args, num_train)
-    if planned <= done:
+    done, planned = steps_trained(checkpoint), planned_steps(training_args, num_train)
+    if planned < done:
         asked = (
             f"--max_steps {training_args.max_steps}"
             if training_args.max_steps > 0
@@ -404,9 +407,15 @@ def check_training_steps(training_args: TrainingArguments, num_train: int, check
         )
         raise ValueError(
             f"--resume_from_checkpoint: {checkpoint} has trained {done} steps (epoch {state.get('epoch', 0):g}), and "
-            f"{asked} ends at step {planned}: nothing is left to train; ask for more (--num_train_epochs or "
-            f"--max_steps beyond step {done}), or start a new run in another --output_dir."
+            f"{asked} ends at step {planned}, before it: a resume cannot train fewer steps than its checkpoint has; "
+            f"ask for step {done} or more (--num_train_epochs or --max_steps), or start a new run in another "
+            "--output_dir."
         )
+
+
+def steps_trained(checkpoint: str) -> int:
+    """The optimisation steps `checkpoint` has trained (its `trainer_state.json`)."""
+    return json.loads((Path(checkpoint) / "trainer_state.json").read_text()).get("global_step", 0)
 
 
 def planned_steps(training_args: TrainingArguments, num_train: int) -> int:

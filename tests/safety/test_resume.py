@@ -11,8 +11,9 @@ and says how to go on.
   total batch) is no setting.
 - `--resume_from_checkpoint true` into a folder that does not exist, or holds no checkpoint, says so (before: 'start
   a new run with --overwrite_output_dir true').
-- `--resume_from_checkpoint true` with `--num_train_epochs` or `--max_steps` that end at or before the checkpoint's
-  step is one line before training (before: 0 steps trained, and a card that contradicted the command).
+- `--resume_from_checkpoint true` with `--num_train_epochs` or `--max_steps` that end before the checkpoint's step
+  is one line before training (before: 0 steps trained, and a card that contradicted the command); ending at its
+  step finishes a run stopped after its last step (the command printed on Ctrl-C then works).
 - `--resume_from_checkpoint true` with another `--dataset` (the same classes, other images), or other splits, is one
   line naming both before the pre-flight: each checkpoint keeps its data set and a fingerprint of its splits.
 - SIGINT (Ctrl-C) or SIGTERM (`kill`, `timeout`, a cluster's scheduler) while training: one line naming the last
@@ -88,17 +89,53 @@ def test_resuming_another_architecture_or_other_settings_is_one_line_naming_each
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("asked", [("--num_train_epochs", 1), ("--num_train_epochs", 2), ("--max_steps", 2)])
-def test_resuming_with_no_steps_left_is_one_line_before_training(trained, asked):
+@pytest.mark.parametrize("asked", [("--num_train_epochs", 1), ("--max_steps", 1)])
+def test_resuming_with_fewer_steps_than_trained_is_one_line_before_training(trained, asked):
     scenario, argv = trained
     output = scenario.root / "out-train"
     before = snapshot(output)
     result = outcome("train", with_argument(with_argument(argv, *asked), "--resume_from_checkpoint", "true"))
     assert result.code == 1 and result.one_line, result
     checkpoint = output / "checkpoint-2"
-    assert f"--resume_from_checkpoint: {checkpoint} has trained 2 steps (epoch 2), and " in result.error
-    assert f"{asked[0]} {asked[1]} ends at step {asked[1]}: nothing is left to train" in result.error
+    assert result.error == (
+        f"error: --resume_from_checkpoint: {checkpoint} has trained 2 steps (epoch 2), and {asked[0]} {asked[1]} ends "
+        "at step 1, before it: a resume cannot train fewer steps than its checkpoint has; ask for step 2 or more "
+        "(--num_train_epochs or --max_steps), or start a new run in another --output_dir."
+    )
     assert snapshot(output) == before
+
+
+@pytest.mark.integration
+def test_the_command_printed_after_the_last_step_finishes_the_run(tmp_path, monkeypatch, capsys):
+    """Ctrl-C after every step ran, before the model folder was written (before: its resume command was refused,
+    'nothing is left to train'): that command evaluates, tests and writes the model folder, training no more."""
+    from safetensors.torch import load_file
+    from transformers import Trainer
+
+    scenario = Scenario(tmp_path)
+    output = tmp_path / "out"
+    argv = [*scenario.argv("train", output), "--max_steps", "2", "--save_strategy", "steps", "--save_steps", "1"]
+    argv += ["--max_train_samples", "8"]
+    original = Trainer.train
+
+    def train_then_interrupt(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        raise KeyboardInterrupt  # Ctrl-C once the last step is saved, before the model folder
+
+    monkeypatch.setattr(Trainer, "train", train_then_interrupt)
+    monkeypatch.setattr(sys, "argv", ["vit-scratch train", *argv])
+    assert outcome("train", argv).code == 130
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert not (output / "model.safetensors").exists()
+    resume = shlex.split(line.split("resume with: ", 1)[1])
+    monkeypatch.setattr(Trainer, "train", original)
+    resumed = outcome("train", resume[resume.index("train") + 1 :])  # the printed command, as printed
+    assert resumed.code == 0, resumed
+    assert not (output / "checkpoint-3").exists()
+    final, last = load_file(output / "model.safetensors"), load_file(output / "checkpoint-2" / "model.safetensors")
+    assert final.keys() == last.keys() and all((final[name] == last[name]).all() for name in final)
+    results = json.loads((output / "all_results.json").read_text())
+    assert "test_accuracy" in results and "train_loss" not in results  # no step trained now: no loss of 0
 
 
 @pytest.mark.integration
