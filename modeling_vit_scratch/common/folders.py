@@ -452,11 +452,12 @@ MODEL_FOLDER_PATTERN = re.compile(
 # what the Trainer writes into a checkpoint beside the model's own files (FSDP: its optimizer and model files, or
 # folders of shards), and what the package's callbacks add: the precision choice (training/precision.py), each
 # process's stream position (training/streaming.py), the run's data and settings (training/resumed_data.py) and the
-# weight average (training/ema.py)
+# weight average (training/ema.py), the staged copies of the first two, and the marker of a checkpoint the Trainer
+# saves on SIGTERM (--enable_jit_checkpoint) while it is being written
 TRAINER_STATE = re.compile(
     r"^(optimizer\.pt|scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|optimizer(_\d+)?\.bin"
     r"|pytorch_model_fsdp(_\d+)?\.bin|precision_choice\.json|stream_state_\d+\.json|vit_scratch_data\.json"
-    r"|ema\.safetensors)$"
+    r"|\.(precision_choice|vit_scratch_data)\.json\.partial|checkpoint-is-incomplete\.txt|ema\.safetensors)$"
 )
 SHARD_FOLDER = re.compile(r"^(optimizer|pytorch_model_fsdp)_\d+$")  # FSDP's sharded states: a folder of shards
 SHARD_FILE = re.compile(r"^(__\d+_\d+\.distcp|\.metadata)$")

@@ -255,7 +255,15 @@ class KeepDataIdentity(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir, f"checkpoint-{state.global_step}")
         if state.is_world_process_zero and folder.is_dir():
-            (folder / DATA_FILE).write_text(json.dumps(self.identity, indent=2) + "\n")
+            staged = folder / f".{DATA_FILE}.partial"  # moved into place whole: a resume reads all of it or none
+            staged.write_text(json.dumps(self.identity, indent=2) + "\n")
+            staged.replace(folder / DATA_FILE)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        """The checkpoint the Trainer saves outside its saving (--enable_jit_checkpoint's, on SIGTERM), which no
+        `on_save` sees, gets the file too."""
+        if not Path(args.output_dir, f"checkpoint-{state.global_step}", DATA_FILE).exists():
+            self.on_save(args, state, control, **kwargs)
 
 
 def check_resumed_settings(checkpoint: str, settings: dict) -> None:

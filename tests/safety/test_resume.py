@@ -549,3 +549,20 @@ def test_a_trainer_that_stops_before_its_planned_steps_is_an_interrupted_run_and
     assert line.startswith(f"Interrupted: everything in {output} is kept; the last checkpoint is ")
     assert line.split("resume with: ", 1)[1].endswith("--resume_from_checkpoint true")
     assert not (output / "model.safetensors").exists() and not (output / "config.json").exists()
+
+
+def test_a_checkpoint_saved_outside_the_trainers_saving_keeps_the_runs_data_and_settings(tmp_path):
+    """--enable_jit_checkpoint's checkpoint on SIGTERM is saved with no `on_save`: the file is written when training
+    ends (before: a resume from it compared neither data nor settings)."""
+    from types import SimpleNamespace
+
+    from modeling_vit_scratch.training.resumed_data import KeepDataIdentity
+
+    keep = KeepDataIdentity("images", "f00d", {"seed": 42})
+    args, state = SimpleNamespace(output_dir=str(tmp_path)), SimpleNamespace(global_step=3, is_world_process_zero=True)
+    keep.on_train_end(args, state, None)
+    assert not (tmp_path / "checkpoint-3").exists()  # no checkpoint at the last step: nothing made
+    (tmp_path / "checkpoint-3").mkdir()
+    keep.on_train_end(args, state, None)
+    assert json.loads((tmp_path / "checkpoint-3" / DATA_FILE).read_text()) == keep.identity
+    assert sorted(path.name for path in (tmp_path / "checkpoint-3").iterdir()) == [DATA_FILE]
