@@ -72,6 +72,40 @@ def is_complete_checkpoint(path: Path) -> bool:
     return any((path / name).is_file() for name in ("model.safetensors", "model.safetensors.index.json"))
 
 
+# what a checkpoint needs, besides its weights, to go on exactly as the run would have: the optimiser's moments, the
+# schedule's position, the random state (globs: the Trainer names them by process or shard where there are many, and
+# DeepSpeed keeps the optimiser and schedule in its own global_step folder)
+RUN_STATES = {
+    "optimizer.pt": ("optimizer*", "global_step*"),
+    "scheduler.pt": ("scheduler*.pt", "global_step*"),
+    "rng_state.pth": ("rng_state*.pth",),
+}
+
+
+def missing_run_states(path: Path) -> list[str]:
+    """The Trainer states `path` lacks to continue its run exactly (`RUN_STATES`): all of them in a checkpoint
+    written with --save_only_model true, which holds the weights only."""
+    return [
+        name
+        for name, patterns in RUN_STATES.items()
+        if not any(found for pattern in patterns for found in Path(path).glob(pattern))
+    ]
+
+
+def check_continuable(checkpoint: str | Path) -> None:
+    """A checkpoint to resume holds every state its run needs to go on exactly (`missing_run_states`), or one line
+    naming those it lacks and the fix: a resume from the weights alone would start a fresh optimiser and schedule,
+    and end with other weights than the run it claims to continue."""
+    missing = missing_run_states(Path(checkpoint))
+    if missing:
+        raise ValueError(
+            f"--resume_from_checkpoint: {checkpoint} has no {', '.join(missing)} (it was written with "
+            "--save_only_model true, or they were removed), so the run cannot go on as it would have: fine-tune from "
+            f"its weights with --model {checkpoint} (without --resume_from_checkpoint) into another --output_dir, or "
+            "start a new run."
+        )
+
+
 def model_contents(folder: Path) -> list[str]:
     """Names of what makes `folder` hold a model: weights, config, checkpoints."""
     return [name for name in MODEL_FILES if (folder / name).exists()] + [path.name for path in checkpoints(folder)]
@@ -437,11 +471,12 @@ MODEL_FOLDER_PATTERN = re.compile(
 # what the Trainer writes into a checkpoint beside the model's own files (FSDP: its optimizer and model files, or
 # folders of shards), and what the package's callbacks add: the precision choice (training/precision.py), each
 # process's stream position (training/streaming.py), the run's data and settings (training/resumed_data.py) and the
-# weight average (training/ema.py)
+# weight average (training/ema.py), the staged copies of the first two, and the marker of a checkpoint the Trainer
+# saves on SIGTERM (--enable_jit_checkpoint) while it is being written
 TRAINER_STATE = re.compile(
     r"^(optimizer\.pt|scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|optimizer(_\d+)?\.bin"
     r"|pytorch_model_fsdp(_\d+)?\.bin|precision_choice\.json|stream_state_\d+\.json|vit_scratch_data\.json"
-    r"|ema\.safetensors)$"
+    r"|\.(precision_choice|vit_scratch_data)\.json\.partial|checkpoint-is-incomplete\.txt|ema\.safetensors)$"
 )
 SHARD_FOLDER = re.compile(r"^(optimizer|pytorch_model_fsdp)_\d+$")  # FSDP's sharded states: a folder of shards
 SHARD_FILE = re.compile(r"^(__\d+_\d+\.distcp|\.metadata)$")

@@ -9,7 +9,12 @@ import time
 from pathlib import Path
 
 from modeling_vit_scratch.common.commands import entry_point, when_interrupted
-from modeling_vit_scratch.common.folders import STAGING_PREFIX, checkpoints, is_complete_checkpoint
+from modeling_vit_scratch.common.folders import (
+    STAGING_PREFIX,
+    checkpoints,
+    is_complete_checkpoint,
+    missing_run_states,
+)
 from modeling_vit_scratch.common.secrets import redact
 from modeling_vit_scratch.sharing.push import PushError
 from modeling_vit_scratch.training.arguments import (
@@ -66,7 +71,8 @@ def interrupted_line(training_args, output_args, started: float, removed: list[s
     """What a user reads after Ctrl-C: what was removed (only what the run removed at the start, `removed`: the
     checkpoints of the run that --overwrite_output_dir replaces), the last complete checkpoint and the exact command
     that resumes from it (or, before the first checkpoint, that the same command starts afresh). A run that
-    overwrites counts only the checkpoints it wrote since it `started`: the old ones belong to the run it replaces."""
+    overwrites counts only the checkpoints it wrote since it `started`: the old ones belong to the run it replaces.
+    A checkpoint that holds the weights only (--save_only_model) cannot resume: the line says how to start from them."""
     folder = training_args.output_dir
     complete = [path for path in checkpoints(Path(folder)) if is_complete_checkpoint(path)]
     if output_args.overwrite_output_dir:
@@ -81,6 +87,12 @@ def interrupted_line(training_args, output_args, started: float, removed: list[s
     if not complete:
         return f"Interrupted before the first checkpoint: {kept}; run the same command again to start afresh."
     kept = kept if replaced else f"everything in {folder} is kept"
+    if missing_run_states(complete[-1]):  # --save_only_model: its weights, but not the run's states, were kept
+        return (
+            f"Interrupted: {kept}; the last checkpoint, {complete[-1]}, holds the weights only (--save_only_model "
+            f"true), so it cannot resume the run: start from its weights with --model {complete[-1]} (without "
+            "--resume_from_checkpoint) and another --output_dir."
+        )
     return (
         f"Interrupted: {kept}; the last checkpoint is {complete[-1]}; resume with: "
         f"{resume_command(output_args.overwrite_output_dir)}"

@@ -238,6 +238,11 @@ class KeepPrecisionChoice(TrainerCallback):
         if state.is_world_process_zero and folder.is_dir():
             self.choice.keep_in(folder)
 
+    def on_train_end(self, args, state, control, **kwargs):
+        """The checkpoint the Trainer saves outside its saving (--enable_jit_checkpoint's, on SIGTERM) keeps it too."""
+        if not Path(args.output_dir, f"checkpoint-{state.global_step}", PRECISION_CHOICE_FILE).exists():
+            self.on_save(args, state, control, **kwargs)
+
 
 def training_precision(training_args) -> str:
     """The precision a run trains in, as the output, the record and the card name it."""

@@ -14,6 +14,7 @@ kernel) is left out of the settings: docs/safety.md lists both. This module is t
 imports it.
 """
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -85,23 +86,130 @@ STREAM_SETTINGS = (
     "test_fraction",
     "shuffle_buffer_size",
 )
+# Every field of TrainingArguments is in one of the two lists below (a test holds them to it, so a field a new
+# transformers adds is classified before it is used). Compared: what the optimiser, the schedule, the loss, the
+# numbers, the rows and their order depend on.
 TRAINING_SETTINGS = (
     "seed",
     "data_seed",
+    "full_determinism",
     "learning_rate",
     "lr_scheduler_type",
+    "lr_scheduler_kwargs",
     "warmup_steps",
-    "warmup_ratio",
     "weight_decay",
     "optim",
+    "optim_args",
+    "optim_target_modules",
     "adam_beta1",
     "adam_beta2",
     "adam_epsilon",
     "max_grad_norm",
     "label_smoothing_factor",
+    "neftune_noise_alpha",
+    "average_tokens_across_devices",
+    "auto_find_batch_size",
     "dataloader_drop_last",
+    "train_sampling_strategy",
+    "length_column_name",
+    "label_names",
+    "ignore_data_skip",
+    "accelerator_config",
+    "deepspeed",
     "bf16",
     "fp16",
+    "tf32",
+)
+# Allowed to change: how long (steps, epochs), when to log, evaluate and save, what evaluation computes, where the
+# output goes and who is told, how the processes share the same total batch (which `run_settings` compares itself),
+# how the same computation is run (kernels, compilation, recomputation, loading workers, the device), and the
+# arguments the package sets itself or that resuming reads from the checkpoint.
+ALLOWED_TRAINING_CHANGES = (
+    "output_dir",
+    "resume_from_checkpoint",
+    "max_steps",
+    "num_train_epochs",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "logging_strategy",
+    "logging_steps",
+    "logging_first_step",
+    "log_on_each_node",
+    "logging_nan_inf_filter",
+    "include_num_input_tokens_seen",
+    "log_level",
+    "log_level_replica",
+    "disable_tqdm",
+    "report_to",
+    "run_name",
+    "project",
+    "trackio_space_id",
+    "trackio_bucket_id",
+    "trackio_static_space_id",
+    "eval_strategy",
+    "eval_steps",
+    "eval_delay",
+    "eval_on_start",
+    "per_device_eval_batch_size",
+    "prediction_loss_only",
+    "eval_do_concat_batches",
+    "eval_use_gather_object",
+    "eval_accumulation_steps",
+    "include_for_metrics",
+    "batch_eval_metrics",
+    "bf16_full_eval",
+    "fp16_full_eval",
+    "load_best_model_at_end",
+    "metric_for_best_model",
+    "greater_is_better",
+    "save_strategy",
+    "save_steps",
+    "save_total_limit",
+    "save_on_each_node",
+    "save_only_model",
+    "enable_jit_checkpoint",
+    "restore_callback_states_from_checkpoint",
+    "push_to_hub",
+    "hub_token",
+    "hub_private_repo",
+    "hub_model_id",
+    "hub_strategy",
+    "hub_always_push",
+    "hub_revision",
+    "activation_checkpointing",
+    "activation_checkpointing_kwargs",
+    "gradient_checkpointing",
+    "gradient_checkpointing_kwargs",
+    "torch_compile",
+    "torch_compile_backend",
+    "torch_compile_mode",
+    "use_liger_kernel",
+    "liger_kernel_config",
+    "use_cache",
+    "torch_empty_cache_steps",
+    "use_cpu",
+    "parallelism_config",
+    "fsdp",
+    "fsdp_config",
+    "ddp_find_unused_parameters",
+    "ddp_bucket_cap_mb",
+    "ddp_broadcast_buffers",
+    "ddp_static_graph",
+    "ddp_backend",
+    "ddp_timeout",
+    "local_rank",
+    "dataloader_num_workers",
+    "dataloader_pin_memory",
+    "dataloader_persistent_workers",
+    "dataloader_prefetch_factor",
+    "dataloader_multiprocessing_context",
+    "dataloader_in_order",
+    "remove_unused_columns",
+    "debug",
+    "skip_memory_metrics",
+    "do_train",
+    "do_eval",
+    "do_predict",
 )
 
 
@@ -123,12 +231,17 @@ def run_settings(model_args, data_args, training_args) -> dict:
 
 
 def json_value(value):
-    """`value` as JSON keeps it: an enum by its value, a list as a list, anything else not JSON by its text."""
+    """`value` as JSON keeps it: an enum by its value, a list as a list, a dict or dataclass (`--lr_scheduler_kwargs`,
+    `--accelerator_config`) as a dict, anything else not JSON by its text."""
     value = getattr(value, "value", value)
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, list | tuple):
         return [json_value(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): json_value(item) for key, item in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return json_value(dataclasses.asdict(value))
     return str(value)
 
 
@@ -142,7 +255,15 @@ class KeepDataIdentity(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir, f"checkpoint-{state.global_step}")
         if state.is_world_process_zero and folder.is_dir():
-            (folder / DATA_FILE).write_text(json.dumps(self.identity, indent=2) + "\n")
+            staged = folder / f".{DATA_FILE}.partial"  # moved into place whole: a resume reads all of it or none
+            staged.write_text(json.dumps(self.identity, indent=2) + "\n")
+            staged.replace(folder / DATA_FILE)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        """The checkpoint the Trainer saves outside its saving (--enable_jit_checkpoint's, on SIGTERM), which no
+        `on_save` sees, gets the file too."""
+        if not Path(args.output_dir, f"checkpoint-{state.global_step}", DATA_FILE).exists():
+            self.on_save(args, state, control, **kwargs)
 
 
 def check_resumed_settings(checkpoint: str, settings: dict) -> None:
@@ -180,6 +301,8 @@ def shown_setting(value) -> str:
         return "not given"
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, dict | list):  # --lr_scheduler_kwargs and the like, as JSON, the way they are given
+        return json.dumps(value, separators=(",", ":"))
     return str(value)
 
 

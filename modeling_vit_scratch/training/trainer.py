@@ -20,9 +20,11 @@ import numpy as np
 import torch
 from transformers import TrainingArguments, set_seed
 
+from modeling_vit_scratch.common.commands import Terminated
 from modeling_vit_scratch.common.folders import (
     RESUME_OFF,
     STAGING_PREFIX,
+    check_continuable,
     check_output_folder,
     check_removals,
     claim_output_folder,
@@ -162,6 +164,7 @@ def train(
         checkpoint = resolve_checkpoint(training_args.output_dir, resume)
         if checkpoint:  # read by the Trainer only once training starts: its weights and pickled states checked now
             check_checkpoint(checkpoint)
+            check_continuable(checkpoint)  # the optimiser, schedule and random states: the run goes on exactly
             # the fields this command takes from the data are compared once it is read (train_in_claimed_folder)
             check_resumed_architecture(checkpoint, requested, fields_from_data(requested, new, model_args))
             check_resumed_settings(checkpoint, settings)
@@ -299,7 +302,10 @@ def train_in_claimed_folder(
             ", ".join(unfinished),
         )
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
+    check_finished(trainer)
     metrics = {**train_result.metrics}
+    if checkpoint and steps_trained(checkpoint) == trainer.state.global_step:  # a resume that only finishes the run
+        metrics.pop("train_loss", None)  # no step trained now: the Trainer's 0 is no loss
     if data_args.streaming:
         metrics.update(stream_metrics(trainer, train_set))
     metrics.update(trainer.evaluate(validation_set, metric_key_prefix="eval"))
@@ -334,6 +340,14 @@ def train_in_claimed_folder(
         push_trained_folder(training_args, hub_token)
     trainer.accelerator.wait_for_everyone()
     return metrics
+
+
+def check_finished(trainer) -> None:
+    """A run whose Trainer returned before its planned steps was stopped, not finished: with
+    --enable_jit_checkpoint the Trainer catches SIGTERM itself, saves a checkpoint and returns as if done. It ends
+    as SIGTERM ends any run (`Terminated`: the interrupt line, exit code 143), and publishes no model folder."""
+    if trainer.state.global_step < trainer.state.max_steps:
+        raise Terminated
 
 
 def load_and_split(data_args: DataArguments, secrets: list[str]) -> PreparedData:
@@ -371,9 +385,10 @@ def check_label_names(id2label: dict, dataset: str, secrets: list[str]) -> None:
 
 
 def check_training_steps(training_args: TrainingArguments, num_train: int, checkpoint: str | None = None) -> None:
-    """At least one optimisation step, or one line saying why not; a resumed run (from `checkpoint`) must ask for
-    steps beyond those its checkpoint has trained, or the Trainer would train none and the card would contradict the
-    command."""
+    """At least one optimisation step, or one line saying why not; a resumed run (from `checkpoint`) must ask for at
+    least the steps its checkpoint has trained, or the card would contradict the command. Asking for exactly those
+    finishes the run (a run stopped after its last step, before its model folder was written): the Trainer trains
+    no more, and the run evaluates, tests and writes the model folder."""
     if num_train == 0:
         raise ValueError(
             "The training split is empty: give a data set with training images (or a larger --max_train_samples)."
@@ -386,8 +401,8 @@ def check_training_steps(training_args: TrainingArguments, num_train: int, check
     if not checkpoint:
         return
     state = json.loads((Path(checkpoint) / "trainer_state.json").read_text())
-    done, planned = state.get("global_step", 0), planned_steps(training_args, num_train)
-    if planned <= done:
+    done, planned = steps_trained(checkpoint), planned_steps(training_args, num_train)
+    if planned < done:
         asked = (
             f"--max_steps {training_args.max_steps}"
             if training_args.max_steps > 0
@@ -395,9 +410,15 @@ def check_training_steps(training_args: TrainingArguments, num_train: int, check
         )
         raise ValueError(
             f"--resume_from_checkpoint: {checkpoint} has trained {done} steps (epoch {state.get('epoch', 0):g}), and "
-            f"{asked} ends at step {planned}: nothing is left to train; ask for more (--num_train_epochs or "
-            f"--max_steps beyond step {done}), or start a new run in another --output_dir."
+            f"{asked} ends at step {planned}, before it: a resume cannot train fewer steps than its checkpoint has; "
+            f"ask for step {done} or more (--num_train_epochs or --max_steps), or start a new run in another "
+            "--output_dir."
         )
+
+
+def steps_trained(checkpoint: str) -> int:
+    """The optimisation steps `checkpoint` has trained (its `trainer_state.json`)."""
+    return json.loads((Path(checkpoint) / "trainer_state.json").read_text()).get("global_step", 0)
 
 
 def planned_steps(training_args: TrainingArguments, num_train: int) -> int:

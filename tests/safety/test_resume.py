@@ -1,7 +1,7 @@
 """Resuming and stopping a run: a resumed run asks for what its checkpoint can continue, and Ctrl-C keeps everything
 and says how to go on.
 
-- A resume continues the same run. `--resume_from_checkpoint true` with an architecture other than the checkpoint's
+- A resume continues the same run. Every Trainer argument is compared or allowed to change (a new one fails a test). `--resume_from_checkpoint true` with an architecture other than the checkpoint's
   (`--config_overrides`, another `--model`) is one line naming the fields that differ, before any data is read
   (before: a size-mismatch traceback after the pre-flight); the architecture compared is the one the command resolves
   with its data (a grayscale set's one channel), so the command printed on Ctrl-C always resumes (before: 'num_channels:
@@ -11,8 +11,9 @@ and says how to go on.
   total batch) is no setting.
 - `--resume_from_checkpoint true` into a folder that does not exist, or holds no checkpoint, says so (before: 'start
   a new run with --overwrite_output_dir true').
-- `--resume_from_checkpoint true` with `--num_train_epochs` or `--max_steps` that end at or before the checkpoint's
-  step is one line before training (before: 0 steps trained, and a card that contradicted the command).
+- `--resume_from_checkpoint true` with `--num_train_epochs` or `--max_steps` that end before the checkpoint's step
+  is one line before training (before: 0 steps trained, and a card that contradicted the command); ending at its
+  step finishes a run stopped after its last step (the command printed on Ctrl-C then works).
 - `--resume_from_checkpoint true` with another `--dataset` (the same classes, other images), or other splits, is one
   line naming both before the pre-flight: each checkpoint keeps its data set and a fingerprint of its splits.
 - SIGINT (Ctrl-C) or SIGTERM (`kill`, `timeout`, a cluster's scheduler) while training: one line naming the last
@@ -88,17 +89,53 @@ def test_resuming_another_architecture_or_other_settings_is_one_line_naming_each
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("asked", [("--num_train_epochs", 1), ("--num_train_epochs", 2), ("--max_steps", 2)])
-def test_resuming_with_no_steps_left_is_one_line_before_training(trained, asked):
+@pytest.mark.parametrize("asked", [("--num_train_epochs", 1), ("--max_steps", 1)])
+def test_resuming_with_fewer_steps_than_trained_is_one_line_before_training(trained, asked):
     scenario, argv = trained
     output = scenario.root / "out-train"
     before = snapshot(output)
     result = outcome("train", with_argument(with_argument(argv, *asked), "--resume_from_checkpoint", "true"))
     assert result.code == 1 and result.one_line, result
     checkpoint = output / "checkpoint-2"
-    assert f"--resume_from_checkpoint: {checkpoint} has trained 2 steps (epoch 2), and " in result.error
-    assert f"{asked[0]} {asked[1]} ends at step {asked[1]}: nothing is left to train" in result.error
+    assert result.error == (
+        f"error: --resume_from_checkpoint: {checkpoint} has trained 2 steps (epoch 2), and {asked[0]} {asked[1]} ends "
+        "at step 1, before it: a resume cannot train fewer steps than its checkpoint has; ask for step 2 or more "
+        "(--num_train_epochs or --max_steps), or start a new run in another --output_dir."
+    )
     assert snapshot(output) == before
+
+
+@pytest.mark.integration
+def test_the_command_printed_after_the_last_step_finishes_the_run(tmp_path, monkeypatch, capsys):
+    """Ctrl-C after every step ran, before the model folder was written (before: its resume command was refused,
+    'nothing is left to train'): that command evaluates, tests and writes the model folder, training no more."""
+    from safetensors.torch import load_file
+    from transformers import Trainer
+
+    scenario = Scenario(tmp_path)
+    output = tmp_path / "out"
+    argv = [*scenario.argv("train", output), "--max_steps", "2", "--save_strategy", "steps", "--save_steps", "1"]
+    argv += ["--max_train_samples", "8"]
+    original = Trainer.train
+
+    def train_then_interrupt(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        raise KeyboardInterrupt  # Ctrl-C once the last step is saved, before the model folder
+
+    monkeypatch.setattr(Trainer, "train", train_then_interrupt)
+    monkeypatch.setattr(sys, "argv", ["vit-scratch train", *argv])
+    assert outcome("train", argv).code == 130
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert not (output / "model.safetensors").exists()
+    resume = shlex.split(line.split("resume with: ", 1)[1])
+    monkeypatch.setattr(Trainer, "train", original)
+    resumed = outcome("train", resume[resume.index("train") + 1 :])  # the printed command, as printed
+    assert resumed.code == 0, resumed
+    assert not (output / "checkpoint-3").exists()
+    final, last = load_file(output / "model.safetensors"), load_file(output / "checkpoint-2" / "model.safetensors")
+    assert final.keys() == last.keys() and all((final[name] == last[name]).all() for name in final)
+    results = json.loads((output / "all_results.json").read_text())
+    assert "test_accuracy" in results and "train_loss" not in results  # no step trained now: no loss of 0
 
 
 @pytest.mark.integration
@@ -275,6 +312,12 @@ CHANGED = {
     "max_grad_norm": 0.5,
     "label_smoothing_factor": 0.1,
     "per_device_train_batch_size": 4,
+    "lr_scheduler_kwargs": {"min_lr": 4e-5},
+    "optim_args": "momentum=0.9",
+    "ignore_data_skip": True,
+    "full_determinism": True,
+    "train_sampling_strategy": "sequential",
+    "accelerator_config": {"split_batches": True},
 }
 
 
@@ -311,6 +354,32 @@ def test_a_resume_with_any_setting_changed_names_it_both_ways(tmp_path, name):
 def test_what_may_change_on_resume_is_no_setting(allowed):
     base = dict(per_device_train_batch_size=8)
     assert default_settings(**{**base, **allowed}) == default_settings(**base)
+
+
+def test_every_trainer_argument_is_compared_on_resume_or_allowed_to_change():
+    """A field a new transformers adds fails here until it is put in one of the two lists."""
+    from dataclasses import fields
+
+    from transformers import TrainingArguments
+
+    from modeling_vit_scratch.training.resumed_data import ALLOWED_TRAINING_CHANGES, TRAINING_SETTINGS
+
+    names = {item.name for item in fields(TrainingArguments)}
+    assert not set(TRAINING_SETTINGS) & set(ALLOWED_TRAINING_CHANGES)
+    assert sorted(names - set(TRAINING_SETTINGS) - set(ALLOWED_TRAINING_CHANGES)) == []
+    assert sorted((set(TRAINING_SETTINGS) | set(ALLOWED_TRAINING_CHANGES)) - names) == []
+
+
+def test_scheduler_arguments_are_compared_and_shown_as_given(tmp_path):
+    from modeling_vit_scratch.training.resumed_data import check_resumed_settings
+
+    first = default_settings(lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr": 1e-6})
+    changed = default_settings(lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs='{"min_lr": 4e-5}')
+    checkpoint = kept_settings(tmp_path, json.loads(json.dumps(first)))  # as the checkpoint's JSON keeps them
+    with pytest.raises(ValueError) as refused:
+        check_resumed_settings(str(checkpoint), changed)
+    assert '(--lr_scheduler_kwargs {"min_lr":1e-06} in it, {"min_lr":4e-05} now)' in str(refused.value)
+    check_resumed_settings(str(checkpoint), first)
 
 
 def test_a_checkpoint_without_kept_settings_is_not_compared(tmp_path):
@@ -378,3 +447,122 @@ def test_the_command_printed_on_interrupt_resumes_a_run_whose_architecture_took_
     assert json.loads((output / "checkpoint-3" / "trainer_state.json").read_text())["global_step"] == 3
     overridden = outcome("train", [*with_argument(args, "--max_steps", 4), "--config_overrides", "num_channels=3"])
     assert overridden.one_line and "(num_channels: 1 in it, 3 asked)" in overridden.error, overridden
+
+
+# A checkpoint that holds the weights only (--save_only_model) cannot continue its run exactly.
+def weights_only_checkpoint(folder, states=()):
+    """A complete checkpoint (state and weights) holding only the Trainer `states` named."""
+    checkpoint = folder / "checkpoint-2"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 2}))
+    (checkpoint / "model.safetensors").write_bytes(b"")
+    for name in states:
+        (checkpoint / name).write_bytes(b"")
+    return checkpoint
+
+
+@pytest.mark.parametrize(
+    "states, missing",
+    [
+        ((), "optimizer.pt, scheduler.pt, rng_state.pth"),
+        (("optimizer.pt", "scheduler.pt"), "rng_state.pth"),
+        (("optimizer.pt", "rng_state_0.pth", "rng_state_1.pth"), "scheduler.pt"),
+    ],
+)
+def test_resuming_a_checkpoint_without_the_runs_states_is_one_line_naming_them(tmp_path, states, missing):
+    from modeling_vit_scratch.common.folders import check_continuable
+
+    checkpoint = weights_only_checkpoint(tmp_path, states)
+    with pytest.raises(ValueError) as refused:
+        check_continuable(checkpoint)
+    assert str(refused.value) == (
+        f"--resume_from_checkpoint: {checkpoint} has no {missing} (it was written with --save_only_model true, or "
+        "they were removed), so the run cannot go on as it would have: fine-tune from its weights with --model "
+        f"{checkpoint} (without --resume_from_checkpoint) into another --output_dir, or start a new run."
+    )
+    check_continuable(weights_only_checkpoint(tmp_path / "all", ("optimizer.pt", "scheduler.pt", "rng_state.pth")))
+
+
+def test_the_interrupt_line_of_a_weights_only_checkpoint_says_how_to_start_from_its_weights(tmp_path):
+    from types import SimpleNamespace
+
+    from modeling_vit_scratch.training.command import interrupted_line
+
+    checkpoint = weights_only_checkpoint(tmp_path)
+    line = interrupted_line(SimpleNamespace(output_dir=str(tmp_path)), SimpleNamespace(overwrite_output_dir=False), 0)
+    assert line == (
+        f"Interrupted: everything in {tmp_path} is kept; the last checkpoint, {checkpoint}, holds the weights only "
+        f"(--save_only_model true), so it cannot resume the run: start from its weights with --model {checkpoint} "
+        "(without --resume_from_checkpoint) and another --output_dir."
+    )
+    for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
+        (checkpoint / name).write_bytes(b"")
+    assert "resume with: " in interrupted_line(
+        SimpleNamespace(output_dir=str(tmp_path)), SimpleNamespace(overwrite_output_dir=False), 0
+    )
+
+
+@pytest.mark.integration
+def test_a_run_saved_with_save_only_model_is_refused_on_resume_before_any_data_is_read(tmp_path, monkeypatch):
+    import modeling_vit_scratch.training.trainer as trainer_module
+
+    scenario = Scenario(tmp_path)
+    output = tmp_path / "out"
+    argv = [*scenario.argv("train", output), "--max_steps", "1", "--save_strategy", "steps", "--save_steps", "1"]
+    argv += ["--save_only_model", "true", "--max_train_samples", "8"]
+    assert outcome("train", argv).code == 0
+    before = snapshot(output)
+    monkeypatch.setattr(trainer_module, "load_image_dataset", lambda *a, **k: pytest.fail("read the data"))
+    result = outcome("train", [*with_argument(argv, "--max_steps", 2), "--resume_from_checkpoint", "true"])
+    assert result.code == 1 and result.one_line, result
+    assert result.error.startswith(
+        f"error: --resume_from_checkpoint: {output / 'checkpoint-1'} has no optimizer.pt, scheduler.pt, rng_state.pth"
+    )
+    assert snapshot(output) == before
+
+
+@pytest.mark.integration
+def test_a_trainer_that_stops_before_its_planned_steps_is_an_interrupted_run_and_publishes_no_model(
+    tmp_path, monkeypatch, capsys
+):
+    """What --enable_jit_checkpoint does on SIGTERM: the Trainer saves, stops and returns as if done (before: exit 0,
+    'Model saved', a barely trained model published)."""
+    from transformers import Trainer, TrainerCallback
+
+    class StopAtStepOne(TrainerCallback):  # the Trainer's own SIGTERM handling, after its checkpoint
+        def on_step_end(self, args, state, control, **kwargs):
+            control.should_save, control.should_training_stop = True, True
+
+    original = Trainer.__init__
+
+    def with_stop(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.add_callback(StopAtStepOne())
+
+    monkeypatch.setattr(Trainer, "__init__", with_stop)
+    scenario = Scenario(tmp_path)
+    output = tmp_path / "out"
+    argv = [*scenario.argv("train", output), "--max_steps", "3", "--save_strategy", "no", "--max_train_samples", "8"]
+    result = outcome("train", argv)
+    assert result.code == 143, result
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"Interrupted: everything in {output} is kept; the last checkpoint is ")
+    assert line.split("resume with: ", 1)[1].endswith("--resume_from_checkpoint true")
+    assert not (output / "model.safetensors").exists() and not (output / "config.json").exists()
+
+
+def test_a_checkpoint_saved_outside_the_trainers_saving_keeps_the_runs_data_and_settings(tmp_path):
+    """--enable_jit_checkpoint's checkpoint on SIGTERM is saved with no `on_save`: the file is written when training
+    ends (before: a resume from it compared neither data nor settings)."""
+    from types import SimpleNamespace
+
+    from modeling_vit_scratch.training.resumed_data import KeepDataIdentity
+
+    keep = KeepDataIdentity("images", "f00d", {"seed": 42})
+    args, state = SimpleNamespace(output_dir=str(tmp_path)), SimpleNamespace(global_step=3, is_world_process_zero=True)
+    keep.on_train_end(args, state, None)
+    assert not (tmp_path / "checkpoint-3").exists()  # no checkpoint at the last step: nothing made
+    (tmp_path / "checkpoint-3").mkdir()
+    keep.on_train_end(args, state, None)
+    assert json.loads((tmp_path / "checkpoint-3" / DATA_FILE).read_text()) == keep.identity
+    assert sorted(path.name for path in (tmp_path / "checkpoint-3").iterdir()) == [DATA_FILE]
