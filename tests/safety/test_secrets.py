@@ -26,7 +26,7 @@ from huggingface_hub import constants
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from modeling_vit_scratch.common.secrets import TOKEN_VARIABLES, redacting_logs
+from modeling_vit_scratch.common.secrets import TOKEN_VARIABLES, find_secrets, redacting_logs
 
 SECRET = "hf_SecretTokenOfThisUser0123456789abcd"  # what HF_TOKEN holds in the fast tests
 TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/\\"), max_size=12)
@@ -231,3 +231,27 @@ def test_a_model_folder_whose_settings_hold_a_token_is_refused_before_training(t
     assert result.one_line, result
     assert f"{folder / 'config.json'} holds or looks like a Hub token" in result.error and SECRET not in result.error
     assert not (tmp_path / "out-train").exists()
+
+
+def png_holding(path: Path, how: str) -> None:
+    """A picture whose text chunk holds SECRET: plain (tEXt), zlib-compressed (zTXt), or international (iTXt)."""
+    from PIL import Image, PngImagePlugin
+
+    info = PngImagePlugin.PngInfo()
+    if how == "iTXt compressed":
+        info.add_itxt("Comment", f"made with {SECRET}", lang="en", tkey="Kommentar", zip=True)
+    else:
+        info.add_text("Comment", f"made with {SECRET}", zip=how == "zTXt")
+    Image.new("RGB", (4, 4)).save(path, pnginfo=info)
+
+
+@pytest.mark.parametrize("how", ["tEXt", "zTXt", "iTXt compressed"])
+def test_the_staged_file_scan_reads_a_pictures_compressed_text(how, tmp_path):
+    """What push and train scan before a folder is sent or written (`find_secrets`) reads a PNG's text chunks as
+    PIL gives them, decompressed; a clean picture and a file that only looks like a PNG are not listed."""
+    from PIL import Image
+
+    png_holding(tmp_path / "figure.png", how)
+    Image.new("RGB", (4, 4)).save(tmp_path / "clean.png")
+    (tmp_path / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)
+    assert find_secrets(tmp_path, [SECRET]) == [tmp_path / "figure.png"]
