@@ -66,6 +66,9 @@ from .timing import matmul_flops
 DEFAULT_CONFIGS = ["digits", "digits-plain", "tiny224"]
 COUNT = Allowed(1, integer=True, example="5")
 RATIO = Allowed(0, open_low=True, example="1.0")
+# A smaller matrix product is bound by memory and call overhead, not by the machine's arithmetic: its rate is no peak
+# to share (a model's FLOP/s would show as many times it)
+MIN_MATMUL_SIZE = 1024
 # What each number argument admits, checked by the parser (`argument_type`) before any measurement starts
 BENCHMARK_LIMITS = {
     "end_to_end_steps": COUNT,
@@ -76,7 +79,7 @@ BENCHMARK_LIMITS = {
     "chunk_seconds": Allowed(0, example="1.0"),
     "steps": COUNT,
     "batch": Allowed(1, integer=True, example="32"),
-    "matmul_size": Allowed(1, integer=True, example="4096"),
+    "matmul_size": Allowed(MIN_MATMUL_SIZE, integer=True, example="4096"),
     "peak_tflops": Allowed(0, open_low=True),
     "min_speedup_vs_sdpa": RATIO,
     "min_speedup_vs_fastest": RATIO,
@@ -169,7 +172,8 @@ def main_parser() -> argparse.ArgumentParser:
         "--matmul_size",
         type=argument_type(BENCHMARK_LIMITS["matmul_size"]),
         default=4096,
-        help="side of the square matrix product that measures each dtype's matmul rate at the start",
+        help="side of the square matrix product that measures each dtype's matmul rate at the start (at least "
+        f"{MIN_MATMUL_SIZE}: a smaller one measures memory and overhead, not the machine's peak)",
     )
     parser.add_argument(
         "--compile",
