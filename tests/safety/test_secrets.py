@@ -175,7 +175,9 @@ def test_the_hub_refusing_the_token_stops_the_run_before_training(tmp_path):
     assert done.returncode == 1 and "Traceback" not in done.stderr
     line = done.stderr.strip().splitlines()[-1]
     assert line.startswith(f"error: --push_to_hub true: the Hub at {hub.url} does not accept the token (HTTP 401")
-    assert line.endswith("log in again with `hf auth login`, or give a valid --hub_token or HF_TOKEN.")
+    assert line.endswith(
+        "the token given with --hub_token: give a valid one, or leave it out to use HF_TOKEN or the saved login."
+    )
     assert "not-the-token-of-anyone" not in done.stdout + done.stderr
     assert not (tmp_path / "out-train").exists() and not hub.repo_exists("local-user/x")
 
@@ -255,3 +257,49 @@ def test_the_staged_file_scan_reads_a_pictures_compressed_text(how, tmp_path):
     Image.new("RGB", (4, 4)).save(tmp_path / "clean.png")
     (tmp_path / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)
     assert find_secrets(tmp_path, [SECRET]) == [tmp_path / "figure.png"]
+
+
+@pytest.mark.parametrize(
+    "source, fix",
+    [
+        (
+            "given",
+            "the token given with --hub_token: give a valid one, or leave it out to use HF_TOKEN or the saved login.",
+        ),
+        (
+            "HF_TOKEN",
+            (
+                "the token is HF_TOKEN's, which wins over a saved login: unset HF_TOKEN (to use the saved login) "
+                "or set it to a valid token."
+            ),
+        ),
+        ("saved login", "the token is the saved login's: log in again with `hf auth login`, or set a valid HF_TOKEN."),
+    ],
+)
+def test_a_refused_token_line_names_where_the_token_came_from(source, fix, tmp_path, monkeypatch):
+    """A stale HF_TOKEN beside a valid saved login: the 401 line says HF_TOKEN wins and how to fix it."""
+    from types import SimpleNamespace
+
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from modeling_vit_scratch.sharing import hub_arguments
+
+    for name in TOKEN_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    login = tmp_path / "login" / "token"
+    login.parent.mkdir()
+    login.write_text(SECRET)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(login))
+    if source == "HF_TOKEN":
+        monkeypatch.setenv("HF_TOKEN", "hf_StaleTokenOfThisUser0123456789abcdef")
+
+    def refuse(self):
+        response = SimpleNamespace(status_code=401, headers={}, request=None)  # what the error reads of a response
+        raise HfHubHTTPError("Invalid credentials", response=response)
+
+    monkeypatch.setattr(HfApi, "whoami", refuse)
+    names = hub_arguments.TRAIN if source == "given" else hub_arguments.PUSH
+    with pytest.raises(ValueError, match="does not accept the token") as refused:
+        hub_arguments.check_access("not-the-token-of-anyone" if source == "given" else None, [SECRET], names)
+    assert str(refused.value).endswith(fix)
