@@ -52,7 +52,8 @@ import torch
 from modeling_vit_scratch.common.commands import entry_point, when_interrupted
 from modeling_vit_scratch.common.dtypes import dtype_name, parse_dtypes
 from modeling_vit_scratch.common.numbers import Allowed, argument_type
-from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line, refuse_token_in_path
+from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line, known_secrets, refuse_token_in_path
+from modeling_vit_scratch.training.arguments import command_secrets, mask_token_values
 from modeling_vit_scratch.training.precision import slow_bf16_warning
 
 from .end_to_end import end_to_end, end_to_end_bars, end_to_end_markdown, model_only_seconds
@@ -65,6 +66,9 @@ from .timing import matmul_flops
 DEFAULT_CONFIGS = ["digits", "digits-plain", "tiny224"]
 COUNT = Allowed(1, integer=True, example="5")
 RATIO = Allowed(0, open_low=True, example="1.0")
+# A smaller matrix product is bound by memory and call overhead, not by the machine's arithmetic: its rate is no peak
+# to share (a model's FLOP/s would show as many times it)
+MIN_MATMUL_SIZE = 1024
 # What each number argument admits, checked by the parser (`argument_type`) before any measurement starts
 BENCHMARK_LIMITS = {
     "end_to_end_steps": COUNT,
@@ -75,7 +79,7 @@ BENCHMARK_LIMITS = {
     "chunk_seconds": Allowed(0, example="1.0"),
     "steps": COUNT,
     "batch": Allowed(1, integer=True, example="32"),
-    "matmul_size": Allowed(1, integer=True, example="4096"),
+    "matmul_size": Allowed(MIN_MATMUL_SIZE, integer=True, example="4096"),
     "peak_tflops": Allowed(0, open_low=True),
     "min_speedup_vs_sdpa": RATIO,
     "min_speedup_vs_fastest": RATIO,
@@ -168,7 +172,8 @@ def main_parser() -> argparse.ArgumentParser:
         "--matmul_size",
         type=argument_type(BENCHMARK_LIMITS["matmul_size"]),
         default=4096,
-        help="side of the square matrix product that measures each dtype's matmul rate at the start",
+        help="side of the square matrix product that measures each dtype's matmul rate at the start (at least "
+        f"{MIN_MATMUL_SIZE}: a smaller one measures memory and overhead, not the machine's peak)",
     )
     parser.add_argument(
         "--compile",
@@ -225,7 +230,22 @@ def main_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@entry_point()
+def benchmark_secrets(argv: list[str]) -> list[str]:
+    """Every token the benchmark could print or write: those on its own command line, those of the training
+    command it starts (`--train_args` with each `--end_to_end` recipe, as `train` collects its own) and those
+    huggingface_hub knows. `main` masks them in all it prints, and `write_results` in the --json file."""
+    forwarded = argv[argv.index("--train_args") + 1 :] if "--train_args" in argv else []
+    try:
+        recipes = main_parser().parse_known_args(argv)[0].end_to_end or []
+    except SystemExit:  # a command line the parser refuses: main says so, with the secrets found so far
+        recipes = []
+    found = set(command_secrets(argv)) | set(command_secrets(forwarded))
+    for recipe in recipes:
+        found |= set(command_secrets([recipe, *forwarded]))
+    return known_secrets(*found)
+
+
+@entry_point(secrets=benchmark_secrets)
 def main(argv: list[str]) -> None:
     parser = main_parser()
     args = parser.parse_args(argv)
@@ -294,8 +314,9 @@ def run_measurements(args, argv: list[str]) -> None:
     )
     verdict_block = "\n".join(verdicts) + "\n\n" if verdicts else ""  # no bars given: no verdict
     print(f"\n{header}\n\n{markdown(rows)}\n\n{verdict_block}({time.time() - started:.0f} s)")
-    result = dict(machine=header, argv=argv, matmul_flops=matmul_rates, matmul_sizes=sizes, rows=rows, bars=verdicts)
-    write_results(args.json, result)
+    given = mask_token_values(argv)
+    result = dict(machine=header, argv=given, matmul_flops=matmul_rates, matmul_sizes=sizes, rows=rows, bars=verdicts)
+    write_results(args.json, result, benchmark_secrets(argv))
 
 
 def run_end_to_end(args, argv: list[str]) -> None:
@@ -306,7 +327,8 @@ def run_end_to_end(args, argv: list[str]) -> None:
     header = end_to_end_header(args)
     verdict_block = "\n".join(verdicts) + "\n\n" if verdicts else ""
     print(f"\n{header}\n\n{end_to_end_markdown(rows)}\n\n{verdict_block}({time.time() - started:.0f} s)")
-    write_results(args.json, dict(machine=header, argv=argv, rows=rows, bars=verdicts))
+    secrets = benchmark_secrets(argv)
+    write_results(args.json, dict(machine=header, argv=mask_token_values(argv), rows=rows, bars=verdicts), secrets)
 
 
 if __name__ == "__main__":

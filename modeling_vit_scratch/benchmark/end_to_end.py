@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from modeling_vit_scratch.training.arguments import mask_token_values
 from modeling_vit_scratch.training.precision import training_steps_seconds
 
 from .measure import package_command, worker_environment
@@ -91,7 +92,7 @@ def end_to_end(args) -> list[dict]:
         rows.append(
             dict(
                 recipe=recipe,
-                train_args=" ".join(args.train_args),
+                train_args=" ".join(mask_token_values(args.train_args)),  # a token given to train: ***
                 steps=previous["steps"],
                 batch=previous["batch"],
                 precision="bf16" if previous["bf16"] else "float32",

@@ -115,7 +115,7 @@ def markdown(rows: list[dict]) -> str:
             ratio(row, "memory_ratio"),
             ratio(row, "ratio_to_float32"),
             f"{row['achieved_tflops']:.3g}" if "achieved_tflops" in row else "",
-            f"{row['matmul_fraction']:.0%}" if "matmul_fraction" in row else "",
+            share(row),
         ]
         if compiled:
             cells.append(ratio(row, "ratio_to_uncompiled"))
@@ -208,6 +208,14 @@ def cpu_flags_text(flags: list[str] | None) -> str:
     return f"flags {' '.join(has) or 'none of ' + ' '.join(MATRIX_FLAGS)}" + (
         f"; without {' '.join(lacks)}" if has and lacks else ""
     )
+
+
+def share(row: dict) -> str:
+    """The share-of-peak cell: the model's FLOP/s as a share of the matmul rate; 'unmeasured' where it is above
+    100% (the matrix product reached no peak); empty where there is no rate to share."""
+    if "matmul_fraction_over_peak" in row:
+        return "unmeasured (model above the product's rate)"
+    return f"{row['matmul_fraction']:.0%}" if "matmul_fraction" in row else ""
 
 
 def machine_header(args, matmul_rates: dict[str, float], sizes: dict[str, int]) -> str:

@@ -11,6 +11,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from modeling_vit_scratch.common.secrets import redact
+
 RESULT_KEYS = {"machine", "argv", "rows", "bars"}  # in every result `run_measurements` and `run_end_to_end` write
 
 
@@ -51,13 +53,13 @@ def check_results_path(value: str) -> Path:
     return path
 
 
-def write_results(path: Path, result: dict) -> None:
-    """`result` as JSON at `path`, written beside it and moved into place (a link at `path` is replaced, never
-    followed)."""
+def write_results(path: Path, result: dict, secrets: list[str]) -> None:
+    """`result` as JSON at `path` with every secret masked (`redact`, the one redaction path), written beside it and
+    moved into place (a link at `path` is replaced, never followed)."""
     descriptor, staged = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
     try:
         with os.fdopen(descriptor, "w") as file:
-            file.write(json.dumps(result, indent=2) + "\n")
+            file.write(redact(json.dumps(result, indent=2), secrets) + "\n")
         os.chmod(staged, 0o644)  # mkstemp's file is private; a result is meant to be shared
         os.replace(staged, path)
     finally:

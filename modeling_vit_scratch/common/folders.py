@@ -144,6 +144,25 @@ def unsafe_location(real: str) -> str | None:
     return None
 
 
+def read_from(source: str | None) -> str | None:
+    """Where an input is read from on this machine: a local path as given; a Hub model id, its folder in the Hub
+    cache (the snapshot a command loads links into it), when it is there; else None (nothing here to overwrite)."""
+    if not source:
+        return None
+    if os.path.exists(source):
+        return source
+    from huggingface_hub import constants
+    from huggingface_hub.file_download import repo_folder_name
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(source)
+    except HFValidationError:
+        return None
+    cached = os.path.join(constants.HF_HUB_CACHE, repo_folder_name(repo_id=source, repo_type="model"))
+    return cached if os.path.isdir(cached) else None
+
+
 def overlap(real: str, argument: str, source: str) -> str | None:
     """How the output at real path `real` overlaps the input `source` (given as `argument`), or None."""
     other = os.path.realpath(source)
@@ -184,7 +203,8 @@ def check_output_folder(
     folder: str | Path, argument: str, inputs: dict[str, str | None] | None = None, foreign: bool = True
 ) -> Path:
     """The rule for every folder a command writes into, applied before any work (see the module's docstring).
-    `inputs` maps each argument the command reads a local path from to its value (hub ids and None are skipped);
+    `inputs` maps each argument the command reads from to its value (a local path, or a Hub model id: its folder in
+    the Hub cache; None skipped);
     `foreign=False` leaves a folder of other files to the caller (a conversion replaces its folder as a whole).
     Returns the folder; raises ValueError naming it, what is wrong and the fix."""
     if not str(folder).strip():
@@ -200,11 +220,13 @@ def check_output_folder(
             f"{argument} {str(folder)!r} is {place}: give a folder of its own, e.g. {argument} outputs/NAME."
         )
     for name, source in (inputs or {}).items():
-        how = overlap(real, name, source) if source and os.path.exists(source) else None
+        place = read_from(source)
+        how = overlap(real, name, place) if place else None
         if how:
+            cached = f" (its Hub cache folder {place})" if place != source else ""
             raise ValueError(
-                f"{argument} {str(folder)!r} {how} the input {name} {source!r}: writing there could replace what "
-                f"is read; give {argument} a folder apart from every input."
+                f"{argument} {str(folder)!r} {how} the input {name} {source!r}{cached}: writing there could replace "
+                f"what is read; give {argument} a folder apart from every input."
             )
     refuse_dangling_link(folder, argument)
     blocker = file_above(folder)

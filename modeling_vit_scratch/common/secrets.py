@@ -125,8 +125,13 @@ def redacting_logs(secrets: list[str]):
         logging.setLogRecordFactory(previous)
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
 def find_secrets(folder: str | Path, secrets: list[str]) -> list[Path]:
-    """Files under `folder` (recursively) whose bytes contain a secret, as text or UTF-16."""
+    """Files under `folder` (recursively) that hold a secret in what they say as text: their bytes, as text or
+    UTF-16, and for a PNG also its text chunks as PIL reads them (a zTXt or compressed iTXt chunk is zlib-compressed,
+    so its bytes never show the token)."""
     needles = [form for secret in secrets for form in (secret.encode(), secret.encode("utf-16-le"))]
     if not needles:
         return []
@@ -134,9 +139,25 @@ def find_secrets(folder: str | Path, secrets: list[str]) -> list[Path]:
     for path in sorted(Path(folder).rglob("*")):
         if path.is_file() and not path.is_symlink():
             data = path.read_bytes()
-            if any(needle in data for needle in needles):
+            text = png_text(path, data)
+            if any(needle in data for needle in needles) or any(secret in text for secret in secrets):
                 found.append(path)
     return found
+
+
+def png_text(path: Path, data: bytes) -> str:
+    """The text chunks of a PNG (tEXt, zTXt, iTXt; keys and values, decompressed), as one text; '' for any other
+    file. A PNG whose text PIL cannot read (a broken or oversized chunk) is scanned as bytes only."""
+    if not data.startswith(PNG_SIGNATURE):
+        return ""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            chunks = image.text
+    except Exception:  # noqa: BLE001 (no readable text chunk: nothing is hidden there)
+        return ""
+    return "\n".join(f"{key}\n{value}" for key, value in chunks.items())
 
 
 def weights_sha256(folder: str | Path) -> str:

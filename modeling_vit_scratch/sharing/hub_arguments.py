@@ -7,6 +7,7 @@ arguments as its own command line does (`PUSH`, `TRAIN`), and uses from then on 
 `get_full_repo_name` does), a revision given as `refs/heads/NAME` as NAME, so that every request and every line
 printed after names the repo and branch the push goes to."""
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -196,7 +197,7 @@ def check_access(token: str | None, secrets: list[str], names: Names) -> str | N
         response = getattr(error, "response", None)
         refused = isinstance(error, HfHubHTTPError) and response is not None and response.status_code in (401, 403)
         what, fix = (
-            ("does not accept the token", f"log in again with `hf auth login`, or {give_token(names)}")
+            ("does not accept the token", refused_token_fix(token, names))
             if refused
             else ("cannot be reached", f"check the network{names.later}")
         )
@@ -255,6 +256,20 @@ def check_private(repo_id: str, token: str | None, secrets: list[str], names: Na
             f"the repo private on the Hub first (its settings page), push to a new repo id, or leave out "
             f"{names.private.split()[0]}."
         )
+
+
+def refused_token_fix(token: str | None, names: Names) -> str:
+    """What to do about a token the Hub refused, by where it came from, in huggingface_hub's order: given
+    (--hub_token), then the environment (HF_TOKEN wins over the saved login), then the saved login."""
+    if token:
+        return "the token given with --hub_token: give a valid one, or leave it out to use HF_TOKEN or the saved login"
+    variable = next((name for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN") if os.environ.get(name)), None)
+    if variable:
+        return (
+            f"the token is {variable}'s, which wins over a saved login: unset {variable} (to use the saved login) "
+            "or set it to a valid token"
+        )
+    return f"the token is the saved login's: log in again with `hf auth login`, or {give_token(names)}"
 
 
 def give_token(names: Names) -> str:

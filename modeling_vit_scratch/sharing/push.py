@@ -257,6 +257,13 @@ def stage_repo(folder: Path, staging: Path, model, processor, card: str, measure
     (staging / "README.md").write_text(card)
 
 
+def title_and_description(message: str) -> tuple[str, str]:
+    """A commit message as git reads it: the first line is the title, the rest (blank lines around it dropped) the
+    description."""
+    title, _, rest = message.strip().partition("\n")
+    return title.strip(), rest.strip()
+
+
 def check_staged(folder: Path, staging: Path, digest: str, secrets: list[str]) -> None:
     """The staged repo holds only regular files, the package's own code, the folder's weights and no token, or
     nothing is uploaded."""
@@ -472,14 +479,18 @@ def push_to_hub(
                     CommitOperationAdd(path.name, str(path)) for path in sorted(staging.iterdir())
                 ]
                 reached("sending")
+                title, description = title_and_description(
+                    commit_message
+                    or f"Upload {model.config.model_type} model from {redact(folder.resolve().name, secrets)}"
+                )
                 commit = api.create_commit(
                     repo_id,
                     operations,
                     revision=target,
                     create_pr=create_pr,
                     parent_commit=None if create_pr else head,
-                    commit_message=commit_message
-                    or f"Upload {model.config.model_type} model from {redact(folder.resolve().name, secrets)}",
+                    commit_message=title,
+                    commit_description=description or None,
                 )
             except HUB_ERRORS as error:
                 left = (

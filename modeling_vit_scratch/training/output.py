@@ -9,6 +9,7 @@ weights: the model is written without it and the error line names what is missin
 
 import json
 import os
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 
@@ -225,9 +226,24 @@ def check_push_ready(training_args: TrainingArguments, hub_token: str | None) ->
 def push_trained_folder(training_args: TrainingArguments, hub_token: str | None) -> None:
     """`--push_to_hub`: the saved folder through the same gate as `vit-scratch push` (scripts/push_to_hub.py). A
     failure says the model is saved and how to push it again, without training again."""
+    from modeling_vit_scratch.common.commands import when_interrupted
+    from modeling_vit_scratch.sharing.command import STOPPED_AT
     from modeling_vit_scratch.sharing.push import PushError, push_to_hub
 
     folder, repo_id = training_args.output_dir, push_repo_id(training_args)
+    push = ["vit-scratch", "push", str(folder), repo_id]
+    push += ["--revision", training_args.hub_revision] if training_args.hub_revision else []
+    push += ["--private"] if training_args.hub_private_repo else []
+
+    def stopped(stage: str, commit: str | None = None) -> None:
+        """Ctrl-C from here on: training is done, so the line says what the push did and the push that finishes."""
+        where = STOPPED_AT[stage].format(repo=repo_id, commit=commit)
+        when_interrupted(
+            f"Training is done and the model is saved in {folder} (nothing is left to train). "
+            + where.replace("run the same command again", f"finish with: {shlex.join(push)}")
+        )
+
+    stopped("preparing")
     try:
         result = push_to_hub(
             folder,
@@ -235,6 +251,7 @@ def push_trained_folder(training_args: TrainingArguments, hub_token: str | None)
             private=bool(training_args.hub_private_repo),
             token=hub_token,
             revision=training_args.hub_revision,
+            reached=stopped,
         )
     except (PushError, ValueError, FileNotFoundError) as error:
         raise PushError(

@@ -8,6 +8,7 @@ import statistics
 
 import pytest
 import torch
+from entry_points import outcome
 from helpers import REPO, tiny_model_file
 
 from modeling_vit_scratch.benchmark import command, end_to_end, measure, models, report, timing
@@ -380,7 +381,7 @@ def test_a_tiny_run_measures_each_precision_against_its_own_matmul_rate_and_floa
     output = tmp_path / "results.json"
     flags = ["--configs", "digits-plain", "--modes", "train", "--implementations", "vit_scratch", "transformers-sdpa"]
     flags += ["--rounds", "1", "--chunks", "2", "--chunk_seconds", "0", "--warmup", "1", "--steps", "1"]
-    command.main([*flags, "--matmul_size", "128", "--json", str(output)])
+    command.main([*flags, "--matmul_size", "1024", "--json", str(output)])
     result = json.loads(output.read_text())
     rows = {(row["implementation"], row["precision"]): row for row in result["rows"]}
     assert set(rows) == {
@@ -451,6 +452,24 @@ def test_table_shows_the_precision_the_speed_up_over_float32_and_the_share_of_th
     table = report.markdown([{**row, **summary, "achieved_tflops": 0.5741, "matmul_fraction": 0.7834}])
     assert "| digits | inference | bf16-weights | 1 | vit_scratch |" in table
     assert table.splitlines()[2].endswith("| 2.50x | 0.574 | 78% |")
+
+
+def test_a_share_above_the_matmul_rate_is_shown_unmeasured_and_a_product_too_small_is_refused(tmp_path):
+    """A model above the product's rate means the product measured no peak: the cell says so instead of a share
+    over 100%; a --matmul_size that small is one line before anything is measured."""
+    runs = {name: samples([0.01, 0.02], [0.01]) for name in models.IMPLEMENTATIONS}
+    row = dict(
+        config="digits",
+        mode="inference",
+        batch=1,
+        implementation="vit_scratch",
+        **report.summarise(runs["vit_scratch"], runs),
+    )
+    table = report.markdown([{**row, "achieved_tflops": 0.5741, "matmul_fraction_over_peak": 208.3}])
+    assert table.splitlines()[2].endswith("| 0.574 | unmeasured (model above the product's rate) |")
+    result = outcome("benchmark", ["--matmul_size", "64", "--json", str(tmp_path / "r.json")])
+    assert result.one_line and "--matmul_size: 64 is out of range: give an integer >= 1024" in result.error
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_int8_is_an_inference_precision_measured_on_request():

@@ -75,7 +75,7 @@ def test_a_result_of_its_own_is_replaced_whole_and_a_new_one_written(tmp_path, m
     for path in (ours, tmp_path / "new.json"):
         assert outcome("benchmark", with_argument(Scenario(tmp_path).argv("benchmark"), "--json", path)).code == 0
     assert reached == [ours, tmp_path / "new.json"]
-    write_results(ours, {**RESULT, "rows": [1]})
+    write_results(ours, {**RESULT, "rows": [1]}, [])
     assert json.loads(ours.read_text())["rows"] == [1] and RESULT_KEYS <= json.loads(ours.read_text()).keys()
     assert sorted(os.listdir(tmp_path)) == ["results.json"]  # no staged file left
     assert ours.stat().st_mode & 0o777 == 0o644
@@ -86,6 +86,35 @@ def test_a_link_made_after_the_check_is_replaced_not_followed(tmp_path):
     target.write_text("the user's\n")
     link = tmp_path / "results.json"
     link.symlink_to(target)
-    write_results(link, RESULT)
+    write_results(link, RESULT, [])
     assert target.read_text() == "the user's\n"
     assert not link.is_symlink() and json.loads(link.read_text()) == RESULT
+
+
+TOKEN = "my-own-token-AbCdEfGhIjKl0123"  # not shaped like a Hub token: only knowing it masks it
+
+
+@pytest.mark.parametrize("given", [["--hub_token", TOKEN], [f"--hub_token={TOKEN}"]])
+def test_a_token_in_the_training_arguments_is_in_no_line_and_no_file(given, tmp_path, monkeypatch, capsys):
+    """Every secret of the training command the benchmark starts is known to its one redaction path: the table it
+    prints and the --json file it writes (argv, rows) mask it."""
+    row = dict(
+        recipe="configs/train_digits.json",
+        train_args=" ".join(given),  # as if a row kept what it was given: the writer still masks it
+        steps=2,
+        batch=8,
+        precision="float32",
+        end_to_end_seconds=2.0,
+        model_only_seconds=1.0,
+        ratio=2.0,
+        samples=[],
+    )
+    monkeypatch.setattr(command, "end_to_end", lambda args: [row])
+    results = tmp_path / "e2e.json"
+    argv = ["--end_to_end", "configs/train_digits.json", "--json", str(results), "--train_args", *given]
+    assert outcome("benchmark", argv).code == 0
+    printed = capsys.readouterr()
+    assert "configs/train_digits.json" in printed.out and TOKEN not in printed.out + printed.err
+    written = results.read_text()
+    assert TOKEN not in written and "***" in written
+    assert json.loads(written)["argv"][-1].endswith("***")

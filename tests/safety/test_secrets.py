@@ -26,7 +26,7 @@ from huggingface_hub import constants
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from modeling_vit_scratch.common.secrets import TOKEN_VARIABLES, redacting_logs
+from modeling_vit_scratch.common.secrets import TOKEN_VARIABLES, find_secrets, redacting_logs
 
 SECRET = "hf_SecretTokenOfThisUser0123456789abcd"  # what HF_TOKEN holds in the fast tests
 TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/\\"), max_size=12)
@@ -175,7 +175,9 @@ def test_the_hub_refusing_the_token_stops_the_run_before_training(tmp_path):
     assert done.returncode == 1 and "Traceback" not in done.stderr
     line = done.stderr.strip().splitlines()[-1]
     assert line.startswith(f"error: --push_to_hub true: the Hub at {hub.url} does not accept the token (HTTP 401")
-    assert line.endswith("log in again with `hf auth login`, or give a valid --hub_token or HF_TOKEN.")
+    assert line.endswith(
+        "the token given with --hub_token: give a valid one, or leave it out to use HF_TOKEN or the saved login."
+    )
     assert "not-the-token-of-anyone" not in done.stdout + done.stderr
     assert not (tmp_path / "out-train").exists() and not hub.repo_exists("local-user/x")
 
@@ -231,3 +233,73 @@ def test_a_model_folder_whose_settings_hold_a_token_is_refused_before_training(t
     assert result.one_line, result
     assert f"{folder / 'config.json'} holds or looks like a Hub token" in result.error and SECRET not in result.error
     assert not (tmp_path / "out-train").exists()
+
+
+def png_holding(path: Path, how: str) -> None:
+    """A picture whose text chunk holds SECRET: plain (tEXt), zlib-compressed (zTXt), or international (iTXt)."""
+    from PIL import Image, PngImagePlugin
+
+    info = PngImagePlugin.PngInfo()
+    if how == "iTXt compressed":
+        info.add_itxt("Comment", f"made with {SECRET}", lang="en", tkey="Kommentar", zip=True)
+    else:
+        info.add_text("Comment", f"made with {SECRET}", zip=how == "zTXt")
+    Image.new("RGB", (4, 4)).save(path, pnginfo=info)
+
+
+@pytest.mark.parametrize("how", ["tEXt", "zTXt", "iTXt compressed"])
+def test_the_staged_file_scan_reads_a_pictures_compressed_text(how, tmp_path):
+    """What push and train scan before a folder is sent or written (`find_secrets`) reads a PNG's text chunks as
+    PIL gives them, decompressed; a clean picture and a file that only looks like a PNG are not listed."""
+    from PIL import Image
+
+    png_holding(tmp_path / "figure.png", how)
+    Image.new("RGB", (4, 4)).save(tmp_path / "clean.png")
+    (tmp_path / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)
+    assert find_secrets(tmp_path, [SECRET]) == [tmp_path / "figure.png"]
+
+
+@pytest.mark.parametrize(
+    "source, fix",
+    [
+        (
+            "given",
+            "the token given with --hub_token: give a valid one, or leave it out to use HF_TOKEN or the saved login.",
+        ),
+        (
+            "HF_TOKEN",
+            (
+                "the token is HF_TOKEN's, which wins over a saved login: unset HF_TOKEN (to use the saved login) "
+                "or set it to a valid token."
+            ),
+        ),
+        ("saved login", "the token is the saved login's: log in again with `hf auth login`, or set a valid HF_TOKEN."),
+    ],
+)
+def test_a_refused_token_line_names_where_the_token_came_from(source, fix, tmp_path, monkeypatch):
+    """A stale HF_TOKEN beside a valid saved login: the 401 line says HF_TOKEN wins and how to fix it."""
+    from types import SimpleNamespace
+
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from modeling_vit_scratch.sharing import hub_arguments
+
+    for name in TOKEN_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    login = tmp_path / "login" / "token"
+    login.parent.mkdir()
+    login.write_text(SECRET)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(login))
+    if source == "HF_TOKEN":
+        monkeypatch.setenv("HF_TOKEN", "hf_StaleTokenOfThisUser0123456789abcdef")
+
+    def refuse(self):
+        response = SimpleNamespace(status_code=401, headers={}, request=None)  # what the error reads of a response
+        raise HfHubHTTPError("Invalid credentials", response=response)
+
+    monkeypatch.setattr(HfApi, "whoami", refuse)
+    names = hub_arguments.TRAIN if source == "given" else hub_arguments.PUSH
+    with pytest.raises(ValueError, match="does not accept the token") as refused:
+        hub_arguments.check_access("not-the-token-of-anyone" if source == "given" else None, [SECRET], names)
+    assert str(refused.value).endswith(fix)

@@ -350,3 +350,29 @@ def test_an_output_folder_given_as_a_link_is_the_users_choice_and_is_written_thr
     (tmp_path / "disk" / "inner").symlink_to(tmp_path)
     with pytest.raises(ValueError, match="holds symbolic links"):
         check_output_folder(tmp_path / "out", "--out")
+
+
+@pytest.mark.parametrize("name", ["convert", "explain"])  # train resolves --model first: the empty cache stops it
+def test_an_output_inside_the_hub_cache_of_the_model_it_reads_is_refused(tmp_path, monkeypatch, name):
+    """A Hub model is read from its folder in the Hub cache: an output inside that folder (its snapshot) is refused
+    as a local input's would be, before anything is loaded."""
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hub-cache"
+    snapshot_folder = cache / "models--local-user--t1" / "snapshots" / "0123abcd"
+    snapshot_folder.mkdir(parents=True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    scenario = Scenario(tmp_path / "work")
+    scenario.root.mkdir()
+    model_argument = {"explain": "--model", "convert": "--input"}[name]
+    argv = scenario.argv(name)
+    argv = (
+        [*argv[: argv.index(model_argument) + 1], "local-user/t1", *argv[argv.index(model_argument) + 2 :]]
+        if (model_argument in argv)
+        else [*argv, model_argument, "local-user/t1"]
+    )
+    before = snapshot(cache)
+    result = outcome(name, with_output(name, argv, snapshot_folder / "figs"))
+    assert result.code == 1 and result.one_line, result
+    assert f"is inside the input {model_argument} 'local-user/t1' (its Hub cache folder" in result.error, result.error
+    assert snapshot(cache) == before

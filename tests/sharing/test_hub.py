@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 from helpers import run_fresh, run_fresh_revisions, tiny_config
-from hub_server import TOKEN, local_hub  # noqa: F401  (the fixture)
+from hub_server import TOKEN, Store, local_hub  # noqa: F401  (the fixture)
 from huggingface_hub import ModelCard, constants
 
 from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchImageProcessor
@@ -119,9 +119,14 @@ def test_push_uploads_everything_and_loads_back_without_the_package(local_hub, t
     model = saved_folder(tmp_path / "run")
     newer = saved_folder(tmp_path / "run2", seed=1)
     first, second = push(
-        local_hub, tmp_path, dict(max_shard_size="40KB", commit_message="first model"), dict(folder=tmp_path / "run2")
+        local_hub,
+        tmp_path,
+        dict(max_shard_size="40KB", commit_message="first model\n\nwhy it was trained\nand how"),
+        dict(folder=tmp_path / "run2"),
     )
     assert len(first["commit_id"]) == 40 and first["repo_url"].endswith(REPO_ID)
+    model_commit = Store(local_hub.root).open(REPO_ID).history(first["commit_id"])[1][1]  # before the card's pin
+    assert (model_commit["title"], model_commit["message"]) == ("first model", "why it was trained\nand how")
     files = local_hub.files(REPO_ID, first["commit_id"])
     assert {
         "config.json",
