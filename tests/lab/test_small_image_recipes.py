@@ -12,7 +12,7 @@ from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
 from modeling_vit_scratch.modeling_vit_scratch import ViTScratchForImageClassification
 from modeling_vit_scratch.training.recipes import load_recipe
 
-SMALL_IMAGE_RECIPES = ("configs/train_small_images.json",)
+SMALL_IMAGE_RECIPES = ("configs/train_small_images.json", "configs/train_color_images.json")
 
 
 def parameter_count(model) -> int:
