@@ -252,13 +252,22 @@ def test_a_webdataset_folder_streams_with_the_class_names_its_readme_declares(tm
     ],
 )
 def test_a_held_out_split_of_a_stream_with_fewer_images_than_classes_is_one_line(
-    tmp_path, make, extra, split, expected
+    tmp_path, monkeypatch, make, extra, split, expected
 ):
     """The in-memory path's rule: a held-out split scores every class, so it holds at least one image per class."""
     from helpers import write_imagefolder
 
-    if make == "folder":  # 3 classes x 10 images: the rows hashed into the 10% test split are fewer than 3
+    from modeling_vit_scratch.training import streaming
+
+    if make == "folder":  # 3 classes x 10 images: each class's 0.png in validation, two 1.png in test
         dataset, classes = write_imagefolder(tmp_path / "images", per_class=10), 3
+        # a row's side hangs on its path's hash, and tmp_path differs from run to run: place the rows by name instead
+        named = {"0.png": 0.05, "cat/1.png": 0.15, "dog/1.png": 0.15}
+        monkeypatch.setattr(
+            streaming,
+            "held_out_share",
+            lambda row: next((v for k, v in named.items() if str(row["image"]["path"]).endswith(k)), 0.5),
+        )
     else:
         dataset, classes = write_shards(tmp_path / "set", shards=2), 2
     args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=1, seed=3, report_to="none")
@@ -273,7 +282,7 @@ def test_a_held_out_split_of_a_stream_with_fewer_images_than_classes_is_one_line
 def test_held_out_splits_of_a_stream_with_an_image_per_class_are_kept(tmp_path):
     from helpers import write_imagefolder
 
-    dataset = write_imagefolder(tmp_path / "images", per_class=10)
+    dataset = write_imagefolder(tmp_path / "images", per_class=20)  # about 18 rows a side: never under 3 by chance
     args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=1, seed=3, report_to="none")
     data_args = DataArguments(dataset=str(dataset), streaming=True, validation_fraction=0.3, test_fraction=0.3)
     stream = open_stream(data_args, args)
