@@ -177,7 +177,13 @@ def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_
     argv += ["--overwrite_output_dir", "true"]  # starts afresh: the command that resumes must turn it off
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "modeling_vit_scratch.cli", "train", *argv]
-    run = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a child inherits an ignored SIGINT (a test run in a background job has one): it gets Python's handler, so
+    # the Ctrl-C reaches the run as a terminal's would
+    ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        run = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, ignored)
     try:
         deadline = time.monotonic() + PROCESS_TIMEOUT
         while not any(is_complete_checkpoint(path) for path in checkpoints(output)):
