@@ -14,7 +14,7 @@ only when asked for, so `vit-scratch --help` needs no training packages. Every c
 import importlib
 import sys
 
-from modeling_vit_scratch.common.commands import entry_point
+from .common.commands import entry_point
 
 COMMAND = "vit-scratch"  # the installed command's name, as pyproject.toml's [project.scripts] gives it
 # sub-command -> (the module whose `main(argv)` runs it, what it does)
