@@ -57,5 +57,7 @@ def dispatch(argv: list[str]) -> None:
     importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:])
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python -m modeling_vit_scratch.cli: the same signal handling as `vit-scratch` from here on
+    from vit_scratch_command import run
+
+    run("modeling_vit_scratch.cli")

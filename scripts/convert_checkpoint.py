@@ -17,9 +17,8 @@ Once written, the folder is loaded back and its logits (final tokens for a model
 source model's on random images, in `--dtype` (float32, or bfloat16 with the looser tolerance the check prints).
 """
 
-import sys
-
-from modeling_vit_scratch.conversion.command import main
+# imported first, before the command's package (torch, transformers): Ctrl-C meanwhile is one line too
+from vit_scratch_command import run
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run("modeling_vit_scratch.conversion.command")

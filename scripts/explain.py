@@ -7,9 +7,8 @@ repo's `.py` files) runs only with --trust_remote_code. `--dtype bfloat16` loads
 are combined in float32 either way).
 """
 
-import sys
-
-from modeling_vit_scratch.explanation.command import main
+# imported first, before the command's package (torch, transformers): Ctrl-C meanwhile is one line too
+from vit_scratch_command import run
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run("modeling_vit_scratch.explanation.command")

@@ -6,9 +6,8 @@ holds a token. The token comes from HF_TOKEN or `hf auth login`; it is never pri
 finished by running the same command again.
 """
 
-import sys
-
-from modeling_vit_scratch.sharing.command import main
+# imported first, before the command's package (torch, transformers): Ctrl-C meanwhile is one line too
+from vit_scratch_command import run
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run("modeling_vit_scratch.sharing.command")

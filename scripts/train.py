@@ -6,9 +6,8 @@ of `modeling_vit_scratch.training.arguments.ModelArguments`, `DataArguments`, `O
 and `accelerate launch`. Bad input is one line, `error: ...`, before any long work; no token value is ever printed.
 """
 
-import sys
-
-from modeling_vit_scratch.training.command import main
+# imported first, before the command's package (torch, transformers): Ctrl-C meanwhile is one line too
+from vit_scratch_command import run
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run("modeling_vit_scratch.training.command")

@@ -8,7 +8,9 @@
 - Ctrl-C (SIGINT) and SIGTERM (what `kill`, `timeout` and cluster schedulers send) end the command with one line
   saying what was and was not done and how to go on, and the shell's exit code for the signal (130, 143). The line
   is the room's: it calls `when_interrupted` as its work advances (push: before and after its commit); before that,
-  the default says nothing was done.
+  the default says nothing was done. Before the command (Python importing torch) and after it (the interpreter's
+  exit), the signals are `vit_scratch_command`'s, which the `vit-scratch` command and the scripts run first: one
+  line there too.
 
 Training glue, never imported by the model files.
 """
@@ -25,11 +27,8 @@ from collections.abc import Callable
 from contextlib import contextmanager
 
 from modeling_vit_scratch.common.secrets import TOKEN_SHAPE, known_secrets, redact, redacting_logs
+from vit_scratch_command import ENDED, INTERRUPTED, NOTHING_DONE, SIGNALS, TERMINATED, exit_on_signal, holds_signals
 
-INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (SIGINT), as shells report it
-TERMINATED = 143  # the exit code of a command stopped by SIGTERM
-NOTHING_DONE = "Interrupted before any work was done: nothing was written or sent; run the same command again."
-# the start of something shaped like a Hub token that the next write may complete (`TOKEN_SHAPE`'s prefixes)
 TOKEN_START = re.compile(r"h(?:f(?:_[A-Za-z0-9]*)?)?\Z")
 
 
@@ -160,22 +159,44 @@ def redact_escaping_traceback(secrets: list[str]) -> None:
     sys.excepthook = hook
 
 
-@contextmanager
-def sigterm_interrupts():
-    """While inside, SIGTERM raises `Terminated` (a KeyboardInterrupt) instead of ending the process silently. Signal
-    handlers belong to the main thread: elsewhere this changes nothing."""
+def take_signals() -> dict | None:
+    """While a command runs, Ctrl-C raises KeyboardInterrupt and SIGTERM `Terminated` where the command is, so its
+    `finally` blocks run and the room's line is printed. Returns the handlers it replaced (None off the main thread,
+    where signal handlers cannot be set). An ignored SIGINT (a background job's) stays ignored."""
     if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+        return None
+    previous = {number: signal.getsignal(number) for number in SIGNALS}
 
     def terminate(signum, frame):
         raise Terminated
 
-    previous = signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    if previous[signal.SIGINT] is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, terminate)
+    return previous
+
+
+def hand_back_signals(previous: dict | None, stopped: bool) -> None:
+    """The command has ended: the signals go back to `vit_scratch_command` where it started the process (a signal
+    while the interpreter exits then ends it at once: silently if the command said why it stopped, else with one
+    line), or to the handlers `take_signals` replaced (the package used from Python)."""
+    if previous is None:
+        return
+    if holds_signals():
+        exit_on_signal(None if stopped else ENDED)
+        return
+    for number, handler in previous.items():
+        signal.signal(number, handler if handler is not None else signal.SIG_DFL)
+
+
+def stopping() -> None:
+    """The running command is saying why it stops (its line is being printed): from now on a further signal does not
+    cut that line short nor add another (torchrun sends SIGTERM to the processes that are left)."""
+    if _running:
+        _running[0]["stopped"] = True
+    if threading.current_thread() is threading.main_thread():
+        for number in SIGNALS:
+            signal.signal(number, signal.SIG_IGN)
 
 
 _running: list[dict] = []  # the commands running in this process, innermost last: what Ctrl-C would print for each
@@ -198,13 +219,16 @@ def entry_point(secrets: Callable[[list[str]], list[str]] | None = None):
     def decorate(main: Callable[[list[str]], None]) -> Callable[[list[str]], None]:
         @functools.wraps(main)
         def run(argv: list[str]) -> None:
-            _running.append({"line": NOTHING_DONE})
+            _running.append({"line": NOTHING_DONE, "stopped": False})
+            outermost = len(_running) == 1
+            previous = take_signals() if outermost else None  # an inner command runs inside the outer's handlers
             found = []
             try:
                 found = secrets(argv) if secrets else known_secrets()
-                with redacted_output(found), sigterm_interrupts():
+                with redacted_output(found):
                     main(argv)
             except KeyboardInterrupt as stop:  # the streams are back: the line is redacted here
+                stopping()
                 line = _running[-1]["line"]
                 line = line() if callable(line) else line
                 if line:
@@ -218,7 +242,9 @@ def entry_point(secrets: Callable[[list[str]], list[str]] | None = None):
                 redact_escaping_traceback(found)
                 raise
             finally:
-                _running.pop()
+                command = _running.pop()
+                if outermost:
+                    hand_back_signals(previous, command["stopped"])
 
         return run
 

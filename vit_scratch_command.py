@@ -1,0 +1,82 @@
+"""The first module the `vit-scratch` command and `scripts/*.py` run: Ctrl-C (SIGINT) and SIGTERM are one line from
+the process's first instant to its exit, then the command is imported and run.
+
+Before any command's code runs, Python spends seconds importing torch and transformers: importing anything in
+`modeling_vit_scratch` imports the package, which imports them. This module imports only the standard library and
+lives outside the package, so its handler is in place before those imports. Three phases, one owner each:
+
+- importing: a signal ends the process at once with the line that nothing was done (nothing was);
+- the command running: its `entry_point` (`modeling_vit_scratch/common/commands.py`) takes the signals and says what
+  was done, then hands them back here with `exit_on_signal`;
+- exiting (`atexit` callbacks, a library's clean-up, threads being joined): a signal ends the process at once with
+  one line saying the command had ended, or silently where the command has already said why it stopped.
+
+A signal the process was started ignoring (SIGINT in a shell's background job, under `nohup`) stays ignored.
+"""
+
+import importlib
+import os
+import signal
+import sys
+import threading
+
+INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (SIGINT), as shells report it
+TERMINATED = 143  # the exit code of a command stopped by SIGTERM
+NOTHING_DONE = "Interrupted before any work was done: nothing was written or sent; run the same command again."
+ENDED = "Interrupted while exiting, after the command had ended: its lines above say what it did."
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+_line: list[str | None] = [NOTHING_DONE]  # what a signal prints while no command holds the signals (None: nothing)
+_started = [False]  # whether `run` started this process's command
+
+
+def exit_at_once(number: int, frame) -> None:
+    """The signal handler outside a command: what was printed is flushed, the line said, the process ended with the
+    shell's code for the signal. It ends the process there (`os._exit`): an exception raised here, inside an import
+    or an `atexit` callback, would print a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, RuntimeError, ValueError):  # a closed stream, or one the signal interrupted mid-write
+            pass
+    if _line[0]:
+        try:
+            os.write(2, f"{_line[0]}\n".encode())
+        except OSError:
+            pass
+    os._exit(TERMINATED if number == signal.SIGTERM else INTERRUPTED)
+
+
+def exit_on_signal(line: str | None) -> None:
+    """From now on, until a command takes them, SIGINT and SIGTERM end the process at once with `line` (None: with
+    no line). Signal handlers belong to the main thread: elsewhere this changes nothing."""
+    _line[0] = line
+    if not holds_signals():
+        return
+    for number in SIGNALS:
+        if signal.getsignal(number) is not signal.SIG_IGN:
+            signal.signal(number, exit_at_once)
+
+
+def holds_signals() -> bool:
+    """Whether the process was started through `run`, and this is its main thread: the signals are this module's
+    before and after the command, not the caller's (Python used as a library keeps its own handlers)."""
+    return threading.current_thread() is threading.main_thread() and _started[0]
+
+
+def run(module: str, argv: list[str] | None = None) -> None:
+    """Import `module` (torch and transformers with it) with signals already one line, and run its `main(argv)`
+    (default: the process's arguments)."""
+    _started[0] = True
+    exit_on_signal(NOTHING_DONE)
+    main = importlib.import_module(module).main
+    try:
+        main(sys.argv[1:] if argv is None else argv)
+    finally:
+        if _line[0] == NOTHING_DONE:  # no command took the signals (`--help`, an unknown command): it has ended
+            exit_on_signal(ENDED)
+
+
+def main() -> None:
+    """The `vit-scratch` command (pyproject.toml's [project.scripts])."""
+    run("modeling_vit_scratch.cli")
