@@ -2,13 +2,14 @@
 command line and a JSON/YAML recipe), `train`, and the lines a user reads at the end. Bad input is one line,
 `error: ...`, before any long work; no token value is ever printed. Ctrl-C is one line too: the last checkpoint and the
 command that resumes from it; so is SIGTERM (what `kill`, `timeout` and cluster schedulers send): `interrupted_line`,
-printed by `common/commands.py`'s `entry_point`, which every command's `main` runs inside."""
+printed by `common/commands.py`'s `entry_point`, which every command's `main` runs inside. Under torchrun, a process
+whose run lost another of its processes (killed, interrupted, failed) says so in one line of the same kind."""
 
 import sys
 import time
 from pathlib import Path
 
-from modeling_vit_scratch.common.commands import entry_point, when_interrupted
+from modeling_vit_scratch.common.commands import entry_point, stopping, when_interrupted
 from modeling_vit_scratch.common.folders import (
     STAGING_PREFIX,
     checkpoints,
@@ -23,9 +24,15 @@ from modeling_vit_scratch.training.arguments import (
     recipe_inputs_read,
     resume_command,
 )
-from modeling_vit_scratch.training.distributed import leave_process_group, use_cpu_processes_without_accelerator
+from modeling_vit_scratch.training.distributed import (
+    leave_process_group,
+    lost_peer,
+    use_cpu_processes_without_accelerator,
+)
 from modeling_vit_scratch.training.precision import precision_words, training_precision
 from modeling_vit_scratch.training.trainer import train
+
+OTHER_PROCESS_STOPPED = 1  # the exit code of a process whose run lost another of its processes
 
 
 @entry_point(secrets=command_secrets)
@@ -51,6 +58,15 @@ def main(argv: list[str]) -> None:
         metrics = train(model_args, data_args, training_args, output_args, removed)
     except (ValueError, FileNotFoundError, PushError) as error:  # bad input or a failed push: one line, what and how
         sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}")
+    except RuntimeError as error:  # several processes: one of them stopped, and this one cannot go on without it
+        reason = lost_peer(error)
+        if reason is None:
+            raise
+        stopping()  # the launcher stops the processes that are left: its signal does not cut this line short
+        stopped = f"Another process of this run stopped (this one lost it: {reason}), and this one with it"
+        line = interrupted_line(training_args, output_args, started, removed, stopped=stopped)
+        print(redact(line, command_secrets(argv)), file=sys.stderr)
+        sys.exit(OTHER_PROCESS_STOPPED)
     leave_process_group()
     if training_args.process_index == 0:
         print(f"\nTest accuracy {metrics['test_accuracy']:.4f} ({metrics['wall_time_seconds']:.0f} s).")
@@ -67,9 +83,12 @@ def main(argv: list[str]) -> None:
         )  # a token in the folder's name is no reason to print it
 
 
-def interrupted_line(training_args, output_args, started: float, removed: list[str] = ()) -> str:
-    """What a user reads after Ctrl-C: what was removed (only what the run removed at the start, `removed`: the
-    checkpoints of the run that --overwrite_output_dir replaces), the last complete checkpoint and the exact command
+def interrupted_line(
+    training_args, output_args, started: float, removed: list[str] = (), stopped: str = "Interrupted"
+) -> str:
+    """What a user reads after Ctrl-C (or, `stopped` saying why, on a process whose run lost another of its
+    processes): what was removed (only what the run removed at the start, `removed`: the checkpoints of the run that
+    --overwrite_output_dir replaces), the last complete checkpoint and the exact command
     that resumes from it (or, before the first checkpoint, that the same command starts afresh). A run that
     overwrites counts only the checkpoints it wrote since it `started`: the old ones belong to the run it replaces.
     A checkpoint that holds the weights only (--save_only_model) cannot resume: the line says how to start from them."""
@@ -85,15 +104,15 @@ def interrupted_line(training_args, output_args, started: float, removed: list[s
         else f"nothing in {folder} was removed"
     )
     if not complete:
-        return f"Interrupted before the first checkpoint: {kept}; run the same command again to start afresh."
+        return f"{stopped} before the first checkpoint: {kept}; run the same command again to start afresh."
     kept = kept if replaced else f"everything in {folder} is kept"
     if missing_run_states(complete[-1]):  # --save_only_model: its weights, but not the run's states, were kept
         return (
-            f"Interrupted: {kept}; the last checkpoint, {complete[-1]}, holds the weights only (--save_only_model "
+            f"{stopped}: {kept}; the last checkpoint, {complete[-1]}, holds the weights only (--save_only_model "
             f"true), so it cannot resume the run: start from its weights with --model {complete[-1]} (without "
             "--resume_from_checkpoint) and another --output_dir."
         )
     return (
-        f"Interrupted: {kept}; the last checkpoint is {complete[-1]}; resume with: "
+        f"{stopped}: {kept}; the last checkpoint is {complete[-1]}; resume with: "
         f"{resume_command(output_args.overwrite_output_dir)}"
     )

@@ -9,6 +9,7 @@ model (FSDP) is saved whole: its weights gathered from every process (`full_stat
 """
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -111,6 +112,27 @@ class NodeProcesses:
     def node_main_rank(self) -> int:
         """The global rank of this node's first process (torchrun numbers a node's processes consecutively)."""
         return self.rank - self.local_rank
+
+
+# What gloo and NCCL say when a collective fails because another process of the group is gone (gloo's
+# transport/tcp/pair.cc: the peer's socket closed or reset; NCCL: the communicator aborted by its watchdog)
+PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "communicator was aborted")
+
+
+def lost_peer(error: BaseException) -> str | None:
+    """Why this process stopped, when `error` (or an error it arose from) says that another process of its run is
+    gone: killed, interrupted or failed, seen from here as a collective (the gradients' all-reduce, a gather) whose
+    peer closed its connection, or a lost rendezvous store. None otherwise, and in a run of one process. The reason
+    is the library's own first sentence, without its source-file prefix."""
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return None
+    seen: BaseException | None = error
+    while seen is not None:
+        message = " ".join(str(seen).split())
+        if isinstance(seen, (dist.DistNetworkError, dist.DistStoreError)) or any(s in message for s in PEER_GONE):
+            return re.sub(r"^\[[^\]]*\]\s*", "", message).split(". ")[0]
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 class OtherProcessFailed(RuntimeError):
