@@ -6,7 +6,10 @@
 - No output path holds a token: `--output_dir`, `--out`, `--output`, `--json` are refused in one line that does not
   echo it, before anything is written (a token never becomes a file name).
 - Ctrl-C and SIGTERM end every command with one line saying what was and was not done and how to go on, and exit
-  code 130 or 143; push's line says whether its model commit was made, and the same command finishes it.
+  code 130 or 143; push's line says whether its model commit was made, and the same command finishes it. That holds
+  from the process's first instant to its exit: while Python imports torch (the scripts and `vit-scratch` take the
+  signals first, `vit_scratch_command`), and while the interpreter exits after the command (its `atexit` clean-up).
+  Used from Python, a command hands the signals back as it found them.
 
 In this process where the rule can be tried so; two runs in new processes send the real signal and interrupt a push
 between its two commits (integration).
@@ -19,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -41,6 +45,7 @@ from modeling_vit_scratch.common.commands import (
     entry_point,
 )
 from modeling_vit_scratch.common.secrets import MASK, redact
+from vit_scratch_command import ENDED
 
 SHAPED = "hf_" + "Q" * 34  # a value shaped like a token that no variable holds
 OWN = "hf_own.token-of-a-local-hub"  # a known token of no Hub shape (an Enterprise Hub's, a local one's)
@@ -190,6 +195,93 @@ def test_ctrl_c_while_the_command_is_imported_is_the_line_that_nothing_was_done(
         cli.main(["convert", "--help"])
     assert stop.value.code == INTERRUPTED
     assert capsys.readouterr().err == NOTHING_DONE + "\n"
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, Terminated, None])
+def test_a_command_used_from_python_hands_the_signals_back_as_it_found_them(stop, tmp_path, monkeypatch):
+    """A notebook or a test calling `main` keeps its own handlers: the command takes SIGINT and SIGTERM only while it
+    runs, whether it finished, was interrupted or stopped with a line."""
+    ours = {number: lambda signum, frame: None for number in (signal.SIGINT, signal.SIGTERM)}
+    before = {number: signal.signal(number, handler) for number, handler in ours.items()}
+    try:
+        if stop:
+
+            def work(*args, **kwargs):
+                raise stop
+
+            monkeypatch.setattr(importlib.import_module(ENTRY_POINTS["explain"]), WORK["explain"], work)
+        outcome("explain", Scenario(tmp_path).argv("explain"))
+        after = {number: signal.getsignal(number) for number in ours}
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+    assert after == ours
+
+
+def started(command: list[str], env: dict) -> subprocess.Popen:
+    """`command` in a new process, as a terminal starts it (with Python's own SIGINT handler)."""
+    # a child inherits an ignored SIGINT (a test run in a background job has one): it gets Python's handler
+    ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(
+            command, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+    finally:
+        signal.signal(signal.SIGINT, ignored)
+
+
+def stopped_when(run: subprocess.Popen, stream, said: bytes, sent: int) -> tuple[str, str]:
+    """Send `sent` to `run` once it has written a line holding `said` to `stream`; what it printed, as text."""
+    seen = []
+    deadline = time.monotonic() + PROCESS_TIMEOUT
+    while not seen or said not in seen[-1]:
+        seen.append(stream.readline())
+        assert seen[-1] or run.poll() is None, b"".join(seen)[-3000:]
+        assert time.monotonic() < deadline
+    run.send_signal(sent)
+    stdout, stderr = run.communicate(timeout=PROCESS_TIMEOUT)
+    printed = b"".join(seen)
+    return (printed + stdout if stream is run.stdout else stdout).decode(), (
+        printed + stderr if stream is run.stderr else stderr
+    ).decode()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("sent, code", [(signal.SIGINT, INTERRUPTED), (signal.SIGTERM, TERMINATED)])
+def test_a_signal_while_python_imports_torch_for_a_script_is_the_line_that_nothing_was_done(tmp_path, sent, code):
+    """scripts/train.py stopped while Python imports the package's libraries (numpy imported, torch and transformers
+    on their way; `-X importtime` says so as it goes): before, Python's KeyboardInterrupt traceback."""
+    env = command_env(tmp_path)
+    run = started([sys.executable, "-X", "importtime", str(REPO / "scripts" / "train.py"), "--help"], env)
+    _, stderr = stopped_when(run, run.stderr, b" numpy\n", sent)
+    assert run.returncode == code, stderr[-3000:]
+    said = [line for line in stderr.splitlines() if not line.startswith("import time:")]
+    assert said == [NOTHING_DONE]
+
+
+# the installed `vit-scratch` command as pip writes it, with a clean-up that runs while the interpreter exits (as a
+# library's `atexit` callback or thread does) and says when it has started
+EXITING = """
+import atexit, sys, time
+atexit.register(lambda: (print("exiting", flush=True), time.sleep(600)))
+sys.argv[0] = "vit-scratch"
+from vit_scratch_command import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("argv", [["explain", "--help"], ["convert", "--from", "nowhere"]], ids=["done", "refused"])
+def test_a_signal_while_the_interpreter_exits_after_a_command_is_one_line(tmp_path, argv):
+    """Ctrl-C after the command has ended, in the interpreter's exit (before: `Exception ignored in atexit callback`
+    and a KeyboardInterrupt traceback, exit code 0): one line, the shell's code, what the command printed kept."""
+    env = command_env(tmp_path)
+    run = started([sys.executable, "-c", EXITING, *argv], env)
+    stdout, stderr = stopped_when(run, run.stdout, b"exiting", signal.SIGINT)
+    assert run.returncode == INTERRUPTED, stderr[-3000:]
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr
+    assert stderr.strip().splitlines()[-1] == ENDED
+    assert ("usage: vit-scratch explain" in stdout) if argv[0] == "explain" else "error: " in stderr
 
 
 # every path a command writes, by entry point: OUTPUT_ARGUMENT's folders, and the benchmark's results file
