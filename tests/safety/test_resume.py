@@ -18,7 +18,9 @@ and says how to go on.
   line naming both before the pre-flight: each checkpoint keeps its data set and a fingerprint of its splits.
 - SIGINT (Ctrl-C) or SIGTERM (`kill`, `timeout`, a cluster's scheduler) while training: one line naming the last
   complete checkpoint and the exact command that resumes from it, exit code 130 (143 for SIGTERM), every file kept;
-  that command resumes.
+  that command resumes. Under torchrun, a process whose run lost another (killed, interrupted, failed) says so in
+  one line of the same kind (before: gloo's 'Connection closed by peer' traceback and no line); any other error is
+  not taken for one.
 """
 
 import json
@@ -28,6 +30,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from entry_points import Scenario, outcome, run_command, with_argument
@@ -212,6 +215,131 @@ def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     record = json.loads((output / "training_record.json").read_text())
     assert (output / "model.safetensors").is_file() and "--resume_from_checkpoint true" in record["command"]
+
+
+# what gloo raises on a process whose peer has gone (from the gradients' all-reduce, through autograd)
+GLOO_PEER_GONE = (
+    "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+    "[127.0.0.1]:5512. This is typically caused by a remote worker crashing. Check the logs of the remote worker."
+)
+
+
+@pytest.fixture
+def two_processes(monkeypatch):
+    """`enter()` makes this process look like one of two joined processes, from then on (torch.distributed's own
+    answers): what a collective's error is read against."""
+    import torch.distributed as dist
+
+    def enter():
+        monkeypatch.setattr(dist, "is_initialized", lambda: True)
+        monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
+
+    return enter
+
+
+def chained(error: BaseException, cause: BaseException) -> BaseException:
+    error.__cause__ = cause
+    return error
+
+
+@pytest.mark.parametrize(
+    "error, reason",
+    [
+        (RuntimeError(GLOO_PEER_GONE), "Connection closed by peer [127.0.0.1]:5512"),
+        (
+            RuntimeError("[pair.cc:589] Read error [10.0.0.2]:41000: Connection reset by peer"),
+            "Read error [10.0.0.2]:41000: Connection reset by peer",
+        ),
+        (
+            chained(ValueError("a gather failed"), RuntimeError(GLOO_PEER_GONE)),
+            "Connection closed by peer [127.0.0.1]:5512",
+        ),
+        (RuntimeError("mat1 and mat2 shapes cannot be multiplied (4x3 and 5x6)"), None),
+    ],
+    ids=["closed", "reset", "raised-from-it", "other"],
+)
+def test_only_an_error_that_says_another_process_is_gone_is_a_lost_peer(error, reason, two_processes):
+    from modeling_vit_scratch.training.distributed import lost_peer
+
+    assert lost_peer(error) is None  # one process: no peer to lose
+    two_processes()
+    assert lost_peer(error) == reason
+
+
+@pytest.mark.parametrize("lost", [True, False], ids=["peer-gone", "other-error"])
+def test_a_process_that_lost_another_says_so_in_one_line_with_how_to_resume(
+    tmp_path, monkeypatch, capsys, lost, two_processes
+):
+    """In this process, the training's all-reduce failing as gloo fails when the other process is killed: one line,
+    what was kept and how to go on; any other error is not taken for it (its traceback, as a bug's)."""
+    from modeling_vit_scratch.training import command
+
+    output = tmp_path / "out"
+
+    def work(*args, **kwargs):
+        two_processes()
+        raise RuntimeError(GLOO_PEER_GONE if lost else "mat1 and mat2 shapes cannot be multiplied")
+
+    monkeypatch.setattr(command, "train", work)
+    done = outcome("train", Scenario(tmp_path).argv("train", output))
+    if not lost:
+        assert isinstance(done.traceback, RuntimeError) and "Another process" not in capsys.readouterr().err
+        return
+    assert done.code == command.OTHER_PROCESS_STOPPED and done.traceback is None
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "Another process of this run stopped (this one lost it: Connection closed by peer [127.0.0.1]:5512), and this "
+        f"one with it before the first checkpoint: nothing in {output} was removed; run the same command again to "
+        "start afresh."
+    )
+
+
+def rank_process(launcher: int, rank: int) -> int:
+    """The process id of the training process of `rank` that torchrun (process `launcher`) started."""
+    for child in Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split():
+        environment = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+        if f"RANK={rank}".encode() in environment:
+            return int(child)
+    raise AssertionError(f"torchrun started no process of rank {rank}")
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds torchrun's processes through /proc (Linux)")
+def test_a_process_whose_run_lost_another_under_torchrun_says_so_in_one_line(tmp_path):
+    """torchrun, 2 processes, the second killed (SIGTERM) after a checkpoint: it says nothing (the first speaks for
+    the run); the first, whose all-reduce lost its peer, prints the line naming the last checkpoint and the command
+    that resumes (before: gloo's RuntimeError traceback and no line). What follows is torchrun's own summary."""
+    output = tmp_path / "out"
+    argv = [*Scenario(tmp_path).argv("train", output), "--max_steps", "100000", "--save_strategy", "steps"]
+    argv += ["--save_steps", "1"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2"]
+    command = [*launcher, str(REPO / "scripts" / "train.py"), *argv]
+    run = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + PROCESS_TIMEOUT
+        while not any(is_complete_checkpoint(path) for path in checkpoints(output)):
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+            time.sleep(0.2)
+        os.kill(rank_process(run.pid, 1), signal.SIGTERM)
+        _, stderr = run.communicate(timeout=PROCESS_TIMEOUT)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode != 0
+    ours = stderr.split("Traceback (most recent call last)")[0]  # torchrun's summary, its own traceback, follows
+    assert "ChildFailedError" in stderr and "RuntimeError" not in stderr and "gloo" not in stderr, stderr[-3000:]
+    lines = [line for line in ours.splitlines() if line.startswith(("Another process", "Interrupted"))]
+    last = [path for path in checkpoints(output) if is_complete_checkpoint(path)][-1]
+    assert len(lines) == 1, ours[-3000:]
+    # torchrun may stop the first process (SIGTERM) before its all-reduce fails: it is then interrupted, as it says
+    assert lines[0].startswith(
+        (
+            "Another process of this run stopped (this one lost it: Connection closed by peer",
+            f"Interrupted: everything in {output} is kept; the last checkpoint is",
+        )
+    ), lines[0]
+    assert f"the last checkpoint is {last}; resume with: torchrun --nproc_per_node 2 " in lines[0]
+    assert lines[0].endswith("--resume_from_checkpoint true")
 
 
 @pytest.mark.parametrize(
