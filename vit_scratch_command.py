@@ -28,6 +28,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 _line: list[str | None] = [NOTHING_DONE]  # what a signal prints while no command holds the signals (None: nothing)
 _started = [False]  # whether `run` started this process's command
+_ignored: set[int] = set()  # the signals the process was started ignoring: they stay ignored
 
 
 def exit_at_once(number: int, frame) -> None:
@@ -53,9 +54,8 @@ def exit_on_signal(line: str | None) -> None:
     _line[0] = line
     if not holds_signals():
         return
-    for number in SIGNALS:
-        if signal.getsignal(number) is not signal.SIG_IGN:
-            signal.signal(number, exit_at_once)
+    for number in set(SIGNALS) - _ignored:
+        signal.signal(number, exit_at_once)
 
 
 def holds_signals() -> bool:
@@ -68,6 +68,7 @@ def run(module: str, argv: list[str] | None = None) -> None:
     """Import `module` (torch and transformers with it) with signals already one line, and run its `main(argv)`
     (default: the process's arguments)."""
     _started[0] = True
+    _ignored.update(number for number in SIGNALS if signal.getsignal(number) is signal.SIG_IGN)
     exit_on_signal(NOTHING_DONE)
     main = importlib.import_module(module).main
     try:

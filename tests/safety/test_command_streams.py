@@ -284,6 +284,48 @@ def test_a_signal_while_the_interpreter_exits_after_a_command_is_one_line(tmp_pa
     assert ("usage: vit-scratch explain" in stdout) if argv[0] == "explain" else "error: " in stderr
 
 
+# a command stopped by Ctrl-C in a process started with SIGINT as argv[1] says (ignored: a shell's background job):
+# the handlers once it has said its line, while the interpreter exits
+STOPPED_COMMAND = """
+import atexit, signal, sys
+if sys.argv[1] == "ignored":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def handlers():
+    found = [signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)]
+    print(*["SIG_IGN" if handler is signal.SIG_IGN else handler.__name__ for handler in found], flush=True)
+
+
+atexit.register(handlers)
+sys.modules["stopped"] = type(sys)("stopped")
+from modeling_vit_scratch.common.commands import entry_point
+
+@entry_point()
+def main(argv):
+    raise KeyboardInterrupt
+
+sys.modules["stopped"].main = main
+from vit_scratch_command import run
+run("stopped", [])
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("started, sigint", [("ignored", "SIG_IGN"), ("handled", "exit_at_once")])
+def test_after_a_command_stopped_the_signals_end_the_exit_at_once_unless_the_process_ignored_them(
+    tmp_path, started, sigint
+):
+    """The signals a command ignores while it says its line are given back as the process got them: SIGINT stays
+    ignored where it was, else it (and SIGTERM) ends the exit at once, without a second line."""
+    run = subprocess.run(
+        [sys.executable, "-c", STOPPED_COMMAND, started], env=command_env(tmp_path), capture_output=True, text=True
+    )
+    assert run.returncode == INTERRUPTED, run.stderr[-3000:]
+    assert run.stdout.split() == [sigint, "exit_at_once"]
+    assert run.stderr.strip() == NOTHING_DONE
+
+
 # every path a command writes, by entry point: OUTPUT_ARGUMENT's folders, and the benchmark's results file
 OUTPUT_PATHS = [*OUTPUT_ARGUMENT.items(), ("benchmark", "--json")]
 
