@@ -329,7 +329,9 @@ def train_in_claimed_folder(
         metrics["precision_choice"] = precision_choice
     if model_args.ema_decay is not None:  # the weights saved, and scored above, are the average
         metrics["ema_decay"] = model_args.ema_decay
+    _, new = architecture or model_config(model_args)
     notes = dict(
+        initial_weights=None if new else model_args.model,  # None: a new model, trained from its random start
         distillation=distillation_text(model_args),
         precision_choice=precision_choice,
         weight_average=ema_text(model_args.ema_decay),
@@ -386,10 +388,19 @@ def check_label_names(id2label: dict, dataset: str, secrets: list[str]) -> None:
 
 
 def check_training_steps(training_args: TrainingArguments, num_train: int) -> None:
-    """At least one optimisation step, or one line saying why not."""
+    """At least one optimisation step, or one line saying why not: a training split that yields a batch on every
+    process (`--dataloader_drop_last true` drops one that is not full), and steps or epochs to train."""
     if num_train == 0:
         raise ValueError(
             "The training split is empty: give a data set with training images (or a larger --max_train_samples)."
+        )
+    processes, batch = training_args.world_size, training_args.per_device_train_batch_size
+    if training_args.dataloader_drop_last and num_train < batch * processes:  # a batch for every process, or none
+        each = f" x {processes} processes" if processes > 1 else ""
+        raise ValueError(
+            f"--dataloader_drop_last true drops every batch of the training split: it holds {num_train} images, "
+            f"fewer than one batch (--per_device_train_batch_size {batch}{each}): lower "
+            "--per_device_train_batch_size, or leave out --dataloader_drop_last."
         )
     if training_args.max_steps <= 0 and training_args.num_train_epochs <= 0:
         raise ValueError(
