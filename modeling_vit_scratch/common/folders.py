@@ -43,6 +43,7 @@ LOCK_FILE = ".vit-scratch.lock"
 MARKER_FILE = ".vit-scratch-output"  # in every folder the package creates or claims for its output: "ours"
 # What a training run writes beside the model, read again by the push.
 RESULTS_FILE, RECORD_FILE, CURVES_FILE = "all_results.json", "training_record.json", "training_curves.png"
+CONVERSION_FILE = "conversion_record.json"  # a converted folder's: what its weights were converted from
 CONFUSION_FILE = "confusion_matrix.png"  # the test split's confusion matrix
 STAGING_PREFIX = ".saving-"
 PROBE_PREFIX = ".probe-"  # the write test's file: another process of the same run may see it for a moment
@@ -476,6 +477,7 @@ MODEL_FOLDER_FILES = {
     ".gitattributes",
     RESULTS_FILE,
     RECORD_FILE,
+    CONVERSION_FILE,
     CURVES_FILE,
     CONFUSION_FILE,
     "train_results.json",

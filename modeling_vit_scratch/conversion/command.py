@@ -106,7 +106,10 @@ def convert(args: argparse.Namespace) -> None:
         architecture = json.loads((written / "config.json").read_text())["architectures"][0]
         print(f"Wrote a transformers {architecture} folder to {args.output}")
     else:
-        save_converted(model, processor, args.output, overwrite=args.overwrite, check=check)
+        source = {"input": args.input, "from": args.source}
+        if args.source == "timm":
+            source["timm_model"] = args.timm_model
+        save_converted(model, processor, args.output, overwrite=args.overwrite, check=check, source=source)
         when_interrupted(f"Interrupted after the conversion was complete: {args.output} holds the new folder.")
         print(f"Wrote a vit_scratch folder to {args.output} ({model.num_parameters():,} parameters)")
     print(verdict[0])

@@ -17,8 +17,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from modeling_vit_scratch.common.folders import replaced_folder
+from modeling_vit_scratch.common.folders import CONVERSION_FILE, replaced_folder
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
+from modeling_vit_scratch.common.secrets import weights_sha256
 from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.common.weights import weight_files
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig, to_pair
@@ -425,14 +426,20 @@ def save_converted(
     output_dir: str | Path,
     overwrite: bool = False,
     check: Callable[[Path], None] | None = None,
+    source: dict | None = None,
 ) -> Path:
     """`save_pretrained` of the model and its processor into `output_dir`, all or nothing (see `replaced_folder`).
-    `check` is called with the written folder before it is moved into place: if it raises, nothing is replaced."""
+    `check` is called with the written folder before it is moved into place: if it raises, nothing is replaced.
+    `source` (what was converted: `input`, `from`, ...) is kept as `CONVERSION_FILE` with the weights' digest, so
+    the card a push writes says the weights were converted, not trained, while they are these weights."""
     with replaced_folder(output_dir, overwrite) as staging:
         model.save_pretrained(staging)
         processor.save_pretrained(staging)
         if check:
             check(staging)
+        if source is not None:
+            record = {**source, "weights_sha256": weights_sha256(staging)}
+            (staging / CONVERSION_FILE).write_text(json.dumps(record, indent=2) + "\n")
     return Path(output_dir)
 
 

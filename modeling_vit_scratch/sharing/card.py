@@ -161,6 +161,41 @@ def training_record(
     )
 
 
+def origin_text(record: dict, conversion: dict | None) -> str:
+    """Where the weights come from, as far as the folder can show it: its training record (trained, and from which
+    weights when it says), else its conversion record (converted, not trained), else nothing claimed."""
+    if record:
+        start = record.get("initial_weights")
+        return "trained with vit-scratch" + (f", starting from the weights of `{start}`" if start else "") + ","
+    if conversion:
+        return (
+            f"converted by vit-scratch from {conversion_source(conversion)}: its weights are that model's, "
+            "unchanged (vit-scratch did not train them); vit-scratch is"
+        )
+    return (
+        "of unknown origin: its folder holds no training or conversion record, so this card claims neither training "
+        "nor results. It runs on vit-scratch,"
+    )
+
+
+def conversion_source(conversion: dict) -> str:
+    """The converted model in words: `NAME` (a transformers ViT), or `FILE` (timm's ARCHITECTURE)."""
+    source = f"`{conversion.get('input')}`"
+    if conversion.get("timm_model"):
+        return f"{source} (timm's `{conversion['timm_model']}`)"
+    return f"{source} (a {conversion.get('from', 'another library')} model)"
+
+
+def scale_text(record: dict, num_parameters: int) -> str:
+    """What kind of model this is; 'trained from scratch' only where the record says it started from random
+    weights."""
+    if num_parameters >= 5_000_000:
+        return "a research model"
+    from_scratch = bool(record) and "initial_weights" in record and not record["initial_weights"]
+    trained = " trained from scratch on a small data set" if from_scratch else ""
+    return f"a small model{trained}: a teaching and research model, not a production classifier"
+
+
 def model_selection_text(training_args) -> str:
     """Which checkpoint the folder holds, in words: the best on validation or the last one trained."""
     if training_args.load_best_model_at_end:
@@ -176,10 +211,13 @@ def render_model_card(
     revision: str | None = None,
     template: str | Path = TEMPLATE,
     unmeasured: bool = False,
+    conversion: dict | None = None,
 ) -> ModelCard:
     """The card for a model folder. `metrics` (all_results.json) and `record` (training_record.json) are left out
     of the card when unknown; `model_id`/`revision` fill the loading example once the repo is known; `unmeasured`
-    says the weights were changed after training, so the training metrics are not theirs."""
+    says the weights were changed after training, so the training metrics are not theirs; `conversion`
+    (conversion_record.json, for a folder without a training record) says what the weights were converted from.
+    A folder with neither record gets a card that claims no training."""
     template = Path(template)
     if not template.is_file():
         raise FileNotFoundError(f"Model card template {template} not found: reinstall vit-scratch.")
@@ -201,6 +239,8 @@ def render_model_card(
     values = dict(
         card_data=card_data(config, metrics, dataset, model_name).to_yaml(),
         model_name=model_name,
+        origin_text=origin_text(record, conversion),
+        scale_text=scale_text(record, parameter_count(config)),
         size_name=size_name(config),
         patch=f"{patch_h}x{patch_w}",
         stem_text=stem_text(config),
@@ -274,11 +314,19 @@ def render_other_model_card(config, metrics: dict, record: dict) -> ModelCard:
     precision = precision_words(record.get("precision") or "float32", record.get("precision_choice"))
     text = (
         f"---\n{data.to_yaml()}\n---\n\n# {config.model_type} image classifier\n\n"
-        f"A transformers `{config.architectures[0] if config.architectures else config.model_type}` trained from "
-        f"scratch by vit-scratch's `scripts/train.py` on `{record['dataset']}` ({record['num_train']} training, "
+        f"A transformers `{config.architectures[0] if config.architectures else config.model_type}` trained"
+        f"{other_start(record)} by vit-scratch's `scripts/train.py` on `{record['dataset']}` ({record['num_train']} training, "
         f"{record['num_validation']} validation and {record['num_test']} test images), for {record['epochs']:g} "
         f"epochs, seed {record['seed']}, {precision}, e.g. as a teacher for a distilled ViT. The "
         "command:\n\n"
         f"```bash\n{record['command']}\n```\n\n## Results\n\n| split | metric | value |\n| --- | --- | --- |\n{rows}"
     )
     return ModelCard(text)
+
+
+def other_start(record: dict) -> str:
+    """Where a transformers model's training started, as the record says: from scratch, or from a model's weights."""
+    if "initial_weights" not in record:
+        return ""
+    start = record["initial_weights"]
+    return f" from the weights of `{start}`" if start else " from scratch"

@@ -35,7 +35,13 @@ import torch
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 from huggingface_hub.hf_api import RepoFile
 
-from modeling_vit_scratch.common.folders import CONFUSION_FILE, CURVES_FILE, RECORD_FILE, RESULTS_FILE
+from modeling_vit_scratch.common.folders import (
+    CONFUSION_FILE,
+    CONVERSION_FILE,
+    CURVES_FILE,
+    RECORD_FILE,
+    RESULTS_FILE,
+)
 from modeling_vit_scratch.common.model_folder import (
     check_processor_fits,
     check_vit_scratch_type,
@@ -174,6 +180,17 @@ def read_training_files(folder: Path) -> tuple[dict, dict]:
     )
 
 
+def conversion_record(folder: Path, digest: str) -> dict | None:
+    """What the folder's weights were converted from (`CONVERSION_FILE`, written by convert), while they are the
+    weights converted (`digest`); None otherwise, and the card then claims no origin."""
+    path = folder / CONVERSION_FILE
+    try:
+        record = json.loads(path.read_text()) if path.is_file() else None
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) and record.get("weights_sha256") == digest else None
+
+
 def unmeasured_reason(folder: Path, record: dict, digest: str) -> str | None:
     """Why the folder's model is not the one its record describes (None: it is): other weights than `digest` on
     record, or a config.json / preprocessor_config.json edited since. A record without `files_sha256` (written by
@@ -229,10 +246,17 @@ def local_card_note(folder: Path, config) -> list[str]:
     return [line]
 
 
-def model_card_text(config, metrics: dict, record: dict, measured: bool, repo_id: str, revision: str | None) -> str:
+def model_card_text(
+    config, metrics: dict, record: dict, measured: bool, repo_id: str, revision: str | None, conversion: dict | None
+) -> str:
     """The card (loading example pinned to `revision` if given); for unmeasured weights, without metrics and with
-    a note that says why. Its last line marks it as the push's own (`written_by_push`)."""
-    text = str(render_model_card(config, metrics, record, model_id=repo_id, revision=revision, unmeasured=not measured))
+    a note that says why; for a converted folder (`conversion`), what it was converted from. Its last line marks it
+    as the push's own (`written_by_push`)."""
+    text = str(
+        render_model_card(
+            config, metrics, record, model_id=repo_id, revision=revision, unmeasured=not measured, conversion=conversion
+        )
+    )
     text = text if text.endswith("\n") else text + "\n"
     return f"{text}{CARD_MARK.format(digest=hashlib.sha256(text.encode()).hexdigest())}\n"
 
@@ -427,6 +451,7 @@ def push_to_hub(
     check_folder(folder)
     digest = weights_sha256(folder)
     metrics, record, measured = measured_training_files(folder, digest, allow_unmeasured_weights)
+    conversion = None if record else conversion_record(folder, digest)  # a trained folder's record says it all
     checked = check_hub_arguments(
         repo_id,
         revision=revision,
@@ -444,7 +469,7 @@ def push_to_hub(
     target = None if create_pr else revision or "main"
     with tempfile.TemporaryDirectory() as staging:
         staging = Path(staging)
-        card = model_card_text(model.config, metrics, record, measured, repo_id, revision=None)
+        card = model_card_text(model.config, metrics, record, measured, repo_id, None, conversion)
         stage_repo(folder, staging, model, processor, card, measured, max_shard_size)
         check_staged(folder, staging, digest, secrets)
 
@@ -511,7 +536,9 @@ def push_to_hub(
             try:  # the model is there: its card may already be pinned, to this commit or to the model commit before
 
                 def card_for(commit: str) -> bytes:
-                    return model_card_text(model.config, metrics, record, measured, repo_id, commit).encode()
+                    return model_card_text(
+                        model.config, metrics, record, measured, repo_id, commit, conversion
+                    ).encode()
 
                 done = card_pinned_already(api, repo_id, model_commit, staging, card_for)
             except HUB_ERRORS as error:
@@ -524,7 +551,7 @@ def push_to_hub(
         if keep_card:
             return PushResult(repo_url, model_commit, commit.commit_url, pull_request_url, notes)
 
-        pinned_card = model_card_text(model.config, metrics, record, measured, repo_id, model_commit)
+        pinned_card = model_card_text(model.config, metrics, record, measured, repo_id, model_commit, conversion)
         if any(secret in pinned_card for secret in secrets):
             raise ValueError(f"The model card of {folder} would hold a Hub token; refusing to push it.")
         try:

@@ -11,6 +11,7 @@ This module is training glue: the model code never imports it.
 
 import math
 from collections.abc import Sequence
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -99,18 +100,39 @@ class AugmentedViews(torch.utils.data.Dataset):
         return {**row, "pixel_values": pixel_values}
 
 
+@contextmanager
+def every_row(training_args):
+    """`training_args` with `dataloader_drop_last` off while a loader is made: the evaluation loaders' own setting."""
+    kept = training_args.dataloader_drop_last
+    training_args.dataloader_drop_last = False
+    try:
+        yield
+    finally:
+        training_args.dataloader_drop_last = kept
+
+
 class AugmentingTrainer(LossWatchingTrainer):
     """The `Trainer` (stopped at the first non-finite loss: `loss_watch.py`), augmenting each training batch on the
     training device just before the step: `augmentation` (a `RandomShiftRotate`, a `policies.PhotoAugmentation`,
     or None for none), then `mixing` (a `mixing.BatchMixing`, whose soft targets `soft_target_loss` trains on, or
     None). Evaluation batches are never augmented; with `eval_flip` each is scored as the mean of its logits and
-    those of its mirror image (and the mean of the two losses)."""
+    those of its mirror image (and the mean of the two losses). Evaluation reads every row of its split whatever
+    `--dataloader_drop_last` says, which is for training: a dropped last batch would leave images of the split the
+    card counts unscored, or a split smaller than one batch with no score at all."""
 
     def __init__(self, *args, augmentation: nn.Module | None = None, mixing=None, eval_flip: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.augmentation = None if augmentation is None else augmentation.to(self.args.device)
         self.mixing = None if mixing is None else mixing.to(self.args.device)
         self.eval_flip = eval_flip
+
+    def get_eval_dataloader(self, eval_dataset=None):
+        with every_row(self.args):
+            return super().get_eval_dataloader(eval_dataset)
+
+    def get_test_dataloader(self, test_dataset):
+        with every_row(self.args):
+            return super().get_test_dataloader(test_dataset)
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         if self.augmentation is not None or self.mixing is not None:

@@ -8,9 +8,11 @@ middle of the first, silently, and its card would describe neither. Each checkpo
 `--dataset` argument, a fingerprint of the splits (every row's label and image: its file's path and size, or a hash of
 its bytes) and the settings that shape the run's course (`run_settings`). `check_resumed_settings` compares the
 settings before any data is read, `check_resumed_data` the splits before the pre-flight. A streamed run keeps its
-place in the stream instead of a fingerprint (`streaming.py`). What may change on resume (steps and epochs, logging,
-evaluation and saving cadence, output and reporting, the number of processes at the same total batch, the attention
-kernel) is left out of the settings: docs/safety.md lists both. This module is training glue: the model code never
+place in the stream instead of a fingerprint (`streaming.py`). The steps and epochs are settings too: the Trainer builds
+the learning-rate schedule for the run's total steps, so a resume with more would stretch the schedule it is halfway
+through (a longer run is a new run from the checkpoint's weights). What may change on resume (logging, evaluation and
+saving cadence, output and reporting, the number of processes at the same total batch, the attention kernel) is left
+out of the settings: docs/safety.md lists both. This module is training glue: the model code never
 imports it.
 """
 
@@ -90,6 +92,8 @@ STREAM_SETTINGS = (
 # transformers adds is classified before it is used). Compared: what the optimiser, the schedule, the loss, the
 # numbers, the rows and their order depend on.
 TRAINING_SETTINGS = (
+    "max_steps",
+    "num_train_epochs",
     "seed",
     "data_seed",
     "full_determinism",
@@ -120,15 +124,13 @@ TRAINING_SETTINGS = (
     "fp16",
     "tf32",
 )
-# Allowed to change: how long (steps, epochs), when to log, evaluate and save, what evaluation computes, where the
+# Allowed to change: when to log, evaluate and save, what evaluation computes, where the
 # output goes and who is told, how the processes share the same total batch (which `run_settings` compares itself),
 # how the same computation is run (kernels, compilation, recomputation, loading workers, the device), and the
 # arguments the package sets itself or that resuming reads from the checkpoint.
 ALLOWED_TRAINING_CHANGES = (
     "output_dir",
     "resume_from_checkpoint",
-    "max_steps",
-    "num_train_epochs",
     "per_device_train_batch_size",
     "gradient_accumulation_steps",
     "logging_strategy",
@@ -220,7 +222,13 @@ def run_settings(model_args, data_args, training_args) -> dict:
     settings = {name: getattr(model_args, name, None) for name in MODEL_SETTINGS}
     data = DATA_SETTINGS + (STREAM_SETTINGS if data_args.streaming else ())
     settings.update({name: getattr(data_args, name, None) for name in data})
+    if data_args.streaming:  # how a stream's rows are held out: a checkpoint of another rule would mix the sides
+        settings["held_out_rows"] = HELD_OUT_ROWS
     settings.update({name: getattr(training_args, name, None) for name in TRAINING_SETTINGS})
+    if settings["max_steps"] is None or settings["max_steps"] <= 0:  # -1: not given, the epochs set the steps
+        settings["max_steps"] = None
+    else:  # the Trainer reads no epochs when it is given steps
+        settings["num_train_epochs"] = None
     settings["total_train_batch_size"] = data_args.total_train_batch_size or (
         training_args.per_device_train_batch_size * training_args.world_size * training_args.gradient_accumulation_steps
     )
@@ -274,6 +282,13 @@ def check_resumed_settings(checkpoint: str, settings: dict) -> None:
     saved = json.loads(kept.read_text()).get("settings") if kept.is_file() else None
     if not saved:
         return
+    if "held_out_rows" in settings and saved.get("streaming") and "held_out_rows" not in saved:
+        raise ValueError(
+            f"--resume_from_checkpoint: {checkpoint} belongs to a stream held out by an earlier rule (its images' "
+            "absolute paths), and this version holds out other rows (by their paths inside the set), so the resumed "
+            f"run could validate and test on rows it trained on: start a new run from its weights (--model "
+            f"{checkpoint}, without --resume_from_checkpoint) in another --output_dir."
+        )
     differ = [name for name in settings if name in saved and saved[name] != settings[name]]
     if not differ:
         return
@@ -281,12 +296,25 @@ def check_resumed_settings(checkpoint: str, settings: dict) -> None:
         f"{SHOWN_NAMES.get(name, '--' + name)} {shown_setting(saved[name])} in it, {shown_setting(settings[name])} now"
         for name in differ
     )
+    new_run = "start a new run in another --output_dir."
+    if set(differ) & set(SCHEDULE_SETTINGS):
+        new_run = (
+            f"start a new run from its weights (--model {checkpoint}, without --resume_from_checkpoint) in another "
+            "--output_dir: its learning-rate schedule was built for the steps it was given, so a run of another "
+            "length is a new run."
+        )
     raise ValueError(
         f"--resume_from_checkpoint: {checkpoint} belongs to a run trained with other settings ({shown}): a resumed "
-        "run goes on as it started; resume with the settings it was trained with (drop the changes), or start a new "
-        "run in another --output_dir."
+        f"run goes on as it started; resume with the settings it was trained with (drop the changes), or {new_run}"
     )
 
+
+# the settings that set the run's total steps, for which the Trainer builds the learning-rate schedule
+SCHEDULE_SETTINGS = ("max_steps", "num_train_epochs")
+
+
+# which rule chose a stream's held-out rows (streaming.py `held_out_share`); kept so that another rule is refused
+HELD_OUT_ROWS = "image bytes, else path inside the set; label"
 
 # settings that no single argument gives, in words
 SHOWN_NAMES = {
@@ -301,6 +329,8 @@ def shown_setting(value) -> str:
         return "not given"
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, float) and value.is_integer():  # --num_train_epochs 3, as given
+        return str(int(value))
     if isinstance(value, dict | list):  # --lr_scheduler_kwargs and the like, as JSON, the way they are given
         return json.dumps(value, separators=(",", ":"))
     return str(value)

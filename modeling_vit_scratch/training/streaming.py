@@ -8,8 +8,9 @@ processed as they are read, and one that fails is skipped and counted (`--max_ba
 steps comes from `--max_steps`.
 
 Validation and test are bounded (`--max_eval_samples` each) and held in memory: the set's own `validation` /
-`test` splits, else rows held out by a hash of their image (`--validation_fraction`, `--test_fraction`), so the
-same image is always on the same side whatever the shard order or the number of processes.
+`test` splits, else rows held out by a hash of their image (its bytes, else its path inside the set) and label
+(`--validation_fraction`, `--test_fraction`), so the same image is always on the same side whatever the shard order,
+the number of processes or where the set lies.
 
 Resumption reads no skipped part again: each checkpoint holds every process's position in its stream
 (`stream_state_<rank>.json`: the pass, the `datasets` state at the start of the current window, the rows of the
@@ -24,6 +25,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import tarfile
 import zlib
 from dataclasses import dataclass
@@ -121,11 +123,26 @@ def check_shards(source: StreamSource) -> None:
             ) from None
 
 
-def held_out_share(row: dict) -> float:
-    """A number in [0, 1) fixed by the row's image (its bytes, else its path) and label: where the row goes."""
+def held_out_share(row: dict, root: str | None = None) -> float:
+    """A number in [0, 1) fixed by what the row holds inside its set: its image (its bytes, else its file's path
+    inside the set, `path_in_set`) and its label. So where the set lies (moved, copied, mounted elsewhere, a hub
+    set's revision) never moves a row from training to a held-out split."""
     cell = row["image"] or {}
-    key = cell.get("bytes") or str(cell.get("path")).encode()
+    key = cell.get("bytes") or path_in_set(str(cell.get("path")), root).encode()
     return zlib.crc32(key + str(row["label"]).encode()) / 2**32
+
+
+HUB_FILE = re.compile(r"^hf://datasets/[^@]+@[^/]+/")  # how `datasets` names a hub set's file: its repo at a revision
+
+
+def path_in_set(path: str, root: str | None) -> str:
+    """`path` from the set's own root: below `root` (a local folder) as a relative POSIX path, a hub file without its
+    repo and revision; any other path as it is."""
+    if root is not None:
+        inside = os.path.relpath(os.path.realpath(path), os.path.realpath(root))
+        if not inside.startswith(os.pardir):
+            return Path(inside).as_posix()
+    return HUB_FILE.sub("", path)
 
 
 def check_streaming_arguments(data_args, training_args) -> None:
@@ -219,7 +236,8 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
         split = split.select_columns([image_column, label_column])
         renames = {old: new for old, new in ((image_column, "image"), (label_column, "label")) if old != new}
         splits[name] = (split.rename_columns(renames) if renames else split).cast(features)
-    held_out, train = held_out_splits(splits, data_args)
+    root = source.path if Path(source.path).is_dir() else None  # a local set's rows are named from its folder
+    held_out, train = held_out_splits(splits, data_args, root)
     return Stream(
         train=assign_shards(train, training_args.seed, training_args.process_index, training_args.world_size),
         held_out=PreparedData(held_out, labels.names),
@@ -231,9 +249,10 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
     )
 
 
-def held_out_splits(splits: dict, data_args) -> tuple[dict, IterableDataset]:
+def held_out_splits(splits: dict, data_args, root: str | None = None) -> tuple[dict, IterableDataset]:
     """`validation` and `test` as in-memory `Dataset`s of at most `--max_eval_samples` rows each: the set's own
-    splits, else the rows whose `held_out_share` falls in their fraction; and the training rows that are left."""
+    splits, else the rows whose `held_out_share` (their paths read from `root`, a local set's folder) falls in their
+    fraction; and the training rows that are left."""
     train = splits["train"]
     shares = {"validation": (0.0, data_args.validation_fraction)}
     shares["test"] = (data_args.validation_fraction, data_args.validation_fraction + data_args.test_fraction)
@@ -245,7 +264,7 @@ def held_out_splits(splits: dict, data_args) -> tuple[dict, IterableDataset]:
         split = splits.get(name)
         if split is None:
             low, high = shares[name]
-            split = train.filter(lambda row, low=low, high=high: low <= held_out_share(row) < high)
+            split = train.filter(lambda row, low=low, high=high: low <= held_out_share(row, root) < high)
         rows = list(split.take(data_args.max_eval_samples))
         if not rows:
             raise ValueError(
@@ -255,7 +274,7 @@ def held_out_splits(splits: dict, data_args) -> tuple[dict, IterableDataset]:
         held[name] = Dataset.from_list(rows, features=Features(image=ImageFeature(), label=train.features["label"]))
     if carved:
         kept = [shares[name] for name in carved]
-        train = train.filter(lambda row: not any(low <= held_out_share(row) < high for low, high in kept))
+        train = train.filter(lambda row: not any(low <= held_out_share(row, root) < high for low, high in kept))
     return held, train
 
 

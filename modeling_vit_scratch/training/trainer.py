@@ -207,7 +207,7 @@ def train_in_claimed_folder(
             )
     set_global_batch_size(training_args, data_args.total_train_batch_size)
     if not data_args.streaming:
-        check_training_steps(training_args, len(data.splits["train"]), checkpoint)
+        check_training_steps(training_args, len(data.splits["train"]))
     check_metric_name(training_args, len(data.labels))
     check_label_names(data.id2label, data_args.dataset, known_secrets(hub_token))
     if checkpoint:  # before the pre-flight: a resumed run trains the labels its checkpoint's head was trained on
@@ -215,8 +215,9 @@ def train_in_claimed_folder(
         if architecture is not None:  # and the architecture this command resolves to with this data
             config, new = architecture
             check_resumed_architecture(checkpoint, with_data_fields(copy.deepcopy(config), new, model_args, data))
-        if not data_args.streaming:  # and on the splits it started with
+        if not data_args.streaming:  # and on the splits it started with, for as many steps
             check_resumed_data(checkpoint, data_args.dataset, fingerprint)
+            check_resumed_steps(training_args, len(data.splits["train"]), checkpoint)
     main_process = training_args.process_index == 0
     images = check_images_together(data.splits, data_args.check_images, main_process and not training_args.disable_tqdm)
     if main_process:
@@ -328,7 +329,9 @@ def train_in_claimed_folder(
         metrics["precision_choice"] = precision_choice
     if model_args.ema_decay is not None:  # the weights saved, and scored above, are the average
         metrics["ema_decay"] = model_args.ema_decay
+    _, new = architecture or model_config(model_args)
     notes = dict(
+        initial_weights=None if new else model_args.model,  # None: a new model, trained from its random start
         distillation=distillation_text(model_args),
         precision_choice=precision_choice,
         weight_average=ema_text(model_args.ema_decay),
@@ -384,36 +387,49 @@ def check_label_names(id2label: dict, dataset: str, secrets: list[str]) -> None:
         )
 
 
-def check_training_steps(training_args: TrainingArguments, num_train: int, checkpoint: str | None = None) -> None:
-    """At least one optimisation step, or one line saying why not; a resumed run (from `checkpoint`) must ask for at
-    least the steps its checkpoint has trained, or the card would contradict the command. Asking for exactly those
-    finishes the run (a run stopped after its last step, before its model folder was written): the Trainer trains
-    no more, and the run evaluates, tests and writes the model folder."""
+def check_training_steps(training_args: TrainingArguments, num_train: int) -> None:
+    """At least one optimisation step, or one line saying why not: a training split that yields a batch on every
+    process (`--dataloader_drop_last true` drops one that is not full), and steps or epochs to train."""
     if num_train == 0:
         raise ValueError(
             "The training split is empty: give a data set with training images (or a larger --max_train_samples)."
+        )
+    processes, batch = training_args.world_size, training_args.per_device_train_batch_size
+    if training_args.dataloader_drop_last and num_train < batch * processes:  # a batch for every process, or none
+        each = f" x {processes} processes" if processes > 1 else ""
+        raise ValueError(
+            f"--dataloader_drop_last true drops every batch of the training split: it holds {num_train} images, "
+            f"fewer than one batch (--per_device_train_batch_size {batch}{each}): lower "
+            "--per_device_train_batch_size, or leave out --dataloader_drop_last."
         )
     if training_args.max_steps <= 0 and training_args.num_train_epochs <= 0:
         raise ValueError(
             f"--num_train_epochs {training_args.num_train_epochs:g} trains nothing: give "
             "--num_train_epochs > 0 or --max_steps >= 1."
         )
-    if not checkpoint:
-        return
+
+
+def check_resumed_steps(training_args: TrainingArguments, num_train: int, checkpoint: str) -> None:
+    """A resumed run plans the total steps its checkpoint's run planned, for which the Trainer built the
+    learning-rate schedule, or one line (`--max_steps` and `--num_train_epochs` are compared before any data is read;
+    this compares the total, whatever set it). The same total finishes a run stopped after its last step, before its
+    model folder was written: the Trainer trains no more, and the run evaluates, tests and writes the model folder."""
     state = json.loads((Path(checkpoint) / "trainer_state.json").read_text())
-    done, planned = steps_trained(checkpoint), planned_steps(training_args, num_train)
-    if planned < done:
-        asked = (
-            f"--max_steps {training_args.max_steps}"
-            if training_args.max_steps > 0
-            else f"--num_train_epochs {training_args.num_train_epochs:g}"
-        )
-        raise ValueError(
-            f"--resume_from_checkpoint: {checkpoint} has trained {done} steps (epoch {state.get('epoch', 0):g}), and "
-            f"{asked} ends at step {planned}, before it: a resume cannot train fewer steps than its checkpoint has; "
-            f"ask for step {done} or more (--num_train_epochs or --max_steps), or start a new run in another "
-            "--output_dir."
-        )
+    planned = planned_steps(training_args, num_train)
+    scheduled = state.get("max_steps") or steps_trained(checkpoint)  # a state without it: at least its steps
+    if planned == scheduled or (not state.get("max_steps") and planned > scheduled):
+        return
+    asked = (
+        f"--max_steps {training_args.max_steps}"
+        if training_args.max_steps > 0
+        else f"--num_train_epochs {training_args.num_train_epochs:g}"
+    )
+    raise ValueError(
+        f"--resume_from_checkpoint: {checkpoint} belongs to a run of {scheduled} steps (it has trained "
+        f"{steps_trained(checkpoint)}), and {asked} plans {planned}: its learning-rate schedule was built for "
+        f"{scheduled}, and a resumed run goes on as it started; resume with the steps it was given, or start a new "
+        f"run from its weights (--model {checkpoint}, without --resume_from_checkpoint) in another --output_dir."
+    )
 
 
 def steps_trained(checkpoint: str) -> int:

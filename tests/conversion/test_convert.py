@@ -190,6 +190,15 @@ def test_convert_script_both_ways(tmp_path):
     back = ViTForImageClassification.from_pretrained(tmp_path / "back")
     for key, tensor in reference.state_dict().items():
         assert torch.equal(back.state_dict()[key], tensor), key
+    # the converted folder says what it was converted from, for the card a push writes (never 'trained')
+    from modeling_vit_scratch.common.secrets import weights_sha256
+
+    kept = json.loads((tmp_path / "ours" / "conversion_record.json").read_text())
+    assert kept == {
+        "input": str(tmp_path / "reference"),
+        "from": "transformers",
+        "weights_sha256": weights_sha256(tmp_path / "ours"),
+    }
     failed = subprocess.run(
         [
             sys.executable,

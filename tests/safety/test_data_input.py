@@ -7,6 +7,11 @@
   cache), without echoing the token.
 - A resumed run whose data has other classes than its checkpoint's config.json (renamed, or another count) is one
   line naming both, before the image pre-flight decodes anything.
+- Every split yields a batch: evaluation reads every row of the validation and test splits whatever
+  `--dataloader_drop_last` says (before: with the option, a split smaller than the evaluation batch was scored on
+  nothing and the run failed after training, and a larger one lost its last images); a training split that
+  `--dataloader_drop_last true` would leave without a batch is one line before the pre-flight (before: a `max_steps`
+  error from the Trainer after the pre-flight).
 """
 
 import shutil
@@ -117,7 +122,7 @@ def test_resuming_with_other_classes_than_the_checkpoints_is_refused_before_the_
     monkeypatch.setattr(trainer_module, "check_images", lambda *args, **kwargs: decoded.append(args))
     for resume in ("true", str(checkpoint)):
         argv = train_on(scenario, other, "--save_strategy", "epoch", "--eval_strategy", "epoch")
-        done = outcome("train", argv + ["--resume_from_checkpoint", resume, "--num_train_epochs", "2"])
+        done = outcome("train", argv + ["--resume_from_checkpoint", resume])
         assert done.one_line, done
         assert done.error.startswith(
             f"error: The checkpoint '{checkpoint}' was trained on 3 classes (a, b, c) but the data set {other} has "
@@ -249,3 +254,53 @@ def test_a_class_name_with_control_or_invisible_characters_is_refused_showing_it
     assert f"({name!r})" in done.error and "\x1b" not in done.error and "\n" not in done.error
     assert done.error.endswith("with printable characters only.")
     assert not (tmp_path / "out-train" / "config.json").exists()
+
+
+@pytest.mark.integration
+def test_drop_last_never_drops_an_evaluated_image(tmp_path):
+    """6 validation and 6 test images, read in batches of 4 with --dataloader_drop_last true: every one is scored."""
+    import json
+
+    scenario = Scenario(tmp_path)
+    output = tmp_path / "out"
+    argv = [*scenario.argv("train", output), "--dataloader_drop_last", "true", "--per_device_eval_batch_size", "4"]
+    argv += ["--per_device_train_batch_size", "4"]
+    result = outcome("train", argv)
+    assert result.code == 0, result
+    metrics = json.loads((output / "all_results.json").read_text())
+    record = json.loads((output / "training_record.json").read_text())
+    scored = sum(map(sum, metrics["test_confusion_matrix"]["matrix"]))
+    assert scored == record["num_test"] and record["num_test"] % 4 != 0, (scored, record)
+
+
+@pytest.mark.parametrize("images, processes, refused", [(7, 1, True), (8, 1, False), (15, 2, True), (16, 2, False)])
+def test_a_training_split_left_without_a_batch_by_drop_last_is_one_line(monkeypatch, images, processes, refused):
+    from transformers import TrainingArguments
+
+    from modeling_vit_scratch.training.trainer import check_training_steps
+
+    args = TrainingArguments("out", report_to="none", use_cpu=True, per_device_train_batch_size=8)
+    monkeypatch.setattr(TrainingArguments, "world_size", property(lambda self: processes))
+    check_training_steps(args, images)  # without the option, a batch that is not full is read
+    args.dataloader_drop_last = True
+    if not refused:
+        check_training_steps(args, images)
+        return
+    with pytest.raises(ValueError) as error:
+        check_training_steps(args, images)
+    each = " x 2 processes" if processes > 1 else ""
+    assert str(error.value) == (
+        f"--dataloader_drop_last true drops every batch of the training split: it holds {images} images, fewer than "
+        f"one batch (--per_device_train_batch_size 8{each}): lower --per_device_train_batch_size, or leave out "
+        "--dataloader_drop_last."
+    )
+
+
+@pytest.mark.integration
+def test_drop_last_with_a_training_split_under_one_batch_is_refused_before_the_preflight(tmp_path, monkeypatch):
+    scenario = Scenario(tmp_path)
+    monkeypatch.setattr(trainer_module, "check_images_together", lambda *a, **k: pytest.fail("ran the pre-flight"))
+    argv = [*scenario.argv("train"), "--dataloader_drop_last", "true", "--per_device_train_batch_size", "64"]
+    result = outcome("train", argv)
+    assert result.code == 1 and result.one_line, result
+    assert result.error.startswith("error: --dataloader_drop_last true drops every batch of the training split: ")

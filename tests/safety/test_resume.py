@@ -7,13 +7,15 @@ and says how to go on.
   with its data (a grayscale set's one channel), so the command printed on Ctrl-C always resumes (before: 'num_channels:
   1 in it, 3 asked' with no override given). The settings that shape the run's course (seed, total batch, EMA,
   learning rate, augmentation, ...) are kept in each checkpoint and compared (before: a changed batch, seed or
-  shuffle buffer accepted silently, an EMA dropped); what may change (steps, cadence, reporting, processes at the same
-  total batch) is no setting.
+  shuffle buffer accepted silently, an EMA dropped); what may change (cadence, reporting, processes at the same total
+  batch) is no setting.
 - `--resume_from_checkpoint true` into a folder that does not exist, or holds no checkpoint, says so (before: 'start
   a new run with --overwrite_output_dir true').
-- `--resume_from_checkpoint true` with `--num_train_epochs` or `--max_steps` that end before the checkpoint's step
-  is one line before training (before: 0 steps trained, and a card that contradicted the command); ending at its
-  step finishes a run stopped after its last step (the command printed on Ctrl-C then works).
+- `--resume_from_checkpoint true` with other `--num_train_epochs` or `--max_steps` (more or fewer) is one line before
+  any data is read (before: more steps stretched the learning-rate schedule silently; fewer trained 0 steps), and a
+  total of steps other than the one the schedule was built for, whatever set it, is one line before the pre-flight;
+  the line says that a longer run is a new run from the checkpoint's weights. The same steps finish a run stopped
+  after its last step (the command printed on Ctrl-C then works).
 - `--resume_from_checkpoint true` with another `--dataset` (the same classes, other images), or other splits, is one
   line naming both before the pre-flight: each checkpoint keeps its data set and a fingerprint of its splits.
 - SIGINT (Ctrl-C) or SIGTERM (`kill`, `timeout`, a cluster's scheduler) while training: one line naming the last
@@ -33,7 +35,7 @@ import time
 from pathlib import Path
 
 import pytest
-from entry_points import Scenario, outcome, run_command, with_argument
+from entry_points import Scenario, outcome, with_argument
 from helpers import PROCESS_TIMEOUT, REPO, write_imagefolder
 
 from modeling_vit_scratch.common.folders import LOCK_FILE, checkpoints, is_complete_checkpoint
@@ -82,7 +84,7 @@ def test_resuming_another_architecture_or_other_settings_is_one_line_naming_each
     output = scenario.root / "out-train"
     before = snapshot(output)
     monkeypatch.setattr(trainer_module, "load_image_dataset", lambda *a, **k: pytest.fail("read the data"))
-    argv = with_argument(with_argument(argv, "--num_train_epochs", 3), "--resume_from_checkpoint", "true")
+    argv = with_argument(argv, "--resume_from_checkpoint", "true")
     result = outcome("train", with_argument(argv, *change))
     assert result.code == 1 and result.one_line, result
     assert f"{output / 'checkpoint-2'}" in result.error and all(part in result.error for part in said), result
@@ -92,20 +94,55 @@ def test_resuming_another_architecture_or_other_settings_is_one_line_naming_each
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("asked", [("--num_train_epochs", 1), ("--max_steps", 1)])
-def test_resuming_with_fewer_steps_than_trained_is_one_line_before_training(trained, asked):
+@pytest.mark.parametrize(
+    "asked, shown",
+    [
+        (("--num_train_epochs", 3), "--num_train_epochs 2 in it, 3 now"),
+        (("--num_train_epochs", 1), "--num_train_epochs 2 in it, 1 now"),
+        (("--max_steps", 5), "--max_steps not given in it, 5 now; --num_train_epochs 2 in it, not given now"),
+    ],
+)
+def test_resuming_with_other_steps_is_one_line_before_any_data_is_read(trained, asked, shown, monkeypatch):
+    """More steps would stretch the learning-rate schedule the run is halfway through; fewer would train none."""
+    import modeling_vit_scratch.training.trainer as trainer_module
+
     scenario, argv = trained
     output = scenario.root / "out-train"
     before = snapshot(output)
+    monkeypatch.setattr(trainer_module, "load_image_dataset", lambda *a, **k: pytest.fail("read the data"))
     result = outcome("train", with_argument(with_argument(argv, *asked), "--resume_from_checkpoint", "true"))
     assert result.code == 1 and result.one_line, result
     checkpoint = output / "checkpoint-2"
     assert result.error == (
-        f"error: --resume_from_checkpoint: {checkpoint} has trained 2 steps (epoch 2), and {asked[0]} {asked[1]} ends "
-        "at step 1, before it: a resume cannot train fewer steps than its checkpoint has; ask for step 2 or more "
-        "(--num_train_epochs or --max_steps), or start a new run in another --output_dir."
+        f"error: --resume_from_checkpoint: {checkpoint} belongs to a run trained with other settings ({shown}): a "
+        "resumed run goes on as it started; resume with the settings it was trained with (drop the changes), or "
+        f"start a new run from its weights (--model {checkpoint}, without --resume_from_checkpoint) in another "
+        "--output_dir: its learning-rate schedule was built for the steps it was given, so a run of another length "
+        "is a new run."
     )
     assert snapshot(output) == before
+
+
+def test_a_resume_planning_another_total_of_steps_is_one_line_whatever_set_it(tmp_path):
+    """The total the schedule was built for (the checkpoint's `trainer_state.json`) against the total this run plans:
+    a checkpoint that kept no settings, or a total set by something other than the steps and epochs, is compared."""
+    from transformers import TrainingArguments
+
+    from modeling_vit_scratch.training.trainer import check_resumed_steps
+
+    checkpoint = tmp_path / "checkpoint-2"
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 2, "max_steps": 4, "epoch": 2}))
+    args = TrainingArguments("out", report_to="none", use_cpu=True, num_train_epochs=4, per_device_train_batch_size=8)
+    check_resumed_steps(args, 8, str(checkpoint))  # 8 images in batches of 8 for 4 epochs: the 4 steps planned
+    with pytest.raises(ValueError) as refused:
+        check_resumed_steps(args, 16, str(checkpoint))  # twice the rows: 8 steps
+    assert str(refused.value) == (
+        f"--resume_from_checkpoint: {checkpoint} belongs to a run of 4 steps (it has trained 2), and "
+        "--num_train_epochs 4 plans 8: its learning-rate schedule was built for 4, and a resumed run goes on as it "
+        "started; resume with the steps it was given, or start a new run from its weights (--model "
+        f"{checkpoint}, without --resume_from_checkpoint) in another --output_dir."
+    )
 
 
 @pytest.mark.integration
@@ -152,7 +189,7 @@ def test_resuming_on_other_data_is_one_line_naming_both_data_sets(trained, chang
     assert kept["dataset"] == str(scenario.images())
     before = snapshot(output)
     monkeypatch.setattr(trainer_module, "check_images_together", lambda *a, **k: pytest.fail("ran the pre-flight"))
-    argv = with_argument(with_argument(argv, "--num_train_epochs", 3), "--resume_from_checkpoint", "true")
+    argv = with_argument(argv, "--resume_from_checkpoint", "true")
     if change == "dataset":  # the same classes and file names, other images
         other = write_imagefolder(scenario.root / f"other-{change}", per_class=10, size=(12, 11))
         argv = with_argument(argv, "--dataset", other)
@@ -208,13 +245,19 @@ def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_
     assert resume[-4:-2] == ["--overwrite_output_dir", "false"] and resume.count("--overwrite_output_dir") == 1
     assert (output / ".vit-scratch-output").is_file() and last.is_dir()
 
-    step = json.loads((last / "trainer_state.json").read_text())["global_step"]
-    args = resume[resume.index("train") + 1 :]  # the command as printed, with fewer steps to go
-    args[args.index("--max_steps") + 1] = str(step + 2)
-    resumed = run_command("train", args)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    record = json.loads((output / "training_record.json").read_text())
-    assert (output / "model.safetensors").is_file() and "--resume_from_checkpoint true" in record["command"]
+    # the command as printed passes every check and trains on from that checkpoint (its 100000 steps are not run)
+    from transformers import Trainer
+
+    started = []
+
+    def stop_at_once(self, *args, **kwargs):
+        started.append(kwargs.get("resume_from_checkpoint"))
+        raise KeyboardInterrupt
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Trainer, "train", stop_at_once)
+        resumed = outcome("train", resume[resume.index("train") + 1 :])
+    assert resumed.code == 130 and started == [str(last)], (resumed, started)
 
 
 # what gloo raises on a process whose peer has gone (from the gradients' all-reduce, through autograd)
@@ -476,8 +519,6 @@ def test_a_resume_with_any_setting_changed_names_it_both_ways(tmp_path, name):
 @pytest.mark.parametrize(
     "allowed",
     [
-        dict(max_steps=9),
-        dict(num_train_epochs=7),
         dict(logging_steps=3, eval_steps=3, save_steps=3, eval_strategy="steps", save_strategy="steps"),
         dict(report_to="tensorboard", run_name="again", disable_tqdm=True),
         dict(per_device_train_batch_size=4, gradient_accumulation_steps=2),  # the same total batch, shared otherwise
@@ -575,11 +616,11 @@ def test_the_command_printed_on_interrupt_resumes_a_run_whose_architecture_took_
     assert json.loads((output / "checkpoint-2" / "config.json").read_text())["num_channels"] == 1
     resume = shlex.split(line.split("resume with: ", 1)[1])
     monkeypatch.setattr(Trainer, "train", original)
-    args = with_argument(resume[resume.index("train") + 1 :], "--max_steps", 3)  # the printed command, a step more
+    args = resume[resume.index("train") + 1 :]  # the printed command: it finishes the run
     resumed = outcome("train", args)
     assert resumed.code == 0, resumed
-    assert json.loads((output / "checkpoint-3" / "trainer_state.json").read_text())["global_step"] == 3
-    overridden = outcome("train", [*with_argument(args, "--max_steps", 4), "--config_overrides", "num_channels=3"])
+    assert json.loads((output / "config.json").read_text())["num_channels"] == 1
+    overridden = outcome("train", [*args, "--config_overrides", "num_channels=3"])
     assert overridden.one_line and "(num_channels: 1 in it, 3 asked)" in overridden.error, overridden
 
 
@@ -647,7 +688,7 @@ def test_a_run_saved_with_save_only_model_is_refused_on_resume_before_any_data_i
     assert outcome("train", argv).code == 0
     before = snapshot(output)
     monkeypatch.setattr(trainer_module, "load_image_dataset", lambda *a, **k: pytest.fail("read the data"))
-    result = outcome("train", [*with_argument(argv, "--max_steps", 2), "--resume_from_checkpoint", "true"])
+    result = outcome("train", [*argv, "--resume_from_checkpoint", "true"])
     assert result.code == 1 and result.one_line, result
     assert result.error.startswith(
         f"error: --resume_from_checkpoint: {output / 'checkpoint-1'} has no optimizer.pt, scheduler.pt, rng_state.pth"
@@ -700,3 +741,22 @@ def test_a_checkpoint_saved_outside_the_trainers_saving_keeps_the_runs_data_and_
     keep.on_train_end(args, state, None)
     assert json.loads((tmp_path / "checkpoint-3" / DATA_FILE).read_text()) == keep.identity
     assert sorted(path.name for path in (tmp_path / "checkpoint-3").iterdir()) == [DATA_FILE]
+
+
+def test_a_stream_checkpoint_of_the_earlier_held_out_rule_is_refused_on_resume(tmp_path):
+    """A stream's held-out rows were chosen by the images' absolute paths before they were chosen by the paths inside
+    the set: a checkpoint of the earlier rule would go on training on other rows than it held out."""
+    from modeling_vit_scratch.training.resumed_data import check_resumed_settings
+
+    settings = default_settings(streaming=True, max_steps=4)
+    earlier = {name: value for name, value in settings.items() if name != "held_out_rows"}
+    checkpoint = kept_settings(tmp_path / "earlier", earlier)
+    with pytest.raises(ValueError) as refused:
+        check_resumed_settings(str(checkpoint), settings)
+    assert str(refused.value) == (
+        f"--resume_from_checkpoint: {checkpoint} belongs to a stream held out by an earlier rule (its images' "
+        "absolute paths), and this version holds out other rows (by their paths inside the set), so the resumed run "
+        f"could validate and test on rows it trained on: start a new run from its weights (--model {checkpoint}, "
+        "without --resume_from_checkpoint) in another --output_dir."
+    )
+    check_resumed_settings(str(kept_settings(tmp_path / "now", settings)), settings)

@@ -183,6 +183,32 @@ def test_model_card_is_valid_and_its_metrics_are_the_measured_ones_or_absent(loc
     card_text = local_hub.files(BARE_REPO_ID, bare["commit_id"])["README.md"].decode()
     assert "## Training procedure" not in card_text and "## Results" not in card_text
     assert "model-index" not in card_text and "## Architecture" in card_text
+    assert "of unknown origin: its folder holds no training or conversion record" in card_text
+
+
+def test_the_card_of_a_converted_folder_says_what_it_was_converted_from_while_the_weights_are_those(
+    local_hub,  # noqa: F811
+    tmp_path,
+):
+    """convert's record names the source; weights changed after the conversion make it claim nothing."""
+    from modeling_vit_scratch.common.secrets import weights_sha256
+
+    for name, digest in (("converted", None), ("edited", "0" * 64)):
+        saved_folder(tmp_path / name, with_training_files=False)
+        record = {"input": "google/vit-base-patch16-224", "from": "transformers"}
+        record["weights_sha256"] = digest or weights_sha256(tmp_path / name)
+        (tmp_path / name / "conversion_record.json").write_text(json.dumps(record))
+    converted, edited = push(
+        local_hub,
+        tmp_path,
+        dict(folder=tmp_path / "converted", repo_id=BARE_REPO_ID),
+        dict(folder=tmp_path / "edited", repo_id=REPO_ID),
+    )
+    card_text = " ".join(local_hub.files(BARE_REPO_ID, converted["commit_id"])["README.md"].decode().split())
+    assert "converted by vit-scratch from `google/vit-base-patch16-224` (a transformers model)" in card_text
+    assert "trained with" not in card_text and "## Training procedure" not in card_text
+    card_text = " ".join(local_hub.files(REPO_ID, edited["commit_id"])["README.md"].decode().split())
+    assert "converted by" not in card_text and "of unknown origin" in card_text
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,7 @@
 """`modeling_vit_scratch.sharing.card`: what the card and the training record say about how a model was trained."""
 
+import re
+
 import pytest
 from transformers import TrainingArguments
 
@@ -89,3 +91,45 @@ def test_with_many_classes_the_card_lists_the_ten_worst_and_says_so():
 def test_without_per_class_results_the_card_has_no_per_class_table():
     card = str(render_model_card(ViTScratchConfig(num_labels=3), METRICS, {}))
     assert "Per class" not in card and "| test | accuracy | 0.9500 |" in card
+
+
+# A card says what happened to the weights as far as the folder can show it, and claims nothing more.
+SMALL = dict(
+    hidden_size=24, num_hidden_layers=1, num_attention_heads=2, intermediate_size=24, image_size=8, patch_size=4
+)
+
+
+def card_words(**kwargs) -> str:
+    return " ".join(str(render_model_card(ViTScratchConfig(num_labels=3, **SMALL), **kwargs)).split())
+
+
+def test_a_folder_without_a_record_gets_a_card_that_claims_no_training():
+    card = card_words()
+    assert "of unknown origin: its folder holds no training or conversion record, so this card claims neither" in card
+    assert not re.search(r"\btrained\b", card)  # (from_pretrained is no claim)
+    assert "classes of its training data" not in card and "## Results" not in card
+
+
+def test_a_converted_folder_s_card_names_what_it_was_converted_from_never_training():
+    card = card_words(conversion={"input": "google/vit-base-patch16-224", "from": "transformers"})
+    assert (
+        "converted by vit-scratch from `google/vit-base-patch16-224` (a transformers model): its weights are that "
+        "model's, unchanged (vit-scratch did not train them)"
+    ) in card
+    assert "trained with" not in card and "trained from scratch" not in card
+    timm = card_words(conversion={"input": "w.safetensors", "from": "timm", "timm_model": "vit_tiny_patch16_224"})
+    assert "converted by vit-scratch from `w.safetensors` (timm's `vit_tiny_patch16_224`)" in timm
+
+
+@pytest.mark.parametrize(
+    "start, said, unsaid",
+    [
+        ({"initial_weights": None}, "a small model trained from scratch on a small data set", "starting from"),
+        ({"initial_weights": "google/vit-base"}, "starting from the weights of `google/vit-base`", "trained from"),
+        ({}, "trained with vit-scratch, a ViT", "trained from"),  # a record written before it was kept: no claim
+    ],
+)
+def test_a_trained_folder_s_card_says_from_scratch_only_where_its_record_does(start, said, unsaid):
+    record = training_record("c", "digits", SPLITS, TrainingArguments(output_dir="x", report_to="none"), METRICS, None)
+    card = card_words(metrics=METRICS, record={**record, **start})
+    assert said in card and unsaid not in card

@@ -169,6 +169,7 @@ def test_the_script_trains_a_transformers_cnn_from_a_config_file(trained_teacher
     assert type(model).__name__ == "ResNetForImageClassification"
     card = (trained_teacher / "README.md").read_text()
     assert "resnet image classifier" in card and "| test | accuracy |" in card
+    assert "`ResNetForImageClassification` trained from scratch by vit-scratch" in card  # a config file: new weights
     record = json.loads((trained_teacher / "training_record.json").read_text())
     assert record["precision_choice"].startswith("chosen by --bf16_when_faster: ")
     assert f"{record['precision']} ({record['precision_choice']})" in card  # the precision and why, as for ours

@@ -261,12 +261,12 @@ def test_a_held_out_split_of_a_stream_with_fewer_images_than_classes_is_one_line
 
     if make == "folder":  # 3 classes x 10 images: each class's 0.png in validation, two 1.png in test
         dataset, classes = write_imagefolder(tmp_path / "images", per_class=10), 3
-        # a row's side hangs on its path's hash, and tmp_path differs from run to run: place the rows by name instead
+        # a row's side hangs on a hash: place the rows by name instead, to hold out the rows the test needs
         named = {"0.png": 0.05, "cat/1.png": 0.15, "dog/1.png": 0.15}
         monkeypatch.setattr(
             streaming,
             "held_out_share",
-            lambda row: next((v for k, v in named.items() if str(row["image"]["path"]).endswith(k)), 0.5),
+            lambda row, root=None: next((v for k, v in named.items() if str(row["image"]["path"]).endswith(k)), 0.5),
         )
     else:
         dataset, classes = write_shards(tmp_path / "set", shards=2), 2
@@ -287,3 +287,39 @@ def test_held_out_splits_of_a_stream_with_an_image_per_class_are_kept(tmp_path):
     data_args = DataArguments(dataset=str(dataset), streaming=True, validation_fraction=0.3, test_fraction=0.3)
     stream = open_stream(data_args, args)
     assert all(len(split) >= 3 for split in stream.held_out.splits.values())
+
+
+def test_a_streamed_folder_holds_out_the_same_rows_wherever_it_lies(tmp_path):
+    """A row's side hangs on what the set holds (its path inside the folder, its label), never on where the folder
+    lies (before: on its absolute path, so a moved or copied set held out other rows)."""
+    from helpers import write_imagefolder
+
+    first = write_imagefolder(tmp_path / "here" / "images", per_class=20)
+    second = tmp_path / "there" / "deeper" / "copy"
+    shutil.copytree(first, second)
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=1, seed=3, report_to="none")
+    held = []
+    for folder in (first, second):
+        data_args = DataArguments(dataset=str(folder), streaming=True, validation_fraction=0.3, test_fraction=0.3)
+        splits = open_stream(data_args, args).held_out.splits
+        held.append(
+            {
+                name: sorted(
+                    (Path(row["image"].filename).relative_to(folder).as_posix(), row["label"]) for row in split
+                )
+                for name, split in splits.items()
+            }
+        )
+    assert held[0] == held[1] and all(held[0].values())
+
+
+def test_a_rows_share_is_read_from_inside_its_set():
+    from modeling_vit_scratch.training.streaming import held_out_share, path_in_set
+
+    row = {"image": {"path": "/data/a/images/cat/1.png", "bytes": None}, "label": 0}
+    moved = {"image": {"path": "/mnt/b/images/cat/1.png", "bytes": None}, "label": 0}
+    assert held_out_share(row, "/data/a/images") == held_out_share(moved, "/mnt/b/images")
+    assert held_out_share(row, "/data/a/images") != held_out_share({**row, "label": 1}, "/data/a/images")
+    hub = "hf://datasets/someone/cats@{}/train/cat/1.png"
+    assert path_in_set(hub.format("0123abc"), None) == path_in_set(hub.format("main"), None) == "train/cat/1.png"
+    assert path_in_set("/elsewhere/x.png", "/data/a/images") == "/elsewhere/x.png"  # outside the set: as it is

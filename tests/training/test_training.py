@@ -121,6 +121,23 @@ def test_model_card_is_rendered_with_the_measured_results(trained_imagefolder):
     # the precision is named whatever it was (bf16: tests/training/test_precision.py)
     assert json.loads((output_dir / "training_record.json").read_text())["precision"] == "float32"
     assert "1 process, float32." in card
+    # a new model: the record says it started from random weights, and only so the card says 'from scratch'
+    assert json.loads((output_dir / "training_record.json").read_text())["initial_weights"] is None
+    assert "a small model trained from scratch on a small data set" in " ".join(card.split())
+
+
+def test_a_fine_tuned_model_s_card_names_the_weights_it_started_from(tmp_path, trained_imagefolder):
+    output_dir, _ = trained_imagefolder
+    folder = write_imagefolder(tmp_path / "pets", per_class=6, mode="L")
+    train(
+        ModelArguments(model=str(output_dir)),
+        DataArguments(dataset=str(folder), validation_fraction=0.25, test_fraction=0.25),
+        training_args(tmp_path / "tuned", num_train_epochs=1),
+    )
+    assert json.loads((tmp_path / "tuned" / "training_record.json").read_text())["initial_weights"] == str(output_dir)
+    card = " ".join((tmp_path / "tuned" / "README.md").read_text().split())
+    assert f"trained with vit-scratch, starting from the weights of `{output_dir}`" in card
+    assert "trained from scratch" not in card
 
 
 def test_resumed_run_ends_like_an_uninterrupted_one(tmp_path):
