@@ -23,6 +23,8 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+from modeling_vit_scratch.common.blank import refuse_blank_options
+
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN", "HF_API_TOKEN")
 MIN_SECRET_LENGTH = 8  # shorter values are too common to search for (and are no real token)
 MASK = "***"
@@ -59,11 +61,13 @@ class RedactingArgumentParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors (an unknown argument, a value it cannot read: which may be a token) are one
     redacted `error:` line instead of the usage and argparse's own line. argparse may echo a piece of an argument
     (`--hf_...` is read as `-h` with `f_...`), so every piece of a known token, and of an argument shaped like one,
-    is masked."""
+    is masked. An argument given an empty value is one line too (`blank.py`), never read as its default."""
 
     def parse_known_args(self, args=None, namespace=None):
         self.given = list(sys.argv[1:] if args is None else args)
-        return super().parse_known_args(args, namespace)
+        namespace, extras = super().parse_known_args(args, namespace)
+        refuse_blank_options(self, namespace)
+        return namespace, extras
 
     def error(self, message: str):
         secrets = known_secrets(*(arg for arg in getattr(self, "given", []) if TOKEN_SHAPE.search(arg)))

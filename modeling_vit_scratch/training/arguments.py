@@ -25,6 +25,7 @@ import torch
 from transformers import HfArgumentParser, TrainingArguments
 
 from modeling_vit_scratch.cli import COMMAND
+from modeling_vit_scratch.common.blank import blank_argument_line, is_blank, shown_blank
 from modeling_vit_scratch.common.numbers import check_numbers
 from modeling_vit_scratch.common.secrets import MASK, holds_secret, known_secrets, redact
 from modeling_vit_scratch.common.sources import DIGITS
@@ -247,6 +248,42 @@ def closest(name: str, names: list[str]) -> str:
     return f" (did you mean {match[0]!r}?)" if match else ""
 
 
+# Arguments that name an input, an output or a name (output_dir has its own line: it has no default), and what each
+# takes: given empty, on the command line or in a recipe, each is one line (`blank.py`), never its default
+NAMED_ARGUMENTS = {
+    "model": "a preset name (e.g. vit-tiny-patch16-224), an architecture JSON file, or a saved folder / hub repo id",
+    "teacher": "a folder or hub repo id of the teacher",
+    "dataset": f"'{DIGITS}', an imagefolder or save_to_disk folder, or a hub data set name",
+    "dataset_config": "a hub data set configuration name",
+    "image_column": "the name of the image column",
+    "label_column": "the name of the label column",
+    "resume_from_checkpoint": "a checkpoint folder, or true for the last one in --output_dir",
+    "hub_model_id": "a repo id such as your-name/vit-digits",
+    "run_name": "a name for the run",
+}
+
+
+def refuse_blank_arguments(argv: list[str], values: dict) -> None:
+    """A ValueError for an argument of `NAMED_ARGUMENTS` given empty on the command line (`--dataset ""`, `--teacher
+    "$T"` with T unset): it would read the working folder, or train with no teacher, without a word."""
+    given = given_names(argv)
+    for name, what in NAMED_ARGUMENTS.items():
+        if name in given and is_blank(values[name]):
+            raise ValueError(blank_argument_line(f"--{name}", values[name], what, optional=True))
+
+
+def refuse_blank_recipe_value(path: Path, key: str, value) -> None:
+    """A ValueError for a key of `NAMED_ARGUMENTS` left empty in the recipe at `path` (`dataset:` with nothing after
+    it is YAML's null; `teacher: "$T"` with T unset is ""), naming the file and line: it would train on the default
+    (the digits, vit-tiny at 224 px, no teacher) without a word."""
+    if key in NAMED_ARGUMENTS and (value is None or is_blank(value)):
+        shown = "null" if value is None else shown_blank(value)
+        raise ValueError(
+            f"Key {key!r} in the recipe {path}{key_line(path, key)} is empty ({shown}): give it "
+            f"{NAMED_ARGUMENTS[key]}, or remove the key for the default."
+        )
+
+
 # Recipe keys that name a file or folder to read: relative to the working directory, or else to the recipe's folder
 RECIPE_PATH_KEYS = ("model", "teacher", "dataset")
 RECIPE_PATHS = (
@@ -339,6 +376,8 @@ def recipe_to_argv(argv: list[str]) -> list[str]:
             raise ValueError(
                 f"Unknown key {key!r} in the recipe {argv[0]}{key_line(path, key)}{closest(key, names)}: fix or remove it."
             )
+        if key not in overridden:
+            refuse_blank_recipe_value(path, key, value)
         if value is None:
             continue
         if key in RECIPE_PATH_KEYS and key not in overridden:
@@ -524,6 +563,7 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
         refuse_stray_values(argv, remaining)
     refuse_misplaced_tokens(recipe_to_argv(argv), command_secrets(argv))
     values = vars(namespace)
+    refuse_blank_arguments(argv, values)
     refuse_overridden(recipe_to_argv(argv), values)
     check_numbers(values, LIMITS)  # before any group is built: its own checks then see only finite, in-range numbers
     refuse_unused_companions(recipe_to_argv(argv), values)
