@@ -20,6 +20,8 @@ def parse_overrides(text: str | None, flag: str = "--config_overrides") -> dict:
                 f"{flag} item {item!r} is not key=value: write e.g. '{EXAMPLES.get(flag, 'hidden_size=64')}'."
             )
         key, value = (part.strip() for part in item.split("=", 1))
+        if key in overrides:  # the later would win without a word, as a recipe's key given twice would
+            raise ValueError(f"{flag} gives {key} twice ({key}={overrides[key]}, then {item}): keep one.")
         try:
             overrides[key] = json.loads(value.lower() if value.lower() in ("true", "false", "null") else value)
         except json.JSONDecodeError:

@@ -444,7 +444,7 @@ def refuse_yaml_boolean_word(path: Path, key: str, where: str) -> None:
     line = key_line(path, key)
     if not line:
         return
-    text = path.read_text(encoding="utf-8").splitlines()[int(line.split()[-1]) - 1]
+    text = path.read_text(encoding="utf-8-sig").splitlines()[int(line.split()[-1]) - 1]
     word = text.partition(":")[2].split("#")[0].strip()
     if YAML_BOOLEAN_WORDS.fullmatch(word):
         raise ValueError(

@@ -143,11 +143,16 @@ def named_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
         if model_type != ViTScratchConfig.model_type:
             return AutoConfig.for_model(model_type, **{**fields_in_file, **overrides}), True
         check_config_overrides(overrides)
-        check_config_overrides(fields_in_file)
-        return ViTScratchConfig(**{**fields_in_file, **overrides}), True
+        try:
+            check_config_overrides(fields_in_file)
+            config = ViTScratchConfig(**{**fields_in_file, **overrides})
+        except ValueError as error:  # the file's own fields, or what the overrides make of them
+            given = " with --config_overrides" if overrides else ""
+            raise ValueError(f"The architecture file {args.model}{given}: {error}") from None
+        return check_trainable_channels(config, args, overrides), True
     check_config_overrides(overrides)
     if kind == "preset":
-        return ViTScratchConfig.from_preset(args.model, **overrides), True
+        return check_trainable_channels(ViTScratchConfig.from_preset(args.model, **overrides), args, overrides), True
     if overrides:
         raise ValueError("--config_overrides applies to new models only; a checkpoint keeps its architecture.")
     if kind == "folder" and not (Path(args.model) / "config.json").exists():
@@ -162,18 +167,41 @@ def named_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
         ) from None
 
 
+def check_trainable_channels(config: ViTScratchConfig, args: ModelArguments, overrides: dict) -> ViTScratchConfig:
+    """`config` if its images can reach it: training feeds images as grayscale (1 channel) or RGB (3), so any other
+    `num_channels` is one line naming where it was written, before any data is read."""
+    if config.num_channels in (1, 3):
+        return config
+    where = "--config_overrides" if "num_channels" in overrides else f"The architecture file {args.model}"
+    raise ValueError(
+        f"{where} gives num_channels {config.num_channels}, but training feeds images as grayscale (1) or RGB (3): "
+        "write num_channels 1 or 3, or leave it out to take the data set's."
+    )
+
+
+# Fields that only a config written by save_pretrained holds: an architecture file names none of them
+SAVED_CONFIG_FIELDS = ("architectures", "auto_map", "transformers_version")
+
+
 def architecture_file(path: str) -> dict:
     """The fields of an architecture JSON file given to --model: read as this package's config (no `model_type`, or
     "vit_scratch"), or as one of transformers' image classifiers (a teacher such as "resnet", which must give its
     `image_size`); any other `model_type` is one line naming the file and the fix."""
     try:
-        fields_in_file = json.loads(Path(path).read_text(encoding="utf-8"))
+        fields_in_file = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # a byte-order mark is no text
     except (UnicodeDecodeError, ValueError) as error:
         raise ValueError(f"--model {path} is not a JSON file ({error}): fix the file or give another.") from None
     if not isinstance(fields_in_file, dict):
         raise ValueError(
             f"--model {path} holds a {type(fields_in_file).__name__}, not a mapping of config fields: write e.g. "
             '{"image_size": 32, "patch_size": 4}.'
+        )
+    saved = [name for name in SAVED_CONFIG_FIELDS if name in fields_in_file]
+    if saved:
+        raise ValueError(
+            f"--model {path} is the config.json of a saved model (it holds {', '.join(saved)}), not an architecture "
+            f"file: to fine-tune that model give its folder, --model {Path(path).parent}; to build a new model, give "
+            "an architecture file (e.g. configs/models/model_digits.json)."
         )
     model_type = fields_in_file.get("model_type", ViTScratchConfig.model_type)
     if model_type != ViTScratchConfig.model_type and model_type not in MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES:
@@ -336,7 +364,11 @@ def channels_given(args: ModelArguments) -> bool:
     if "num_channels" in parse_overrides(args.config_overrides):
         return True
     path = Path(args.model)
-    return args.model.endswith(".json") and path.is_file() and "num_channels" in json.loads(path.read_text())
+    return (
+        args.model.endswith(".json")
+        and path.is_file()
+        and "num_channels" in json.loads(path.read_text(encoding="utf-8-sig"))
+    )
 
 
 def image_channels(split, sample: int = 64) -> int:

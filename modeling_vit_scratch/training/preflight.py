@@ -50,8 +50,12 @@ def check_class_sizes(labels: list[int], names: list[str], carve_outs: list[tupl
             f"The training data has {only}: a classifier needs at least two classes: add images of another class."
         )
     for name, fraction in carve_outs:
-        if not 0 < fraction < 1:
-            raise ValueError(f"--{name}_fraction {fraction:g} is not between 0 and 1: give e.g. 0.1.")
+        if not 0 < fraction < 1:  # a share the data set must give: it has no split of that name
+            makes = f"makes no {name} split" if fraction <= 0 else f"holds out every training image for {name}"
+            raise ValueError(
+                f"--{name}_fraction {fraction:g} {makes}, and the data set has no {name} split of its own: a run "
+                f"needs one; give a share of the training images in (0, 1), e.g. --{name}_fraction 0.1."
+            )
     smallest = min(present, key=lambda index: counts[index])
     minimum = minimum_class_size(int(counts.sum()), [fraction for _, fraction in carve_outs])
     count = int(counts[smallest])
@@ -79,6 +83,34 @@ def check_class_sizes(labels: list[int], names: list[str], carve_outs: list[tupl
                 f"{num_classes} classes: lower --{split}_fraction or add images."
             )
         num_rows = kept
+
+
+def check_training_classes(splits: DatasetDict, names: list[str], max_train_samples: int | None = None) -> None:
+    """A one-line ValueError for a class that the validation or test split scores but the training split (its first
+    `max_train_samples` images, where given) holds no image of: the model would be judged on classes it never saw.
+    Where --max_train_samples made the gap, the line gives the least value that keeps every class."""
+    full = np.asarray(splits["train"]["label"], dtype=np.int64)
+    kept = full if max_train_samples is None else full[:max_train_samples]
+    scored = set(np.unique(np.concatenate([np.asarray(splits[name]["label"]) for name in ("validation", "test")])))
+    missing = sorted(scored - set(np.unique(kept).tolist()))
+    if not missing:
+        return
+    shown = ", ".join(repr(names[index]) for index in missing[:5]) + (
+        f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+    )
+    never = [index for index in missing if index not in set(np.unique(full).tolist())]
+    if never or max_train_samples is None:
+        raise ValueError(
+            f"The training split holds no image of {len(never)} class(es) that the validation or test split scores "
+            f"({', '.join(repr(names[index]) for index in never[:5])}): add training images of them, or remove them "
+            "from the held-out splits."
+        )
+    needed = max(int(np.argmax(full == index)) for index in scored) + 1
+    raise ValueError(
+        f"--max_train_samples {max_train_samples} keeps {len(kept)} training images, with no image of "
+        f"{len(missing)} of the {len(scored)} classes the run is scored on ({shown}): give --max_train_samples "
+        f"{needed} or more (the least that keeps every class), or leave it out."
+    )
 
 
 def minimum_class_size(num_rows: int, fractions: list[float]) -> int:

@@ -16,7 +16,7 @@ EXAMPLE = 'e.g. {"learning_rate": 0.0003, "num_train_epochs": 10}'
 def load_recipe(path: Path) -> dict:
     """The recipe at `path` (.json, .yaml or .yml) as a dict, or a one-line ValueError naming the file and line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (some Windows editors write one) is no text
     except UnicodeDecodeError as error:
         raise ValueError(f"Recipe {path} is not UTF-8 text ({error.reason}): save it as UTF-8.") from None
     recipe = load_json(path, text) if path.suffix == ".json" else load_yaml(path, text)
@@ -62,7 +62,7 @@ def twice(path: Path, key, line: int, first: int) -> ValueError:
 def key_line(path: Path, key: str) -> str:
     """' line N' where a top-level `key` is first written in the recipe at `path` (JSON or YAML), or ''."""
     written = re.compile(rf"""(^|[{{,])[ \t]*["']?{re.escape(str(key))}["']?[ \t]*:""", re.MULTILINE)
-    found = written.search(path.read_text(encoding="utf-8"))
+    found = written.search(path.read_text(encoding="utf-8-sig"))
     return f" line {found.string.count(chr(10), 0, found.start()) + 1}" if found else ""
 
 

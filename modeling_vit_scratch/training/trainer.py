@@ -91,7 +91,7 @@ from modeling_vit_scratch.training.precision import (
     slow_bf16_warning,
     training_precision,
 )
-from modeling_vit_scratch.training.preflight import ImageCheck, check_images
+from modeling_vit_scratch.training.preflight import ImageCheck, check_images, check_training_classes
 from modeling_vit_scratch.training.resumed_data import (
     KeepDataIdentity,
     check_resumed_data,
@@ -201,6 +201,7 @@ def train_in_claimed_folder(
     else:
         data = once_per_node(lambda: load_and_split(data_args, known_secrets(hub_token)))
         fingerprint = splits_fingerprint(data.splits)  # before --max_train_samples: the splits
+        check_training_classes(data.splits, data.labels, data_args.max_train_samples)  # every scored class trained
         if data_args.max_train_samples is not None:
             data.splits["train"] = data.splits["train"].select(
                 range(min(data_args.max_train_samples, len(data.splits["train"])))

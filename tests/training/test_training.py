@@ -527,7 +527,7 @@ def test_a_run_into_a_folder_in_use_is_refused(tmp_path):
 
 def test_overwrite_replaces_the_model_when_asked(tmp_path):
     model_args = ModelArguments(model=tiny_model_file(tmp_path, num_channels=1))
-    data_args = DataArguments(max_train_samples=16, augment=False)
+    data_args = DataArguments(max_train_samples=32, augment=False)
     args = dict(num_train_epochs=1, save_strategy="no", eval_strategy="no", load_best_model_at_end=False)
     train(model_args, data_args, training_args(tmp_path / "out", **args))
     first = weights_sha256(tmp_path / "out")

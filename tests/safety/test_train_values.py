@@ -1,0 +1,130 @@
+"""Values that train would otherwise read as something else, said in one line before any work (or, where the data
+decides, before any image is decoded): a key given twice in --config_overrides, an architecture file that is a saved
+model's config.json or names channels no image can fill, a recipe or architecture file saved with a byte-order mark
+(accepted), a held-out split a fraction of 0 would leave out, a class the training split has no image of."""
+
+import json
+
+import pytest
+from entry_points import Scenario, outcome, with_argument
+
+import modeling_vit_scratch.training.trainer as trainer_module
+
+BOM = b"\xef\xbb\xbf"
+CLASSES = ("cat", "dog", "fox")  # the scenario's image folder: its classes, in label order
+
+
+def missing(labels: list[int]) -> list[str]:
+    """The classes that the first of `labels` is not: those one training image leaves out."""
+    return [CLASSES[index] for index in sorted(set(labels) - {labels[0]})]
+
+
+@pytest.fixture
+def never_decodes(monkeypatch):
+    """A refusal comes before any image is decoded (or the data set read): getting there fails the test."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the images were decoded")
+
+    monkeypatch.setattr(trainer_module, "check_images_together", refuse)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "first", "then"),
+    [
+        ("image_size=8,image_size=16", "image_size", "image_size=8", "image_size=16"),
+        ("a=1, b=2, a = 3", "a", "a=1", "a = 3"),
+    ],
+)
+def test_a_config_override_given_twice_is_one_line(tmp_path, overrides, key, first, then, never_decodes):
+    result = outcome("train", with_argument(Scenario(tmp_path).argv("train"), "--config_overrides", overrides))
+    assert result.code == 1 and result.one_line, result
+    assert result.error == f"error: --config_overrides gives {key} twice ({first}, then {then}): keep one."
+
+
+def test_a_timm_keyword_given_twice_is_one_line(tmp_path):
+    from modeling_vit_scratch.conversion.timm_source import timm_kwargs
+
+    with pytest.raises(ValueError, match=r"^--timm_kwargs gives img_size twice \(img_size=384, then img_size=224\)"):
+        timm_kwargs("img_size=384,img_size=224")
+
+
+def test_a_saved_models_config_file_says_to_give_its_folder(tmp_path, never_decodes):
+    scenario = Scenario(tmp_path)
+    config = scenario.model() / "config.json"
+    result = outcome("train", with_argument(scenario.argv("train"), "--model", config))
+    assert result.code == 1 and result.one_line, result
+    assert result.error.startswith(
+        f"error: --model {config} is the config.json of a saved model (it holds architectures"
+    )
+    assert f"give its folder, --model {scenario.model()};" in result.error
+
+
+@pytest.mark.parametrize("where", ["file", "overrides"])
+@pytest.mark.parametrize("channels", [2, 4])
+def test_channels_no_image_can_fill_are_refused_naming_where_before_data_is_read(tmp_path, where, channels):
+    scenario = Scenario(tmp_path)
+    argv = scenario.argv("train")
+    if where == "file":
+        path = tmp_path / "arch4.json"
+        path.write_text(json.dumps({**json.loads(scenario.model_file().read_text()), "num_channels": channels}))
+        argv, named = with_argument(argv, "--model", path), f"The architecture file {path}"
+    else:
+        argv, named = with_argument(argv, "--config_overrides", f"num_channels={channels}"), "--config_overrides"
+    argv = with_argument(argv, "--dataset", tmp_path / "not-read")  # a data set read would be named missing
+    result = outcome("train", argv)
+    assert result.code == 1 and result.one_line, result
+    assert result.error == (
+        f"error: {named} gives num_channels {channels}, but training feeds images as grayscale (1) or RGB (3): "
+        "write num_channels 1 or 3, or leave it out to take the data set's."
+    )
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_a_recipe_and_an_architecture_file_with_a_byte_order_mark_are_read(tmp_path, suffix, never_decodes):
+    scenario = Scenario(tmp_path)
+    recipe = tmp_path / f"r{suffix}"
+    text = json.dumps({"seed": 3}) if suffix == ".json" else "seed: 3\n"
+    recipe.write_bytes(BOM + text.encode())
+    architecture = tmp_path / "bom.json"
+    architecture.write_bytes(BOM + scenario.model_file().read_bytes())
+    result = outcome("train", [str(recipe), *with_argument(scenario.argv("train"), "--model", architecture)])
+    assert isinstance(result.traceback, AssertionError), result  # read, checked, and on to the images
+
+
+@pytest.mark.parametrize("name", ["test", "validation"])
+def test_a_fraction_of_0_for_a_split_the_data_set_lacks_says_a_split_is_needed(tmp_path, name, never_decodes):
+    result = outcome("train", with_argument(Scenario(tmp_path).argv("train"), f"--{name}_fraction", "0"))
+    assert result.code == 1 and result.one_line, result
+    assert result.error == (
+        f"error: --{name}_fraction 0 makes no {name} split, and the data set has no {name} split of its own: a run "
+        f"needs one; give a share of the training images in (0, 1), e.g. --{name}_fraction 0.1."
+    )
+
+
+def test_max_train_samples_that_leaves_a_class_without_images_is_one_line_with_the_least_that_does_not(
+    tmp_path, monkeypatch, never_decodes
+):
+    from modeling_vit_scratch.training import preflight
+
+    scenario = Scenario(tmp_path)
+    seen = {}
+    check = preflight.check_training_classes
+
+    def spy(splits, names, max_train_samples=None):  # the training split's labels, in the order it is cut
+        seen["labels"] = list(splits["train"]["label"])
+        return check(splits, names, max_train_samples)
+
+    monkeypatch.setattr(trainer_module, "check_training_classes", spy)
+    result = outcome("train", with_argument(scenario.argv("train"), "--max_train_samples", "1"))
+    assert result.code == 1 and result.one_line, result
+    least = max(seen["labels"].index(label) for label in set(seen["labels"])) + 1
+    assert least > 1
+    assert result.error == (
+        "error: --max_train_samples 1 keeps 1 training images, with no image of 2 of the 3 classes the run is scored "
+        f"on ({', '.join(repr(n) for n in missing(seen['labels']))}): give --max_train_samples {least} or more "
+        "(the least that keeps every class), or leave it out."
+    )
+    monkeypatch.setattr(trainer_module, "check_training_classes", check)
+    result = outcome("train", with_argument(scenario.argv("train"), "--max_train_samples", str(least)))
+    assert isinstance(result.traceback, AssertionError), result  # every class kept: on to the images
