@@ -189,7 +189,10 @@ class DataArguments:
             "accumulation steps, so a recipe trains the same way on 1 or N processes."
         },
     )
-    max_train_samples: int | None = field(default=None, metadata={"help": "Use only this many training images."})
+    max_train_samples: int | None = field(
+        default=None,
+        metadata={"help": "Use only this many training images (at least one of every class the run is scored on)."},
+    )
     check_images: bool | None = field(
         default=None,
         metadata={

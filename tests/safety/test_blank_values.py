@@ -84,3 +84,19 @@ def test_an_argument_of_every_other_command_given_empty_is_one_line_naming_it(tm
     assert result.code == 1 and result.one_line, result
     assert result.error.startswith(f"error: {argument or 'FOLDER'} is empty ({' '.join(repr(blank).split())}): give")
     assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith("out-")) == []
+
+
+@pytest.mark.integration
+def test_a_yaml_recipe_whose_dataset_is_left_empty_is_one_line_in_a_new_process(tmp_path):
+    """What a user sees: `dataset:` with nothing after it (or `$DATA` unset by envsubst) is named, never the digits."""
+    from entry_points import run_command
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"output_dir: {tmp_path / 'out'}\ndataset:\n")
+    result = run_command("train", [str(recipe)], cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: Key 'dataset' in the recipe {recipe} line 2 is empty (null): give it {NAMED_ARGUMENTS['dataset']}, "
+        "or remove the key for the default."
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["r.yaml"]
