@@ -203,5 +203,7 @@ def test_an_empty_output_is_one_line_and_the_working_folder_stays_as_it_was(tmp_
     result = outcome(
         "convert", convert("--to", "transformers", "--input", scenario.model(), "--output", "", *overwrite)
     )
-    assert result.one_line and result.error.startswith("error: --output is empty: give the folder"), result
+    assert result.one_line and result.error.startswith(
+        "error: --output is empty (''): give it a value (folder to write"
+    ), result
     assert snapshot(here) == before
