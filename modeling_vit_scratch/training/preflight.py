@@ -101,7 +101,8 @@ def check_training_classes(splits: DatasetDict, names: list[str], max_train_samp
     never = [index for index in missing if index not in set(np.unique(full).tolist())]
     if never or max_train_samples is None:
         raise ValueError(
-            f"The training split holds no image of {len(never)} class(es) that the validation or test split scores "
+            f"The training split holds no image of {len(never)} class{'es' * (len(never) != 1)} that the validation "
+            "or test split scores "
             f"({', '.join(repr(names[index]) for index in never[:5])}): add training images of them, or remove them "
             "from the held-out splits."
         )

@@ -128,3 +128,20 @@ def test_max_train_samples_that_leaves_a_class_without_images_is_one_line_with_t
     monkeypatch.setattr(trainer_module, "check_training_classes", check)
     result = outcome("train", with_argument(scenario.argv("train"), "--max_train_samples", str(least)))
     assert isinstance(result.traceback, AssertionError), result  # every class kept: on to the images
+
+
+def test_a_class_only_the_held_out_splits_hold_is_one_line_naming_it():
+    from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
+
+    from modeling_vit_scratch.training.preflight import check_training_classes
+
+    features = Features({"label": ClassLabel(names=list(CLASSES)), "n": Value("int64")})
+    split = lambda labels: Dataset.from_dict({"label": labels, "n": labels}, features=features)
+    splits = DatasetDict(train=split([0, 1, 0, 1]), validation=split([0, 1]), test=split([0, 2]))
+    with pytest.raises(ValueError) as refused:
+        check_training_classes(splits, list(CLASSES))
+    assert str(refused.value) == (
+        "The training split holds no image of 1 class that the validation or test split scores ('fox'): add "
+        "training images of them, or remove them from the held-out splits."
+    )
+    check_training_classes(DatasetDict(train=split([2, 0, 1]), validation=split([0]), test=split([2])), list(CLASSES))
