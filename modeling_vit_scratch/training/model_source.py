@@ -225,6 +225,10 @@ NOT_ARCHITECTURE = {
 }
 
 
+# Architecture fields set by another argument than --model and --config_overrides: named in a resume's refusal
+ARGUMENT_OF_FIELD = {"distillation_token": "--teacher"}
+
+
 def check_resumed_architecture(checkpoint: str, requested: PreTrainedConfig, from_data: set[str] = frozenset()) -> None:
     """A resumed run asks for the architecture its checkpoint has (--model, --config_overrides): the Trainer loads
     the checkpoint's weights into the model built from the arguments, and another size fails there, after the
@@ -249,10 +253,17 @@ def check_resumed_architecture(checkpoint: str, requested: PreTrainedConfig, fro
     if differ:
         shown = "; ".join(f"{name}: {saved.get(name)!r} in it, {asked.get(name)!r} asked" for name in differ[:3])
         shown += f"; and {len(differ) - 3} more" if len(differ) > 3 else ""
+        arguments = sorted({ARGUMENT_OF_FIELD.get(name, "--model and --config_overrides") for name in differ})
+        asked_by = f"{' and '.join(arguments)} ask{'s' * (arguments == ['--teacher'])}"
+        fix = f"resume with the {' and '.join(arguments)} it was trained with (drop the new ones)"
+        if "distillation_token" in differ:  # a distillation token comes from --teacher, added or left out
+            trained = "with" if saved.get("distillation_token") else "without"
+            shown += f"; a distillation token comes from --teacher, and this run was trained {trained} one"
+            if arguments == ["--teacher"]:
+                fix = f"resume {trained} --teacher, as it was trained"
         raise ValueError(
-            f"The checkpoint '{checkpoint}' has another architecture than --model and --config_overrides ask for "
-            f"({shown}): resume with the --model and --config_overrides it was trained with (drop the new "
-            "overrides), or start a new run in another --output_dir."
+            f"The checkpoint '{checkpoint}' has another architecture than {asked_by} for ({shown}): {fix}, or start "
+            "a new run in another --output_dir."
         )
 
 
