@@ -257,7 +257,7 @@ def check_resumed_architecture(checkpoint: str, requested: PreTrainedConfig, fro
         shown += f"; and {len(differ) - 3} more" if len(differ) > 3 else ""
         arguments = sorted({ARGUMENT_OF_FIELD.get(name, "--model and --config_overrides") for name in differ})
         asked_by = f"{' and '.join(arguments)} ask{'s' * (arguments == ['--teacher'])}"
-        fix = f"resume with the {' and '.join(arguments)} it was trained with (drop the new ones)"
+        fix = f"resume with the {' and '.join(arguments)} it was trained with (drop the new overrides)"
         if "distillation_token" in differ:  # a distillation token comes from --teacher, added or left out
             trained = "with" if saved.get("distillation_token") else "without"
             shown += f"; a distillation token comes from --teacher, and this run was trained {trained} one"
