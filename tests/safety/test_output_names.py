@@ -58,9 +58,7 @@ def test_a_path_with_no_room_for_the_files_inside_is_one_line(tmp_path, name):
     ],
     ids=["not-utf8", "newline"],
 )
-def test_an_output_path_not_in_utf8_or_with_a_control_character_is_one_line_before_any_work(
-    tmp_path, name, part, said
-):
+def test_an_output_path_not_in_utf8_or_with_a_control_character_is_one_line_before_any_work(tmp_path, name, part, said):
     """Bytes that are not UTF-8 (`$'o\\xff'`) make a name the file system takes and the writers do not: before, a
     run trained, then failed in safetensors with a traceback, leaving a lock and a checkpoint."""
     argument = OUTPUT_ARGUMENT.get(name, "--json")
