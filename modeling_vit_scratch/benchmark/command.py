@@ -51,6 +51,7 @@ import torch
 
 from modeling_vit_scratch.common.commands import entry_point, when_interrupted
 from modeling_vit_scratch.common.dtypes import dtype_name, parse_dtypes
+from modeling_vit_scratch.common.folders import check_name_characters
 from modeling_vit_scratch.common.numbers import Allowed, argument_type
 from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line, known_secrets, refuse_token_in_path
 from modeling_vit_scratch.training.arguments import command_secrets, mask_token_values
@@ -271,6 +272,7 @@ def main(argv: list[str]) -> None:
         return
     try:
         refuse_token_in_path("--json", args.json)  # the rule of every output path: a token is no file name
+        check_name_characters(args.json, "--json")  # and a name the writers and every printed line can hold
         args.json = check_results_path(args.json)  # before any measurement: a run never ends unable to write
     except ValueError as error:
         sys.exit(error_line(error))

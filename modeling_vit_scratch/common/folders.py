@@ -32,6 +32,7 @@ import os
 import re
 import shutil
 import tempfile
+import unicodedata
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -591,10 +592,31 @@ def check_removals(folder: Path, overwrite: bool, resume: bool, rotating: bool =
         check_removable(folder, checkpoints(folder), reason)
 
 
+def check_name_characters(path: str | os.PathLike, argument: str) -> None:
+    """A ValueError when an output path is not valid UTF-8 (bytes the file system takes but Python holds as
+    surrogates: safetensors, JSON and every printed line need UTF-8, and would fail once the work is done) or holds a
+    control character (a newline or escape would break the one-line messages and the resume command that name it)."""
+    text = os.fspath(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(text).decode("ascii", "backslashreplace")
+        raise ValueError(
+            f"{argument} '{shown}' is not valid UTF-8 (the safetensors and JSON writers, and every line that names "
+            f"it, need UTF-8): give {argument} a name in UTF-8."
+        ) from None
+    if any(unicodedata.category(character) == "Cc" for character in text):
+        raise ValueError(
+            f"{argument} {text!r} holds a control character (a newline, tab or escape): give {argument} a name "
+            "without one."
+        )
+
+
 def check_name_lengths(folder: Path, argument: str = "--output") -> None:
-    """A ValueError when a part of `folder`'s path is longer than its file system can name (`NAME_MAX`), or the
-    whole path leaves no room for the files written inside it (`PATH_MAX`): checked before any work, not met as
-    `File name too long` once the work is done."""
+    """A ValueError when `folder`'s path is no name the writers can use (`check_name_characters`), a part of it is
+    longer than its file system can name (`NAME_MAX`), or the whole path leaves no room for the files written
+    inside it (`PATH_MAX`): checked before any work, not met as `File name too long` once the work is done."""
+    check_name_characters(folder, argument)
     folder = Path(os.path.abspath(folder))
     existing = next(parent for parent in (folder, *folder.parents) if os.path.exists(parent))  # its file system
     name_max, path_max = (file_system_limit(existing, name, default) for name, default in FILE_SYSTEM_LIMITS)

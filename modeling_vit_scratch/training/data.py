@@ -101,6 +101,13 @@ def check_dataset_source(source: str, config_name: str | None = None) -> None:
         )
     if source == DIGITS:
         return
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(
+            f"--dataset '{os.fsencode(source).decode('ascii', 'backslashreplace')}' is not valid UTF-8, which "
+            "datasets needs for every path it reads: rename the folder in UTF-8."
+        ) from None
     if path.is_file():
         raise ValueError(f"--dataset {source!r} is a file, not a data set: give {DATA_SET_TAKES}.")
     if path.is_dir():
@@ -238,6 +245,7 @@ def check_imagefolder_names(path: Path, secrets: list[str]) -> None:
     """No file or folder name under `path` holds a token: `datasets` keeps every path in its cache, and a class
     folder's name becomes a label in config.json and the card (never echoed)."""
     for entry in sorted(path.rglob("*")):
+        check_utf8_name(entry, path)
         if entry.parent == path and entry.is_dir():
             what = f"A class name of the data set {path}"
             check_label_text(entry.name, str(path))
@@ -245,6 +253,22 @@ def check_imagefolder_names(path: Path, secrets: list[str]) -> None:
         else:
             what, fix = f"A file or folder name in the data set folder '{path}'", "rename the file before training"
         refuse_secret(what, str(entry.relative_to(path)), secrets, fix)
+
+
+def check_utf8_name(entry: Path, path: Path) -> None:
+    """A one-line ValueError, showing the name's bytes escaped, when a file or folder name under the image folder
+    `path` is not valid UTF-8: datasets and pyarrow read every path as UTF-8 and fail deep in the data set's
+    generation, and a class folder's name becomes a label written to config.json and the card."""
+    relative = str(entry.relative_to(path))
+    try:
+        relative.encode("utf-8")
+    except UnicodeEncodeError:
+        what = "A class folder's name" if entry.parent == path and entry.is_dir() else "A file or folder name"
+        raise ValueError(
+            f"{what} in the data set folder '{path}' is not valid UTF-8 "
+            f"('{os.fsencode(relative).decode('ascii', 'backslashreplace')}'): datasets reads every name as UTF-8; "
+            "rename it in UTF-8 before training (e.g. `convmv -f latin1 -t utf8 -r --notest FOLDER`)."
+        ) from None
 
 
 # Unicode categories a class name may not hold: control (escape, bell, newline, tab) and format characters (bidi
@@ -288,16 +312,47 @@ def imagefolder_data_files(path: Path) -> dict[str, list[str]]:
     `test/`, ... or one split), less those that are no image by their last extension (`is_image_file`) and are not
     its metadata files: given `data_dir`, it would read `fox/0.png.bak` as an image of class fox (a copy could land in
     train and its original in test), and a class folder holding only such files would fail its generation."""
-    from datasets.data_files import DataFilesDict, get_data_patterns
+    from datasets.data_files import DEFAULT_PATTERNS_ALL, DataFilesDict, get_data_patterns
     from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
 
     base = path.resolve().as_posix()
-    found = DataFilesDict.from_patterns(get_data_patterns(base), base_path=base)
+    patterns = get_data_patterns(base)
+    found = DataFilesDict.from_patterns(patterns, base_path=base)
     kept = {
         split: [file for file in files if is_image_file(file) or Path(file).name in ImageFolder.METADATA_FILENAMES]
         for split, files in found.items()
     }
-    return {split: files for split, files in kept.items() if any(is_image_file(file) for file in files)}
+    kept = {split: files for split, files in kept.items() if any(is_image_file(file) for file in files)}
+    if patterns != DEFAULT_PATTERNS_ALL:  # split folders found by their names
+        check_split_folders(path, base, kept)
+    return kept
+
+
+def check_split_folders(path: Path, base: str, data_files: dict[str, list[str]]) -> None:
+    """Where datasets reads folders as splits by their names (`train/`, `test/`, `validation/`, or a name holding
+    such a word set off by `-`, `_`, `.`, a space or a digit: `test-2`), each split folder must hold class folders
+    and every image must lie in a split: a class folder named like a split would give its images no label, and the
+    images of the other class folders would be left out without a word."""
+    read = {Path(file).relative_to(base) for files in data_files.values() for file in files if is_image_file(file)}
+    as_splits = sorted({file.parts[0] for file in read if len(file.parts) == 2})
+    if as_splits:
+        many = len(as_splits) > 1
+        raise ValueError(
+            f"The class folder{'s' * many} {', '.join(map(repr, as_splits))} of the data set folder '{path}' "
+            f"{'are' if many else 'is'} named as {'splits' if many else 'a split'}, and datasets reads "
+            f"{'them' if many else 'it'} as the train, validation or test split, not as a class: rename "
+            f"{'them' if many else 'it'} (e.g. 'test' -> 'testclass'), or, for splits, put class folders inside "
+            "(FOLDER/train/cat/1.png)."
+        )
+    left_out = sorted(set(imagefolder_files(path)) - read)
+    if left_out:
+        splits = sorted({file.parts[0] for file in read})
+        raise ValueError(
+            f"The data set folder '{path}' has folders named as splits ({', '.join(map(repr, splits))}), so "
+            f"datasets reads only those, and {count(len(left_out), 'image')} elsewhere would be left out (e.g. "
+            f"{shown_files(left_out)}): move them into a split folder, or rename the split-named folders (e.g. "
+            "'test' -> 'testclass')."
+        )
 
 
 def load_imagefolder(path: Path) -> DatasetDict:
@@ -357,6 +412,33 @@ def find_column(dataset: Dataset, wanted: str | None, kind: str, names: tuple[st
     return found[0]
 
 
+def check_column_kinds(dataset: Dataset, image_column: str, label_column: str) -> None:
+    """Each column a run reads holds its kind, whether the user named it or it was found: class labels (`ClassLabel`,
+    integers or strings) in the label column, images in the image column (so the two are never one column). One line
+    naming the column, what it holds and the argument that picks it."""
+    label, image = dataset.features[label_column], dataset.features[image_column]
+    dtype = getattr(label, "dtype", "")
+    if not isinstance(label, ClassLabel) and not (dtype.startswith(("int", "uint")) or dtype in ("string", "bool")):
+        raise ValueError(
+            f"Column {label_column!r} holds {feature_kind(label)}, not class labels (class names or integers): pick "
+            f"the label column with --label_column (columns: {list(dataset.features)})."
+        )
+    if not isinstance(image, ImageFeature):
+        raise ValueError(
+            f"Column {image_column!r} holds {feature_kind(image)}, not images: pick the image column with "
+            f"--image_column (columns: {list(dataset.features)})."
+        )
+
+
+def feature_kind(feature) -> str:
+    """What a column holds in a few words, for an error line."""
+    if isinstance(feature, ImageFeature):
+        return "images"
+    if isinstance(feature, ClassLabel):
+        return "class labels"
+    return f"values of type {feature.dtype}" if hasattr(feature, "dtype") else f"a {type(feature).__name__}"
+
+
 @dataclass
 class PreparedData:
     """Splits with standard column names `image` and `label`, and the label names."""
@@ -387,6 +469,7 @@ def prepare_splits(
     train = raw["train"]
     image_column = find_column(train, image_column, "image", IMAGE_COLUMN_NAMES, ImageFeature)
     label_column = find_column(train, label_column, "label", LABEL_COLUMN_NAMES, ClassLabel)
+    check_column_kinds(train, image_column, label_column)
     splits = DatasetDict()
     for name, split in raw.items():
         split = split.select_columns([image_column, label_column])
@@ -395,11 +478,6 @@ def prepare_splits(
         if label_column != "label":
             split = split.rename_column(label_column, "label")
         splits[{"valid": "validation", "val": "validation"}.get(name, name)] = split
-    if not isinstance(splits["train"].features["image"], ImageFeature):
-        raise ValueError(
-            f"Column {image_column!r} holds {splits['train'].features['image']}, not images: "
-            "pick the image column with --image_column."
-        )
     if not isinstance(splits["train"].features["label"], ClassLabel):
         splits = splits.class_encode_column("label")
     carve_outs = [

@@ -4,6 +4,8 @@ image processor that goes with it. Every error in the model arguments surfaces i
 is read."""
 
 import json
+import logging
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from datasets import Image as ImageFeature
@@ -253,6 +255,10 @@ NOT_ARCHITECTURE = {
 }
 
 
+# Architecture fields set by another argument than --model and --config_overrides: named in a resume's refusal
+ARGUMENT_OF_FIELD = {"distillation_token": "--teacher"}
+
+
 def check_resumed_architecture(checkpoint: str, requested: PreTrainedConfig, from_data: set[str] = frozenset()) -> None:
     """A resumed run asks for the architecture its checkpoint has (--model, --config_overrides): the Trainer loads
     the checkpoint's weights into the model built from the arguments, and another size fails there, after the
@@ -277,10 +283,17 @@ def check_resumed_architecture(checkpoint: str, requested: PreTrainedConfig, fro
     if differ:
         shown = "; ".join(f"{name}: {saved.get(name)!r} in it, {asked.get(name)!r} asked" for name in differ[:3])
         shown += f"; and {len(differ) - 3} more" if len(differ) > 3 else ""
+        arguments = sorted({ARGUMENT_OF_FIELD.get(name, "--model and --config_overrides") for name in differ})
+        asked_by = f"{' and '.join(arguments)} ask{'s' * (arguments == ['--teacher'])}"
+        fix = f"resume with the {' and '.join(arguments)} it was trained with (drop the new overrides)"
+        if "distillation_token" in differ:  # a distillation token comes from --teacher, added or left out
+            trained = "with" if saved.get("distillation_token") else "without"
+            shown += f"; a distillation token comes from --teacher, and this run was trained {trained} one"
+            if arguments == ["--teacher"]:
+                fix = f"resume {trained} --teacher, as it was trained"
         raise ValueError(
-            f"The checkpoint '{checkpoint}' has another architecture than --model and --config_overrides ask for "
-            f"({shown}): resume with the --model and --config_overrides it was trained with (drop the new "
-            "overrides), or start a new run in another --output_dir."
+            f"The checkpoint '{checkpoint}' has another architecture than {asked_by} for ({shown}): {fix}, or start "
+            "a new run in another --output_dir."
         )
 
 
@@ -389,25 +402,30 @@ def fine_tuned_model(
 ) -> tuple[ViTScratchForImageClassification, object]:
     """A saved folder or hub repo, to fine-tune on `data`. A new label set gets a new head, initialised afresh;
     every other weight must load as saved (a shape that differs anywhere else is an error, never a re-init)."""
+    # the labels set the head's size (num_labels beside them only makes transformers warn of a conflict)
     labels = dict(id2label=data.id2label, label2id={name: i for i, name in data.id2label.items()})
     try:
-        model, loading = classifier_class(saved).from_pretrained(
-            source,
-            num_labels=len(data.labels),
-            ignore_mismatched_sizes=True,
-            output_loading_info=True,
-            trust_remote_code=False,
-            use_safetensors=True,
-            **labels,
-            **kernel,
-        )
+        ours = isinstance(saved, ViTScratchConfig)  # another model type's report is left as transformers gives it
+        with without_load_report() if ours else nullcontext():  # `fine_tuning_line` says what it would, in one line
+            model, loading = classifier_class(saved).from_pretrained(
+                source,
+                ignore_mismatched_sizes=True,
+                output_loading_info=True,
+                trust_remote_code=False,
+                use_safetensors=True,
+                **labels,
+                **kernel,
+            )
     except OSError as error:  # a repo without safetensors weights, or out of reach
         raise unreadable_weights(source, error) from None
-    body_mismatches = sorted(name for name, *_ in loading["mismatched_keys"] if not name.startswith("classifier."))
-    if body_mismatches:
+    heads = ("classifier.", "distillation_classifier.")
+    body_mismatches = sorted(name for name, *_ in loading["mismatched_keys"] if not name.startswith(heads))
+    missing = sorted(name for name in loading["missing_keys"] if ours and not name.startswith(heads))
+    if body_mismatches or missing:
+        found = ", ".join([*body_mismatches, *missing][:3])
         raise ValueError(
-            f"The weights of {source!r} do not fit its config.json ({', '.join(body_mismatches[:3])}): re-save the "
-            "checkpoint with save_pretrained."
+            f"The weights of {source!r} do not fit its config.json ({found}{' missing' if missing else ''}): re-save "
+            "the checkpoint with save_pretrained."
         )
     # a folder's config may name other code to run (custom_pipelines); the trained folder names only the package's
     vars(model.config).pop("custom_pipelines", None)
@@ -422,3 +440,53 @@ def fine_tuned_model(
     except OSError:  # a checkpoint saved without its processor
         processor = ViTScratchImageProcessor.for_config(model.config)
     return model, processor
+
+
+class LoadReportFilter(logging.Filter):
+    """Drops transformers' LOAD REPORT table (a multi-line warning) while a fine-tuned model loads."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "LOAD REPORT" not in str(record.msg)
+
+
+@contextmanager
+def without_load_report():
+    """While inside, transformers' loading logs no LOAD REPORT: fine-tuning replaces the head on purpose, and
+    `fine_tuned_model` refuses every other weight that does not load as saved."""
+    logger, report_filter = logging.getLogger("transformers.modeling_utils"), LoadReportFilter()
+    logger.addFilter(report_filter)
+    try:
+        yield
+    finally:
+        logger.removeFilter(report_filter)
+
+
+def fine_tuning_line(source: str, saved: PreTrainedConfig, labels: list[str]) -> str | None:
+    """What fine-tuning `source` (its config `saved`) on a data set with `labels` keeps and replaces, in one line:
+    another label set gets a new classifier head, initialised afresh (`fine_tuned_model`); the rest is kept. None
+    when the classes are the same (every weight starts as saved)."""
+    id2label = saved.id2label or {}
+    saved_labels = [str(id2label[index]) for index in sorted(id2label)]
+    if saved_labels == labels:  # the head is kept, as every other weight
+        return None
+    return (
+        f"Fine-tuning {source}, trained on {len(saved_labels)} classes ({shown_labels(saved_labels)}), on "
+        f"{len(labels)} classes ({shown_labels(labels)}): its classifier head is replaced by a new one, initialised "
+        "afresh; every other weight starts as saved."
+    )
+
+
+def channels_line(split, num_channels: int) -> str | None:
+    """When the data set's images (`split`, by `image_channels`) have other channels than the model takes
+    (`num_channels`), how each image is converted for it (`to_model_mode`); else None."""
+    if image_channels(split) == num_channels:
+        return None
+    if num_channels == 3:
+        return (
+            "The data set's images are grayscale and the model takes RGB (num_channels 3): each image is given to it "
+            "as RGB, its gray level in all three channels."
+        )
+    return (
+        "The data set's images are in colour and the model takes grayscale (num_channels 1): each image is "
+        "converted to gray (PIL's luma, L = 0.299 R + 0.587 G + 0.114 B)."
+    )

@@ -65,9 +65,11 @@ from modeling_vit_scratch.training.layer_decay import (
 from modeling_vit_scratch.training.mixing import BatchMixing
 from modeling_vit_scratch.training.model_source import (
     build_model,
+    channels_line,
     check_resumed_architecture,
     check_resumed_labels,
     fields_from_data,
+    fine_tuning_line,
     model_config,
     with_data_fields,
 )
@@ -227,6 +229,12 @@ def train_in_claimed_folder(
         if left_out:
             print(left_out)
     model, processor = build_model(model_args, data)
+    if main_process:  # what fine-tuning replaces, and how the images meet the model's channels, in one line each
+        config, new = architecture or (None, True)
+        notes = [] if new else [fine_tuning_line(model_args.model, config, data.labels)]
+        notes.append(channels_line(data.splits.get("train") or data.splits["validation"], processor.num_channels))
+        for line in filter(None, notes):
+            print(line)
     if data_args.crop_pct is not None:
         processor.crop_pct = data_args.crop_pct  # saved with the model: inference crops as evaluation does
     transforms = training_and_evaluation_transforms(processor)

@@ -47,3 +47,26 @@ def test_a_path_with_no_room_for_the_files_inside_is_one_line(tmp_path, name):
     assert result.code == 1 and result.one_line, result
     assert f"{OUTPUT_ARGUMENT[name]}: the path " in result.error and f"passes the {path_max}" in result.error
     assert not (tmp_path / parts[0]).exists()
+
+
+@pytest.mark.parametrize("name", [*WRITERS, "benchmark"])
+@pytest.mark.parametrize(
+    "part, said",
+    [
+        ("o\udcff", "is not valid UTF-8 (the safetensors and JSON writers, and every line that names it, need UTF-8)"),
+        ("o\nx", "holds a control character (a newline, tab or escape)"),
+    ],
+    ids=["not-utf8", "newline"],
+)
+def test_an_output_path_not_in_utf8_or_with_a_control_character_is_one_line_before_any_work(tmp_path, name, part, said):
+    """Bytes that are not UTF-8 (`$'o\\xff'`) make a name the file system takes and the writers do not: before, a
+    run trained, then failed in safetensors with a traceback, leaving a lock and a checkpoint."""
+    argument = OUTPUT_ARGUMENT.get(name, "--json")
+    output = tmp_path / part
+    argv = Scenario(tmp_path).argv(name)
+    argv[argv.index(argument) + 1] = str(output)
+    result = outcome(name, argv)
+    assert result.code == 1 and result.one_line, result
+    assert result.error.startswith(f"error: {argument} '") and said in result.error, result.error
+    assert result.error.endswith(f"give {argument} a name {'in UTF-8' if 'UTF' in said else 'without one'}.")
+    assert "\udcff" not in result.error and not os.path.lexists(output)

@@ -760,3 +760,39 @@ def test_a_stream_checkpoint_of_the_earlier_held_out_rule_is_refused_on_resume(t
         "without --resume_from_checkpoint) in another --output_dir."
     )
     check_resumed_settings(str(kept_settings(tmp_path / "now", settings)), settings)
+
+
+@pytest.mark.integration
+def test_resuming_with_a_teacher_added_names_the_teacher_not_the_overrides(trained, monkeypatch):
+    """--teacher gives the model a distillation token: a run trained without one, resumed with --teacher, is refused
+    naming --teacher (before: it blamed --model and --config_overrides, though none were given)."""
+    import modeling_vit_scratch.training.trainer as trainer_module
+
+    scenario, argv = trained
+    output = scenario.root / "out-train"
+    before = snapshot(output)
+    monkeypatch.setattr(trainer_module, "load_image_dataset", lambda *a, **k: pytest.fail("read the data"))
+    argv = with_argument(with_argument(argv, "--resume_from_checkpoint", "true"), "--teacher", scenario.model())
+    result = outcome("train", argv)
+    assert result.code == 1 and result.one_line, result
+    assert result.error == (
+        f"error: The checkpoint '{output / 'checkpoint-2'}' has another architecture than --teacher asks for "
+        "(distillation_token: False in it, True asked; a distillation token comes from --teacher, and this run was "
+        "trained without one): resume without --teacher, as it was trained, or start a new run in another --output_dir."
+    )
+    assert snapshot(output) == before
+
+
+def test_resuming_a_run_trained_with_a_teacher_without_it_says_to_give_it(tmp_path):
+    from modeling_vit_scratch import ViTScratchConfig
+    from modeling_vit_scratch.training.model_source import check_resumed_architecture
+
+    ViTScratchConfig(hidden_size=24, num_attention_heads=2, distillation_token=True).save_pretrained(tmp_path)
+    with pytest.raises(ValueError) as refused:
+        check_resumed_architecture(str(tmp_path), ViTScratchConfig(hidden_size=24, num_attention_heads=2))
+    assert "has another architecture than --teacher asks for (distillation_token: True in it, False asked; " in str(
+        refused.value
+    )
+    assert str(refused.value).endswith(
+        "trained with one): resume with --teacher, as it was trained, or start a new run in another --output_dir."
+    )

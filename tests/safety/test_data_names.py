@@ -1,0 +1,114 @@
+"""What an image folder's names and a saved set's columns mean is checked before training, in one line each.
+
+- Class folders named as splits (`train/`, `test/`, `validation/`, or a name holding such a word: `test-2`), which
+  datasets reads as splits, not classes: one line naming them and the fix (before: a 38-line TypeError from the
+  pre-flight, or "only one class" while the other class folders were left out). Images that datasets' split folders
+  would leave out are named too.
+- A file or folder name, or the --dataset path, that is not UTF-8 (`caf\\xe9`): one line showing its bytes escaped
+  (before: a 77-line DatasetGenerationError).
+- A column given, or found, must hold its kind: --label_column naming the image column (before: a 33-line KeyError)
+  and --image_column naming the label column are one rule.
+"""
+
+import os
+import shutil
+
+import pytest
+from entry_points import Scenario, outcome
+from helpers import write_imagefolder
+
+import modeling_vit_scratch.training.data as data_module
+
+
+def train_on(tmp_path, dataset, *extra: str) -> list[str]:
+    argv = Scenario(tmp_path).argv("train")
+    argv[argv.index("--dataset") + 1] = str(dataset)
+    return argv + list(extra)
+
+
+def refused(tmp_path, dataset, *extra: str) -> str:
+    """The one line a training run on `dataset` is refused with; nothing was trained."""
+    done = outcome("train", train_on(tmp_path, dataset, *extra))
+    assert done.code == 1 and done.one_line, done
+    assert not (tmp_path / "out-train" / "config.json").exists() and not list(tmp_path.glob("out-train/checkpoint-*"))
+    return done.error
+
+
+@pytest.mark.parametrize(
+    "classes, named",
+    [
+        (("train", "test", "validation"), "The class folders 'test', 'train', 'validation' of the data set folder"),
+        (("train", "cat", "dog"), "The class folder 'train' of the data set folder"),
+        (("cat", "dog", "test-2"), "The class folder 'test-2' of the data set folder"),
+    ],
+    ids=["all", "one", "word-in-name"],
+)
+def test_class_folders_named_as_splits_are_one_line_naming_them(tmp_path, classes, named):
+    root = write_imagefolder(tmp_path / "imgs", classes=classes, per_class=10)
+    error = refused(tmp_path, root)
+    assert error.startswith(f"error: {named} '{root}'"), error
+    assert "not as a class" in error and error.endswith("put class folders inside (FOLDER/train/cat/1.png).")
+
+
+def test_images_outside_the_split_folders_are_named_and_split_folders_of_classes_train(tmp_path):
+    """train/ and test/ holding class folders are splits, as datasets means them; an `extra/` beside them would be
+    left out without a word."""
+    root = tmp_path / "splits"
+    for split in ("train", "test"):
+        write_imagefolder(root / split, per_class=10)
+    assert sorted(data_module.load_image_dataset(str(root))) == ["test", "train"]
+    shutil.copytree(root / "test", root / "extra")
+    error = refused(tmp_path, root)
+    assert error.startswith(f"error: The data set folder '{root}' has folders named as splits ('test', 'train'), ")
+    assert "and 30 images elsewhere would be left out (e.g. extra/cat/0.png, " in error
+
+
+@pytest.mark.parametrize("where", ["class", "file", "dataset"])
+def test_a_name_that_is_not_utf8_is_one_line_showing_its_bytes(tmp_path, where):
+    root = write_imagefolder(tmp_path / "imgs", per_class=10)
+    if where == "class":
+        (root / "fox").rename(root / "caf\udce9")
+    elif where == "file":
+        (root / "fox" / "0.png").rename(root / "fox" / "caf\udce9.png")
+    else:
+        root = root.rename(tmp_path / "imgs\udce9")
+    error = refused(tmp_path, root)
+    assert "\udce9" not in error and "not valid UTF-8" in error, error
+    if where == "dataset":
+        assert error == (
+            f"error: --dataset '{tmp_path}/imgs\\xe9' is not valid UTF-8, which datasets needs for every path it "
+            "reads: rename the folder in UTF-8."
+        )
+    else:
+        what = "A class folder's name" if where == "class" else "A file or folder name"
+        shown = "caf\\xe9" if where == "class" else "fox/caf\\xe9.png"
+        assert error.startswith(f"error: {what} in the data set folder '{root}' is not valid UTF-8 ('{shown}')")
+
+
+@pytest.fixture
+def saved(tmp_path):
+    """A save_to_disk set: an image column, a ClassLabel column and a float column."""
+    loaded = data_module.load_image_dataset(str(write_imagefolder(tmp_path / "imgs", per_class=10)))
+    loaded = loaded.map(lambda row: {"score": 0.5})
+    loaded.save_to_disk(tmp_path / "saved")
+    return tmp_path / "saved"
+
+
+@pytest.mark.parametrize(
+    "columns, said",
+    [
+        (["--label_column", "image"], "Column 'image' holds images, not class labels (class names or integers): "),
+        (["--label_column", "score"], "Column 'score' holds values of type float64, not class labels "),
+        (["--image_column", "label"], "Column 'label' holds class labels, not images: pick the image column with "),
+        (["--image_column", "label", "--label_column", "image"], "Column 'image' holds images, not class labels"),
+    ],
+)
+def test_a_column_that_holds_another_kind_is_one_line_naming_it(tmp_path, saved, columns, said):
+    error = refused(tmp_path, saved, *columns)
+    argument = "--label_column" if "not class labels" in said else "--image_column"
+    assert error.startswith(f"error: {said}") and f"with {argument} (columns: ['image', 'label', 'score'])" in error
+
+
+def test_a_dataset_path_not_in_utf8_is_checked_from_its_name_alone():
+    with pytest.raises(ValueError, match="is not valid UTF-8"):
+        data_module.check_dataset_source(os.fsdecode(b"no-such-\xff"))
