@@ -53,6 +53,7 @@ from modeling_vit_scratch.common.commands import entry_point, when_interrupted
 from modeling_vit_scratch.common.dtypes import dtype_name, parse_dtypes
 from modeling_vit_scratch.common.numbers import Allowed, argument_type
 from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line, known_secrets, refuse_token_in_path
+from modeling_vit_scratch.common.user_paths import user_path
 from modeling_vit_scratch.training.arguments import command_secrets, mask_token_values
 from modeling_vit_scratch.training.precision import slow_bf16_warning
 
@@ -101,7 +102,9 @@ def main_parser() -> argparse.ArgumentParser:
         "the training command with a recipe (its whole data path, evaluation and checkpoints) against the same steps "
         "of its model alone; e.g. --end_to_end configs/train_digits.json --rounds 3",
     )
-    end.add_argument("--end_to_end", nargs="+", metavar="RECIPE", help="recipes to run end to end (this mode only)")
+    end.add_argument(
+        "--end_to_end", nargs="+", type=user_path, metavar="RECIPE", help="recipes to run end to end (this mode only)"
+    )
     end.add_argument(
         "--end_to_end_steps",
         type=argument_type(BENCHMARK_LIMITS["end_to_end_steps"]),
@@ -226,7 +229,7 @@ def main_parser() -> argparse.ArgumentParser:
         metavar="RATIO",
         help="least speed ratio of ours in bf16 to ours in float32 (with --dtype float32,bfloat16), e.g. 2.5",
     )
-    parser.add_argument("--json", default="benchmark_results.json", help="where to write every sample")
+    parser.add_argument("--json", default="benchmark_results.json", type=user_path, help="where to write every sample")
     return parser
 
 

@@ -38,6 +38,7 @@ from modeling_vit_scratch.common.dtypes import parse_dtype
 from modeling_vit_scratch.common.folders import check_replaceable
 from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
 from modeling_vit_scratch.common.sources import looks_like_local_path
+from modeling_vit_scratch.common.user_paths import user_path
 from modeling_vit_scratch.common.weights import check_safetensors, weight_files
 from modeling_vit_scratch.conversion.convert import (
     check_convertible,
@@ -57,9 +58,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     direction = parser.add_mutually_exclusive_group(required=True)
     direction.add_argument("--from", dest="source", choices=["transformers", "timm"], help="convert into vit_scratch")
     direction.add_argument("--to", dest="target", choices=["transformers"], help="convert a vit_scratch folder out")
-    parser.add_argument("--input", required=True, help="folder or hub repo id; a safetensors file for --from timm")
     parser.add_argument(
-        "--output", required=True, help="folder to write: new or empty, or a model folder with --overwrite; not --input"
+        "--input", required=True, type=user_path, help="folder or hub repo id; a safetensors file for --from timm"
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        type=user_path,
+        help="folder to write: new or empty, or a model folder with --overwrite; not --input",
     )
     parser.add_argument(
         "--overwrite", action="store_true", help="replace an existing model folder once the new one is complete"

@@ -28,6 +28,7 @@ from modeling_vit_scratch.cli import COMMAND
 from modeling_vit_scratch.common.numbers import check_numbers
 from modeling_vit_scratch.common.secrets import MASK, holds_secret, known_secrets, redact
 from modeling_vit_scratch.common.sources import DIGITS
+from modeling_vit_scratch.common.user_paths import expand_user_paths
 from modeling_vit_scratch.training.distillation import Distillation
 from modeling_vit_scratch.training.limits import LIMITS
 from modeling_vit_scratch.training.packages import check_argument_packages
@@ -249,6 +250,8 @@ def closest(name: str, names: list[str]) -> str:
 
 # Recipe keys that name a file or folder to read: relative to the working directory, or else to the recipe's folder
 RECIPE_PATH_KEYS = ("model", "teacher", "dataset")
+# every argument that names a file or folder: a leading `~` is a home folder, on the command line and in a recipe
+PATH_ARGUMENTS = (*RECIPE_PATH_KEYS, "output_dir", "resume_from_checkpoint", "deepspeed", "fsdp_config")
 RECIPE_PATHS = (
     "Train from a recipe (RECIPE.json or .yaml, given first) and/or arguments; the command line wins. Relative paths "
     "in a recipe: what it reads (model, teacher, dataset) is found from the working folder or beside the recipe (two "
@@ -524,6 +527,7 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
         refuse_stray_values(argv, remaining)
     refuse_misplaced_tokens(recipe_to_argv(argv), command_secrets(argv))
     values = vars(namespace)
+    expand_user_paths(values, PATH_ARGUMENTS)
     refuse_overridden(recipe_to_argv(argv), values)
     check_numbers(values, LIMITS)  # before any group is built: its own checks then see only finite, in-range numbers
     refuse_unused_companions(recipe_to_argv(argv), values)
