@@ -59,7 +59,7 @@ from modeling_vit_scratch.training.precision import slow_bf16_warning
 
 from .end_to_end import end_to_end, end_to_end_bars, end_to_end_markdown, model_only_seconds
 from .measure import benchmark, matmul_sizes, measure_matmul_rates, serve
-from .models import ALL_IMPLEMENTATIONS, BASELINE, CONFIGS, IMPLEMENTATIONS, MODES
+from .models import ALL_IMPLEMENTATIONS, BASELINE, CONFIGS, IMPLEMENTATIONS, MODES, check_packages
 from .report import bars, end_to_end_header, machine_header, markdown
 from .results_file import check_results_path, write_results
 from .timing import matmul_flops
@@ -290,6 +290,10 @@ def main(argv: list[str]) -> None:
         sys.exit(f"error: --dtype: {error}")
     if args.int8 and importlib.util.find_spec("torchao") is None:
         sys.exit("error: --int8 needs torchao, which is not installed: pip install 'vit-scratch[int8]'.")
+    try:
+        check_packages(args.implementations)
+    except ValueError as error:
+        sys.exit(error_line(error))
     run_measurements(args, argv)
 
 
