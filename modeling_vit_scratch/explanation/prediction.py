@@ -16,7 +16,7 @@ from PIL import Image, UnidentifiedImageError
 from transformers import AutoImageProcessor, AutoModelForImageClassification
 
 from modeling_vit_scratch.common.dtypes import parse_dtype
-from modeling_vit_scratch.common.folders import check_output_folder, mark_as_ours
+from modeling_vit_scratch.common.folders import check_output_folder, mark_as_ours, model_contents
 from modeling_vit_scratch.common.images import open_bounded
 from modeling_vit_scratch.common.model_folder import (
     check_processor_fits,
@@ -209,6 +209,17 @@ def load_model(model_source: str, trust_remote_code: bool = False, dtype: torch.
     return model.eval(), processor
 
 
+def refuse_a_model_folder(out: Path) -> None:
+    """A ValueError when `out` holds a model (another run's training folder, a saved model): the figures would sit
+    among that model's files as if they explained it."""
+    held = model_contents(out) if out.is_dir() else []
+    if held:
+        raise ValueError(
+            f"--out {str(out)!r} holds a model ({', '.join(held[:3])}), and the figures written among its files would "
+            f"read as that model's: give --out a folder of its own, e.g. {str(out.parent / (out.name + '-explain'))!r}."
+        )
+
+
 def explain_image(
     model_source: str,
     image_source: str,
@@ -220,8 +231,9 @@ def explain_image(
 ) -> list[Path]:
     """Everything the script does, with the model in `dtype` ("float32" or "bfloat16"); returns the paths of the
     pictures written. `out_dir` is checked first (`check_output_folder`: new, empty or one explain or training wrote;
-    apart from the model and the image; no links), then the image, so a refusal costs no loading."""
+    apart from the model and the image; no links; holding no model), then the image, so a refusal costs no loading."""
     out = check_output_folder(out_dir, "--out", {"--model": model_source, "--image": image_source})
+    refuse_a_model_folder(out)
     torch_dtype = parse_dtype(dtype)
     check_model_source(model_source, trust_remote_code)  # a preset, foreign code, another model type: before the image
     image = load_image(image_source)  # the image's errors before the model is loaded
