@@ -23,7 +23,7 @@ from modeling_vit_scratch.common.secrets import weights_sha256
 from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.common.weights import weight_files
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig, to_pair
-from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
+from modeling_vit_scratch.image_processing_vit_scratch import LUMA_WEIGHTS, ViTScratchImageProcessor
 from modeling_vit_scratch.modeling_vit_scratch import (
     ViTScratchForImageClassification,
     ViTScratchForImageClassificationWithTeacher,
@@ -443,6 +443,16 @@ def save_converted(
     return Path(output_dir)
 
 
+def luma_kernel(kernel: torch.Tensor) -> torch.Tensor:
+    """A grayscale patch kernel (D, 1, p, p) -> the RGB kernel (D, 3, p, p) that computes the same on the image our
+    processor would make gray: each channel's share is its weight in the processor's luma (PIL's ITU-R 601,
+    `LUMA_WEIGHTS`), and the shares sum to exactly 1. With the gray mean and std given to each channel, an image
+    whose channels are equal gives the same output, and a colour image that of its luma (before our processor rounds
+    it to 8 bits)."""
+    shares = torch.tensor(LUMA_WEIGHTS, dtype=torch.float64) / sum(LUMA_WEIGHTS)  # exact in float32: 16-bit numerators
+    return kernel * shares.to(kernel.dtype).view(1, 3, 1, 1)
+
+
 def to_transformers(
     model: ViTScratchForImageClassification,
     output_dir: str | Path,
@@ -455,7 +465,8 @@ def to_transformers(
     distillation token is written as transformers' DeiT: `DeiTForImageClassificationWithTeacher` from our
     two-headed model, `DeiTForImageClassification` from the one-headed one. Every check runs before anything is
     written, and the folder is written all or nothing (see `replaced_folder`); `check` is called with the written
-    folder before it is moved into place."""
+    folder before it is moved into place. transformers' pipeline makes every image RGB, so a grayscale model is
+    written as an RGB one that computes what ours computes (`luma_kernel`)."""
     config = model.config
     deit = config.distillation_token
     reference_name = "DeiT" if deit else "ViT"
@@ -478,6 +489,7 @@ def to_transformers(
             "this model cannot be exported to it."
         )
     two_heads = isinstance(model, ViTScratchForImageClassificationWithTeacher)
+    gray = config.num_channels == 1  # transformers' pipeline gives every image as RGB: the kernel takes RGB
     if deit:
         architecture = "DeiTForImageClassificationWithTeacher" if two_heads else "DeiTForImageClassification"
         key_map = transformers_key_map(
@@ -491,6 +503,8 @@ def to_transformers(
         parts = key_map[key]
         if key.endswith("patch_embeddings.projection.weight") and tensor.ndim == 2:  # linear form -> conv kernel
             tensor = tensor.reshape(config.hidden_size, config.num_channels, *to_pair(config.patch_size))
+        if key.endswith("patch_embeddings.projection.weight") and gray:
+            tensor = luma_kernel(tensor)
         for part, chunk in zip(parts, tensor.chunk(len(parts)) if len(parts) > 1 else (tensor,)):
             state_dict[part] = chunk.contiguous()
     reference = {name: getattr(config, name) for name in TRANSFORMERS_CONFIG_FIELDS}
@@ -503,7 +517,9 @@ def to_transformers(
         encoder_stride=patch_h,
         id2label={str(k): v for k, v in config.id2label.items()},
         label2id=dict(config.label2id),
+        num_channels=3 if gray else config.num_channels,
     )
+    channels = 3 if gray else 1  # a gray model's one mean and std, for each of R, G and B
     with replaced_folder(output_dir, overwrite) as staging:
         save_file(state_dict, staging / "model.safetensors", metadata={"format": "pt"})
         (staging / "config.json").write_text(json.dumps(reference, indent=2) + "\n")
@@ -516,8 +532,8 @@ def to_transformers(
                 "size": dict(processor.size),
                 "resample": int(processor.resample),
                 "rescale_factor": processor.rescale_factor,
-                "image_mean": list(processor.image_mean),
-                "image_std": list(processor.image_std),
+                "image_mean": list(processor.image_mean) * channels,
+                "image_std": list(processor.image_std) * channels,
             }
             (staging / "preprocessor_config.json").write_text(json.dumps(settings, indent=2) + "\n")
         if check:
