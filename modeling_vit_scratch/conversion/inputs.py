@@ -7,7 +7,7 @@ from pathlib import Path
 
 from modeling_vit_scratch.common.model_folder import TRANSFORMERS_TYPES, read_json
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
-from modeling_vit_scratch.common.sources import check_folder_path
+from modeling_vit_scratch.common.sources import check_folder_path, check_hub_model
 from modeling_vit_scratch.conversion.convert import NO_CODE_RUNS
 
 
@@ -29,6 +29,7 @@ def check_input(source: str, direction: str) -> None:
             f"--input {source!r} is neither a folder here nor a hub repo id (owner/name of letters, digits, '-', "
             "'_' and '.'): check the path or the repo id."
         ) from None
+    check_hub_model(source, "--input")
 
 
 def check_folder_kind(folder: Path, source: str, direction: str) -> None:
