@@ -211,8 +211,8 @@ def check_finite(tensors: Mapping[str, torch.Tensor], origin: str | Path) -> Map
     return tensors
 
 
-def local_folder(path_or_repo: str) -> Path:
-    """A local folder as is; a hub repo id downloaded (config, processor and safetensors weights only). Either is
+def local_folder(path_or_repo: str, revision: str | None = None) -> Path:
+    """A local folder as is; a hub repo id downloaded at `revision` (config, processor and safetensors weights only). Either is
     checked before it is read: its auto_map names no code but the package's own (its weights are checked as they
     are read, by `read_state_dict`)."""
     path = Path(path_or_repo)
@@ -222,7 +222,7 @@ def local_folder(path_or_repo: str) -> Path:
         from huggingface_hub import snapshot_download
 
         patterns = ["config.json", "preprocessor_config.json", "*.safetensors", "*.safetensors.index.json"]
-        path = Path(snapshot_download(path_or_repo, allow_patterns=patterns))
+        path = Path(snapshot_download(path_or_repo, revision=revision, allow_patterns=patterns))
     check_no_foreign_code(path, NO_CODE_RUNS)
     return path
 
@@ -234,10 +234,10 @@ NO_CODE_RUNS = (
 )
 
 
-def check_convertible(source: str) -> None:
-    """A saved vit_scratch folder or repo to convert out: no code but the package's own named (conversion runs
-    none), and (a folder) safetensors weights that fit their files."""
-    check_no_foreign_code(source, NO_CODE_RUNS)
+def check_convertible(source: str, revision: str | None = None) -> None:
+    """A saved vit_scratch folder or repo (at `revision`) to convert out: no code but the package's own named
+    (conversion runs none), and (a folder) safetensors weights that fit their files."""
+    check_no_foreign_code(source, NO_CODE_RUNS, revision=revision)
     if Path(source).is_dir():
         weight_files(source)
 
@@ -257,11 +257,13 @@ def processor_from_reference(config: ViTScratchConfig, mean, std, size: tuple[in
     )
 
 
-def from_transformers(path_or_repo: str) -> tuple[ViTScratchForImageClassification, ViTScratchImageProcessor]:
+def from_transformers(
+    path_or_repo: str, revision: str | None = None
+) -> tuple[ViTScratchForImageClassification, ViTScratchImageProcessor]:
     """A transformers `ViTForImageClassification` or `ViTModel` folder or repo -> our model and image processor.
     DeiT too: `DeiTForImageClassificationWithTeacher` -> `ViTScratchForImageClassificationWithTeacher`,
     `DeiTForImageClassification` (the class token's head) and `DeiTModel` -> ours with a distillation token."""
-    folder = local_folder(path_or_repo)
+    folder = local_folder(path_or_repo, revision)
     reference = json.loads((folder / "config.json").read_text())
     model_type = reference.get("model_type")
     if model_type == "vit_scratch":  # a hub repo: a local folder was classified by conversion/inputs.py already

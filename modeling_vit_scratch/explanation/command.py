@@ -29,6 +29,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--model", required=True, type=user_path, help="saved folder or hub repo id of a vit_scratch model"
     )
+    parser.add_argument("--revision", help="branch, tag or commit of a hub repo --model (default: main)")
     parser.add_argument("--image", required=True, type=user_path, help="image file or http(s) URL")
     parser.add_argument(
         "--out",
@@ -50,7 +51,14 @@ def main(argv: list[str]) -> None:
     try:
         check_numbers(vars(args), EXPLAIN_LIMITS)
         paths = explain_image(
-            args.model, args.image, args.out, args.head_fusion, args.discard_ratio, args.trust_remote_code, args.dtype
+            args.model,
+            args.image,
+            args.out,
+            args.head_fusion,
+            args.discard_ratio,
+            args.trust_remote_code,
+            args.dtype,
+            args.revision,
         )
     except (ValueError, FileNotFoundError) as error:
         sys.exit(error_line(error))

@@ -136,7 +136,7 @@ def load_image(source: str) -> Image.Image:
         ) from None
 
 
-def check_model_source(model_source: str, trust_remote_code: bool = False) -> None:
+def check_model_source(model_source: str, trust_remote_code: bool = False, revision: str | None = None) -> None:
     """Classify `--model` before any image is read or model loaded: refuse a preset name (an architecture without
     trained weights), a file or a missing local folder, a folder or repo naming code other than the package's own
     (unless `trust_remote_code`), one whose config.json names a model type explain does not read (only vit_scratch
@@ -148,13 +148,14 @@ def check_model_source(model_source: str, trust_remote_code: bool = False) -> No
             "nothing to explain; give --model a folder saved by training, or the hub repo id of a trained model."
         )
     check_folder_path(model_source, "--model")
-    check_hub_model(model_source, "--model")
+    check_hub_model(model_source, "--model", revision)
     check_no_foreign_code(
         model_source,
         "read that code, then pass --trust_remote_code if you trust it",
         trust_remote_code=trust_remote_code,
+        revision=revision,
     )
-    settings = Path(model_source) if Path(model_source).is_dir() else settings_of_repo(model_source)
+    settings = Path(model_source) if Path(model_source).is_dir() else settings_of_repo(model_source, revision)
     trusted_code = trust_remote_code and settings is not None and foreign_code(settings) is not None
     if settings is not None and (settings / "config.json").is_file() and not trusted_code:
         check_vit_scratch_type(
@@ -182,18 +183,23 @@ def file_name_part(text: str) -> str:
     return safe.encode()[:LABEL_IN_FILE_NAME].decode(errors="ignore") or "_"
 
 
-def load_model(model_source: str, trust_remote_code: bool = False, dtype: torch.dtype = torch.float32):
-    """Model (in `dtype`) and image processor of a folder or repo; its own code runs only if `trust_remote_code`.
+def load_model(
+    model_source: str, trust_remote_code: bool = False, dtype: torch.dtype = torch.float32, revision: str | None = None
+):
+    """Model (in `dtype`) and image processor of a folder or repo (at `revision`, default main); its own code runs
+    only if `trust_remote_code`.
     A local folder is checked first: its auto_map names only the package's code (unless trusted), its weights are
     safetensors that fit their files."""
-    check_model_source(model_source, trust_remote_code)
+    check_model_source(model_source, trust_remote_code, revision)
     if Path(model_source).is_dir():
         weight_files(model_source)
     try:
         model = AutoModelForImageClassification.from_pretrained(
-            model_source, trust_remote_code=trust_remote_code, dtype=dtype, use_safetensors=True
+            model_source, trust_remote_code=trust_remote_code, dtype=dtype, use_safetensors=True, revision=revision
         )
-        processor = AutoImageProcessor.from_pretrained(model_source, trust_remote_code=trust_remote_code)
+        processor = AutoImageProcessor.from_pretrained(
+            model_source, trust_remote_code=trust_remote_code, revision=revision
+        )
     except OSError as error:  # a repo without safetensors weights, or out of reach
         raise unreadable_weights(model_source, error) from None
     except ValueError as error:
@@ -229,6 +235,7 @@ def explain_image(
     discard_ratio: float = 0.0,
     trust_remote_code: bool = False,
     dtype: str = "float32",
+    revision: str | None = None,
 ) -> list[Path]:
     """Everything the script does, with the model in `dtype` ("float32" or "bfloat16"); returns the paths of the
     pictures written. `out_dir` is checked first (`check_output_folder`: new, empty or one explain or training wrote;
@@ -236,9 +243,9 @@ def explain_image(
     out = check_output_folder(out_dir, "--out", {"--model": model_source, "--image": image_source})
     refuse_a_model_folder(out)
     torch_dtype = parse_dtype(dtype)
-    check_model_source(model_source, trust_remote_code)  # a preset, foreign code, another model type: before the image
+    check_model_source(model_source, trust_remote_code, revision)  # a preset, foreign code, another type: first
     image = load_image(image_source)  # the image's errors before the model is loaded
-    model, processor = load_model(model_source, trust_remote_code, torch_dtype)
+    model, processor = load_model(model_source, trust_remote_code, torch_dtype, revision)
     config = model.config
     pixel_values, shown = explain.model_inputs(image, processor, config.num_channels)
     pixel_values = pixel_values.to(model.dtype)

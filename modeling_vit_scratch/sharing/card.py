@@ -181,6 +181,8 @@ def origin_text(record: dict, conversion: dict | None) -> str:
 def conversion_source(conversion: dict) -> str:
     """The converted model in words: `NAME` (a transformers ViT), or `FILE` (timm's ARCHITECTURE)."""
     source = f"`{conversion.get('input')}`"
+    if conversion.get("revision"):
+        source += f" at revision `{conversion['revision']}`"
     if conversion.get("timm_model"):
         return f"{source} (timm's `{conversion['timm_model']}`)"
     return f"{source} (a {conversion.get('from', 'another library')} model)"

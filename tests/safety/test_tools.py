@@ -371,6 +371,8 @@ image, out = sys.argv[2], sys.argv[3]
 lines = [
     outcome("explain", ["--model", "local-user/on-dev", "--image", image, "--out", out]).error,
     outcome("convert", ["--to", "transformers", "--input", "local-user/on-dev", "--output", out]).error,
+    outcome("explain", ["--model", "local-user/on-dev", "--revision", "dev", "--image", image, "--out", out]).code,
+    outcome("convert", ["--to", "transformers", "--input", "local-user/on-dev", "--revision", "dev", "--output", out + "-hf"]).code,
 ]
 print(json.dumps(lines))
 """
@@ -380,7 +382,7 @@ print(json.dumps(lines))
 def test_a_hub_repo_whose_model_is_on_a_branch_only_is_one_line_naming_the_branch(tmp_path):
     """A repo whose main holds no model (pushed with --revision dev): explain and convert say so, and which branch
     holds it, before any download (before: a stray 'No files matched' line and a line about model_type, or about
-    use_safetensors, which the user never set)."""
+    use_safetensors, which the user never set); with --revision dev, both read the branch's model."""
     with LocalHub(tmp_path / "hub") as hub:
         repo = Store(hub.root).create("local-user/on-dev", False, f"{hub.url}/local-user/on-dev")
         folder = Scenario(tmp_path).model()
@@ -397,11 +399,23 @@ def test_a_hub_repo_whose_model_is_on_a_branch_only_is_one_line_naming_the_branc
             env={"PYTHONPATH": str(REPO)},
         )
     assert done.returncode == 0, done.stderr[-3000:]
-    explain_line, convert_line = json.loads(done.stdout.strip().splitlines()[-1])
+    explain_line, convert_line, explained, converted = json.loads(done.stdout.strip().splitlines()[-1])
     for argument, line in (("--model", explain_line), ("--input", convert_line)):
         assert line == (
             f"error: {argument} 'local-user/on-dev' has no config.json on its main branch, so it holds no model "
-            "there; the branch dev holds one: download that branch (`hf download local-user/on-dev --revision dev "
-            f"--local-dir DIR`) and give {argument} DIR."
+            "there; the branch dev holds one: give --revision dev."
         )
-    assert not (tmp_path / "out").exists()
+    assert explained == converted == 0  # with --revision dev, both read the branch's model
+    assert (tmp_path / "out" / "attention_rollout.png").is_file() and (tmp_path / "out-hf" / "config.json").is_file()
+
+
+@pytest.mark.parametrize("name, argument", [("explain", "--model"), ("convert", "--input")])
+def test_a_revision_with_a_local_folder_is_one_line(name, argument, tmp_path, monkeypatch):
+    monkeypatch.setattr(prediction, "load_model", fail_if_reached)
+    scenario = Scenario(tmp_path)
+    result = outcome(name, [*scenario.argv(name), "--revision", "dev"])
+    assert result.error == (
+        f"error: --revision 'dev' names a version of a hub repo, and {argument} {str(scenario.model())!r} is a local "
+        "folder: leave out --revision."
+    )
+    assert not (tmp_path / f"out-{name}").exists()
