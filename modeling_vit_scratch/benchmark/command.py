@@ -54,12 +54,13 @@ from modeling_vit_scratch.common.dtypes import dtype_name, parse_dtypes
 from modeling_vit_scratch.common.folders import check_name_characters
 from modeling_vit_scratch.common.numbers import Allowed, argument_type
 from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line, known_secrets, refuse_token_in_path
+from modeling_vit_scratch.common.user_paths import user_path
 from modeling_vit_scratch.training.arguments import command_secrets, mask_token_values
 from modeling_vit_scratch.training.precision import slow_bf16_warning
 
 from .end_to_end import end_to_end, end_to_end_bars, end_to_end_markdown, model_only_seconds
 from .measure import benchmark, matmul_sizes, measure_matmul_rates, serve
-from .models import ALL_IMPLEMENTATIONS, BASELINE, CONFIGS, IMPLEMENTATIONS, MODES
+from .models import ALL_IMPLEMENTATIONS, BASELINE, CONFIGS, IMPLEMENTATIONS, MODES, check_packages
 from .report import bars, end_to_end_header, machine_header, markdown
 from .results_file import check_results_path, write_results
 from .timing import matmul_flops
@@ -102,7 +103,9 @@ def main_parser() -> argparse.ArgumentParser:
         "the training command with a recipe (its whole data path, evaluation and checkpoints) against the same steps "
         "of its model alone; e.g. --end_to_end configs/train_digits.json --rounds 3",
     )
-    end.add_argument("--end_to_end", nargs="+", metavar="RECIPE", help="recipes to run end to end (this mode only)")
+    end.add_argument(
+        "--end_to_end", nargs="+", type=user_path, metavar="RECIPE", help="recipes to run end to end (this mode only)"
+    )
     end.add_argument(
         "--end_to_end_steps",
         type=argument_type(BENCHMARK_LIMITS["end_to_end_steps"]),
@@ -227,7 +230,7 @@ def main_parser() -> argparse.ArgumentParser:
         metavar="RATIO",
         help="least speed ratio of ours in bf16 to ours in float32 (with --dtype float32,bfloat16), e.g. 2.5",
     )
-    parser.add_argument("--json", default="benchmark_results.json", help="where to write every sample")
+    parser.add_argument("--json", default="benchmark_results.json", type=user_path, help="where to write every sample")
     return parser
 
 
@@ -289,6 +292,10 @@ def main(argv: list[str]) -> None:
         sys.exit(f"error: --dtype: {error}")
     if args.int8 and importlib.util.find_spec("torchao") is None:
         sys.exit("error: --int8 needs torchao, which is not installed: pip install 'vit-scratch[int8]'.")
+    try:
+        check_packages(args.implementations)
+    except ValueError as error:
+        sys.exit(error_line(error))
     run_measurements(args, argv)
 
 

@@ -12,6 +12,7 @@ implementations build, so that our model is judged against transformers' ViT at 
 ResNet stem name their timm model (`timm_model`), which transformers cannot build either.
 """
 
+import importlib
 import tempfile
 from functools import partial
 
@@ -130,6 +131,8 @@ ALL_IMPLEMENTATIONS = (
 OURS = "vit_scratch"
 BASELINE = "transformers-sdpa"  # transformers' ViT as a user gets it by default
 PEERS = ("transformers-eager", "timm")  # the fastest of these, round by round, is the other bar
+# an implementation that needs a package the package does not depend on -> that package, and how to install it
+PACKAGES = {"timm": ("timm", "pip install 'vit-scratch[timm]'")}
 MODES = ("inference", "train")
 # How a step computes: in float32; under bf16 autocast (float32 weights, matrix products in bf16); with the weights
 # loaded in bf16 (inference only: training needs float32 master weights); with int8 weights and dynamic int8
@@ -138,6 +141,24 @@ PRECISIONS = ("float32", "bf16-autocast", "bf16-weights")
 INT8 = "int8"
 DTYPE_OF = {"float32": torch.float32, "bf16-autocast": torch.bfloat16, "bf16-weights": torch.bfloat16, INT8: torch.int8}
 NUM_LABELS = 10
+
+
+def check_packages(implementations: list[str]) -> None:
+    """A ValueError naming the first implementation whose package cannot be imported, and the pip command that
+    brings it: checked before anything is measured (each is imported only in the worker that builds it)."""
+    for implementation in implementations:
+        base = implementation.removesuffix(COMPILED)
+        package, install = PACKAGES.get(base, (None, None))
+        if package is None:
+            continue
+        try:
+            importlib.import_module(package)
+        except ImportError as error:
+            others = " ".join(name for name in implementations if name.removesuffix(COMPILED) != base)
+            raise ValueError(
+                f"--implementations {implementation} needs the {package} package, which cannot be imported ({error}): "
+                f"install it with {install}, or measure without it: --implementations {others}."
+            ) from None
 
 
 def architecture(config: dict) -> dict:

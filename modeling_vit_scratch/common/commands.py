@@ -26,7 +26,7 @@ import traceback
 from collections.abc import Callable
 from contextlib import contextmanager
 
-from modeling_vit_scratch.common.secrets import TOKEN_SHAPE, known_secrets, redact, redacting_logs
+from modeling_vit_scratch.common.secrets import TOKEN_SHAPE, known_secrets, redact, redacting_logs, secrets_in_argv
 from vit_scratch_command import ENDED, INTERRUPTED, NOTHING_DONE, SIGNALS, TERMINATED, exit_on_signal, holds_signals
 
 TOKEN_START = re.compile(r"h(?:f(?:_[A-Za-z0-9]*)?)?\Z")
@@ -212,9 +212,9 @@ def when_interrupted(line: str | Callable[[], str | None] | None) -> None:
 
 
 def entry_point(secrets: Callable[[list[str]], list[str]] | None = None):
-    """The decorator of every command's `main(argv)`: `secrets(argv)` (default: every token this process knows) are
-    masked in all it prints, and Ctrl-C or SIGTERM ends it with the room's line (`when_interrupted`) and exit code
-    130 or 143. A command called inside another (in one process) runs inside the outer one's streams."""
+    """The decorator of every command's `main(argv)`: `secrets(argv)` (default: every token this process knows, and
+    the value of every argument named like a secret's) are masked in all it prints, and Ctrl-C or SIGTERM ends it
+    with the room's line (`when_interrupted`) and exit code 130 or 143. A command called inside another (in one process) runs inside the outer one's streams."""
 
     def decorate(main: Callable[[list[str]], None]) -> Callable[[list[str]], None]:
         @functools.wraps(main)
@@ -224,7 +224,7 @@ def entry_point(secrets: Callable[[list[str]], list[str]] | None = None):
             previous = take_signals() if outermost else None  # an inner command runs inside the outer's handlers
             found = []
             try:
-                found = secrets(argv) if secrets else known_secrets()
+                found = secrets(argv) if secrets else known_secrets(*secrets_in_argv(argv))
                 with redacted_output(found):
                     main(argv)
             except KeyboardInterrupt as stop:  # the streams are back: the line is redacted here

@@ -59,26 +59,28 @@ def foreign_code(folder: str | Path) -> str | None:
     return None
 
 
-def check_no_foreign_code(source: str | Path, fix: str, *, trust_remote_code: bool = False) -> None:
+def check_no_foreign_code(
+    source: str | Path, fix: str, *, trust_remote_code: bool = False, revision: str | None = None
+) -> None:
     """Raise a one-line ValueError ending in `fix` when `source` (a local folder, or a hub repo id whose two JSON
-    files are fetched first) names code other than the package's own, unless the user asked to trust it. A repo
+    files are fetched first, at `revision`) names code other than the package's own, unless the user asked to trust it. A repo
     that cannot be fetched is left to the load, which gets `trust_remote_code` explicitly and so never prompts."""
     if trust_remote_code:
         return
-    folder = source if Path(source).is_dir() else settings_of_repo(str(source))
+    folder = source if Path(source).is_dir() else settings_of_repo(str(source), revision)
     found = foreign_code(folder) if folder else None
     if found:
         raise ValueError(f"{found}; refusing to run it: {fix}.")
 
 
-def settings_of_repo(repo_id: str) -> Path | None:
-    """A local copy of a hub repo's config.json and preprocessor_config.json (from the cache, or downloaded), or None
-    where `repo_id` names no repo that can be reached."""
+def settings_of_repo(repo_id: str, revision: str | None = None) -> Path | None:
+    """A local copy of a hub repo's config.json and preprocessor_config.json at `revision` (default: main; from the
+    cache, or downloaded), or None where `repo_id` names no repo that can be reached."""
     if looks_like_local_path(repo_id):
         return None
     from huggingface_hub import snapshot_download
 
     try:
-        return Path(snapshot_download(repo_id, allow_patterns=list(OWN_AUTO_MAP)))
+        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=list(OWN_AUTO_MAP)))
     except Exception:  # noqa: BLE001 - an unknown or unreachable repo: the load that follows says why
         return None

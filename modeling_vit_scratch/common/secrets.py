@@ -29,6 +29,8 @@ TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN"
 MIN_SECRET_LENGTH = 8  # shorter values are too common to search for (and are no real token)
 MASK = "***"
 TOKEN_SHAPE = re.compile(r"hf_[A-Za-z0-9]{30,}")  # what the Hub's access tokens look like
+# an argument whose name holds one of these takes a secret: its value is never shown (`--hub_token`, `--api_key`)
+SECRET_WORDS = ("token", "password", "passwd", "secret", "key")
 
 
 def known_secrets(*given: str | None) -> list[str]:
@@ -61,7 +63,9 @@ class RedactingArgumentParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors (an unknown argument, a value it cannot read: which may be a token) are one
     redacted `error:` line instead of the usage and argparse's own line. argparse may echo a piece of an argument
     (`--hf_...` is read as `-h` with `f_...`), so every piece of a known token, and of an argument shaped like one,
-    is masked. An argument given an empty value is one line too (`blank.py`), never read as its default."""
+    is masked; the value of an argument whose name holds a secret's word (`--hub_token VALUE`, `--api_key=VALUE`) is
+    masked whatever it looks like, and the line says where the command reads a token from. An argument given an empty
+    value is one line too (`blank.py`), never read as its default."""
 
     def parse_known_args(self, args=None, namespace=None):
         self.given = list(sys.argv[1:] if args is None else args)
@@ -70,14 +74,33 @@ class RedactingArgumentParser(argparse.ArgumentParser):
         return namespace, extras
 
     def error(self, message: str):
-        secrets = known_secrets(*(arg for arg in getattr(self, "given", []) if TOKEN_SHAPE.search(arg)))
+        given = getattr(self, "given", [])
+        secrets = known_secrets(*(arg for arg in given if TOKEN_SHAPE.search(arg)), *secrets_in_argv(given))
         pieces = {
             secret[start:end]
             for secret in secrets
             for start in range(len(secret))
             for end in range(start + MIN_SECRET_LENGTH, len(secret) + 1)
         }
-        sys.exit(error_line(f"{message}; `{self.prog} --help` lists the arguments.", sorted(pieces, key=len)[::-1]))
+        for index, value in token_value_positions(given):  # however short: `--password pw`
+            named = given[index] if given[index] != value else f"{given[index - 1]} {value}"
+            message = message.replace(named, named[: -len(value)] + MASK)
+        unknown = [
+            arg.split("=", 1)[0]
+            for arg in given
+            if arg.startswith("-")
+            and any(word in arg.split("=", 1)[0].lower() for word in SECRET_WORDS)
+            and arg.split("=", 1)[0] not in self._option_string_actions
+        ]
+        where = (
+            f": {self.prog} takes no {unknown[0]}; it reads a Hub token from HF_TOKEN or `hf auth login`, never from "
+            "its arguments"
+            if unknown
+            else ""
+        )
+        sys.exit(
+            error_line(f"{message}{where}; `{self.prog} --help` lists the arguments.", sorted(pieces, key=len)[::-1])
+        )
 
 
 def holds_secret(value: str, secrets: list[str]) -> bool:
@@ -104,6 +127,34 @@ def refuse_token_in_path(argument: str, path: str | os.PathLike) -> None:
         f"give {argument} a name without it (a token never becomes a file or folder name); tokens belong in "
         "HF_TOKEN or `hf auth login`",
     )
+
+
+def token_value_positions(argv: list[str]) -> list[tuple[int, str]]:
+    """(index, value) of every value given to an argument whose name holds a secret's word (`SECRET_WORDS`: a
+    token, password or key), in any spelling: `--x value` or `--x=value`; for `--x=value` the index is that of the
+    whole argument."""
+    found = []
+    for index, arg in enumerate(argv):
+        name, equals, value = arg.partition("=")
+        if arg.startswith("-") and any(word in name.lower() for word in SECRET_WORDS):
+            if equals:
+                found.append((index, value))
+            elif index + 1 < len(argv):
+                found.append((index + 1, argv[index + 1]))
+    return [(index, value) for index, value in found if value]
+
+
+def secrets_in_argv(argv: list[str]) -> list[str]:
+    """The secret values given on a command line (see `token_value_positions`)."""
+    return [value for _, value in token_value_positions(argv)]
+
+
+def mask_token_values(argv: list[str]) -> list[str]:
+    """`argv` with every secret value replaced by ***, whatever its length."""
+    masked = list(argv)
+    for index, value in token_value_positions(argv):
+        masked[index] = masked[index][: -len(value)] + MASK if masked[index] != value else MASK
+    return masked
 
 
 @contextmanager

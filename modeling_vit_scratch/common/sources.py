@@ -5,6 +5,7 @@ import os
 from modeling_vit_scratch.common.folders import running_owner
 
 DIGITS = "digits"  # the --dataset name of the handwritten digits embedded in scikit-learn
+MAX_BRANCHES_LOOKED_AT = 10  # a repo's branches asked whether they hold a model, when its main holds none
 
 
 def looks_like_local_path(text: str) -> bool:
@@ -35,3 +36,46 @@ def check_folder_path(source: str, argument: str) -> None:
             f"{argument} {source!r} is in use by a training run (process {owner}), which may replace its model while "
             "it is read: wait for that run to end, then run this again."
         )
+
+
+def check_hub_model(source: str, argument: str, revision: str | None = None) -> None:
+    """Refuse, before any download, a hub repo whose `revision` (default: main) holds no config.json (a model pushed
+    to another branch only: the load would fail with a line about a setting the user never gave), naming the
+    branches that hold one; and a --revision given with a local folder. A repo the Hub does not answer for
+    (offline, unknown, no such revision) is left to the checks and the load that follow."""
+    if os.path.exists(source) or looks_like_local_path(source):
+        if revision is not None:
+            raise ValueError(
+                f"--revision {revision!r} names a version of a hub repo, and {argument} {source!r} is a local "
+                f"folder: leave out --revision."
+            )
+        return
+    from huggingface_hub import HfApi
+
+    api = HfApi()
+    try:
+        siblings = api.model_info(source, revision=revision).siblings or []
+    except Exception:  # noqa: BLE001 - offline, unknown or unreachable: the load that follows says why
+        return
+    if any(sibling.rfilename == "config.json" for sibling in siblings):
+        return
+    where = "its main branch" if revision is None else f"its revision {revision!r}"
+    try:
+        branches = [ref.name for ref in api.list_repo_refs(source).branches if ref.name != (revision or "main")]
+        holding = [
+            name
+            for name in branches[:MAX_BRANCHES_LOOKED_AT]
+            if any(sibling.rfilename == "config.json" for sibling in api.model_info(source, revision=name).siblings)
+        ]
+    except Exception:  # noqa: BLE001 - the branches could not be listed: the line says what is known
+        holding = []
+    found = (
+        f"; the branch{'es' * (len(holding) > 1)} {', '.join(holding)} hold{'s' * (len(holding) == 1)} one"
+        if holding
+        else ""
+    )
+    branch = holding[0] if holding else "BRANCH"
+    raise ValueError(
+        f"{argument} {source!r} has no config.json on {where}, so it holds no model there{found}: give "
+        f"--revision {branch}."
+    )

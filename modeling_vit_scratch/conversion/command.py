@@ -38,6 +38,7 @@ from modeling_vit_scratch.common.dtypes import parse_dtype
 from modeling_vit_scratch.common.folders import check_replaceable
 from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
 from modeling_vit_scratch.common.sources import looks_like_local_path
+from modeling_vit_scratch.common.user_paths import user_path
 from modeling_vit_scratch.common.weights import check_safetensors, weight_files
 from modeling_vit_scratch.conversion.convert import (
     check_convertible,
@@ -57,9 +58,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     direction = parser.add_mutually_exclusive_group(required=True)
     direction.add_argument("--from", dest="source", choices=["transformers", "timm"], help="convert into vit_scratch")
     direction.add_argument("--to", dest="target", choices=["transformers"], help="convert a vit_scratch folder out")
-    parser.add_argument("--input", required=True, help="folder or hub repo id; a safetensors file for --from timm")
     parser.add_argument(
-        "--output", required=True, help="folder to write: new or empty, or a model folder with --overwrite; not --input"
+        "--input", required=True, type=user_path, help="folder or hub repo id; a safetensors file for --from timm"
+    )
+    parser.add_argument("--revision", help="branch, tag or commit of a hub repo --input (default: main)")
+    parser.add_argument(
+        "--output",
+        required=True,
+        type=user_path,
+        help="folder to write: new or empty, or a model folder with --overwrite; not --input",
     )
     parser.add_argument(
         "--overwrite", action="store_true", help="replace an existing model folder once the new one is complete"
@@ -81,7 +88,8 @@ def convert(args: argparse.Namespace) -> None:
     if args.source == "timm":
         check_timm_arguments(args)
     else:
-        check_input(args.input, "to transformers" if args.target == "transformers" else "from transformers")
+        direction = "to transformers" if args.target == "transformers" else "from transformers"
+        check_input(args.input, direction, args.revision)
     check_replaceable(args.output, args.overwrite, {"--input": args.input})  # before any download or conversion
     try:
         model, processor, reference = read_source(args)
@@ -109,6 +117,8 @@ def convert(args: argparse.Namespace) -> None:
         source = {"input": args.input, "from": args.source}
         if args.source == "timm":
             source["timm_model"] = args.timm_model
+        if args.revision is not None:  # the version of the repo it was converted from
+            source["revision"] = args.revision
         save_converted(model, processor, args.output, overwrite=args.overwrite, check=check, source=source)
         when_interrupted(f"Interrupted after the conversion was complete: {args.output} holds the new folder.")
         print(f"Wrote a vit_scratch folder to {args.output} ({model.num_parameters():,} parameters)")
@@ -118,6 +128,11 @@ def convert(args: argparse.Namespace) -> None:
 def check_timm_arguments(args: argparse.Namespace) -> None:
     """`--from timm`'s own needs, before any work: an architecture name, a weights file that is no pickle and whose
     header holds, timm importable, and `--timm_kwargs` that build an architecture only."""
+    if args.revision is not None:
+        raise ValueError(
+            f"--revision {args.revision!r} names a version of a hub repo, and --from timm reads a local weights file: "
+            "leave out --revision."
+        )
     if not args.timm_model:
         raise ValueError("--from timm needs --timm_model NAME (e.g. vit_base_patch16_224) to know the architecture.")
     if not Path(args.input).is_file():
@@ -138,13 +153,15 @@ def read_source(args: argparse.Namespace):
     """The model to write, its processor, and the reference its written folder must compute the same as. Weights
     that are not finite are refused here, before any conversion."""
     if args.target == "transformers":
-        check_convertible(args.input)
+        check_convertible(args.input, args.revision)
         if Path(args.input).is_dir():
             for path in weight_files(args.input):
                 check_finite(load_file(path), path)
-        model = saved_class(args.input).from_pretrained(args.input, trust_remote_code=False, use_safetensors=True)
+        model = saved_class(args.input, args.revision).from_pretrained(
+            args.input, trust_remote_code=False, use_safetensors=True, revision=args.revision
+        )
         check_finite(model.state_dict(), args.input)  # a hub repo's, downloaded by from_pretrained
-        return model, ViTScratchImageProcessor.from_pretrained(args.input), model
+        return model, ViTScratchImageProcessor.from_pretrained(args.input, revision=args.revision), model
     if args.source == "timm":
         import timm
 
@@ -155,9 +172,11 @@ def read_source(args: argparse.Namespace):
         model, processor = from_timm(reference, weights)
         reference.load_state_dict(weights)
         return model, processor, reference
-    model, processor = from_transformers(args.input)  # its weights checked as they are read
+    model, processor = from_transformers(args.input, args.revision)  # its weights checked as they are read
     reference_class = AutoModelForImageClassification if model.config.num_labels else AutoModel
-    reference = reference_class.from_pretrained(args.input, trust_remote_code=False, use_safetensors=True)
+    reference = reference_class.from_pretrained(
+        args.input, trust_remote_code=False, use_safetensors=True, revision=args.revision
+    )
     return model, processor, reference
 
 
@@ -175,9 +194,11 @@ def unreadable_source(source: str, error: OSError) -> str:
     )
 
 
-def saved_class(folder: str):
-    """Our class a saved folder names in `architectures`: DeiT's two-headed one, or the one-headed classifier."""
-    architectures = ViTScratchConfig.from_pretrained(folder, trust_remote_code=False).architectures or []
+def saved_class(folder: str, revision: str | None = None):
+    """Our class a saved folder (or a repo at `revision`) names in `architectures`: DeiT's two-headed one, or the
+    one-headed classifier."""
+    config = ViTScratchConfig.from_pretrained(folder, trust_remote_code=False, revision=revision)
+    architectures = config.architectures or []
     two_heads = ViTScratchForImageClassificationWithTeacher.__name__ in architectures
     return ViTScratchForImageClassificationWithTeacher if two_heads else ViTScratchForImageClassification
 

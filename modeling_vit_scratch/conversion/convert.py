@@ -23,7 +23,7 @@ from modeling_vit_scratch.common.secrets import weights_sha256
 from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.common.weights import weight_files
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig, to_pair
-from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
+from modeling_vit_scratch.image_processing_vit_scratch import LUMA_WEIGHTS, ViTScratchImageProcessor
 from modeling_vit_scratch.modeling_vit_scratch import (
     ViTScratchForImageClassification,
     ViTScratchForImageClassificationWithTeacher,
@@ -211,8 +211,8 @@ def check_finite(tensors: Mapping[str, torch.Tensor], origin: str | Path) -> Map
     return tensors
 
 
-def local_folder(path_or_repo: str) -> Path:
-    """A local folder as is; a hub repo id downloaded (config, processor and safetensors weights only). Either is
+def local_folder(path_or_repo: str, revision: str | None = None) -> Path:
+    """A local folder as is; a hub repo id downloaded at `revision` (config, processor and safetensors weights only). Either is
     checked before it is read: its auto_map names no code but the package's own (its weights are checked as they
     are read, by `read_state_dict`)."""
     path = Path(path_or_repo)
@@ -222,7 +222,7 @@ def local_folder(path_or_repo: str) -> Path:
         from huggingface_hub import snapshot_download
 
         patterns = ["config.json", "preprocessor_config.json", "*.safetensors", "*.safetensors.index.json"]
-        path = Path(snapshot_download(path_or_repo, allow_patterns=patterns))
+        path = Path(snapshot_download(path_or_repo, revision=revision, allow_patterns=patterns))
     check_no_foreign_code(path, NO_CODE_RUNS)
     return path
 
@@ -234,10 +234,10 @@ NO_CODE_RUNS = (
 )
 
 
-def check_convertible(source: str) -> None:
-    """A saved vit_scratch folder or repo to convert out: no code but the package's own named (conversion runs
-    none), and (a folder) safetensors weights that fit their files."""
-    check_no_foreign_code(source, NO_CODE_RUNS)
+def check_convertible(source: str, revision: str | None = None) -> None:
+    """A saved vit_scratch folder or repo (at `revision`) to convert out: no code but the package's own named
+    (conversion runs none), and (a folder) safetensors weights that fit their files."""
+    check_no_foreign_code(source, NO_CODE_RUNS, revision=revision)
     if Path(source).is_dir():
         weight_files(source)
 
@@ -257,11 +257,13 @@ def processor_from_reference(config: ViTScratchConfig, mean, std, size: tuple[in
     )
 
 
-def from_transformers(path_or_repo: str) -> tuple[ViTScratchForImageClassification, ViTScratchImageProcessor]:
+def from_transformers(
+    path_or_repo: str, revision: str | None = None
+) -> tuple[ViTScratchForImageClassification, ViTScratchImageProcessor]:
     """A transformers `ViTForImageClassification` or `ViTModel` folder or repo -> our model and image processor.
     DeiT too: `DeiTForImageClassificationWithTeacher` -> `ViTScratchForImageClassificationWithTeacher`,
     `DeiTForImageClassification` (the class token's head) and `DeiTModel` -> ours with a distillation token."""
-    folder = local_folder(path_or_repo)
+    folder = local_folder(path_or_repo, revision)
     reference = json.loads((folder / "config.json").read_text())
     model_type = reference.get("model_type")
     if model_type == "vit_scratch":  # a hub repo: a local folder was classified by conversion/inputs.py already
@@ -443,6 +445,16 @@ def save_converted(
     return Path(output_dir)
 
 
+def luma_kernel(kernel: torch.Tensor) -> torch.Tensor:
+    """A grayscale patch kernel (D, 1, p, p) -> the RGB kernel (D, 3, p, p) that computes the same on the image our
+    processor would make gray: each channel's share is its weight in the processor's luma (PIL's ITU-R 601,
+    `LUMA_WEIGHTS`), and the shares sum to exactly 1. With the gray mean and std given to each channel, an image
+    whose channels are equal gives the same output, and a colour image that of its luma (before our processor rounds
+    it to 8 bits)."""
+    shares = torch.tensor(LUMA_WEIGHTS, dtype=torch.float64) / sum(LUMA_WEIGHTS)  # exact in float32: 16-bit numerators
+    return kernel * shares.to(kernel.dtype).view(1, 3, 1, 1)
+
+
 def to_transformers(
     model: ViTScratchForImageClassification,
     output_dir: str | Path,
@@ -455,7 +467,8 @@ def to_transformers(
     distillation token is written as transformers' DeiT: `DeiTForImageClassificationWithTeacher` from our
     two-headed model, `DeiTForImageClassification` from the one-headed one. Every check runs before anything is
     written, and the folder is written all or nothing (see `replaced_folder`); `check` is called with the written
-    folder before it is moved into place."""
+    folder before it is moved into place. transformers' pipeline makes every image RGB, so a grayscale model is
+    written as an RGB one that computes what ours computes (`luma_kernel`)."""
     config = model.config
     deit = config.distillation_token
     reference_name = "DeiT" if deit else "ViT"
@@ -478,6 +491,7 @@ def to_transformers(
             "this model cannot be exported to it."
         )
     two_heads = isinstance(model, ViTScratchForImageClassificationWithTeacher)
+    gray = config.num_channels == 1  # transformers' pipeline gives every image as RGB: the kernel takes RGB
     if deit:
         architecture = "DeiTForImageClassificationWithTeacher" if two_heads else "DeiTForImageClassification"
         key_map = transformers_key_map(
@@ -491,6 +505,8 @@ def to_transformers(
         parts = key_map[key]
         if key.endswith("patch_embeddings.projection.weight") and tensor.ndim == 2:  # linear form -> conv kernel
             tensor = tensor.reshape(config.hidden_size, config.num_channels, *to_pair(config.patch_size))
+        if key.endswith("patch_embeddings.projection.weight") and gray:
+            tensor = luma_kernel(tensor)
         for part, chunk in zip(parts, tensor.chunk(len(parts)) if len(parts) > 1 else (tensor,)):
             state_dict[part] = chunk.contiguous()
     reference = {name: getattr(config, name) for name in TRANSFORMERS_CONFIG_FIELDS}
@@ -503,7 +519,9 @@ def to_transformers(
         encoder_stride=patch_h,
         id2label={str(k): v for k, v in config.id2label.items()},
         label2id=dict(config.label2id),
+        num_channels=3 if gray else config.num_channels,
     )
+    channels = 3 if gray else 1  # a gray model's one mean and std, for each of R, G and B
     with replaced_folder(output_dir, overwrite) as staging:
         save_file(state_dict, staging / "model.safetensors", metadata={"format": "pt"})
         (staging / "config.json").write_text(json.dumps(reference, indent=2) + "\n")
@@ -516,8 +534,8 @@ def to_transformers(
                 "size": dict(processor.size),
                 "resample": int(processor.resample),
                 "rescale_factor": processor.rescale_factor,
-                "image_mean": list(processor.image_mean),
-                "image_std": list(processor.image_std),
+                "image_mean": list(processor.image_mean) * channels,
+                "image_std": list(processor.image_std) * channels,
             }
             (staging / "preprocessor_config.json").write_text(json.dumps(settings, indent=2) + "\n")
         if check:

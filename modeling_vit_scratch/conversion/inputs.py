@@ -7,16 +7,18 @@ from pathlib import Path
 
 from modeling_vit_scratch.common.model_folder import TRANSFORMERS_TYPES, read_json
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
-from modeling_vit_scratch.common.sources import check_folder_path
+from modeling_vit_scratch.common.sources import check_folder_path, check_hub_model
 from modeling_vit_scratch.conversion.convert import NO_CODE_RUNS
 
 
-def check_input(source: str, direction: str) -> None:
+def check_input(source: str, direction: str, revision: str | None = None) -> None:
     """Refuse an `--input` of the wrong kind for `direction` ("from transformers", "to transformers"; `--from
-    timm` has its own check of a weights file) with a ValueError or FileNotFoundError naming the fix."""
+    timm` has its own check of a weights file) with a ValueError or FileNotFoundError naming the fix; a hub repo
+    is looked at `revision` (default: main)."""
     if not source.strip():
         raise ValueError("--input is empty: give a model folder or a hub repo id.")
     check_folder_path(source, "--input")
+    check_hub_model(source, "--input", revision)
     if Path(source).is_dir():
         check_folder_kind(Path(source), source, direction)
         return

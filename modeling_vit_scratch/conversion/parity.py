@@ -18,12 +18,15 @@ def compared_output(model, pixel_values: torch.Tensor) -> torch.Tensor:
 
 
 def check_parity(reference, converted, config, dtype: torch.dtype) -> str:
-    """Both models in `dtype` on the same random images: one line saying how closely they agree, or a ValueError."""
+    """Both models in `dtype` on the same random images: one line saying how closely they agree, or a ValueError.
+    A grayscale source written as an RGB model (`luma_kernel`) gets each image as three equal channels."""
     generator = torch.Generator().manual_seed(0)
     height, width = (config.image_size,) * 2 if isinstance(config.image_size, int) else config.image_size
     pixel_values = torch.randn(2, config.num_channels, height, width, generator=generator).to(dtype)
     expected = compared_output(reference.to(dtype).eval(), pixel_values)
-    agree, difference, tolerance = logits_agree(expected, compared_output(converted.eval(), pixel_values), dtype)
+    channels = getattr(getattr(converted, "config", None), "num_channels", config.num_channels)
+    given = pixel_values.expand(-1, channels, -1, -1) if channels != config.num_channels else pixel_values
+    agree, difference, tolerance = logits_agree(expected, compared_output(converted.eval(), given), dtype)
     verdict = f"max |difference| {difference:.2e}, tolerance {tolerance:.2e} for {dtype_name(dtype)}"
     if dtype != torch.float32:
         verdict += " (bf16 keeps 8 bits of mantissa: 2^-4 of the largest output, not float32's 1e-4)"

@@ -16,6 +16,7 @@ from pathlib import Path
 from modeling_vit_scratch.common.commands import entry_point, when_interrupted
 from modeling_vit_scratch.common.numbers import Allowed, check_numbers
 from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
+from modeling_vit_scratch.common.user_paths import user_path
 from modeling_vit_scratch.explanation.attention import HEAD_FUSIONS
 from modeling_vit_scratch.explanation.prediction import explain_image
 
@@ -25,10 +26,16 @@ EXPLAIN_LIMITS = {"discard_ratio": Allowed(0, 1, open_high=True, example="0.9")}
 @entry_point()
 def main(argv: list[str]) -> None:
     parser = RedactingArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True, help="saved folder or hub repo id of a vit_scratch model")
-    parser.add_argument("--image", required=True, help="image file or http(s) URL")
     parser.add_argument(
-        "--out", required=True, help="folder for the PNG files: new, empty, or one explain or training wrote"
+        "--model", required=True, type=user_path, help="saved folder or hub repo id of a vit_scratch model"
+    )
+    parser.add_argument("--revision", help="branch, tag or commit of a hub repo --model (default: main)")
+    parser.add_argument("--image", required=True, type=user_path, help="image file or http(s) URL")
+    parser.add_argument(
+        "--out",
+        required=True,
+        type=user_path,
+        help="folder for the PNG files: new, empty, or one explain or training wrote",
     )
     parser.add_argument("--head_fusion", default="mean", choices=HEAD_FUSIONS)
     parser.add_argument("--discard_ratio", type=float, default=0.0, help="share of weakest attention to drop")
@@ -44,7 +51,14 @@ def main(argv: list[str]) -> None:
     try:
         check_numbers(vars(args), EXPLAIN_LIMITS)
         paths = explain_image(
-            args.model, args.image, args.out, args.head_fusion, args.discard_ratio, args.trust_remote_code, args.dtype
+            args.model,
+            args.image,
+            args.out,
+            args.head_fusion,
+            args.discard_ratio,
+            args.trust_remote_code,
+            args.dtype,
+            args.revision,
         )
     except (ValueError, FileNotFoundError) as error:
         sys.exit(error_line(error))

@@ -16,7 +16,7 @@ from PIL import Image, UnidentifiedImageError
 from transformers import AutoImageProcessor, AutoModelForImageClassification
 
 from modeling_vit_scratch.common.dtypes import parse_dtype
-from modeling_vit_scratch.common.folders import check_output_folder, mark_as_ours
+from modeling_vit_scratch.common.folders import check_output_folder, mark_as_ours, model_contents
 from modeling_vit_scratch.common.images import open_bounded
 from modeling_vit_scratch.common.model_folder import (
     check_processor_fits,
@@ -25,7 +25,7 @@ from modeling_vit_scratch.common.model_folder import (
 )
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code, foreign_code, settings_of_repo
 from modeling_vit_scratch.common.secrets import known_secrets, redact
-from modeling_vit_scratch.common.sources import check_folder_path
+from modeling_vit_scratch.common.sources import check_folder_path, check_hub_model
 from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS
 from modeling_vit_scratch.explanation import attention as explain
@@ -136,7 +136,7 @@ def load_image(source: str) -> Image.Image:
         ) from None
 
 
-def check_model_source(model_source: str, trust_remote_code: bool = False) -> None:
+def check_model_source(model_source: str, trust_remote_code: bool = False, revision: str | None = None) -> None:
     """Classify `--model` before any image is read or model loaded: refuse a preset name (an architecture without
     trained weights), a file or a missing local folder, a folder or repo naming code other than the package's own
     (unless `trust_remote_code`), one whose config.json names a model type explain does not read (only vit_scratch
@@ -148,12 +148,14 @@ def check_model_source(model_source: str, trust_remote_code: bool = False) -> No
             "nothing to explain; give --model a folder saved by training, or the hub repo id of a trained model."
         )
     check_folder_path(model_source, "--model")
+    check_hub_model(model_source, "--model", revision)
     check_no_foreign_code(
         model_source,
         "read that code, then pass --trust_remote_code if you trust it",
         trust_remote_code=trust_remote_code,
+        revision=revision,
     )
-    settings = Path(model_source) if Path(model_source).is_dir() else settings_of_repo(model_source)
+    settings = Path(model_source) if Path(model_source).is_dir() else settings_of_repo(model_source, revision)
     trusted_code = trust_remote_code and settings is not None and foreign_code(settings) is not None
     if settings is not None and (settings / "config.json").is_file() and not trusted_code:
         check_vit_scratch_type(
@@ -181,18 +183,23 @@ def file_name_part(text: str) -> str:
     return safe.encode()[:LABEL_IN_FILE_NAME].decode(errors="ignore") or "_"
 
 
-def load_model(model_source: str, trust_remote_code: bool = False, dtype: torch.dtype = torch.float32):
-    """Model (in `dtype`) and image processor of a folder or repo; its own code runs only if `trust_remote_code`.
+def load_model(
+    model_source: str, trust_remote_code: bool = False, dtype: torch.dtype = torch.float32, revision: str | None = None
+):
+    """Model (in `dtype`) and image processor of a folder or repo (at `revision`, default main); its own code runs
+    only if `trust_remote_code`.
     A local folder is checked first: its auto_map names only the package's code (unless trusted), its weights are
     safetensors that fit their files."""
-    check_model_source(model_source, trust_remote_code)
+    check_model_source(model_source, trust_remote_code, revision)
     if Path(model_source).is_dir():
         weight_files(model_source)
     try:
         model = AutoModelForImageClassification.from_pretrained(
-            model_source, trust_remote_code=trust_remote_code, dtype=dtype, use_safetensors=True
+            model_source, trust_remote_code=trust_remote_code, dtype=dtype, use_safetensors=True, revision=revision
         )
-        processor = AutoImageProcessor.from_pretrained(model_source, trust_remote_code=trust_remote_code)
+        processor = AutoImageProcessor.from_pretrained(
+            model_source, trust_remote_code=trust_remote_code, revision=revision
+        )
     except OSError as error:  # a repo without safetensors weights, or out of reach
         raise unreadable_weights(model_source, error) from None
     except ValueError as error:
@@ -209,6 +216,17 @@ def load_model(model_source: str, trust_remote_code: bool = False, dtype: torch.
     return model.eval(), processor
 
 
+def refuse_a_model_folder(out: Path) -> None:
+    """A ValueError when `out` holds a model (another run's training folder, a saved model): the figures would sit
+    among that model's files as if they explained it."""
+    held = model_contents(out) if out.is_dir() else []
+    if held:
+        raise ValueError(
+            f"--out {str(out)!r} holds a model ({', '.join(held[:3])}), and the figures written among its files would "
+            f"read as that model's: give --out a folder of its own, e.g. {str(out.parent / (out.name + '-explain'))!r}."
+        )
+
+
 def explain_image(
     model_source: str,
     image_source: str,
@@ -217,15 +235,17 @@ def explain_image(
     discard_ratio: float = 0.0,
     trust_remote_code: bool = False,
     dtype: str = "float32",
+    revision: str | None = None,
 ) -> list[Path]:
     """Everything the script does, with the model in `dtype` ("float32" or "bfloat16"); returns the paths of the
     pictures written. `out_dir` is checked first (`check_output_folder`: new, empty or one explain or training wrote;
-    apart from the model and the image; no links), then the image, so a refusal costs no loading."""
+    apart from the model and the image; no links; holding no model), then the image, so a refusal costs no loading."""
     out = check_output_folder(out_dir, "--out", {"--model": model_source, "--image": image_source})
+    refuse_a_model_folder(out)
     torch_dtype = parse_dtype(dtype)
-    check_model_source(model_source, trust_remote_code)  # a preset, foreign code, another model type: before the image
+    check_model_source(model_source, trust_remote_code, revision)  # a preset, foreign code, another type: first
     image = load_image(image_source)  # the image's errors before the model is loaded
-    model, processor = load_model(model_source, trust_remote_code, torch_dtype)
+    model, processor = load_model(model_source, trust_remote_code, torch_dtype, revision)
     config = model.config
     pixel_values, shown = explain.model_inputs(image, processor, config.num_channels)
     pixel_values = pixel_values.to(model.dtype)

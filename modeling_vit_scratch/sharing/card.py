@@ -181,6 +181,8 @@ def origin_text(record: dict, conversion: dict | None) -> str:
 def conversion_source(conversion: dict) -> str:
     """The converted model in words: `NAME` (a transformers ViT), or `FILE` (timm's ARCHITECTURE)."""
     source = f"`{conversion.get('input')}`"
+    if conversion.get("revision"):
+        source += f" at revision `{conversion['revision']}`"
     if conversion.get("timm_model"):
         return f"{source} (timm's `{conversion['timm_model']}`)"
     return f"{source} (a {conversion.get('from', 'another library')} model)"
@@ -215,7 +217,8 @@ def render_model_card(
 ) -> ModelCard:
     """The card for a model folder. `metrics` (all_results.json) and `record` (training_record.json) are left out
     of the card when unknown; `model_id`/`revision` fill the loading example once the repo is known; `unmeasured`
-    says the weights were changed after training, so the training metrics are not theirs; `conversion`
+    says the weights were changed after training, so the training metrics are not theirs; a record without metrics
+    (all_results.json lost) makes the card say the metrics are not known; `conversion`
     (conversion_record.json, for a folder without a training record) says what the weights were converted from.
     A folder with neither record gets a card that claims no training."""
     template = Path(template)
@@ -266,6 +269,7 @@ def render_model_card(
         model_id=model_id or "path/to/this/folder",
         revision=revision,
         unmeasured=unmeasured,
+        metrics_unknown=bool(record) and not metrics and not unmeasured,  # a trained model whose results are lost
     )
     return ModelCard(render_template(template.read_text(), values, name=template.name))
 

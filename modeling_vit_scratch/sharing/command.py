@@ -15,6 +15,7 @@ import sys
 
 from modeling_vit_scratch.common.commands import entry_point, when_interrupted
 from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
+from modeling_vit_scratch.common.user_paths import user_path
 from modeling_vit_scratch.sharing.push import HUB_ERRORS, push_to_hub
 
 # what Ctrl-C or SIGTERM prints once the push has reached each stage (`push_to_hub`'s `reached`)
@@ -33,7 +34,9 @@ STOPPED_AT = {
 @entry_point()
 def main(argv: list[str]) -> None:
     parser = RedactingArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folder", help="a training output, or any folder written by save_pretrained with its processor")
+    parser.add_argument(
+        "folder", type=user_path, help="a training output, or any folder written by save_pretrained with its processor"
+    )
     parser.add_argument("repo_id", help="e.g. your-name/vit-digits")
     parser.add_argument("--private", action="store_true", help="create the repo private")
     parser.add_argument("--revision", help="branch to push to (created if missing), or refs/pr/N; default main")

@@ -89,7 +89,7 @@ def check_hub_arguments(
     names: Names = PUSH,
 ) -> HubTarget:
     """A ValueError naming the argument, its value (never a token) and the fix, unless every Hub argument of a push
-    is good: no token typed into a field that is sent, a valid repo id, a revision that is a branch name or an
+    is good: no token typed into a field that is sent, a commit message that is not blank, a valid repo id, a revision that is a branch name or an
     existing pull request of the repo (never a commit id), a shard size, a token at hand that the Hub accepts, and,
     for a `private` push, a repo that is private or does not exist yet. Returns the full repo id (a bare name gets
     the token owner's namespace), the revision (`refs/heads/NAME` as NAME) and the shard size in bytes."""
@@ -98,6 +98,11 @@ def check_hub_arguments(
     refuse_secret("The repo id", repo_id, secrets, fix)
     refuse_secret("The revision", revision, secrets, fix)
     refuse_secret("The commit message", commit_message, secrets, fix)
+    if commit_message is not None and not commit_message.strip():
+        raise ValueError(
+            "--commit_message is blank (empty, or only spaces and line breaks), and a commit needs a title: give a "
+            "message, or leave out --commit_message for the default title (Upload vit_scratch model from FOLDER)."
+        )
     check_repo_id(repo_id, names)
     revision = check_revision(revision, create_pr, names)
     shard_bytes = shard_size(max_shard_size)

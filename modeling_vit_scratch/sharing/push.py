@@ -227,6 +227,18 @@ def measured_training_files(folder: Path, digest: str, allow_unmeasured_weights:
     return {}, record, False
 
 
+def metrics_note(folder: Path, metrics: dict, record: dict, measured: bool) -> list[str]:
+    """A line when the folder was trained (it has a record) but its metrics are lost (no all_results.json): the card
+    says they are not known, and the push says so."""
+    if not record or metrics or not measured:
+        return []
+    line = (
+        f"{folder / RESULTS_FILE} is missing: the metrics of this model are not known, and its card says so (no "
+        "results section); retrain, or evaluate it, to publish them."
+    )
+    return [line]
+
+
 def local_card_note(folder: Path, config) -> list[str]:
     """A line when the folder's README.md is not the card its training wrote (edited by hand, or the user's own):
     the push sends the generated card, whose metrics the record vouches for and whose loading example it pins, so
@@ -493,7 +505,11 @@ def push_to_hub(
             ) from None
 
         pull_request_url, card_revision = None, target
-        notes = local_card_note(folder, model.config) + files_notes(repo_id, remote, staging, keep_card)
+        notes = (
+            local_card_note(folder, model.config)
+            + metrics_note(folder, metrics, record, measured)
+            + files_notes(repo_id, remote, staging, keep_card)
+        )
         if create_pr and model_commit is not None:  # a pull request would change nothing
             notes.append(f"{repo_id}'s main already holds this model (the same files): no pull request was opened.")
             return PushResult(repo_url, model_commit, f"{repo_url}/commit/{model_commit}", notes=notes)

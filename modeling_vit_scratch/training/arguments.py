@@ -27,8 +27,15 @@ from transformers import HfArgumentParser, TrainingArguments
 from modeling_vit_scratch.cli import COMMAND
 from modeling_vit_scratch.common.blank import blank_argument_line, is_blank, shown_blank
 from modeling_vit_scratch.common.numbers import check_numbers
-from modeling_vit_scratch.common.secrets import MASK, holds_secret, known_secrets, redact
+from modeling_vit_scratch.common.secrets import (
+    holds_secret,
+    known_secrets,
+    mask_token_values,
+    redact,
+    secrets_in_argv,
+)
 from modeling_vit_scratch.common.sources import DIGITS
+from modeling_vit_scratch.common.user_paths import expand_user_paths
 from modeling_vit_scratch.training.distillation import Distillation
 from modeling_vit_scratch.training.limits import LIMITS
 from modeling_vit_scratch.training.packages import check_argument_packages
@@ -289,6 +296,8 @@ def refuse_blank_recipe_value(path: Path, key: str, value) -> None:
 
 # Recipe keys that name a file or folder to read: relative to the working directory, or else to the recipe's folder
 RECIPE_PATH_KEYS = ("model", "teacher", "dataset")
+# every argument that names a file or folder: a leading `~` is a home folder, on the command line and in a recipe
+PATH_ARGUMENTS = (*RECIPE_PATH_KEYS, "output_dir", "resume_from_checkpoint", "deepspeed", "fsdp_config")
 RECIPE_PATHS = (
     "Train from a recipe (RECIPE.json or .yaml, given first) and/or arguments; the command line wins. Relative paths "
     "in a recipe: what it reads (model, teacher, dataset) is found from the working folder or beside the recipe (two "
@@ -567,6 +576,7 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     refuse_misplaced_tokens(recipe_to_argv(argv), command_secrets(argv))
     values = vars(namespace)
     refuse_blank_arguments(argv, values)
+    expand_user_paths(values, PATH_ARGUMENTS)
     refuse_overridden(recipe_to_argv(argv), values)
     check_numbers(values, LIMITS)  # before any group is built: its own checks then see only finite, in-range numbers
     refuse_unused_companions(recipe_to_argv(argv), values)
@@ -647,33 +657,6 @@ def refuse_misplaced_tokens(argv: list[str], secrets: list[str] = ()) -> None:
                 "HF_TOKEN or `hf auth login`, never in another argument, where they would be written to "
                 "files; fix the command line."
             )
-
-
-def token_value_positions(argv: list[str]) -> list[tuple[int, str]]:
-    """(index, value) of every value given to an argument whose name holds 'token', in any spelling: `--x value`
-    or `--x=value`; for `--x=value` the index is that of the whole argument."""
-    found = []
-    for index, arg in enumerate(argv):
-        name, equals, value = arg.partition("=")
-        if arg.startswith("-") and "token" in name.lower():
-            if equals:
-                found.append((index, value))
-            elif index + 1 < len(argv):
-                found.append((index + 1, argv[index + 1]))
-    return [(index, value) for index, value in found if value]
-
-
-def secrets_in_argv(argv: list[str]) -> list[str]:
-    """The token values given on a command line (see `token_value_positions`)."""
-    return [value for _, value in token_value_positions(argv)]
-
-
-def mask_token_values(argv: list[str]) -> list[str]:
-    """`argv` with every token value replaced by ***, whatever its length."""
-    masked = list(argv)
-    for index, value in token_value_positions(argv):
-        masked[index] = masked[index][: -len(value)] + MASK if masked[index] != value else MASK
-    return masked
 
 
 def command_secrets(argv: list[str]) -> list[str]:

@@ -104,18 +104,38 @@ def test_both_key_layouts_and_the_base_model_convert(tmp_path):
 
 
 def test_round_trip_through_the_transformers_layout_is_bit_exact(tmp_path):
-    config = ViTScratchConfig(**REFERENCE_SIZES["larger-gray"], id2label={0: "no", 1: "yes"})
+    config = ViTScratchConfig(**REFERENCE_SIZES["small-rgb"], id2label={0: "no", 1: "yes"})
     ours = ViTScratchForImageClassification(config).eval()
     processor = ViTScratchImageProcessor.for_config(config)
     to_transformers(ours, tmp_path / "hf", processor)
     exported = ViTForImageClassification.from_pretrained(tmp_path / "hf").eval()
-    images = torch.randn(2, 1, 48, 48)
+    images = torch.randn(2, 3, 32, 32)
     assert (logits(exported, images) - logits(ours, images)).abs().max() < 1e-5
     back, back_processor = from_transformers(str(tmp_path / "hf"))
     for key, tensor in ours.state_dict().items():
         assert torch.equal(back.state_dict()[key], tensor), key
     assert back.config.id2label == {0: "no", 1: "yes"}
     assert back_processor.image_mean == processor.image_mean and back_processor.resample == processor.resample
+
+
+@pytest.mark.parametrize("colour", [False, True])
+def test_a_grayscale_model_exported_to_transformers_runs_in_its_pipeline_as_ours_does(tmp_path, colour):
+    """transformers' pipeline makes every image RGB: the export takes RGB and computes what ours computes on the
+    image our processor makes gray (exactly for a gray image; a colour image's luma is rounded to 8 bits by ours)."""
+    import numpy as np
+    from PIL import Image
+
+    config = ViTScratchConfig(**REFERENCE_SIZES["larger-gray"], id2label={0: "a", 1: "b", 2: "c"})
+    ours = ViTScratchForImageClassification(config).eval()
+    processor = ViTScratchImageProcessor.for_config(config)
+    to_transformers(ours, tmp_path / "hf", processor)
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["num_channels"] == 3
+    pixels = np.random.default_rng(0).integers(0, 256, (48, 48, 3) if colour else (48, 48), dtype=np.uint8)
+    image = Image.fromarray(pixels).convert("RGB")
+    predictions = pipeline("image-classification", model=str(tmp_path / "hf"), top_k=None)(image)
+    got = torch.tensor([{p["label"]: p["score"] for p in predictions}[label] for label in "abc"])
+    expected = logits(ours, processor(image, return_tensors="pt").pixel_values).softmax(-1)[0]
+    torch.testing.assert_close(got, expected, atol=1e-3 if colour else 1e-6, rtol=0)
 
 
 def test_mean_pooling_cannot_be_exported_to_transformers(tmp_path):
@@ -451,7 +471,7 @@ def test_a_distilled_model_exports_to_transformers_deit_and_back_bit_exact(tmp_p
 
     from modeling_vit_scratch import ViTScratchForImageClassificationWithTeacher
 
-    config = ViTScratchConfig(**REFERENCE_SIZES["larger-gray"], distillation_token=True, id2label={0: "a", 1: "b"})
+    config = ViTScratchConfig(**REFERENCE_SIZES["small-rgb"], distillation_token=True, id2label={0: "a", 1: "b"})
     ours_class = ViTScratchForImageClassificationWithTeacher if two_heads else ViTScratchForImageClassification
     ours = ours_class(config).eval()
     with torch.no_grad():
@@ -462,7 +482,7 @@ def test_a_distilled_model_exports_to_transformers_deit_and_back_bit_exact(tmp_p
     reference_class = DeiTForImageClassificationWithTeacher if two_heads else DeiTForImageClassification
     assert saved["model_type"] == "deit" and saved["architectures"] == [reference_class.__name__]
     exported = reference_class.from_pretrained(tmp_path / "hf").eval()
-    images = torch.randn(2, 1, 48, 48)
+    images = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         expected, got = exported(pixel_values=images), ours(pixel_values=images)
     for name in ("logits", "cls_logits", "distillation_logits") if two_heads else ("logits",):

@@ -82,6 +82,16 @@ def test_a_shard_size_that_is_no_size_is_one_line_before_any_load(size, tmp_path
     )
 
 
+@pytest.mark.usefixtures("logged_in", "nothing_loaded")
+@pytest.mark.parametrize("message", ["", "   \n  ", "\t"])
+def test_a_blank_commit_message_is_one_line_before_any_load_or_request(message, tmp_path):
+    result = outcome("push", [*Scenario(tmp_path).argv("push"), f"--commit_message={message}"])
+    assert result.error == (
+        "error: --commit_message is blank (empty, or only spaces and line breaks), and a commit needs a title: give a "
+        "message, or leave out --commit_message for the default title (Upload vit_scratch model from FOLDER)."
+    )
+
+
 @pytest.mark.usefixtures("logged_in")
 def test_a_push_without_a_token_is_one_line_before_any_load(tmp_path, monkeypatch):
     monkeypatch.setattr(push, "load_verified", fail_if_reached)

@@ -7,6 +7,7 @@ tried, so an optimizer transformers adds is covered without a new case.
 """
 
 import importlib.metadata
+import sys
 
 import pytest
 from entry_points import Scenario, outcome, run_command, with_argument
@@ -123,3 +124,24 @@ def test_deepspeed_without_the_package_is_one_line_not_a_traceback(tmp_path):
     ), done.stderr
     assert "`pip install 'deepspeed>=" in done.stderr
     assert not (tmp_path / "out-train").exists()
+
+
+@pytest.mark.parametrize("implementation", ["timm", "timm-compiled"])
+def test_a_benchmark_implementation_whose_package_is_missing_is_one_line_before_measuring(
+    implementation, tmp_path, monkeypatch
+):
+    from modeling_vit_scratch.benchmark import command as benchmark_command
+
+    def measured(*args, **kwargs):
+        raise AssertionError("the benchmark measured")
+
+    monkeypatch.setitem(sys.modules, "timm", None)  # timm cannot be imported, wherever the tests run
+    monkeypatch.setattr(benchmark_command, "run_measurements", measured)
+    argv = [*Scenario(tmp_path).argv("benchmark"), "--implementations", "vit_scratch", "transformers-sdpa"]
+    result = outcome("benchmark", [*argv, implementation])
+    assert result.one_line, result
+    assert result.error.startswith(f"error: --implementations {implementation} needs the timm package, which cannot")
+    assert result.error.endswith(
+        "install it with pip install 'vit-scratch[timm]', or measure without it: --implementations vit_scratch "
+        "transformers-sdpa."
+    )

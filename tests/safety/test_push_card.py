@@ -11,17 +11,26 @@ from helpers import REPO
 from hub_server import local_hub  # noqa: F401  (the fixture)
 
 from modeling_vit_scratch import ViTScratchForImageClassification
-from modeling_vit_scratch.sharing.push import local_card_note
+from modeling_vit_scratch.common.secrets import weights_sha256
+from modeling_vit_scratch.sharing.card import render_model_card
+from modeling_vit_scratch.sharing.push import local_card_note, measured_training_files, metrics_note
 from modeling_vit_scratch.training.output import write_model_card
 
 
-def test_a_hand_edited_readme_is_said_not_to_be_sent(tmp_path):
-    folder = Scenario(tmp_path).model()
-    (folder / "all_results.json").write_text(json.dumps({"eval_accuracy": 0.5}))
+def trained_folder(root):
+    """A saved model with its training record and results, as training leaves it."""
+    folder = Scenario(root).model()
+    (folder / "all_results.json").write_text(json.dumps({"eval_accuracy": 0.5, "test_accuracy": 0.25}))
     record = dict(command="vit-scratch train", dataset="images", num_train=30, num_validation=3, num_test=3)
     record |= dict(epochs=1.0, learning_rate=1e-3, weight_decay=0.05, scheduler="cosine", total_batch=8, seed=0)
     record |= dict(world_size=1, precision=None, augmentation=None, wall_time_seconds=1.0)
+    record |= dict(weights_sha256=weights_sha256(folder))
     (folder / "training_record.json").write_text(json.dumps(record))
+    return folder
+
+
+def test_a_hand_edited_readme_is_said_not_to_be_sent(tmp_path):
+    folder = trained_folder(tmp_path)
     write_model_card(folder)  # as training writes it
     config = ViTScratchForImageClassification.from_pretrained(folder).config  # as the push loads it
     assert local_card_note(folder, config) == []
@@ -33,6 +42,28 @@ def test_a_hand_edited_readme_is_said_not_to_be_sent(tmp_path):
         "edit README.md on the Hub: later pushes keep a card edited there unless --overwrite_card."
     )
     assert local_card_note(folder, config) == [line]
+
+
+@pytest.mark.parametrize("lost", [(), ("all_results.json",), ("all_results.json", "README.md")])
+def test_a_trained_folder_whose_results_are_lost_has_a_card_that_says_its_metrics_are_not_known(lost, tmp_path):
+    folder = trained_folder(tmp_path)
+    write_model_card(folder)
+    for name in lost:
+        (folder / name).unlink()
+    metrics, record, measured = measured_training_files(folder, weights_sha256(folder), allow_unmeasured_weights=False)
+    config = ViTScratchForImageClassification.from_pretrained(folder).config
+    card = str(render_model_card(config, metrics, record, unmeasured=not measured))
+    note = "the metrics of this training run are not known (its `all_results.json` is missing)"
+    line = (
+        f"{folder / 'all_results.json'} is missing: the metrics of this model are not known, and its card says so (no "
+        "results section); retrain, or evaluate it, to publish them."
+    )
+    if lost:
+        assert note in card and "## Results" not in card
+        assert metrics_note(folder, metrics, record, measured) == [line]
+    else:
+        assert note not in card and "## Results" in card
+        assert metrics_note(folder, metrics, record, measured) == []
 
 
 PUSHES = """

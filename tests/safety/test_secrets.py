@@ -87,6 +87,18 @@ def test_an_argument_error_never_echoes_a_token(name, mistake, tmp_path, logged_
     assert not any(SECRET[start : start + 8] in done.error for start in range(len(SECRET) - 7))  # no piece of it
 
 
+@pytest.mark.parametrize("name", ["push", "explain", "convert", "benchmark"])
+@pytest.mark.parametrize("option", ["--hub_token", "--token=", "--api_key", "--Password="])
+@pytest.mark.parametrize("value", ["notatoken", "pw"])  # not token-shaped, and short
+def test_the_value_of_an_unknown_secret_option_is_never_echoed(name, option, value, tmp_path, logged_in):
+    given = [option + value] if option.endswith("=") else [option, value]
+    done = outcome(name, Scenario(tmp_path).argv(name) + given)
+    assert done.one_line, done
+    shown = option.rstrip("=")
+    assert f"{shown}{'=' if option.endswith('=') else ' '}***" in done.error and value not in done.error
+    assert f"takes no {shown}; it reads a Hub token from HF_TOKEN or `hf auth login`" in done.error
+
+
 @pytest.mark.parametrize("link", ["notes.txt", "all_results.json", "model.safetensors"])
 def test_a_symbolic_link_in_the_pushed_folder_is_refused_and_never_followed(link, tmp_path, logged_in):
     scenario = Scenario(tmp_path)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from entry_points import MODEL_ARGUMENT, Scenario, argv_reading, hub_repo, outcome
 from helpers import REPO
-from hub_server import LocalHub
+from hub_server import LocalHub, Store
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_templates import RECORD as CARD_RECORD
@@ -361,3 +361,61 @@ def test_explain_of_a_hub_repo_of_another_type_is_one_line_before_the_image_or_t
         "NEW_FOLDER`, then explain --model NEW_FOLDER."
     )
     assert "top classes" not in done.stdout and not out.exists()
+
+
+BRANCH_ONLY = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from entry_points import outcome
+image, out = sys.argv[2], sys.argv[3]
+lines = [
+    outcome("explain", ["--model", "local-user/on-dev", "--image", image, "--out", out]).error,
+    outcome("convert", ["--to", "transformers", "--input", "local-user/on-dev", "--output", out]).error,
+    outcome("explain", ["--model", "local-user/on-dev", "--revision", "dev", "--image", image, "--out", out]).code,
+    outcome("convert", ["--to", "transformers", "--input", "local-user/on-dev", "--revision", "dev", "--output", out + "-hf"]).code,
+]
+print(json.dumps(lines))
+"""
+
+
+@pytest.mark.integration
+def test_a_hub_repo_whose_model_is_on_a_branch_only_is_one_line_naming_the_branch(tmp_path):
+    """A repo whose main holds no model (pushed with --revision dev): explain and convert say so, and which branch
+    holds it, before any download (before: a stray 'No files matched' line and a line about model_type, or about
+    use_safetensors, which the user never set); with --revision dev, both read the branch's model."""
+    with LocalHub(tmp_path / "hub") as hub:
+        repo = Store(hub.root).create("local-user/on-dev", False, f"{hub.url}/local-user/on-dev")
+        folder = Scenario(tmp_path).model()
+        files = {path.name: repo.add_blob(path.read_bytes()) for path in folder.iterdir() if path.is_file()}
+        repo.commit("refs/heads/dev", "a model", "", {**repo.files(repo.refs["refs/heads/main"]), **files})
+        repo.save()
+        done = hub.run(
+            "-c",
+            BRANCH_ONLY,
+            REPO / "tests" / "support",
+            Scenario(tmp_path).picture(),
+            tmp_path / "out",
+            hf_home=tmp_path / "hf_home",
+            env={"PYTHONPATH": str(REPO)},
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    explain_line, convert_line, explained, converted = json.loads(done.stdout.strip().splitlines()[-1])
+    for argument, line in (("--model", explain_line), ("--input", convert_line)):
+        assert line == (
+            f"error: {argument} 'local-user/on-dev' has no config.json on its main branch, so it holds no model "
+            "there; the branch dev holds one: give --revision dev."
+        )
+    assert explained == converted == 0  # with --revision dev, both read the branch's model
+    assert (tmp_path / "out" / "attention_rollout.png").is_file() and (tmp_path / "out-hf" / "config.json").is_file()
+
+
+@pytest.mark.parametrize("name, argument", [("explain", "--model"), ("convert", "--input")])
+def test_a_revision_with_a_local_folder_is_one_line(name, argument, tmp_path, monkeypatch):
+    monkeypatch.setattr(prediction, "load_model", fail_if_reached)
+    scenario = Scenario(tmp_path)
+    result = outcome(name, [*scenario.argv(name), "--revision", "dev"])
+    assert result.error == (
+        f"error: --revision 'dev' names a version of a hub repo, and {argument} {str(scenario.model())!r} is a local "
+        "folder: leave out --revision."
+    )
+    assert not (tmp_path / f"out-{name}").exists()

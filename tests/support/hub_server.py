@@ -269,6 +269,7 @@ class HubApp:
         ("GET", REPO + r"/tree/" + REV, "list_tree"),
         ("POST", REPO + r"/paths-info/" + REV, "paths_info"),
         ("GET", REPO + r"/commits/" + REV, "list_commits"),
+        ("GET", REPO + r"/refs", "list_refs"),
         ("GET HEAD", r"/(?P<ns>[^/]+)/(?P<name>[^/]+)/resolve/" + REV + r"/(?P<path>.+)", "resolve_file"),
     )
 
@@ -356,6 +357,16 @@ class HubApp:
         if request.headers.get("Authorization") != f"Bearer {TOKEN}":
             raise HubError(401, "Invalid credentials in Authorization header")
         return json_response({"type": "user", "name": USER, "auth": {"type": "access_token"}})
+
+    def list_refs(self, request: Request) -> Response:
+        """GET /api/models/{repo_id}/refs: the branches and their commits (no tags, no conversions)."""
+        repo = self.repo(request)
+        branches = [
+            {"name": ref.removeprefix("refs/heads/"), "ref": ref, "targetCommit": commit}
+            for ref, commit in sorted(repo.refs.items())
+            if ref.startswith("refs/heads/")
+        ]
+        return json_response({"branches": branches, "converts": [], "tags": []})
 
     def repo_info(self, request: Request) -> Response:
         """GET /api/models/{repo_id}[/revision/{revision}]: id, sha, siblings (their names)."""
