@@ -60,7 +60,16 @@ from modeling_vit_scratch.training.precision import slow_bf16_warning
 
 from .end_to_end import end_to_end, end_to_end_bars, end_to_end_markdown, model_only_seconds
 from .measure import benchmark, matmul_sizes, measure_matmul_rates, serve
-from .models import ALL_IMPLEMENTATIONS, BASELINE, CONFIGS, IMPLEMENTATIONS, MODES, check_packages
+from .models import (
+    ALL_IMPLEMENTATIONS,
+    BASELINE,
+    CONFIGS,
+    IMPLEMENTATIONS,
+    MODES,
+    check_packages,
+    default_implementations,
+    missing_install,
+)
 from .report import bars, end_to_end_header, machine_header, markdown
 from .results_file import check_results_path, write_results
 from .timing import matmul_flops
@@ -127,9 +136,10 @@ def main_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--implementations",
         nargs="+",
-        default=list(IMPLEMENTATIONS),
+        default=None,
         choices=ALL_IMPLEMENTATIONS,
-        help="any name + '-compiled' is that model under torch.compile, measured in the same rounds as the others",
+        help="any name + '-compiled' is that model under torch.compile, measured in the same rounds as the others "
+        f"(default: {' '.join(IMPLEMENTATIONS)}, those whose packages are installed)",
     )
     parser.add_argument("--rounds", type=argument_type(BENCHMARK_LIMITS["rounds"]), default=5)
     parser.add_argument(
@@ -253,6 +263,9 @@ def benchmark_secrets(argv: list[str]) -> list[str]:
 def main(argv: list[str]) -> None:
     parser = main_parser()
     args = parser.parse_args(argv)
+    left_out = []
+    if args.implementations is None:
+        args.implementations, left_out = default_implementations()
     if args.worker or args.matmul or args.model_only:  # a process of the benchmark: its parent says what stopped
         when_interrupted(None)
     else:  # the results are written once, at the end, by a staged file moved into place
@@ -296,6 +309,8 @@ def main(argv: list[str]) -> None:
         check_packages(args.implementations)
     except ValueError as error:
         sys.exit(error_line(error))
+    if left_out:
+        print(f"Not measured: {', '.join(left_out)}, whose package is not installed ({missing_install(left_out)}).")
     run_measurements(args, argv)
 
 

@@ -13,6 +13,7 @@ ResNet stem name their timm model (`timm_model`), which transformers cannot buil
 """
 
 import importlib
+import importlib.util
 import tempfile
 from functools import partial
 
@@ -141,6 +142,24 @@ PRECISIONS = ("float32", "bf16-autocast", "bf16-weights")
 INT8 = "int8"
 DTYPE_OF = {"float32": torch.float32, "bf16-autocast": torch.bfloat16, "bf16-weights": torch.bfloat16, INT8: torch.int8}
 NUM_LABELS = 10
+
+
+def importable(implementation: str) -> bool:
+    """Whether the package an implementation needs beyond the package's own dependencies (timm's) can be imported."""
+    package, _ = PACKAGES.get(implementation.removesuffix(COMPILED), (None, None))
+    return package is None or importlib.util.find_spec(package) is not None
+
+
+def default_implementations() -> tuple[list[str], list[str]]:
+    """The implementations measured when none are named: every one of IMPLEMENTATIONS whose package is installed, and
+    the ones left out (a user without timm still gets the benchmark of the others, told what is missing)."""
+    kept = [name for name in IMPLEMENTATIONS if importable(name)]
+    return kept, [name for name in IMPLEMENTATIONS if name not in kept]
+
+
+def missing_install(implementations: list[str]) -> str:
+    """The pip commands that bring the packages of `implementations`."""
+    return ", ".join(dict.fromkeys(PACKAGES[name.removesuffix(COMPILED)][1] for name in implementations))
 
 
 def check_packages(implementations: list[str]) -> None:

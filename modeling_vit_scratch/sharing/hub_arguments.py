@@ -89,10 +89,10 @@ def check_hub_arguments(
     names: Names = PUSH,
 ) -> HubTarget:
     """A ValueError naming the argument, its value (never a token) and the fix, unless every Hub argument of a push
-    is good: no token typed into a field that is sent, a commit message that is not blank, a valid repo id, a revision that is a branch name or an
-    existing pull request of the repo (never a commit id), a shard size, a token at hand that the Hub accepts, and,
-    for a `private` push, a repo that is private or does not exist yet. Returns the full repo id (a bare name gets
-    the token owner's namespace), the revision (`refs/heads/NAME` as NAME) and the shard size in bytes."""
+    is good: no token typed into a field that is sent, a commit message that is not blank, a valid repo id, a revision
+    that is a branch name or an existing pull request of the repo (never a commit id), a shard size, a token at hand
+    that the Hub accepts, and, for a `private` push, a repo that is private or does not exist yet. Returns the full
+    repo id (a bare name gets the token owner's namespace), the revision (`refs/heads/NAME` as NAME) and the shard size in bytes."""
     secrets = known_secrets(token)
     fix = "tokens go in HF_TOKEN or `hf auth login`, never in a field that is sent; fix the command line"
     refuse_secret("The repo id", repo_id, secrets, fix)

@@ -86,8 +86,18 @@ def test_a_shard_size_that_is_no_size_is_one_line_before_any_load(size, tmp_path
 @pytest.mark.parametrize("message", ["", "   \n  ", "\t"])
 def test_a_blank_commit_message_is_one_line_before_any_load_or_request(message, tmp_path):
     result = outcome("push", [*Scenario(tmp_path).argv("push"), f"--commit_message={message}"])
-    assert result.error == (
-        "error: --commit_message is blank (empty, or only spaces and line breaks), and a commit needs a title: give a "
+    # the rule of every empty text argument (checked as the arguments are read) names it and its default
+    assert result.one_line and result.error.startswith("error: --commit_message is empty ("), result
+    assert "or leave out --commit_message for its default;" in result.error
+
+
+def test_a_blank_commit_message_reaching_the_hub_check_is_one_line_naming_the_default_title():
+    from modeling_vit_scratch.sharing.hub_arguments import check_hub_arguments
+
+    with pytest.raises(ValueError) as refused:  # push() called from Python: no argument parser before it
+        check_hub_arguments("local-user/model", commit_message=" \n ")
+    assert str(refused.value) == (
+        "--commit_message is blank (empty, or only spaces and line breaks), and a commit needs a title: give a "
         "message, or leave out --commit_message for the default title (Upload vit_scratch model from FOLDER)."
     )
 

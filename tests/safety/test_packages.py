@@ -145,3 +145,17 @@ def test_a_benchmark_implementation_whose_package_is_missing_is_one_line_before_
         "install it with pip install 'vit-scratch[timm]', or measure without it: --implementations vit_scratch "
         "transformers-sdpa."
     )
+
+
+def test_the_benchmark_s_default_list_leaves_out_what_is_not_installed_and_says_so(tmp_path, monkeypatch, capsys):
+    from modeling_vit_scratch.benchmark import command as benchmark_command
+    from modeling_vit_scratch.benchmark.models import IMPLEMENTATIONS
+
+    measured = []
+    monkeypatch.setitem(sys.modules, "timm", None)  # timm cannot be imported, wherever the tests run
+    monkeypatch.setattr(benchmark_command, "run_measurements", lambda args, argv: measured.append(args.implementations))
+    assert outcome("benchmark", Scenario(tmp_path).argv("benchmark")).code == 0
+    assert measured == [[name for name in IMPLEMENTATIONS if name != "timm"]]
+    assert capsys.readouterr().out.strip().splitlines()[-1] == (
+        "Not measured: timm, whose package is not installed (pip install 'vit-scratch[timm]')."
+    )
