@@ -198,15 +198,18 @@ def check_mixing_batch(policy: AugmentationPolicy, training_args, total_train_ba
 
 
 def training_augmentation(policy: AugmentationPolicy, processor, shift_rotate: RandomShiftRotate) -> nn.Module | None:
-    """The pixel transforms of each training batch: shifts and rotations (digits), the photo transforms, or None."""
-    if policy.shift_rotate:
-        return shift_rotate
+    """The pixel transforms of each training batch: shifts and rotations (digits), then every photo transform the
+    policy or a knob given with it asks for (`--augmentation digits --hflip 0.5` shifts, rotates and flips), or None.
+    """
+    steps = [shift_rotate] if policy.shift_rotate else []
     if policy.transforms_photos:
         size = (processor.size["height"], processor.size["width"])
         mean = per_channel(processor.image_mean, processor.num_channels).tolist()
         std = per_channel(processor.image_std, processor.num_channels).tolist()
-        return PhotoAugmentation(policy, size, mean, std)
-    return None
+        steps.append(PhotoAugmentation(policy, size, mean, std))
+    if not steps:
+        return None
+    return steps[0] if len(steps) == 1 else nn.Sequential(*steps)
 
 
 def training_and_evaluation_transforms(processor) -> dict[bool, ImageTransform]:

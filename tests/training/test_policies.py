@@ -24,6 +24,7 @@ from modeling_vit_scratch.training.policies import (
     augmentation_policy,
     check_mixing_batch,
     describe_policy,
+    training_augmentation,
 )
 from modeling_vit_scratch.training.trainer import train
 
@@ -96,6 +97,20 @@ def test_the_photos_policy_and_knobs_that_replace_its_values():
     assert policy == AugmentationPolicy(**{**POLICIES["photos"], "mixup": 0.3, "hflip": 0.0})
     assert augmentation_policy(DataArguments()) == AugmentationPolicy(shift_rotate=True)  # today's default
     assert augmentation_policy(DataArguments(augmentation="photos", augment=False)) == AugmentationPolicy()
+
+
+def test_photo_knobs_given_with_the_digits_policy_run_after_its_shifts_and_rotations():
+    """`--augmentation digits --hflip 1`: every image shifted and rotated (here by nothing), then mirrored; the card
+    says flips, so they must run."""
+    from modeling_vit_scratch.training.augmentation import RandomShiftRotate
+
+    processor = ViTScratchImageProcessor(size={"height": 24, "width": 24}, image_mean=MEAN, image_std=STD)
+    still = RandomShiftRotate.for_processor(processor, max_shift=0.0, max_degrees=0.0)
+    policy = augmentation_policy(DataArguments(hflip=1.0))
+    assert policy.shift_rotate and policy.hflip == 1.0
+    images = gradient_images(8)
+    assert torch.allclose(training_augmentation(policy, processor, still)(images), images.flip(-1), atol=1e-5)
+    assert training_augmentation(augmentation_policy(DataArguments()), processor, still) is still  # digits alone
 
 
 @pytest.mark.parametrize("hflip", [None, 0.5])
