@@ -32,8 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow
+import pyarrow.compute
+import pyarrow.parquet
 import torch
-from datasets import ClassLabel, Dataset, Features, IterableDataset, load_dataset
+from datasets import ClassLabel, Dataset, Features, IterableDataset, load_dataset_builder
 from datasets import Image as ImageFeature
 from datasets.distributed import split_dataset_by_node
 
@@ -102,8 +105,6 @@ def check_shards(source: StreamSource) -> None:
     for file in source.files:
         try:
             if source.kind == "parquet":
-                import pyarrow.parquet
-
                 pyarrow.parquet.read_metadata(file)
             elif source.kind == "webdataset":
                 with tarfile.open(file) as tar:
@@ -207,7 +208,7 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
         check_imagefolder_names(Path(source.path), list(secrets))
     check_shards(source)
     try:
-        splits = load_dataset(source.path, source.config_name, streaming=True)
+        splits = stream_splits(source)
     except (OSError, ValueError) as error:  # offline, unknown name, private repo, missing configuration
         raise FileNotFoundError(
             f"Data set {data_args.dataset!r} could not be opened as a stream ({' '.join(str(error).split())}): "
@@ -231,6 +232,8 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
             "first to find them: declare it a class_label with its names (the dataset_info block of the folder's "
             "README.md, or `cast_column` before writing the shards)."
         )
+    for file in source.files if source.kind == "parquet" else []:
+        shard_renumbering(file, train.features)  # a class the set lacks: one line now, not mid-run
     features = Features(image=ImageFeature(decode=False), label=labels)
     for name, split in splits.items():
         split = split.select_columns([image_column, label_column])
@@ -247,6 +250,62 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
         process_index=training_args.process_index,
         world_size=training_args.world_size,
     )
+
+
+def stream_splits(source: StreamSource) -> dict:
+    """The splits of `source` as `datasets` streams them (`load_dataset(..., streaming=True)`), a parquet set's
+    labels read by their names in each shard (`shard_tables_by_label_names`)."""
+    from datasets.packaged_modules.parquet.parquet import Parquet
+
+    builder = load_dataset_builder(source.path, source.config_name)
+    if isinstance(builder, Parquet):
+        builder._generate_tables = shard_tables_by_label_names(builder)
+    return builder.as_streaming_dataset()
+
+
+def shard_tables_by_label_names(builder):
+    """`builder._generate_tables` with each parquet shard's class labels read by their names: `datasets` takes the
+    set's class names from one shard (or its README) and reads every shard's numbers under them, so a shard that
+    lists its classes in another order would train on wrong labels. Each shard's numbers are renumbered onto the
+    set's names as the shard is opened (`shard_renumbering`)."""
+    from datasets.builder import Key
+
+    generate = builder._generate_tables
+
+    def generate_by_names(files, row_groups_list):
+        for index, (file, row_groups) in enumerate(zip(files, row_groups_list)):
+            renumbering = shard_renumbering(file, builder.info.features)
+            for key, table in generate([file], [row_groups]):
+                for column, numbers in renumbering.items():
+                    renumbered = pyarrow.compute.take(numbers, table[column]).cast(table.schema.field(column).type)
+                    table = table.set_column(table.schema.get_field_index(column), column, renumbered)
+                yield Key(index, key.item_or_batch_id), table
+
+    return generate_by_names
+
+
+def shard_renumbering(file, features: Features) -> dict[str, "pyarrow.Array"]:
+    """For each class-label column of `features` that the parquet shard `file` declares with its names in another
+    order: the set's number of each of the shard's numbers. A class the set lacks is a one-line ValueError naming
+    the shard and the class."""
+    from datasets.utils.file_utils import xopen
+
+    with xopen(str(file), "rb") as handle:
+        declared = Features.from_arrow_schema(pyarrow.parquet.read_schema(handle))
+    renumbering = {}
+    for column, feature in features.items():
+        own = declared.get(column)
+        if not isinstance(feature, ClassLabel) or not isinstance(own, ClassLabel) or own.names == feature.names:
+            continue
+        unknown = [name for name in own.names if name not in feature.names]
+        if unknown:
+            raise ValueError(
+                f"Shard '{file}' declares the class {unknown[0]!r} in column {column!r}, which the set's classes "
+                f"({', '.join(feature.names[:5])}{', ...' * (len(feature.names) > 5)}) lack: rename that class to "
+                "one of the set's, or leave the shard out."
+            )
+        renumbering[column] = pyarrow.array([feature.names.index(name) for name in own.names], pyarrow.int64())
+    return renumbering
 
 
 def held_out_splits(splits: dict, data_args, root: str | None = None) -> tuple[dict, IterableDataset]:
