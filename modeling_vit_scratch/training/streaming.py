@@ -46,9 +46,12 @@ from modeling_vit_scratch.training.data import (
     LABEL_COLUMN_NAMES,
     PreparedData,
     check_imagefolder_names,
+    count,
     find_column,
     imagefolder_files,
+    left_out_line,
     saved_to_disk,
+    shown_files,
 )
 from modeling_vit_scratch.training.preflight import open_image
 
@@ -93,6 +96,33 @@ def stream_source(dataset: str, config_name: str | None = None) -> StreamSource:
             "WebDataset .tar shards, or of class sub-folders of images, or a hub data set name."
         )
     return StreamSource(dataset, "hub", [], config_name)
+
+
+def stream_left_out_line(dataset: str) -> str | None:
+    """For a streamed local folder, the line naming the files the stream does not read, or None: a folder of shards
+    is read through its shards (and the README.md that may declare their features), which are never named as left
+    out; an imagefolder as `data.left_out_line` says."""
+    source = stream_source(dataset)
+    if source.kind == "hub":
+        return None
+    if source.kind == "imagefolder":
+        return left_out_line(dataset)
+    path, read = Path(source.path), set(source.files)
+    others = [
+        item.relative_to(path)
+        for item in sorted(path.rglob("*"))
+        if item.is_file()
+        and item not in read
+        and item.name != "README.md"
+        and not any(part.startswith((".", "__")) for part in item.relative_to(path).parts)
+    ]
+    if not others:
+        return None
+    many = len(others) != 1
+    return (
+        f"Left out {count(len(others), 'file')} that {'are not' if many else 'is not a'} {source.kind} "
+        f"shard{'s' * many} (e.g. {shown_files(others)})."
+    )
 
 
 def check_shards(source: StreamSource) -> None:

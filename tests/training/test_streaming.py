@@ -20,7 +20,7 @@ from transformers import TrainingArguments
 
 from modeling_vit_scratch.training.arguments import DataArguments
 from modeling_vit_scratch.training.command import main
-from modeling_vit_scratch.training.streaming import STATE_FILE, open_stream
+from modeling_vit_scratch.training.streaming import STATE_FILE, open_stream, stream_left_out_line
 
 
 def png(value: int) -> bytes:
@@ -360,3 +360,11 @@ def test_each_shard_of_a_stream_is_read_by_its_class_names_not_its_numbers(tmp_p
     shade_shard(folder / "train-00001-of-00002.parquet", ["light", "dark", "fox"], ["fox"])
     with pytest.raises(ValueError, match=r"^Shard '.*train-00001-of-00002.parquet' declares the class 'fox'"):
         open_stream(data_args, args)
+
+
+def test_the_left_out_line_of_a_streamed_folder_never_names_a_shard_it_reads(tmp_path):
+    folder = write_shards(tmp_path / "pq", shards=2, rows=2)
+    assert stream_left_out_line(str(folder)) is None
+    (folder / "notes.txt").write_text("about the set\n")
+    (folder / "README.md").write_text("# the set\n")  # datasets reads it for the features
+    assert stream_left_out_line(str(folder)) == "Left out 1 file that is not a parquet shard (e.g. notes.txt)."
