@@ -355,6 +355,25 @@ def check_split_folders(path: Path, base: str, data_files: dict[str, list[str]])
         )
 
 
+SHARD_KINDS = {".parquet": "parquet", ".tar": "WebDataset .tar"}
+
+
+def no_images_line(path: Path) -> str:
+    """The line for an image folder holding no image: a folder of shards (parquet, WebDataset .tar) is named as one,
+    with the two ways to train on it; any other folder, with how to lay out images."""
+    kinds = sorted({SHARD_KINDS[file.suffix] for file in folder_files(path).not_images if file.suffix in SHARD_KINDS})
+    if kinds:
+        return (
+            f"Data set folder '{path}' holds {' and '.join(kinds)} shards, not image files, and shards are read as a "
+            "stream: give --streaming true --max_steps N, or load them with datasets and save_to_disk the result, "
+            "then give that folder."
+        )
+    return (
+        f"Data set folder '{path}' holds no image files: put the images in one sub-folder per class "
+        f"('{path / 'cat'}/1.png', '{path / 'dog'}/1.png', ...)."
+    )
+
+
 def load_imagefolder(path: Path) -> DatasetDict:
     """`load_dataset("imagefolder")` with one-line errors for an empty folder and a folder of a single class.
 
@@ -363,10 +382,7 @@ def load_imagefolder(path: Path) -> DatasetDict:
     """
     from datasets.data_files import EmptyDatasetError
 
-    empty = FileNotFoundError(
-        f"Data set folder '{path}' holds no image files: put the images in one sub-folder per class "
-        f"('{path / 'cat'}/1.png', '{path / 'dog'}/1.png', ...)."
-    )
+    empty = FileNotFoundError(no_images_line(path))
     try:
         data_files = imagefolder_data_files(path)
     except EmptyDatasetError:

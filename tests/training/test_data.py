@@ -289,3 +289,16 @@ def test_a_class_the_train_split_lacks_is_one_line_naming_the_split_and_the_clas
     raw = DatasetDict(train=pet_split(["cat", "dog"], ["cat", "dog"] * 4), test=pet_split(["cat", "fish"], ["fish"]))
     with pytest.raises(ValueError, match=r"^The test split holds the class 'fish', which the train split lacks"):
         prepare_splits(raw, validation_fraction=0.25)
+
+
+def test_a_folder_of_parquet_shards_without_streaming_names_the_two_ways_to_read_it(tmp_path):
+    folder = tmp_path / "pq"
+    folder.mkdir()
+    pet_split(["cat", "dog", "fish"], ["cat", "dog"]).to_parquet(folder / "train-00000-of-00001.parquet")
+    with pytest.raises(FileNotFoundError) as refused:
+        load_image_dataset(str(folder))
+    assert str(refused.value) == (
+        f"Data set folder '{folder}' holds parquet shards, not image files, and shards are read as a stream: give "
+        "--streaming true --max_steps N, or load them with datasets and save_to_disk the result, then give that "
+        "folder."
+    )
