@@ -38,12 +38,29 @@ def check_folder_path(source: str, argument: str) -> None:
         )
 
 
+SENT_FIX = "tokens go in HF_TOKEN or `hf auth login`, never in a field that is sent; fix the command line"
+
+
+def refuse_sent_secrets(what: str | None, repo_id: str, revision: str | None) -> None:
+    """A ValueError (naming the field, never its value) when a hub repo id (`what` names it; None for a local
+    folder, which is not sent) or a `--revision` holds or looks like a token: both go to the Hub in every request."""
+    from modeling_vit_scratch.common.secrets import known_secrets, refuse_secret
+
+    secrets = known_secrets()
+    refuse_secret("The value of --revision", revision, secrets, SENT_FIX)
+    if what is not None:
+        refuse_secret(what, repo_id, secrets, SENT_FIX)
+
+
 def check_hub_model(source: str, argument: str, revision: str | None = None) -> None:
     """Refuse, before any download, a hub repo whose `revision` (default: main) holds no config.json (a model pushed
     to another branch only: the load would fail with a line about a setting the user never gave), naming the
     branches that hold one; and a --revision given with a local folder. A repo the Hub does not answer for
-    (offline, unknown, no such revision) is left to the checks and the load that follow."""
-    if os.path.exists(source) or looks_like_local_path(source):
+    (offline, unknown, no such revision) is left to the checks and the load that follow. A token typed into a field
+    that would be sent (the repo id, the revision) is refused first, never echoed (`refuse_sent_secrets`)."""
+    local = os.path.exists(source) or looks_like_local_path(source)
+    refuse_sent_secrets(None if local else f"The repo id of {argument}", source, revision)
+    if local:
         if revision is not None:
             raise ValueError(
                 f"--revision {revision!r} names a version of a hub repo, and {argument} {source!r} is a local "

@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import sys
+import types
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -429,6 +430,8 @@ def recipe_words(path: Path, key: str, value) -> list[str]:
     where = f"Key {key!r} in the recipe {path}{key_line(path, key)}"
     if isinstance(value, bool) and "bool" not in takes:
         refuse_yaml_boolean_word(path, key, where)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and takes_text_only(argument_hints()[key]):
+        refuse_number_for_text(path, key, value, where)
     if isinstance(value, dict):
         if "dict" not in takes:
             raise ValueError(f"{where} holds a mapping, which --{key} does not take: give it one value.")
@@ -463,6 +466,34 @@ def refuse_yaml_boolean_word(path: Path, key: str, where: str) -> None:
             f"{where} is {word}, which YAML reads as {str(word.lower() in ('y', 'yes', 'on')).lower()}, but --{key} "
             f'takes text: quote it ({key}: "{word}").'
         )
+
+
+def takes_text_only(hint) -> bool:
+    """Whether an argument typed `hint` takes text and no number (`str | None`, a string enum; not `float | str`)."""
+    kinds = {kind for kind in flat_types(hint) if kind is not type(None)}
+    return bool(kinds) and all(isinstance(kind, type) and issubclass(kind, str) for kind in kinds)
+
+
+def flat_types(hint) -> list:
+    """The types a (possibly union) type hint allows: `str | None` -> [str, NoneType]; `list[str]` stays itself."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return [kind for part in typing.get_args(hint) for kind in flat_types(part)]
+    return [hint]
+
+
+def refuse_number_for_text(path: Path, key: str, value, where: str) -> None:
+    """A ValueError where a recipe gives a number to an argument that takes text (`hub_revision: 1.10` arrives as
+    1.1, `run_name: 010` as 8): the parser has already changed the text, so the fix is to quote it as written."""
+    line = key_line(path, key)
+    written = str(value)
+    if line:
+        text = path.read_text(encoding="utf-8-sig").splitlines()[int(line.split()[-1]) - 1]
+        written = text.partition(":")[2].split("#")[0].strip().rstrip(",}]").strip() or written
+    syntax, quoted = ("JSON", f'"{key}": "{written}"') if path.suffix == ".json" else ("YAML", f'{key}: "{written}"')
+    raise ValueError(
+        f"{where} is {written}, which {syntax} reads as the number {value!r}, but --{key} takes text: quote it "
+        f"({quoted})."
+    )
 
 
 def plain_word(value) -> str:

@@ -355,6 +355,25 @@ def check_split_folders(path: Path, base: str, data_files: dict[str, list[str]])
         )
 
 
+SHARD_KINDS = {".parquet": "parquet", ".tar": "WebDataset .tar"}
+
+
+def no_images_line(path: Path) -> str:
+    """The line for an image folder holding no image: a folder of shards (parquet, WebDataset .tar) is named as one,
+    with the two ways to train on it; any other folder, with how to lay out images."""
+    kinds = sorted({SHARD_KINDS[file.suffix] for file in folder_files(path).not_images if file.suffix in SHARD_KINDS})
+    if kinds:
+        return (
+            f"Data set folder '{path}' holds {' and '.join(kinds)} shards, not image files, and shards are read as a "
+            "stream: give --streaming true --max_steps N, or load them with datasets and save_to_disk the result, "
+            "then give that folder."
+        )
+    return (
+        f"Data set folder '{path}' holds no image files: put the images in one sub-folder per class "
+        f"('{path / 'cat'}/1.png', '{path / 'dog'}/1.png', ...)."
+    )
+
+
 def load_imagefolder(path: Path) -> DatasetDict:
     """`load_dataset("imagefolder")` with one-line errors for an empty folder and a folder of a single class.
 
@@ -363,10 +382,7 @@ def load_imagefolder(path: Path) -> DatasetDict:
     """
     from datasets.data_files import EmptyDatasetError
 
-    empty = FileNotFoundError(
-        f"Data set folder '{path}' holds no image files: put the images in one sub-folder per class "
-        f"('{path / 'cat'}/1.png', '{path / 'dog'}/1.png', ...)."
-    )
+    empty = FileNotFoundError(no_images_line(path))
     try:
         data_files = imagefolder_data_files(path)
     except EmptyDatasetError:
@@ -480,6 +496,7 @@ def prepare_splits(
         splits[{"valid": "validation", "val": "validation"}.get(name, name)] = split
     if not isinstance(splits["train"].features["label"], ClassLabel):
         splits = splits.class_encode_column("label")
+    splits = DatasetDict({name: labels_by_name(split, name, splits["train"]) for name, split in splits.items()})
     carve_outs = [
         (name, fraction)
         for name, fraction in (("test", test_fraction), ("validation", validation_fraction))
@@ -496,6 +513,32 @@ def prepare_splits(
         splits["train"], splits[name] = parts["train"], parts["test"]
     labels = splits["train"].features["label"].names
     return PreparedData(DatasetDict({name: splits[name] for name in ("train", "validation", "test")}), labels)
+
+
+def labels_by_name(split: Dataset, name: str, train: Dataset) -> Dataset:
+    """`split`'s labels read by their names onto the names of the `train` split: a label is its name, not its
+    number, so a split whose class names come in another order (or a string column encoded on its own) is scored
+    against the classes the model learnt. Integer labels without names are read as the train split's numbers. A
+    name the train split lacks is a one-line ValueError naming the split and the name."""
+    names, feature = train.features["label"].names, split.features["label"]
+    if not isinstance(feature, ClassLabel):
+        if getattr(feature, "dtype", "") != "string":
+            return split
+        split = split.class_encode_column("label")
+        feature = split.features["label"]
+    if feature.names == names:
+        return split
+    labels = np.asarray(split["label"], dtype=np.int64)
+    used = [feature.names[number] for number in np.unique(labels)]
+    unknown = [label for label in used if label not in names]
+    if unknown:
+        raise ValueError(
+            f"The {name} split holds the class {unknown[0]!r}, which the train split lacks (its classes: "
+            f"{shown_labels(names)}): rename that class to one of the train split's, or remove its images."
+        )
+    to_train = np.array([names.index(label) if label in names else -1 for label in feature.names], dtype=np.int64)
+    numbers = to_train[labels].tolist() if len(labels) else []
+    return split.remove_columns("label").add_column("label", numbers, feature=ClassLabel(names=names))
 
 
 class ImageTransform:

@@ -32,8 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow
+import pyarrow.compute
+import pyarrow.parquet
 import torch
-from datasets import ClassLabel, Dataset, Features, IterableDataset, load_dataset
+from datasets import ClassLabel, Dataset, Features, IterableDataset, load_dataset_builder
 from datasets import Image as ImageFeature
 from datasets.distributed import split_dataset_by_node
 
@@ -43,9 +46,12 @@ from modeling_vit_scratch.training.data import (
     LABEL_COLUMN_NAMES,
     PreparedData,
     check_imagefolder_names,
+    count,
     find_column,
     imagefolder_files,
+    left_out_line,
     saved_to_disk,
+    shown_files,
 )
 from modeling_vit_scratch.training.preflight import open_image
 
@@ -92,6 +98,33 @@ def stream_source(dataset: str, config_name: str | None = None) -> StreamSource:
     return StreamSource(dataset, "hub", [], config_name)
 
 
+def stream_left_out_line(dataset: str) -> str | None:
+    """For a streamed local folder, the line naming the files the stream does not read, or None: a folder of shards
+    is read through its shards (and the README.md that may declare their features), which are never named as left
+    out; an imagefolder as `data.left_out_line` says."""
+    source = stream_source(dataset)
+    if source.kind == "hub":
+        return None
+    if source.kind == "imagefolder":
+        return left_out_line(dataset)
+    path, read = Path(source.path), set(source.files)
+    others = [
+        item.relative_to(path)
+        for item in sorted(path.rglob("*"))
+        if item.is_file()
+        and item not in read
+        and item.name != "README.md"
+        and not any(part.startswith((".", "__")) for part in item.relative_to(path).parts)
+    ]
+    if not others:
+        return None
+    many = len(others) != 1
+    return (
+        f"Left out {count(len(others), 'file')} that {'are not' if many else 'is not a'} {source.kind} "
+        f"shard{'s' * many} (e.g. {shown_files(others)})."
+    )
+
+
 def check_shards(source: StreamSource) -> None:
     """Every local shard is there and readable (a parquet footer, a tar header, an image file's first byte), or a
     one-line error naming it, before any training: a shard that fails mid-run would stop every process."""
@@ -102,8 +135,6 @@ def check_shards(source: StreamSource) -> None:
     for file in source.files:
         try:
             if source.kind == "parquet":
-                import pyarrow.parquet
-
                 pyarrow.parquet.read_metadata(file)
             elif source.kind == "webdataset":
                 with tarfile.open(file) as tar:
@@ -207,7 +238,7 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
         check_imagefolder_names(Path(source.path), list(secrets))
     check_shards(source)
     try:
-        splits = load_dataset(source.path, source.config_name, streaming=True)
+        splits = stream_splits(source)
     except (OSError, ValueError) as error:  # offline, unknown name, private repo, missing configuration
         raise FileNotFoundError(
             f"Data set {data_args.dataset!r} could not be opened as a stream ({' '.join(str(error).split())}): "
@@ -231,6 +262,8 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
             "first to find them: declare it a class_label with its names (the dataset_info block of the folder's "
             "README.md, or `cast_column` before writing the shards)."
         )
+    for file in source.files if source.kind == "parquet" else []:
+        shard_renumbering(file, train.features)  # a class the set lacks: one line now, not mid-run
     features = Features(image=ImageFeature(decode=False), label=labels)
     for name, split in splits.items():
         split = split.select_columns([image_column, label_column])
@@ -247,6 +280,62 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
         process_index=training_args.process_index,
         world_size=training_args.world_size,
     )
+
+
+def stream_splits(source: StreamSource) -> dict:
+    """The splits of `source` as `datasets` streams them (`load_dataset(..., streaming=True)`), a parquet set's
+    labels read by their names in each shard (`shard_tables_by_label_names`)."""
+    from datasets.packaged_modules.parquet.parquet import Parquet
+
+    builder = load_dataset_builder(source.path, source.config_name)
+    if isinstance(builder, Parquet):
+        builder._generate_tables = shard_tables_by_label_names(builder)
+    return builder.as_streaming_dataset()
+
+
+def shard_tables_by_label_names(builder):
+    """`builder._generate_tables` with each parquet shard's class labels read by their names: `datasets` takes the
+    set's class names from one shard (or its README) and reads every shard's numbers under them, so a shard that
+    lists its classes in another order would train on wrong labels. Each shard's numbers are renumbered onto the
+    set's names as the shard is opened (`shard_renumbering`)."""
+    from datasets.builder import Key
+
+    generate = builder._generate_tables
+
+    def generate_by_names(files, row_groups_list):
+        for index, (file, row_groups) in enumerate(zip(files, row_groups_list)):
+            renumbering = shard_renumbering(file, builder.info.features)
+            for key, table in generate([file], [row_groups]):
+                for column, numbers in renumbering.items():
+                    renumbered = pyarrow.compute.take(numbers, table[column]).cast(table.schema.field(column).type)
+                    table = table.set_column(table.schema.get_field_index(column), column, renumbered)
+                yield Key(index, key.item_or_batch_id), table
+
+    return generate_by_names
+
+
+def shard_renumbering(file, features: Features) -> dict[str, "pyarrow.Array"]:
+    """For each class-label column of `features` that the parquet shard `file` declares with its names in another
+    order: the set's number of each of the shard's numbers. A class the set lacks is a one-line ValueError naming
+    the shard and the class."""
+    from datasets.utils.file_utils import xopen
+
+    with xopen(str(file), "rb") as handle:
+        declared = Features.from_arrow_schema(pyarrow.parquet.read_schema(handle))
+    renumbering = {}
+    for column, feature in features.items():
+        own = declared.get(column)
+        if not isinstance(feature, ClassLabel) or not isinstance(own, ClassLabel) or own.names == feature.names:
+            continue
+        unknown = [name for name in own.names if name not in feature.names]
+        if unknown:
+            raise ValueError(
+                f"Shard '{file}' declares the class {unknown[0]!r} in column {column!r}, which the set's classes "
+                f"({', '.join(feature.names[:5])}{', ...' * (len(feature.names) > 5)}) lack: rename that class to "
+                "one of the set's, or leave the shard out."
+            )
+        renumbering[column] = pyarrow.array([feature.names.index(name) for name in own.names], pyarrow.int64())
+    return renumbering
 
 
 def held_out_splits(splits: dict, data_args, root: str | None = None) -> tuple[dict, IterableDataset]:

@@ -102,7 +102,7 @@ from modeling_vit_scratch.training.resumed_data import (
     splits_fingerprint,
 )
 from modeling_vit_scratch.training.rotation import GuardedRotation
-from modeling_vit_scratch.training.streaming import open_stream, stream_metrics, streaming_trainer
+from modeling_vit_scratch.training.streaming import open_stream, stream_left_out_line, stream_metrics, streaming_trainer
 from modeling_vit_scratch.training.views import view_averaged
 
 logger = logging.getLogger(__name__)
@@ -225,7 +225,8 @@ def train_in_claimed_folder(
     images = check_images_together(data.splits, data_args.check_images, main_process and not training_args.disable_tqdm)
     if main_process:
         print(images.summary())
-        left_out = left_out_line(data_args.dataset)  # the files of an image folder that are not read, named
+        # the files of the data set folder that are not read, named: never a file the loader reads
+        left_out = (stream_left_out_line if data_args.streaming else left_out_line)(data_args.dataset)
         if left_out:
             print(left_out)
     model, processor = build_model(model_args, data)

@@ -325,3 +325,24 @@ def test_the_help_hint_names_the_command_the_user_ran(monkeypatch, program, hint
     monkeypatch.setattr(sys, "argv", [program])
     result = outcome("train", ["--learning_rate", "fast"])
     assert result.one_line and result.error.endswith(f"; `{hint} --help` lists the arguments."), result
+
+
+@pytest.mark.parametrize(
+    "suffix, lines, key, written, shown",
+    [
+        (".yaml", ["seed: 3", "hub_revision: 1.10  # a branch"], "hub_revision", "1.10", "1.1"),
+        (".yaml", ["seed: 3", "run_name: 010"], "run_name", "010", "8"),
+        (".yaml", ["seed: 3", "dataset_config: 2024"], "dataset_config", "2024", "2024"),
+        (".json", ['{"seed": 3,', ' "hub_revision": 1.10}'], "hub_revision", "1.10", "1.1"),
+    ],
+)
+def test_a_number_for_an_argument_that_takes_text_says_to_quote_it(tmp_path, suffix, lines, key, written, shown):
+    """YAML and JSON read an unquoted 1.10 as the number 1.1: the text the user wrote would be lost (a push to
+    branch 1.1), so every argument typed as text refuses a number, naming the key, its line and the value read."""
+    quoted = f'"{key}": "{written}"' if suffix == ".json" else f'{key}: "{written}"'
+    error = refusal(tmp_path, suffix, lines)
+    assert error == (
+        f"error: Key {key!r} in the recipe {tmp_path / f'recipe{suffix}'} line 2 is {written}, which "
+        f"{'JSON' if suffix == '.json' else 'YAML'} reads as the number {shown}, but --{key} takes text: quote it "
+        f"({quoted})."
+    )

@@ -54,6 +54,10 @@ SENT_FIELDS = [
     ("train", "--hub_model_id", ["--hub_model_id", "{}"]),
     ("train", "--run_name", ["--run_name", "{}"]),
     ("train", "--hub_revision", ["--hub_revision", "{}"]),
+    ("explain", "The value of --revision", ["--revision", "{}"]),
+    ("convert", "The value of --revision", ["--revision", "{}"]),
+    ("explain", "The repo id of --model", ["--model", "local-user/{}"]),
+    ("convert", "The repo id of --input", ["--input", "local-user/{}"]),
 ]
 
 

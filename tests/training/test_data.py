@@ -253,3 +253,52 @@ def test_processed_images_in_memory_are_the_rows_the_transform_gives():
     assert batch["pixel_values"].shape == (2, 1, 12, 12) and batch["labels"].tolist() == split.select([5, 280])["label"]
     assert not isinstance(processed_rows(split, transform, memory_limit_mb=0.1), ProcessedImages)  # over the limit
     assert not isinstance(processed_rows(split, transform, memory_limit_mb=0), ProcessedImages)
+
+
+def pet_split(order: list[str], pets: list[str]) -> Dataset:
+    """Rows of `pets` (names) stored under a ClassLabel listing the names in `order`; each pet a gray level."""
+    shade = {"cat": 0, "dog": 120, "fish": 240}
+    return Dataset.from_dict(
+        {"image": [Image.new("L", (8, 8), color=shade[pet]) for pet in pets], "label": pets},
+        features=Features(image=ImageFeature(), label=ClassLabel(names=order)),
+    )
+
+
+def test_every_split_is_read_by_its_class_names_not_its_numbers(tmp_path):
+    """The test split lists its classes in another order (its labels stored consistently with it): each image keeps
+    its name, under the train split's numbers; so does a string label column encoded on its own."""
+    pets = ["cat", "dog", "fish"] * 4
+    raw = DatasetDict(train=pet_split(["cat", "dog", "fish"], pets), test=pet_split(["fish", "dog", "cat"], pets))
+    shades = {"dog": 120, "fish": 240}  # a string column encoded alone: dog 0, fish 1
+    raw["validation"] = Dataset.from_dict(
+        {
+            "image": [Image.new("L", (8, 8), color=shades[pet]) for pet in pets if pet != "cat"],
+            "label": [pet for pet in pets if pet != "cat"],
+        }
+    )
+    raw.save_to_disk(tmp_path / "saved")
+    data = prepare_splits(load_image_dataset(str(tmp_path / "saved")))
+    assert data.labels == ["cat", "dog", "fish"]
+    for name, split in data.splits.items():
+        names = [data.labels[label] for label in split["label"]]
+        shades = [image.getpixel((0, 0)) for image in split["image"]]
+        assert [{0: "cat", 120: "dog", 240: "fish"}[shade] for shade in shades] == names, name
+
+
+def test_a_class_the_train_split_lacks_is_one_line_naming_the_split_and_the_class():
+    raw = DatasetDict(train=pet_split(["cat", "dog"], ["cat", "dog"] * 4), test=pet_split(["cat", "fish"], ["fish"]))
+    with pytest.raises(ValueError, match=r"^The test split holds the class 'fish', which the train split lacks"):
+        prepare_splits(raw, validation_fraction=0.25)
+
+
+def test_a_folder_of_parquet_shards_without_streaming_names_the_two_ways_to_read_it(tmp_path):
+    folder = tmp_path / "pq"
+    folder.mkdir()
+    pet_split(["cat", "dog", "fish"], ["cat", "dog"]).to_parquet(folder / "train-00000-of-00001.parquet")
+    with pytest.raises(FileNotFoundError) as refused:
+        load_image_dataset(str(folder))
+    assert str(refused.value) == (
+        f"Data set folder '{folder}' holds parquet shards, not image files, and shards are read as a stream: give "
+        "--streaming true --max_steps N, or load them with datasets and save_to_disk the result, then give that "
+        "folder."
+    )

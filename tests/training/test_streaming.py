@@ -20,7 +20,7 @@ from transformers import TrainingArguments
 
 from modeling_vit_scratch.training.arguments import DataArguments
 from modeling_vit_scratch.training.command import main
-from modeling_vit_scratch.training.streaming import STATE_FILE, open_stream
+from modeling_vit_scratch.training.streaming import STATE_FILE, open_stream, stream_left_out_line
 
 
 def png(value: int) -> bytes:
@@ -323,3 +323,48 @@ def test_a_rows_share_is_read_from_inside_its_set():
     hub = "hf://datasets/someone/cats@{}/train/cat/1.png"
     assert path_in_set(hub.format("0123abc"), None) == path_in_set(hub.format("main"), None) == "train/cat/1.png"
     assert path_in_set("/elsewhere/x.png", "/data/a/images") == "/elsewhere/x.png"  # outside the set: as it is
+
+
+def shade_shard(path: Path, order: list[str], names: list[str]) -> None:
+    """A parquet shard of 8x8 images whose gray level says its class (dark 0.., mid 100.., light 200..: one image a
+    level), its labels stored under a ClassLabel listing the classes in `order`."""
+    shades = {"dark": 0, "mid": 100, "light": 200, "fox": 50}
+    features = Features(image=ImageFeature(), label=ClassLabel(names=order))
+    cells = [
+        {"bytes": png(shades[name] + index), "path": f"{path.stem}/{index}.png"} for index, name in enumerate(names)
+    ]
+    Dataset.from_dict({"image": cells, "label": names}, features=features).to_parquet(path)
+
+
+def test_each_shard_of_a_stream_is_read_by_its_class_names_not_its_numbers(tmp_path):
+    """Two training shards list the classes in other orders: every row, trained on or held out, keeps its name under
+    the set's numbers; a shard declaring a class the set lacks is one line naming it."""
+    folder = tmp_path / "pq2"
+    folder.mkdir()
+    names = ["dark", "mid", "light"] * 8
+    shade_shard(folder / "train-00000-of-00002.parquet", ["dark", "mid", "light"], names)
+    shade_shard(folder / "train-00001-of-00002.parquet", ["light", "dark", "mid"], names)
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=1, seed=3, report_to="none")
+    data_args = DataArguments(dataset=str(folder), streaming=True, validation_fraction=0.2, test_fraction=0.2)
+    stream = open_stream(data_args, args)
+    labels = stream.held_out.labels
+    rows = [
+        *itertools.islice(stream.train, 100),
+        *stream.held_out.splits["test"],
+        *stream.held_out.splits["validation"],
+    ]
+    assert len(rows) > 20
+    for row in rows:
+        image = row["image"] if isinstance(row["image"], Image.Image) else Image.open(io.BytesIO(row["image"]["bytes"]))
+        assert ["dark", "mid", "light"][image.getpixel((0, 0)) // 100] == labels[row["label"]]
+    shade_shard(folder / "train-00001-of-00002.parquet", ["light", "dark", "fox"], ["fox"])
+    with pytest.raises(ValueError, match=r"^Shard '.*train-00001-of-00002.parquet' declares the class 'fox'"):
+        open_stream(data_args, args)
+
+
+def test_the_left_out_line_of_a_streamed_folder_never_names_a_shard_it_reads(tmp_path):
+    folder = write_shards(tmp_path / "pq", shards=2, rows=2)
+    assert stream_left_out_line(str(folder)) is None
+    (folder / "notes.txt").write_text("about the set\n")
+    (folder / "README.md").write_text("# the set\n")  # datasets reads it for the features
+    assert stream_left_out_line(str(folder)) == "Left out 1 file that is not a parquet shard (e.g. notes.txt)."
