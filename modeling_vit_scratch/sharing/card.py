@@ -140,7 +140,10 @@ def training_record(
     command: str, dataset: str, splits: dict[str, int], training_args, metrics: dict, augmentation: str | None
 ) -> dict:
     """What the card says about training, saved beside the model (training_record.json) so a later push can
-    render the same card."""
+    render the same card. The batch is the one each step used: a training split smaller than the batch asked for
+    makes every step one batch of the whole split (`batch_asked` then keeps what was asked)."""
+    asked, num_train = metrics.get("total_train_batch_size"), splits["train"]
+    used = min(asked, num_train) if asked and num_train else asked
     return dict(
         command=command,
         dataset=dataset,
@@ -151,7 +154,8 @@ def training_record(
         learning_rate=training_args.learning_rate,
         weight_decay=training_args.weight_decay,
         scheduler=str(getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type)),
-        total_batch=metrics.get("total_train_batch_size"),
+        total_batch=used,
+        batch_asked=asked if used != asked else None,
         seed=training_args.seed,
         world_size=metrics.get("world_size", 1),
         precision=training_precision(training_args),

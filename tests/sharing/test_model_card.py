@@ -133,3 +133,15 @@ def test_a_trained_folder_s_card_says_from_scratch_only_where_its_record_does(st
     record = training_record("c", "digits", SPLITS, TrainingArguments(output_dir="x", report_to="none"), METRICS, None)
     card = card_words(metrics=METRICS, record={**record, **start})
     assert said in card and unsaid not in card
+
+
+@pytest.mark.parametrize("num_train, used, asked", [(30, 30, 64), (64, 64, None), (200, 64, None)])
+def test_the_card_states_the_batch_each_step_used_never_more_than_the_training_split(num_train, used, asked):
+    args = TrainingArguments(output_dir="x", report_to="none")
+    metrics = {**METRICS, "total_train_batch_size": 64}
+    record = training_record("c", "digits", {**SPLITS, "train": num_train}, args, metrics, None)
+    assert (record["total_batch"], record["batch_asked"]) == (used, asked)
+    card = " ".join(str(render_model_card(ViTScratchConfig(num_labels=3), metrics, record)).split())
+    assert f"global batch size {used}" in card
+    said = f"(the whole training split in each step: it holds fewer images than the {asked} asked for)"
+    assert (said in card) == (asked is not None)
