@@ -7,7 +7,8 @@
   whole, not a folder of someone else's files (ours: it carries `MARKER_FILE`, or a model, record, checkpoints or
   lock that the package wrote). The folder given may itself be a link: that is the user's explicit choice.
 - `claim_output_folder` checks that the folder is writable, takes a lock (a second run into the same folder is
-  refused while the first lives; the lock dies with its process, so a killed run leaves none behind), and refuses a
+  refused while the first lives; the lock dies with its process, so a killed run leaves none behind; the
+  `ClaimedFolder` it yields says whether the folder is still the one claimed, never made again if moved), and refuses a
   folder that already holds a model unless the user asked to overwrite it or to resume it. It removes nothing
   itself: the staging leftovers of a killed run (and, when overwriting, the old checkpoints) go only when the
   run calls the function it yields, once every check has passed, and only what a run wrote: a checkpoint or staging
@@ -292,6 +293,43 @@ def refuse_a_model(folder: Path, overwrite: bool, resume: bool) -> None:
         )
 
 
+class ClaimedFolder:
+    """The output folder a run holds, as `claim_output_folder` yields it. `remove_leftovers()` runs once every check
+    has passed, just before the run writes. A run writes only into the folder it claimed: `check_held` says whether
+    the folder at its path is still that one (the same folder, by device and inode, holding the same lock), so a
+    folder moved or removed while the run trains is never made again under its old name; `where_now` follows the
+    claimed folder wherever it was moved (the system names an open folder by its path of the moment)."""
+
+    def __init__(self, path: Path, lock: int, remove_leftovers: Callable[[], list[str]]):
+        self.path, self.lock, self.remove_leftovers = path, lock, remove_leftovers
+        self.descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)  # the folder itself, wherever it goes
+
+    def close(self) -> None:
+        os.close(self.descriptor)
+
+    def held(self) -> bool:
+        """Whether `path` is still the folder claimed, holding this run's lock."""
+        try:
+            here, lock = os.stat(self.path), os.stat(self.path / LOCK_FILE, follow_symlinks=False)
+        except OSError:
+            return False
+        claimed, ours = os.fstat(self.descriptor), os.fstat(self.lock)
+        return (here.st_dev, here.st_ino, lock.st_dev, lock.st_ino) == (
+            claimed.st_dev,
+            claimed.st_ino,
+            ours.st_dev,
+            ours.st_ino,
+        )
+
+    def where_now(self) -> Path | None:
+        """Where the claimed folder is now, or None: removed, or the system does not say (no /proc)."""
+        try:
+            now = os.readlink(f"/proc/self/fd/{self.descriptor}")
+        except OSError:
+            return None
+        return None if now.endswith(" (deleted)") or not os.path.isdir(now) else Path(now)
+
+
 @contextmanager
 def claim_output_folder(
     folder: str | Path,
@@ -302,8 +340,8 @@ def claim_output_folder(
 ) -> Iterator[Callable[[], list[str]]]:
     """Hold `folder` for one training run. Raises ValueError when the folder breaks `check_output_folder`'s rule
     (against `inputs`), is not writable, is in use by another run, or holds a model that neither `overwrite` nor
-    `resume` allows to touch. Yields a function to call once every check of the run has passed, just before it
-    writes: it marks the folder as the package's and removes the leftovers of earlier runs (staging folders; the old
+    `resume` allows to touch. Yields the `ClaimedFolder`, whose `remove_leftovers()` is to be called once every check
+    of the run has passed, just before it writes: it marks the folder as the package's and removes the leftovers of earlier runs (staging folders; the old
     checkpoints when overwriting), returning their names. A run that ends before calling it leaves no trace: the
     lock and the folders the claim made are removed again, so a refused run changes nothing on disk. What would be
     removed (with `rotating`, the Trainer's `--save_total_limit`: any checkpoint) must hold only what a run wrote
@@ -355,7 +393,11 @@ def claim_output_folder(
                     shutil.rmtree(path, ignore_errors=True)
                 return [path.name for path in found]
 
-            yield remove_leftovers
+            claimed = ClaimedFolder(folder, lock.fileno(), remove_leftovers)
+            try:
+                yield claimed
+            finally:
+                claimed.close()
         finally:
             if not started:  # refused or failed before writing: take back what the claim added
                 if new_lock:

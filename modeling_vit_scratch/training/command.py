@@ -5,6 +5,8 @@ command that resumes from it; so is SIGTERM (what `kill`, `timeout` and cluster 
 printed by `common/commands.py`'s `entry_point`, which every command's `main` runs inside. Under torchrun, a process
 whose run lost another of its processes (killed, interrupted, failed) says so in one line of the same kind."""
 
+import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -30,6 +32,7 @@ from modeling_vit_scratch.training.distributed import (
     use_cpu_processes_without_accelerator,
 )
 from modeling_vit_scratch.training.precision import precision_words, training_precision
+from modeling_vit_scratch.training.saving import RunStopped
 from modeling_vit_scratch.training.trainer import train
 
 OTHER_PROCESS_STOPPED = 1  # the exit code of a process whose run lost another of its processes
@@ -58,6 +61,9 @@ def main(argv: list[str]) -> None:
         metrics = train(model_args, data_args, training_args, output_args, removed)
     except (ValueError, FileNotFoundError, PushError) as error:  # bad input or a failed push: one line, what and how
         sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}")
+    except RunStopped as stop:  # its folder moved, or a write the system refused: what is kept and how to go on
+        line = stopped_line(training_args, output_args, started, removed, stop)
+        sys.exit(f"error: {redact(line, command_secrets(argv))}")
     except RuntimeError as error:  # several processes: one of them stopped, and this one cannot go on without it
         reason = lost_peer(error)
         if reason is None:
@@ -83,16 +89,38 @@ def main(argv: list[str]) -> None:
         )  # a token in the folder's name is no reason to print it
 
 
+def stopped_line(training_args, output_args, started: float, removed: list[str], stop: RunStopped) -> str:
+    """The line of a run that stopped before its end (`RunStopped`): why, and the last checkpoint and the command
+    that resumes from it, where its folder is now (moved: first move it back); a folder removed took its
+    checkpoints with it."""
+    if stop.folder is None:
+        return f"{stop.why}; its checkpoints went with it: run the same command again to start afresh."
+    return interrupted_line(training_args, output_args, started, removed, stopped=stop.why, folder=stop.folder)
+
+
 def interrupted_line(
-    training_args, output_args, started: float, removed: list[str] = (), stopped: str = "Interrupted"
+    training_args,
+    output_args,
+    started: float,
+    removed: list[str] = (),
+    stopped: str = "Interrupted",
+    folder: str | Path | None = None,
 ) -> str:
     """What a user reads after Ctrl-C (or, `stopped` saying why, on a process whose run lost another of its
     processes): what was removed (only what the run removed at the start, `removed`: the checkpoints of the run that
     --overwrite_output_dir replaces), the last complete checkpoint and the exact command
     that resumes from it (or, before the first checkpoint, that the same command starts afresh). A run that
     overwrites counts only the checkpoints it wrote since it `started`: the old ones belong to the run it replaces.
-    A checkpoint that holds the weights only (--save_only_model) cannot resume: the line says how to start from them."""
-    folder = training_args.output_dir
+    A checkpoint that holds the weights only (--save_only_model) cannot resume: the line says how to start from them.
+    `folder` is where the run's folder is now, when it was moved away from --output_dir while the run trained: the
+    resume moves it back first."""
+    named = training_args.output_dir
+    folder = folder or named
+    back = (
+        f"move it back (mv {shlex.quote(str(folder))} {shlex.quote(str(named))}), then "
+        if os.path.abspath(folder) != os.path.abspath(named)
+        else ""
+    )
     complete = [path for path in checkpoints(Path(folder)) if is_complete_checkpoint(path)]
     if output_args.overwrite_output_dir:
         complete = [path for path in complete if (path / "trainer_state.json").stat().st_mtime >= started]
@@ -113,6 +141,6 @@ def interrupted_line(
             "--resume_from_checkpoint) and another --output_dir."
         )
     return (
-        f"{stopped}: {kept}; the last checkpoint is {complete[-1]}; resume with: "
+        f"{stopped}: {kept}; the last checkpoint is {complete[-1]}; {back}resume with: "
         f"{resume_command(output_args.overwrite_output_dir)}"
     )

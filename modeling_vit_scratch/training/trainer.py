@@ -24,6 +24,7 @@ from modeling_vit_scratch.common.commands import Terminated
 from modeling_vit_scratch.common.folders import (
     RESUME_OFF,
     STAGING_PREFIX,
+    ClaimedFolder,
     check_continuable,
     check_output_folder,
     check_removals,
@@ -102,6 +103,7 @@ from modeling_vit_scratch.training.resumed_data import (
     splits_fingerprint,
 )
 from modeling_vit_scratch.training.rotation import GuardedRotation
+from modeling_vit_scratch.training.saving import SavingIntoClaimedFolder, check_held, written_whole
 from modeling_vit_scratch.training.streaming import open_stream, stream_left_out_line, stream_metrics, streaming_trainer
 from modeling_vit_scratch.training.views import view_averaged
 
@@ -156,10 +158,10 @@ def train(
         check_output_folder(training_args.output_dir, "--output_dir", inputs)
         refuse_a_model(Path(training_args.output_dir), output_args.overwrite_output_dir, resuming)
         check_removals(Path(training_args.output_dir), output_args.overwrite_output_dir, resuming, rotating)
-    with claim if main_process else nullcontext(list) as remove_leftovers, redacting_logs(known_secrets(hub_token)):
+    with claim if main_process else nullcontext() as claimed, redacting_logs(known_secrets(hub_token)):
 
         def remove_and_note() -> list[str]:  # what was removed, for the line Ctrl-C prints (`removed`)
-            names = remove_leftovers()
+            names = claimed.remove_leftovers() if claimed else []
             removed.extend(names)
             return names
 
@@ -173,7 +175,15 @@ def train(
         if main_process:
             print(f"Output folder: {os.path.abspath(training_args.output_dir)}")
         metrics = train_in_claimed_folder(
-            model_args, data_args, training_args, checkpoint, hub_token, remove_and_note, (requested, new), settings
+            model_args,
+            data_args,
+            training_args,
+            checkpoint,
+            hub_token,
+            remove_and_note,
+            (requested, new),
+            settings,
+            claimed,
         )
     return metrics
 
@@ -187,11 +197,13 @@ def train_in_claimed_folder(
     remove_leftovers=list,
     architecture: tuple | None = None,
     settings: dict | None = None,
+    claimed: ClaimedFolder | None = None,
 ) -> dict:
     """`train` once the output folder is held: data, pre-flight, model, Trainer, evaluation, the model folder.
     `remove_leftovers` (from `claim_output_folder`) runs just before the first step, once every check has passed:
     a refused run removes nothing. `architecture` is `model_config`'s answer (config, new), compared with a resumed
-    checkpoint's once the data has filled its fields; `settings` (`run_settings`) is kept in each checkpoint."""
+    checkpoint's once the data has filled its fields; `settings` (`run_settings`) is kept in each checkpoint;
+    `claimed` is the output folder this process holds, the only one it writes into (`training/saving.py`)."""
     started = time.time()
     policy = augmentation_policy(data_args)  # the augmentation's errors too
     check_mixing_batch(policy, training_args, data_args.total_train_batch_size)
@@ -275,6 +287,7 @@ def train_in_claimed_folder(
         trainer_class = streaming_trainer(trainer_class)
     if training_args.save_total_limit:
         trainer_class = type(f"Guarded{trainer_class.__name__}", (GuardedRotation, trainer_class), {})
+    trainer_class = type(f"Saving{trainer_class.__name__}", (SavingIntoClaimedFolder, trainer_class), {})
     trainer = trainer_class(
         model=model,
         args=training_args,
@@ -289,6 +302,7 @@ def train_in_claimed_folder(
         **teaching,
         **averaged,
     )
+    trainer.claimed = claimed
     if model_args.layer_decay is not None:  # the groups of the model on its device
         trainer.optimizer_cls_and_kwargs = layer_decay_optimizer(trainer.model, training_args, model_args.layer_decay)
     if checkpoint:  # one line, where the Trainer would fail to load an optimizer built with other groups
@@ -348,7 +362,10 @@ def train_in_claimed_folder(
         layer_decay=layer_decay_text(model_args.layer_decay, model.config),
     )
     # every process: a sharded model's weights are gathered from all of them; process 0 writes
-    write_model_folder(trainer, processor, data, data_args, metrics, known_secrets(hub_token), notes)
+    check_held(claimed)
+    output_dir = Path(training_args.output_dir)
+    with written_whole(output_dir, output_dir):
+        write_model_folder(trainer, processor, data, data_args, metrics, known_secrets(hub_token), notes)
     if push and trainer.is_world_process_zero():
         push_trained_folder(training_args, hub_token)
     trainer.accelerator.wait_for_everyone()

@@ -44,12 +44,12 @@ def test_a_folder_holding_a_model_is_refused_naming_both_ways_on(tmp_path):
 def test_overwrite_drops_old_checkpoints_only_when_asked_to_and_keeps_the_model_until_replaced(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"old weights")
     fake_checkpoint(tmp_path, 10)
-    with claim_output_folder(tmp_path, overwrite=True, resume=False) as remove_leftovers:
+    with claim_output_folder(tmp_path, overwrite=True, resume=False) as claimed:
         assert (tmp_path / "checkpoint-10").is_dir()  # nothing goes before the run's checks have passed
-        assert remove_leftovers() == ["checkpoint-10"]
+        assert claimed.remove_leftovers() == ["checkpoint-10"]
         assert (tmp_path / "model.safetensors").read_bytes() == b"old weights"
-    with claim_output_folder(tmp_path, overwrite=False, resume=True) as remove_leftovers:  # resuming keeps all
-        assert remove_leftovers() == []
+    with claim_output_folder(tmp_path, overwrite=False, resume=True) as claimed:  # resuming keeps all
+        assert claimed.remove_leftovers() == []
 
 
 def test_a_folder_in_use_is_refused_and_freed_when_the_run_ends(tmp_path):
@@ -85,8 +85,8 @@ def test_a_killed_run_leaves_no_lock_and_its_staging_leftovers_are_removed(tmp_p
         pass
     holder.send_signal(signal.SIGKILL)
     holder.wait(timeout=30)
-    with claim_output_folder(tmp_path, overwrite=False, resume=False) as remove_leftovers:
-        assert remove_leftovers() == [".saving-abc123"] and not (tmp_path / ".saving-abc123").exists()
+    with claim_output_folder(tmp_path, overwrite=False, resume=False) as claimed:
+        assert claimed.remove_leftovers() == [".saving-abc123"] and not (tmp_path / ".saving-abc123").exists()
     assert (tmp_path / LOCK_FILE).exists()
 
 

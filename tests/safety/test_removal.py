@@ -100,10 +100,10 @@ def test_a_file_put_in_a_checkpoint_after_the_claim_is_refused_before_any_remova
     run_folder(folder / "other", [])  # another checkpoint-3 elsewhere: not this run's
     (folder / "checkpoint-9").mkdir()
     (folder / "checkpoint-9" / "config.json").write_text("{}")
-    with claim_output_folder(folder, overwrite=True, resume=False) as remove_leftovers:
+    with claim_output_folder(folder, overwrite=True, resume=False) as claimed:
         (folder / "checkpoint-9" / "notes.txt").write_text("mine")  # while the run read its data
         with pytest.raises(ValueError, match="checkpoint-9/notes.txt"):
-            remove_leftovers()
+            claimed.remove_leftovers()
     assert (folder / "checkpoint-3" / "config.json").is_file() and (folder / "checkpoint-9" / "notes.txt").is_file()
 
 

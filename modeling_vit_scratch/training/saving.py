@@ -1,0 +1,105 @@
+"""What a training run writes while it trains and at its end, and how a failed write stops it: in one line, into the
+folder it claimed only, never leaving a half-written checkpoint where a resume looks.
+
+- A run writes only into the output folder it claimed (`common/folders.py` `ClaimedFolder`): before each checkpoint
+  and before the model folder, the folder at its path must still be that one; a folder moved or removed while the
+  run trains is never made again under its old name, and the run stops (`RunStopped`, saying where the folder is).
+- A write the system refuses (a full disk, a quota, a file size limit, an I/O error) stops the run with one line
+  naming what was being written and the cause (`RunStopped`); an unfinished checkpoint is removed, so the last
+  complete one is what `--resume_from_checkpoint true` finds. SIGXFSZ is ignored by every command
+  (`common/commands.py` `take_signals`), so a file size limit is such an error, not a silent death.
+
+`training/command.py` turns `RunStopped` into the line, with the last checkpoint and the command that resumes.
+Training glue, never imported by the model files.
+"""
+
+import errno
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from transformers import Trainer
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+from modeling_vit_scratch.common.folders import ClaimedFolder
+
+WRITE_ERRORS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO)  # the system refused the write, not the code
+OS_ERROR = re.compile(r"os error (\d+)")  # how safetensors (Rust) names the system's error
+TORCH_WRITER = ("PytorchStreamWriter", "inline_container")  # torch.save's writer, which names no cause
+
+
+class RunStopped(Exception):
+    """The run stopped before its end for a reason outside it: `why` (a sentence) and `folder`, where its
+    checkpoints are now (None: removed with the folder)."""
+
+    def __init__(self, why: str, folder: Path | None):
+        super().__init__(why)
+        self.why, self.folder = why, folder
+
+
+def refused_write(error: BaseException, folder: Path) -> str | None:
+    """The system's reason when `error` (or what caused it) is a write it refused (`WRITE_ERRORS`), in its words,
+    else None. torch.save's writer names no cause: a full file system is said where it is one."""
+    seen = error
+    while seen is not None:
+        number = seen.errno if isinstance(seen, OSError) else None
+        found = OS_ERROR.search(str(seen))
+        number = number or (int(found.group(1)) if found else None)
+        if number in WRITE_ERRORS:
+            return os.strerror(number)
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(error, RuntimeError) and any(name in str(error) for name in TORCH_WRITER):
+        space = os.statvfs(folder)
+        full = space.f_bavail * space.f_frsize < 1 << 20
+        return os.strerror(errno.ENOSPC) if full else "the write was cut short, by a full disk or a file size limit"
+    return None
+
+
+def check_held(claimed: ClaimedFolder | None) -> None:
+    """`RunStopped` unless the claimed folder is still at its path (None: another process of the run, which does not
+    hold the folder, checks nothing)."""
+    if claimed is None or claimed.held():
+        return
+    now = claimed.where_now()
+    where = f"to {now}" if now else "or removed"
+    raise RunStopped(
+        f"the output folder {claimed.path} was moved {where} while training, so the run stopped rather than make it "
+        "again",
+        now,
+    )
+
+
+@contextmanager
+def written_whole(path: Path, folder: Path, remove: bool = False) -> Iterator[None]:
+    """Writing `path` inside the output `folder`: a write the system refuses is `RunStopped` naming `path` and the
+    cause; with `remove`, `path` (a folder this write made) is removed first, so nothing half-written stays."""
+    try:
+        yield
+    except Exception as error:
+        cause = refused_write(error, folder)
+        if cause is None:
+            raise
+        if remove:
+            shutil.rmtree(path, ignore_errors=True)
+        left = f", and the unfinished {path.name} was removed" if remove else ""
+        raise RunStopped(
+            f"writing {path} failed ({cause}; free space, or raise the file size limit, first){left}: the run stopped",
+            folder,
+        ) from None
+
+
+class SavingIntoClaimedFolder(Trainer):
+    """The Trainer whose checkpoints go only into the folder the run claimed (`claimed`, set after it is built) and
+    whose failed save removes the checkpoint it left unfinished, as one `RunStopped`."""
+
+    claimed: ClaimedFolder | None = None
+
+    def _save_checkpoint(self, model, trial):
+        check_held(self.claimed)
+        folder = Path(self._get_output_dir(trial=trial))
+        path = folder / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        with written_whole(path, folder, remove=self.args.should_save and not path.exists()):
+            super()._save_checkpoint(model, trial)
