@@ -28,6 +28,7 @@ Training glue, never imported by the model files.
 """
 
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -263,10 +264,42 @@ def write_file(path: Path, content: bytes) -> None:
         stream.write(content)
 
 
-def mark_as_ours(folder: Path) -> None:
-    """Create `folder` if needed and leave the marker that makes it one the package may write into again."""
+def mark_as_ours(folder: Path, written: dict[str, str] | None = None) -> None:
+    """Create `folder` if needed and leave the marker that makes it one the package may write into again. The
+    marker also keeps the SHA-256 of each file the package put there (`written`, added to those it holds), so a file
+    changed since is known not to be the package's any more (`changed_since_written`)."""
     folder.mkdir(parents=True, exist_ok=True)
-    write_file(folder / MARKER_FILE, b"written by vit-scratch\n")
+    marker = {"written_by": "vit-scratch", "files_sha256": {**written_files(folder), **(written or {})}}
+    staged = folder / f"{PROBE_PREFIX}{MARKER_FILE}"  # moved into place whole: a cut write loses no digest
+    write_file(staged, (json.dumps(marker, indent=2, sort_keys=True) + "\n").encode())
+    os.replace(staged, folder / MARKER_FILE)
+
+
+def written_files(folder: Path) -> dict[str, str]:
+    """The SHA-256 of each file the package put into `folder`, as its marker keeps them ({} for a marker written
+    before they were kept, or none)."""
+    try:
+        marker = json.loads((folder / MARKER_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    kept = marker.get("files_sha256") if isinstance(marker, dict) else None
+    return kept if isinstance(kept, dict) else {}
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of the file at `path`, read in blocks."""
+    with open(path, "rb") as stream:
+        return hashlib.file_digest(stream, "sha256").hexdigest()
+
+
+def changed_since_written(folder: Path) -> list[str]:
+    """The files the package put into `folder` that were changed since (by hand: a card edited after the run): no
+    longer the package's, so never replaced or removed by it. A file removed since is not listed."""
+    return sorted(
+        name
+        for name, digest in written_files(folder).items()
+        if (folder / name).is_file() and not (folder / name).is_symlink() and file_sha256(folder / name) != digest
+    )
 
 
 def check_writable(folder: Path) -> None:
@@ -283,13 +316,23 @@ def check_writable(folder: Path) -> None:
 
 
 def refuse_a_model(folder: Path, overwrite: bool, resume: bool) -> None:
-    """A ValueError when `folder` holds a model that neither `overwrite` nor `resume` allows to touch."""
+    """A ValueError when `folder` holds a model that neither `overwrite` nor `resume` allows to touch, or a file the
+    package wrote there that was changed since (`changed_since_written`): the run's model folder would replace it."""
     found = model_contents(folder)
     if found and not (overwrite or resume):
         raise ValueError(
             f"The output folder {str(folder)!r} already holds a model ({', '.join(found[:4])}): pass "
             "--overwrite_output_dir true to replace it, --resume_from_checkpoint true to continue its last "
             "checkpoint, or choose another --output_dir."
+        )
+    changed = changed_since_written(folder) if folder.is_dir() else []
+    if changed:
+        how = "--overwrite_output_dir true" if overwrite else "--resume_from_checkpoint (its model folder, at the end)"
+        raise ValueError(
+            f"--output_dir {str(folder)!r}: {', '.join(changed)} changed since vit-scratch wrote "
+            f"{'it' if len(changed) == 1 else 'them'} (edited by hand?), and {how} would replace "
+            f"{'it' if len(changed) == 1 else 'them'}: nothing was changed; move {'it' if len(changed) == 1 else 'them'} "
+            "out of the folder to keep your version (or delete it to let the run write its own), then run again."
         )
 
 
@@ -499,12 +542,15 @@ def staging_inside(destination: str | Path) -> Iterator[Path]:
 
 def publish(staging: Path, destination: Path) -> None:
     """Move every file of `staging` into `destination`, replacing files of the same name; weights first, the
-    files that describe them last."""
+    files that describe them last; then the marker keeps the SHA-256 of each (`mark_as_ours`)."""
     order = {name: index for index, name in enumerate(DESCRIBING_FILES, start=1)}
+    written = {}
     for path in sorted(staging.iterdir(), key=lambda path: order.get(path.name, 0)):
         if path.is_file():
             path.chmod(0o644)  # staged files may be private (mkstemp); the folder is meant to be shared
+            written[path.name] = file_sha256(path)
         os.replace(path, destination / path.name)
+    mark_as_ours(destination, written)
 
 
 # What a model folder holds, and nothing else: what `--overwrite` may replace as a whole. Config, weights (one file,

@@ -12,8 +12,11 @@ import pytest
 
 from modeling_vit_scratch.common.folders import (
     LOCK_FILE,
+    MARKER_FILE,
+    changed_since_written,
     claim_output_folder,
     publish,
+    refuse_a_model,
     resolve_checkpoint,
     staging_inside,
 )
@@ -146,6 +149,7 @@ def test_publish_moves_the_weights_first_and_what_describes_them_last(tmp_path, 
     assert (tmp_path / "model.safetensors").read_text() == "model.safetensors"
     assert (tmp_path / "config.json").stat().st_mode & 0o777 == 0o644
     assert sorted(path.name for path in tmp_path.iterdir()) == [
+        MARKER_FILE,  # now with the digest of each file published
         "README.md",
         "config.json",
         "model.safetensors",
@@ -163,3 +167,34 @@ def test_an_incomplete_checkpoint_named_by_path_points_to_the_way_on(tmp_path):
     complete = fake_checkpoint(tmp_path / "run", 2)
     with pytest.raises(ValueError, match=f"resume with --resume_from_checkpoint {complete}"):
         resolve_checkpoint(tmp_path / "elsewhere", str(incomplete))
+
+
+@pytest.mark.parametrize("edit", ["changed", "removed", "unchanged"])
+@pytest.mark.parametrize("overwrite", [True, False], ids=["overwrite", "resume"])
+def test_a_file_the_run_wrote_and_the_user_changed_since_is_never_replaced(tmp_path, edit, overwrite):
+    with staging_inside(tmp_path) as staging:
+        for name in ("README.md", "all_results.json", "model.safetensors", "config.json"):
+            (staging / name).write_text(name)
+        publish(staging, tmp_path)
+    # a later publish keeps the digests of the files it does not write again
+    with staging_inside(tmp_path) as staging:
+        (staging / "model.safetensors").write_text("new weights")
+        publish(staging, tmp_path)
+    assert changed_since_written(tmp_path) == []
+    if edit == "changed":
+        (tmp_path / "README.md").write_text("my own notes on this model")
+        (tmp_path / "all_results.json").write_text("{}")
+    if edit == "removed":
+        (tmp_path / "README.md").unlink()
+    if edit != "changed":
+        refuse_a_model(tmp_path, overwrite, not overwrite)
+        return
+    with pytest.raises(ValueError) as refused:
+        refuse_a_model(tmp_path, overwrite, not overwrite)
+    how = "--overwrite_output_dir true" if overwrite else "--resume_from_checkpoint (its model folder, at the end)"
+    assert str(refused.value) == (
+        f"--output_dir '{tmp_path}': README.md, all_results.json changed since vit-scratch wrote them (edited by "
+        f"hand?), and {how} would replace them: nothing was changed; move them out of the folder to keep your "
+        "version (or delete it to let the run write its own), then run again."
+    )
+    assert (tmp_path / "README.md").read_text() == "my own notes on this model"

@@ -318,6 +318,11 @@ def test_training_writes_a_new_folder_and_outputs_inside_a_checkout_and_resumes_
     assert outcome("train", resumed).code == 0  # a finished run, resumed: it evaluates and writes its folder again
     assert json.loads((output / "checkpoint-2" / "trainer_state.json").read_text())["global_step"] == 2
     again = scenario.argv("train", output) + ["--max_steps", "1", "--overwrite_output_dir", "true"]
+    (output / "README.md").write_text("my card")  # edited by hand: no longer the package's, never replaced
+    refused = outcome("train", again)
+    assert refused.one_line and "README.md changed since vit-scratch wrote it" in refused.error, refused
+    assert (output / "README.md").read_text() == "my card" and (output / "checkpoint-2").is_dir()
+    (output / "README.md").unlink()
     assert outcome("train", again).code == 0
     assert [path.name for path in output.glob("checkpoint-*")] == ["checkpoint-1"]  # the old run's went, at last
 
