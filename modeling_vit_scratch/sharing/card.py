@@ -235,6 +235,7 @@ def render_model_card(
     grid_h, grid_w = config.grid_size
     labels = [str(label) for label in config.id2label.values()]
     if record:
+        record.update(legs=leg_rows(record.get("legs") or []))
         minutes, seconds = divmod(int(record.get("wall_time_seconds") or 0), 60)
         record.update(
             epochs=f"{record['epochs']:g}",
@@ -276,6 +277,21 @@ def render_model_card(
         metrics_unknown=bool(record) and not metrics and not unmeasured,  # a trained model whose results are lost
     )
     return ModelCard(render_template(template.read_text(), values, name=template.name))
+
+
+def leg_rows(legs: list[dict]) -> list[dict]:
+    """The card's lines for a run's legs (its first command, then each that resumed it): the command and its wall
+    time, or that a leg is not recorded (its checkpoint was written before the run kept its legs)."""
+    rows = []
+    for leg in legs:
+        seconds = leg.get("wall_time_seconds")
+        rows.append(
+            dict(
+                command=leg.get("command") or "(not recorded: its checkpoint was written before commands were kept)",
+                wall_time="time not recorded" if seconds is None else "{} min {} s".format(*divmod(int(seconds), 60)),
+            )
+        )
+    return rows
 
 
 def render_template(source: str, values: dict, name: str = "the template") -> str:

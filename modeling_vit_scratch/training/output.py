@@ -137,7 +137,7 @@ def write_model_folder(
     data_args: DataArguments,
     metrics: dict,
     secrets: list[str],
-    notes: dict[str, str | None] | None = None,
+    notes: dict | None = None,
 ) -> None:
     """Weights, config, code, processor, metrics, pictures (curves, confusion matrix), record and card, written
     beside the output folder, checked (it reloads to the trained model and holds no secret), then moved into place.

@@ -20,6 +20,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 
 from datasets import DatasetDict
@@ -254,17 +255,27 @@ def json_value(value):
 
 
 class KeepDataIdentity(TrainerCallback):
-    """Writes the data set argument, its splits' fingerprint (None for a stream) and the run's settings
-    (`run_settings`) into each checkpoint (`DATA_FILE`)."""
+    """Writes the data set argument, its splits' fingerprint (None for a stream), the run's settings
+    (`run_settings`) and its legs so far into each checkpoint (`DATA_FILE`). A leg is one command of the run (the
+    first, then each that resumed it): the earlier legs come from the checkpoint resumed (`earlier_legs`), this one
+    is `command` and its wall time since `started` (`time.time()`), so the card tells the whole run."""
 
-    def __init__(self, dataset: str, fingerprint: str | None, settings: dict | None = None):
+    def __init__(
+        self,
+        dataset: str,
+        fingerprint: str | None,
+        settings: dict | None = None,
+        legs: tuple[list[dict], str, float] | None = None,
+    ):
         self.identity = {"dataset": dataset, "splits_fingerprint": fingerprint, "settings": settings or {}}
+        self.legs = legs
 
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir, f"checkpoint-{state.global_step}")
         if state.is_world_process_zero and folder.is_dir():
+            identity = {**self.identity, **({"legs": run_legs(*self.legs)} if self.legs else {})}
             staged = folder / f".{DATA_FILE}.partial"  # moved into place whole: a resume reads all of it or none
-            staged.write_text(json.dumps(self.identity, indent=2) + "\n")
+            staged.write_text(json.dumps(identity, indent=2) + "\n")
             staged.replace(folder / DATA_FILE)
 
     def on_train_end(self, args, state, control, **kwargs):
@@ -272,6 +283,22 @@ class KeepDataIdentity(TrainerCallback):
         `on_save` sees, gets the file too."""
         if not Path(args.output_dir, f"checkpoint-{state.global_step}", DATA_FILE).exists():
             self.on_save(args, state, control, **kwargs)
+
+
+def earlier_legs(checkpoint: str | None) -> list[dict]:
+    """The legs of the run before this command (each `{"command", "wall_time_seconds"}`), as the checkpoint it
+    resumes keeps them; none for a new run. A checkpoint written before legs were kept gives one leg it knows
+    nothing of (both None), so no card says the run took only its last leg."""
+    if not checkpoint:
+        return []
+    kept = Path(checkpoint) / DATA_FILE
+    legs = json.loads(kept.read_text()).get("legs") if kept.is_file() else None
+    return legs if isinstance(legs, list) else [{"command": None, "wall_time_seconds": None}]
+
+
+def run_legs(earlier: list[dict], command: str, started: float) -> list[dict]:
+    """The legs of the run up to now: the `earlier` ones, then this command's, timed since `started`."""
+    return [*earlier, {"command": command, "wall_time_seconds": round(time.time() - started, 1)}]
 
 
 def check_resumed_settings(checkpoint: str, settings: dict) -> None:

@@ -34,7 +34,13 @@ from modeling_vit_scratch.common.folders import (
 )
 from modeling_vit_scratch.common.secrets import known_secrets, redacting_logs, refuse_secret
 from modeling_vit_scratch.common.weights import check_checkpoint
-from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, OutputArguments, closest
+from modeling_vit_scratch.training.arguments import (
+    DataArguments,
+    ModelArguments,
+    OutputArguments,
+    closest,
+    plain_command,
+)
 from modeling_vit_scratch.training.augmentation import AugmentedViews, AugmentingTrainer, RandomShiftRotate
 from modeling_vit_scratch.training.class_metrics import class_metrics
 from modeling_vit_scratch.training.data import (
@@ -99,6 +105,8 @@ from modeling_vit_scratch.training.resumed_data import (
     KeepDataIdentity,
     check_resumed_data,
     check_resumed_settings,
+    earlier_legs,
+    run_legs,
     run_settings,
     splits_fingerprint,
 )
@@ -310,7 +318,8 @@ def train_in_claimed_folder(
     if choice:  # each checkpoint keeps it, so a resumed run trains on in the same precision
         trainer.add_callback(KeepPrecisionChoice(choice))
     # each checkpoint names its data and settings, so a resumed run reads the same splits and goes on as it started
-    trainer.add_callback(KeepDataIdentity(data_args.dataset, fingerprint, settings))
+    legs = (earlier_legs(checkpoint), plain_command(), started)  # the run's commands and times, leg by leg
+    trainer.add_callback(KeepDataIdentity(data_args.dataset, fingerprint, settings, legs))
     removed = remove_leftovers()
     replaced = [name for name in removed if not name.startswith(STAGING_PREFIX)]  # the earlier run's checkpoints
     unfinished = [name for name in removed if name.startswith(STAGING_PREFIX)]  # saves that were never completed
@@ -360,7 +369,9 @@ def train_in_claimed_folder(
         precision_choice=precision_choice,
         weight_average=ema_text(model_args.ema_decay),
         layer_decay=layer_decay_text(model_args.layer_decay, model.config),
+        legs=run_legs(*legs),  # every command of the run, and its wall time
     )
+    notes["wall_time_seconds"] = round(sum(leg["wall_time_seconds"] or 0 for leg in notes["legs"]), 1)  # all legs
     # every process: a sharded model's weights are gathered from all of them; process 0 writes
     check_held(claimed)
     output_dir = Path(training_args.output_dir)

@@ -169,8 +169,23 @@ def test_the_command_printed_after_the_last_step_finishes_the_run(tmp_path, monk
     assert not (output / "model.safetensors").exists()
     resume = shlex.split(line.split("resume with: ", 1)[1])
     monkeypatch.setattr(Trainer, "train", original)
+    monkeypatch.setattr(sys, "argv", ["vit-scratch train", *resume[resume.index("train") + 1 :]])
     resumed = outcome("train", resume[resume.index("train") + 1 :])  # the printed command, as printed
     assert resumed.code == 0, resumed
+    # the record and the card tell the whole run: both legs, their commands and their summed wall time
+    record = json.loads((output / "training_record.json").read_text())
+    assert [leg["command"] for leg in record["legs"]] == [
+        shlex.join(["vit-scratch", "train", *argv]),
+        line.split("resume with: ", 1)[1],
+    ]
+    assert record["wall_time_seconds"] == round(sum(leg["wall_time_seconds"] for leg in record["legs"]), 1)
+    card = (output / "README.md").read_text()
+    assert "in 2 legs: the run was stopped, then resumed from its last" in card
+    assert (
+        card.index(record["legs"][0]["command"])
+        < card.index("resumed with (")
+        < card.index(line.split("resume with: ", 1)[1])
+    )
     assert not (output / "checkpoint-3").exists()
     final, last = load_file(output / "model.safetensors"), load_file(output / "checkpoint-2" / "model.safetensors")
     assert final.keys() == last.keys() and all((final[name] == last[name]).all() for name in final)

@@ -145,3 +145,25 @@ def test_the_card_states_the_batch_each_step_used_never_more_than_the_training_s
     assert f"global batch size {used}" in card
     said = f"(the whole training split in each step: it holds fewer images than the {asked} asked for)"
     assert (said in card) == (asked is not None)
+
+
+def test_a_resumed_run_s_card_gives_its_whole_wall_time_and_every_leg_s_command():
+    args = TrainingArguments(output_dir="x", report_to="none")
+    record = training_record("c --resume_from_checkpoint true", "digits", SPLITS, args, METRICS, None)
+    record["legs"] = [
+        {"command": None, "wall_time_seconds": None},  # its checkpoint was written before legs were kept
+        {"command": "vit-scratch train --seed 3", "wall_time_seconds": 65.0},
+        {"command": "vit-scratch train --seed 3 --resume_from_checkpoint true", "wall_time_seconds": 12.0},
+    ]
+    record["wall_time_seconds"] = 77.0
+    card = str(render_model_card(ViTScratchConfig(num_labels=3), METRICS, record))
+    text = " ".join(card.split())
+    assert "Training took 1 min 17 s of wall time in 3 legs: the run was stopped, then resumed from its last" in text
+    assert (
+        "The first command (time not recorded): ```bash (not recorded: its checkpoint was written before commands "
+        "were kept) ``` resumed with (1 min 5 s): ```bash vit-scratch train --seed 3 ``` resumed with (0 min 12 s): "
+        "```bash vit-scratch train --seed 3 --resume_from_checkpoint true ```"
+    ) in text
+    one = {**record, "legs": record["legs"][2:]}  # one leg: the exact command, as before
+    text = " ".join(str(render_model_card(ViTScratchConfig(num_labels=3), METRICS, one)).split())
+    assert "of wall time. The exact command: ```bash c --resume_from_checkpoint true ```" in text
