@@ -52,8 +52,11 @@ def refused_write(error: BaseException, folder: Path) -> str | None:
             return os.strerror(number)
         seen = seen.__cause__ or seen.__context__
     if isinstance(error, RuntimeError) and any(name in str(error) for name in TORCH_WRITER):
-        space = os.statvfs(folder)
-        full = space.f_bavail * space.f_frsize < 1 << 20
+        try:
+            space = os.statvfs(folder)
+            full = space.f_bavail * space.f_frsize < 1 << 20
+        except OSError:  # the folder is gone: nothing to say of its file system
+            full = False
         return os.strerror(errno.ENOSPC) if full else "the write was cut short, by a full disk or a file size limit"
     return None
 
