@@ -41,6 +41,7 @@ from pathlib import Path
 from modeling_vit_scratch.common.secrets import refuse_token_in_path
 
 LOCK_FILE = ".vit-scratch.lock"
+RUN_FILE = ".vit-scratch-run.json"  # a started run's process and commands, until its model is published
 MARKER_FILE = ".vit-scratch-output"  # in every folder the package creates or claims for its output: "ours"
 # What a training run writes beside the model, read again by the push.
 RESULTS_FILE, RECORD_FILE, CURVES_FILE = "all_results.json", "training_record.json", "training_curves.png"
@@ -488,6 +489,7 @@ MODEL_FOLDER_FILES = {
     "training_args.bin",
     MARKER_FILE,
     LOCK_FILE,
+    RUN_FILE,
 }
 MODEL_FOLDER_PATTERN = re.compile(
     rf"^(model-\d+-of-\d+\.safetensors|pytorch_model-\d+-of-\d+\.bin|checkpoint-\d+"

@@ -456,7 +456,7 @@ def push_to_hub(
     "preparing" (the repo is made or read: nothing committed), "sending" (the model's files and commit), "committed"
     (with the model commit's id; the card's pin follows).
     """
-    check_folder_path(os.fspath(folder), "FOLDER")  # as typed: ./x, x/
+    check_folder_path(os.fspath(folder), "FOLDER", "push")  # as typed: ./x, x/
     if not os.path.isdir(folder):  # a push reads a local folder only, whatever its name looks like
         raise FileNotFoundError(f"FOLDER {os.fspath(folder)!r} does not exist: give the saved model folder to push.")
     folder = Path(folder)

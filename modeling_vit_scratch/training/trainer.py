@@ -31,9 +31,17 @@ from modeling_vit_scratch.common.folders import (
     refuse_a_model,
     resolve_checkpoint,
 )
+from modeling_vit_scratch.common.run_state import start_run
 from modeling_vit_scratch.common.secrets import known_secrets, redacting_logs, refuse_secret
 from modeling_vit_scratch.common.weights import check_checkpoint
-from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, OutputArguments, closest
+from modeling_vit_scratch.training.arguments import (
+    DataArguments,
+    ModelArguments,
+    OutputArguments,
+    closest,
+    plain_command,
+    resume_command,
+)
 from modeling_vit_scratch.training.augmentation import AugmentedViews, AugmentingTrainer, RandomShiftRotate
 from modeling_vit_scratch.training.class_metrics import class_metrics
 from modeling_vit_scratch.training.data import (
@@ -160,6 +168,8 @@ def train(
 
         def remove_and_note() -> list[str]:  # what was removed, for the line Ctrl-C prints (`removed`)
             names = remove_leftovers()
+            if main_process:  # until its model is published, readers of the folder call the run interrupted
+                start_run(training_args.output_dir, plain_command(), resume_command(output_args.overwrite_output_dir))
             removed.extend(names)
             return names
 
