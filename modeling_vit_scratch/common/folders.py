@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from modeling_vit_scratch.common.children import stale_of_dead_process
 from modeling_vit_scratch.common.secrets import refuse_token_in_path
 
 LOCK_FILE = ".vit-scratch.lock"
@@ -687,6 +688,8 @@ def replaced_folder(
     unless `overwrite`; then it is replaced only once the new one is complete (moved aside, new moved in, deleted)."""
     output_dir = check_replaceable(output_dir, overwrite, inputs)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
+    for name in remove_stale_staging(output_dir):
+        print(f"Removed {name}, the unfinished folder that a stopped conversion to {output_dir} left beside it.")
     staging = sibling(output_dir, "partial")
     staging.mkdir()
     try:
@@ -707,12 +710,32 @@ def replaced_folder(
         shutil.rmtree(staging, ignore_errors=True)  # a no-op once moved into place
 
 
-def sibling(folder: Path, tag: str) -> Path:
-    """A fresh hidden name beside `folder` (same filesystem, so renames are atomic): `.NAME.TAG-1a2b3c4d`, NAME cut
-    so that the whole stays within `NAME_MAX` bytes."""
-    suffix = f".{tag}-{uuid.uuid4().hex[:8]}"
-    room = NAME_MAX - 1 - len(suffix.encode())
+SIBLING_SUFFIX = ".{tag}-{pid}-{unique}"  # the owner's process id: a stopped one's is removed by the next command
+
+
+def sibling_name(folder: Path, tag: str) -> str:
+    """NAME of `sibling`'s `.NAME.TAG-...`: `folder`'s name cut so that the whole stays within `NAME_MAX` bytes."""
+    room = NAME_MAX - 1 - len(SIBLING_SUFFIX.format(tag=tag, pid="0" * 10, unique="0" * 8).encode())  # any PID
     name = folder.name
     while len(os.fsencode(name)) > room:  # whole characters only: a cut UTF-8 sequence is no valid name everywhere
         name = name[:-1]
-    return folder.parent / f".{name}{suffix}"
+    return name
+
+
+def sibling(folder: Path, tag: str) -> Path:
+    """A fresh hidden name beside `folder` (same filesystem, so renames are atomic): `.NAME.TAG-PID-1a2b3c4d`."""
+    suffix = SIBLING_SUFFIX.format(tag=tag, pid=os.getpid(), unique=uuid.uuid4().hex[:8])
+    return folder.parent / f".{sibling_name(folder, tag)}{suffix}"
+
+
+def remove_stale_staging(folder: Path) -> list[str]:
+    """Remove the staging folders (`sibling(folder, "partial")`) that processes now gone left beside `folder`, and
+    return their names: never a living process's, nor one holding a file that a conversion does not write."""
+    pattern = re.compile(rf"^\.{re.escape(sibling_name(folder, 'partial'))}\.partial-(\d+)-[0-9a-f]{{8}}$")
+    removed = []
+    for path in sorted(folder.parent.iterdir()) if folder.parent.is_dir() else []:
+        stale = path.is_dir() and not path.is_symlink() and stale_of_dead_process(path.name, pattern)
+        if stale and not not_written_by_a_run(path):
+            shutil.rmtree(path)
+            removed.append(path.name)
+    return removed

@@ -25,7 +25,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
@@ -35,6 +34,7 @@ import torch
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 from huggingface_hub.hf_api import RepoFile
 
+from modeling_vit_scratch.common.children import scratch_folder
 from modeling_vit_scratch.common.folders import (
     CONFUSION_FILE,
     CONVERSION_FILE,
@@ -495,8 +495,7 @@ def push_to_hub(
     model, processor = load_verified(folder)
     api = HfApi(token=token)
     target = None if create_pr else revision or "main"
-    with tempfile.TemporaryDirectory() as staging:
-        staging = Path(staging)
+    with scratch_folder("push") as staging:  # a kill leaves it to the next command to remove
         card = model_card_text(model.config, metrics, record, measured, repo_id, None, conversion)
         stage_repo(folder, staging, model, processor, card, measured, max_shard_size)
         check_staged(folder, staging, digest, secrets)
