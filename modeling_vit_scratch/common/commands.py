@@ -163,7 +163,8 @@ def redact_escaping_traceback(secrets: list[str]) -> None:
 def take_signals() -> dict | None:
     """While a command runs, Ctrl-C raises KeyboardInterrupt and SIGTERM `Terminated` where the command is, so its
     `finally` blocks run and the room's line is printed. Returns the handlers it replaced (None off the main thread,
-    where signal handlers cannot be set). An ignored SIGINT (a background job's) stays ignored."""
+    where signal handlers cannot be set). An ignored SIGINT (a background job's) stays ignored. SIGXFSZ (a file
+    over `ulimit -f`) is ignored, so the write fails with EFBIG instead of killing the process without a word."""
     if threading.current_thread() is not threading.main_thread():
         return None
     previous = {number: signal.getsignal(number) for number in SIGNALS}
@@ -174,6 +175,8 @@ def take_signals() -> dict | None:
     if previous[signal.SIGINT] is not signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, terminate)
+    if hasattr(signal, "SIGXFSZ"):  # a file size limit: the write fails with an error the command can name
+        previous[signal.SIGXFSZ] = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     return previous
 
 

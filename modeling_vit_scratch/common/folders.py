@@ -26,6 +26,7 @@
 Training glue, never imported by the model files.
 """
 
+import errno
 import fcntl
 import json
 import os
@@ -40,6 +41,7 @@ from pathlib import Path
 
 from modeling_vit_scratch.common.children import stale_of_dead_process
 from modeling_vit_scratch.common.secrets import refuse_token_in_path
+from modeling_vit_scratch.common.write_errors import refused_writes_named
 
 LOCK_FILE = ".vit-scratch.lock"
 RUN_FILE = ".vit-scratch-run.json"  # a started run's process and commands, until its model is published
@@ -258,10 +260,20 @@ def check_output_folder(
 
 
 def write_file(path: Path, content: bytes) -> None:
-    """Write `content` to `path`, never through a symbolic link (an OSError if `path` is one)."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(descriptor, "wb") as stream:
-        stream.write(content)
+    """Write `content` to `path` whole or not at all (staged beside it, then moved into place), never through a
+    symbolic link (an OSError if `path` is one); a write the system refuses is one line naming `path`, and leaves
+    the file as it was (`refused_writes_named`)."""
+    if os.path.islink(path):
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path))
+    staged = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        with refused_writes_named(str(path), f"{path} is as it was"):
+            descriptor = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(descriptor, "wb") as stream:
+                stream.write(content)
+            os.replace(staged, path)
+    finally:
+        staged.unlink(missing_ok=True)
 
 
 def mark_as_ours(folder: Path) -> None:
@@ -692,8 +704,10 @@ def replaced_folder(
         print(f"Removed {name}, the unfinished folder that a stopped conversion to {output_dir} left beside it.")
     staging = sibling(output_dir, "partial")
     staging.mkdir()
+    kept = f"nothing was written to {output_dir} (it is as it was) and the unfinished folder beside it was removed"
     try:
-        yield staging
+        with refused_writes_named(f"the new folder beside {output_dir}", kept):
+            yield staging
         if not output_dir.exists():
             staging.rename(output_dir)
             return
