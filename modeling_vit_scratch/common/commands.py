@@ -26,6 +26,7 @@ import traceback
 from collections.abc import Callable
 from contextlib import contextmanager
 
+from modeling_vit_scratch.common.children import remove_stale_scratch
 from modeling_vit_scratch.common.secrets import TOKEN_SHAPE, known_secrets, redact, redacting_logs, secrets_in_argv
 from vit_scratch_command import ENDED, INTERRUPTED, NOTHING_DONE, SIGNALS, TERMINATED, exit_on_signal, holds_signals
 
@@ -225,6 +226,8 @@ def entry_point(secrets: Callable[[list[str]], list[str]] | None = None):
             _running.append({"line": NOTHING_DONE, "stopped": False})
             outermost = len(_running) == 1
             previous = take_signals() if outermost else None  # an inner command runs inside the outer's handlers
+            if outermost:  # what a killed command of the package left in the temporary folder
+                remove_stale_scratch()
             found = []
             try:
                 found = secrets(argv) if secrets else known_secrets(*secrets_in_argv(argv))

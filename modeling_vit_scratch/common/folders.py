@@ -27,6 +27,7 @@
 Training glue, never imported by the model files.
 """
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -40,9 +41,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from modeling_vit_scratch.common.children import stale_of_dead_process
 from modeling_vit_scratch.common.secrets import refuse_token_in_path
+from modeling_vit_scratch.common.write_errors import refused_writes_named
 
 LOCK_FILE = ".vit-scratch.lock"
+RUN_FILE = ".vit-scratch-run.json"  # a started run's process and commands, until its model is published
 MARKER_FILE = ".vit-scratch-output"  # in every folder the package creates or claims for its output: "ours"
 # What a training run writes beside the model, read again by the push.
 RESULTS_FILE, RECORD_FILE, CURVES_FILE = "all_results.json", "training_record.json", "training_curves.png"
@@ -258,10 +262,20 @@ def check_output_folder(
 
 
 def write_file(path: Path, content: bytes) -> None:
-    """Write `content` to `path`, never through a symbolic link (an OSError if `path` is one)."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(descriptor, "wb") as stream:
-        stream.write(content)
+    """Write `content` to `path` whole or not at all (staged beside it, then moved into place), never through a
+    symbolic link (an OSError if `path` is one); a write the system refuses is one line naming `path`, and leaves
+    the file as it was (`refused_writes_named`)."""
+    if os.path.islink(path):
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path))
+    staged = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        with refused_writes_named(str(path), f"{path} is as it was"):
+            descriptor = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(descriptor, "wb") as stream:
+                stream.write(content)
+            os.replace(staged, path)
+    finally:
+        staged.unlink(missing_ok=True)
 
 
 def mark_as_ours(folder: Path, written: dict[str, str] | None = None) -> None:
@@ -576,6 +590,7 @@ MODEL_FOLDER_FILES = {
     "training_args.bin",
     MARKER_FILE,
     LOCK_FILE,
+    RUN_FILE,
 }
 MODEL_FOLDER_PATTERN = re.compile(
     rf"^(model-\d+-of-\d+\.safetensors|pytorch_model-\d+-of-\d+\.bin|checkpoint-\d+"
@@ -773,10 +788,14 @@ def replaced_folder(
     unless `overwrite`; then it is replaced only once the new one is complete (moved aside, new moved in, deleted)."""
     output_dir = check_replaceable(output_dir, overwrite, inputs)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
+    for name in remove_stale_staging(output_dir):
+        print(f"Removed {name}, the unfinished folder that a stopped conversion to {output_dir} left beside it.")
     staging = sibling(output_dir, "partial")
     staging.mkdir()
+    kept = f"nothing was written to {output_dir} (it is as it was) and the unfinished folder beside it was removed"
     try:
-        yield staging
+        with refused_writes_named(f"the new folder beside {output_dir}", kept):
+            yield staging
         if not output_dir.exists():
             staging.rename(output_dir)
             return
@@ -793,12 +812,32 @@ def replaced_folder(
         shutil.rmtree(staging, ignore_errors=True)  # a no-op once moved into place
 
 
-def sibling(folder: Path, tag: str) -> Path:
-    """A fresh hidden name beside `folder` (same filesystem, so renames are atomic): `.NAME.TAG-1a2b3c4d`, NAME cut
-    so that the whole stays within `NAME_MAX` bytes."""
-    suffix = f".{tag}-{uuid.uuid4().hex[:8]}"
-    room = NAME_MAX - 1 - len(suffix.encode())
+SIBLING_SUFFIX = ".{tag}-{pid}-{unique}"  # the owner's process id: a stopped one's is removed by the next command
+
+
+def sibling_name(folder: Path, tag: str) -> str:
+    """NAME of `sibling`'s `.NAME.TAG-...`: `folder`'s name cut so that the whole stays within `NAME_MAX` bytes."""
+    room = NAME_MAX - 1 - len(SIBLING_SUFFIX.format(tag=tag, pid="0" * 10, unique="0" * 8).encode())  # any PID
     name = folder.name
     while len(os.fsencode(name)) > room:  # whole characters only: a cut UTF-8 sequence is no valid name everywhere
         name = name[:-1]
-    return folder.parent / f".{name}{suffix}"
+    return name
+
+
+def sibling(folder: Path, tag: str) -> Path:
+    """A fresh hidden name beside `folder` (same filesystem, so renames are atomic): `.NAME.TAG-PID-1a2b3c4d`."""
+    suffix = SIBLING_SUFFIX.format(tag=tag, pid=os.getpid(), unique=uuid.uuid4().hex[:8])
+    return folder.parent / f".{sibling_name(folder, tag)}{suffix}"
+
+
+def remove_stale_staging(folder: Path) -> list[str]:
+    """Remove the staging folders (`sibling(folder, "partial")`) that processes now gone left beside `folder`, and
+    return their names: never a living process's, nor one holding a file that a conversion does not write."""
+    pattern = re.compile(rf"^\.{re.escape(sibling_name(folder, 'partial'))}\.partial-(\d+)-[0-9a-f]{{8}}$")
+    removed = []
+    for path in sorted(folder.parent.iterdir()) if folder.parent.is_dir() else []:
+        stale = path.is_dir() and not path.is_symlink() and stale_of_dead_process(path.name, pattern)
+        if stale and not not_written_by_a_run(path):
+            shutil.rmtree(path)
+            removed.append(path.name)
+    return removed

@@ -2,7 +2,7 @@
 
 import os
 
-from modeling_vit_scratch.common.folders import running_owner
+from modeling_vit_scratch.common.run_state import check_run_state
 
 DIGITS = "digits"  # the --dataset name of the handwritten digits embedded in scikit-learn
 MAX_BRANCHES_LOOKED_AT = 10  # a repo's branches asked whether they hold a model, when its main holds none
@@ -16,10 +16,10 @@ def looks_like_local_path(text: str) -> bool:
     return "/" in text and os.path.isdir(text.split("/")[0])
 
 
-def check_folder_path(source: str, argument: str) -> None:
+def check_folder_path(source: str, argument: str, command: str) -> None:
     """Refuse, before any work, a model source that is a local file (a folder is read: name the one that holds it),
-    a local path that does not exist (never looked up on the Hub as a repo id), or a folder a live training run is
-    writing (its model may be replaced while it is read: an `--overwrite_output_dir` run, a run about to save)."""
+    a local path that does not exist (never looked up on the Hub as a repo id), or a folder whose run is live or
+    was interrupted, as `check_run_state` says for `command`."""
     if os.path.isfile(source):
         raise ValueError(
             f"{argument} {source!r} is a file, not a folder: give the folder that holds it "
@@ -30,12 +30,7 @@ def check_folder_path(source: str, argument: str) -> None:
             f"{argument} {source!r} does not exist: check the path of the folder (a hub repo id is owner/name, "
             "without ./ or a trailing /)."
         )
-    owner = running_owner(source) if os.path.isdir(source) else None
-    if owner:
-        raise ValueError(
-            f"{argument} {source!r} is in use by a training run (process {owner}), which may replace its model while "
-            "it is read: wait for that run to end, then run this again."
-        )
+    check_run_state(source, argument, command)
 
 
 SENT_FIX = "tokens go in HF_TOKEN or `hf auth login`, never in a field that is sent; fix the command line"

@@ -21,6 +21,7 @@ that fails the check never reaches --output.
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -36,7 +37,8 @@ from modeling_vit_scratch import (
 from modeling_vit_scratch.common.commands import entry_point, when_interrupted
 from modeling_vit_scratch.common.dtypes import parse_dtype
 from modeling_vit_scratch.common.folders import check_replaceable
-from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
+from modeling_vit_scratch.common.provenance import folder_history, public_name
+from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line, weights_sha256
 from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.common.user_paths import user_path
 from modeling_vit_scratch.common.weights import check_safetensors, weight_files
@@ -108,21 +110,38 @@ def convert(args: argparse.Namespace) -> None:
             converted = type(model).from_pretrained(staged, dtype=dtype, use_safetensors=True)
         verdict.append(check_parity(reference, converted, model.config, dtype))
 
+    source = conversion_source(args)
     if args.target == "transformers":
-        written = to_transformers(model, args.output, processor, overwrite=args.overwrite, check=check)
+        written = to_transformers(model, args.output, processor, overwrite=args.overwrite, check=check, source=source)
         when_interrupted(f"Interrupted after the conversion was complete: {args.output} holds the new folder.")
         architecture = json.loads((written / "config.json").read_text())["architectures"][0]
         print(f"Wrote a transformers {architecture} folder to {args.output}")
     else:
-        source = {"input": args.input, "from": args.source}
-        if args.source == "timm":
-            source["timm_model"] = args.timm_model
-        if args.revision is not None:  # the version of the repo it was converted from
-            source["revision"] = args.revision
         save_converted(model, processor, args.output, overwrite=args.overwrite, check=check, source=source)
         when_interrupted(f"Interrupted after the conversion was complete: {args.output} holds the new folder.")
         print(f"Wrote a vit_scratch folder to {args.output} ({model.num_parameters():,} parameters)")
     print(verdict[0])
+
+
+def conversion_source(args: argparse.Namespace) -> dict:
+    """What the conversion record of the written folder says it was converted from: the input by its public name
+    (a local folder or file by its last part), the direction, and what the input's own records vouch for
+    (`folder_history`: trained by vit-scratch, converted before), so a round trip's card still says it was trained."""
+    source = {"input": public_name(args.input)}
+    source.update({"to": "transformers"} if args.target == "transformers" else {"from": args.source})
+    if args.source == "timm":
+        source["timm_model"] = args.timm_model
+    if args.revision is not None:  # the version of the repo it was converted from
+        source["revision"] = args.revision
+    if os.path.isdir(args.input):
+        try:
+            digest = weights_sha256(args.input)
+        except (OSError, ValueError):  # no safetensors weights: nothing the records could vouch for
+            digest = None
+        history = folder_history(args.input, digest)
+        if history:
+            source["history"] = history
+    return source
 
 
 def check_timm_arguments(args: argparse.Namespace) -> None:

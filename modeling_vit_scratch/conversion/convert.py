@@ -439,10 +439,16 @@ def save_converted(
         processor.save_pretrained(staging)
         if check:
             check(staging)
-        if source is not None:
-            record = {**source, "weights_sha256": weights_sha256(staging)}
-            (staging / CONVERSION_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        write_conversion_record(staging, source)
     return Path(output_dir)
+
+
+def write_conversion_record(staging: Path, source: dict | None) -> None:
+    """`source` (what was converted: `input`, `from` or `to`, the input's `history`) kept as `CONVERSION_FILE` with
+    the written weights' digest: a later conversion or push reads it while the weights are those."""
+    if source is not None:
+        record = {**source, "weights_sha256": weights_sha256(staging)}
+        (staging / CONVERSION_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
 
 def luma_kernel(kernel: torch.Tensor) -> torch.Tensor:
@@ -461,13 +467,14 @@ def to_transformers(
     processor=None,
     overwrite: bool = False,
     check: Callable[[Path], None] | None = None,
+    source: dict | None = None,
 ) -> Path:
     """Write our model as a transformers `ViTForImageClassification` folder (the 4.x key layout, which transformers
     4.x and 5.x both load): config.json, model.safetensors and preprocessor_config.json. A model with a
     distillation token is written as transformers' DeiT: `DeiTForImageClassificationWithTeacher` from our
     two-headed model, `DeiTForImageClassification` from the one-headed one. Every check runs before anything is
     written, and the folder is written all or nothing (see `replaced_folder`); `check` is called with the written
-    folder before it is moved into place. transformers' pipeline makes every image RGB, so a grayscale model is
+    folder before it is moved into place; `source` is kept as `save_converted` keeps it. transformers' pipeline makes every image RGB, so a grayscale model is
     written as an RGB one that computes what ours computes (`luma_kernel`)."""
     config = model.config
     deit = config.distillation_token
@@ -540,4 +547,5 @@ def to_transformers(
             (staging / "preprocessor_config.json").write_text(json.dumps(settings, indent=2) + "\n")
         if check:
             check(staging)
+        write_conversion_record(staging, source)
     return Path(output_dir)

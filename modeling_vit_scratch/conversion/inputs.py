@@ -17,7 +17,7 @@ def check_input(source: str, direction: str, revision: str | None = None) -> Non
     is looked at `revision` (default: main)."""
     if not source.strip():
         raise ValueError("--input is empty: give a model folder or a hub repo id.")
-    check_folder_path(source, "--input")
+    check_folder_path(source, "--input", "convert")
     check_hub_model(source, "--input", revision)
     if Path(source).is_dir():
         check_folder_kind(Path(source), source, direction)

@@ -147,7 +147,7 @@ def check_model_source(model_source: str, trust_remote_code: bool = False, revis
             f"{model_source!r} is a preset name: presets are architectures with no trained weights, so there is "
             "nothing to explain; give --model a folder saved by training, or the hub repo id of a trained model."
         )
-    check_folder_path(model_source, "--model")
+    check_folder_path(model_source, "--model", "explain")
     check_hub_model(model_source, "--model", revision)
     check_no_foreign_code(
         model_source,

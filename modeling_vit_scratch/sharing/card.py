@@ -17,6 +17,7 @@ from pathlib import Path
 import jinja2
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from modeling_vit_scratch.common.provenance import public_command, public_name
 from modeling_vit_scratch.common.sources import DIGITS
 from modeling_vit_scratch.configuration_vit_scratch import MODEL_SIZES, ViTScratchConfig, to_pair
 from modeling_vit_scratch.training.precision import precision_words, training_precision
@@ -107,7 +108,10 @@ def class_rows(metrics: dict) -> list[dict]:
 
 def card_data(config: ViTScratchConfig, metrics: dict, dataset: str | None, model_name: str) -> ModelCardData:
     """Front matter the Hub reads, with the test metrics as `model-index` results when they are known."""
-    on_hub = dataset is not None and dataset != DIGITS and not Path(dataset).exists()
+    # a hub data set's id: no local path (one that is not here any more is no hub id either)
+    on_hub = (
+        dataset is not None and dataset != DIGITS and public_name(dataset) == dataset and not Path(dataset).exists()
+    )
     dataset_type = "sklearn-digits" if dataset == DIGITS else dataset if on_hub else Path(dataset or "data").name
     dataset_name = "scikit-learn handwritten digits" if dataset == DIGITS else dataset_type
     eval_results = [
@@ -167,11 +171,26 @@ def training_record(
 
 def origin_text(record: dict, conversion: dict | None) -> str:
     """Where the weights come from, as far as the folder can show it: its training record (trained, and from which
-    weights when it says), else its conversion record (converted, not trained), else nothing claimed."""
+    weights when it says), else a run's checkpoint (its step and run), else its conversion record (converted, with
+    the history the converted input's records vouched for: trained by vit-scratch, exported and imported back),
+    else nothing claimed. Local paths are named by their last part (`public_name`)."""
     if record:
-        start = record.get("initial_weights")
+        start = public_name(record.get("initial_weights"))
         return "trained with vit-scratch" + (f", starting from the weights of `{start}`" if start else "") + ","
+    if conversion and "checkpoint" in conversion:
+        epoch = conversion.get("epoch")
+        at = f"step {conversion['checkpoint']}" + (f", epoch {epoch:g}" if isinstance(epoch, (int, float)) else "")
+        return (
+            f"saved at {at} of the vit-scratch training run in `{conversion['run']}` (a checkpoint of that run, not "
+            "its final model); vit-scratch is"
+        )
     if conversion:
+        steps = [history_step(step) for step in conversion.get("history") or []]
+        if steps and steps[0].startswith("trained"):
+            return (
+                f"{', '.join(steps)}, then converted by vit-scratch from {conversion_source(conversion)}, its weights "
+                "unchanged by each conversion; vit-scratch is"
+            )
         return (
             f"converted by vit-scratch from {conversion_source(conversion)}: its weights are that model's, "
             "unchanged (vit-scratch did not train them); vit-scratch is"
@@ -182,9 +201,18 @@ def origin_text(record: dict, conversion: dict | None) -> str:
     )
 
 
+def history_step(step: dict) -> str:
+    """One step of a converted model's history (`common/provenance.py` `folder_history`) in words."""
+    if "trained" in step:
+        return f"trained by vit-scratch (the run in `{step['trained']}`)"
+    if step.get("converted") == "to transformers":
+        return f"exported to transformers from `{step.get('input')}`"
+    return f"converted {step.get('converted', '')} from `{step.get('input')}`"
+
+
 def conversion_source(conversion: dict) -> str:
     """The converted model in words: `NAME` (a transformers ViT), or `FILE` (timm's ARCHITECTURE)."""
-    source = f"`{conversion.get('input')}`"
+    source = f"`{public_name(conversion.get('input'))}`"
     if conversion.get("revision"):
         source += f" at revision `{conversion['revision']}`"
     if conversion.get("timm_model"):
@@ -242,7 +270,10 @@ def render_model_card(
             learning_rate=f"{record['learning_rate']:g}",
             weight_decay=f"{record['weight_decay']:g}",
             wall_time=f"{minutes} min {seconds} s",
-            dataset_text=DIGITS_TEXT if dataset == DIGITS else f"The image-classification data set `{dataset}`.",
+            dataset_text=DIGITS_TEXT
+            if dataset == DIGITS
+            else f"The image-classification data set `{public_name(dataset)}`.",
+            command=public_command(record.get("command") or ""),
         )
     values = dict(
         card_data=card_data(config, metrics, dataset, model_name).to_yaml(),
@@ -339,11 +370,11 @@ def render_other_model_card(config, metrics: dict, record: dict) -> ModelCard:
     text = (
         f"---\n{data.to_yaml()}\n---\n\n# {config.model_type} image classifier\n\n"
         f"A transformers `{config.architectures[0] if config.architectures else config.model_type}` trained"
-        f"{other_start(record)} by vit-scratch's `scripts/train.py` on `{record['dataset']}` ({record['num_train']} training, "
+        f"{other_start(record)} by vit-scratch's `scripts/train.py` on `{public_name(record['dataset'])}` ({record['num_train']} training, "
         f"{record['num_validation']} validation and {record['num_test']} test images), for {record['epochs']:g} "
         f"epochs, seed {record['seed']}, {precision}, e.g. as a teacher for a distilled ViT. The "
         "command:\n\n"
-        f"```bash\n{record['command']}\n```\n\n## Results\n\n| split | metric | value |\n| --- | --- | --- |\n{rows}"
+        f"```bash\n{public_command(record['command'])}\n```\n\n## Results\n\n| split | metric | value |\n| --- | --- | --- |\n{rows}"
     )
     return ModelCard(text)
 
@@ -353,4 +384,4 @@ def other_start(record: dict) -> str:
     if "initial_weights" not in record:
         return ""
     start = record["initial_weights"]
-    return f" from the weights of `{start}`" if start else " from scratch"
+    return f" from the weights of `{public_name(start)}`" if start else " from scratch"

@@ -25,7 +25,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
@@ -35,6 +34,7 @@ import torch
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 from huggingface_hub.hf_api import RepoFile
 
+from modeling_vit_scratch.common.children import scratch_folder
 from modeling_vit_scratch.common.folders import (
     CONFUSION_FILE,
     CONVERSION_FILE,
@@ -47,6 +47,7 @@ from modeling_vit_scratch.common.model_folder import (
     check_vit_scratch_type,
     described_sha256,
 )
+from modeling_vit_scratch.common.provenance import checkpoint_origin
 from modeling_vit_scratch.common.remote_code import OWN_AUTO_MAP, foreign_code
 from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, redact, weights_sha256
 from modeling_vit_scratch.common.sources import check_folder_path
@@ -225,6 +226,22 @@ def measured_training_files(folder: Path, digest: str, allow_unmeasured_weights:
             "measured on this model."
         )
     return {}, record, False
+
+
+def card_sources(folder: Path, digest: str, allow_unmeasured_weights: bool) -> tuple[dict, dict, bool, dict | None]:
+    """(metrics, record, measured, origin) of the card of `folder` (weights `digest`): the training files
+    (`measured_training_files`); without a training record, the conversion record, or for a run's `checkpoint-N`
+    which step of which run it is, with the metrics logged at that step (`checkpoint_origin`)."""
+    metrics, record, measured = measured_training_files(folder, digest, allow_unmeasured_weights)
+    if record:  # a trained folder's record says it all
+        return metrics, record, measured, None
+    conversion = conversion_record(folder, digest)
+    if conversion:
+        return metrics, record, measured, conversion
+    checkpoint = checkpoint_origin(folder)
+    if checkpoint:
+        return checkpoint["metrics"], record, measured, checkpoint
+    return metrics, record, measured, None
 
 
 def metrics_note(folder: Path, metrics: dict, record: dict, measured: bool) -> list[str]:
@@ -456,14 +473,13 @@ def push_to_hub(
     "preparing" (the repo is made or read: nothing committed), "sending" (the model's files and commit), "committed"
     (with the model commit's id; the card's pin follows).
     """
-    check_folder_path(os.fspath(folder), "FOLDER")  # as typed: ./x, x/
+    check_folder_path(os.fspath(folder), "FOLDER", "push")  # as typed: ./x, x/
     if not os.path.isdir(folder):  # a push reads a local folder only, whatever its name looks like
         raise FileNotFoundError(f"FOLDER {os.fspath(folder)!r} does not exist: give the saved model folder to push.")
     folder = Path(folder)
     check_folder(folder)
     digest = weights_sha256(folder)
-    metrics, record, measured = measured_training_files(folder, digest, allow_unmeasured_weights)
-    conversion = None if record else conversion_record(folder, digest)  # a trained folder's record says it all
+    metrics, record, measured, conversion = card_sources(folder, digest, allow_unmeasured_weights)
     checked = check_hub_arguments(
         repo_id,
         revision=revision,
@@ -479,8 +495,7 @@ def push_to_hub(
     model, processor = load_verified(folder)
     api = HfApi(token=token)
     target = None if create_pr else revision or "main"
-    with tempfile.TemporaryDirectory() as staging:
-        staging = Path(staging)
+    with scratch_folder("push") as staging:  # a kill leaves it to the next command to remove
         card = model_card_text(model.config, metrics, record, measured, repo_id, None, conversion)
         stage_repo(folder, staging, model, processor, card, measured, max_shard_size)
         check_staged(folder, staging, digest, secrets)

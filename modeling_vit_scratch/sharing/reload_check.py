@@ -12,12 +12,12 @@ Training glue, never imported by the model files.
 
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForImageClassification
 
+from modeling_vit_scratch.common.children import DIE_WITH_PARENT, child_env, scratch_folder
 from modeling_vit_scratch.common.secrets import credential_free_env
 
 # Run with `python -c`: folder, inputs file, outputs file, the calling process's thread count.
@@ -43,20 +43,21 @@ class FolderReloadError(RuntimeError):
 
 def logits_in_new_process(folder: Path, pixel_values: torch.Tensor) -> torch.Tensor:
     """Logits (batch, labels) of `folder` loaded with its own code in a new, credential-free process."""
-    with tempfile.TemporaryDirectory() as scratch:
-        scratch = Path(scratch)
+    with scratch_folder("reload") as scratch:  # a kill leaves it to the next command to remove
         torch.save(pixel_values, scratch / "inputs.pt")
         (scratch / "hub_home").mkdir()
         env = {**credential_free_env(scratch / "hub_home"), "HF_MODULES_CACHE": str(scratch / "modules")}
         command = [
             sys.executable,
             "-c",
-            RELOAD_WITHOUT_PACKAGE,
+            DIE_WITH_PARENT + RELOAD_WITHOUT_PACKAGE,  # a killed push takes its check with it
             str(folder),
             *(str(scratch / f) for f in ("inputs.pt", "logits.pt")),
             str(torch.get_num_threads()),
         ]
-        result = subprocess.run(command, env=env, cwd=scratch, capture_output=True, text=True, timeout=600, check=False)
+        result = subprocess.run(
+            command, env=child_env(env), cwd=scratch, capture_output=True, text=True, timeout=600, check=False
+        )
         if result.returncode != 0:
             last_line = (result.stderr.strip().splitlines() or ["no error output"])[-1]
             raise FolderReloadError(

@@ -16,6 +16,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_CLASSIFICATIO
 from modeling_vit_scratch.common.model_folder import check_processor_fits
 from modeling_vit_scratch.common.overrides import check_config_overrides, parse_overrides
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
+from modeling_vit_scratch.common.run_state import check_run_state
 from modeling_vit_scratch.common.secrets import known_secrets, refuse_secret
 from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
@@ -76,6 +77,7 @@ def model_input_kind(value: str, argument: str) -> str:
             )
         return "preset"
     if path.is_dir():
+        check_run_state(value, argument, "train")  # a live or interrupted run's folder, as every reader says
         return "folder"
     if path.is_file():
         if argument == "--model" and value.endswith(".json"):

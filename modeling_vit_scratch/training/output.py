@@ -25,6 +25,7 @@ from modeling_vit_scratch.common.folders import (
     staging_inside,
 )
 from modeling_vit_scratch.common.model_folder import described_sha256
+from modeling_vit_scratch.common.run_state import finish_run
 from modeling_vit_scratch.common.secrets import find_secrets, weights_sha256
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
 from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to, model_logits
@@ -194,6 +195,7 @@ def write_model_folder(
                 "not written. Please report this as a bug."
             )
         publish(staging, output_dir)
+    finish_run(output_dir)  # the run's model is in place: the folder is a finished run's
     if failed:
         for item in failed:  # an earlier model's file would describe other weights
             (output_dir / item.split(" ", 1)[0]).unlink(missing_ok=True)

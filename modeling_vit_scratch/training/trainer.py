@@ -32,6 +32,7 @@ from modeling_vit_scratch.common.folders import (
     refuse_a_model,
     resolve_checkpoint,
 )
+from modeling_vit_scratch.common.run_state import start_run
 from modeling_vit_scratch.common.secrets import known_secrets, redacting_logs, refuse_secret
 from modeling_vit_scratch.common.weights import check_checkpoint
 from modeling_vit_scratch.training.arguments import (
@@ -40,6 +41,7 @@ from modeling_vit_scratch.training.arguments import (
     OutputArguments,
     closest,
     plain_command,
+    resume_command,
 )
 from modeling_vit_scratch.training.augmentation import AugmentedViews, AugmentingTrainer, RandomShiftRotate
 from modeling_vit_scratch.training.class_metrics import class_metrics
@@ -170,6 +172,8 @@ def train(
 
         def remove_and_note() -> list[str]:  # what was removed, for the line Ctrl-C prints (`removed`)
             names = claimed.remove_leftovers() if claimed else []
+            if main_process:  # until its model is published, readers of the folder call the run interrupted
+                start_run(training_args.output_dir, plain_command(), resume_command(output_args.overwrite_output_dir))
             removed.extend(names)
             return names
 

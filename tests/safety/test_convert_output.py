@@ -145,7 +145,9 @@ def test_staging_names_beside_an_output_stay_within_a_file_name(length, wide):
     name = ("é" if wide else "a") * length
     for tag in ("partial", "old"):
         staged = sibling(Path("/work") / name, tag)
-        assert len(os.fsencode(staged.name)) <= NAME_MAX and re.fullmatch(rf"\.a*é*\.{tag}-[0-9a-f]{{8}}", staged.name)
+        assert len(os.fsencode(staged.name)) <= NAME_MAX and re.fullmatch(
+            rf"\.a*é*\.{tag}-{os.getpid()}-[0-9a-f]{{8}}", staged.name
+        )
         assert staged.parent == Path("/work")
 
 

@@ -6,14 +6,14 @@ opened, and the push says so."""
 import json
 
 import pytest
-from entry_points import Scenario
+from entry_points import Scenario, outcome
 from helpers import REPO
 from hub_server import local_hub  # noqa: F401  (the fixture)
 
 from modeling_vit_scratch import ViTScratchForImageClassification
 from modeling_vit_scratch.common.secrets import weights_sha256
 from modeling_vit_scratch.sharing.card import render_model_card
-from modeling_vit_scratch.sharing.push import local_card_note, measured_training_files, metrics_note
+from modeling_vit_scratch.sharing.push import card_sources, local_card_note, measured_training_files, metrics_note
 from modeling_vit_scratch.training.output import write_model_card
 
 
@@ -87,3 +87,52 @@ def test_a_pull_request_that_would_change_nothing_is_not_opened(local_hub, tmp_p
     for result in again:
         assert result["pr"] is None and result["notes"] == [line], result
     assert pushed["pr"] is None and local_hub.commit_requests == 2  # the model and its card's pin, to main: no more
+
+
+def card_of(folder) -> str:
+    """The card a push of `folder` renders, from what the push reads (`card_sources`), in one line of words."""
+    metrics, record, measured, origin = card_sources(folder, weights_sha256(folder), allow_unmeasured_weights=False)
+    config = ViTScratchForImageClassification.from_pretrained(folder).config
+    card = render_model_card(config, metrics, record, unmeasured=not measured, conversion=origin)
+    return " ".join(str(card).split())
+
+
+def test_the_card_of_a_runs_checkpoint_names_its_step_run_and_the_metrics_logged_there(tmp_path):
+    checkpoint = tmp_path / "run" / "checkpoint-4"
+    checkpoint.parent.mkdir()
+    Scenario(tmp_path).model().rename(checkpoint)
+    log = [{"step": 2, "eval_accuracy": 0.25}, {"step": 4, "loss": 1.0}, {"step": 4, "eval_accuracy": 0.75}]
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 4, "epoch": 2.0, "log_history": log}))
+    card = card_of(checkpoint)
+    assert "saved at step 4, epoch 2 of the vit-scratch training run in `run` (a checkpoint of that run, not" in card
+    assert "| validation | accuracy | 0.7500 |" in card and "0.2500" not in card and "unknown origin" not in card
+
+
+def test_a_round_trip_card_says_trained_then_converted_and_names_no_local_path(tmp_path):
+    folder = trained_folder(tmp_path / "runs")
+    exported, back = tmp_path / "exported", tmp_path / "back"
+    for argv in (
+        ["--to", "transformers", "--input", str(folder), "--output", str(exported)],
+        ["--from", "transformers", "--input", str(exported), "--output", str(back)],
+    ):
+        assert outcome("convert", argv).code == 0
+    card = card_of(back)
+    assert (
+        "trained by vit-scratch (the run in `model`), exported to transformers from `model`, then converted by "
+        "vit-scratch from `exported` (a transformers model), its weights unchanged by each conversion" in card
+    )
+    assert "did not train" not in card and str(tmp_path) not in card
+    record = json.loads((back / "conversion_record.json").read_text())  # pushed files name no local path either
+    assert str(tmp_path) not in json.dumps(record)
+
+
+def test_a_card_names_local_paths_by_their_last_part(tmp_path):
+    folder = trained_folder(tmp_path)
+    record = json.loads((folder / "training_record.json").read_text())
+    record |= dict(dataset="/home/me/data/images", initial_weights="/home/me/runs/base")
+    record |= dict(command="vit-scratch train --dataset /home/me/data/images --output_dir=/home/me/runs/x --seed 0")
+    (folder / "training_record.json").write_text(json.dumps(record))
+    card = card_of(folder)
+    assert "/home/me" not in card
+    assert "vit-scratch train --dataset images --output_dir=x --seed 0" in card
+    assert "The image-classification data set `images`" in card and "from the weights of `base`" in card

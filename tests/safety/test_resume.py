@@ -38,7 +38,7 @@ import pytest
 from entry_points import Scenario, outcome, with_argument
 from helpers import PROCESS_TIMEOUT, REPO, write_imagefolder
 
-from modeling_vit_scratch.common.folders import LOCK_FILE, checkpoints, is_complete_checkpoint
+from modeling_vit_scratch.common.folders import LOCK_FILE, RUN_FILE, checkpoints, is_complete_checkpoint
 from modeling_vit_scratch.training.resumed_data import DATA_FILE
 
 
@@ -50,6 +50,7 @@ def trained(tmp_path_factory):
     argv = [*scenario.argv("train"), "--save_strategy", "epoch", "--max_train_samples", "8"]
     argv = with_argument(argv, "--num_train_epochs", 2)
     assert outcome("train", argv).code == 0
+    assert not (scenario.root / "out-train" / RUN_FILE).exists()  # a finished run: its readers read its model
     return scenario, argv
 
 
@@ -739,6 +740,16 @@ def test_a_trainer_that_stops_before_its_planned_steps_is_an_interrupted_run_and
     assert line.startswith(f"Interrupted: everything in {output} is kept; the last checkpoint is ")
     assert line.split("resume with: ", 1)[1].endswith("--resume_from_checkpoint true")
     assert not (output / "model.safetensors").exists() and not (output / "config.json").exists()
+    # every reader of the folder names the interrupted run, its last checkpoint and the same command that resumes it
+    refused = outcome("push", [str(output), "local-user/interrupted"])
+    assert refused.error.startswith(
+        f"error: FOLDER {str(output)!r} holds no model: the training run of process {os.getpid()} into {str(output)!r} "
+        "was interrupted before it saved its model; its last checkpoint is "
+    )
+    assert (
+        f"; resume it with: {line.split('resume with: ', 1)[1]}, or push that checkpoint by naming it: "
+        in refused.error
+    )
 
 
 def test_a_checkpoint_saved_outside_the_trainers_saving_keeps_the_runs_data_and_settings(tmp_path):

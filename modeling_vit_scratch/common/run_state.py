@@ -1,0 +1,140 @@
+"""The state of the training run behind a model folder, read once by every command that reads a folder (push,
+explain, convert --input, train --model / --teacher) before anything is loaded.
+
+- live: a training run holds the folder's lock (`running_owner`), or the lock of the run folder a `checkpoint-N`
+  belongs to: its model, or the checkpoint itself (`--save_total_limit`), may be replaced or removed while it is
+  read. Every reader refuses, naming the run's process.
+- interrupted: a run started writing (`RUN_FILE`, written once every check has passed and removed when the run has
+  published its model) and its process is gone: killed, stopped, crashed. Whatever model the folder holds is not
+  that run's: none, or an earlier run's that an `--overwrite_output_dir` run was about to replace. A folder of a
+  run from before the marker counts as interrupted when its lock is left and it holds checkpoints but no model.
+  The line names the run, its last complete checkpoint and the command that resumes it. A push refuses (what
+  would it publish?) unless the user names the checkpoint; the other readers refuse a folder without a model and
+  read an earlier run's model with a note.
+"""
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from modeling_vit_scratch.common.folders import (
+    CHECKPOINT,
+    LOCK_FILE,
+    RUN_FILE,
+    checkpoints,
+    is_complete_checkpoint,
+    running_owner,
+)
+
+WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
+
+
+def start_run(folder: str | Path, command: str, resume: str) -> None:
+    """Mark `folder` as written by a run that has started: its process, the command that started it and the one
+    that resumes it (token values already masked by the caller)."""
+    record = {"pid": os.getpid(), "command": command, "resume": resume}
+    path = Path(folder, RUN_FILE)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(record) + "\n")
+    os.replace(partial, path)
+
+
+def finish_run(folder: str | Path) -> None:
+    """The run that marked `folder` has published its model: the folder is a finished run's."""
+    Path(folder, RUN_FILE).unlink(missing_ok=True)
+
+
+@dataclass
+class RunState:
+    """A run folder whose run is `live` (its process is `pid`) or `interrupted`."""
+
+    kind: str
+    folder: Path
+    pid: str
+    command: str | None = None
+    resume: str | None = None
+
+    def last_checkpoint(self) -> Path | None:
+        complete = [path for path in checkpoints(self.folder) if is_complete_checkpoint(path)]
+        return complete[-1] if complete else None
+
+    def interrupted_words(self) -> str:
+        """What the interrupted run left and how to go on, in words."""
+        last = self.last_checkpoint()
+        who = f"the training run of process {self.pid}" if self.pid != "unknown" else "a training run"
+        if last is None:
+            again = f": run its command again, {self.command}" if self.command else ": run its command again"
+            return f"{who} into {str(self.folder)!r} was interrupted before its first checkpoint{again}"
+        resume = f"resume it with: {self.resume}" if self.resume else "resume it with --resume_from_checkpoint true"
+        return (
+            f"{who} into {str(self.folder)!r} was interrupted before it saved its model; its last checkpoint is "
+            f"{last}; {resume}"
+        )
+
+
+def run_folder(folder: Path) -> Path:
+    """The folder a run writes: `folder` itself, or the run folder a `checkpoint-N` belongs to."""
+    return folder.parent if CHECKPOINT.match(folder.name) else folder
+
+
+def run_state(folder: str | Path) -> RunState | None:
+    """The live or interrupted run behind `folder` (a run folder or one of its checkpoints), or None: no run, or
+    a finished one."""
+    run = run_folder(Path(folder))
+    owner = running_owner(run)
+    if owner:
+        return RunState("live", run, owner)
+    try:
+        started = json.loads((run / RUN_FILE).read_text())
+    except (OSError, ValueError):
+        started = None
+    if isinstance(started, dict):
+        return RunState(
+            "interrupted", run, str(started.get("pid", "unknown")), started.get("command"), started.get("resume")
+        )
+    has_model = any((run / name).is_file() for name in WEIGHTS)
+    if (run / LOCK_FILE).is_file() and checkpoints(run) and not has_model:  # a run from before the marker
+        pid = (run / LOCK_FILE).read_text(errors="replace").strip() or "unknown"
+        return RunState("interrupted", run, pid)
+    return None
+
+
+def check_run_state(source: str, argument: str, command: str) -> None:
+    """Refuse, before anything is read, a local model folder (`source` as given to `argument`) of a live run, or of
+    an interrupted run where `command` (push, explain, convert, train) has no model of its own to read there, in
+    one line: the run, its last checkpoint and the command that resumes it. An interrupted run's earlier model is
+    read with a note on stderr, except by push, which publishes only what the user names: the checkpoint."""
+    if not os.path.isdir(source):
+        return
+    state = run_state(source)
+    if state is None:
+        return
+    named_checkpoint = run_folder(Path(source)) != Path(source)
+    if state.kind == "live":
+        what = (
+            f"is a checkpoint of the training run writing {str(state.folder)!r}"
+            if named_checkpoint
+            else "is in use by a training run"
+        )
+        raise ValueError(
+            f"{argument} {source!r} {what} (process {state.pid}), which may replace its model while it is read: "
+            "wait for that run to end, then run this again."
+        )
+    if named_checkpoint:  # the user chose that checkpoint: it is what it says (its card says which step)
+        return
+    has_model = any(Path(source, name).is_file() for name in WEIGHTS)
+    last = state.last_checkpoint()
+    if command == "push" or not has_model:
+        held = "an earlier run's model, not that run's" if has_model else "no model"
+        named = (
+            f", or push that checkpoint by naming it: vit-scratch push {last} REPO_ID"
+            if command == "push" and last
+            else ""
+        )
+        raise ValueError(f"{argument} {source!r} holds {held}: {state.interrupted_words()}{named}.")
+    print(
+        f"note: {argument} {source!r} holds an earlier run's model; {state.interrupted_words()}.",
+        file=sys.stderr,
+    )

@@ -1,0 +1,43 @@
+"""A write the system refuses (a full disk, a quota, a file size limit, an I/O error) is one line naming what was
+being written, the cause and the fix, never a traceback; what was half-written is removed by the writer
+(`common/folders.py`: `write_file` stages each file, `replaced_folder` each folder). SIGXFSZ is ignored by every
+command (`common/commands.py` `take_signals`), so a file over `ulimit -f` fails with EFBIG instead of killing the
+process without a word.
+"""
+
+import errno
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+REFUSED_WRITES = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO)  # the system refused the write, not the code
+OS_ERROR = re.compile(r"os error (\d+)")  # how safetensors (Rust) names the system's error
+WRITE_FIX = "free space on that disk (or raise the file size limit, `ulimit -f`) and run the same command again"
+
+
+def refused_write(error: BaseException) -> str | None:
+    """The system's reason, in its words, when `error` (or what caused it) is a write it refused (`REFUSED_WRITES`),
+    else None."""
+    seen = error
+    while seen is not None:
+        number = seen.errno if isinstance(seen, OSError) else None
+        found = OS_ERROR.search(str(seen))
+        number = number or (int(found.group(1)) if found else None)
+        if number in REFUSED_WRITES:
+            return os.strerror(number)
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+@contextmanager
+def refused_writes_named(what: str, kept: str) -> Iterator[None]:
+    """Writing `what` (a sentence part naming the path): a write the system refuses becomes a ValueError of one
+    line, `Writing WHAT failed (CAUSE): KEPT; free space ...`, where `kept` says what is (and is not) on disk now."""
+    try:
+        yield
+    except Exception as error:
+        reason = refused_write(error)
+        if reason is None:
+            raise
+        raise ValueError(f"Writing {what} failed ({reason}): {kept}; {WRITE_FIX}.") from None

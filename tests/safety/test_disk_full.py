@@ -1,0 +1,56 @@
+"""A write the system refuses (a full disk, a quota, a file size limit) is one line naming what was being written,
+the cause and the fix, at convert and explain, and nothing half-written is left where the output goes: the
+conversion's folder is written beside its output and removed, each picture is staged and moved into place. SIGXFSZ
+does not kill the command: the write fails with EFBIG, which the line names."""
+
+import errno
+import resource
+
+import pytest
+from entry_points import Scenario, command_env, run_command
+
+from modeling_vit_scratch.common.write_errors import refused_write
+
+
+def test_a_refused_write_is_known_by_its_number_or_by_safetensors_words():
+    assert refused_write(OSError(errno.ENOSPC, "No space left on device")) == "No space left on device"
+    rust = RuntimeError("Error while serializing: I/O error: File too large (os error 27)")
+    assert refused_write(rust) == "File too large"
+    try:
+        try:
+            raise OSError(errno.EDQUOT, "quota")
+        except OSError as cause:
+            raise RuntimeError("the writer failed") from cause
+    except RuntimeError as error:
+        assert refused_write(error) == "Disk quota exceeded"
+    assert refused_write(OSError(errno.EACCES, "Permission denied")) is None  # not a refused write: its own line
+
+
+def small_file_limit():
+    """In the child: files of at most 20 KiB (the tiny model's weights are larger)."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20 * 1024, 20 * 1024))
+
+
+@pytest.mark.integration
+def test_a_file_size_limit_at_convert_and_explain_is_one_line_and_leaves_nothing_half_written(tmp_path, monkeypatch):
+    import subprocess
+
+    scenario = Scenario(tmp_path)
+    original = subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: original(*a, **k, preexec_fn=small_file_limit))
+    converted = run_command("convert", scenario.argv("convert"), env=command_env(tmp_path))
+    explained = run_command("explain", scenario.argv("explain"), env=command_env(tmp_path))
+    assert converted.returncode == 1 and "Traceback" not in converted.stderr, converted.stderr[-2000:]
+    output = tmp_path / "out-convert"
+    assert converted.stderr.strip().splitlines()[-1] == (
+        f"error: Writing the new folder beside {output} failed (File too large): nothing was written to {output} (it "
+        "is as it was) and the unfinished folder beside it was removed; free space on that disk (or raise the file "
+        "size limit, `ulimit -f`) and run the same command again."
+    )
+    assert not output.exists() and not list(tmp_path.glob(".out-convert.*"))
+    assert explained.returncode == 1 and "Traceback" not in explained.stderr, explained.stderr[-2000:]
+    line = explained.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: Writing {tmp_path / 'out-explain'}/") and "failed (File too large)" in line
+    for picture in (tmp_path / "out-explain").iterdir():  # whole pictures only, no staged leftovers
+        assert not picture.name.startswith(".") or picture.name == ".vit-scratch-output"
+        assert picture.stat().st_size < 20 * 1024
