@@ -10,15 +10,18 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 REFUSED_WRITES = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO)  # the system refused the write, not the code
 OS_ERROR = re.compile(r"os error (\d+)")  # how safetensors (Rust) names the system's error
+TORCH_WRITER = ("PytorchStreamWriter", "inline_container")  # torch.save's writer, which names no cause
 WRITE_FIX = "free space on that disk (or raise the file size limit, `ulimit -f`) and run the same command again"
 
 
-def refused_write(error: BaseException) -> str | None:
+def refused_write(error: BaseException, folder: Path | None = None) -> str | None:
     """The system's reason, in its words, when `error` (or what caused it) is a write it refused (`REFUSED_WRITES`),
-    else None."""
+    else None. torch.save's writer names no cause: given the `folder` written into, a full file system is said where
+    it is one, else that the write was cut short."""
     seen = error
     while seen is not None:
         number = seen.errno if isinstance(seen, OSError) else None
@@ -27,6 +30,13 @@ def refused_write(error: BaseException) -> str | None:
         if number in REFUSED_WRITES:
             return os.strerror(number)
         seen = seen.__cause__ or seen.__context__
+    if folder is not None and isinstance(error, RuntimeError) and any(name in str(error) for name in TORCH_WRITER):
+        try:
+            space = os.statvfs(folder)
+            full = space.f_bavail * space.f_frsize < 1 << 20
+        except OSError:  # the folder is gone: nothing to say of its file system
+            full = False
+        return os.strerror(errno.ENOSPC) if full else "the write was cut short, by a full disk or a file size limit"
     return None
 
 

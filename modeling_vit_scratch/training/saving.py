@@ -13,9 +13,6 @@ folder it claimed only, never leaving a half-written checkpoint where a resume l
 Training glue, never imported by the model files.
 """
 
-import errno
-import os
-import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,10 +22,7 @@ from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from modeling_vit_scratch.common.folders import ClaimedFolder
-
-WRITE_ERRORS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO)  # the system refused the write, not the code
-OS_ERROR = re.compile(r"os error (\d+)")  # how safetensors (Rust) names the system's error
-TORCH_WRITER = ("PytorchStreamWriter", "inline_container")  # torch.save's writer, which names no cause
+from modeling_vit_scratch.common.write_errors import refused_write
 
 
 class RunStopped(Exception):
@@ -38,27 +32,6 @@ class RunStopped(Exception):
     def __init__(self, why: str, folder: Path | None):
         super().__init__(why)
         self.why, self.folder = why, folder
-
-
-def refused_write(error: BaseException, folder: Path) -> str | None:
-    """The system's reason when `error` (or what caused it) is a write it refused (`WRITE_ERRORS`), in its words,
-    else None. torch.save's writer names no cause: a full file system is said where it is one."""
-    seen = error
-    while seen is not None:
-        number = seen.errno if isinstance(seen, OSError) else None
-        found = OS_ERROR.search(str(seen))
-        number = number or (int(found.group(1)) if found else None)
-        if number in WRITE_ERRORS:
-            return os.strerror(number)
-        seen = seen.__cause__ or seen.__context__
-    if isinstance(error, RuntimeError) and any(name in str(error) for name in TORCH_WRITER):
-        try:
-            space = os.statvfs(folder)
-            full = space.f_bavail * space.f_frsize < 1 << 20
-        except OSError:  # the folder is gone: nothing to say of its file system
-            full = False
-        return os.strerror(errno.ENOSPC) if full else "the write was cut short, by a full disk or a file size limit"
-    return None
 
 
 def check_held(claimed: ClaimedFolder | None) -> None:

@@ -21,8 +21,9 @@ from transformers import Trainer
 
 from modeling_vit_scratch.common.commands import hand_back_signals, take_signals
 from modeling_vit_scratch.common.folders import checkpoints, claim_output_folder, is_complete_checkpoint
+from modeling_vit_scratch.common.write_errors import refused_write
 from modeling_vit_scratch.training.resumed_data import KeepDataIdentity
-from modeling_vit_scratch.training.saving import RunStopped, check_held, refused_write, written_whole
+from modeling_vit_scratch.training.saving import RunStopped, check_held, written_whole
 
 
 @pytest.mark.parametrize("change", ["moved", "removed", "replaced", "kept"])
