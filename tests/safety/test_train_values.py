@@ -9,6 +9,7 @@ import pytest
 from entry_points import Scenario, outcome, with_argument
 
 import modeling_vit_scratch.training.trainer as trainer_module
+from modeling_vit_scratch.common.overrides import SET_BY_PACKAGE
 
 BOM = b"\xef\xbb\xbf"
 CLASSES = ("cat", "dog", "fox")  # the scenario's image folder: its classes, in label order
@@ -58,6 +59,41 @@ def test_a_saved_models_config_file_says_to_give_its_folder(tmp_path, never_deco
         f"error: --model {config} is the config.json of a saved model (it holds architectures"
     )
     assert f"give its folder, --model {scenario.model()};" in result.error
+
+
+@pytest.mark.parametrize("key", sorted(SET_BY_PACKAGE))
+def test_a_key_the_package_sets_is_one_line_saying_where_it_comes_from(tmp_path, key, never_decodes):
+    result = outcome("train", with_argument(Scenario(tmp_path).argv("train"), "--config_overrides", f"{key}=5"))
+    assert result.code == 1 and result.one_line, result
+    assert result.error == (
+        f"error: --config_overrides gives {key}, which {SET_BY_PACKAGE[key]}, not by --config_overrides: remove it."
+    )
+
+
+def test_an_architecture_file_with_labels_says_labels_come_from_the_data(tmp_path, never_decodes):
+    scenario = Scenario(tmp_path)
+    path = tmp_path / "labelled.json"
+    path.write_text(json.dumps({**json.loads(scenario.model_file().read_text()), "id2label": {"0": "x"}}))
+    result = outcome("train", with_argument(scenario.argv("train"), "--model", path))
+    assert result.error == (
+        f"error: The architecture file {path}: the file gives id2label, which is set from the data set's classes "
+        "(one label per class), not by the file: remove it."
+    )
+
+
+def test_a_saved_config_copied_without_weights_is_not_sent_to_its_folder(tmp_path, monkeypatch, never_decodes):
+    scenario = Scenario(tmp_path)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "config.json").write_bytes((scenario.model() / "config.json").read_bytes())
+    monkeypatch.chdir(copy)
+    result = outcome("train", with_argument(scenario.argv("train"), "--model", "config.json"))
+    assert result.code == 1 and result.one_line, result
+    assert result.error.endswith(
+        f"not an architecture file: {copy} holds no weights beside it, so there is no model to fine-tune; to build "
+        "a new model from its architecture, remove architectures, auto_map, transformers_version, id2label, label2id "
+        "from it (labels come from the data set)."
+    )
 
 
 @pytest.mark.parametrize("where", ["file", "overrides"])
