@@ -11,8 +11,10 @@ EXAMPLES = {"--timm_kwargs": "img_size=384"}  # an item each argument takes, for
 
 
 def parse_overrides(text: str | None, flag: str = "--config_overrides") -> dict:
-    """'a=1,b=0.5,c=mean,d=true' -> {'a': 1, 'b': 0.5, 'c': 'mean', 'd': True}; errors name `flag`, the argument
-    the text came from."""
+    """'a=1,b=0.5,c=mean,d=true' -> {'a': 1, 'b': 0.5, 'c': 'mean', 'd': True}; a JSON object ('{"a": 1}', what a
+    recipe's mapping becomes) the same; errors name `flag`, the argument the text came from."""
+    if (text or "").lstrip().startswith("{"):
+        return json_overrides(text, flag)
     overrides = {}
     for item in filter(None, (part.strip() for part in (text or "").split(","))):
         if "=" not in item:
@@ -28,6 +30,33 @@ def parse_overrides(text: str | None, flag: str = "--config_overrides") -> dict:
             overrides[key] = value
         if any(isinstance(number, float) and not math.isfinite(number) for number in numbers_in(overrides[key])):
             raise ValueError(f"{flag} {key}={value} is not a finite number: give e.g. '{key}=0.1'.")
+    return overrides
+
+
+def json_overrides(text: str, flag: str) -> dict:
+    """A JSON object of overrides (a recipe's `config_overrides: {hidden_size: 32}`), held to the rules of the
+    key=value form: each key once, every number finite."""
+
+    def unique(pairs: list[tuple]) -> dict:
+        seen = {}
+        for key, value in pairs:
+            if key in seen:
+                raise ValueError(f"{flag} gives {key} twice: keep one.")
+            seen[key] = value
+        return seen
+
+    def not_finite(word: str):
+        raise ValueError(f'{flag} holds {word}, which is not a finite number: give e.g. {{"drop_path_rate": 0.1}}.')
+
+    try:
+        overrides = json.loads(text, object_pairs_hook=unique, parse_constant=not_finite)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"{flag} starts with '{{' but is not a JSON object ({error.msg}): write e.g. '{{\"hidden_size\": 64}}' or "
+            "'hidden_size=64'."
+        ) from None
+    if not isinstance(overrides, dict):  # '{}' followed by more text is a decode error; a dict is all that is left
+        raise ValueError(f"{flag} is not a JSON object: write e.g. '{{\"hidden_size\": 64}}'.")
     return overrides
 
 

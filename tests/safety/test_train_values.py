@@ -181,3 +181,36 @@ def test_a_class_only_the_held_out_splits_hold_is_one_line_naming_it():
         "training images of them, or remove them from the held-out splits."
     )
     check_training_classes(DatasetDict(train=split([2, 0, 1]), validation=split([0]), test=split([2])), list(CLASSES))
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_a_recipes_config_overrides_mapping_builds_the_model_it_names(tmp_path, suffix):
+    from modeling_vit_scratch.training.arguments import parse_arguments
+    from modeling_vit_scratch.training.model_source import model_config
+
+    scenario = Scenario(tmp_path)
+    recipe = tmp_path / f"r{suffix}"
+    recipe.write_text(json.dumps({"config_overrides": {"hidden_size": 32, "pooling": "mean"}}))  # JSON is YAML too
+    model_arguments = parse_arguments([str(recipe), *scenario.argv("train")])[0]
+    config, _ = model_config(model_arguments)
+    assert (config.hidden_size, config.pooling) == (32, "mean")
+
+
+@pytest.mark.parametrize("item", ["hiden_size=4", "num_labels=5", "model_type=vit"])
+def test_a_recipes_config_overrides_mapping_is_checked_as_the_text_form_is(tmp_path, item, never_decodes):
+    scenario = Scenario(tmp_path)
+    key, value = item.split("=")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"config_overrides:\n  {key}: {value}\n")
+    from_recipe = outcome("train", [str(recipe), *scenario.argv("train")])
+    from_text = outcome("train", with_argument(scenario.argv("train"), "--config_overrides", item))
+    assert from_recipe.code == 1 and from_recipe.one_line and from_recipe.error == from_text.error, from_recipe
+
+
+def test_a_non_finite_number_in_a_recipes_config_overrides_mapping_is_one_line(tmp_path, never_decodes):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("config_overrides: {drop_path_rate: .nan}\n")
+    result = outcome("train", [str(recipe), *Scenario(tmp_path).argv("train")])
+    assert result.error == (
+        'error: --config_overrides holds NaN, which is not a finite number: give e.g. {"drop_path_rate": 0.1}.'
+    )
