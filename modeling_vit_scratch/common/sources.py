@@ -1,11 +1,48 @@
 """Names of data and model sources, for the arguments that accept a name, a local path or a hub repo id."""
 
 import os
+import re
+from urllib.parse import urlsplit
 
 from modeling_vit_scratch.common.folders import running_owner
 
 DIGITS = "digits"  # the --dataset name of the handwritten digits embedded in scikit-learn
 MAX_BRANCHES_LOOKED_AT = 10  # a repo's branches asked whether they hold a model, when its main holds none
+
+
+URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+HUB_HOSTS = ("huggingface.co", "www.huggingface.co", "hf.co")
+REPO_KINDS = {"datasets": "a data set's", "spaces": "a Space's"}  # a URL's first part when the repo is no model
+
+
+def check_not_url(value: str, named: str, revision: str | None = "--revision") -> None:
+    """Every argument that takes a Hub repo id (push's repo id, --hub_model_id, --model, --teacher, --input) reads a
+    URL through this one check: a Hub page's URL (https://huggingface.co/owner/name/tree/main, or without its
+    scheme) is one line giving the id to use; a URL of another host is refused as no Hub id. `named` is how the
+    line names the argument ("--model", "The repo id"); `revision`, the command's revision argument, if it has one
+    (a URL's /tree/BRANCH is then named as its value)."""
+    text = value.strip()
+    bare = text.split("/", 1)[0] in HUB_HOSTS and not os.path.exists(text)  # huggingface.co/owner/name
+    if not (URL.match(text) or bare):
+        return
+    parts = urlsplit(text if URL.match(text) else f"https://{text}")
+    hosts = {*HUB_HOSTS, urlsplit(os.environ.get("HF_ENDPOINT", "")).hostname}
+    if parts.hostname not in hosts:
+        raise ValueError(
+            f"{named} {value!r} is a URL of {parts.hostname or 'no host'}, not a Hub repo id: give the repo id "
+            "(owner/name) of a model on the Hub."
+        )
+    names = [name for name in parts.path.split("/") if name]
+    if names[:1] and names[0] in REPO_KINDS:
+        raise ValueError(
+            f"{named} {value!r} is the URL of {REPO_KINDS[names[0]]} repo, not a model's: give the repo id "
+            "(owner/name) of a model."
+        )
+    if len(names) < 2:
+        raise ValueError(f"{named} {value!r} is a Hub URL that names no repo: give the repo id (owner/name).")
+    at_branch = revision and names[2:3] in (["tree"], ["blob"]) and len(names) > 3
+    branch = f" (and {revision} {names[3]})" if at_branch else ""
+    raise ValueError(f"{named} {value!r} is the Hub URL of a repo: give its id, {names[0]}/{names[1]}{branch}.")
 
 
 def looks_like_local_path(text: str) -> bool:

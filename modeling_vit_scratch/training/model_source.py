@@ -17,7 +17,7 @@ from modeling_vit_scratch.common.model_folder import check_processor_fits
 from modeling_vit_scratch.common.overrides import check_config_overrides, parse_overrides
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.secrets import known_secrets, refuse_secret
-from modeling_vit_scratch.common.sources import looks_like_local_path
+from modeling_vit_scratch.common.sources import check_not_url, looks_like_local_path
 from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
@@ -65,6 +65,7 @@ def model_input_kind(value: str, argument: str) -> str:
     "folder" or "hub" (a repo id); a kind the argument does not take, or a path that is not there, is one line saying
     what the argument takes. Only names and the file system are looked at: nothing is read or loaded."""
     takes = MODEL_TAKES[argument]
+    check_not_url(value, argument, revision=None)  # training reads a repo's main
     path = Path(value).expanduser()
     if value.lstrip().startswith(("{", "[")) and not path.exists():  # JSON text, where a file's path belongs
         raise ValueError(f"{argument} was given JSON text, not a name or path: {argument} takes {takes}.")
