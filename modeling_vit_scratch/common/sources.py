@@ -2,6 +2,7 @@
 
 import os
 import re
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from modeling_vit_scratch.common.folders import running_owner
@@ -105,11 +106,15 @@ def check_hub_model(source: str, argument: str, revision: str | None = None) -> 
             )
         return
     from huggingface_hub import HfApi
+    from huggingface_hub.errors import RevisionNotFoundError
 
     api = HfApi()
     try:
         siblings = api.model_info(source, revision=revision).siblings or []
+    except RevisionNotFoundError:
+        raise ValueError(unknown_revision(source, revision, argument, hub_revisions(api, source), "")) from None
     except Exception:  # noqa: BLE001 - offline, unknown or unreachable: the load that follows says why
+        check_cached_revision(source, revision, argument)
         return
     if any(sibling.rfilename == "config.json" for sibling in siblings):
         return
@@ -133,3 +138,48 @@ def check_hub_model(source: str, argument: str, revision: str | None = None) -> 
         f"{argument} {source!r} has no config.json on {where}, so it holds no model there{found}: give "
         f"--revision {branch}."
     )
+
+
+def unknown_revision(source: str, revision: str, argument: str, known: list[str], where: str) -> str:
+    """The line for a `revision` that `source` (a hub repo, or its copy in the cache: `where`) does not have: never
+    the weights' fault. A short commit id is named as such: the Hub takes a commit id only in full."""
+    short = (
+        f"; a commit id is given in full, 40 hex characters, and {revision!r} has {len(revision)}"
+        if re.fullmatch(r"[0-9a-fA-F]{4,39}", revision)
+        else ""
+    )
+    names = f" ({', '.join(known[:MAX_BRANCHES_LOOKED_AT])})" if known else ""
+    fix = (
+        f"give one the cache holds{names}, or run online (unset HF_HUB_OFFLINE)"
+        if where
+        else f"give one of its branches or tags{names}, or a full commit id"
+    )
+    return f"--revision {revision!r}: {argument} {source!r} has no branch, tag or commit of that name{where}{short}: {fix}."
+
+
+def hub_revisions(api, source: str) -> list[str]:
+    """The branch and tag names of a hub repo, main first; [] when they cannot be listed."""
+    try:
+        refs = api.list_repo_refs(source)
+    except Exception:  # noqa: BLE001 - the line is still right without them
+        return []
+    names = [ref.name for ref in [*refs.branches, *refs.tags]]
+    return sorted(names, key=lambda name: name != "main")
+
+
+def check_cached_revision(source: str, revision: str | None, argument: str) -> None:
+    """Where the Hub did not answer (offline, out of reach) and the repo is in the Hugging Face cache, a `revision`
+    the cache holds under no branch, tag or commit is one line naming it: the load would read nothing there."""
+    from huggingface_hub import constants
+
+    cached = Path(constants.HF_HUB_CACHE) / f"models--{source.replace('/', '--')}"
+    if revision is None or not cached.is_dir():
+        return
+    refs = sorted(
+        path.relative_to(cached / "refs").as_posix() for path in (cached / "refs").rglob("*") if path.is_file()
+    )
+    commits = {path.name for path in (cached / "snapshots").glob("*")}
+    if revision in refs or revision in commits:
+        return
+    where = " in the Hugging Face cache (the Hub was not asked: HF_HUB_OFFLINE is set or it is out of reach)"
+    raise ValueError(unknown_revision(source, revision, argument, refs, where))
