@@ -27,6 +27,8 @@ def check_not_url(value: str, named: str, revision: str | None = "--revision") -
     if not (URL.match(text) or bare):
         return
     parts = urlsplit(text if URL.match(text) else f"https://{text}")
+    if "@" in parts.netloc:  # a user name or password in the URL is never echoed
+        value = parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
     hosts = {*HUB_HOSTS, urlsplit(os.environ.get("HF_ENDPOINT", "")).hostname}
     if parts.hostname not in hosts:
         raise ValueError(

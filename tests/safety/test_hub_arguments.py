@@ -351,3 +351,13 @@ def test_a_url_given_as_a_repo_id_is_one_line_giving_the_id(tmp_path, name, argu
     done = outcome(name, argv)
     assert done.one_line, done
     assert done.error.startswith(f"error: {named} {url!r} {says}"), done.error
+
+
+def test_a_url_given_as_a_repo_id_is_never_echoed_with_its_password():
+    from modeling_vit_scratch.common.sources import check_not_url
+
+    with pytest.raises(ValueError) as refused:
+        check_not_url("https://me:s3cret@huggingface.co/someone/model", "--model")
+    assert str(refused.value) == (
+        "--model 'https://huggingface.co/someone/model' is the Hub URL of a repo: give its id, someone/model."
+    )
