@@ -5,6 +5,9 @@
   (`RedactingStream`), the logging handlers that captured the old streams write through them, every log record is
   redacted as it is made (`redacting_logs`), and a traceback that escapes is redacted when Python prints it. Warnings,
   progress bars and argparse write to `sys.stderr` when they print, so they pass through the same writer.
+- A line a command ends with (the message given to `sys.exit`, the line printed on Ctrl-C) quotes user text
+  (values, paths, repo ids, names) as data: control characters are shown escaped (`\\x1b`), so an escape sequence
+  in a name never reaches the terminal raw; newlines stay as they are (`shown_controls`).
 - Ctrl-C (SIGINT) and SIGTERM (what `kill`, `timeout` and cluster schedulers send) end the command with one line
   saying what was and was not done and how to go on, and the shell's exit code for the signal (130, 143). The line
   is the room's: it calls `when_interrupted` as its work advances (push: before and after its commit); before that,
@@ -31,6 +34,13 @@ from modeling_vit_scratch.common.secrets import TOKEN_SHAPE, known_secrets, reda
 from vit_scratch_command import ENDED, INTERRUPTED, NOTHING_DONE, SIGNALS, TERMINATED, exit_on_signal, holds_signals
 
 TOKEN_START = re.compile(r"h(?:f(?:_[A-Za-z0-9]*)?)?\Z")
+CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # C0 (but the newline), DEL and C1 control characters
+
+
+def shown_controls(text: str) -> str:
+    """`text` with every control character but the newline written as Python writes it in a string (`\\x1b`,
+    `\\t`): a line that quotes user text never sends the terminal an escape sequence or a carriage return."""
+    return CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
 
 
 class Terminated(KeyboardInterrupt):
@@ -238,11 +248,11 @@ def entry_point(secrets: Callable[[list[str]], list[str]] | None = None):
                 line = _running[-1]["line"]
                 line = line() if callable(line) else line
                 if line:
-                    print(redact(line, found), file=sys.stderr)
+                    print(shown_controls(redact(line, found)), file=sys.stderr)
                 sys.exit(TERMINATED if isinstance(stop, Terminated) else INTERRUPTED)
             except SystemExit as stop:  # Python prints a message given to sys.exit after the streams are back
                 if isinstance(stop.code, str):
-                    raise SystemExit(redact(stop.code, found)) from None
+                    raise SystemExit(shown_controls(redact(stop.code, found))) from None
                 raise
             except Exception:
                 redact_escaping_traceback(found)

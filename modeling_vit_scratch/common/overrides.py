@@ -11,8 +11,10 @@ EXAMPLES = {"--timm_kwargs": "img_size=384"}  # an item each argument takes, for
 
 
 def parse_overrides(text: str | None, flag: str = "--config_overrides") -> dict:
-    """'a=1,b=0.5,c=mean,d=true' -> {'a': 1, 'b': 0.5, 'c': 'mean', 'd': True}; errors name `flag`, the argument
-    the text came from."""
+    """'a=1,b=0.5,c=mean,d=true' -> {'a': 1, 'b': 0.5, 'c': 'mean', 'd': True}; a JSON object ('{"a": 1}', what a
+    recipe's mapping becomes) the same; errors name `flag`, the argument the text came from."""
+    if (text or "").lstrip().startswith("{"):
+        return json_overrides(text, flag)
     overrides = {}
     for item in filter(None, (part.strip() for part in (text or "").split(","))):
         if "=" not in item:
@@ -31,21 +33,70 @@ def parse_overrides(text: str | None, flag: str = "--config_overrides") -> dict:
     return overrides
 
 
+def json_overrides(text: str, flag: str) -> dict:
+    """A JSON object of overrides (a recipe's `config_overrides: {hidden_size: 32}`), held to the rules of the
+    key=value form: each key once, every number finite."""
+
+    def unique(pairs: list[tuple]) -> dict:
+        seen = {}
+        for key, value in pairs:
+            if key in seen:
+                raise ValueError(f"{flag} gives {key} twice: keep one.")
+            seen[key] = value
+        return seen
+
+    def not_finite(word: str):
+        raise ValueError(f'{flag} holds {word}, which is not a finite number: give e.g. {{"drop_path_rate": 0.1}}.')
+
+    try:
+        overrides = json.loads(text, object_pairs_hook=unique, parse_constant=not_finite)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"{flag} starts with '{{' but is not a JSON object ({error.msg}): write e.g. '{{\"hidden_size\": 64}}' or "
+            "'hidden_size=64'."
+        ) from None
+    if not isinstance(overrides, dict):  # '{}' followed by more text is a decode error; a dict is all that is left
+        raise ValueError(f"{flag} is not a JSON object: write e.g. '{{\"hidden_size\": 64}}'.")
+    return overrides
+
+
 def numbers_in(value) -> list:
     """The value itself, or the items of a list (`stem_depths=[3,4,9]`), to check each number once."""
     return list(value) if isinstance(value, list) else [value]
 
 
 # Keys a config may be given besides its dataclass fields: PreTrainedConfig's keyword arguments and properties.
-STANDARD_CONFIG_KEYS = ("num_labels", "attn_implementation", "torch_dtype", "output_attentions")
+STANDARD_CONFIG_KEYS = ("attn_implementation", "torch_dtype", "output_attentions")
+
+# Keys the package sets itself, and where each comes from: given by the user (an override, an architecture file),
+# each is one line saying so, never dropped without a word nor matched to a field it only looks like.
+LABELS = "is set from the data set's classes (one label per class)"
+SAVED = "is written by save_pretrained when the model is saved"
+SET_BY_PACKAGE = {
+    "model_type": "is fixed by --model: vit_scratch (or the model_type an architecture file names for a teacher)",
+    "num_labels": LABELS,
+    "num_classes": LABELS,
+    "id2label": LABELS,
+    "label2id": LABELS,
+    "architectures": SAVED,
+    "auto_map": SAVED,
+    "transformers_version": SAVED,
+    "_name_or_path": SAVED,
+}
+CLOSE_MATCH = 0.75  # a suggestion for a typo (hiden_size -> hidden_size), never for a word alike by chance (dtype)
 
 
-def check_config_overrides(overrides: dict) -> None:
-    """Raise a ValueError for a key that is no config field, naming the closest real one (a typo such as
-    `hiden_size` would otherwise be stored and ignored)."""
-    known = sorted({field.name for field in fields(ViTScratchConfig)} | set(STANDARD_CONFIG_KEYS))
+def check_config_overrides(overrides: dict, given_by: str = "--config_overrides") -> None:
+    """Raise a one-line ValueError for a key the package sets itself (`SET_BY_PACKAGE`: where it comes from) and for
+    a key that is no config field, naming the closest real one (a typo such as `hiden_size` would otherwise be stored
+    and ignored). `given_by` names where the keys were written, in the line."""
+    known = sorted(
+        ({field.name for field in fields(ViTScratchConfig)} | set(STANDARD_CONFIG_KEYS)) - set(SET_BY_PACKAGE)
+    )
     for key in overrides:
+        if key in SET_BY_PACKAGE:
+            raise ValueError(f"{given_by} gives {key}, which {SET_BY_PACKAGE[key]}, not by {given_by}: remove it.")
         if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
+            close = difflib.get_close_matches(key, known, n=1, cutoff=CLOSE_MATCH)
             hint = f"did you mean {close[0]!r}?" if close else f"known fields: {', '.join(known)}."
             raise ValueError(f"Unknown config field {key!r}: {hint}")

@@ -1,11 +1,51 @@
 """Names of data and model sources, for the arguments that accept a name, a local path or a hub repo id."""
 
 import os
+import re
+from pathlib import Path
+from urllib.parse import urlsplit
 
 from modeling_vit_scratch.common.run_state import check_run_state
 
 DIGITS = "digits"  # the --dataset name of the handwritten digits embedded in scikit-learn
 MAX_BRANCHES_LOOKED_AT = 10  # a repo's branches asked whether they hold a model, when its main holds none
+
+
+URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+HUB_HOSTS = ("huggingface.co", "www.huggingface.co", "hf.co")
+REPO_KINDS = {"datasets": "a data set's", "spaces": "a Space's"}  # a URL's first part when the repo is no model
+
+
+def check_not_url(value: str, named: str, revision: str | None = "--revision") -> None:
+    """Every argument that takes a Hub repo id (push's repo id, --hub_model_id, --model, --teacher, --input) reads a
+    URL through this one check: a Hub page's URL (https://huggingface.co/owner/name/tree/main, or without its
+    scheme) is one line giving the id to use; a URL of another host is refused as no Hub id. `named` is how the
+    line names the argument ("--model", "The repo id"); `revision`, the command's revision argument, if it has one
+    (a URL's /tree/BRANCH is then named as its value)."""
+    text = value.strip()
+    bare = text.split("/", 1)[0] in HUB_HOSTS and not os.path.exists(text)  # huggingface.co/owner/name
+    if not (URL.match(text) or bare):
+        return
+    parts = urlsplit(text if URL.match(text) else f"https://{text}")
+    if "@" in parts.netloc:  # a user name or password in the URL is never echoed
+        value = parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
+    hosts = {*HUB_HOSTS, urlsplit(os.environ.get("HF_ENDPOINT", "")).hostname}
+    if parts.hostname not in hosts:
+        raise ValueError(
+            f"{named} {value!r} is a URL of {parts.hostname or 'no host'}, not a Hub repo id: give the repo id "
+            "(owner/name) of a model on the Hub."
+        )
+    names = [name for name in parts.path.split("/") if name]
+    if names[:1] and names[0] in REPO_KINDS:
+        raise ValueError(
+            f"{named} {value!r} is the URL of {REPO_KINDS[names[0]]} repo, not a model's: give the repo id "
+            "(owner/name) of a model."
+        )
+    if len(names) < 2:
+        raise ValueError(f"{named} {value!r} is a Hub URL that names no repo: give the repo id (owner/name).")
+    at_branch = revision and names[2:3] in (["tree"], ["blob"]) and len(names) > 3
+    branch = f" (and {revision} {names[3]})" if at_branch else ""
+    raise ValueError(f"{named} {value!r} is the Hub URL of a repo: give its id, {names[0]}/{names[1]}{branch}.")
 
 
 def looks_like_local_path(text: str) -> bool:
@@ -63,11 +103,15 @@ def check_hub_model(source: str, argument: str, revision: str | None = None) -> 
             )
         return
     from huggingface_hub import HfApi
+    from huggingface_hub.errors import RevisionNotFoundError
 
     api = HfApi()
     try:
         siblings = api.model_info(source, revision=revision).siblings or []
+    except RevisionNotFoundError:
+        raise ValueError(unknown_revision(source, revision, argument, hub_revisions(api, source), "")) from None
     except Exception:  # noqa: BLE001 - offline, unknown or unreachable: the load that follows says why
+        check_cached_revision(source, revision, argument)
         return
     if any(sibling.rfilename == "config.json" for sibling in siblings):
         return
@@ -91,3 +135,48 @@ def check_hub_model(source: str, argument: str, revision: str | None = None) -> 
         f"{argument} {source!r} has no config.json on {where}, so it holds no model there{found}: give "
         f"--revision {branch}."
     )
+
+
+def unknown_revision(source: str, revision: str, argument: str, known: list[str], where: str) -> str:
+    """The line for a `revision` that `source` (a hub repo, or its copy in the cache: `where`) does not have: never
+    the weights' fault. A short commit id is named as such: the Hub takes a commit id only in full."""
+    short = (
+        f"; a commit id is given in full, 40 hex characters, and {revision!r} has {len(revision)}"
+        if re.fullmatch(r"[0-9a-fA-F]{4,39}", revision)
+        else ""
+    )
+    names = f" ({', '.join(known[:MAX_BRANCHES_LOOKED_AT])})" if known else ""
+    fix = (
+        f"give one the cache holds{names}, or run online (unset HF_HUB_OFFLINE)"
+        if where
+        else f"give one of its branches or tags{names}, or a full commit id"
+    )
+    return f"--revision {revision!r}: {argument} {source!r} has no branch, tag or commit of that name{where}{short}: {fix}."
+
+
+def hub_revisions(api, source: str) -> list[str]:
+    """The branch and tag names of a hub repo, main first; [] when they cannot be listed."""
+    try:
+        refs = api.list_repo_refs(source)
+    except Exception:  # noqa: BLE001 - the line is still right without them
+        return []
+    names = [ref.name for ref in [*refs.branches, *refs.tags]]
+    return sorted(names, key=lambda name: name != "main")
+
+
+def check_cached_revision(source: str, revision: str | None, argument: str) -> None:
+    """Where the Hub did not answer (offline, out of reach) and the repo is in the Hugging Face cache, a `revision`
+    the cache holds under no branch, tag or commit is one line naming it: the load would read nothing there."""
+    from huggingface_hub import constants
+
+    cached = Path(constants.HF_HUB_CACHE) / f"models--{source.replace('/', '--')}"
+    if revision is None or not cached.is_dir():
+        return
+    refs = sorted(
+        path.relative_to(cached / "refs").as_posix() for path in (cached / "refs").rglob("*") if path.is_file()
+    )
+    commits = {path.name for path in (cached / "snapshots").glob("*")}
+    if revision in refs or revision in commits:
+        return
+    where = " in the Hugging Face cache (the Hub was not asked: HF_HUB_OFFLINE is set or it is out of reach)"
+    raise ValueError(unknown_revision(source, revision, argument, refs, where))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from modeling_vit_scratch.common.model_folder import TRANSFORMERS_TYPES, read_json
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
-from modeling_vit_scratch.common.sources import check_folder_path, check_hub_model
+from modeling_vit_scratch.common.sources import check_folder_path, check_hub_model, check_not_url
 from modeling_vit_scratch.conversion.convert import NO_CODE_RUNS
 
 
@@ -17,6 +17,7 @@ def check_input(source: str, direction: str, revision: str | None = None) -> Non
     is looked at `revision` (default: main)."""
     if not source.strip():
         raise ValueError("--input is empty: give a model folder or a hub repo id.")
+    check_not_url(source, "--input")
     check_folder_path(source, "--input", "convert")
     check_hub_model(source, "--input", revision)
     if Path(source).is_dir():

@@ -25,7 +25,7 @@ from modeling_vit_scratch.common.model_folder import (
 )
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code, foreign_code, settings_of_repo
 from modeling_vit_scratch.common.secrets import known_secrets, redact
-from modeling_vit_scratch.common.sources import check_folder_path, check_hub_model
+from modeling_vit_scratch.common.sources import check_folder_path, check_hub_model, check_not_url
 from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS
 from modeling_vit_scratch.explanation import attention as explain
@@ -147,6 +147,7 @@ def check_model_source(model_source: str, trust_remote_code: bool = False, revis
             f"{model_source!r} is a preset name: presets are architectures with no trained weights, so there is "
             "nothing to explain; give --model a folder saved by training, or the hub repo id of a trained model."
         )
+    check_not_url(model_source, "--model")
     check_folder_path(model_source, "--model", "explain")
     check_hub_model(model_source, "--model", revision)
     check_no_foreign_code(

@@ -17,6 +17,7 @@ from huggingface_hub.serialization._base import parse_size_to_int
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 from modeling_vit_scratch.common.secrets import known_secrets, redact, refuse_secret
+from modeling_vit_scratch.common.sources import check_not_url
 
 # huggingface_hub's errors (HfHubHTTPError is an OSError) and its HTTP client's transport errors.
 HUB_ERRORS = (OSError, *HfHubHTTPError.__bases__)
@@ -115,6 +116,7 @@ def check_hub_arguments(
 
 
 def check_repo_id(repo_id: str, names: Names) -> None:
+    check_not_url(repo_id, start(names, "the repo id"), names.revision)
     if repo_id.startswith("-"):  # on a command line it reads as an option
         raise ValueError(
             f"{start(names, 'the repo id')} {repo_id!r} starts with '-', which no Hub repo id may: {names.repo_fix}."

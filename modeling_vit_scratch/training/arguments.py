@@ -421,6 +421,10 @@ def refuse_a_non_recipe(value: str) -> None:
         )
 
 
+# Arguments that take "key=value,..." text, which a recipe may write as the mapping it stands for (read as JSON)
+MAPPING_AS_TEXT = ("config_overrides",)
+
+
 def recipe_words(path: Path, key: str, value) -> list[str]:
     """A recipe's `value` for `key` as the command line gives it: a mapping as one JSON text (arguments such as
     lr_scheduler_kwargs read JSON), a list as its values, anything else as one value; a shape the argument does not
@@ -433,7 +437,7 @@ def recipe_words(path: Path, key: str, value) -> list[str]:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and takes_text_only(argument_hints()[key]):
         refuse_number_for_text(path, key, value, where)
     if isinstance(value, dict):
-        if "dict" not in takes:
+        if "dict" not in takes and key not in MAPPING_AS_TEXT:
             raise ValueError(f"{where} holds a mapping, which --{key} does not take: give it one value.")
         return [json.dumps(value)]
     if isinstance(value, list):

@@ -18,7 +18,7 @@ from modeling_vit_scratch.common.overrides import check_config_overrides, parse_
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.run_state import check_run_state
 from modeling_vit_scratch.common.secrets import known_secrets, refuse_secret
-from modeling_vit_scratch.common.sources import looks_like_local_path
+from modeling_vit_scratch.common.sources import check_not_url, looks_like_local_path
 from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
@@ -66,6 +66,7 @@ def model_input_kind(value: str, argument: str) -> str:
     "folder" or "hub" (a repo id); a kind the argument does not take, or a path that is not there, is one line saying
     what the argument takes. Only names and the file system are looked at: nothing is read or loaded."""
     takes = MODEL_TAKES[argument]
+    check_not_url(value, argument, revision=None)  # training reads a repo's main
     path = Path(value).expanduser()
     if value.lstrip().startswith(("{", "[")) and not path.exists():  # JSON text, where a file's path belongs
         raise ValueError(f"{argument} was given JSON text, not a name or path: {argument} takes {takes}.")
@@ -148,7 +149,7 @@ def named_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
             return AutoConfig.for_model(model_type, **{**fields_in_file, **overrides}), True
         check_config_overrides(overrides)
         try:
-            check_config_overrides(fields_in_file)
+            check_config_overrides(fields_in_file, "the file")
             config = ViTScratchConfig(**{**fields_in_file, **overrides})
         except ValueError as error:  # the file's own fields, or what the overrides make of them
             given = " with --config_overrides" if overrides else ""
@@ -203,9 +204,8 @@ def architecture_file(path: str) -> dict:
     saved = [name for name in SAVED_CONFIG_FIELDS if name in fields_in_file]
     if saved:
         raise ValueError(
-            f"--model {path} is the config.json of a saved model (it holds {', '.join(saved)}), not an architecture "
-            f"file: to fine-tune that model give its folder, --model {Path(path).parent}; to build a new model, give "
-            "an architecture file (e.g. configs/models/model_digits.json)."
+            f"--model {path} is the config.json of a saved model (it holds {', '.join(saved)}), not an "
+            f"architecture file: {saved_config_fix(Path(path), saved)}."
         )
     model_type = fields_in_file.get("model_type", ViTScratchConfig.model_type)
     if model_type != ViTScratchConfig.model_type and model_type not in MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES:
@@ -221,6 +221,24 @@ def architecture_file(path: str) -> dict:
             '"image_size": 32.'
         )
     return fields_in_file
+
+
+def saved_config_fix(path: Path, saved: list[str]) -> str:
+    """What to do with a saved model's config.json given as an architecture file: fine-tune the model of the folder
+    that holds it, named as a path the user can give (never a bare "."), where that folder holds weights; else (a
+    config copied on its own) build a new model from it without the fields save_pretrained wrote."""
+    folder = path.parent
+    shown = str(folder) if str(folder) not in ("", ".") else str(folder.absolute())
+    if any((folder / name).is_file() for name in ("model.safetensors", "model.safetensors.index.json")):
+        return (
+            f"to fine-tune that model give its folder, --model {shown}; to build a new model, give an architecture "
+            "file (e.g. configs/models/model_digits.json)"
+        )
+    labels = [name for name in ("id2label", "label2id", "num_labels") if name in json.loads(path.read_text())]
+    return (
+        f"{shown} holds no weights beside it, so there is no model to fine-tune; to build a new model from its "
+        f"architecture, remove {', '.join([*saved, *labels])} from it (labels come from the data set)"
+    )
 
 
 def check_resumed_labels(checkpoint: str, labels: list[str], dataset: str) -> None:

@@ -209,10 +209,12 @@ def test_check_config_overrides_names_the_closest_field():
     from modeling_vit_scratch.common.overrides import check_config_overrides
 
     assert ViTScratchConfig(hiden_size=8).hidden_size == 768  # the typo is stored, silently: why the check exists
-    check_config_overrides({"hidden_size": 48, "num_labels": 3, "attn_implementation": "eager", "drop_path_rate": 0.1})
+    check_config_overrides({"hidden_size": 48, "attn_implementation": "eager", "drop_path_rate": 0.1})
     with pytest.raises(ValueError, match="^Unknown config field 'hiden_size': did you mean 'hidden_size'\\?$"):
         check_config_overrides({"hidden_size": 48, "hiden_size": 8})
     with pytest.raises(ValueError, match="did you mean 'position_embedding'"):
         check_config_overrides({"position_embeddings": "sincos"})
     with pytest.raises(ValueError, match="Unknown config field 'zzz': known fields: .*hidden_size"):
         check_config_overrides({"zzz": 1})
+    with pytest.raises(ValueError, match="^Unknown config field 'model_typ': known fields: "):  # never 'dtype'
+        check_config_overrides({"model_typ": "vit"})

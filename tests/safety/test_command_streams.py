@@ -456,3 +456,38 @@ def test_ctrl_c_during_a_push_says_whether_the_model_commit_was_made_and_the_sam
     assert len(titles) == 3 and titles[0] == f"Model card: pin the loading example to {model_commit[:12]}"
     assert titles[1].startswith("Upload vit_scratch model")
     assert "Traceback" not in before_commit.stderr + before_card.stderr
+
+
+RED = "\x1b[31m"  # an escape sequence that would turn the user's terminal red
+# by entry point: an argument whose value each command quotes in its error line, given as (argument, value)
+QUOTED_VALUES = {
+    "train": ("--dataset", "nope{red}/x"),
+    "explain": ("--image", "nope{red}.png"),
+    "push": (None, "user/a{red}"),  # the repo id (its second argument)
+    "convert": ("--input", "./nope{red}"),
+    "benchmark": ("--configs", "digits{red}"),
+}
+
+
+def test_a_line_a_command_ends_with_shows_control_characters_escaped(capsys):
+    @entry_point()
+    def main(argv):
+        sys.exit(f"error: the name {argv[0]} is bad,\nand so on")
+
+    with pytest.raises(SystemExit) as stop:
+        main([f"a{RED}b\rc\td\x9b"])
+    assert stop.value.code == "error: the name a\\x1b[31mb\\rc\\td\\x9b is bad,\nand so on"  # the newline kept
+
+
+@pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
+def test_every_command_quotes_a_value_with_an_escape_sequence_escaped(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argument, value = QUOTED_VALUES[name]
+    argv = Scenario(tmp_path).argv(name)
+    if argument is None:
+        argv[1] = value.format(red=RED)
+    else:
+        argv = with_argument(argv, argument, value.format(red=RED))
+    done = outcome(name, argv)
+    assert done.one_line, done
+    assert "\x1b" not in done.error and value.format(red="\\x1b[31m") in done.error, done.error

@@ -11,7 +11,7 @@ import re
 from types import SimpleNamespace
 
 import pytest
-from entry_points import Scenario, hub_repo, outcome
+from entry_points import Scenario, hub_repo, outcome, with_argument
 from helpers import REPO
 from hub_server import LocalHub
 from hypothesis import given
@@ -318,3 +318,46 @@ def test_what_a_push_finds_on_the_repo_is_said_and_bad_arguments_create_nothing(
     assert replaced["notes"][-1].startswith("README.md: the generated model card, its loading example pinned to ")
     assert written_by_push(final["README.md"]) and final["notes.md"] == b"x"
     assert titles.count(f"Upload vit_scratch model from {model.name}") == 1  # the refused private push made none
+
+
+# every argument that takes a Hub repo id: (command, argument; None: push's repo id), and how its line names it
+REPO_ID_ARGUMENTS = [
+    ("push", None, "The repo id"),
+    ("train", "--hub_model_id", "--push_to_hub true: the repo id"),
+    ("train", "--model", "--model"),
+    ("train", "--teacher", "--teacher"),
+    ("explain", "--model", "--model"),
+    ("convert", "--input", "--input"),
+]
+
+
+@pytest.mark.parametrize(("name", "argument", "named"), REPO_ID_ARGUMENTS)
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("https://huggingface.co/someone/model", "is the Hub URL of a repo: give its id, someone/model"),
+        ("hf.co/someone/model", "is the Hub URL of a repo: give its id, someone/model"),
+        ("https://example.com/someone/model", "is a URL of example.com, not a Hub repo id: give the repo id"),
+    ],
+)
+def test_a_url_given_as_a_repo_id_is_one_line_giving_the_id(tmp_path, name, argument, named, url, says, nothing_loaded):
+    argv = Scenario(tmp_path).argv(name)
+    if argument is None:
+        argv[1] = url
+    else:
+        argv = with_argument(argv, argument, url)
+    if argument == "--hub_model_id":
+        argv = with_argument(argv, "--push_to_hub", "true")
+    done = outcome(name, argv)
+    assert done.one_line, done
+    assert done.error.startswith(f"error: {named} {url!r} {says}"), done.error
+
+
+def test_a_url_given_as_a_repo_id_is_never_echoed_with_its_password():
+    from modeling_vit_scratch.common.sources import check_not_url
+
+    with pytest.raises(ValueError) as refused:
+        check_not_url("https://me:s3cret@huggingface.co/someone/model", "--model")
+    assert str(refused.value) == (
+        "--model 'https://huggingface.co/someone/model' is the Hub URL of a repo: give its id, someone/model."
+    )

@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from entry_points import MODEL_ARGUMENT, Scenario, argv_reading, hub_repo, outcome
@@ -378,6 +379,22 @@ print(json.dumps(lines))
 """
 
 
+def script_on_hub(hub: LocalHub, script: str, tmp_path: Path) -> list:
+    """What `script` (given the support folder, a picture and an output folder) prints as its last line, as JSON,
+    run in a new process that reaches `hub` as a user's would."""
+    done = hub.run(
+        "-c",
+        script,
+        REPO / "tests" / "support",
+        Scenario(tmp_path).picture(),
+        tmp_path / "out",
+        hf_home=tmp_path / "hf_home",
+        env={"PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.integration
 def test_a_hub_repo_whose_model_is_on_a_branch_only_is_one_line_naming_the_branch(tmp_path):
     """A repo whose main holds no model (pushed with --revision dev): explain and convert say so, and which branch
@@ -389,17 +406,7 @@ def test_a_hub_repo_whose_model_is_on_a_branch_only_is_one_line_naming_the_branc
         files = {path.name: repo.add_blob(path.read_bytes()) for path in folder.iterdir() if path.is_file()}
         repo.commit("refs/heads/dev", "a model", "", {**repo.files(repo.refs["refs/heads/main"]), **files})
         repo.save()
-        done = hub.run(
-            "-c",
-            BRANCH_ONLY,
-            REPO / "tests" / "support",
-            Scenario(tmp_path).picture(),
-            tmp_path / "out",
-            hf_home=tmp_path / "hf_home",
-            env={"PYTHONPATH": str(REPO)},
-        )
-    assert done.returncode == 0, done.stderr[-3000:]
-    explain_line, convert_line, explained, converted = json.loads(done.stdout.strip().splitlines()[-1])
+        explain_line, convert_line, explained, converted = script_on_hub(hub, BRANCH_ONLY, tmp_path)
     for argument, line in (("--model", explain_line), ("--input", convert_line)):
         assert line == (
             f"error: {argument} 'local-user/on-dev' has no config.json on its main branch, so it holds no model "
@@ -419,3 +426,87 @@ def test_a_revision_with_a_local_folder_is_one_line(name, argument, tmp_path, mo
         "folder: leave out --revision."
     )
     assert not (tmp_path / f"out-{name}").exists()
+
+
+# the commands that read a hub repo at a --revision, and the argument that names the repo
+REVISION_READERS = {"explain": "--model", "convert": "--input"}
+
+
+def argv_at_revision(scenario: Scenario, name: str, revision: str) -> list[str]:
+    return [*argv_reading(scenario, name, REVISION_READERS[name], "local-user/m"), "--revision", revision]
+
+
+@pytest.mark.parametrize("name", sorted(REVISION_READERS))
+@pytest.mark.parametrize(
+    ("revision", "short"),
+    [("abc12", "; a commit id is given in full, 40 hex characters, and 'abc12' has 5"), ("nope", "")],
+)
+def test_a_revision_the_hub_does_not_know_is_one_line_naming_it_not_the_weights(
+    name, revision, short, tmp_path, monkeypatch
+):
+    import httpx2
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import RevisionNotFoundError
+
+    def unknown(self, repo_id, revision=None, **kwargs):
+        request = httpx2.Request("GET", f"http://hub/api/models/{repo_id}/revision/{revision}")
+        raise RevisionNotFoundError(f"Invalid rev id: {revision}", response=httpx2.Response(404, request=request))
+
+    refs = SimpleNamespace(branches=[SimpleNamespace(name="dev"), SimpleNamespace(name="main")], tags=[])
+    monkeypatch.setattr(HfApi, "model_info", unknown)
+    monkeypatch.setattr(HfApi, "list_repo_refs", lambda self, repo_id, **kwargs: refs)
+    result = outcome(name, argv_at_revision(Scenario(tmp_path), name, revision))
+    assert result.error == (
+        f"error: --revision {revision!r}: {REVISION_READERS[name]} 'local-user/m' has no branch, tag or commit of "
+        f"that name{short}: give one of its branches or tags (main, dev), or a full commit id."
+    )
+
+
+@pytest.mark.parametrize("name", sorted(REVISION_READERS))
+def test_offline_a_revision_the_cache_does_not_hold_is_one_line(name, tmp_path, monkeypatch):
+    from huggingface_hub import HfApi, constants
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
+    cached = tmp_path / "cache" / "models--local-user--m"
+    (cached / "refs").mkdir(parents=True)
+    (cached / "refs" / "main").write_text("0" * 40)
+    (cached / "snapshots" / ("0" * 40)).mkdir(parents=True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(HfApi, "model_info", lambda *args, **kwargs: (_ for _ in ()).throw(OfflineModeIsEnabled()))
+    result = outcome(name, argv_at_revision(Scenario(tmp_path), name, "nope"))
+    assert result.error == (
+        f"error: --revision 'nope': {REVISION_READERS[name]} 'local-user/m' has no branch, tag or commit of that "
+        "name in the Hugging Face cache (the Hub was not asked: HF_HUB_OFFLINE is set or it is out of reach): give "
+        "one the cache holds (main), or run online (unset HF_HUB_OFFLINE)."
+    )
+
+
+UNKNOWN_REVISIONS = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from entry_points import outcome
+image, out = sys.argv[2], sys.argv[3]
+print(json.dumps([
+    outcome("explain", ["--model", "local-user/m", "--revision", "abc12", "--image", image, "--out", out]).error,
+    outcome("convert", ["--to", "transformers", "--input", "local-user/m", "--revision", "nope", "--output", out]).error,
+]))
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.slow  # the rule's in-process tests run in `make test`; this one against the local Hub
+def test_a_revision_the_local_hub_does_not_know_is_one_line_at_explain_and_convert(tmp_path):
+    """Before: "Cannot load the weights of 'local-user/m' (abc12 is not a valid git identifier ...)"."""
+    with LocalHub(tmp_path / "hub") as hub:
+        hub_repo(hub, "local-user/m", Scenario(tmp_path).model())
+        explained, converted = script_on_hub(hub, UNKNOWN_REVISIONS, tmp_path)
+    assert explained == (
+        "error: --revision 'abc12': --model 'local-user/m' has no branch, tag or commit of that name; a commit id is "
+        "given in full, 40 hex characters, and 'abc12' has 5: give one of its branches or tags (main), or a full "
+        "commit id."
+    )
+    assert converted == (
+        "error: --revision 'nope': --input 'local-user/m' has no branch, tag or commit of that name: give one of its "
+        "branches or tags (main), or a full commit id."
+    )
+    assert not (tmp_path / "out").exists()

@@ -9,6 +9,7 @@ import pytest
 from entry_points import Scenario, outcome, with_argument
 
 import modeling_vit_scratch.training.trainer as trainer_module
+from modeling_vit_scratch.common.overrides import SET_BY_PACKAGE
 
 BOM = b"\xef\xbb\xbf"
 CLASSES = ("cat", "dog", "fox")  # the scenario's image folder: its classes, in label order
@@ -58,6 +59,41 @@ def test_a_saved_models_config_file_says_to_give_its_folder(tmp_path, never_deco
         f"error: --model {config} is the config.json of a saved model (it holds architectures"
     )
     assert f"give its folder, --model {scenario.model()};" in result.error
+
+
+@pytest.mark.parametrize("key", sorted(SET_BY_PACKAGE))
+def test_a_key_the_package_sets_is_one_line_saying_where_it_comes_from(tmp_path, key, never_decodes):
+    result = outcome("train", with_argument(Scenario(tmp_path).argv("train"), "--config_overrides", f"{key}=5"))
+    assert result.code == 1 and result.one_line, result
+    assert result.error == (
+        f"error: --config_overrides gives {key}, which {SET_BY_PACKAGE[key]}, not by --config_overrides: remove it."
+    )
+
+
+def test_an_architecture_file_with_labels_says_labels_come_from_the_data(tmp_path, never_decodes):
+    scenario = Scenario(tmp_path)
+    path = tmp_path / "labelled.json"
+    path.write_text(json.dumps({**json.loads(scenario.model_file().read_text()), "id2label": {"0": "x"}}))
+    result = outcome("train", with_argument(scenario.argv("train"), "--model", path))
+    assert result.error == (
+        f"error: The architecture file {path}: the file gives id2label, which is set from the data set's classes "
+        "(one label per class), not by the file: remove it."
+    )
+
+
+def test_a_saved_config_copied_without_weights_is_not_sent_to_its_folder(tmp_path, monkeypatch, never_decodes):
+    scenario = Scenario(tmp_path)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "config.json").write_bytes((scenario.model() / "config.json").read_bytes())
+    monkeypatch.chdir(copy)
+    result = outcome("train", with_argument(scenario.argv("train"), "--model", "config.json"))
+    assert result.code == 1 and result.one_line, result
+    assert result.error.endswith(
+        f"not an architecture file: {copy} holds no weights beside it, so there is no model to fine-tune; to build "
+        "a new model from its architecture, remove architectures, auto_map, transformers_version, id2label, label2id "
+        "from it (labels come from the data set)."
+    )
 
 
 @pytest.mark.parametrize("where", ["file", "overrides"])
@@ -145,3 +181,36 @@ def test_a_class_only_the_held_out_splits_hold_is_one_line_naming_it():
         "training images of them, or remove them from the held-out splits."
     )
     check_training_classes(DatasetDict(train=split([2, 0, 1]), validation=split([0]), test=split([2])), list(CLASSES))
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_a_recipes_config_overrides_mapping_builds_the_model_it_names(tmp_path, suffix):
+    from modeling_vit_scratch.training.arguments import parse_arguments
+    from modeling_vit_scratch.training.model_source import model_config
+
+    scenario = Scenario(tmp_path)
+    recipe = tmp_path / f"r{suffix}"
+    recipe.write_text(json.dumps({"config_overrides": {"hidden_size": 32, "pooling": "mean"}}))  # JSON is YAML too
+    model_arguments = parse_arguments([str(recipe), *scenario.argv("train")])[0]
+    config, _ = model_config(model_arguments)
+    assert (config.hidden_size, config.pooling) == (32, "mean")
+
+
+@pytest.mark.parametrize("item", ["hiden_size=4", "num_labels=5", "model_type=vit"])
+def test_a_recipes_config_overrides_mapping_is_checked_as_the_text_form_is(tmp_path, item, never_decodes):
+    scenario = Scenario(tmp_path)
+    key, value = item.split("=")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"config_overrides:\n  {key}: {value}\n")
+    from_recipe = outcome("train", [str(recipe), *scenario.argv("train")])
+    from_text = outcome("train", with_argument(scenario.argv("train"), "--config_overrides", item))
+    assert from_recipe.code == 1 and from_recipe.one_line and from_recipe.error == from_text.error, from_recipe
+
+
+def test_a_non_finite_number_in_a_recipes_config_overrides_mapping_is_one_line(tmp_path, never_decodes):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("config_overrides: {drop_path_rate: .nan}\n")
+    result = outcome("train", [str(recipe), *Scenario(tmp_path).argv("train")])
+    assert result.error == (
+        'error: --config_overrides holds NaN, which is not a finite number: give e.g. {"drop_path_rate": 0.1}.'
+    )
