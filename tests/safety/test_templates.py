@@ -40,7 +40,8 @@ RECORD = dict(
 @settings(max_examples=25)
 @given(
     labels=st.lists(USER_TEXT.filter(str.strip), min_size=2, max_size=3, unique=True),
-    command=USER_TEXT,
+    # a command's absolute paths are published as their last part (tests/safety/test_push_card.py): none here
+    command=USER_TEXT.filter(lambda text: "/" not in text and "~" not in text),
     dataset=USER_TEXT,
     repo_name=st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,40}", fullmatch=True),
 )
