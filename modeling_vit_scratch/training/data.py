@@ -6,7 +6,6 @@ This module is training glue: the model code never imports it (it needs `dataset
 """
 
 import os
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from datasets import ClassLabel, Dataset, DatasetDict, Features, load_dataset, l
 from datasets import Image as ImageFeature
 from PIL import Image
 
+from modeling_vit_scratch.common.names import is_unprintable, shown_name
 from modeling_vit_scratch.common.secrets import refuse_secret
 from modeling_vit_scratch.common.sources import DIGITS, looks_like_local_path
 from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
@@ -134,8 +134,8 @@ def check_imagefolder_links(path: Path) -> None:
             linked = Path(folder) / name
             if linked.is_symlink():
                 raise ValueError(
-                    f"The data set folder '{path}' holds a linked folder, '{linked.relative_to(path)}' (a symbolic "
-                    f"link to '{os.readlink(linked)}'), which datasets does not read: its images would be left out. "
+                    f"The data set folder '{shown_name(path)}' holds a linked folder, "
+                    f"'{shown_name(linked.relative_to(path))}' (a symbolic link to '{shown_name(os.readlink(linked))}'), which datasets does not read: its images would be left out. "
                     "Put the folder itself there (copy or move it in place of the link)."
                 )
 
@@ -167,7 +167,7 @@ class FolderFiles:
         for folder, images in self.hidden_image_folders.items():
             what = "it as a class" if len(folder.parts) == 1 else "its images"
             sentences.append(
-                f"Left out the hidden folder {folder.as_posix()} ({count(images, 'image')}): rename it without the "
+                f"Left out the hidden folder {shown_name(folder)} ({count(images, 'image')}): rename it without the "
                 f"leading '{'__' if folder.name.startswith('__') else '.'}' to train on {what}."
             )
         return " ".join(sentences) or None
@@ -179,7 +179,7 @@ def count(number: int, noun: str) -> str:
 
 def shown_files(files: list[Path], shown: int = 3) -> str:
     more = f", ... {len(files) - shown} more" if len(files) > shown else ""
-    return ", ".join(file.as_posix() for file in files[:shown]) + more
+    return ", ".join(shown_name(file) for file in files[:shown]) + more
 
 
 def image_extensions() -> set[str]:
@@ -247,11 +247,14 @@ def check_imagefolder_names(path: Path, secrets: list[str]) -> None:
     for entry in sorted(path.rglob("*")):
         check_utf8_name(entry, path)
         if entry.parent == path and entry.is_dir():
-            what = f"A class name of the data set {path}"
+            what = f"A class name of the data set {shown_name(path)}"
             check_label_text(entry.name, str(path))
             fix = "rename that class (its folder, or its label in the data set) before training"
         else:
-            what, fix = f"A file or folder name in the data set folder '{path}'", "rename the file before training"
+            what, fix = (
+                f"A file or folder name in the data set folder '{shown_name(path)}'",
+                "rename the file before training",
+            )
         refuse_secret(what, str(entry.relative_to(path)), secrets, fix)
 
 
@@ -265,21 +268,16 @@ def check_utf8_name(entry: Path, path: Path) -> None:
     except UnicodeEncodeError:
         what = "A class folder's name" if entry.parent == path and entry.is_dir() else "A file or folder name"
         raise ValueError(
-            f"{what} in the data set folder '{path}' is not valid UTF-8 "
+            f"{what} in the data set folder '{shown_name(path)}' is not valid UTF-8 "
             f"('{os.fsencode(relative).decode('ascii', 'backslashreplace')}'): datasets reads every name as UTF-8; "
             "rename it in UTF-8 before training (e.g. `convmv -f latin1 -t utf8 -r --notest FOLDER`)."
         ) from None
 
 
-# Unicode categories a class name may not hold: control (escape, bell, newline, tab) and format characters (bidi
-# overrides, zero-width), and line or paragraph separators: a label is written to the card, config.json and the logs
-# and shown on terminals, where they would move the cursor, clear the screen or hide text
-UNPRINTABLE_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
-
-
 def check_label_text(label: str, dataset: str) -> None:
-    """A one-line ValueError, showing the name escaped, when the class name `label` holds an unprintable character."""
-    if any(unicodedata.category(character) in UNPRINTABLE_CATEGORIES for character in label):
+    """A one-line ValueError, showing the name escaped, when the class name `label` holds an unprintable character
+    (`common/names.py`): a label is written to the card, config.json and the logs, and shown on terminals."""
+    if any(is_unprintable(character) for character in label):
         raise ValueError(
             f"A class name of the data set {dataset} holds control or invisible characters ({label!r}), which "
             "would reach the model card, config.json and terminals raw: rename that class (its folder, or its label "
@@ -294,9 +292,9 @@ def check_imagefolder_depths(path: Path) -> None:
     for file in imagefolder_files(path):
         examples.setdefault(len(file.parts), file)
     if len(examples) > 1:
-        shown = ", ".join(f"'{file.as_posix()}' ({depth} levels down)" for depth, file in sorted(examples.items()))
+        shown = ", ".join(f"'{shown_name(file)}' ({depth} levels down)" for depth, file in sorted(examples.items()))
         raise ValueError(
-            f"The images in '{path}' lie at different depths ({shown}): put every image in one level of class "
+            f"The images in '{shown_name(path)}' lie at different depths ({shown}): put every image in one level of class "
             f"sub-folders ('{path / 'cat'}/1.png', '{path / 'dog'}/1.png', ...)."
         )
 
@@ -348,7 +346,7 @@ def check_split_folders(path: Path, base: str, data_files: dict[str, list[str]])
     if left_out:
         splits = sorted({file.parts[0] for file in read})
         raise ValueError(
-            f"The data set folder '{path}' has folders named as splits ({', '.join(map(repr, splits))}), so "
+            f"The data set folder '{shown_name(path)}' has folders named as splits ({', '.join(map(repr, splits))}), so "
             f"datasets reads only those, and {count(len(left_out), 'image')} elsewhere would be left out (e.g. "
             f"{shown_files(left_out)}): move them into a split folder, or rename the split-named folders (e.g. "
             "'test' -> 'testclass')."
@@ -364,12 +362,12 @@ def no_images_line(path: Path) -> str:
     kinds = sorted({SHARD_KINDS[file.suffix] for file in folder_files(path).not_images if file.suffix in SHARD_KINDS})
     if kinds:
         return (
-            f"Data set folder '{path}' holds {' and '.join(kinds)} shards, not image files, and shards are read as a "
+            f"Data set folder '{shown_name(path)}' holds {' and '.join(kinds)} shards, not image files, and shards are read as a "
             "stream: give --streaming true --max_steps N, or load them with datasets and save_to_disk the result, "
             "then give that folder."
         )
     return (
-        f"Data set folder '{path}' holds no image files: put the images in one sub-folder per class "
+        f"Data set folder '{shown_name(path)}' holds no image files: put the images in one sub-folder per class "
         f"('{path / 'cat'}/1.png', '{path / 'dog'}/1.png', ...)."
     )
 
@@ -400,13 +398,13 @@ def load_imagefolder(path: Path) -> DatasetDict:
         (folder,) = folders
         if folder == path.resolve() or folder == path:
             raise ValueError(
-                f"The images in '{path}' are not in class sub-folders: put each class in its own sub-folder "
+                f"The images in '{shown_name(path)}' are not in class sub-folders: put each class in its own sub-folder "
                 f"('{path / 'cat'}/1.png', '{path / 'dog'}/1.png', ...)."
             )
         empty = [sub.name for sub in sorted(path.iterdir()) if sub.is_dir() and not any(sub.rglob("*.*"))]
         note = f" (no files in {', '.join(map(repr, empty))})" if empty else ""
         raise ValueError(
-            f"Data set folder '{path}' has only one class ({folder.name!r}){note}: a classifier needs at least two "
+            f"Data set folder '{shown_name(path)}' has only one class ({folder.name!r}){note}: a classifier needs at least two "
             "classes: add a sub-folder of images of another class."
         )
     return loaded

@@ -20,6 +20,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from modeling_vit_scratch.common.images import ImageTooLarge, open_bounded
+from modeling_vit_scratch.common.names import shown_name
 from modeling_vit_scratch.image_processing_vit_scratch import WIDE_MODES, to_model_mode
 
 # Up to this many images are fully decoded before training, above it only opened (file found, header parsed): a
@@ -198,7 +199,7 @@ def check_images(
 def check_one(cell: dict | None, decode: bool, split_name: str, row: int) -> None:
     """One cell opened (and decoded): or a `ValueError` naming the split, row, file and fix."""
     path = (cell or {}).get("path")
-    where = f"Image {row} of split {split_name!r}" + (f" ({path})" if path else "")
+    where = f"Image {row} of split {split_name!r}" + (f" ({shown_name(path)})" if path else "")
     if cell is None:
         raise ValueError(f"{where} is missing (an empty cell): remove the row or add its image.")
     try:

@@ -40,6 +40,7 @@ from datasets import ClassLabel, Dataset, Features, IterableDataset, load_datase
 from datasets import Image as ImageFeature
 from datasets.distributed import split_dataset_by_node
 
+from modeling_vit_scratch.common.names import shown_name
 from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.training.data import (
     IMAGE_COLUMN_NAMES,
@@ -144,13 +145,13 @@ def check_shards(source: StreamSource) -> None:
                     handle.read(1)
         except FileNotFoundError:
             raise FileNotFoundError(
-                f"Shard '{file}' is missing (a link to nothing, or removed while listed): restore it or remove it "
+                f"Shard '{shown_name(file)}' is missing (a link to nothing, or removed while listed): restore it or remove it "
                 "from the folder."
             ) from None
         except Exception as error:  # noqa: BLE001 pyarrow, tarfile and the OS each raise their own
             reason = " ".join(str(error).split()) or type(error).__name__
             raise ValueError(
-                f"Shard '{file}' cannot be read ({reason}): replace it or remove it from the folder."
+                f"Shard '{shown_name(file)}' cannot be read ({reason}): replace it or remove it from the folder."
             ) from None
 
 
@@ -330,7 +331,7 @@ def shard_renumbering(file, features: Features) -> dict[str, "pyarrow.Array"]:
         unknown = [name for name in own.names if name not in feature.names]
         if unknown:
             raise ValueError(
-                f"Shard '{file}' declares the class {unknown[0]!r} in column {column!r}, which the set's classes "
+                f"Shard '{shown_name(file)}' declares the class {unknown[0]!r} in column {column!r}, which the set's classes "
                 f"({', '.join(feature.names[:5])}{', ...' * (len(feature.names) > 5)}) lack: rename that class to "
                 "one of the set's, or leave the shard out."
             )
@@ -499,7 +500,7 @@ class StreamedImages(torch.utils.data.IterableDataset):
         """`row` decoded and through the transform, or None (counted) when its image cannot be used."""
         cell = row["image"] or {}
         try:
-            with open_image(cell, str(cell.get("path") or "A streamed image")) as image:
+            with open_image(cell, shown_name(str(cell.get("path") or "A streamed image"))) as image:
                 image.load()
                 item = self.transform({"image": [image], "label": [row["label"]]})
         except Exception as error:  # noqa: BLE001 PIL raises OSError, SyntaxError, ... for damaged images
@@ -515,9 +516,10 @@ class StreamedImages(torch.utils.data.IterableDataset):
         )
         if str(name) not in state["bad"]:  # counted once, however many passes meet it
             state["bad"].append(str(name))
-            logger.warning("Skipped an image that cannot be decoded: %s (%s).", name, " ".join(str(error).split()))
+            reason = shown_name(" ".join(str(error).split()))
+            logger.warning("Skipped an image that cannot be decoded: %s (%s).", shown_name(str(name)), reason)
         if len(state["bad"]) > self.stream.max_bad_images:
-            shown = ", ".join(state["bad"][:SHOWN_NAMES])
+            shown = ", ".join(map(shown_name, state["bad"][:SHOWN_NAMES]))
             more = f" and {len(state['bad']) - SHOWN_NAMES} more" if len(state["bad"]) > SHOWN_NAMES else ""
             raise ValueError(
                 f"{len(state['bad'])} training images could not be decoded, more than --max_bad_images "
