@@ -6,6 +6,7 @@ This module is training glue: the model code never imports it (it needs `dataset
 """
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,6 +117,11 @@ def check_dataset_source(source: str, config_name: str | None = None) -> None:
         if real in place:
             raise ValueError(f"--dataset {source!r} is {place[real]}, not a data set: give {DATA_SET_TAKES}.")
         check_imagefolder_links(path)
+    elif path.is_symlink():  # a link to nothing, or a loop: named as such, not as a folder that does not exist
+        raise FileNotFoundError(
+            f"--dataset '{shown_name(source)}' is {entry_kind(path, path.parent)[1]}, not a data set: point the link "
+            f"at the data set folder, or give {DATA_SET_TAKES}."
+        )
     elif looks_like_local_path(source):
         raise FileNotFoundError(
             f"Data set folder {source!r} does not exist: pass an existing folder (an imagefolder with one "
@@ -149,10 +155,18 @@ class FolderFiles:
     hidden: list[Path]  # under a name starting with "." or "__" (`.DS_Store`), as datasets leaves them out
     # the hidden folders that hold images, with how many: a class (or part of one) left out, named on its own
     hidden_image_folders: dict[Path, int] = field(default_factory=dict)
+    # entries that are no regular file (a device, pipe or socket, or a link to one): never opened, as one could block
+    not_regular: list[Path] = field(default_factory=list)
+    # links that lead to no file, with why: "a link to nothing (TARGET)" or "a link loop"
+    broken_links: dict[Path, str] = field(default_factory=dict)
+    # images (among `images`) that are links to files outside the folder: read, and named
+    outside_links: list[Path] = field(default_factory=list)
+    root: Path | None = None
 
     def left_out_line(self) -> str | None:
         """'Left out N files that are not images (e.g. ...)', or None when every file is read; a hidden folder
-        holding images is named with their count and how to train on them, since it changes the classes."""
+        holding images is named with their count and how to train on them, since it changes the classes; images
+        read through links to files outside the folder are named too."""
         parts = []
         if self.not_images:
             parts.append(
@@ -160,17 +174,63 @@ class FolderFiles:
                 f"{'is not an image by its' if len(self.not_images) == 1 else 'are not images by their'} extension"
                 f" (e.g. {shown_files(self.not_images)})"
             )
+        parts += self.unread_parts()
         others = [item for item in self.hidden if item not in self.hidden_image_folders]
         if others:
             parts.append(f"{count(len(others), 'hidden file')} ({shown_files(others)})")
-        sentences = [f"Left out {' and '.join(parts)}."] if parts else []
+        sentences = [f"Left out {' and '.join([', '.join(parts[:-1]), parts[-1]] if len(parts) > 2 else parts)}."]
+        sentences = sentences if parts else []
         for folder, images in self.hidden_image_folders.items():
             what = "it as a class" if len(folder.parts) == 1 else "its images"
             sentences.append(
                 f"Left out the hidden folder {shown_name(folder)} ({count(images, 'image')}): rename it without the "
                 f"leading '{'__' if folder.name.startswith('__') else '.'}' to train on {what}."
             )
+        if self.outside_links:
+            many = len(self.outside_links) != 1
+            sentences.append(
+                f"{count(len(self.outside_links), 'image')} {'are links' if many else 'is a link'} to "
+                f"{'files' if many else 'a file'} outside {shown_name(self.root or '.')} (e.g. "
+                f"{shown_files(self.outside_links)}): read as {'images' if many else 'an image'}."
+            )
         return " ".join(sentences) or None
+
+    def unread_parts(self) -> list[str]:
+        """The entries no loader can read, in words: those that are no regular file, and broken links."""
+        parts = []
+        if self.not_regular:
+            many = len(self.not_regular) != 1
+            parts.append(
+                f"{count(len(self.not_regular), 'file')} that {'are not regular files' if many else 'is not a regular file'}"
+                f" (a device, pipe or socket, never opened: {shown_files(self.not_regular)})"
+            )
+        if self.broken_links:
+            shown = [f"{shown_name(link)}: {why}" for link, why in list(self.broken_links.items())[:3]]
+            more = len(self.broken_links) - len(shown)
+            parts.append(
+                f"{count(len(self.broken_links), 'link')} that {'lead' if len(self.broken_links) != 1 else 'leads'} "
+                f"to no file ({'; '.join(shown)}{f'; ... {more} more' if more else ''})"
+            )
+        return parts
+
+
+def entry_kind(entry: Path, root: Path) -> tuple[str, str]:
+    """What a file entry under the folder `root` is, found with `lstat`/`stat` only (nothing is opened: a pipe would
+    block): ("file", ""), ("outside", "") for a link to a regular file outside `root`, ("not_regular", "") for a
+    device, pipe or socket (or a link to one), or ("broken", why) for a link to nothing or a link loop."""
+    try:
+        status = entry.stat()
+    except FileNotFoundError:
+        return "broken", f"a link to nothing ({shown_name(os.readlink(entry))})"
+    except OSError:  # ELOOP: a link that leads back to itself
+        return "broken", "a link loop"
+    if not stat.S_ISREG(status.st_mode):
+        return "not_regular", ""
+    if entry.is_symlink():
+        inside = os.path.relpath(os.path.realpath(entry), os.path.realpath(root))
+        if inside == os.pardir or inside.startswith(os.pardir + os.sep):
+            return "outside", ""
+    return "file", ""
 
 
 def count(number: int, noun: str) -> str:
@@ -196,12 +256,13 @@ def is_image_file(path: str | Path) -> bool:
 
 
 def folder_files(path: Path) -> FolderFiles:
-    """Every file under `path` sorted into images, files that are not images, and hidden entries (see `FolderFiles`;
-    a hidden folder counts once, not its files); `datasets`' metadata files (metadata.csv, .jsonl, .parquet) are
-    read by it, and so in none of the three."""
+    """Every entry under `path` sorted into images, files that are not images, hidden entries (a hidden folder
+    counts once, not its files), entries that are no regular file and broken links (see `FolderFiles`; each found
+    with `entry_kind`, nothing opened); `datasets`' metadata files (metadata.csv, .jsonl, .parquet) are read by it,
+    and so in none of them."""
     from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
 
-    listing = FolderFiles([], [], [])
+    listing = FolderFiles([], [], [], root=path)
     for folder, subfolders, files in os.walk(path):
         relative = Path(folder).relative_to(path)
         hidden = sorted(name for name in subfolders if name.startswith((".", "__")))
@@ -216,8 +277,18 @@ def folder_files(path: Path) -> FolderFiles:
                 continue
             if name.startswith((".", "__")):
                 listing.hidden.append(relative / name)
+                continue
+            kind, why = entry_kind(Path(folder) / name, path)
+            if kind == "not_regular":
+                listing.not_regular.append(relative / name)
+            elif kind == "broken":
+                listing.broken_links[relative / name] = why
+            elif is_image_file(name):
+                listing.images.append(relative / name)
+                if kind == "outside":
+                    listing.outside_links.append(relative / name)
             else:
-                (listing.images if is_image_file(name) else listing.not_images).append(relative / name)
+                listing.not_images.append(relative / name)
     return listing
 
 
@@ -307,8 +378,8 @@ def shown_labels(labels: list[str], shown: int = 5) -> str:
 
 def imagefolder_data_files(path: Path) -> dict[str, list[str]]:
     """The files of each split `datasets`' imagefolder finds under `path` (its own split patterns: `train/`,
-    `test/`, ... or one split), less those that are no image by their last extension (`is_image_file`) and are not
-    its metadata files: given `data_dir`, it would read `fox/0.png.bak` as an image of class fox (a copy could land in
+    `test/`, ... or one split), less those that are not `folder_files`' images (no image by their last extension,
+    `is_image_file`; no regular file; a broken link) and are not its metadata files: given `data_dir`, it would read `fox/0.png.bak` as an image of class fox (a copy could land in
     train and its original in test), and a class folder holding only such files would fail its generation."""
     from datasets.data_files import DEFAULT_PATTERNS_ALL, DataFilesDict, get_data_patterns
     from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
@@ -316,8 +387,9 @@ def imagefolder_data_files(path: Path) -> dict[str, list[str]]:
     base = path.resolve().as_posix()
     patterns = get_data_patterns(base)
     found = DataFilesDict.from_patterns(patterns, base_path=base)
+    readable = {Path(base) / file for file in folder_files(path).images}  # no pipe, device or broken link
     kept = {
-        split: [file for file in files if is_image_file(file) or Path(file).name in ImageFolder.METADATA_FILENAMES]
+        split: [file for file in files if Path(file) in readable or Path(file).name in ImageFolder.METADATA_FILENAMES]
         for split, files in found.items()
     }
     kept = {split: files for split, files in kept.items() if any(is_image_file(file) for file in files)}

@@ -48,7 +48,9 @@ from modeling_vit_scratch.training.data import (
     PreparedData,
     check_imagefolder_names,
     count,
+    entry_kind,
     find_column,
+    folder_files,
     imagefolder_files,
     left_out_line,
     saved_to_disk,
@@ -84,7 +86,12 @@ def stream_source(dataset: str, config_name: str | None = None) -> StreamSource:
             "shards (`dataset.to_parquet(...)` for each split) and stream those."
         )
     if path.is_dir():
-        files = sorted(item for item in path.rglob("*") if not any(p.startswith((".", "__")) for p in item.parts))
+        files = sorted(
+            item
+            for item in path.rglob("*")
+            if not any(p.startswith((".", "__")) for p in item.relative_to(path).parts)
+            and entry_kind(item, path)[0] != "not_regular"  # a pipe or device is never opened: named as left out
+        )
         # `datasets` picks the builder from the files and reads the features a README.md declares (class names)
         for suffix, kind in ((".parquet", "parquet"), (".tar", "webdataset")):
             shards = [item for item in files if item.suffix == suffix]
@@ -117,13 +124,11 @@ def stream_left_out_line(dataset: str) -> str | None:
         and item.name != "README.md"
         and not any(part.startswith((".", "__")) for part in item.relative_to(path).parts)
     ]
-    if not others:
-        return None
     many = len(others) != 1
-    return (
-        f"Left out {count(len(others), 'file')} that {'are not' if many else 'is not a'} {source.kind} "
-        f"shard{'s' * many} (e.g. {shown_files(others)})."
-    )
+    parts = [f"{count(len(others), 'file')} that {'are not' if many else 'is not a'} {source.kind} shard{'s' * many}"]
+    parts = [f"{parts[0]} (e.g. {shown_files(others)})"] if others else []
+    parts += folder_files(path).unread_parts()
+    return f"Left out {' and '.join(parts)}." if parts else None
 
 
 def check_shards(source: StreamSource) -> None:

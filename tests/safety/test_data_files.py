@@ -1,16 +1,26 @@
 """Every entry of an image folder is accounted for, and every line that names one is safe to print.
 
+- Every entry of an image folder that is not read is named in the left-out line with why, and none is opened: a
+  named pipe, a device or a socket (or a link to one), a link to nothing, a link loop. An image that is a link to a
+  file outside the folder is read, and named in one line (a shared store is common; a link should not be a
+  surprise). In training, streaming and the pre-flight alike (`training/data.py` `folder_files`, `entry_kind`).
 - A name quoted in a line (the left-out line, the pre-flight's, a stream's) shows its control and invisible
   characters escaped (`common/names.py`'s `shown_name`): an escape sequence in a file name never reaches a terminal
   raw.
 """
 
+import os
+import shutil
+from pathlib import Path
+
 import pytest
+from entry_points import Scenario, outcome
 from helpers import write_imagefolder
 
 import modeling_vit_scratch.training.data as data_module
 from modeling_vit_scratch.common.names import shown_name
 from modeling_vit_scratch.training.preflight import check_images
+from modeling_vit_scratch.training.streaming import stream_left_out_line, stream_source
 
 ESCAPING = ["a\x1b]0;PWNED\x07\x1b[2J", "a\nsecond line", "a\u202egnp", "a\u200b"]
 
@@ -28,3 +38,74 @@ def test_a_name_with_control_characters_is_shown_escaped_in_every_line_naming_it
         check_images(data_module.load_image_dataset(str(root)), progress=False)
     assert f"fox/{escaped}.png) cannot be decoded" in str(refused.value)
     assert name not in str(refused.value)
+
+
+def with_entries_not_read(root, store):
+    """`root` plus a pipe and a link to a device named as images, a pipe without extension, a link loop, a link to
+    nothing, and an image that is a link to a file in `store`, outside `root`."""
+    os.mkfifo(root / "cat" / "pipe.png")
+    os.symlink("/dev/zero", root / "dog" / "zero.png")
+    os.mkfifo(root / "fox" / "pipe")
+    os.symlink("loop.png", root / "dog" / "loop.png")
+    os.symlink(store / "gone.png", root / "dog" / "gone.png")
+    store.mkdir()
+    shutil.copy(root / "cat" / "0.png", store / "shared.png")
+    os.symlink(store / "shared.png", root / "cat" / "shared.png")
+    return root
+
+
+NOT_READ_LINE = (
+    "Left out 3 files that are not regular files (a device, pipe or socket, never opened: cat/pipe.png, dog/zero.png, "
+    "fox/pipe) and 2 links that lead to no file (dog/gone.png: a link to nothing ({store}/gone.png); dog/loop.png: a "
+    "link loop). 1 image is a link to a file outside {root} (e.g. cat/shared.png): read as an image."
+)
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_entries_that_are_no_readable_file_are_named_and_never_opened_and_outside_links_are_read(tmp_path, streaming):
+    root = with_entries_not_read(write_imagefolder(tmp_path / "images", per_class=4), tmp_path / "store")
+    listing = data_module.folder_files(root)
+    assert len(listing.images) == 13 and listing.outside_links == [Path("cat/shared.png")]
+    if streaming:
+        assert sorted(stream_source(str(root)).files) == sorted(root / file for file in listing.images)
+        line = stream_left_out_line(str(root))
+    else:
+        loaded = data_module.load_image_dataset(str(root))
+        assert len(loaded["train"]) == 13
+        line = data_module.left_out_line(str(root))
+    assert line == NOT_READ_LINE.format(root=root, store=tmp_path / "store")
+
+
+def test_a_pipe_among_parquet_shards_is_named_and_never_opened(tmp_path):
+    import pyarrow
+    import pyarrow.parquet
+
+    folder = tmp_path / "pq"
+    folder.mkdir()
+    pyarrow.parquet.write_table(pyarrow.table({"label": [0, 1]}), folder / "train-0.parquet")
+    os.mkfifo(folder / "train-late.parquet")
+    assert all(file.name != "train-late.parquet" for file in stream_source(str(folder)).files)
+    assert stream_left_out_line(str(folder)) == (
+        "Left out 1 file that is not a regular file (a device, pipe or socket, never opened: train-late.parquet)."
+    )
+
+
+@pytest.mark.parametrize("target", ["itself", "nothing"])
+def test_a_dataset_that_is_a_broken_link_is_named_as_one(tmp_path, target):
+    link = tmp_path / "data"
+    os.symlink(link if target == "itself" else tmp_path / "moved", link)
+    done = outcome("train", Scenario(tmp_path).argv("train")[:0] + ["--dataset", str(link), "--output_dir", "o"])
+    what = "a link loop" if target == "itself" else f"a link to nothing ({tmp_path / 'moved'})"
+    assert done.one_line, done
+    assert done.error.startswith(f"error: --dataset '{link}' is {what}, not a data set: point the link at the data")
+
+
+@pytest.mark.integration
+def test_a_run_on_a_folder_with_a_pipe_and_links_trains_on_what_it_can_read_and_names_the_rest(tmp_path, capsys):
+    scenario = Scenario(tmp_path)
+    with_entries_not_read(scenario.images(), tmp_path / "store")
+    result = outcome("train", scenario.argv("train"))
+    assert result.code == 0, result
+    printed = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("Pre-flight: 31 images decoded in ") for line in printed), printed
+    assert NOT_READ_LINE.format(root=scenario.images(), store=tmp_path / "store") in printed
