@@ -7,6 +7,7 @@ This module is training glue: the model code never imports it (it needs `dataset
 
 import os
 import stat
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -354,6 +355,22 @@ def check_label_text(label: str, dataset: str) -> None:
             "would reach the model card, config.json and terminals raw: rename that class (its folder, or its label "
             "in the data set) with printable characters only."
         )
+
+
+def check_label_forms(labels: list[str], dataset: str) -> None:
+    """A one-line ValueError when two class names are the same text in two Unicode forms (NFC "\u00e9" and NFD
+    "e\u0301": folders written on macOS and on Linux, or copied between them): they would train as two classes that
+    print alike. Both are shown escaped, so the line tells them apart."""
+    seen = {}
+    for label in map(str, labels):
+        same = seen.setdefault(unicodedata.normalize("NFC", label), label)
+        if same != label:
+            raise ValueError(
+                f"The class names {same!a} and {label!a} of the data set {shown_name(dataset)} are one name "
+                "written in two Unicode forms (composed and decomposed characters: folders made on different "
+                "systems), and would train as two classes that print alike: give both the same form (rename one folder, e.g. "
+                "`convmv -r -f utf8 -t utf8 --nfc --notest FOLDER`, or its label), or merge them."
+            )
 
 
 def check_imagefolder_depths(path: Path) -> None:

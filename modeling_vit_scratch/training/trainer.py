@@ -39,6 +39,7 @@ from modeling_vit_scratch.training.class_metrics import class_metrics
 from modeling_vit_scratch.training.data import (
     PreparedData,
     check_dataset_source,
+    check_label_forms,
     check_label_text,
     collate_images,
     left_out_line,
@@ -386,7 +387,9 @@ def check_images_together(splits, decode: bool | None, progress: bool) -> ImageC
 
 def check_label_names(id2label: dict, dataset: str, secrets: list[str]) -> None:
     """No class name holds a token (it would be written to config.json, the card and the logs; never echoed) or an
-    unprintable character (`check_label_text`), wherever the names came from: folders, class names or numbers."""
+    unprintable character (`check_label_text`), and no two are one name in two Unicode forms (`check_label_forms`),
+    wherever the names came from: folders, class names or numbers."""
+    check_label_forms(list(id2label.values()), dataset)
     for label in id2label.values():
         check_label_text(str(label), dataset)
         refuse_secret(

@@ -4,6 +4,8 @@
   named pipe, a device or a socket (or a link to one), a link to nothing, a link loop. An image that is a link to a
   file outside the folder is read, and named in one line (a shared store is common; a link should not be a
   surprise). In training, streaming and the pre-flight alike (`training/data.py` `folder_files`, `entry_kind`).
+- Class names that are one name in two Unicode forms (NFC "caf\\xe9", NFD "cafe\\u0301": folders made on
+  different systems) are one line naming both, escaped, wherever the names come from.
 - A name quoted in a line (the left-out line, the pre-flight's, a stream's) shows its control and invisible
   characters escaped (`common/names.py`'s `shown_name`): an escape sequence in a file name never reaches a terminal
   raw.
@@ -109,3 +111,38 @@ def test_a_run_on_a_folder_with_a_pipe_and_links_trains_on_what_it_can_read_and_
     printed = capsys.readouterr().out.splitlines()
     assert any(line.startswith("Pre-flight: 31 images decoded in ") for line in printed), printed
     assert NOT_READ_LINE.format(root=scenario.images(), store=tmp_path / "store") in printed
+
+
+@pytest.mark.parametrize("source", ["folder", "class_names", "saved_strings"])
+def test_class_names_that_differ_only_in_unicode_form_are_one_line_naming_both(tmp_path, source):
+    from datasets import ClassLabel, Dataset, DatasetDict, Features
+    from datasets import Image as ImageFeature
+
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    root = write_imagefolder(tmp_path / "classes", classes=(composed, "fox"), per_class=10)
+    if source == "folder":
+        (root / "fox").rename(root / decomposed)
+        dataset = root
+    else:
+        loaded = data_module.load_image_dataset(str(root))["train"]
+        names = sorted([composed, decomposed])
+        if source == "class_names":
+            features = Features(image=ImageFeature(), label=ClassLabel(names=names))
+            rows = Dataset.from_dict({"image": loaded["image"], "label": loaded["label"]}, features=features)
+        else:
+            rows = Dataset.from_dict({"image": loaded["image"], "label": [names[n] for n in loaded["label"]]})
+        dataset = tmp_path / "saved"
+        DatasetDict(train=rows).save_to_disk(dataset)
+    done = outcome("train", train_on(tmp_path, dataset))
+    assert done.one_line, done
+    assert done.error.startswith(
+        f"error: The class names 'cafe\\u0301' and 'caf\\xe9' of the data set {dataset} are one name written in two "
+        "Unicode forms"
+    )
+    assert not (tmp_path / "out-train").exists()
+
+
+def train_on(tmp_path, dataset) -> list[str]:
+    argv = Scenario(tmp_path).argv("train")
+    argv[argv.index("--dataset") + 1] = str(dataset)
+    return argv
