@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from datasets import DatasetDict
 from transformers import TrainingArguments, set_seed
 
 from modeling_vit_scratch.common.commands import Terminated
@@ -99,6 +100,7 @@ from modeling_vit_scratch.training.resumed_data import (
     KeepDataIdentity,
     check_resumed_data,
     check_resumed_settings,
+    data_root,
     run_settings,
     splits_fingerprint,
 )
@@ -200,10 +202,11 @@ def train_in_claimed_folder(
     if data_args.streaming:  # read while training, never held whole: streaming.py
         stream = open_stream(data_args, training_args, known_secrets(hub_token))
         data = stream.held_out  # validation and test only, bounded
-        fingerprint = None  # a stream resumes from its place in it
+        fingerprint = whole_splits = None  # a stream resumes from its place in it
     else:
         data = once_per_node(lambda: load_and_split(data_args, known_secrets(hub_token)))
-        fingerprint = splits_fingerprint(data.splits)  # before --max_train_samples: the splits
+        fingerprint = splits_fingerprint(data.splits, data_root(data_args.dataset))  # before --max_train_samples
+        whole_splits = DatasetDict(data.splits)  # as fingerprinted: an older checkpoint's rule is asked of them
         check_training_classes(data.splits, data.labels, data_args.max_train_samples)  # every scored class trained
         if data_args.max_train_samples is not None:
             data.splits["train"] = data.splits["train"].select(
@@ -220,7 +223,7 @@ def train_in_claimed_folder(
             config, new = architecture
             check_resumed_architecture(checkpoint, with_data_fields(copy.deepcopy(config), new, model_args, data))
         if not data_args.streaming:  # and on the splits it started with, for as many steps
-            check_resumed_data(checkpoint, data_args.dataset, fingerprint)
+            check_resumed_data(checkpoint, data_args.dataset, fingerprint, whole_splits)
             check_resumed_steps(training_args, len(data.splits["train"]), checkpoint)
     main_process = training_args.process_index == 0
     images = check_images_together(data.splits, data_args.check_images, main_process and not training_args.disable_tqdm)

@@ -6,6 +6,9 @@
   surprise). In training, streaming and the pre-flight alike (`training/data.py` `folder_files`, `entry_kind`).
 - Class names that are one name in two Unicode forms (NFC "caf\\xe9", NFD "cafe\\u0301": folders made on
   different systems) are one line naming both, escaped, wherever the names come from.
+- The splits' fingerprint (a resume reads the data its checkpoint was trained on) names an image file by its path
+  inside the data set folder and its size: a set moved between an interrupt and its resume is the same set; a
+  checkpoint of the earlier rule (real paths) still resumes on the unmoved set.
 - A name quoted in a line (the left-out line, the pre-flight's, a stream's) shows its control and invisible
   characters escaped (`common/names.py`'s `shown_name`): an escape sequence in a file name never reaches a terminal
   raw.
@@ -146,3 +149,29 @@ def train_on(tmp_path, dataset) -> list[str]:
     argv = Scenario(tmp_path).argv("train")
     argv[argv.index("--dataset") + 1] = str(dataset)
     return argv
+
+
+def test_the_splits_fingerprint_does_not_depend_on_where_the_set_lies(tmp_path):
+    import json
+
+    from modeling_vit_scratch.training.resumed_data import DATA_FILE, check_resumed_data, splits_fingerprint
+
+    def fingerprinted(root):
+        splits = data_module.prepare_splits(
+            data_module.load_image_dataset(str(root)), validation_fraction=0.2, test_fraction=0.2
+        ).splits
+        return splits, splits_fingerprint(splits, str(root))
+
+    root = write_imagefolder(tmp_path / "a" / "images", per_class=6)
+    splits, here = fingerprinted(root)
+    assert fingerprinted(shutil.copytree(root, tmp_path / "b" / "images"))[1] == here
+    (tmp_path / "b" / "images" / "cat" / "0.png").write_bytes((root / "cat" / "1.png").read_bytes())  # another size
+    assert fingerprinted(tmp_path / "b" / "images")[1] != here
+    checkpoint = tmp_path / "checkpoint-1"  # written by an earlier version: the real paths, no rule named
+    checkpoint.mkdir()
+    (checkpoint / DATA_FILE).write_text(
+        json.dumps({"dataset": str(root), "splits_fingerprint": splits_fingerprint(splits)})
+    )
+    check_resumed_data(str(checkpoint), str(root), here, splits)
+    with pytest.raises(ValueError, match="whose splits differ"):
+        check_resumed_data(str(checkpoint), str(root), here)
