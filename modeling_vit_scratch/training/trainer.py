@@ -229,6 +229,8 @@ def train_in_claimed_folder(
     images = check_images_together(data.splits, data_args.check_images, main_process and not training_args.disable_tqdm)
     if main_process:
         print(images.summary())
+        for line in images.copies_lines(data.labels):  # identical files under two classes, or train and held out
+            print(line)
         # the files of the data set folder that are not read, named: never a file the loader reads
         left_out = (stream_left_out_line if data_args.streaming else left_out_line)(data_args.dataset)
         if left_out:

@@ -9,6 +9,8 @@
 - The splits' fingerprint (a resume reads the data its checkpoint was trained on) names an image file by its path
   inside the data set folder and its size: a set moved between an interrupt and its resume is the same set; a
   checkpoint of the earlier rule (real paths) still resumes on the unmoved set.
+- Identical files under two class names, and identical files in the training and a held-out split (leakage), are
+  one warning line each with the count and an example pair, found by the pre-flight as it decodes (no extra pass).
 - A name quoted in a line (the left-out line, the pre-flight's, a stream's) shows its control and invisible
   characters escaped (`common/names.py`'s `shown_name`): an escape sequence in a file name never reaches a terminal
   raw.
@@ -106,13 +108,16 @@ def test_a_dataset_that_is_a_broken_link_is_named_as_one(tmp_path, target):
 
 
 @pytest.mark.integration
-def test_a_run_on_a_folder_with_a_pipe_and_links_trains_on_what_it_can_read_and_names_the_rest(tmp_path, capsys):
+def test_a_run_on_a_folder_with_a_pipe_links_and_a_copy_trains_on_what_it_can_read_and_names_the_rest(tmp_path, capsys):
     scenario = Scenario(tmp_path)
     with_entries_not_read(scenario.images(), tmp_path / "store")
+    shutil.copy(scenario.images() / "cat" / "0.png", scenario.images() / "dog" / "copy.png")
     result = outcome("train", scenario.argv("train"))
     assert result.code == 0, result
     printed = capsys.readouterr().out.splitlines()
-    assert any(line.startswith("Pre-flight: 31 images decoded in ") for line in printed), printed
+    assert any(line.startswith("Pre-flight: 32 images decoded in ") for line in printed), printed
+    copies = [line for line in printed if line.startswith("Warning: 1 image is stored under two class names")]
+    assert copies and f"{scenario.images()}/dog/copy.png (" in copies[0], printed
     assert NOT_READ_LINE.format(root=scenario.images(), store=tmp_path / "store") in printed
 
 
@@ -175,3 +180,36 @@ def test_the_splits_fingerprint_does_not_depend_on_where_the_set_lies(tmp_path):
     check_resumed_data(str(checkpoint), str(root), here, splits)
     with pytest.raises(ValueError, match="whose splits differ"):
         check_resumed_data(str(checkpoint), str(root), here)
+
+
+def test_identical_files_under_two_classes_or_across_train_and_held_out_splits_are_one_warning_each(tmp_path):
+    from datasets import DatasetDict
+
+    root = write_imagefolder(tmp_path / "images", per_class=3)
+    shutil.copy(root / "cat" / "0.png", root / "dog" / "copy.png")
+    shutil.copy(root / "fox" / "1.png", root / "fox" / "copy.png")
+    shutil.copy(root / "fox" / "2.png", root / "fox" / "copy2.png")
+    train = data_module.load_image_dataset(str(root))["train"]
+    names = [cell["path"] for cell in train.cast_column("image", data_module.ImageFeature(decode=False))["image"]]
+    held = [names.index(str(root / "fox" / name)) for name in ("copy.png", "copy2.png")]
+    splits = DatasetDict(
+        train=train.select([row for row in range(len(train)) if row not in held]),
+        test=train.select(held),
+    )
+    check = check_images(splits, decode=True, progress=False)
+    assert check.copies_lines(["cat", "dog", "fox"]) == [
+        (
+            f"Warning: 1 image is stored under two class names as identical files (e.g. {root}/cat/0.png (train, class "
+            f"'cat') and {root}/dog/copy.png (train, class 'dog')): the model is taught two labels for it; remove the "
+            "copy from the wrong class."
+        ),
+        (
+            f"Warning: 2 images of the validation or test split are identical to training images (e.g. "
+            f"{root}/fox/copy.png (test, class 'fox') and {root}/fox/1.png (train, class 'fox')): their score measures "
+            "memory, not generalisation; remove the copies from one side."
+        ),
+    ]
+    halves = [check_images(splits, decode=True, progress=False, part=(index, 2)) for index in range(2)]
+    combined = type(check).combined(halves)
+    assert combined.copies_lines(["cat", "dog", "fox"]) == check.copies_lines(["cat", "dog", "fox"])
+    assert check_images(splits, decode=False, progress=False).copies_lines(["cat", "dog", "fox"]) == []
