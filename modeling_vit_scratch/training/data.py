@@ -479,6 +479,8 @@ def load_imagefolder(path: Path) -> DatasetDict:
     loaded = load_dataset("imagefolder", data_files=data_files)
     if any("label" in split.features for split in loaded.values()):
         return loaded
+    if any(not is_image_file(file) for files in data_files.values() for file in files):
+        return loaded  # labelled by its metadata file's columns, if at all: found (or refused) by `prepare_splits`
     folders = set()
     for split in loaded.values():
         cells = split.select_columns(["image"]).cast_column("image", ImageFeature(decode=False))["image"]
@@ -511,8 +513,20 @@ def find_column(dataset: Dataset, wanted: str | None, kind: str, names: tuple[st
     typed = [name for name, feature in dataset.features.items() if isinstance(feature, feature_type)]
     found = typed or [name for name in names if name in columns]
     if not found:
-        raise ValueError(f"No {kind} column found in the data set (columns: {columns}): name it with --{kind}_column.")
+        held = ", ".join(f"{name!r} ({feature_kind(feature)})" for name, feature in dataset.features.items())
+        wants = {
+            "label": "class labels (a ClassLabel, integers 0..N-1, or class names as text, as a metadata.csv column "
+            "of names: read as one class per name, in sorted order)",
+            "image": "images",
+        }[kind]
+        raise ValueError(
+            f"No {kind} column found in the data set (columns: {held}), and a run needs a column of {wants}: name "
+            f"it with --{kind}_column."
+        )
     return found[0]
+
+
+TEXT_DTYPES = ("string", "large_string", "bool")  # read as class names (`class_encode_column`)
 
 
 def check_column_kinds(dataset: Dataset, image_column: str, label_column: str) -> None:
@@ -521,7 +535,7 @@ def check_column_kinds(dataset: Dataset, image_column: str, label_column: str) -
     naming the column, what it holds and the argument that picks it."""
     label, image = dataset.features[label_column], dataset.features[image_column]
     dtype = getattr(label, "dtype", "")
-    if not isinstance(label, ClassLabel) and not (dtype.startswith(("int", "uint")) or dtype in ("string", "bool")):
+    if not isinstance(label, ClassLabel) and not (dtype.startswith(("int", "uint")) or dtype in TEXT_DTYPES):
         raise ValueError(
             f"Column {label_column!r} holds {feature_kind(label)}, not class labels (class names or integers): pick "
             f"the label column with --label_column (columns: {list(dataset.features)})."
@@ -539,6 +553,8 @@ def feature_kind(feature) -> str:
         return "images"
     if isinstance(feature, ClassLabel):
         return "class labels"
+    if getattr(feature, "dtype", "") in ("string", "large_string"):
+        return "text"
     return f"values of type {feature.dtype}" if hasattr(feature, "dtype") else f"a {type(feature).__name__}"
 
 
@@ -581,6 +597,8 @@ def prepare_splits(
         if label_column != "label":
             split = split.rename_column(label_column, "label")
         splits[{"valid": "validation", "val": "validation"}.get(name, name)] = split
+    for name, split in splits.items():
+        check_label_values(split, name, label_column)
     if not isinstance(splits["train"].features["label"], ClassLabel):
         splits = splits.class_encode_column("label")
     splits = DatasetDict({name: labels_by_name(split, name, splits["train"]) for name, split in splits.items()})
@@ -602,6 +620,32 @@ def prepare_splits(
     return PreparedData(DatasetDict({name: splits[name] for name in ("train", "validation", "test")}), labels)
 
 
+TEST_WITHOUT_LABELS = " (an unlabelled test split can be left out of the set: a test split is then carved from train)"
+
+
+def check_label_values(split: Dataset, name: str, column: str) -> None:
+    """Every row of `split` has a class: a ClassLabel's numbers lie in 0..N-1 and integer labels are not negative.
+    `datasets` writes -1 for "no label" (the unlabelled test split of many hub sets); such a row is one line naming
+    the split, the column, how many rows and the fix, not a NumPy error or a class named "-1"."""
+    feature = split.features["label"]
+    if not (isinstance(feature, ClassLabel) or getattr(feature, "dtype", "").startswith("int")):
+        return
+    labels = np.asarray(split["label"], dtype=np.int64)
+    top = feature.num_classes if isinstance(feature, ClassLabel) else None
+    unlabelled = int((labels < 0).sum())
+    beyond = int((labels >= top).sum()) if top is not None else 0
+    if not unlabelled and not beyond:
+        return
+    what = [f"{count(unlabelled, 'row')} of -1 (datasets' 'no label')"] if unlabelled else []
+    what += [f"{count(beyond, 'row')} of numbers past its {top} class names"] if beyond else []
+    wants = f"a class in 0..{top - 1}" if top is not None else "a class number of 0 or more"
+    raise ValueError(
+        f"Label column {column!r} of the {name} split holds {' and '.join(what)}, and training needs {wants} in "
+        f"every row: remove those rows (e.g. `split.filter(lambda row: 0 <= row[{column!r}] < N)` before save_to_disk)"
+        f" or label them{TEST_WITHOUT_LABELS if name == 'test' else ''}."
+    )
+
+
 def labels_by_name(split: Dataset, name: str, train: Dataset) -> Dataset:
     """`split`'s labels read by their names onto the names of the `train` split: a label is its name, not its
     number, so a split whose class names come in another order (or a string column encoded on its own) is scored
@@ -609,7 +653,7 @@ def labels_by_name(split: Dataset, name: str, train: Dataset) -> Dataset:
     name the train split lacks is a one-line ValueError naming the split and the name."""
     names, feature = train.features["label"].names, split.features["label"]
     if not isinstance(feature, ClassLabel):
-        if getattr(feature, "dtype", "") != "string":
+        if getattr(feature, "dtype", "") not in TEXT_DTYPES:
             return split
         split = split.class_encode_column("label")
         feature = split.features["label"]

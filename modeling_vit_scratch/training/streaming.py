@@ -270,6 +270,7 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
         )
     for file in source.files if source.kind == "parquet" else []:
         shard_renumbering(file, train.features)  # a class the set lacks: one line now, not mid-run
+        check_shard_labels(file, label_column, len(labels.names))  # "no label" (-1): one line now, not mid-run
     features = Features(image=ImageFeature(decode=False), label=labels)
     for name, split in splits.items():
         split = split.select_columns([image_column, label_column])
@@ -342,6 +343,23 @@ def shard_renumbering(file, features: Features) -> dict[str, "pyarrow.Array"]:
             )
         renumbering[column] = pyarrow.array([feature.names.index(name) for name in own.names], pyarrow.int64())
     return renumbering
+
+
+def check_shard_labels(file, column: str, num_classes: int) -> None:
+    """Every row of the parquet shard `file` has a class in 0..num_classes-1 (its label column read alone, not its
+    images); `datasets`' -1 ("no label") or a number past the names is one line naming the shard and the fix."""
+    from datasets.utils.file_utils import xopen
+
+    with xopen(str(file), "rb") as handle:
+        labels = pyarrow.parquet.read_table(handle, columns=[column]).column(column)
+    bounds = pyarrow.compute.min_max(labels).as_py()
+    if bounds["min"] is not None and (bounds["min"] < 0 or bounds["max"] >= num_classes):
+        found = bounds["min"] if bounds["min"] < 0 else bounds["max"]
+        said = "-1 (datasets' 'no label')" if found == -1 else str(found)
+        raise ValueError(
+            f"Shard '{shown_name(file)}' holds the label {said} in column {column!r}, and training needs a class in "
+            f"0..{num_classes - 1} in every row: remove those rows from the shard or label them."
+        )
 
 
 def held_out_splits(splits: dict, data_args, root: str | None = None) -> tuple[dict, IterableDataset]:

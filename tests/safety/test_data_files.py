@@ -11,6 +11,10 @@
   checkpoint of the earlier rule (real paths) still resumes on the unmoved set.
 - Identical files under two class names, and identical files in the training and a held-out split (leakage), are
   one warning line each with the count and an example pair, found by the pre-flight as it decodes (no extra pass).
+- A label column holds a class for every row: datasets' -1 ("no label") or a number past the class names, in a
+  saved set or a parquet shard, is one line naming the split (or shard), the count and the fix; a metadata.csv
+  without a label column is one line naming each column with what it holds and what a run takes; its text labels
+  are class names (any string width).
 - A name quoted in a line (the left-out line, the pre-flight's, a stream's) shows its control and invisible
   characters escaped (`common/names.py`'s `shown_name`): an escape sequence in a file name never reaches a terminal
   raw.
@@ -213,3 +217,60 @@ def test_identical_files_under_two_classes_or_across_train_and_held_out_splits_a
     combined = type(check).combined(halves)
     assert combined.copies_lines(["cat", "dog", "fox"]) == check.copies_lines(["cat", "dog", "fox"])
     assert check_images(splits, decode=False, progress=False).copies_lines(["cat", "dog", "fox"]) == []
+
+
+@pytest.mark.parametrize("where", ["train", "test"])
+@pytest.mark.parametrize("named", [True, False])
+def test_a_label_of_minus_one_is_one_line_naming_the_split_and_the_rows(tmp_path, where, named):
+    from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
+
+    loaded = data_module.load_image_dataset(str(write_imagefolder(tmp_path / "images", per_class=10)))["train"]
+    labels = list(loaded["label"])
+    labels[:2] = [-1, -1]
+    feature = ClassLabel(names=["cat", "dog", "fox"]) if named else Value("int64")
+    rows = Dataset.from_dict(
+        {"image": loaded["image"], "label": labels}, features=Features(image=loaded.features["image"], label=feature)
+    )
+    raw = DatasetDict(train=rows) if where == "train" else DatasetDict(train=loaded, test=rows)
+    with pytest.raises(ValueError) as refused:
+        data_module.prepare_splits(raw)
+    wants = "a class in 0..2" if named else "a class number of 0 or more"
+    assert str(refused.value).startswith(
+        f"Label column 'label' of the {where} split holds 2 rows of -1 (datasets' 'no label'), and training needs "
+        f"{wants} in every row: remove those rows"
+    )
+    assert ("an unlabelled test split can be left out" in str(refused.value)) == (where == "test")
+
+
+def test_a_metadata_file_without_a_label_column_names_what_each_column_holds_and_its_text_labels_are_names(tmp_path):
+    root = tmp_path / "flat"
+    root.mkdir()
+    source = write_imagefolder(tmp_path / "images", per_class=10)
+    rows = ["file_name,species"]
+    for image in sorted(source.rglob("*.png")):
+        shutil.copy(image, root / f"{image.parent.name}{image.name}")
+        rows.append(f"{image.parent.name}{image.name},{image.parent.name}")
+    (root / "metadata.csv").write_text("\n".join(rows) + "\n")
+    raw = data_module.load_image_dataset(str(root))
+    with pytest.raises(ValueError) as refused:
+        data_module.prepare_splits(raw)
+    assert str(refused.value).startswith(
+        "No label column found in the data set (columns: 'image' (images), 'species' (text)), and a run needs a "
+        "column of class labels (a ClassLabel, integers 0..N-1, or class names as text"
+    )
+    assert str(refused.value).endswith("name it with --label_column.")
+    assert data_module.prepare_splits(raw, label_column="species").labels == ["cat", "dog", "fox"]
+
+
+def test_a_parquet_shard_with_rows_of_no_label_is_one_line_naming_it(tmp_path):
+    import pyarrow
+    import pyarrow.parquet
+
+    from modeling_vit_scratch.training.streaming import check_shard_labels
+
+    shard = tmp_path / "train-0.parquet"
+    pyarrow.parquet.write_table(pyarrow.table({"label": [0, -1, 1]}), shard)
+    with pytest.raises(ValueError, match=r"holds the label -1 \(datasets' 'no label'\) in column 'label', and "):
+        check_shard_labels(shard, "label", 2)
+    pyarrow.parquet.write_table(pyarrow.table({"label": [0, 1, 1]}), shard)
+    check_shard_labels(shard, "label", 2)
