@@ -684,9 +684,44 @@ class ImageTransform:
         self.image_processor = image_processor
 
     def __call__(self, batch: dict) -> dict:
-        images = [to_model_mode(image, self.image_processor.num_channels) for image in batch["image"]]
+        channels = self.image_processor.num_channels
+        images = [to_model_mode(read_image(image), channels) for image in batch["image"]]
         pixel_values = self.image_processor(images, return_tensors="pt")["pixel_values"]
         return {"pixel_values": list(pixel_values), "labels": batch["label"]}
+
+
+def transformed(split: Dataset, transform: ImageTransform) -> Dataset:
+    """`split`'s rows through `transform`, each image read by `read_image` (not by `datasets`): a file changed since
+    the pre-flight is one line naming it, wherever training or evaluation reads it."""
+    return split.cast_column("image", ImageFeature(decode=False)).with_transform(transform)
+
+
+class ImageChanged(ValueError):
+    """An image the pre-flight read that can no longer be read (deleted, truncated, no image now): the message names
+    the file and what changed; `training/command.py` adds the checkpoint kept and how to resume."""
+
+
+def read_image(image) -> Image.Image:
+    """A PIL image (as it is), or an undecoded `{"bytes", "path"}` cell opened and decoded; a file that fails now,
+    after the pre-flight read it, is an `ImageChanged`."""
+    if isinstance(image, Image.Image):
+        return image
+    from modeling_vit_scratch.training.preflight import open_image
+
+    path = (image or {}).get("path")
+    name = f"The image '{shown_name(path)}'" if path else "An image stored in the data set"
+    try:
+        opened = open_image(image or {}, name)
+        opened.load()  # PIL closes a file it opened itself once the pixels are read
+        return opened
+    except FileNotFoundError:
+        what = "was deleted" if path and not os.path.lexists(path) else "is no longer a regular file"
+    except Image.UnidentifiedImageError:
+        what = "is no longer an image"
+    except (OSError, SyntaxError, ValueError) as error:  # PIL's errors for damaged files
+        reason = str(error).split(" '", 1)[0] or type(error).__name__
+        what = "was truncated" if "truncated" in reason.lower() else f"can no longer be decoded ({reason})"
+    raise ImageChanged(f"{name} {what} after the pre-flight read it")
 
 
 def collate_images(rows: list[dict]) -> dict[str, torch.Tensor]:
@@ -709,7 +744,7 @@ class ProcessedImages(torch.utils.data.Dataset):
     """
 
     def __init__(self, split: Dataset, transform: ImageTransform, chunk_size: int = 256):
-        rows = split.with_transform(transform)
+        rows = transformed(split, transform)
         self.labels = list(split["label"])
         if not self.labels:
             self.pixel_values = torch.empty(0)
@@ -741,4 +776,4 @@ def processed_rows(split: Dataset, transform: ImageTransform, memory_limit_mb: f
     pixels_per_image = processor.num_channels * size.get("height", 0) * size.get("width", 0)
     if pixels_per_image and len(split) * pixels_per_image * 4 <= memory_limit_mb * 2**20:
         return ProcessedImages(split, transform)
-    return split.with_transform(transform)
+    return transformed(split, transform)

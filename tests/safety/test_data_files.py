@@ -15,6 +15,10 @@
   saved set or a parquet shard, is one line naming the split (or shard), the count and the fix; a metadata.csv
   without a label column is one line naming each column with what it holds and what a run takes; its text labels
   are class names (any string width).
+- A file that can no longer be read during training or evaluation (deleted, truncated, no image now, after the
+  pre-flight read it) is one line naming it and what changed, the checkpoint kept and the command that resumes, never
+  a traceback; every read of a split's images goes through `data.py` `read_image` (the model folder's reload check
+  too).
 - A name quoted in a line (the left-out line, the pre-flight's, a stream's) shows its control and invisible
   characters escaped (`common/names.py`'s `shown_name`): an escape sequence in a file name never reaches a terminal
   raw.
@@ -274,3 +278,50 @@ def test_a_parquet_shard_with_rows_of_no_label_is_one_line_naming_it(tmp_path):
         check_shard_labels(shard, "label", 2)
     pyarrow.parquet.write_table(pyarrow.table({"label": [0, 1, 1]}), shard)
     check_shard_labels(shard, "label", 2)
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        (lambda path: path.unlink(), "was deleted"),
+        (lambda path: path.write_bytes(path.read_bytes()[:60]), "was truncated"),
+        (lambda path: path.write_bytes(b"hello"), "is no longer an image"),
+    ],
+)
+def test_an_image_changed_after_the_preflight_is_one_line_naming_it_and_what_changed(tmp_path, change, said):
+    from modeling_vit_scratch import ViTScratchImageProcessor
+
+    root = write_imagefolder(tmp_path / "images", per_class=2, size=(64, 64))
+    split = data_module.load_image_dataset(str(root))["train"]
+    rows = data_module.transformed(split, data_module.ImageTransform(ViTScratchImageProcessor(size=8)))
+    assert rows[0]["pixel_values"].shape == (3, 8, 8)
+    change(root / "cat" / "0.png")
+    with pytest.raises(data_module.ImageChanged) as changed:
+        rows[0]
+    assert str(changed.value) == f"The image '{root}/cat/0.png' {said} after the pre-flight read it"
+
+
+@pytest.mark.integration
+def test_an_image_deleted_before_the_final_evaluation_is_one_line_with_the_command_that_resumes(tmp_path, monkeypatch):
+    from transformers import Trainer
+
+    scenario = Scenario(tmp_path)
+    original = Trainer.train
+
+    def train_then_delete(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        for image in scenario.images().rglob("*.png"):
+            image.unlink()
+        return result
+
+    monkeypatch.setattr(Trainer, "train", train_then_delete)
+    done = outcome("train", scenario.argv("train"))
+    output = tmp_path / "out-train"
+    assert done.one_line, done
+    assert done.error.startswith(f"error: The image '{scenario.images()}/")
+    assert (
+        " was deleted after the pre-flight read it, and the run stopped (restore it first: a resumed run reads "
+        in done.error
+    )
+    assert f"; the last checkpoint is {output / 'checkpoint-3'}; resume with: " in done.error
+    assert "--resume_from_checkpoint true" in done.error and (output / "checkpoint-3").is_dir()
