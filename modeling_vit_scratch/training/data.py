@@ -602,6 +602,10 @@ def prepare_splits(
     if not isinstance(splits["train"].features["label"], ClassLabel):
         splits = splits.class_encode_column("label")
     splits = DatasetDict({name: labels_by_name(split, name, splits["train"]) for name, split in splits.items()})
+    classes = splits["train"].features["label"].num_classes
+    for name, split in splits.items():  # integer labels of the other splits are read as the train split's numbers
+        if not isinstance(split.features["label"], ClassLabel):
+            check_label_values(split, name, label_column, classes)
     carve_outs = [
         (name, fraction)
         for name, fraction in (("test", test_fraction), ("validation", validation_fraction))
@@ -623,15 +627,16 @@ def prepare_splits(
 TEST_WITHOUT_LABELS = " (an unlabelled test split can be left out of the set: a test split is then carved from train)"
 
 
-def check_label_values(split: Dataset, name: str, column: str) -> None:
+def check_label_values(split: Dataset, name: str, column: str, classes: int | None = None) -> None:
     """Every row of `split` has a class: a ClassLabel's numbers lie in 0..N-1 and integer labels are not negative.
     `datasets` writes -1 for "no label" (the unlabelled test split of many hub sets); such a row is one line naming
-    the split, the column, how many rows and the fix, not a NumPy error or a class named "-1"."""
+    the split, the column, how many rows and the fix, not a NumPy error or a class named "-1". Integer labels
+    without names are bounded by `classes` (the train split's) where given."""
     feature = split.features["label"]
     if not (isinstance(feature, ClassLabel) or getattr(feature, "dtype", "").startswith("int")):
         return
     labels = np.asarray(split["label"], dtype=np.int64)
-    top = feature.num_classes if isinstance(feature, ClassLabel) else None
+    top = feature.num_classes if isinstance(feature, ClassLabel) else classes
     unlabelled = int((labels < 0).sum())
     beyond = int((labels >= top).sum()) if top is not None else 0
     if not unlabelled and not beyond:

@@ -325,3 +325,12 @@ def test_an_image_deleted_before_the_final_evaluation_is_one_line_with_the_comma
     )
     assert f"; the last checkpoint is {output / 'checkpoint-3'}; resume with: " in done.error
     assert "--resume_from_checkpoint true" in done.error and (output / "checkpoint-3").is_dir()
+
+
+def test_integer_labels_of_a_held_out_split_past_the_train_split_s_classes_are_one_line(tmp_path):
+    from datasets import Dataset, DatasetDict, Value
+
+    train = data_module.load_image_dataset(str(write_imagefolder(tmp_path / "images", per_class=10)))["train"]
+    test = Dataset.from_dict({"image": train["image"], "label": [5, *list(train["label"])[1:]]})
+    with pytest.raises(ValueError, match=r"^Label column 'label' of the test split holds 1 row of numbers past its 3 "):
+        data_module.prepare_splits(DatasetDict(train=train, test=test.cast_column("label", Value("int64"))))
