@@ -711,7 +711,7 @@ def read_image(image) -> Image.Image:
     after the pre-flight read it, is an `ImageChanged`."""
     if isinstance(image, Image.Image):
         return image
-    from modeling_vit_scratch.training.preflight import open_image
+    from modeling_vit_scratch.training.preflight import open_image, pil_reason
 
     path = (image or {}).get("path")
     name = f"The image '{shown_name(path)}'" if path else "An image stored in the data set"
@@ -724,7 +724,7 @@ def read_image(image) -> Image.Image:
     except Image.UnidentifiedImageError:
         what = "is no longer an image"
     except (OSError, SyntaxError, ValueError) as error:  # PIL's errors for damaged files
-        reason = str(error).split(" '", 1)[0] or type(error).__name__
+        reason = pil_reason(error)
         what = "was truncated" if "truncated" in reason.lower() else f"can no longer be decoded ({reason})"
     raise ImageChanged(f"{name} {what} after the pre-flight read it")
 

@@ -11,6 +11,7 @@ import hashlib
 import io
 import math
 import os
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -248,12 +249,15 @@ def check_images(
 
 def check_one(cell: dict | None, decode: bool, split_name: str, row: int) -> str | None:
     """One cell opened (and decoded): or a `ValueError` naming the split, row, file and fix. Decoded, the digest of
-    its bytes (read again from the file, which decoding has just read: from the system's cache), else None."""
+    its bytes (a file is read once, then decoded from those bytes), else None."""
     path = (cell or {}).get("path")
     where = f"Image {row} of split {split_name!r}" + (f" ({shown_name(path)})" if path else "")
     if cell is None:
         raise ValueError(f"{where} is missing (an empty cell): remove the row or add its image.")
     try:
+        if decode and cell.get("bytes") is None and path and os.path.isfile(path):  # never a pipe or device
+            with open(path, "rb") as file:
+                cell = {"bytes": file.read(), "path": path}
         with open_image(cell, where) as image:
             if decode:
                 image.load()
@@ -266,11 +270,10 @@ def check_one(cell: dict | None, decode: bool, split_name: str, row: int) -> str
     except ValueError as error:  # to_model_mode's refusal, or a cell with no data
         raise ValueError(f"{where} cannot be used ({str(error).rstrip('.')}).") from None
     except Exception as error:  # noqa: BLE001 PIL raises OSError, SyntaxError, struct.error, ... for damaged files
-        reason = str(error).split(" '", 1)[0] or type(error).__name__  # drop PIL's repetition of the path
-        raise ValueError(f"{where} cannot be decoded ({reason}): remove or replace the file.") from None
-    if not decode:
-        return None
-    if cell.get("bytes") is not None:
-        return hashlib.blake2b(cell["bytes"], digest_size=16).hexdigest()
-    with open(cell["path"], "rb") as file:
-        return hashlib.file_digest(file, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
+        raise ValueError(f"{where} cannot be decoded ({pil_reason(error)}): remove or replace the file.") from None
+    return hashlib.blake2b(cell["bytes"], digest_size=16).hexdigest() if decode else None
+
+
+def pil_reason(error: Exception) -> str:
+    """PIL's reason for a failed read, without its repetition of the file's path or object (`'...'`, `<...>`)."""
+    return re.split(r" ['<]", str(error), maxsplit=1)[0] or type(error).__name__
