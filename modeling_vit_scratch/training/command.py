@@ -26,6 +26,7 @@ from modeling_vit_scratch.training.arguments import (
     recipe_inputs_read,
     resume_command,
 )
+from modeling_vit_scratch.training.data import ImageChanged
 from modeling_vit_scratch.training.distributed import (
     leave_process_group,
     lost_peer,
@@ -59,6 +60,12 @@ def main(argv: list[str]) -> None:
     )
     try:
         metrics = train(model_args, data_args, training_args, output_args, removed)
+    except ImageChanged as error:  # a file of the data set changed while the run read it: what, and how to go on
+        what = (
+            f"{' '.join(str(error).split())}, and the run stopped (restore it first: a resumed run reads the same data)"
+        )
+        line = interrupted_line(training_args, output_args, started, removed, stopped=f"error: {what}")
+        sys.exit(redact(line, command_secrets(argv)))
     except (ValueError, FileNotFoundError, PushError) as error:  # bad input or a failed push: one line, what and how
         sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}")
     except RunStopped as stop:  # its folder moved, or a write the system refused: what is kept and how to go on

@@ -6,6 +6,7 @@ This module is training glue: the model code never imports it (it needs `dataset
 """
 
 import os
+import stat
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from datasets import ClassLabel, Dataset, DatasetDict, Features, load_dataset, l
 from datasets import Image as ImageFeature
 from PIL import Image
 
+from modeling_vit_scratch.common.names import is_unprintable, shown_name
 from modeling_vit_scratch.common.secrets import refuse_secret
 from modeling_vit_scratch.common.sources import DIGITS, looks_like_local_path
 from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
@@ -116,6 +118,11 @@ def check_dataset_source(source: str, config_name: str | None = None) -> None:
         if real in place:
             raise ValueError(f"--dataset {source!r} is {place[real]}, not a data set: give {DATA_SET_TAKES}.")
         check_imagefolder_links(path)
+    elif path.is_symlink():  # a link to nothing, or a loop: named as such, not as a folder that does not exist
+        raise FileNotFoundError(
+            f"--dataset '{shown_name(source)}' is {entry_kind(path, path.parent)[1]}, not a data set: point the link "
+            f"at the data set folder, or give {DATA_SET_TAKES}."
+        )
     elif looks_like_local_path(source):
         raise FileNotFoundError(
             f"Data set folder {source!r} does not exist: pass an existing folder (an imagefolder with one "
@@ -134,8 +141,8 @@ def check_imagefolder_links(path: Path) -> None:
             linked = Path(folder) / name
             if linked.is_symlink():
                 raise ValueError(
-                    f"The data set folder '{path}' holds a linked folder, '{linked.relative_to(path)}' (a symbolic "
-                    f"link to '{os.readlink(linked)}'), which datasets does not read: its images would be left out. "
+                    f"The data set folder '{shown_name(path)}' holds a linked folder, "
+                    f"'{shown_name(linked.relative_to(path))}' (a symbolic link to '{shown_name(os.readlink(linked))}'), which datasets does not read: its images would be left out. "
                     "Put the folder itself there (copy or move it in place of the link)."
                 )
 
@@ -149,10 +156,18 @@ class FolderFiles:
     hidden: list[Path]  # under a name starting with "." or "__" (`.DS_Store`), as datasets leaves them out
     # the hidden folders that hold images, with how many: a class (or part of one) left out, named on its own
     hidden_image_folders: dict[Path, int] = field(default_factory=dict)
+    # entries that are no regular file (a device, pipe or socket, or a link to one): never opened, as one could block
+    not_regular: list[Path] = field(default_factory=list)
+    # links that lead to no file, with why: "a link to nothing (TARGET)" or "a link loop"
+    broken_links: dict[Path, str] = field(default_factory=dict)
+    # images (among `images`) that are links to files outside the folder: read, and named
+    outside_links: list[Path] = field(default_factory=list)
+    root: Path | None = None
 
     def left_out_line(self) -> str | None:
         """'Left out N files that are not images (e.g. ...)', or None when every file is read; a hidden folder
-        holding images is named with their count and how to train on them, since it changes the classes."""
+        holding images is named with their count and how to train on them, since it changes the classes; images
+        read through links to files outside the folder are named too."""
         parts = []
         if self.not_images:
             parts.append(
@@ -160,17 +175,63 @@ class FolderFiles:
                 f"{'is not an image by its' if len(self.not_images) == 1 else 'are not images by their'} extension"
                 f" (e.g. {shown_files(self.not_images)})"
             )
+        parts += self.unread_parts()
         others = [item for item in self.hidden if item not in self.hidden_image_folders]
         if others:
             parts.append(f"{count(len(others), 'hidden file')} ({shown_files(others)})")
-        sentences = [f"Left out {' and '.join(parts)}."] if parts else []
+        sentences = [f"Left out {' and '.join([', '.join(parts[:-1]), parts[-1]] if len(parts) > 2 else parts)}."]
+        sentences = sentences if parts else []
         for folder, images in self.hidden_image_folders.items():
             what = "it as a class" if len(folder.parts) == 1 else "its images"
             sentences.append(
-                f"Left out the hidden folder {folder.as_posix()} ({count(images, 'image')}): rename it without the "
+                f"Left out the hidden folder {shown_name(folder)} ({count(images, 'image')}): rename it without the "
                 f"leading '{'__' if folder.name.startswith('__') else '.'}' to train on {what}."
             )
+        if self.outside_links:
+            many = len(self.outside_links) != 1
+            sentences.append(
+                f"{count(len(self.outside_links), 'image')} {'are links' if many else 'is a link'} to "
+                f"{'files' if many else 'a file'} outside {shown_name(self.root or '.')} (e.g. "
+                f"{shown_files(self.outside_links)}): read as {'images' if many else 'an image'}."
+            )
         return " ".join(sentences) or None
+
+    def unread_parts(self) -> list[str]:
+        """The entries no loader can read, in words: those that are no regular file, and broken links."""
+        parts = []
+        if self.not_regular:
+            many = len(self.not_regular) != 1
+            parts.append(
+                f"{count(len(self.not_regular), 'file')} that {'are not regular files' if many else 'is not a regular file'}"
+                f" (a device, pipe or socket, never opened: {shown_files(self.not_regular)})"
+            )
+        if self.broken_links:
+            shown = [f"{shown_name(link)}: {why}" for link, why in list(self.broken_links.items())[:3]]
+            more = len(self.broken_links) - len(shown)
+            parts.append(
+                f"{count(len(self.broken_links), 'link')} that {'lead' if len(self.broken_links) != 1 else 'leads'} "
+                f"to no file ({'; '.join(shown)}{f'; ... {more} more' if more else ''})"
+            )
+        return parts
+
+
+def entry_kind(entry: Path, root: Path) -> tuple[str, str]:
+    """What a file entry under the folder `root` is, found with `lstat`/`stat` only (nothing is opened: a pipe would
+    block): ("file", ""), ("outside", "") for a link to a regular file outside `root`, ("not_regular", "") for a
+    device, pipe or socket (or a link to one), or ("broken", why) for a link to nothing or a link loop."""
+    try:
+        status = entry.stat()
+    except FileNotFoundError:
+        return "broken", f"a link to nothing ({shown_name(os.readlink(entry))})"
+    except OSError:  # ELOOP: a link that leads back to itself
+        return "broken", "a link loop"
+    if not stat.S_ISREG(status.st_mode):
+        return "not_regular", ""
+    if entry.is_symlink():
+        inside = os.path.relpath(os.path.realpath(entry), os.path.realpath(root))
+        if inside == os.pardir or inside.startswith(os.pardir + os.sep):
+            return "outside", ""
+    return "file", ""
 
 
 def count(number: int, noun: str) -> str:
@@ -179,7 +240,7 @@ def count(number: int, noun: str) -> str:
 
 def shown_files(files: list[Path], shown: int = 3) -> str:
     more = f", ... {len(files) - shown} more" if len(files) > shown else ""
-    return ", ".join(file.as_posix() for file in files[:shown]) + more
+    return ", ".join(shown_name(file) for file in files[:shown]) + more
 
 
 def image_extensions() -> set[str]:
@@ -196,12 +257,13 @@ def is_image_file(path: str | Path) -> bool:
 
 
 def folder_files(path: Path) -> FolderFiles:
-    """Every file under `path` sorted into images, files that are not images, and hidden entries (see `FolderFiles`;
-    a hidden folder counts once, not its files); `datasets`' metadata files (metadata.csv, .jsonl, .parquet) are
-    read by it, and so in none of the three."""
+    """Every entry under `path` sorted into images, files that are not images, hidden entries (a hidden folder
+    counts once, not its files), entries that are no regular file and broken links (see `FolderFiles`; each found
+    with `entry_kind`, nothing opened); `datasets`' metadata files (metadata.csv, .jsonl, .parquet) are read by it,
+    and so in none of them."""
     from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
 
-    listing = FolderFiles([], [], [])
+    listing = FolderFiles([], [], [], root=path)
     for folder, subfolders, files in os.walk(path):
         relative = Path(folder).relative_to(path)
         hidden = sorted(name for name in subfolders if name.startswith((".", "__")))
@@ -216,8 +278,18 @@ def folder_files(path: Path) -> FolderFiles:
                 continue
             if name.startswith((".", "__")):
                 listing.hidden.append(relative / name)
+                continue
+            kind, why = entry_kind(Path(folder) / name, path)
+            if kind == "not_regular":
+                listing.not_regular.append(relative / name)
+            elif kind == "broken":
+                listing.broken_links[relative / name] = why
+            elif is_image_file(name):
+                listing.images.append(relative / name)
+                if kind == "outside":
+                    listing.outside_links.append(relative / name)
             else:
-                (listing.images if is_image_file(name) else listing.not_images).append(relative / name)
+                listing.not_images.append(relative / name)
     return listing
 
 
@@ -247,11 +319,14 @@ def check_imagefolder_names(path: Path, secrets: list[str]) -> None:
     for entry in sorted(path.rglob("*")):
         check_utf8_name(entry, path)
         if entry.parent == path and entry.is_dir():
-            what = f"A class name of the data set {path}"
+            what = f"A class name of the data set {shown_name(path)}"
             check_label_text(entry.name, str(path))
             fix = "rename that class (its folder, or its label in the data set) before training"
         else:
-            what, fix = f"A file or folder name in the data set folder '{path}'", "rename the file before training"
+            what, fix = (
+                f"A file or folder name in the data set folder '{shown_name(path)}'",
+                "rename the file before training",
+            )
         refuse_secret(what, str(entry.relative_to(path)), secrets, fix)
 
 
@@ -265,26 +340,37 @@ def check_utf8_name(entry: Path, path: Path) -> None:
     except UnicodeEncodeError:
         what = "A class folder's name" if entry.parent == path and entry.is_dir() else "A file or folder name"
         raise ValueError(
-            f"{what} in the data set folder '{path}' is not valid UTF-8 "
+            f"{what} in the data set folder '{shown_name(path)}' is not valid UTF-8 "
             f"('{os.fsencode(relative).decode('ascii', 'backslashreplace')}'): datasets reads every name as UTF-8; "
             "rename it in UTF-8 before training (e.g. `convmv -f latin1 -t utf8 -r --notest FOLDER`)."
         ) from None
 
 
-# Unicode categories a class name may not hold: control (escape, bell, newline, tab) and format characters (bidi
-# overrides, zero-width), and line or paragraph separators: a label is written to the card, config.json and the logs
-# and shown on terminals, where they would move the cursor, clear the screen or hide text
-UNPRINTABLE_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
-
-
 def check_label_text(label: str, dataset: str) -> None:
-    """A one-line ValueError, showing the name escaped, when the class name `label` holds an unprintable character."""
-    if any(unicodedata.category(character) in UNPRINTABLE_CATEGORIES for character in label):
+    """A one-line ValueError, showing the name escaped, when the class name `label` holds an unprintable character
+    (`common/names.py`): a label is written to the card, config.json and the logs, and shown on terminals."""
+    if any(is_unprintable(character) for character in label):
         raise ValueError(
             f"A class name of the data set {dataset} holds control or invisible characters ({label!r}), which "
             "would reach the model card, config.json and terminals raw: rename that class (its folder, or its label "
             "in the data set) with printable characters only."
         )
+
+
+def check_label_forms(labels: list[str], dataset: str) -> None:
+    """A one-line ValueError when two class names are the same text in two Unicode forms (NFC "\u00e9" and NFD
+    "e\u0301": folders written on macOS and on Linux, or copied between them): they would train as two classes that
+    print alike. Both are shown escaped, so the line tells them apart."""
+    seen = {}
+    for label in map(str, labels):
+        same = seen.setdefault(unicodedata.normalize("NFC", label), label)
+        if same != label:
+            raise ValueError(
+                f"The class names {same!a} and {label!a} of the data set {shown_name(dataset)} are one name "
+                "written in two Unicode forms (composed and decomposed characters: folders made on different "
+                "systems), and would train as two classes that print alike: give both the same form (rename one folder, e.g. "
+                "`convmv -r -f utf8 -t utf8 --nfc --notest FOLDER`, or its label), or merge them."
+            )
 
 
 def check_imagefolder_depths(path: Path) -> None:
@@ -294,9 +380,9 @@ def check_imagefolder_depths(path: Path) -> None:
     for file in imagefolder_files(path):
         examples.setdefault(len(file.parts), file)
     if len(examples) > 1:
-        shown = ", ".join(f"'{file.as_posix()}' ({depth} levels down)" for depth, file in sorted(examples.items()))
+        shown = ", ".join(f"'{shown_name(file)}' ({depth} levels down)" for depth, file in sorted(examples.items()))
         raise ValueError(
-            f"The images in '{path}' lie at different depths ({shown}): put every image in one level of class "
+            f"The images in '{shown_name(path)}' lie at different depths ({shown}): put every image in one level of class "
             f"sub-folders ('{path / 'cat'}/1.png', '{path / 'dog'}/1.png', ...)."
         )
 
@@ -309,8 +395,8 @@ def shown_labels(labels: list[str], shown: int = 5) -> str:
 
 def imagefolder_data_files(path: Path) -> dict[str, list[str]]:
     """The files of each split `datasets`' imagefolder finds under `path` (its own split patterns: `train/`,
-    `test/`, ... or one split), less those that are no image by their last extension (`is_image_file`) and are not
-    its metadata files: given `data_dir`, it would read `fox/0.png.bak` as an image of class fox (a copy could land in
+    `test/`, ... or one split), less those that are not `folder_files`' images (no image by their last extension,
+    `is_image_file`; no regular file; a broken link) and are not its metadata files: given `data_dir`, it would read `fox/0.png.bak` as an image of class fox (a copy could land in
     train and its original in test), and a class folder holding only such files would fail its generation."""
     from datasets.data_files import DEFAULT_PATTERNS_ALL, DataFilesDict, get_data_patterns
     from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
@@ -318,8 +404,9 @@ def imagefolder_data_files(path: Path) -> dict[str, list[str]]:
     base = path.resolve().as_posix()
     patterns = get_data_patterns(base)
     found = DataFilesDict.from_patterns(patterns, base_path=base)
+    readable = {Path(base) / file for file in folder_files(path).images}  # no pipe, device or broken link
     kept = {
-        split: [file for file in files if is_image_file(file) or Path(file).name in ImageFolder.METADATA_FILENAMES]
+        split: [file for file in files if Path(file) in readable or Path(file).name in ImageFolder.METADATA_FILENAMES]
         for split, files in found.items()
     }
     kept = {split: files for split, files in kept.items() if any(is_image_file(file) for file in files)}
@@ -348,7 +435,7 @@ def check_split_folders(path: Path, base: str, data_files: dict[str, list[str]])
     if left_out:
         splits = sorted({file.parts[0] for file in read})
         raise ValueError(
-            f"The data set folder '{path}' has folders named as splits ({', '.join(map(repr, splits))}), so "
+            f"The data set folder '{shown_name(path)}' has folders named as splits ({', '.join(map(repr, splits))}), so "
             f"datasets reads only those, and {count(len(left_out), 'image')} elsewhere would be left out (e.g. "
             f"{shown_files(left_out)}): move them into a split folder, or rename the split-named folders (e.g. "
             "'test' -> 'testclass')."
@@ -364,12 +451,12 @@ def no_images_line(path: Path) -> str:
     kinds = sorted({SHARD_KINDS[file.suffix] for file in folder_files(path).not_images if file.suffix in SHARD_KINDS})
     if kinds:
         return (
-            f"Data set folder '{path}' holds {' and '.join(kinds)} shards, not image files, and shards are read as a "
+            f"Data set folder '{shown_name(path)}' holds {' and '.join(kinds)} shards, not image files, and shards are read as a "
             "stream: give --streaming true --max_steps N, or load them with datasets and save_to_disk the result, "
             "then give that folder."
         )
     return (
-        f"Data set folder '{path}' holds no image files: put the images in one sub-folder per class "
+        f"Data set folder '{shown_name(path)}' holds no image files: put the images in one sub-folder per class "
         f"('{path / 'cat'}/1.png', '{path / 'dog'}/1.png', ...)."
     )
 
@@ -392,6 +479,8 @@ def load_imagefolder(path: Path) -> DatasetDict:
     loaded = load_dataset("imagefolder", data_files=data_files)
     if any("label" in split.features for split in loaded.values()):
         return loaded
+    if any(not is_image_file(file) for files in data_files.values() for file in files):
+        return loaded  # labelled by its metadata file's columns, if at all: found (or refused) by `prepare_splits`
     folders = set()
     for split in loaded.values():
         cells = split.select_columns(["image"]).cast_column("image", ImageFeature(decode=False))["image"]
@@ -400,13 +489,13 @@ def load_imagefolder(path: Path) -> DatasetDict:
         (folder,) = folders
         if folder == path.resolve() or folder == path:
             raise ValueError(
-                f"The images in '{path}' are not in class sub-folders: put each class in its own sub-folder "
+                f"The images in '{shown_name(path)}' are not in class sub-folders: put each class in its own sub-folder "
                 f"('{path / 'cat'}/1.png', '{path / 'dog'}/1.png', ...)."
             )
         empty = [sub.name for sub in sorted(path.iterdir()) if sub.is_dir() and not any(sub.rglob("*.*"))]
         note = f" (no files in {', '.join(map(repr, empty))})" if empty else ""
         raise ValueError(
-            f"Data set folder '{path}' has only one class ({folder.name!r}){note}: a classifier needs at least two "
+            f"Data set folder '{shown_name(path)}' has only one class ({folder.name!r}){note}: a classifier needs at least two "
             "classes: add a sub-folder of images of another class."
         )
     return loaded
@@ -424,8 +513,20 @@ def find_column(dataset: Dataset, wanted: str | None, kind: str, names: tuple[st
     typed = [name for name, feature in dataset.features.items() if isinstance(feature, feature_type)]
     found = typed or [name for name in names if name in columns]
     if not found:
-        raise ValueError(f"No {kind} column found in the data set (columns: {columns}): name it with --{kind}_column.")
+        held = ", ".join(f"{name!r} ({feature_kind(feature)})" for name, feature in dataset.features.items())
+        wants = {
+            "label": "class labels (a ClassLabel, integers 0..N-1, or class names as text, as a metadata.csv column "
+            "of names: read as one class per name, in sorted order)",
+            "image": "images",
+        }[kind]
+        raise ValueError(
+            f"No {kind} column found in the data set (columns: {held}), and a run needs a column of {wants}: name "
+            f"it with --{kind}_column."
+        )
     return found[0]
+
+
+TEXT_DTYPES = ("string", "large_string", "bool")  # read as class names (`class_encode_column`)
 
 
 def check_column_kinds(dataset: Dataset, image_column: str, label_column: str) -> None:
@@ -434,7 +535,7 @@ def check_column_kinds(dataset: Dataset, image_column: str, label_column: str) -
     naming the column, what it holds and the argument that picks it."""
     label, image = dataset.features[label_column], dataset.features[image_column]
     dtype = getattr(label, "dtype", "")
-    if not isinstance(label, ClassLabel) and not (dtype.startswith(("int", "uint")) or dtype in ("string", "bool")):
+    if not isinstance(label, ClassLabel) and not (dtype.startswith(("int", "uint")) or dtype in TEXT_DTYPES):
         raise ValueError(
             f"Column {label_column!r} holds {feature_kind(label)}, not class labels (class names or integers): pick "
             f"the label column with --label_column (columns: {list(dataset.features)})."
@@ -452,6 +553,8 @@ def feature_kind(feature) -> str:
         return "images"
     if isinstance(feature, ClassLabel):
         return "class labels"
+    if getattr(feature, "dtype", "") in ("string", "large_string"):
+        return "text"
     return f"values of type {feature.dtype}" if hasattr(feature, "dtype") else f"a {type(feature).__name__}"
 
 
@@ -494,9 +597,15 @@ def prepare_splits(
         if label_column != "label":
             split = split.rename_column(label_column, "label")
         splits[{"valid": "validation", "val": "validation"}.get(name, name)] = split
+    for name, split in splits.items():
+        check_label_values(split, name, label_column)
     if not isinstance(splits["train"].features["label"], ClassLabel):
         splits = splits.class_encode_column("label")
     splits = DatasetDict({name: labels_by_name(split, name, splits["train"]) for name, split in splits.items()})
+    classes = splits["train"].features["label"].num_classes
+    for name, split in splits.items():  # integer labels of the other splits are read as the train split's numbers
+        if not isinstance(split.features["label"], ClassLabel):
+            check_label_values(split, name, label_column, classes)
     carve_outs = [
         (name, fraction)
         for name, fraction in (("test", test_fraction), ("validation", validation_fraction))
@@ -515,6 +624,33 @@ def prepare_splits(
     return PreparedData(DatasetDict({name: splits[name] for name in ("train", "validation", "test")}), labels)
 
 
+TEST_WITHOUT_LABELS = " (an unlabelled test split can be left out of the set: a test split is then carved from train)"
+
+
+def check_label_values(split: Dataset, name: str, column: str, classes: int | None = None) -> None:
+    """Every row of `split` has a class: a ClassLabel's numbers lie in 0..N-1 and integer labels are not negative.
+    `datasets` writes -1 for "no label" (the unlabelled test split of many hub sets); such a row is one line naming
+    the split, the column, how many rows and the fix, not a NumPy error or a class named "-1". Integer labels
+    without names are bounded by `classes` (the train split's) where given."""
+    feature = split.features["label"]
+    if not (isinstance(feature, ClassLabel) or getattr(feature, "dtype", "").startswith("int")):
+        return
+    labels = np.asarray(split["label"], dtype=np.int64)
+    top = feature.num_classes if isinstance(feature, ClassLabel) else classes
+    unlabelled = int((labels < 0).sum())
+    beyond = int((labels >= top).sum()) if top is not None else 0
+    if not unlabelled and not beyond:
+        return
+    what = [f"{count(unlabelled, 'row')} of -1 (datasets' 'no label')"] if unlabelled else []
+    what += [f"{count(beyond, 'row')} of numbers past its {top} class names"] if beyond else []
+    wants = f"a class in 0..{top - 1}" if top is not None else "a class number of 0 or more"
+    raise ValueError(
+        f"Label column {column!r} of the {name} split holds {' and '.join(what)}, and training needs {wants} in "
+        f"every row: remove those rows (e.g. `split.filter(lambda row: 0 <= row[{column!r}] < N)` before save_to_disk)"
+        f" or label them{TEST_WITHOUT_LABELS if name == 'test' else ''}."
+    )
+
+
 def labels_by_name(split: Dataset, name: str, train: Dataset) -> Dataset:
     """`split`'s labels read by their names onto the names of the `train` split: a label is its name, not its
     number, so a split whose class names come in another order (or a string column encoded on its own) is scored
@@ -522,7 +658,7 @@ def labels_by_name(split: Dataset, name: str, train: Dataset) -> Dataset:
     name the train split lacks is a one-line ValueError naming the split and the name."""
     names, feature = train.features["label"].names, split.features["label"]
     if not isinstance(feature, ClassLabel):
-        if getattr(feature, "dtype", "") != "string":
+        if getattr(feature, "dtype", "") not in TEXT_DTYPES:
             return split
         split = split.class_encode_column("label")
         feature = split.features["label"]
@@ -553,9 +689,44 @@ class ImageTransform:
         self.image_processor = image_processor
 
     def __call__(self, batch: dict) -> dict:
-        images = [to_model_mode(image, self.image_processor.num_channels) for image in batch["image"]]
+        channels = self.image_processor.num_channels
+        images = [to_model_mode(read_image(image), channels) for image in batch["image"]]
         pixel_values = self.image_processor(images, return_tensors="pt")["pixel_values"]
         return {"pixel_values": list(pixel_values), "labels": batch["label"]}
+
+
+def transformed(split: Dataset, transform: ImageTransform) -> Dataset:
+    """`split`'s rows through `transform`, each image read by `read_image` (not by `datasets`): a file changed since
+    the pre-flight is one line naming it, wherever training or evaluation reads it."""
+    return split.cast_column("image", ImageFeature(decode=False)).with_transform(transform)
+
+
+class ImageChanged(ValueError):
+    """An image the pre-flight read that can no longer be read (deleted, truncated, no image now): the message names
+    the file and what changed; `training/command.py` adds the checkpoint kept and how to resume."""
+
+
+def read_image(image) -> Image.Image:
+    """A PIL image (as it is), or an undecoded `{"bytes", "path"}` cell opened and decoded; a file that fails now,
+    after the pre-flight read it, is an `ImageChanged`."""
+    if isinstance(image, Image.Image):
+        return image
+    from modeling_vit_scratch.training.preflight import open_image, pil_reason
+
+    path = (image or {}).get("path")
+    name = f"The image '{shown_name(path)}'" if path else "An image stored in the data set"
+    try:
+        opened = open_image(image or {}, name)
+        opened.load()  # PIL closes a file it opened itself once the pixels are read
+        return opened
+    except FileNotFoundError:
+        what = "was deleted" if path and not os.path.lexists(path) else "is no longer a regular file"
+    except Image.UnidentifiedImageError:
+        what = "is no longer an image"
+    except (OSError, SyntaxError, ValueError) as error:  # PIL's errors for damaged files
+        reason = pil_reason(error)
+        what = "was truncated" if "truncated" in reason.lower() else f"can no longer be decoded ({reason})"
+    raise ImageChanged(f"{name} {what} after the pre-flight read it")
 
 
 def collate_images(rows: list[dict]) -> dict[str, torch.Tensor]:
@@ -578,7 +749,7 @@ class ProcessedImages(torch.utils.data.Dataset):
     """
 
     def __init__(self, split: Dataset, transform: ImageTransform, chunk_size: int = 256):
-        rows = split.with_transform(transform)
+        rows = transformed(split, transform)
         self.labels = list(split["label"])
         if not self.labels:
             self.pixel_values = torch.empty(0)
@@ -610,4 +781,4 @@ def processed_rows(split: Dataset, transform: ImageTransform, memory_limit_mb: f
     pixels_per_image = processor.num_channels * size.get("height", 0) * size.get("width", 0)
     if pixels_per_image and len(split) * pixels_per_image * 4 <= memory_limit_mb * 2**20:
         return ProcessedImages(split, transform)
-    return split.with_transform(transform)
+    return transformed(split, transform)

@@ -30,7 +30,7 @@ from modeling_vit_scratch.common.secrets import find_secrets, weights_sha256
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
 from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to, model_logits
 from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, plain_command
-from modeling_vit_scratch.training.data import ImageTransform, PreparedData, collate_images
+from modeling_vit_scratch.training.data import ImageTransform, PreparedData, collate_images, transformed
 from modeling_vit_scratch.training.distributed import full_state_dict, is_sharded, sharded_runner, unsharded_copy
 from modeling_vit_scratch.training.policies import augmentation_policy, describe_policy
 
@@ -154,7 +154,7 @@ def write_model_folder(
     output_dir = Path(trainer.args.output_dir)
     # without the autocast that --bf16 wraps around forward: the reload check compares float32 with float32
     model = extract_model_from_parallel(trainer.model, keep_fp32_wrapper=False)
-    test_images = data.splits["test"].with_transform(ImageTransform(processor))
+    test_images = transformed(data.splits["test"], ImageTransform(processor))
     batch = collate_images([test_images[i] for i in range(min(8, len(test_images)))])
     logits = None  # computed from the model by process 0 alone, unless sharded
     if is_sharded(trainer.model_wrapped):  # every process takes part: each holds a shard of the weights

@@ -7,11 +7,13 @@ or folder and the fix, instead of a stack trace at the first batch or after the 
 This module is training glue, like `data.py`: the model code never imports it.
 """
 
+import hashlib
 import io
 import math
 import os
+import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from datasets import DatasetDict
@@ -20,6 +22,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from modeling_vit_scratch.common.images import ImageTooLarge, open_bounded
+from modeling_vit_scratch.common.names import shown_name
 from modeling_vit_scratch.image_processing_vit_scratch import WIDE_MODES, to_model_mode
 
 # Up to this many images are fully decoded before training, above it only opened (file found, header parsed): a
@@ -130,20 +133,63 @@ def minimum_class_size(num_rows: int, fractions: list[float]) -> int:
 
 @dataclass
 class ImageCheck:
-    """What `check_images` did: how many images, whether they were fully decoded, and how long it took."""
+    """What `check_images` did: how many images, whether they were fully decoded, and how long it took; when
+    decoded, each image's digest with where it lies (split, label, name), to find identical files (`copies_lines`)."""
 
     num_images: int
     decoded: bool
     seconds: float
+    places: dict[str, list[tuple[str, int, str]]] = field(default_factory=dict)  # digest -> [(split, label, name)]
 
     @classmethod
     def combined(cls, checks: list["ImageCheck"]) -> "ImageCheck":
         """The check of a whole data set from the checks of its parts, made side by side."""
-        return cls(sum(check.num_images for check in checks), checks[0].decoded, max(c.seconds for c in checks))
+        places = {}
+        for check in checks:
+            for digest, where in check.places.items():
+                places.setdefault(digest, []).extend(where)
+        seconds = max(c.seconds for c in checks)
+        return cls(sum(check.num_images for check in checks), checks[0].decoded, seconds, places)
 
     def summary(self) -> str:
         how = "decoded" if self.decoded else "found with readable headers (not decoded: pass --check_images to decode)"
         return f"Pre-flight: {self.num_images} images {how} in {self.seconds:.1f} s."
+
+    def copies_lines(self, labels: list[str]) -> list[str]:
+        """A warning line for files with identical bytes under two class names (the model is taught two labels for
+        one image), and one for files of a held-out split identical to training images (leakage: their score
+        measures memory), each with the count and an example pair; none when there are none."""
+        across, leaked = [], []
+        for where in self.places.values():
+            if len({label for _, label, _ in where}) > 1:
+                first = where[0]
+                across.append((first, next(other for other in where if other[1] != first[1])))
+            trained = [place for place in where if place[0] == "train"]
+            held = [place for place in where if place[0] != "train"]
+            if trained and held:
+                leaked.append((held[0], trained[0]))
+
+        def shown(place: tuple[str, int, str]) -> str:
+            split, label, name = place
+            return f"{shown_name(name)} ({split}, class {labels[label]!r})" if 0 <= label < len(labels) else name
+
+        lines = []
+        if across:
+            (one, other), many = across[0], len(across) != 1
+            lines.append(
+                f"Warning: {len(across):,} image{'s are' if many else ' is'} stored under two class names as "
+                f"identical files (e.g. {shown(one)} and {shown(other)}): the model is taught two labels for "
+                f"{'each' if many else 'it'}; remove the copy from the wrong class."
+            )
+        if leaked:
+            (one, other), many = leaked[0], len(leaked) != 1
+            lines.append(
+                f"Warning: {len(leaked):,} image{'s' * many} of the validation or test split "
+                f"{'are identical to training images' if many else 'is identical to a training image'} (e.g. "
+                f"{shown(one)} and {shown(other)}): {'their' if many else 'its'} score measures memory, not "
+                "generalisation; remove the copies from one side."
+            )
+        return lines
 
 
 def open_image(cell: dict, where: str = "The image") -> Image.Image:
@@ -178,30 +224,40 @@ def check_images(
     total = sum(len(split) for split in splits.values())
     decode = total <= DECODE_UP_FRONT_MAX_IMAGES if decode is None else decode
     index, parts = part
-    checked = 0
+    checked, places = 0, {}
     with tqdm(
         total=total, desc="Decoding images" if decode else "Opening images", unit="image", disable=not progress
     ) as bar:
         for split_name, split in splits.items():
             if not isinstance(split.features.get(image_column), ImageFeature):
                 raise ValueError(f"Split {split_name!r} has no image column {image_column!r}: fix --image_column.")
-            cells = split.select_columns([image_column]).cast_column(image_column, ImageFeature(decode=False))
+            labelled = "label" in split.features
+            columns = [image_column, "label"] if labelled else [image_column]
+            cells = split.select_columns(columns).cast_column(image_column, ImageFeature(decode=False))
             for start in range(index * BATCH_ROWS, len(cells), parts * BATCH_ROWS):
-                block = cells[start : start + BATCH_ROWS][image_column]
-                for offset, cell in enumerate(block):
-                    check_one(cell, decode, split_name, start + offset)
+                rows = cells[start : start + BATCH_ROWS]
+                block = rows[image_column]
+                for offset, (cell, label) in enumerate(zip(block, rows["label"] if labelled else [-1] * len(block))):
+                    digest = check_one(cell, decode, split_name, start + offset)
+                    if digest is not None:
+                        name = (cell or {}).get("path") or f"row {start + offset} of split {split_name!r}"
+                        places.setdefault(digest, []).append((split_name, label, name))
                 checked += len(block)
                 bar.update(min(len(block) * parts, total - bar.n))  # the other parts keep pace: the whole set
-    return ImageCheck(checked, decode, time.time() - started)
+    return ImageCheck(checked, decode, time.time() - started, places)
 
 
-def check_one(cell: dict | None, decode: bool, split_name: str, row: int) -> None:
-    """One cell opened (and decoded): or a `ValueError` naming the split, row, file and fix."""
+def check_one(cell: dict | None, decode: bool, split_name: str, row: int) -> str | None:
+    """One cell opened (and decoded): or a `ValueError` naming the split, row, file and fix. Decoded, the digest of
+    its bytes (a file is read once, then decoded from those bytes), else None."""
     path = (cell or {}).get("path")
-    where = f"Image {row} of split {split_name!r}" + (f" ({path})" if path else "")
+    where = f"Image {row} of split {split_name!r}" + (f" ({shown_name(path)})" if path else "")
     if cell is None:
         raise ValueError(f"{where} is missing (an empty cell): remove the row or add its image.")
     try:
+        if decode and cell.get("bytes") is None and path and os.path.isfile(path):  # never a pipe or device
+            with open(path, "rb") as file:
+                cell = {"bytes": file.read(), "path": path}
         with open_image(cell, where) as image:
             if decode:
                 image.load()
@@ -214,5 +270,10 @@ def check_one(cell: dict | None, decode: bool, split_name: str, row: int) -> Non
     except ValueError as error:  # to_model_mode's refusal, or a cell with no data
         raise ValueError(f"{where} cannot be used ({str(error).rstrip('.')}).") from None
     except Exception as error:  # noqa: BLE001 PIL raises OSError, SyntaxError, struct.error, ... for damaged files
-        reason = str(error).split(" '", 1)[0] or type(error).__name__  # drop PIL's repetition of the path
-        raise ValueError(f"{where} cannot be decoded ({reason}): remove or replace the file.") from None
+        raise ValueError(f"{where} cannot be decoded ({pil_reason(error)}): remove or replace the file.") from None
+    return hashlib.blake2b(cell["bytes"], digest_size=16).hexdigest() if decode else None
+
+
+def pil_reason(error: Exception) -> str:
+    """PIL's reason for a failed read, without its repetition of the file's path or object (`'...'`, `<...>`)."""
+    return re.split(r" ['<]", str(error), maxsplit=1)[0] or type(error).__name__

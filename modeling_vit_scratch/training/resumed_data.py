@@ -5,8 +5,8 @@ fractions or seeds) would train on, and then test on, other splits: images it ha
 split, and the card's test accuracy would say nothing. A resumed run with other settings (another seed, batch,
 learning rate, augmentation, no weight average where the run kept one, ...) would go on as another run from the
 middle of the first, silently, and its card would describe neither. Each checkpoint therefore holds `DATA_FILE`: the
-`--dataset` argument, a fingerprint of the splits (every row's label and image: its file's path and size, or a hash of
-its bytes) and the settings that shape the run's course (`run_settings`). `check_resumed_settings` compares the
+`--dataset` argument, a fingerprint of the splits (every row's label and image: its file's path inside the data set
+folder and size, or a hash of its bytes: a set moved between an interrupt and its resume is the same set) and the settings that shape the run's course (`run_settings`). `check_resumed_settings` compares the
 settings before any data is read, `check_resumed_data` the splits before the pre-flight. A streamed run keeps its
 place in the stream instead of a fingerprint (`streaming.py`). The steps and epochs are settings too: the Trainer builds
 the learning-rate schedule for the run's total steps, so a resume with more would stretch the schedule it is halfway
@@ -31,9 +31,10 @@ DATA_FILE = "vit_scratch_data.json"  # in each checkpoint: {"dataset": ..., "spl
 BATCH_ROWS = 1_000
 
 
-def splits_fingerprint(splits: DatasetDict) -> str:
-    """A short hash of every split's rows in order: the label and the image (a file's real path and size, or a hash
-    of the stored bytes)."""
+def splits_fingerprint(splits: DatasetDict, root: str | None = None) -> str:
+    """A short hash of every split's rows in order: the label and the image (a hash of the stored bytes, or its
+    file's path and size; the path inside the data set folder `root` where it lies there, so that a set moved between
+    an interrupt and its resume is the same set; `root` None: the file's real path, the rule of earlier versions)."""
     digest = hashlib.sha256()
     for name in sorted(splits):
         split = splits[name].select_columns(["image", "label"]).cast_column("image", ImageFeature(decode=False))
@@ -41,17 +42,33 @@ def splits_fingerprint(splits: DatasetDict) -> str:
         for start in range(0, len(split), BATCH_ROWS):
             block = split[start : start + BATCH_ROWS]
             for cell, label in zip(block["image"], block["label"]):
-                digest.update(f"{label}:{image_identity(cell)}\n".encode())
+                digest.update(f"{label}:{image_identity(cell, root)}\n".encode())
     return digest.hexdigest()[:16]
 
 
-def image_identity(cell: dict | None) -> str:
-    """What names one stored image: a hash of its bytes, or its file's real path and size."""
+def image_identity(cell: dict | None, root: str | None = None) -> str:
+    """What names one stored image: a hash of its bytes, or its file's path (inside `root` where it lies there,
+    else real) and size."""
     cell = cell or {}
     if cell.get("bytes") is not None:
         return hashlib.sha256(cell["bytes"]).hexdigest()
-    path = os.path.realpath(cell.get("path") or "")
-    return f"{path}:{os.path.getsize(path) if os.path.isfile(path) else -1}"
+    given = cell.get("path") or ""
+    size = os.path.getsize(given) if os.path.isfile(given) else -1
+    if root is not None:
+        inside = os.path.relpath(os.path.abspath(given), os.path.realpath(root))
+        if inside != os.pardir and not inside.startswith(os.pardir + os.sep):
+            return f"{Path(inside).as_posix()}:{size}"
+    return f"{os.path.realpath(given)}:{size}"
+
+
+def data_root(dataset: str) -> str | None:
+    """The folder a `--dataset` names (its files' paths are fingerprinted from it), or None (the digits, a hub set)."""
+    path = os.path.expanduser(dataset)
+    return path if os.path.isdir(path) else None
+
+
+# which rule names an image file in the splits' fingerprint; a checkpoint without it used the file's real path
+FINGERPRINT_RULE = "path inside the data set folder, size"
 
 
 # The arguments that shape a run's course, by the group they are parsed into: a resumed run must give the same.
@@ -269,6 +286,8 @@ class KeepDataIdentity(TrainerCallback):
     ):
         self.identity = {"dataset": dataset, "splits_fingerprint": fingerprint, "settings": settings or {}}
         self.legs = legs
+        if fingerprint is not None:
+            self.identity["fingerprint_rule"] = FINGERPRINT_RULE
 
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir, f"checkpoint-{state.global_step}")
@@ -363,15 +382,20 @@ def shown_setting(value) -> str:
     return str(value)
 
 
-def check_resumed_data(checkpoint: str, dataset: str, fingerprint: str) -> None:
+def check_resumed_data(checkpoint: str, dataset: str, fingerprint: str, splits: DatasetDict | None = None) -> None:
     """A resumed run's splits are those its checkpoint was trained on, or one line naming both data sets and the fix.
-    A checkpoint without `DATA_FILE` (written before it was kept) is not compared."""
+    A checkpoint without `DATA_FILE` (written before it was kept) is not compared; one written under the earlier
+    rule (real paths, no `fingerprint_rule`) is compared with `splits` fingerprinted by that rule."""
     kept = Path(checkpoint) / DATA_FILE
     if not kept.is_file():
         return
     identity = json.loads(kept.read_text())
     if identity.get("splits_fingerprint") == fingerprint:
         return
+    if "fingerprint_rule" not in identity and splits is not None:
+        fingerprint = splits_fingerprint(splits)  # as it was written then: the images' real paths
+        if identity.get("splits_fingerprint") == fingerprint:
+            return
     raise ValueError(
         f"--resume_from_checkpoint: {checkpoint} was trained on --dataset {identity.get('dataset')!r} (splits "
         f"{identity.get('splits_fingerprint')}), and this run reads --dataset {dataset!r} whose splits differ "

@@ -40,6 +40,7 @@ from datasets import ClassLabel, Dataset, Features, IterableDataset, load_datase
 from datasets import Image as ImageFeature
 from datasets.distributed import split_dataset_by_node
 
+from modeling_vit_scratch.common.names import shown_name
 from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.training.data import (
     IMAGE_COLUMN_NAMES,
@@ -47,7 +48,9 @@ from modeling_vit_scratch.training.data import (
     PreparedData,
     check_imagefolder_names,
     count,
+    entry_kind,
     find_column,
+    folder_files,
     imagefolder_files,
     left_out_line,
     saved_to_disk,
@@ -83,7 +86,12 @@ def stream_source(dataset: str, config_name: str | None = None) -> StreamSource:
             "shards (`dataset.to_parquet(...)` for each split) and stream those."
         )
     if path.is_dir():
-        files = sorted(item for item in path.rglob("*") if not any(p.startswith((".", "__")) for p in item.parts))
+        files = sorted(
+            item
+            for item in path.rglob("*")
+            if not any(p.startswith((".", "__")) for p in item.relative_to(path).parts)
+            and entry_kind(item, path)[0] != "not_regular"  # a pipe or device is never opened: named as left out
+        )
         # `datasets` picks the builder from the files and reads the features a README.md declares (class names)
         for suffix, kind in ((".parquet", "parquet"), (".tar", "webdataset")):
             shards = [item for item in files if item.suffix == suffix]
@@ -116,13 +124,11 @@ def stream_left_out_line(dataset: str) -> str | None:
         and item.name != "README.md"
         and not any(part.startswith((".", "__")) for part in item.relative_to(path).parts)
     ]
-    if not others:
-        return None
     many = len(others) != 1
-    return (
-        f"Left out {count(len(others), 'file')} that {'are not' if many else 'is not a'} {source.kind} "
-        f"shard{'s' * many} (e.g. {shown_files(others)})."
-    )
+    parts = [f"{count(len(others), 'file')} that {'are not' if many else 'is not a'} {source.kind} shard{'s' * many}"]
+    parts = [f"{parts[0]} (e.g. {shown_files(others)})"] if others else []
+    parts += folder_files(path).unread_parts()
+    return f"Left out {' and '.join(parts)}." if parts else None
 
 
 def check_shards(source: StreamSource) -> None:
@@ -144,13 +150,13 @@ def check_shards(source: StreamSource) -> None:
                     handle.read(1)
         except FileNotFoundError:
             raise FileNotFoundError(
-                f"Shard '{file}' is missing (a link to nothing, or removed while listed): restore it or remove it "
+                f"Shard '{shown_name(file)}' is missing (a link to nothing, or removed while listed): restore it or remove it "
                 "from the folder."
             ) from None
         except Exception as error:  # noqa: BLE001 pyarrow, tarfile and the OS each raise their own
             reason = " ".join(str(error).split()) or type(error).__name__
             raise ValueError(
-                f"Shard '{file}' cannot be read ({reason}): replace it or remove it from the folder."
+                f"Shard '{shown_name(file)}' cannot be read ({reason}): replace it or remove it from the folder."
             ) from None
 
 
@@ -264,6 +270,7 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
         )
     for file in source.files if source.kind == "parquet" else []:
         shard_renumbering(file, train.features)  # a class the set lacks: one line now, not mid-run
+        check_shard_labels(file, label_column, len(labels.names))  # "no label" (-1): one line now, not mid-run
     features = Features(image=ImageFeature(decode=False), label=labels)
     for name, split in splits.items():
         split = split.select_columns([image_column, label_column])
@@ -330,12 +337,29 @@ def shard_renumbering(file, features: Features) -> dict[str, "pyarrow.Array"]:
         unknown = [name for name in own.names if name not in feature.names]
         if unknown:
             raise ValueError(
-                f"Shard '{file}' declares the class {unknown[0]!r} in column {column!r}, which the set's classes "
+                f"Shard '{shown_name(file)}' declares the class {unknown[0]!r} in column {column!r}, which the set's classes "
                 f"({', '.join(feature.names[:5])}{', ...' * (len(feature.names) > 5)}) lack: rename that class to "
                 "one of the set's, or leave the shard out."
             )
         renumbering[column] = pyarrow.array([feature.names.index(name) for name in own.names], pyarrow.int64())
     return renumbering
+
+
+def check_shard_labels(file, column: str, num_classes: int) -> None:
+    """Every row of the parquet shard `file` has a class in 0..num_classes-1 (its label column read alone, not its
+    images); `datasets`' -1 ("no label") or a number past the names is one line naming the shard and the fix."""
+    from datasets.utils.file_utils import xopen
+
+    with xopen(str(file), "rb") as handle:
+        labels = pyarrow.parquet.read_table(handle, columns=[column]).column(column)
+    bounds = pyarrow.compute.min_max(labels).as_py()
+    if bounds["min"] is not None and (bounds["min"] < 0 or bounds["max"] >= num_classes):
+        found = bounds["min"] if bounds["min"] < 0 else bounds["max"]
+        said = "-1 (datasets' 'no label')" if found == -1 else str(found)
+        raise ValueError(
+            f"Shard '{shown_name(file)}' holds the label {said} in column {column!r}, and training needs a class in "
+            f"0..{num_classes - 1} in every row: remove those rows from the shard or label them."
+        )
 
 
 def held_out_splits(splits: dict, data_args, root: str | None = None) -> tuple[dict, IterableDataset]:
@@ -499,7 +523,7 @@ class StreamedImages(torch.utils.data.IterableDataset):
         """`row` decoded and through the transform, or None (counted) when its image cannot be used."""
         cell = row["image"] or {}
         try:
-            with open_image(cell, str(cell.get("path") or "A streamed image")) as image:
+            with open_image(cell, shown_name(str(cell.get("path") or "A streamed image"))) as image:
                 image.load()
                 item = self.transform({"image": [image], "label": [row["label"]]})
         except Exception as error:  # noqa: BLE001 PIL raises OSError, SyntaxError, ... for damaged images
@@ -515,9 +539,10 @@ class StreamedImages(torch.utils.data.IterableDataset):
         )
         if str(name) not in state["bad"]:  # counted once, however many passes meet it
             state["bad"].append(str(name))
-            logger.warning("Skipped an image that cannot be decoded: %s (%s).", name, " ".join(str(error).split()))
+            reason = shown_name(" ".join(str(error).split()))
+            logger.warning("Skipped an image that cannot be decoded: %s (%s).", shown_name(str(name)), reason)
         if len(state["bad"]) > self.stream.max_bad_images:
-            shown = ", ".join(state["bad"][:SHOWN_NAMES])
+            shown = ", ".join(map(shown_name, state["bad"][:SHOWN_NAMES]))
             more = f" and {len(state['bad']) - SHOWN_NAMES} more" if len(state["bad"]) > SHOWN_NAMES else ""
             raise ValueError(
                 f"{len(state['bad'])} training images could not be decoded, more than --max_bad_images "

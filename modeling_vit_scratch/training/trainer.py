@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from datasets import DatasetDict
 from transformers import TrainingArguments, set_seed
 
 from modeling_vit_scratch.common.commands import Terminated
@@ -48,6 +49,7 @@ from modeling_vit_scratch.training.class_metrics import class_metrics
 from modeling_vit_scratch.training.data import (
     PreparedData,
     check_dataset_source,
+    check_label_forms,
     check_label_text,
     collate_images,
     left_out_line,
@@ -107,6 +109,7 @@ from modeling_vit_scratch.training.resumed_data import (
     KeepDataIdentity,
     check_resumed_data,
     check_resumed_settings,
+    data_root,
     earlier_legs,
     run_legs,
     run_settings,
@@ -223,10 +226,11 @@ def train_in_claimed_folder(
     if data_args.streaming:  # read while training, never held whole: streaming.py
         stream = open_stream(data_args, training_args, known_secrets(hub_token))
         data = stream.held_out  # validation and test only, bounded
-        fingerprint = None  # a stream resumes from its place in it
+        fingerprint = whole_splits = None  # a stream resumes from its place in it
     else:
         data = once_per_node(lambda: load_and_split(data_args, known_secrets(hub_token)))
-        fingerprint = splits_fingerprint(data.splits)  # before --max_train_samples: the splits
+        fingerprint = splits_fingerprint(data.splits, data_root(data_args.dataset))  # before --max_train_samples
+        whole_splits = DatasetDict(data.splits)  # as fingerprinted: an older checkpoint's rule is asked of them
         check_training_classes(data.splits, data.labels, data_args.max_train_samples)  # every scored class trained
         if data_args.max_train_samples is not None:
             data.splits["train"] = data.splits["train"].select(
@@ -243,12 +247,14 @@ def train_in_claimed_folder(
             config, new = architecture
             check_resumed_architecture(checkpoint, with_data_fields(copy.deepcopy(config), new, model_args, data))
         if not data_args.streaming:  # and on the splits it started with, for as many steps
-            check_resumed_data(checkpoint, data_args.dataset, fingerprint)
+            check_resumed_data(checkpoint, data_args.dataset, fingerprint, whole_splits)
             check_resumed_steps(training_args, len(data.splits["train"]), checkpoint)
     main_process = training_args.process_index == 0
     images = check_images_together(data.splits, data_args.check_images, main_process and not training_args.disable_tqdm)
     if main_process:
         print(images.summary())
+        for line in images.copies_lines(data.labels):  # identical files under two classes, or train and held out
+            print(line)
         # the files of the data set folder that are not read, named: never a file the loader reads
         left_out = (stream_left_out_line if data_args.streaming else left_out_line)(data_args.dataset)
         if left_out:
@@ -418,7 +424,9 @@ def check_images_together(splits, decode: bool | None, progress: bool) -> ImageC
 
 def check_label_names(id2label: dict, dataset: str, secrets: list[str]) -> None:
     """No class name holds a token (it would be written to config.json, the card and the logs; never echoed) or an
-    unprintable character (`check_label_text`), wherever the names came from: folders, class names or numbers."""
+    unprintable character (`check_label_text`), and no two are one name in two Unicode forms (`check_label_forms`),
+    wherever the names came from: folders, class names or numbers."""
+    check_label_forms(list(id2label.values()), dataset)
     for label in id2label.values():
         check_label_text(str(label), dataset)
         refuse_secret(

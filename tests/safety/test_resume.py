@@ -225,6 +225,21 @@ def test_resuming_on_other_data_is_one_line_naming_both_data_sets(trained, chang
 
 
 @pytest.mark.integration
+def test_a_data_set_moved_between_interrupt_and_resume_is_the_same_data_set(trained, tmp_path):
+    """The splits' fingerprint names each image file by its path inside the data set folder: moving the folder (to
+    another disk, another mount) does not make it another data set."""
+    import shutil
+
+    scenario, argv = trained
+    moved, output = tmp_path / "elsewhere" / "images", tmp_path / "out"
+    shutil.copytree(scenario.images(), moved)
+    shutil.copytree(scenario.root / "out-train", output)
+    argv = with_argument(with_argument(argv, "--dataset", moved), "--output_dir", output)
+    result = outcome("train", with_argument(argv, "--resume_from_checkpoint", str(output / "checkpoint-1")))
+    assert result.code == 0, result
+
+
+@pytest.mark.integration
 @pytest.mark.parametrize("sent, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_resumes(tmp_path, sent, code):
     scenario = Scenario(tmp_path)
