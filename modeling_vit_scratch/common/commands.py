@@ -30,17 +30,18 @@ from collections.abc import Callable
 from contextlib import contextmanager
 
 from modeling_vit_scratch.common.children import remove_stale_scratch
+from modeling_vit_scratch.common.names import shown_name
 from modeling_vit_scratch.common.secrets import TOKEN_SHAPE, known_secrets, redact, redacting_logs, secrets_in_argv
 from vit_scratch_command import ENDED, INTERRUPTED, NOTHING_DONE, SIGNALS, TERMINATED, exit_on_signal, holds_signals
 
 TOKEN_START = re.compile(r"h(?:f(?:_[A-Za-z0-9]*)?)?\Z")
-CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # C0 (but the newline), DEL and C1 control characters
 
 
 def shown_controls(text: str) -> str:
-    """`text` with every control character but the newline written as Python writes it in a string (`\\x1b`,
-    `\\t`): a line that quotes user text never sends the terminal an escape sequence or a carriage return."""
-    return CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
+    """`text` with every unprintable character but the newline written as Python writes it in a string (`\\x1b`,
+    `\\t`, `\\u202e`; `common/names.py` `shown_name`, line by line): a line that quotes user text never sends the
+    terminal an escape sequence, a carriage return or a bidi override."""
+    return "\n".join(shown_name(line) for line in text.split("\n"))
 
 
 class Terminated(KeyboardInterrupt):

@@ -4,7 +4,7 @@ line must never carry those raw to a terminal, where they would move the cursor,
 hide text. `shown_name` is the one place a name is made safe to print; every line naming a data set's file or folder
 goes through it.
 
-Training glue, never imported by the model files.
+Tooling, never imported by the model files.
 """
 
 import os
