@@ -48,6 +48,73 @@ def check_not_url(value: str, named: str, revision: str | None = "--revision") -
     raise ValueError(f"{named} {value!r} is the Hub URL of a repo: give its id, {names[0]}/{names[1]}{branch}.")
 
 
+def repo_id_problem(value: str) -> str | None:
+    """Why `value` is no Hub repo id (`name` or `owner/name`), in our words; None when it is one. huggingface_hub's
+    `validate_repo_id` stays the judge: a value it refuses for a reason not named here is "not of the form
+    owner/name"."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    parts = value.split("/")
+    bad = re.search(r"[^\w./-]", value)
+    held = "a space" if bad and bad.group() == " " else repr(bad and bad.group())
+    checks = (
+        (not value.strip(), "it is empty"),
+        (value != value.strip(), "it has spaces around it"),
+        ("//" in value, "it has an empty part ('//')"),
+        (value.endswith("/"), "it ends with '/'"),
+        (value.startswith("/"), "it starts with '/'"),
+        (len(parts) > 2, f"it has {len(parts)} parts, and a repo id has two, owner/name"),
+        (value.endswith(".git"), "it ends in '.git', as a git URL does"),
+        (
+            bad is not None,
+            f"it holds {held}, and a repo id holds letters, digits, '-', '_' and '.' only",
+        ),
+        ("--" in value or ".." in value, f"it holds {'--' if '--' in value else '..'!r}"),
+        (any(part[:1] in "-." or part[-1:] in "-." for part in parts), "a part of it starts or ends with '-' or '.'"),
+        (any(len(part) > 96 for part in parts), "a part of it is longer than 96 characters"),
+    )
+    problem = next((words for failed, words in checks if failed), None)
+    if problem:
+        return problem
+    try:
+        validate_repo_id(value)
+    except HFValidationError:
+        return "it is not of the form owner/name"
+    return None
+
+
+def meant_repo_id(value: str) -> str | None:
+    """The repo id `value` means when it is one but for what a hand adds (spaces around it, a trailing or doubled
+    '/', a '.git' suffix): `local-user/m1/` means `local-user/m1`. None when no such id is meant (or `value` is one
+    already); a path from the root, ./ or ~ is never read as an id."""
+    text = value.strip()
+    if text.startswith(("/", ".", "~")):
+        return None
+    parts = [part for part in text.removesuffix(".git").split("/") if part]
+    meant = "/".join(parts)
+    return meant if meant != value and len(parts) in (1, 2) and repo_id_problem(meant) is None else None
+
+
+def check_repo_id(value: str, named: str, fix: str) -> None:
+    """The one check of a Hub repo id's form, for every argument that takes one (push's repo id, --hub_model_id,
+    --model, --teacher, --input): a ValueError naming what is wrong, in our words, and the id meant when it is
+    plain (`local-user/m1/`: give local-user/m1); otherwise `fix`. A URL is `check_not_url`'s, before this."""
+    problem = repo_id_problem(value)
+    if problem is None:
+        return
+    meant = meant_repo_id(value)
+    raise ValueError(f"{named} {value!r} is not valid ({problem}): {f'give {meant}' if meant else fix}.")
+
+
+def path_or_id_fix(value: str, otherwise: str) -> str:
+    """The fix for a local path that does not exist: the Hub repo id it may mean (`local-user/m1/` means
+    local-user/m1), else `otherwise`."""
+    meant = meant_repo_id(value)
+    if meant is None:
+        return otherwise
+    return f"give {meant} for the Hub repo ({repo_id_problem(value)}, which a repo id may not), or an existing folder"
+
+
 def looks_like_local_path(text: str) -> bool:
     """True for "/x", "./x", "~/x", "x/", "a/b/c", or "a/b" where the folder "a" exists here; hub ids are "name" or
     "owner/name" (no trailing "/")."""
@@ -66,10 +133,10 @@ def check_folder_path(source: str, argument: str, command: str) -> None:
             f"({os.path.dirname(source) or '.'!r}), with its config.json beside the weights."
         )
     if not os.path.exists(source) and looks_like_local_path(source):
-        raise FileNotFoundError(
-            f"{argument} {source!r} does not exist: check the path of the folder (a hub repo id is owner/name, "
-            "without ./ or a trailing /)."
+        fix = path_or_id_fix(
+            source, "check the path of the folder (a hub repo id is owner/name, without ./ or a trailing /)"
         )
+        raise FileNotFoundError(f"{argument} {source!r} does not exist: {fix}.")
     check_run_state(source, argument, command)
 
 
@@ -95,6 +162,10 @@ def check_hub_model(source: str, argument: str, revision: str | None = None) -> 
     that would be sent (the repo id, the revision) is refused first, never echoed (`refuse_sent_secrets`)."""
     local = os.path.exists(source) or looks_like_local_path(source)
     refuse_sent_secrets(None if local else f"The repo id of {argument}", source, revision)
+    if not local:
+        check_repo_id(
+            source, f"The repo id of {argument}", "give the path of a folder here or a Hub repo id (owner/name)"
+        )
     if local:
         if revision is not None:
             raise ValueError(

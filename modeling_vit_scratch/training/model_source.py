@@ -18,7 +18,7 @@ from modeling_vit_scratch.common.overrides import check_config_overrides, parse_
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.run_state import check_run_state
 from modeling_vit_scratch.common.secrets import known_secrets, refuse_secret
-from modeling_vit_scratch.common.sources import check_not_url, looks_like_local_path
+from modeling_vit_scratch.common.sources import check_not_url, check_repo_id, looks_like_local_path, path_or_id_fix
 from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
@@ -92,12 +92,11 @@ def model_input_kind(value: str, argument: str) -> str:
     if value.endswith(".json") and argument == "--model":
         raise FileNotFoundError(f"Config file {value!r} does not exist: give an existing JSON file.")
     if looks_like_local_path(value) and argument == "--teacher":
-        raise FileNotFoundError(
-            f"Teacher folder {value!r} does not exist: give a folder written by scripts/train.py (e.g. `make "
-            "teacher`) or a hub repo id."
-        )
+        fix = "give a folder written by scripts/train.py (e.g. `make teacher`) or a hub repo id"
+        raise FileNotFoundError(f"Teacher folder {value!r} does not exist: {path_or_id_fix(value, fix)}.")
     if looks_like_local_path(value):
-        raise FileNotFoundError(f"Checkpoint folder {value!r} does not exist: give a saved folder or repo id.")
+        fix = path_or_id_fix(value, "give a saved folder or repo id")
+        raise FileNotFoundError(f"Checkpoint folder {value!r} does not exist: {fix}.")
     if "/" not in value:
         if argument == "--model":
             raise ValueError(
@@ -105,6 +104,7 @@ def model_input_kind(value: str, argument: str) -> str:
                 "or give a config JSON file, a saved folder or a hub repo id."
             )
         raise ValueError(f"--teacher {value!r} is no folder here and no hub repo id: --teacher takes {takes}.")
+    check_repo_id(value, f"The repo id of {argument}", f"{argument} takes {takes}")
     return "hub"
 
 
