@@ -69,66 +69,6 @@ def test_a_bad_hub_argument_is_one_line_before_any_load_or_request(name, argumen
     assert not (tmp_path / "out-train").exists()
 
 
-# every argument that takes a Hub repo id: (command, argument; None: push's REPO)
-REPO_ID_ARGUMENTS = [
-    ("push", None),
-    ("train", "--hub_model_id"),
-    ("train", "--model"),
-    ("train", "--teacher"),
-    ("explain", "--model"),
-    ("convert", "--input"),
-]
-# a repo id as a hand mistypes it -> what the line says is wrong (every one of them means local-user/m1)
-MISTYPED_IDS = [
-    ("local-user/m1/", "it ends with '/'"),
-    ("local-user//m1", "it has an empty part ('//')"),
-    (" local-user/m1", "it has spaces around it"),
-    ("local-user/m1.git", "it ends in '.git'"),
-]
-
-
-def with_repo_id(scenario: Scenario, name: str, argument: str | None, value: str) -> list[str]:
-    argv = scenario.argv(name)
-    if argument is None:
-        return [argv[0], value, *argv[2:]]
-    if argument == "--hub_model_id":
-        return [*argv, "--push_to_hub", "true", "--hub_model_id", value]
-    return with_argument(argv, argument, value)
-
-
-@pytest.mark.usefixtures("logged_in", "nothing_loaded")
-@pytest.mark.parametrize("name, argument", REPO_ID_ARGUMENTS, ids=[f"{n}-{a}" for n, a in REPO_ID_ARGUMENTS])
-@pytest.mark.parametrize("value, said", MISTYPED_IDS, ids=[v for v, _ in MISTYPED_IDS])
-def test_a_mistyped_repo_id_is_one_line_in_our_words_naming_the_id_meant(name, argument, value, said, tmp_path):
-    """One check (common/sources.py `check_repo_id`, `path_or_id_fix` where the value reads as a path) for every
-    argument that takes a repo id: what is wrong in our words, never huggingface_hub's (which names a `repo_type`
-    argument no command has), and the id to give."""
-    result = outcome(name, with_repo_id(Scenario(tmp_path), name, argument, value))
-    assert result.one_line, result
-    assert repr(value) in result.error and said in result.error and "give local-user/m1" in result.error, result
-    assert "repo_type" not in result.error
-    assert not (tmp_path / "out-train").exists()
-
-
-@pytest.mark.parametrize(
-    "value, problem",
-    [
-        ("local user/m1", "it holds a space, and a repo id holds letters, digits, '-', '_' and '.' only"),
-        ("a--b/m1", "it holds '--'"),
-        ("a/b/c", "it has 3 parts, and a repo id has two, owner/name"),
-        ("-a/b", "a part of it starts or ends with '-' or '.'"),
-        ("a/" + "x" * 97, "a part of it is longer than 96 characters"),
-        ("local-user/m1", None),
-        ("m1", None),
-    ],
-)
-def test_a_repo_id_is_judged_in_our_words(value, problem):
-    from modeling_vit_scratch.common.sources import meant_repo_id, repo_id_problem
-
-    assert repo_id_problem(value) == problem
-    assert meant_repo_id(value) is None  # nothing plain is meant: the command's own fix is given
-
-
 @pytest.mark.usefixtures("logged_in", "nothing_loaded")
 @pytest.mark.parametrize("size", ["abc", "0", "-1GB", "2XB", ""])
 def test_a_shard_size_that_is_no_size_is_one_line_before_any_load(size, tmp_path):
@@ -375,7 +315,10 @@ def test_what_a_push_finds_on_the_repo_is_said_and_bad_arguments_create_nothing(
     assert kept["notes"] == [removed, "Kept on local-user/used, not written by vit-scratch: notes.md.", card_kept]
     assert files_after_first["README.md"].decode() == user_card and "pytorch_model.bin" not in files_after_first
     assert files_after_first["notes.md"] == b"x" and "eval_results.json" not in files_after_first
-    assert replaced["notes"][-1].startswith("README.md: the generated model card, its loading example pinned to ")
+    # a commit id is printed in full: a short one is no revision the Hub (or explain, convert) takes
+    assert re.fullmatch(
+        r"README\.md: the generated model card, its loading example pinned to [0-9a-f]{40}\.", replaced["notes"][-1]
+    )
     assert written_by_push(final["README.md"]) and final["notes.md"] == b"x"
     assert titles.count(f"Upload vit_scratch model from {model.name}") == 1  # the refused private push made none
 
@@ -411,6 +354,55 @@ def test_a_url_given_as_a_repo_id_is_one_line_giving_the_id(tmp_path, name, argu
     done = outcome(name, argv)
     assert done.one_line, done
     assert done.error.startswith(f"error: {named} {url!r} {says}"), done.error
+
+
+# a repo id as a hand mistypes it -> what the line says is wrong (every one of them means local-user/m1)
+MISTYPED_IDS = [
+    ("local-user/m1/", "it ends with '/'"),
+    ("local-user//m1", "it has an empty part ('//')"),
+    (" local-user/m1", "it has spaces around it"),
+    ("local-user/m1.git", "it ends in '.git'"),
+]
+
+
+@pytest.mark.usefixtures("logged_in", "nothing_loaded")
+@pytest.mark.parametrize(("name", "argument", "named"), REPO_ID_ARGUMENTS)
+@pytest.mark.parametrize("value, said", MISTYPED_IDS, ids=[v for v, _ in MISTYPED_IDS])
+def test_a_mistyped_repo_id_is_one_line_in_our_words_naming_the_id_meant(name, argument, named, value, said, tmp_path):
+    """One check (common/sources.py `check_repo_id`, `path_or_id_fix` where the value reads as a path) for every
+    argument that takes a repo id: what is wrong in our words, never huggingface_hub's (which names a `repo_type`
+    argument no command has), and the id to give."""
+    argv = Scenario(tmp_path).argv(name)
+    if argument is None:
+        argv[1] = value
+    else:
+        argv = with_argument(argv, argument, value)
+    if argument == "--hub_model_id":
+        argv = with_argument(argv, "--push_to_hub", "true")
+    result = outcome(name, argv)
+    assert result.one_line, result
+    assert repr(value) in result.error and said in result.error and "give local-user/m1" in result.error, result
+    assert "repo_type" not in result.error
+    assert not (tmp_path / "out-train").exists()
+
+
+@pytest.mark.parametrize(
+    "value, problem",
+    [
+        ("local user/m1", "it holds a space, and a repo id holds letters, digits, '-', '_' and '.' only"),
+        ("a--b/m1", "it holds '--'"),
+        ("a/b/c", "it has 3 parts, and a repo id has two, owner/name"),
+        ("-a/b", "a part of it starts or ends with '-' or '.'"),
+        ("a/" + "x" * 97, "a part of it is longer than 96 characters"),
+        ("local-user/m1", None),
+        ("m1", None),
+    ],
+)
+def test_a_repo_id_is_judged_in_our_words(value, problem):
+    from modeling_vit_scratch.common.sources import meant_repo_id, repo_id_problem
+
+    assert repo_id_problem(value) == problem
+    assert meant_repo_id(value) is None  # nothing plain is meant: the command's own fix is given
 
 
 def test_a_url_given_as_a_repo_id_is_never_echoed_with_its_password():
