@@ -334,6 +334,18 @@ REPO_ID_ARGUMENTS = [
 ]
 
 
+def with_repo_id(scenario: Scenario, name: str, argument: str | None, value: str) -> list[str]:
+    """The scenario's working line of `name` with the repo id `argument` (None: push's REPO) set to `value`."""
+    argv = scenario.argv(name)
+    if argument is None:
+        argv[1] = value
+    else:
+        argv = with_argument(argv, argument, value)
+    if argument == "--hub_model_id":
+        argv = with_argument(argv, "--push_to_hub", "true")
+    return argv
+
+
 @pytest.mark.parametrize(("name", "argument", "named"), REPO_ID_ARGUMENTS)
 @pytest.mark.parametrize(
     ("url", "says"),
@@ -344,14 +356,7 @@ REPO_ID_ARGUMENTS = [
     ],
 )
 def test_a_url_given_as_a_repo_id_is_one_line_giving_the_id(tmp_path, name, argument, named, url, says, nothing_loaded):
-    argv = Scenario(tmp_path).argv(name)
-    if argument is None:
-        argv[1] = url
-    else:
-        argv = with_argument(argv, argument, url)
-    if argument == "--hub_model_id":
-        argv = with_argument(argv, "--push_to_hub", "true")
-    done = outcome(name, argv)
+    done = outcome(name, with_repo_id(Scenario(tmp_path), name, argument, url))
     assert done.one_line, done
     assert done.error.startswith(f"error: {named} {url!r} {says}"), done.error
 
@@ -372,14 +377,7 @@ def test_a_mistyped_repo_id_is_one_line_in_our_words_naming_the_id_meant(name, a
     """One check (common/sources.py `check_repo_id`, `path_or_id_fix` where the value reads as a path) for every
     argument that takes a repo id: what is wrong in our words, never huggingface_hub's (which names a `repo_type`
     argument no command has), and the id to give."""
-    argv = Scenario(tmp_path).argv(name)
-    if argument is None:
-        argv[1] = value
-    else:
-        argv = with_argument(argv, argument, value)
-    if argument == "--hub_model_id":
-        argv = with_argument(argv, "--push_to_hub", "true")
-    result = outcome(name, argv)
+    result = outcome(name, with_repo_id(Scenario(tmp_path), name, argument, value))
     assert result.one_line, result
     assert repr(value) in result.error and said in result.error and "give local-user/m1" in result.error, result
     assert "repo_type" not in result.error
