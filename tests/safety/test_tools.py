@@ -6,6 +6,7 @@ start with '-'; a folder or repo of another model type is one line before anythi
 ViT sent to `vit-scratch convert`."""
 
 import http.server
+import io
 import json
 import socket
 import threading
@@ -19,6 +20,7 @@ from helpers import REPO
 from hub_server import LocalHub, Store
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from PIL import Image
 from test_templates import RECORD as CARD_RECORD
 
 from modeling_vit_scratch.common.model_folder import described_sha256
@@ -36,11 +38,27 @@ def fail_if_reached(*args, **kwargs):
 PAGE = b"<html>a page showing a cat</html>"
 
 
+def png_bytes(width: int, height: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 10, 10)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+CAT_PNG = png_bytes(4, 3)
+
+
 class Misbehaving(http.server.BaseHTTPRequestHandler):
-    """/trickle sends a byte every 0.2 s for ever; /endless streams 64 kB chunks without end, with no length; /page
+    """/cat.png is a small PNG; /trickle sends a byte every 0.2 s for ever; /endless streams 64 kB chunks without end, with no length; /page
     is a web page; /missing is a 404."""
 
     def do_GET(self):
+        if self.path.startswith("/cat.png"):
+            self.send_response(200)
+            self.send_header("Content-Type", "image/png")
+            self.send_header("Content-Length", str(len(CAT_PNG)))
+            self.end_headers()
+            self.wfile.write(CAT_PNG)
+            return
         if self.path.startswith(("/page", "/missing")):
             page = PAGE
             self.send_response(200 if self.path.startswith("/page") else 404)
@@ -109,6 +127,31 @@ def test_a_body_that_is_not_an_image_names_its_content_type(server, tmp_path, mo
     assert result.error == (
         f"error: {server}/page sent text/html, {len(PAGE)} bytes, which is not an image PIL can read: give the URL of the "
         "image file itself (not of a page that shows it), or download it and give --image the file."
+    )
+
+
+class Loaded(Exception):
+    """The model load was reached: the image was taken."""
+
+
+def test_a_downloaded_image_is_said_to_be_taken_from_its_url(server, tmp_path, monkeypatch, capsys):
+    def loaded(*args, **kwargs):
+        raise Loaded
+
+    monkeypatch.setattr(prediction, "load_model", loaded)
+    result = outcome("explain", explain_argv(Scenario(tmp_path), f"{server}/cat.png?signature=s3cr3t"))
+    assert isinstance(result.traceback, Loaded), result
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"image: downloaded from {server}/cat.png?*** (image/png, {len(CAT_PNG)} bytes), a PNG of 4x3 pixels"
+    )
+
+
+def test_an_image_url_of_another_scheme_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(prediction, "load_model", fail_if_reached)
+    result = outcome("explain", explain_argv(Scenario(tmp_path), "ftp://example.com/cat.png"))
+    assert result.error == (
+        "error: Image 'ftp://example.com/cat.png' is a ftp: URL, and explain downloads http(s) URLs only: download "
+        "it yourself and give --image the file (a file:// URL is read as the path it names)."
     )
 
 
