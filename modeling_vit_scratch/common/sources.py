@@ -154,12 +154,15 @@ def refuse_sent_secrets(what: str | None, repo_id: str, revision: str | None) ->
         refuse_secret(what, repo_id, secrets, SENT_FIX)
 
 
-def check_hub_model(source: str, argument: str, revision: str | None = None) -> None:
+def check_hub_model(
+    source: str, argument: str, revision: str | None = None, revision_named: str = "--revision"
+) -> None:
     """Refuse, before any download, a hub repo whose `revision` (default: main) holds no config.json (a model pushed
     to another branch only: the load would fail with a line about a setting the user never gave), naming the
     branches that hold one; and a --revision given with a local folder. A repo the Hub does not answer for
     (offline, unknown, no such revision) is left to the checks and the load that follow. A token typed into a field
-    that would be sent (the repo id, the revision) is refused first, never echoed (`refuse_sent_secrets`)."""
+    that would be sent (the repo id, the revision) is refused first, never echoed (`refuse_sent_secrets`).
+    `revision_named` is the command's revision argument (train: --model_revision, --teacher_revision)."""
     local = os.path.exists(source) or looks_like_local_path(source)
     refuse_sent_secrets(None if local else f"The repo id of {argument}", source, revision)
     if not local:
@@ -169,8 +172,8 @@ def check_hub_model(source: str, argument: str, revision: str | None = None) -> 
     if local:
         if revision is not None:
             raise ValueError(
-                f"--revision {revision!r} names a version of a hub repo, and {argument} {source!r} is a local "
-                f"folder: leave out --revision."
+                f"{revision_named} {revision!r} names a version of a hub repo, and {argument} {source!r} is a local "
+                f"folder: leave out {revision_named}."
             )
         return
     from huggingface_hub import HfApi
@@ -180,9 +183,10 @@ def check_hub_model(source: str, argument: str, revision: str | None = None) -> 
     try:
         siblings = api.model_info(source, revision=revision).siblings or []
     except RevisionNotFoundError:
-        raise ValueError(unknown_revision(source, revision, argument, hub_revisions(api, source), "")) from None
+        known = hub_revisions(api, source)
+        raise ValueError(unknown_revision(source, revision, argument, known, "", revision_named)) from None
     except Exception:  # noqa: BLE001 - offline, unknown or unreachable: the load that follows says why
-        check_cached_revision(source, revision, argument)
+        check_cached_revision(source, revision, argument, revision_named)
         return
     if any(sibling.rfilename == "config.json" for sibling in siblings):
         return
@@ -204,11 +208,13 @@ def check_hub_model(source: str, argument: str, revision: str | None = None) -> 
     branch = holding[0] if holding else "BRANCH"
     raise ValueError(
         f"{argument} {source!r} has no config.json on {where}, so it holds no model there{found}: give "
-        f"--revision {branch}."
+        f"{revision_named} {branch}."
     )
 
 
-def unknown_revision(source: str, revision: str, argument: str, known: list[str], where: str) -> str:
+def unknown_revision(
+    source: str, revision: str, argument: str, known: list[str], where: str, revision_named: str = "--revision"
+) -> str:
     """The line for a `revision` that `source` (a hub repo, or its copy in the cache: `where`) does not have: never
     the weights' fault. A short commit id is named as such: the Hub takes a commit id only in full."""
     short = (
@@ -222,7 +228,7 @@ def unknown_revision(source: str, revision: str, argument: str, known: list[str]
         if where
         else f"give one of its branches or tags{names}, or a full commit id"
     )
-    return f"--revision {revision!r}: {argument} {source!r} has no branch, tag or commit of that name{where}{short}: {fix}."
+    return f"{revision_named} {revision!r}: {argument} {source!r} has no branch, tag or commit of that name{where}{short}: {fix}."
 
 
 def hub_revisions(api, source: str) -> list[str]:
@@ -235,7 +241,7 @@ def hub_revisions(api, source: str) -> list[str]:
     return sorted(names, key=lambda name: name != "main")
 
 
-def check_cached_revision(source: str, revision: str | None, argument: str) -> None:
+def check_cached_revision(source: str, revision: str | None, argument: str, revision_named: str = "--revision") -> None:
     """Where the Hub did not answer (offline, out of reach) and the repo is in the Hugging Face cache, a `revision`
     the cache holds under no branch, tag or commit is one line naming it: the load would read nothing there."""
     from huggingface_hub import constants
@@ -250,4 +256,19 @@ def check_cached_revision(source: str, revision: str | None, argument: str) -> N
     if revision in refs or revision in commits:
         return
     where = " in the Hugging Face cache (the Hub was not asked: HF_HUB_OFFLINE is set or it is out of reach)"
-    raise ValueError(unknown_revision(source, revision, argument, refs, where))
+    raise ValueError(unknown_revision(source, revision, argument, refs, where, revision_named))
+
+
+def hub_commit(source: str, argument: str, revision: str | None, revision_named: str) -> str | None:
+    """The full 40-hex commit that hub repo `source` is read at: `revision` (default: main) checked as
+    `check_hub_model` does, then resolved once (online, or from the cache's refs offline), so that every later load
+    reads that one commit and the record can name it. `revision` as given when it cannot be resolved (an unknown or
+    unreachable repo: the load that follows says why)."""
+    check_hub_model(source, argument, revision, revision_named)
+    from huggingface_hub import HfApi, constants
+
+    try:
+        resolved = HfApi().resolve_revision(source, revision=revision, local_files_only=constants.HF_HUB_OFFLINE)
+    except Exception:  # noqa: BLE001 - the load that follows says why
+        return revision
+    return str(resolved.resolved)

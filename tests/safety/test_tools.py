@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 from entry_points import MODEL_ARGUMENT, Scenario, argv_reading, hub_repo, outcome
-from helpers import REPO
+from helpers import REPO, TINY_MODEL
 from hub_server import LocalHub, Store
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -553,3 +553,66 @@ def test_a_revision_the_local_hub_does_not_know_is_one_line_at_explain_and_conve
         "branches or tags (main), or a full commit id."
     )
     assert not (tmp_path / "out").exists()
+
+
+def labelled_model(folder: Path, labels: list[str]) -> Path:
+    """A tiny saved classifier of `labels` (a teacher for the scenario's image folder)."""
+    from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchImageProcessor
+
+    config = ViTScratchConfig(**TINY_MODEL, id2label=dict(enumerate(labels)))
+    ViTScratchForImageClassification(config).save_pretrained(folder)
+    ViTScratchImageProcessor.for_config(config).save_pretrained(folder)
+    return folder
+
+
+TRAINED_FROM_HUB = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from entry_points import Scenario, outcome, with_argument
+root = Path(sys.argv[3]).parent
+train = Scenario(root).argv("train")
+unknown = outcome("train", [*with_argument(train, "--model", "local-user/m"), "--model_revision", "nope"]).error
+fine_tuned = outcome("train", with_argument(with_argument(train, "--model", "local-user/m"), "--output_dir", root / "ft"))
+taught = outcome("train", [*with_argument(train, "--output_dir", root / "kd"), "--teacher", "local-user/t"])
+print(json.dumps([unknown, fine_tuned.error, taught.error]))
+"""
+
+
+@pytest.mark.integration
+def test_a_run_from_a_hub_model_or_teacher_records_the_commit_it_read(tmp_path):
+    """A hub --model (or --teacher) is read at one commit, resolved once before anything loads: the record and the
+    card name it in full (before: "starting from the weights of local-user/m", no commit); --model_revision and
+    --teacher_revision take a branch, tag or full commit id, checked as explain's and convert's --revision."""
+    with LocalHub(tmp_path / "hub") as hub:
+        hub_repo(hub, "local-user/m", Scenario(tmp_path).model())
+        hub_repo(hub, "local-user/t", labelled_model(tmp_path / "teacher", ["cat", "dog", "fox"]))
+        (commit, _), *_ = hub.commits("local-user/m")
+        (teacher_commit, _), *_ = hub.commits("local-user/t")
+        unknown, fine_tuned, taught = script_on_hub(hub, TRAINED_FROM_HUB, tmp_path)
+    assert unknown == (
+        "error: --model_revision 'nope': --model 'local-user/m' has no branch, tag or commit of that name: give one "
+        "of its branches or tags (main), or a full commit id."
+    )
+    assert fine_tuned is None and taught is None, (fine_tuned, taught)
+    record = json.loads((tmp_path / "ft" / "training_record.json").read_text())
+    assert (record["initial_weights"], record["initial_weights_commit"]) == ("local-user/m", commit)
+    assert (
+        f"starting from the weights of `local-user/m` at commit `{commit}`"
+        in (tmp_path / "ft" / "README.md").read_text()
+    )
+    taught_record = json.loads((tmp_path / "kd" / "training_record.json").read_text())
+    assert f"the teacher local-user/t (commit {teacher_commit})" in taught_record["distillation"]
+
+
+@pytest.mark.parametrize(
+    "given, said",
+    [
+        (["--model_revision", "dev"], "error: --model_revision 'dev' names a version of a hub repo, and --model "),
+        (["--teacher_revision", "dev"], "error: --teacher_revision applies only with --teacher, which is not given"),
+    ],
+)
+def test_a_model_revision_without_a_hub_repo_is_one_line(given, said, tmp_path):
+    result = outcome("train", [*Scenario(tmp_path).argv("train"), *given])
+    assert result.one_line and result.error.startswith(said), result
+    assert not (tmp_path / "out-train").exists()
