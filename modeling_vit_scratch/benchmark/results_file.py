@@ -33,7 +33,7 @@ def check_results_path(value: str) -> Path:
     if os.path.basename(value) in ("", ".", ".."):  # `out/`, `.`: Path would drop the '/' and write a file `out`
         raise ValueError(
             f"--json {value!r} names a folder (its last part is {os.path.basename(value) or 'empty: it ends with /'}): "
-            f"give a file, e.g. --json {os.path.join(value, 'results.json')} in a folder that exists."
+            f"give a file, e.g. --json {os.path.join(value.rstrip('/') or '/', 'results.json')} in a folder that exists."
         )
     path = Path(value)
     if path.is_symlink():

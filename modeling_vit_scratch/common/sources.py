@@ -90,8 +90,8 @@ def meant_repo_id(value: str) -> str | None:
     text = value.strip()
     if text.startswith(("/", ".", "~")):
         return None
-    parts = [part for part in text.removesuffix(".git").split("/") if part]
-    meant = "/".join(parts)
+    meant = "/".join(part for part in text.split("/") if part).removesuffix(".git")
+    parts = meant.split("/")
     return meant if meant != value and len(parts) in (1, 2) and repo_id_problem(meant) is None else None
 
 
