@@ -27,9 +27,14 @@ def written_by_benchmark(path: Path) -> bool:
 
 def check_results_path(value: str) -> Path:
     """`--json` as a path the result may be written to, else a ValueError naming it and the fix: a name, not a link,
-    not a folder, in a folder that exists and can be written, and either new or a result the benchmark wrote."""
+    not a folder (nor a name ending in '/'), in a folder that exists and can be written, and either new or a result the benchmark wrote."""
     if not value.strip():
         raise ValueError("--json is empty: give the file to write the results to, e.g. --json results.json.")
+    if os.path.basename(value) in ("", ".", ".."):  # `out/`, `.`: Path would drop the '/' and write a file `out`
+        raise ValueError(
+            f"--json {value!r} names a folder (its last part is {os.path.basename(value) or 'empty: it ends with /'}): "
+            f"give a file, e.g. --json {os.path.join(value.rstrip('/') or '/', 'results.json')} in a folder that exists."
+        )
     path = Path(value)
     if path.is_symlink():
         raise ValueError(

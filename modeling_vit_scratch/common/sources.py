@@ -48,6 +48,73 @@ def check_not_url(value: str, named: str, revision: str | None = "--revision") -
     raise ValueError(f"{named} {value!r} is the Hub URL of a repo: give its id, {names[0]}/{names[1]}{branch}.")
 
 
+def repo_id_problem(value: str) -> str | None:
+    """Why `value` is no Hub repo id (`name` or `owner/name`), in our words; None when it is one. huggingface_hub's
+    `validate_repo_id` stays the judge: a value it refuses for a reason not named here is "not of the form
+    owner/name"."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    parts = value.split("/")
+    bad = re.search(r"[^\w./-]", value)
+    held = "a space" if bad and bad.group() == " " else repr(bad and bad.group())
+    checks = (
+        (not value.strip(), "it is empty"),
+        (value != value.strip(), "it has spaces around it"),
+        ("//" in value, "it has an empty part ('//')"),
+        (value.endswith("/"), "it ends with '/'"),
+        (value.startswith("/"), "it starts with '/'"),
+        (len(parts) > 2, f"it has {len(parts)} parts, and a repo id has two, owner/name"),
+        (value.endswith(".git"), "it ends in '.git', as a git URL does"),
+        (
+            bad is not None,
+            f"it holds {held}, and a repo id holds letters, digits, '-', '_' and '.' only",
+        ),
+        ("--" in value or ".." in value, f"it holds {'--' if '--' in value else '..'!r}"),
+        (any(part[:1] in "-." or part[-1:] in "-." for part in parts), "a part of it starts or ends with '-' or '.'"),
+        (any(len(part) > 96 for part in parts), "a part of it is longer than 96 characters"),
+    )
+    problem = next((words for failed, words in checks if failed), None)
+    if problem:
+        return problem
+    try:
+        validate_repo_id(value)
+    except HFValidationError:
+        return "it is not of the form owner/name"
+    return None
+
+
+def meant_repo_id(value: str) -> str | None:
+    """The repo id `value` means when it is one but for what a hand adds (spaces around it, a trailing or doubled
+    '/', a '.git' suffix): `local-user/m1/` means `local-user/m1`. None when no such id is meant (or `value` is one
+    already); a path from the root, ./ or ~ is never read as an id."""
+    text = value.strip()
+    if text.startswith(("/", ".", "~")):
+        return None
+    meant = "/".join(part for part in text.split("/") if part).removesuffix(".git")
+    parts = meant.split("/")
+    return meant if meant != value and len(parts) in (1, 2) and repo_id_problem(meant) is None else None
+
+
+def check_repo_id(value: str, named: str, fix: str) -> None:
+    """The one check of a Hub repo id's form, for every argument that takes one (push's repo id, --hub_model_id,
+    --model, --teacher, --input): a ValueError naming what is wrong, in our words, and the id meant when it is
+    plain (`local-user/m1/`: give local-user/m1); otherwise `fix`. A URL is `check_not_url`'s, before this."""
+    problem = repo_id_problem(value)
+    if problem is None:
+        return
+    meant = meant_repo_id(value)
+    raise ValueError(f"{named} {value!r} is not valid ({problem}): {f'give {meant}' if meant else fix}.")
+
+
+def path_or_id_fix(value: str, otherwise: str) -> str:
+    """The fix for a local path that does not exist: the Hub repo id it may mean (`local-user/m1/` means
+    local-user/m1), else `otherwise`."""
+    meant = meant_repo_id(value)
+    if meant is None:
+        return otherwise
+    return f"give {meant} for the Hub repo ({repo_id_problem(value)}, which a repo id may not), or an existing folder"
+
+
 def looks_like_local_path(text: str) -> bool:
     """True for "/x", "./x", "~/x", "x/", "a/b/c", or "a/b" where the folder "a" exists here; hub ids are "name" or
     "owner/name" (no trailing "/")."""
@@ -66,10 +133,10 @@ def check_folder_path(source: str, argument: str, command: str) -> None:
             f"({os.path.dirname(source) or '.'!r}), with its config.json beside the weights."
         )
     if not os.path.exists(source) and looks_like_local_path(source):
-        raise FileNotFoundError(
-            f"{argument} {source!r} does not exist: check the path of the folder (a hub repo id is owner/name, "
-            "without ./ or a trailing /)."
+        fix = path_or_id_fix(
+            source, "check the path of the folder (a hub repo id is owner/name, without ./ or a trailing /)"
         )
+        raise FileNotFoundError(f"{argument} {source!r} does not exist: {fix}.")
     check_run_state(source, argument, command)
 
 
@@ -87,19 +154,26 @@ def refuse_sent_secrets(what: str | None, repo_id: str, revision: str | None) ->
         refuse_secret(what, repo_id, secrets, SENT_FIX)
 
 
-def check_hub_model(source: str, argument: str, revision: str | None = None) -> None:
+def check_hub_model(
+    source: str, argument: str, revision: str | None = None, revision_named: str = "--revision"
+) -> None:
     """Refuse, before any download, a hub repo whose `revision` (default: main) holds no config.json (a model pushed
     to another branch only: the load would fail with a line about a setting the user never gave), naming the
     branches that hold one; and a --revision given with a local folder. A repo the Hub does not answer for
     (offline, unknown, no such revision) is left to the checks and the load that follow. A token typed into a field
-    that would be sent (the repo id, the revision) is refused first, never echoed (`refuse_sent_secrets`)."""
+    that would be sent (the repo id, the revision) is refused first, never echoed (`refuse_sent_secrets`).
+    `revision_named` is the command's revision argument (train: --model_revision, --teacher_revision)."""
     local = os.path.exists(source) or looks_like_local_path(source)
     refuse_sent_secrets(None if local else f"The repo id of {argument}", source, revision)
+    if not local:
+        check_repo_id(
+            source, f"The repo id of {argument}", "give the path of a folder here or a Hub repo id (owner/name)"
+        )
     if local:
         if revision is not None:
             raise ValueError(
-                f"--revision {revision!r} names a version of a hub repo, and {argument} {source!r} is a local "
-                f"folder: leave out --revision."
+                f"{revision_named} {revision!r} names a version of a hub repo, and {argument} {source!r} is a local "
+                f"folder: leave out {revision_named}."
             )
         return
     from huggingface_hub import HfApi
@@ -109,9 +183,10 @@ def check_hub_model(source: str, argument: str, revision: str | None = None) -> 
     try:
         siblings = api.model_info(source, revision=revision).siblings or []
     except RevisionNotFoundError:
-        raise ValueError(unknown_revision(source, revision, argument, hub_revisions(api, source), "")) from None
+        known = hub_revisions(api, source)
+        raise ValueError(unknown_revision(source, revision, argument, known, "", revision_named)) from None
     except Exception:  # noqa: BLE001 - offline, unknown or unreachable: the load that follows says why
-        check_cached_revision(source, revision, argument)
+        check_cached_revision(source, revision, argument, revision_named)
         return
     if any(sibling.rfilename == "config.json" for sibling in siblings):
         return
@@ -133,11 +208,13 @@ def check_hub_model(source: str, argument: str, revision: str | None = None) -> 
     branch = holding[0] if holding else "BRANCH"
     raise ValueError(
         f"{argument} {source!r} has no config.json on {where}, so it holds no model there{found}: give "
-        f"--revision {branch}."
+        f"{revision_named} {branch}."
     )
 
 
-def unknown_revision(source: str, revision: str, argument: str, known: list[str], where: str) -> str:
+def unknown_revision(
+    source: str, revision: str, argument: str, known: list[str], where: str, revision_named: str = "--revision"
+) -> str:
     """The line for a `revision` that `source` (a hub repo, or its copy in the cache: `where`) does not have: never
     the weights' fault. A short commit id is named as such: the Hub takes a commit id only in full."""
     short = (
@@ -151,7 +228,7 @@ def unknown_revision(source: str, revision: str, argument: str, known: list[str]
         if where
         else f"give one of its branches or tags{names}, or a full commit id"
     )
-    return f"--revision {revision!r}: {argument} {source!r} has no branch, tag or commit of that name{where}{short}: {fix}."
+    return f"{revision_named} {revision!r}: {argument} {source!r} has no branch, tag or commit of that name{where}{short}: {fix}."
 
 
 def hub_revisions(api, source: str) -> list[str]:
@@ -164,7 +241,7 @@ def hub_revisions(api, source: str) -> list[str]:
     return sorted(names, key=lambda name: name != "main")
 
 
-def check_cached_revision(source: str, revision: str | None, argument: str) -> None:
+def check_cached_revision(source: str, revision: str | None, argument: str, revision_named: str = "--revision") -> None:
     """Where the Hub did not answer (offline, out of reach) and the repo is in the Hugging Face cache, a `revision`
     the cache holds under no branch, tag or commit is one line naming it: the load would read nothing there."""
     from huggingface_hub import constants
@@ -179,4 +256,19 @@ def check_cached_revision(source: str, revision: str | None, argument: str) -> N
     if revision in refs or revision in commits:
         return
     where = " in the Hugging Face cache (the Hub was not asked: HF_HUB_OFFLINE is set or it is out of reach)"
-    raise ValueError(unknown_revision(source, revision, argument, refs, where))
+    raise ValueError(unknown_revision(source, revision, argument, refs, where, revision_named))
+
+
+def hub_commit(source: str, argument: str, revision: str | None, revision_named: str) -> str | None:
+    """The full 40-hex commit that hub repo `source` is read at: `revision` (default: main) checked as
+    `check_hub_model` does, then resolved once (online, or from the cache's refs offline), so that every later load
+    reads that one commit and the record can name it. `revision` as given when it cannot be resolved (an unknown or
+    unreachable repo: the load that follows says why)."""
+    check_hub_model(source, argument, revision, revision_named)
+    from huggingface_hub import HfApi, constants
+
+    try:
+        resolved = HfApi().resolve_revision(source, revision=revision, local_files_only=constants.HF_HUB_OFFLINE)
+    except Exception:  # noqa: BLE001 - the load that follows says why
+        return revision
+    return str(resolved.resolved)

@@ -1,23 +1,49 @@
-"""Path arguments as the user meant them: a leading `~` (or `~user`) is a home folder on every command.
+"""Path arguments as the user meant them: a leading `~` (or `~user`) is a home folder, and a `file://` URL the path
+it names, on every command.
 
 A shell expands `~` at the start of a word (`--out ~/figs`) but not after `=` (`--out=~/figs`), nor inside a recipe;
-left as is, `~/figs` would be a folder named `~` in the working folder. Every path argument of every command is
-read through `user_path`, so both spellings name the same folder and every line prints the expanded path.
+left as is, `~/figs` would be a folder named `~` in the working folder. A file manager or a browser copies a file as
+`file:///home/me/cat.jpg`, which names that file, not a folder `file:` here. Every path argument of every command is
+read through `user_path`, so each spelling names the same file or folder and every line prints the plain path.
 
 Training glue, never imported by the model files.
 """
 
+import argparse
 import os
+import re
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
+
+FILE_URL = re.compile(r"file:/", re.IGNORECASE)
+THIS_MACHINE = ("", "localhost")  # the hosts a file URL may name for a file here
+
+
+class NotALocalPath(ValueError, argparse.ArgumentTypeError):
+    """A path argument that names no file on this machine; argparse prints its message as is."""
 
 
 def user_path(text: str) -> str:
-    """`text` with a leading `~` or `~user` expanded to that home folder; any other text (a relative path, a hub
-    repo id, a URL) as it was. argparse's `type=` for a path argument."""
+    """`text` with a leading `~` or `~user` expanded to that home folder, and a `file://` URL (`file:///W/x.jpg`,
+    `file://localhost/W/x.jpg`, percent-escapes decoded) as the path it names; any other text (a relative path, a hub
+    repo id, an http URL) as it was. A file URL of another host is refused: it names no file here. argparse's `type=`
+    for a path argument."""
+    if FILE_URL.match(text):
+        parts = urlsplit(text)
+        if (parts.hostname or "") not in THIS_MACHINE:
+            raise NotALocalPath(
+                f"{text!r} is a file URL on the host {parts.hostname!r}, not on this machine: copy the file here and "
+                "give its path"
+            )
+        return url2pathname(parts.path)
     return os.path.expanduser(text) if text.startswith("~") else text
 
 
 def expand_user_paths(values: dict, names: tuple[str, ...]) -> None:
-    """Expand, in place, each of `names` in `values` (parsed arguments) that holds a path string."""
+    """Read, in place, each of `names` in `values` (parsed arguments) that holds a path string through `user_path`."""
     for name in names:
         if isinstance(values.get(name), str):
-            values[name] = user_path(values[name])
+            try:
+                values[name] = user_path(values[name])
+            except NotALocalPath as error:
+                raise ValueError(f"--{name} {error}.") from None

@@ -80,7 +80,30 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--timm_kwargs", "--timm-kwargs", help="extra timm.create_model arguments, e.g. 'global_pool=avg,img_size=384'"
     )
     parser.add_argument("--dtype", default="float32", help="precision of the parity check: float32 or bfloat16")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    refuse_unused_arguments(args, parser)
+    return args
+
+
+# the arguments that only some directions read (a dest -> its option, and the directions that read it); every other
+# argument is read by every direction
+DIRECTION_ONLY = {
+    "timm_model": ("--timm_model", ("--from timm",)),
+    "timm_kwargs": ("--timm_kwargs", ("--from timm",)),
+    "revision": ("--revision", ("--from transformers", "--to transformers")),
+}
+
+
+def refuse_unused_arguments(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """One line (argparse's, as for any other misuse) for an argument the chosen direction does not read: it would
+    be ignored without a word. Names the argument and the direction that takes it."""
+    direction = f"--from {args.source}" if args.source else f"--to {args.target}"
+    for dest, (option, directions) in DIRECTION_ONLY.items():
+        if getattr(args, dest) is not None and direction not in directions:
+            parser.error(
+                f"{option} is read by {' and '.join(directions)} only, and this is {direction}, so it would be "
+                f"ignored: leave out {option}"
+            )
 
 
 def convert(args: argparse.Namespace) -> None:
@@ -147,11 +170,6 @@ def conversion_source(args: argparse.Namespace) -> dict:
 def check_timm_arguments(args: argparse.Namespace) -> None:
     """`--from timm`'s own needs, before any work: an architecture name, a weights file that is no pickle and whose
     header holds, timm importable, and `--timm_kwargs` that build an architecture only."""
-    if args.revision is not None:
-        raise ValueError(
-            f"--revision {args.revision!r} names a version of a hub repo, and --from timm reads a local weights file: "
-            "leave out --revision."
-        )
     if not args.timm_model:
         raise ValueError("--from timm needs --timm_model NAME (e.g. vit_base_patch16_224) to know the architecture.")
     if not Path(args.input).is_file():

@@ -1,7 +1,7 @@
 """What a conversion's `--input` is, decided before any work: a local folder (of the kind the direction reads), a
 hub repo id, or for `--from timm` a safetensors file. Each wrong kind is one line that names the right one: a file
 where a folder is read, a folder of the other side of the conversion (a transformers ViT given to `--to
-transformers`), a local path that does not exist (never looked up on the Hub), a name that is no repo id."""
+transformers`), a local path that does not exist (never looked up on the Hub), a name that is no repo id (common/sources.py's one check)."""
 
 from pathlib import Path
 
@@ -22,16 +22,6 @@ def check_input(source: str, direction: str, revision: str | None = None) -> Non
     check_hub_model(source, "--input", revision)
     if Path(source).is_dir():
         check_folder_kind(Path(source), source, direction)
-        return
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    try:
-        validate_repo_id(source)
-    except HFValidationError:
-        raise ValueError(
-            f"--input {source!r} is neither a folder here nor a hub repo id (owner/name of letters, digits, '-', "
-            "'_' and '.'): check the path or the repo id."
-        ) from None
 
 
 def check_folder_kind(folder: Path, source: str, direction: str) -> None:

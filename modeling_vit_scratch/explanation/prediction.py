@@ -3,6 +3,7 @@ class-specific gradient rollout, per-layer attention from the class token, the p
 
 import http.client
 import io
+import re
 import socket
 import ssl
 import time
@@ -99,13 +100,18 @@ def downloaded_image(url: str) -> Image.Image:
     """The image at `url`; a body that is not an image (a web page, say) is one line naming its content type."""
     body, content_type = download(url)
     try:
-        return open_bounded(io.BytesIO(body), f"Image {shown_url(url)!r}")
+        image = open_bounded(io.BytesIO(body), f"Image {shown_url(url)!r}")
     except UnidentifiedImageError:
         sent = f"{content_type or 'no content type'}, {len(body):,} bytes"
         raise ValueError(
             f"{shown_url(url)} sent {sent}, which is not an image PIL can read: give the URL of the image file "
             "itself (not of a page that shows it), or download it and give --image the file."
         ) from None
+    print(  # what was taken: the URL's bytes, never a file of that name here
+        f"image: downloaded from {shown_url(url)} ({content_type or 'no content type'}, {len(body):,} bytes), a "
+        f"{image.format or 'image'} of {image.width}x{image.height} pixels"
+    )
+    return image
 
 
 def load_image(source: str) -> Image.Image:
@@ -122,6 +128,12 @@ def load_image(source: str) -> Image.Image:
                 raise ValueError(
                     f"Image {source!r} is not a regular file (a device, pipe or socket): --image takes one image "
                     "file (PNG, JPEG, ...) or an http(s) URL."
+                )
+            scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", source)
+            if scheme and not Path(source).exists():
+                raise ValueError(
+                    f"Image {source!r} is a {scheme.group(1)}: URL, and explain downloads http(s) URLs only: download "
+                    "it yourself and give --image the file (a file:// URL is read as the path it names)."
                 )
             if not Path(source).is_file():
                 raise FileNotFoundError(f"Image {source!r} does not exist: give an image file or an http(s) URL.")

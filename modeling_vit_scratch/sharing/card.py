@@ -175,8 +175,8 @@ def origin_text(record: dict, conversion: dict | None) -> str:
     the history the converted input's records vouched for: trained by vit-scratch, exported and imported back),
     else nothing claimed. Local paths are named by their last part (`public_name`)."""
     if record:
-        start = public_name(record.get("initial_weights"))
-        return "trained with vit-scratch" + (f", starting from the weights of `{start}`" if start else "") + ","
+        start = starting_weights(record)
+        return "trained with vit-scratch" + (f", starting from the weights of {start}" if start else "") + ","
     if conversion and "checkpoint" in conversion:
         epoch = conversion.get("epoch")
         at = f"step {conversion['checkpoint']}" + (f", epoch {epoch:g}" if isinstance(epoch, (int, float)) else "")
@@ -383,5 +383,15 @@ def other_start(record: dict) -> str:
     """Where a transformers model's training started, as the record says: from scratch, or from a model's weights."""
     if "initial_weights" not in record:
         return ""
-    start = record["initial_weights"]
-    return f" from the weights of `{public_name(start)}`" if start else " from scratch"
+    start = starting_weights(record)
+    return f" from the weights of {start}" if start else " from scratch"
+
+
+def starting_weights(record: dict) -> str | None:
+    """The weights a run started from, as a card names them: `owner/name` at the full commit it was read at (a hub
+    repo's, recorded), or a local folder by its last part; None for a new model."""
+    start = public_name(record.get("initial_weights"))
+    if not start:
+        return None
+    commit = record.get("initial_weights_commit")
+    return f"`{start}`" + (f" at commit `{commit}`" if commit else "")

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 from huggingface_hub.serialization._base import parse_size_to_int
-from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 from modeling_vit_scratch.common.secrets import known_secrets, redact, refuse_secret
 from modeling_vit_scratch.common.sources import check_not_url
+from modeling_vit_scratch.common.sources import check_repo_id as check_hub_repo_id
 
 # huggingface_hub's errors (HfHubHTTPError is an OSError) and its HTTP client's transport errors.
 HUB_ERRORS = (OSError, *HfHubHTTPError.__bases__)
@@ -121,13 +121,7 @@ def check_repo_id(repo_id: str, names: Names) -> None:
         raise ValueError(
             f"{start(names, 'the repo id')} {repo_id!r} starts with '-', which no Hub repo id may: {names.repo_fix}."
         )
-    try:
-        validate_repo_id(repo_id)
-    except HFValidationError as error:
-        raise ValueError(
-            f"{start(names, 'the repo id')} {repo_id!r} is not valid "
-            f"({' '.join(str(error).split())}): {names.repo_fix}."
-        ) from None
+    check_hub_repo_id(repo_id, start(names, "the repo id"), names.repo_fix)
 
 
 def check_revision(revision: str | None, create_pr: bool, names: Names) -> str | None:

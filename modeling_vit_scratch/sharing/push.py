@@ -592,7 +592,7 @@ def push_to_hub(
                 repo_id=repo_id,
                 revision=card_revision,
                 parent_commit=model_commit,
-                commit_message=f"Model card: pin the loading example to {model_commit[:12]}",
+                commit_message=f"Model card: pin the loading example to {model_commit}",
             )
         except HUB_ERRORS as error:
             retry = (
@@ -606,5 +606,5 @@ def push_to_hub(
                 f"unpinned), but pinning the card's loading example to that commit failed "
                 f"({describe(error, secrets)}); {retry} to pin it."
             ) from None
-    notes.append(f"README.md: the generated model card, its loading example pinned to {model_commit[:12]}.")
+    notes.append(f"README.md: the generated model card, its loading example pinned to {model_commit}.")
     return PushResult(repo_url, card_commit.oid, card_commit.commit_url, pull_request_url, notes)

@@ -54,6 +54,13 @@ class ModelArguments:
             "model from, or a saved folder / hub repo id to fine-tune."
         },
     )
+    model_revision: str | None = field(
+        default=None,
+        metadata={
+            "help": "The branch, tag or full commit id of a hub repo --model (default: main); the commit read is "
+            "recorded."
+        },
+    )
     config_overrides: str | None = field(
         default=None,
         metadata={"help": "Config fields to override for a new model, e.g. 'image_size=64,drop_path_rate=0.1'."},
@@ -67,6 +74,13 @@ class ModelArguments:
             "help": "Train against this teacher (DeiT): a folder or hub repo of an image classifier with the same "
             "labels, e.g. one trained by this script from configs/models/model_digits_teacher.json. The student gets a "
             "distillation token and a second head."
+        },
+    )
+    teacher_revision: str | None = field(
+        default=None,
+        metadata={
+            "help": "The branch, tag or full commit id of a hub repo --teacher (default: main); the commit read is "
+            "recorded."
         },
     )
     distillation: Literal["hard", "soft"] = field(
@@ -555,6 +569,7 @@ APPLIES_ONLY_WITH = {
     "distillation": "teacher",
     "distillation_alpha": "teacher",
     "distillation_temperature": "teacher",
+    "teacher_revision": "teacher",
 }
 
 

@@ -84,12 +84,17 @@ class TeacherInputs(nn.Module):
         return (pixels - self.teacher_mean) / self.teacher_std
 
 
-def load_teacher(source: str, student_processor, id2label: dict[int, str]) -> tuple[nn.Module, TeacherInputs]:
+def load_teacher(
+    source: str, student_processor, id2label: dict[int, str], revision: str | None = None
+) -> tuple[nn.Module, TeacherInputs]:
     """The teacher model (eval mode, frozen) and the conversion of the student's inputs for it. It must predict the
-    same classes; in another order, its logits are put in the data's order. Code from its folder is never run."""
+    same classes; in another order, its logits are put in the data's order. Code from its folder is never run. A hub
+    repo is read at `revision` (the commit `pin_hub_sources` resolved)."""
     try:
-        teacher = AutoModelForImageClassification.from_pretrained(source, trust_remote_code=False, use_safetensors=True)
-        teacher_processor = AutoImageProcessor.from_pretrained(source, trust_remote_code=False)
+        teacher = AutoModelForImageClassification.from_pretrained(
+            source, trust_remote_code=False, use_safetensors=True, revision=revision
+        )
+        teacher_processor = AutoImageProcessor.from_pretrained(source, trust_remote_code=False, revision=revision)
     except (OSError, ValueError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ValueError(

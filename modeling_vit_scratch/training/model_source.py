@@ -18,7 +18,13 @@ from modeling_vit_scratch.common.overrides import check_config_overrides, parse_
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.run_state import check_run_state
 from modeling_vit_scratch.common.secrets import known_secrets, refuse_secret
-from modeling_vit_scratch.common.sources import check_not_url, looks_like_local_path
+from modeling_vit_scratch.common.sources import (
+    check_not_url,
+    check_repo_id,
+    hub_commit,
+    looks_like_local_path,
+    path_or_id_fix,
+)
 from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
@@ -30,6 +36,30 @@ from modeling_vit_scratch.training.arguments import ModelArguments
 from modeling_vit_scratch.training.data import PreparedData, shown_labels
 from modeling_vit_scratch.training.preflight import open_image
 
+# the hub repos a run may read, by their arguments: (the source, its revision)
+HUB_SOURCES = {"--model": ("model", "model_revision"), "--teacher": ("teacher", "teacher_revision")}
+KIND_WORDS = {"preset": "a preset name", "file": "an architecture file", "folder": "a local folder"}
+
+
+def pin_hub_sources(args: ModelArguments) -> None:
+    """A hub repo given as --model or --teacher is read at one commit: its revision (--model_revision,
+    --teacher_revision; default: main) is checked before anything loads (a revision the repo lacks is one line) and
+    resolved once to the full 40-hex commit, which every later load reads and the record and card name. A revision
+    given with a source that is no hub repo is one line."""
+    for argument, (source_field, revision_field) in HUB_SOURCES.items():
+        source, revision = getattr(args, source_field), getattr(args, revision_field)
+        if not source:
+            continue
+        kind = model_input_kind(source, argument)
+        option = f"--{revision_field}"
+        if kind != "hub" and revision is not None:
+            raise ValueError(
+                f"{option} {revision!r} names a version of a hub repo, and {argument} {source!r} is "
+                f"{KIND_WORDS[kind]}: leave out {option}."
+            )
+        if kind == "hub":
+            setattr(args, revision_field, hub_commit(source, argument, revision, option))
+
 
 def model_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
     """The architecture `--model` names, without the data's labels, and whether it is a new model. Every error in
@@ -37,7 +67,7 @@ def model_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
     distillation token, and a checkpoint must have one."""
     if args.teacher:
         model_input_kind(args.teacher, "--teacher")
-        check_readable_folder(args.teacher, "--teacher")
+        check_readable_folder(args.teacher, "--teacher", args.teacher_revision)
     config, new = named_config(args)
     if isinstance(config, ViTScratchConfig):
         check_model_size(config)
@@ -92,12 +122,11 @@ def model_input_kind(value: str, argument: str) -> str:
     if value.endswith(".json") and argument == "--model":
         raise FileNotFoundError(f"Config file {value!r} does not exist: give an existing JSON file.")
     if looks_like_local_path(value) and argument == "--teacher":
-        raise FileNotFoundError(
-            f"Teacher folder {value!r} does not exist: give a folder written by scripts/train.py (e.g. `make "
-            "teacher`) or a hub repo id."
-        )
+        fix = "give a folder written by scripts/train.py (e.g. `make teacher`) or a hub repo id"
+        raise FileNotFoundError(f"Teacher folder {value!r} does not exist: {path_or_id_fix(value, fix)}.")
     if looks_like_local_path(value):
-        raise FileNotFoundError(f"Checkpoint folder {value!r} does not exist: give a saved folder or repo id.")
+        fix = path_or_id_fix(value, "give a saved folder or repo id")
+        raise FileNotFoundError(f"Checkpoint folder {value!r} does not exist: {fix}.")
     if "/" not in value:
         if argument == "--model":
             raise ValueError(
@@ -105,6 +134,7 @@ def model_input_kind(value: str, argument: str) -> str:
                 "or give a config JSON file, a saved folder or a hub repo id."
             )
         raise ValueError(f"--teacher {value!r} is no folder here and no hub repo id: --teacher takes {takes}.")
+    check_repo_id(value, f"The repo id of {argument}", f"{argument} takes {takes}")
     return "hub"
 
 
@@ -162,9 +192,9 @@ def named_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
         raise ValueError("--config_overrides applies to new models only; a checkpoint keeps its architecture.")
     if kind == "folder" and not (Path(args.model) / "config.json").exists():
         raise FileNotFoundError(f"{args.model!r} has no config.json: give a folder written by save_pretrained.")
-    check_readable_folder(args.model, "--model")  # a folder, or a repo id
+    check_readable_folder(args.model, "--model", args.model_revision)  # a folder, or a repo id
     try:
-        return AutoConfig.from_pretrained(args.model, trust_remote_code=False), False
+        return AutoConfig.from_pretrained(args.model, trust_remote_code=False, revision=args.model_revision), False
     except OSError as error:
         raise FileNotFoundError(
             f"Cannot load the checkpoint {args.model!r}: it is no folder here and no reachable hub repo "
@@ -317,7 +347,7 @@ def check_resumed_architecture(checkpoint: str, requested: PreTrainedConfig, fro
         )
 
 
-def check_readable_folder(source: str, argument: str) -> None:
+def check_readable_folder(source: str, argument: str, revision: str | None = None) -> None:
     """A local model folder that `argument` names asks to run no code but the package's own, and holds its weights
     as safetensors that fit their files; a hub repo's auto_map is checked too, its weights by the load (safetensors
     only)."""
@@ -325,6 +355,7 @@ def check_readable_folder(source: str, argument: str) -> None:
         source,
         f"training never runs a model folder's own code; give {argument} a folder saved by vit-scratch, or by "
         "transformers for a model class that ships with it (no auto_map)",
+        revision=revision,
     )
     if Path(source).is_dir():
         weight_files(source)
@@ -356,7 +387,7 @@ def build_model(args: ModelArguments, data: PreparedData) -> tuple[ViTScratchFor
     config, new = model_config(args)
     kernel = {"attn_implementation": args.attn_implementation} if args.attn_implementation else {}
     if not new:
-        return fine_tuned_model(args.model, config, data, kernel)
+        return fine_tuned_model(args.model, config, data, kernel, args.model_revision)
     config = with_data_fields(config, new, args, data)
     model_class = classifier_class(config)
     # the Auto class builds another model type (a teacher); ours are built by their own class, since the Auto class
@@ -418,9 +449,9 @@ def image_channels(split, sample: int = 64) -> int:
 
 
 def fine_tuned_model(
-    source: str, saved: ViTScratchConfig, data: PreparedData, kernel: dict
+    source: str, saved: ViTScratchConfig, data: PreparedData, kernel: dict, revision: str | None = None
 ) -> tuple[ViTScratchForImageClassification, object]:
-    """A saved folder or hub repo, to fine-tune on `data`. A new label set gets a new head, initialised afresh;
+    """A saved folder or hub repo (at `revision`), to fine-tune on `data`. A new label set gets a new head, initialised afresh;
     every other weight must load as saved (a shape that differs anywhere else is an error, never a re-init)."""
     # the labels set the head's size (num_labels beside them only makes transformers warn of a conflict)
     labels = dict(id2label=data.id2label, label2id={name: i for i, name in data.id2label.items()})
@@ -434,6 +465,7 @@ def fine_tuned_model(
                 trust_remote_code=False,
                 use_safetensors=True,
                 **labels,
+                revision=revision,
                 **kernel,
             )
     except OSError as error:  # a repo without safetensors weights, or out of reach
@@ -456,7 +488,7 @@ def fine_tuned_model(
                 setattr(model, head, nn.Linear(model.config.hidden_size, model.config.num_labels))
                 model._init_weights(getattr(model, head))
     try:
-        processor = ViTScratchImageProcessor.from_pretrained(source)
+        processor = ViTScratchImageProcessor.from_pretrained(source, revision=revision)
     except OSError:  # a checkpoint saved without its processor
         processor = ViTScratchImageProcessor.for_config(model.config)
     return model, processor

@@ -49,8 +49,9 @@ def distillation_text(model_args: ModelArguments) -> str | None:
         if model_args.distillation == "hard"
         else f"its probabilities at temperature {model_args.distillation_temperature:g} (soft distillation)"
     )
+    at = f" (commit {model_args.teacher_revision})" if model_args.teacher_revision else ""  # a hub teacher's, pinned
     return (
-        f"the distillation head learned from the teacher {model_args.teacher} {how}, with weight "
+        f"the distillation head learned from the teacher {model_args.teacher}{at} {how}, with weight "
         f"{model_args.distillation_alpha:g} (the labels {1 - model_args.distillation_alpha:g})"
     )
 

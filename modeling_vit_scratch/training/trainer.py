@@ -82,6 +82,7 @@ from modeling_vit_scratch.training.model_source import (
     fields_from_data,
     fine_tuning_line,
     model_config,
+    pin_hub_sources,
     with_data_fields,
 )
 from modeling_vit_scratch.training.output import (
@@ -154,6 +155,7 @@ def train(
         logger.warning(slow_bf16)
     resuming = resume not in RESUME_OFF
     # the inputs first, from their names and the file system: a wrong one is named as such, never blamed on the output
+    pin_hub_sources(model_args)  # a hub --model or --teacher: read at one commit, checked and resolved once
     requested, new = model_config(model_args)  # the model arguments' errors before any data is read
     check_layer_decay(model_args.layer_decay, requested, training_args)
     check_ema(model_args.ema_decay, training_args)
@@ -294,7 +296,9 @@ def train_in_claimed_folder(
         print(f"Training in {precision_words(training_precision(training_args), precision_choice)}.")
     trainer_class, teaching = AugmentingTrainer, {}
     if model_args.teacher:
-        teacher, teacher_inputs = load_teacher(model_args.teacher, processor, data.id2label)
+        teacher, teacher_inputs = load_teacher(
+            model_args.teacher, processor, data.id2label, model_args.teacher_revision
+        )
         trainer_class = DistillationTrainer
         teaching = dict(teacher=teacher, teacher_inputs=teacher_inputs, distillation=model_args.distillation_loss)
     averaged = {} if model_args.ema_decay is None else {"ema_decay": model_args.ema_decay}
@@ -381,6 +385,8 @@ def train_in_claimed_folder(
         layer_decay=layer_decay_text(model_args.layer_decay, model.config),
         legs=run_legs(*legs),  # every command of the run, and its wall time
     )
+    if not new and model_args.model_revision:  # a hub repo's: the full commit it was read at (`pin_hub_sources`)
+        notes["initial_weights_commit"] = model_args.model_revision
     notes["wall_time_seconds"] = round(sum(leg["wall_time_seconds"] or 0 for leg in notes["legs"]), 1)  # all legs
     # every process: a sharded model's weights are gathered from all of them; process 0 writes
     check_held(claimed)

@@ -1,5 +1,5 @@
-"""The benchmark's `--json` file follows the write rules: a file the benchmark did not write, a link, a folder or a
-missing folder is one line before anything is measured (the file left byte-identical); a result of its own is
+"""The benchmark's `--json` file follows the write rules: a file the benchmark did not write, a link, a folder (or a
+name ending in '/') or a missing folder is one line before anything is measured (the file left byte-identical); a result of its own is
 replaced by a staged write that never follows a link and leaves no partial file. In this process."""
 
 import json
@@ -39,6 +39,10 @@ def the_users(tmp_path, kind: str):
         path.mkdir()
     elif kind == "missing folder":
         path = tmp_path / "nope" / "mine.json"
+    elif kind == "ends with /":  # a folder meant, new or not: never written as a file of that name
+        return f"{tmp_path}/results/"
+    elif kind == "dot":
+        return f"{tmp_path}/."
     return path
 
 
@@ -49,6 +53,8 @@ SAID = {
     "link": "is a symbolic link: the benchmark never writes through one; remove the link or give another file.",
     "folder": "is a folder: give a file, e.g. --json",
     "missing folder": "does not exist: make it, or give another file.",
+    "ends with /": "names a folder (its last part is empty: it ends with /): give a file, e.g. --json ",
+    "dot": "names a folder (its last part is .): give a file, e.g. --json ",
 }
 
 
@@ -65,6 +71,7 @@ def test_an_output_file_the_benchmark_did_not_write_is_one_line_before_measuring
     assert result.one_line, result
     assert result.error.startswith(f"error: --json {str(path)!r}") and SAID[kind] in result.error
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    assert not (tmp_path / "results").exists()
 
 
 def test_a_result_of_its_own_is_replaced_whole_and_a_new_one_written(tmp_path, monkeypatch):

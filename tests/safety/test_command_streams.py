@@ -453,7 +453,7 @@ def test_ctrl_c_during_a_push_says_whether_the_model_commit_was_made_and_the_sam
         finished = push()
         assert finished.returncode == 0, finished.stderr[-3000:]
         titles = [title for _, title in hub.commits("local-user/x")]
-    assert len(titles) == 3 and titles[0] == f"Model card: pin the loading example to {model_commit[:12]}"
+    assert len(titles) == 3 and titles[0] == f"Model card: pin the loading example to {model_commit}"
     assert titles[1].startswith("Upload vit_scratch model")
     assert "Traceback" not in before_commit.stderr + before_card.stderr
 

@@ -31,3 +31,32 @@ def test_a_vit_model_s_pooler_is_said_to_be_dropped_before_the_folder_is_written
     said = [number for number, line in enumerate(lines) if line.startswith("Not converted: the pooler of ")]
     assert said and "pooler.dense.bias, pooler.dense.weight" in lines[said[0]]
     assert said[0] < next(number for number, line in enumerate(lines) if line.startswith("Wrote a vit_scratch folder"))
+
+
+# (direction, an argument that direction does not read, the directions that read it)
+NOT_READ = [
+    (["--from", "transformers"], ["--timm_kwargs", "img_size=16"], "--from timm"),
+    (["--to", "transformers"], ["--timm_model", "vit_base_patch16_224"], "--from timm"),
+    (
+        ["--from", "timm"],
+        ["--timm_model", "vit_tiny_patch16_224", "--revision", "dev"],
+        "--from transformers and --to transformers",
+    ),
+]
+
+
+@pytest.mark.parametrize("direction, given, readers", NOT_READ, ids=[" ".join(d + g) for d, g, _ in NOT_READ])
+def test_an_argument_the_direction_does_not_read_is_one_line_naming_the_direction_that_does(
+    direction, given, readers, tmp_path
+):
+    """Every argument that only some directions read is refused in the one parser (`refuse_unused_arguments`)
+    before anything is read: given to another direction it would be ignored without a word."""
+    argv = [*direction, "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"), *given]
+    result = outcome("convert", argv)
+    option = given[-2]
+    assert result.one_line, result
+    assert result.error.startswith(
+        f"error: {option} is read by {readers} only, and this is {' '.join(direction)}, so it would be ignored: leave "
+        f"out {option};"
+    ), result.error
+    assert list(tmp_path.iterdir()) == []

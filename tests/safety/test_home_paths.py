@@ -4,6 +4,7 @@ never what was meant. Every line names the expanded path."""
 
 import pytest
 from entry_points import Scenario, outcome
+from PIL import Image
 
 
 @pytest.fixture
@@ -60,3 +61,29 @@ def test_a_tilde_in_an_output_is_checked_as_the_home_folder(name, argument, home
     result = outcome(name, argv)
     assert result.one_line, result
     assert str(home / "notes.txt") in result.error and "~" not in result.error
+
+
+def test_a_file_url_is_read_as_the_path_it_names(tmp_path, capsys):
+    """A file manager copies a file as `file:///...`: every path argument reads it as that path (a CMYK JPEG here, as
+    a browser saves one), never as a folder `file:` here."""
+    scenario = Scenario(tmp_path)
+    Image.new("CMYK", (20, 20), (0, 80, 160, 0)).save(tmp_path / "my cmyk.jpg")
+    url = (tmp_path / "my cmyk.jpg").as_uri()  # file:///.../my%20cmyk.jpg
+    argv = ["--model", scenario.model().as_uri(), "--image", url, "--out", f"file://localhost{tmp_path}/figs"]
+    assert outcome("explain", argv).code == 0
+    assert f"{tmp_path / 'figs'}/attention_rollout.png" in capsys.readouterr().out
+    missing = outcome("push", [f"file://{tmp_path}/missing", "local-user/a"])
+    assert missing.error.startswith(f"error: FOLDER '{tmp_path / 'missing'}' does not exist"), missing
+
+
+def test_a_file_url_of_another_host_is_one_line():
+    result = outcome("convert", ["--to", "transformers", "--input", "file://server/share/model", "--output", "out"])
+    assert result.error.startswith(
+        "error: argument --input: 'file://server/share/model' is a file URL on the host 'server', not on this "
+        "machine: copy the file here and give its path;"
+    ), result
+    trained = outcome("train", ["--dataset", "file://server/share/images", "--model", "vit-tiny-patch16-224"])
+    assert trained.error == (
+        "error: --dataset 'file://server/share/images' is a file URL on the host 'server', not on this machine: copy "
+        "the file here and give its path."
+    ), trained

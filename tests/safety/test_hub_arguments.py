@@ -315,7 +315,10 @@ def test_what_a_push_finds_on_the_repo_is_said_and_bad_arguments_create_nothing(
     assert kept["notes"] == [removed, "Kept on local-user/used, not written by vit-scratch: notes.md.", card_kept]
     assert files_after_first["README.md"].decode() == user_card and "pytorch_model.bin" not in files_after_first
     assert files_after_first["notes.md"] == b"x" and "eval_results.json" not in files_after_first
-    assert replaced["notes"][-1].startswith("README.md: the generated model card, its loading example pinned to ")
+    # a commit id is printed in full: a short one is no revision the Hub (or explain, convert) takes
+    assert re.fullmatch(
+        r"README\.md: the generated model card, its loading example pinned to [0-9a-f]{40}\.", replaced["notes"][-1]
+    )
     assert written_by_push(final["README.md"]) and final["notes.md"] == b"x"
     assert titles.count(f"Upload vit_scratch model from {model.name}") == 1  # the refused private push made none
 
@@ -331,6 +334,18 @@ REPO_ID_ARGUMENTS = [
 ]
 
 
+def with_repo_id(scenario: Scenario, name: str, argument: str | None, value: str) -> list[str]:
+    """The scenario's working line of `name` with the repo id `argument` (None: push's REPO) set to `value`."""
+    argv = scenario.argv(name)
+    if argument is None:
+        argv[1] = value
+    else:
+        argv = with_argument(argv, argument, value)
+    if argument == "--hub_model_id":
+        argv = with_argument(argv, "--push_to_hub", "true")
+    return argv
+
+
 @pytest.mark.parametrize(("name", "argument", "named"), REPO_ID_ARGUMENTS)
 @pytest.mark.parametrize(
     ("url", "says"),
@@ -341,16 +356,51 @@ REPO_ID_ARGUMENTS = [
     ],
 )
 def test_a_url_given_as_a_repo_id_is_one_line_giving_the_id(tmp_path, name, argument, named, url, says, nothing_loaded):
-    argv = Scenario(tmp_path).argv(name)
-    if argument is None:
-        argv[1] = url
-    else:
-        argv = with_argument(argv, argument, url)
-    if argument == "--hub_model_id":
-        argv = with_argument(argv, "--push_to_hub", "true")
-    done = outcome(name, argv)
+    done = outcome(name, with_repo_id(Scenario(tmp_path), name, argument, url))
     assert done.one_line, done
     assert done.error.startswith(f"error: {named} {url!r} {says}"), done.error
+
+
+# a repo id as a hand mistypes it -> what the line says is wrong (every one of them means local-user/m1)
+MISTYPED_IDS = [
+    ("local-user/m1/", "it ends with '/'"),
+    ("local-user//m1", "it has an empty part ('//')"),
+    (" local-user/m1", "it has spaces around it"),
+    ("local-user/m1.git", "it ends in '.git'"),
+]
+
+
+@pytest.mark.usefixtures("logged_in", "nothing_loaded")
+@pytest.mark.parametrize(("name", "argument", "named"), REPO_ID_ARGUMENTS)
+@pytest.mark.parametrize("value, said", MISTYPED_IDS, ids=[v for v, _ in MISTYPED_IDS])
+def test_a_mistyped_repo_id_is_one_line_in_our_words_naming_the_id_meant(name, argument, named, value, said, tmp_path):
+    """One check (common/sources.py `check_repo_id`, `path_or_id_fix` where the value reads as a path) for every
+    argument that takes a repo id: what is wrong in our words, never huggingface_hub's (which names a `repo_type`
+    argument no command has), and the id to give."""
+    result = outcome(name, with_repo_id(Scenario(tmp_path), name, argument, value))
+    assert result.one_line, result
+    assert repr(value) in result.error and said in result.error and "give local-user/m1" in result.error, result
+    assert "repo_type" not in result.error
+    assert not (tmp_path / "out-train").exists()
+
+
+@pytest.mark.parametrize(
+    "value, problem",
+    [
+        ("local user/m1", "it holds a space, and a repo id holds letters, digits, '-', '_' and '.' only"),
+        ("a--b/m1", "it holds '--'"),
+        ("a/b/c", "it has 3 parts, and a repo id has two, owner/name"),
+        ("-a/b", "a part of it starts or ends with '-' or '.'"),
+        ("a/" + "x" * 97, "a part of it is longer than 96 characters"),
+        ("local-user/m1", None),
+        ("m1", None),
+    ],
+)
+def test_a_repo_id_is_judged_in_our_words(value, problem):
+    from modeling_vit_scratch.common.sources import meant_repo_id, repo_id_problem
+
+    assert repo_id_problem(value) == problem
+    assert meant_repo_id(value) is None  # nothing plain is meant: the command's own fix is given
 
 
 def test_a_url_given_as_a_repo_id_is_never_echoed_with_its_password():

@@ -6,6 +6,7 @@ start with '-'; a folder or repo of another model type is one line before anythi
 ViT sent to `vit-scratch convert`."""
 
 import http.server
+import io
 import json
 import socket
 import threading
@@ -15,10 +16,11 @@ from types import SimpleNamespace
 
 import pytest
 from entry_points import MODEL_ARGUMENT, Scenario, argv_reading, hub_repo, outcome
-from helpers import REPO
+from helpers import REPO, TINY_MODEL
 from hub_server import LocalHub, Store
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from PIL import Image
 from test_templates import RECORD as CARD_RECORD
 
 from modeling_vit_scratch.common.model_folder import described_sha256
@@ -36,11 +38,27 @@ def fail_if_reached(*args, **kwargs):
 PAGE = b"<html>a page showing a cat</html>"
 
 
+def png_bytes(width: int, height: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 10, 10)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+CAT_PNG = png_bytes(4, 3)
+
+
 class Misbehaving(http.server.BaseHTTPRequestHandler):
-    """/trickle sends a byte every 0.2 s for ever; /endless streams 64 kB chunks without end, with no length; /page
+    """/cat.png is a small PNG; /trickle sends a byte every 0.2 s for ever; /endless streams 64 kB chunks without end, with no length; /page
     is a web page; /missing is a 404."""
 
     def do_GET(self):
+        if self.path.startswith("/cat.png"):
+            self.send_response(200)
+            self.send_header("Content-Type", "image/png")
+            self.send_header("Content-Length", str(len(CAT_PNG)))
+            self.end_headers()
+            self.wfile.write(CAT_PNG)
+            return
         if self.path.startswith(("/page", "/missing")):
             page = PAGE
             self.send_response(200 if self.path.startswith("/page") else 404)
@@ -109,6 +127,31 @@ def test_a_body_that_is_not_an_image_names_its_content_type(server, tmp_path, mo
     assert result.error == (
         f"error: {server}/page sent text/html, {len(PAGE)} bytes, which is not an image PIL can read: give the URL of the "
         "image file itself (not of a page that shows it), or download it and give --image the file."
+    )
+
+
+class Loaded(Exception):
+    """The model load was reached: the image was taken."""
+
+
+def test_a_downloaded_image_is_said_to_be_taken_from_its_url(server, tmp_path, monkeypatch, capsys):
+    def loaded(*args, **kwargs):
+        raise Loaded
+
+    monkeypatch.setattr(prediction, "load_model", loaded)
+    result = outcome("explain", explain_argv(Scenario(tmp_path), f"{server}/cat.png?signature=s3cr3t"))
+    assert isinstance(result.traceback, Loaded), result
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"image: downloaded from {server}/cat.png?*** (image/png, {len(CAT_PNG)} bytes), a PNG of 4x3 pixels"
+    )
+
+
+def test_an_image_url_of_another_scheme_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(prediction, "load_model", fail_if_reached)
+    result = outcome("explain", explain_argv(Scenario(tmp_path), "ftp://example.com/cat.png"))
+    assert result.error == (
+        "error: Image 'ftp://example.com/cat.png' is a ftp: URL, and explain downloads http(s) URLs only: download "
+        "it yourself and give --image the file (a file:// URL is read as the path it names)."
     )
 
 
@@ -510,3 +553,66 @@ def test_a_revision_the_local_hub_does_not_know_is_one_line_at_explain_and_conve
         "branches or tags (main), or a full commit id."
     )
     assert not (tmp_path / "out").exists()
+
+
+def labelled_model(folder: Path, labels: list[str]) -> Path:
+    """A tiny saved classifier of `labels` (a teacher for the scenario's image folder)."""
+    from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchImageProcessor
+
+    config = ViTScratchConfig(**TINY_MODEL, id2label=dict(enumerate(labels)))
+    ViTScratchForImageClassification(config).save_pretrained(folder)
+    ViTScratchImageProcessor.for_config(config).save_pretrained(folder)
+    return folder
+
+
+TRAINED_FROM_HUB = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from entry_points import Scenario, outcome, with_argument
+root = Path(sys.argv[3]).parent
+train = Scenario(root).argv("train")
+unknown = outcome("train", [*with_argument(train, "--model", "local-user/m"), "--model_revision", "nope"]).error
+fine_tuned = outcome("train", with_argument(with_argument(train, "--model", "local-user/m"), "--output_dir", root / "ft"))
+taught = outcome("train", [*with_argument(train, "--output_dir", root / "kd"), "--teacher", "local-user/t"])
+print(json.dumps([unknown, fine_tuned.error, taught.error]))
+"""
+
+
+@pytest.mark.integration
+def test_a_run_from_a_hub_model_or_teacher_records_the_commit_it_read(tmp_path):
+    """A hub --model (or --teacher) is read at one commit, resolved once before anything loads: the record and the
+    card name it in full (before: "starting from the weights of local-user/m", no commit); --model_revision and
+    --teacher_revision take a branch, tag or full commit id, checked as explain's and convert's --revision."""
+    with LocalHub(tmp_path / "hub") as hub:
+        hub_repo(hub, "local-user/m", Scenario(tmp_path).model())
+        hub_repo(hub, "local-user/t", labelled_model(tmp_path / "teacher", ["cat", "dog", "fox"]))
+        (commit, _), *_ = hub.commits("local-user/m")
+        (teacher_commit, _), *_ = hub.commits("local-user/t")
+        unknown, fine_tuned, taught = script_on_hub(hub, TRAINED_FROM_HUB, tmp_path)
+    assert unknown == (
+        "error: --model_revision 'nope': --model 'local-user/m' has no branch, tag or commit of that name: give one "
+        "of its branches or tags (main), or a full commit id."
+    )
+    assert fine_tuned is None and taught is None, (fine_tuned, taught)
+    record = json.loads((tmp_path / "ft" / "training_record.json").read_text())
+    assert (record["initial_weights"], record["initial_weights_commit"]) == ("local-user/m", commit)
+    assert (
+        f"starting from the weights of `local-user/m` at commit `{commit}`"
+        in (tmp_path / "ft" / "README.md").read_text()
+    )
+    taught_record = json.loads((tmp_path / "kd" / "training_record.json").read_text())
+    assert f"the teacher local-user/t (commit {teacher_commit})" in taught_record["distillation"]
+
+
+@pytest.mark.parametrize(
+    "given, said",
+    [
+        (["--model_revision", "dev"], "error: --model_revision 'dev' names a version of a hub repo, and --model "),
+        (["--teacher_revision", "dev"], "error: --teacher_revision applies only with --teacher, which is not given"),
+    ],
+)
+def test_a_model_revision_without_a_hub_repo_is_one_line(given, said, tmp_path):
+    result = outcome("train", [*Scenario(tmp_path).argv("train"), *given])
+    assert result.one_line and result.error.startswith(said), result
+    assert not (tmp_path / "out-train").exists()

@@ -554,7 +554,7 @@ def test_a_pull_request_whose_pin_failed_is_finished_on_its_ref(local_hub, tmp_p
     model_commit = local_hub.commits(REPO_ID, "refs/pr/1")[1][0]
     assert f"at commit {model_commit} " in failed["message"]
     assert titles(local_hub, "refs/pr/1")[:2] == [
-        f"Model card: pin the loading example to {model_commit[:12]}",
+        f"Model card: pin the loading example to {model_commit}",
         "Upload vit_scratch model from run2",
     ]
     assert f'revision="{model_commit}"' in card_at(local_hub, finished["commit_id"])
