@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 from entry_points import Scenario, outcome, with_argument
-from helpers import PROCESS_TIMEOUT, REPO, write_imagefolder
+from helpers import PROCESS_TIMEOUT, REPO, torchrun, write_imagefolder
 
 from modeling_vit_scratch.common.folders import LOCK_FILE, RUN_FILE, checkpoints, is_complete_checkpoint
 from modeling_vit_scratch.training.resumed_data import DATA_FILE
@@ -386,7 +386,7 @@ def test_a_process_whose_run_lost_another_under_torchrun_says_so_in_one_line(tmp
     argv = [*Scenario(tmp_path).argv("train", output), "--max_steps", "100000", "--save_strategy", "steps"]
     argv += ["--save_steps", "1"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2"]
+    launcher = torchrun()
     command = [*launcher, str(REPO / "scripts" / "train.py"), *argv]
     run = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
