@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 from entry_points import Scenario, outcome, with_argument
-from helpers import PROCESS_TIMEOUT, REPO, torchrun, write_imagefolder
+from helpers import PROCESS_TIMEOUT, REPO, one_by_default, torchrun, write_imagefolder
 
 from modeling_vit_scratch.common.folders import LOCK_FILE, RUN_FILE, checkpoints, is_complete_checkpoint
 from modeling_vit_scratch.training.resumed_data import DATA_FILE
@@ -239,8 +239,10 @@ def test_a_data_set_moved_between_interrupt_and_resume_is_the_same_data_set(trai
     assert result.code == 0, result
 
 
+# SIGINT by default, SIGTERM in the slow tier: both reach the run through the same handler, which
+# tests/safety/test_command_streams.py sends for real, and each of them stops training in process there
 @pytest.mark.integration
-@pytest.mark.parametrize("sent, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("sent, code", one_by_default([(signal.SIGINT, 130), (signal.SIGTERM, 143)]))
 def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_resumes(tmp_path, sent, code):
     scenario = Scenario(tmp_path)
     output = tmp_path / "out"
