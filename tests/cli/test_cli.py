@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import one_by_default
+from helpers import PROCESS_TIMEOUT, one_by_default
 
 from modeling_vit_scratch import cli
 
@@ -38,7 +38,10 @@ def test_each_command_is_the_function_its_script_calls(name):
 @pytest.mark.parametrize("name", ["train", *one_by_default([name for name in cli.COMMANDS if name != "train"])])
 def test_each_command_answers_help_with_its_own_name(name):
     result = subprocess.run(
-        [sys.executable, "-m", "modeling_vit_scratch.cli", name, "--help"], capture_output=True, text=True
+        [sys.executable, "-m", "modeling_vit_scratch.cli", name, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"vit-scratch {name}" in result.stdout.splitlines()[0] or name == "train"

@@ -40,6 +40,7 @@ def wheel(tmp_path_factory) -> Path:
         check=True,
         capture_output=True,
         cwd=out,
+        timeout=PROCESS_TIMEOUT,
     )
     (path,) = out.glob("vit_scratch-*.whl")
     return path
@@ -54,6 +55,7 @@ def installed(wheel, tmp_path_factory) -> Path:
         + ["--target", str(site), str(wheel)],
         check=True,
         capture_output=True,
+        timeout=PROCESS_TIMEOUT,
     )
     return site
 
@@ -208,6 +210,8 @@ from transformers import pipeline
 classify = pipeline("image-classification", model="out", trust_remote_code=True)
 print("result:", type(classify.model).__module__.split(".")[0], len(classify(Image.new("L", (8, 8)), top_k=10)))
 """
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=PROCESS_TIMEOUT
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split("result:")[-1].split() == ["transformers_modules", "10"]

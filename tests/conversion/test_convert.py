@@ -6,6 +6,7 @@ import sys
 
 import pytest
 import torch
+from entry_points import outcome
 from helpers import PROCESS_TIMEOUT, REPO
 from safetensors.torch import load_file, save_file
 from transformers import ViTConfig, ViTForImageClassification, ViTModel, pipeline
@@ -219,24 +220,11 @@ def test_convert_script_both_ways(tmp_path):
         "from": "transformers",
         "weights_sha256": weights_sha256(tmp_path / "ours"),
     }
-    failed = subprocess.run(
-        [
-            sys.executable,
-            str(script),
-            "--from",
-            "transformers",
-            "--input",
-            str(tmp_path / "nope"),
-            "--output",
-            str(tmp_path / "x"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_TIMEOUT,
+    # a refusal, in this process: the runs above went through the script to the same main
+    failed = outcome(
+        "convert", ["--from", "transformers", "--input", str(tmp_path / "nope"), "--output", str(tmp_path / "x")]
     )
-    assert failed.returncode != 0 and failed.stderr.strip().splitlines()[-1].startswith(
-        f"error: --input '{tmp_path / 'nope'}' does not exist"
-    )
+    assert failed.one_line and failed.error.startswith(f"error: --input '{tmp_path / 'nope'}' does not exist"), failed
 
 
 @pytest.mark.parametrize("num_labels", [1, 2, 3])
@@ -345,16 +333,17 @@ def test_convert_script_refuses_a_used_folder_and_leaves_it_as_it_was(tmp_path):
     ViTScratchImageProcessor.for_config(mean_pooled.config).save_pretrained(tmp_path / "mean")
     reference_vit("small-rgb").save_pretrained(tmp_path / "reference")
     from_reference = ("--from", "transformers", "--input", tmp_path / "reference", "--output", tmp_path / "ours")
-    assert run(*from_reference).returncode == 0
+    assert outcome("convert", list(map(str, from_reference))).code == 0  # the folder to refuse, made in this process
     before = folder_bytes(tmp_path / "ours")
-    refused = run(*from_reference)
+    refused = run(*from_reference)  # the script, as a user runs it
     assert refused.returncode != 0
     assert refused.stderr.strip().splitlines()[-1] == (
         f"error: {tmp_path / 'ours'} already holds files: choose another output folder or pass --overwrite "
         "(overwrite=True) to replace it."
     )
-    refused = run("--to", "transformers", "--input", tmp_path / "mean", "--output", tmp_path / "ours", "--overwrite")
-    assert refused.returncode != 0 and "pooling='mean'" in refused.stderr.strip().splitlines()[-1]
+    argv = ["--to", "transformers", "--input", tmp_path / "mean", "--output", tmp_path / "ours", "--overwrite"]
+    refused = outcome("convert", list(map(str, argv)))  # in this process
+    assert refused.one_line and "pooling='mean'" in refused.error, refused
     assert folder_bytes(tmp_path / "ours") == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mean", "ours", "reference"]
 

@@ -319,7 +319,11 @@ def test_after_a_command_stopped_the_signals_end_the_exit_at_once_unless_the_pro
     """The signals a command ignores while it says its line are given back as the process got them: SIGINT stays
     ignored where it was, else it (and SIGTERM) ends the exit at once, without a second line."""
     run = subprocess.run(
-        [sys.executable, "-c", STOPPED_COMMAND, started], env=command_env(tmp_path), capture_output=True, text=True
+        [sys.executable, "-c", STOPPED_COMMAND, started],
+        env=command_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT,
     )
     assert run.returncode == INTERRUPTED, run.stderr[-3000:]
     assert run.stdout.split() == [sigint, "exit_at_once"]

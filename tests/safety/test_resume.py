@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 from entry_points import Scenario, outcome, with_argument
-from helpers import PROCESS_TIMEOUT, REPO, write_imagefolder
+from helpers import PROCESS_TIMEOUT, REPO, one_by_default, torchrun, write_imagefolder
 
 from modeling_vit_scratch.common.folders import LOCK_FILE, RUN_FILE, checkpoints, is_complete_checkpoint
 from modeling_vit_scratch.training.resumed_data import DATA_FILE
@@ -239,8 +239,10 @@ def test_a_data_set_moved_between_interrupt_and_resume_is_the_same_data_set(trai
     assert result.code == 0, result
 
 
+# SIGINT by default, SIGTERM in the slow tier: both reach the run through the same handler, which
+# tests/safety/test_command_streams.py sends for real, and each of them stops training in process there
 @pytest.mark.integration
-@pytest.mark.parametrize("sent, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("sent, code", one_by_default([(signal.SIGINT, 130), (signal.SIGTERM, 143)]))
 def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_resumes(tmp_path, sent, code):
     scenario = Scenario(tmp_path)
     output = tmp_path / "out"
@@ -386,7 +388,7 @@ def test_a_process_whose_run_lost_another_under_torchrun_says_so_in_one_line(tmp
     argv = [*Scenario(tmp_path).argv("train", output), "--max_steps", "100000", "--save_strategy", "steps"]
     argv += ["--save_steps", "1"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2"]
+    launcher = torchrun()
     command = [*launcher, str(REPO / "scripts" / "train.py"), *argv]
     run = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -230,7 +230,11 @@ def test_the_conversion_command_named_in_the_refusal_makes_a_folder_every_comman
     command = refused.error.split("convert it to safetensors with ", 1)[1].split(" (this unpickles it", 1)[0]
     assert command.startswith('python -c "') and command.endswith('"')
     converted = subprocess.run(
-        [sys.executable, "-c", command[len('python -c "') : -1]], capture_output=True, text=True, cwd=REPO
+        [sys.executable, "-c", command[len('python -c "') : -1]],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=PROCESS_TIMEOUT,
     )
     assert converted.returncode == 0, converted.stderr[-2000:]
     assert outcome("explain", argv_reading(scenario, "explain", "--model", folder)).code == 0

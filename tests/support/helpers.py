@@ -107,13 +107,18 @@ def _as_tuple(case) -> tuple:
 PROCESS_TIMEOUT = 1800
 
 
+def torchrun(nproc: int = 2) -> list[str]:
+    """The command line that starts `nproc` processes on this machine: `--standalone` makes torchrun pick a free port
+    (two tests starting torchrun at once on one fixed port, 29500 where a torch version defaults to it, would
+    collide)."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
+
+
 def run_script(
     *args: str, nproc: int = 1, timeout: int = PROCESS_TIMEOUT, env: dict | None = None
 ) -> subprocess.CompletedProcess:
     """scripts/train.py in a new process (under torchrun when `nproc` > 1), offline, from the repository root."""
-    launcher = (
-        [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}"] if nproc > 1 else [sys.executable]
-    )
+    launcher = torchrun(nproc) if nproc > 1 else [sys.executable]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.run(
         [*launcher, str(REPO / "scripts" / "train.py"), *args],

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import PROCESS_TIMEOUT, REPO, SUPPORT
+from helpers import PROCESS_TIMEOUT, REPO, SUPPORT, torchrun
 
 from modeling_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.training.data import ImageTransform, ProcessedImages, digits_dataset
@@ -77,7 +77,7 @@ def data_worker(output: str) -> None:
 @pytest.mark.integration
 def test_two_processes_process_each_image_once_into_one_shared_copy(tmp_path):
     output = tmp_path / "kept.pt"
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", __file__, str(output)]
+    launcher = [*torchrun(), __file__, str(output)]
     tmp = tmp_path / "tmp"  # the workers' TMPDIR, to see that the shared file is gone
     tmp.mkdir()
     env = {

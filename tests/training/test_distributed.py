@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import PROCESS_TIMEOUT, REPO, SUPPORT, run_script, tiny_model_file
+from helpers import PROCESS_TIMEOUT, REPO, SUPPORT, run_script, tiny_model_file, torchrun
 from safetensors.torch import load_file
 
 WORKER_MODEL = dict(
@@ -171,7 +171,7 @@ def fsdp_and_ddp_worker(output: str) -> None:
 
 
 def run_worker(output: Path) -> subprocess.CompletedProcess:
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", __file__, str(output)]
+    launcher = [*torchrun(), __file__, str(output)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": f"{REPO}{os.pathsep}{SUPPORT}"}
     return subprocess.run(launcher, cwd=REPO, env=env, capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
 
@@ -225,15 +225,7 @@ def test_every_process_trains_in_the_precision_the_first_one_chose(tmp_path):
     script = tmp_path / "choose.py"
     script.write_text(CHOOSING_RANK)
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc_per_node=2",
-            str(script),
-            str(tmp_path / "out"),
-            str(tmp_path),
-        ],
+        [*torchrun(), str(script), str(tmp_path / "out"), str(tmp_path)],
         env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from helpers import PROCESS_TIMEOUT, REPO, SUPPORT, TINY_MODEL
+from helpers import PROCESS_TIMEOUT, REPO, SUPPORT, TINY_MODEL, torchrun
 from safetensors.torch import load_file
 
 STEPS, PER_RANK_BATCH = 3, 8
@@ -87,7 +87,7 @@ def save_worker(output_dir: str) -> None:
 
 def test_a_sharded_model_is_saved_whole_and_reloads_to_its_logits(tmp_path):
     output_dir = tmp_path / "model"
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", __file__, str(output_dir)]
+    launcher = [*torchrun(), __file__, str(output_dir)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": f"{REPO}{os.pathsep}{SUPPORT}"}
     result = subprocess.run(launcher, cwd=REPO, env=env, capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
