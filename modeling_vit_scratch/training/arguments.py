@@ -28,6 +28,7 @@ from transformers import HfArgumentParser, TrainingArguments
 from modeling_vit_scratch.cli import COMMAND
 from modeling_vit_scratch.common.blank import blank_argument_line, is_blank, shown_blank
 from modeling_vit_scratch.common.numbers import check_numbers
+from modeling_vit_scratch.common.overrides import parse_overrides
 from modeling_vit_scratch.common.secrets import (
     holds_secret,
     known_secrets,
@@ -356,6 +357,43 @@ def recipe_inputs_read(argv: list[str]) -> list[str]:
     return lines
 
 
+def merged_overrides(argv: list[str], given: str | None) -> tuple[str | None, dict]:
+    """`given`, the --config_overrides argparse kept, merged key by key into the recipe's (`argv[0]`) when both the
+    recipe and the command line give it (argparse keeps the last, which would drop the recipe's without a word): the
+    command line wins on a shared key. Returns the text the run takes and {key: (recipe's, command line's)} for each
+    key the command line replaced."""
+    if not argv or not argv[0].endswith(RECIPE_SUFFIXES) or "config_overrides" not in given_names(argv[1:]):
+        return given, {}
+    written = load_recipe(Path(argv[0])).get("config_overrides")
+    if written is None:
+        return given, {}
+    recipe = parse_overrides(recipe_words(Path(argv[0]), "config_overrides", written)[0])
+    command = parse_overrides(given)
+    replaced = {key: (recipe[key], value) for key, value in command.items() if key in recipe}
+    merged = {**recipe, **command}
+    return (json.dumps(merged) if merged else given), replaced
+
+
+def recipe_lines(argv: list[str]) -> list[str]:
+    """What the recipe (`argv[0]`) changed hands with the command line, printed at the start: each input read by a
+    relative path (`recipe_inputs_read`), and the recipe's config_overrides keys the command line replaced."""
+    _, replaced = merged_overrides(argv, command_line_value(argv[1:], "config_overrides"))
+    shown = ", ".join(f"{key} ({plain_word(old)} -> {plain_word(new)})" for key, (old, new) in replaced.items())
+    merge = [f"--config_overrides on the command line replaces the recipe's {shown}; its other keys are kept."]
+    return recipe_inputs_read(argv) + (merge if replaced else [])
+
+
+def command_line_value(argv: list[str], name: str) -> str | None:
+    """The value of the last `--name VALUE` (or `--name=VALUE`, dashes for underscores) in `argv`, as argparse
+    keeps it, or None."""
+    value = None
+    for index, arg in enumerate(argv):
+        given, equals, after = arg.partition("=")
+        if given.startswith("--") and given[2:].replace("-", "_") == name:
+            value = after if equals else (argv[index + 1] if index + 1 < len(argv) else None)
+    return value
+
+
 def given_names(argv: list[str]) -> set[str]:
     """The argument names given in `argv` (`--seed 3`, `--seed=3` -> "seed")."""
     return {arg[2:].partition("=")[0].replace("-", "_") for arg in argv if arg.startswith("--")}
@@ -611,6 +649,7 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     refuse_misplaced_tokens(recipe_to_argv(argv), command_secrets(argv))
     values = vars(namespace)
     refuse_blank_arguments(argv, values)
+    values["config_overrides"] = merged_overrides(argv, values["config_overrides"])[0]
     expand_user_paths(values, PATH_ARGUMENTS)
     refuse_overridden(recipe_to_argv(argv), values)
     check_numbers(values, LIMITS)  # before any group is built: its own checks then see only finite, in-range numbers

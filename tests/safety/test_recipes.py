@@ -9,6 +9,8 @@ from entry_points import outcome
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from modeling_vit_scratch.common.overrides import parse_overrides
+
 # plain arguments and values a recipe may hold
 POOL = {
     "seed": 3,
@@ -346,3 +348,33 @@ def test_a_number_for_an_argument_that_takes_text_says_to_quote_it(tmp_path, suf
         f"{'JSON' if suffix == '.json' else 'YAML'} reads as the number {shown}, but --{key} takes text: quote it "
         f"({quoted})."
     )
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+@pytest.mark.parametrize("given", ["--config_overrides", "--config-overrides="])
+def test_config_overrides_of_the_recipe_and_the_command_line_are_merged_key_by_key(tmp_path, suffix, given):
+    """argparse keeps the last --config_overrides: the recipe's keys would be dropped without a word. Both are kept,
+    the command line winning on a shared key, which one printed line names."""
+    from modeling_vit_scratch.training.arguments import parse_arguments, recipe_lines
+
+    recipe = tmp_path / f"r{suffix}"
+    overrides = {"num_hidden_layers": 1, "qkv_bias": False}
+    recipe.write_text(
+        json.dumps({"config_overrides": overrides})
+        if suffix == ".json"
+        else "config_overrides: {num_hidden_layers: 1, qkv_bias: false}\n"
+    )
+    command = "hidden_size=12,num_hidden_layers=3"
+    words = [given + command] if given.endswith("=") else [given, command]
+    argv = [str(recipe), *words, "--output_dir", str(tmp_path / "out")]
+    model_args = parse_arguments(argv)[0]
+    assert parse_overrides(model_args.config_overrides) == {
+        "num_hidden_layers": 3,
+        "qkv_bias": False,
+        "hidden_size": 12,
+    }
+    replaced = "--config_overrides on the command line replaces the recipe's num_hidden_layers (1 -> 3)"
+    assert recipe_lines(argv) == [f"{replaced}; its other keys are kept."]
+    alone = parse_arguments([str(recipe), "--output_dir", str(tmp_path / "out")])[0]
+    assert parse_overrides(alone.config_overrides) == overrides
+    assert recipe_lines([str(recipe), "--config_overrides", "hidden_size=12"]) == []
