@@ -8,6 +8,7 @@ what an argument needs beyond the package's dependencies is checked at once (`pa
 to an argument whose name holds "token" is masked wherever the command is shown.
 """
 
+import argparse
 import difflib
 import filecmp
 import functools
@@ -465,13 +466,12 @@ MAPPING_AS_TEXT = ("config_overrides",)
 
 def recipe_words(path: Path, key: str, value) -> list[str]:
     """A recipe's `value` for `key` as the command line gives it: a mapping as one JSON text (arguments such as
-    lr_scheduler_kwargs read JSON), a list as its values, anything else as one value; a shape the argument does not
-    take (a list or mapping for a one-value argument, a list holding lists or mappings) is a ValueError naming the
-    key and its line."""
+    lr_scheduler_kwargs read JSON), a list as its values, anything else as one value. Each value is checked here, as
+    the recipe is read, by the very converter and choices argparse will apply (`refuse_other_type`), so a value of
+    another type is one line naming the file, line, key, value and what the argument takes; a shape the argument
+    does not take (a list or mapping for a one-value argument, a list holding lists or mappings) likewise."""
     takes = str(argument_hints()[key])
     where = f"Key {key!r} in the recipe {path}{key_line(path, key)}"
-    if isinstance(value, bool) and "bool" not in takes:
-        refuse_yaml_boolean_word(path, key, where)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and takes_text_only(argument_hints()[key]):
         refuse_number_for_text(path, key, value, where)
     if isinstance(value, dict):
@@ -480,34 +480,80 @@ def recipe_words(path: Path, key: str, value) -> list[str]:
         return [json.dumps(value)]
     if isinstance(value, list):
         if "list" not in takes:
-            raise ValueError(f"{where} holds a list, which --{key} does not take: give it one value.")
+            raise ValueError(
+                f"{where} holds a list, which --{key} does not take: {ONE_VALUE.get(key, 'give it one value')}."
+            )
         nested = [item for item in value if isinstance(item, (list, dict))]
         if nested:
             raise ValueError(
                 f"{where} holds a {'list' if isinstance(nested[0], list) else 'mapping'} inside its list, which "
                 f'--{key} does not take: give it a list of plain values, e.g. ["a", "b"].'
             )
+        for item in value:
+            refuse_other_type(key, item, plain_word(item), where)
         return [plain_word(item) for item in value]
+    refuse_other_type(key, value, written_value(path, key, value), where)
     return [plain_word(value)]
+
+
+# What a one-value argument that a recipe gave a list takes instead, where it takes more than one form
+ONE_VALUE = {
+    "config_overrides": 'write it as one text, config_overrides: "hidden_size=12,num_hidden_layers=6", or as a '
+    "mapping, config_overrides: {hidden_size: 12, num_hidden_layers: 6}",
+}
+
+
+@functools.cache
+def argument_actions() -> dict:
+    """argparse's action of every argument, by name: its `type` converter and `choices`, as the parser applies them."""
+    parser = HfArgumentParser(ARGUMENT_TYPES)
+    return {option[2:]: action for action in parser._actions for option in action.option_strings}
+
+
+def accepts(action, word: str) -> bool:
+    """Whether argparse takes `word` for `action`: its converter reads it and the result is among its choices."""
+    try:
+        converted = action.type(word) if action.type else word
+    except (TypeError, ValueError, argparse.ArgumentTypeError):
+        return False
+    return not action.choices or converted in action.choices
+
+
+def what_it_takes(key: str) -> str:
+    """What argument `key` takes, in the words of a refusal: its choices, its range (`limits.py`), or its kind."""
+    action = argument_actions()[key]
+    if action.choices:
+        return f"one of {', '.join(str(choice) for choice in action.choices)}"
+    kind = {int: "an integer", float: "a number"}.get(action.type)
+    if kind and key in LIMITS and LIMITS[key].describe().startswith(kind):
+        return LIMITS[key].describe()
+    if getattr(action.type, "__name__", "") == "string_to_bool":
+        return "true or false"
+    return kind or "text"
+
+
+def refuse_other_type(key: str, value, written: str, where: str) -> None:
+    """A ValueError where a recipe's `value` (`written` so in the file) is not of the type argument `key` takes
+    (`seed: true`, `"per_device_train_batch_size": 8.0`, `save_strategy: sometimes`): argparse would refuse it
+    naming no file or line. The fix offered is one that works for that type: a whole number written as one; a YAML
+    boolean word (`no`, read as false) quoted only where the argument takes that word as text."""
+    action = argument_actions()[key]
+    word = plain_word(value)
+    boolean_word = isinstance(value, bool) and bool(YAML_BOOLEAN_WORDS.fullmatch(written))
+    if boolean_word and "bool" not in str(argument_hints()[key]) and accepts(action, written):
+        raise ValueError(
+            f'{where} is {written}, which YAML reads as {word}, but --{key} takes text: quote it ({key}: "{written}").'
+        )
+    if accepts(action, word):
+        return
+    read = f", which YAML reads as {word}" if boolean_word else ""
+    whole = isinstance(value, float) and value.is_integer() and action.type is int
+    fix = f"write {int(value)}" if whole else "write one there"
+    raise ValueError(f"{where} is {written}{read}, but --{key} takes {what_it_takes(key)}: {fix}.")
 
 
 # Words YAML 1.1 (PyYAML) reads as true or false when unquoted, beside true and false themselves
 YAML_BOOLEAN_WORDS = re.compile(r"y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF")
-
-
-def refuse_yaml_boolean_word(path: Path, key: str, where: str) -> None:
-    """A ValueError where a recipe gives an argument that takes text a word YAML reads as a boolean (`save_strategy:
-    no` arrives as false, then "invalid choice: 'false'"): the fix is to quote it. `true`/`false` pass as written."""
-    line = key_line(path, key)
-    if not line:
-        return
-    text = path.read_text(encoding="utf-8-sig").splitlines()[int(line.split()[-1]) - 1]
-    word = text.partition(":")[2].split("#")[0].strip()
-    if YAML_BOOLEAN_WORDS.fullmatch(word):
-        raise ValueError(
-            f"{where} is {word}, which YAML reads as {str(word.lower() in ('y', 'yes', 'on')).lower()}, but --{key} "
-            f'takes text: quote it ({key}: "{word}").'
-        )
 
 
 def takes_text_only(hint) -> bool:
@@ -526,16 +572,22 @@ def flat_types(hint) -> list:
 def refuse_number_for_text(path: Path, key: str, value, where: str) -> None:
     """A ValueError where a recipe gives a number to an argument that takes text (`hub_revision: 1.10` arrives as
     1.1, `run_name: 010` as 8): the parser has already changed the text, so the fix is to quote it as written."""
-    line = key_line(path, key)
-    written = str(value)
-    if line:
-        text = path.read_text(encoding="utf-8-sig").splitlines()[int(line.split()[-1]) - 1]
-        written = text.partition(":")[2].split("#")[0].strip().rstrip(",}]").strip() or written
+    written = written_value(path, key, value)
     syntax, quoted = ("JSON", f'"{key}": "{written}"') if path.suffix == ".json" else ("YAML", f'{key}: "{written}"')
     raise ValueError(
         f"{where} is {written}, which {syntax} reads as the number {value!r}, but --{key} takes text: quote it "
         f"({quoted})."
     )
+
+
+def written_value(path: Path, key: str, value) -> str:
+    """A one-line recipe value as written in the file at `path` (`1.10`, `yes`, `8.0`), where its line is found, else
+    as the parser read it."""
+    line = key_line(path, key)
+    if not line:
+        return plain_word(value)
+    text = path.read_text(encoding="utf-8-sig").splitlines()[int(line.split()[-1]) - 1]
+    return text.partition(":")[2].split("#")[0].strip().rstrip(",}]").strip() or plain_word(value)
 
 
 def plain_word(value) -> str:
