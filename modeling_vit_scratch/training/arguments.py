@@ -432,8 +432,8 @@ def recipe_to_argv(argv: list[str]) -> list[str]:
             refuse_blank_recipe_value(path, key, value)
         if value is None:
             continue
-        if key in RECIPE_PATH_KEYS and key not in overridden:
-            value, _ = path_in_recipe(path, key, str(value))
+        if key in RECIPE_PATH_KEYS and key not in overridden and not isinstance(value, (dict, list)):
+            value, _ = path_in_recipe(path, key, str(value))  # a mapping or list is refused as such, never a path
         written = recipe_words(path, key, value)
         # a single value that starts with "-" as --key=value, which argparse never reads as an option (-inf)
         single_dash = not isinstance(value, list) and written[0].startswith("-")
@@ -476,7 +476,8 @@ def recipe_words(path: Path, key: str, value) -> list[str]:
         refuse_number_for_text(path, key, value, where)
     if isinstance(value, dict):
         if "dict" not in takes and key not in MAPPING_AS_TEXT:
-            raise ValueError(f"{where} holds a mapping, which --{key} does not take: give it one value.")
+            instead = INSTEAD_OF_MAPPING.get(key, "give it one value")
+            raise ValueError(f"{where} holds a mapping, which --{key} does not take: {instead}.")
         return [json.dumps(value)]
     if isinstance(value, list):
         if "list" not in takes:
@@ -500,6 +501,13 @@ def recipe_words(path: Path, key: str, value) -> list[str]:
 ONE_VALUE = {
     "config_overrides": 'write it as one text, config_overrides: "hidden_size=12,num_hidden_layers=6", or as a '
     "mapping, config_overrides: {hidden_size: 12, num_hidden_layers: 6}",
+}
+
+
+# What a one-value argument that a recipe gave a mapping takes instead, where a mapping has a place elsewhere
+INSTEAD_OF_MAPPING = {
+    "model": "an architecture is read from a JSON file, checked as such: write these fields to one (e.g. "
+    "configs/models/NAME.json) and give its path, model: configs/models/NAME.json",
 }
 
 

@@ -455,3 +455,31 @@ def test_config_overrides_given_as_a_list_names_both_forms_that_work(tmp_path):
         (tmp_path / "fixed.yaml").write_text(f"config_overrides: {form}\n")
         model_args = parse_arguments([str(tmp_path / "fixed.yaml"), "--output_dir", str(tmp_path / "out")])[0]
         assert parse_overrides(model_args.config_overrides) == {"hidden_size": 12, "num_hidden_layers": 6}
+
+
+@pytest.mark.parametrize("key", ["model", "teacher", "dataset"])
+@pytest.mark.parametrize(("value", "kind"), [({"image_size": 8, "patch_size": 4}, "mapping"), (["a", "b"], "list")])
+def test_a_mapping_or_list_for_a_path_key_is_named_as_such_not_read_as_a_path(tmp_path, key, value, kind):
+    """Shape is checked before a recipe's path is resolved: the value is never turned into text and read as a name
+    (a `model:` mapping was refused as "JSON text", naming no file or line)."""
+    error = refusal(tmp_path, ".json", [json.dumps({key: value})])
+    instead = (
+        "an architecture is read from a JSON file, checked as such: write these fields to one (e.g. "
+        "configs/models/NAME.json) and give its path, model: configs/models/NAME.json"
+        if (key, kind) == ("model", "mapping")
+        else "give it one value"
+    )
+    assert error == (
+        f"error: Key {key!r} in the recipe {tmp_path / 'recipe.json'} line 1 holds a {kind}, which --{key} does not "
+        f"take: {instead}."
+    )
+
+
+def test_an_architecture_mapping_moved_to_a_file_as_the_line_says_builds_that_model(tmp_path):
+    from modeling_vit_scratch.training.model_source import named_config
+
+    fields = {"image_size": 8, "patch_size": 4, "hidden_size": 24, "num_hidden_layers": 2, "num_attention_heads": 2}
+    (tmp_path / "arch.json").write_text(json.dumps(fields))
+    (tmp_path / "r.yaml").write_text("model: arch.json\n")
+    config, new = named_config(parse_arguments([str(tmp_path / "r.yaml"), "--output_dir", str(tmp_path / "o")])[0])
+    assert new and {name: getattr(config, name) for name in fields} == fields
