@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from modeling_vit_scratch.common.overrides import parse_overrides
 from modeling_vit_scratch.training.arguments import parse_arguments
+from modeling_vit_scratch.training.recipes import load_recipe
 
 # plain arguments and values a recipe may hold
 POOL = {
@@ -483,3 +484,31 @@ def test_an_architecture_mapping_moved_to_a_file_as_the_line_says_builds_that_mo
     (tmp_path / "r.yaml").write_text("model: arch.json\n")
     config, new = named_config(parse_arguments([str(tmp_path / "r.yaml"), "--output_dir", str(tmp_path / "o")])[0])
     assert new and {name: getattr(config, name) for name in fields} == fields
+
+
+@settings(max_examples=10)
+@given(names=st.lists(st.sampled_from(sorted(POOL)), min_size=2, max_size=len(POOL), unique=True), data=st.data())
+def test_a_second_yaml_document_names_the_line_of_its_separator(tmp_path_factory, names, data):
+    """A `---` inside a recipe starts a second document: the line names that `---`, and removing it, as it says,
+    leaves a recipe that reads."""
+    tmp_path = tmp_path_factory.mktemp("recipe")
+    lines = recipe_lines([(key, POOL[key]) for key in names], ".yaml")
+    at = data.draw(st.integers(1, len(lines) - 1))
+    lines.insert(at, "---")
+    error = refusal(tmp_path, ".yaml", lines)
+    assert error == (
+        f"error: Recipe {tmp_path / 'recipe.yaml'} line {at + 1}: a second YAML document starts here, and a recipe is "
+        f"one document (one mapping of arguments): remove the '---' at line {at + 1} and keep one mapping, its keys "
+        "each given once."
+    )
+    del lines[at]
+    (tmp_path / "fixed.yaml").write_text("\n".join(lines) + "\n")
+    assert load_recipe(tmp_path / "fixed.yaml") == {key: POOL[key] for key in names}
+
+
+def test_text_after_the_end_of_a_yaml_document_says_to_remove_the_end_marker(tmp_path):
+    error = refusal(tmp_path, ".yaml", ["seed: 1", "...", "learning_rate: 0.001"])
+    assert error == (
+        f"error: Recipe {tmp_path / 'recipe.yaml'} line 3: text follows the end of the YAML document (a '...' line "
+        "above it), and a recipe is one document: remove the '...' and keep one mapping, its keys each given once."
+    )
