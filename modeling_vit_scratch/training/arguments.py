@@ -8,6 +8,7 @@ what an argument needs beyond the package's dependencies is checked at once (`pa
 to an argument whose name holds "token" is masked wherever the command is shown.
 """
 
+import argparse
 import difflib
 import filecmp
 import functools
@@ -28,6 +29,7 @@ from transformers import HfArgumentParser, TrainingArguments
 from modeling_vit_scratch.cli import COMMAND
 from modeling_vit_scratch.common.blank import blank_argument_line, is_blank, shown_blank
 from modeling_vit_scratch.common.numbers import check_numbers
+from modeling_vit_scratch.common.overrides import parse_overrides
 from modeling_vit_scratch.common.secrets import (
     holds_secret,
     known_secrets,
@@ -370,6 +372,43 @@ def recipe_inputs_read(argv: list[str]) -> list[str]:
     return lines
 
 
+def merged_overrides(argv: list[str], given: str | None) -> tuple[str | None, dict]:
+    """`given`, the --config_overrides argparse kept, merged key by key into the recipe's (`argv[0]`) when both the
+    recipe and the command line give it (argparse keeps the last, which would drop the recipe's without a word): the
+    command line wins on a shared key. Returns the text the run takes and {key: (recipe's, command line's)} for each
+    key the command line replaced."""
+    if not argv or not argv[0].endswith(RECIPE_SUFFIXES) or "config_overrides" not in given_names(argv[1:]):
+        return given, {}
+    written = load_recipe(Path(argv[0])).get("config_overrides")
+    if written is None:
+        return given, {}
+    recipe = parse_overrides(recipe_words(Path(argv[0]), "config_overrides", written)[0])
+    command = parse_overrides(given)
+    replaced = {key: (recipe[key], value) for key, value in command.items() if key in recipe}
+    merged = {**recipe, **command}
+    return (json.dumps(merged) if merged else given), replaced
+
+
+def recipe_lines(argv: list[str]) -> list[str]:
+    """What the recipe (`argv[0]`) changed hands with the command line, printed at the start: each input read by a
+    relative path (`recipe_inputs_read`), and the recipe's config_overrides keys the command line replaced."""
+    _, replaced = merged_overrides(argv, command_line_value(argv[1:], "config_overrides"))
+    shown = ", ".join(f"{key} ({plain_word(old)} -> {plain_word(new)})" for key, (old, new) in replaced.items())
+    merge = [f"--config_overrides on the command line replaces the recipe's {shown}; its other keys are kept."]
+    return recipe_inputs_read(argv) + (merge if replaced else [])
+
+
+def command_line_value(argv: list[str], name: str) -> str | None:
+    """The value of the last `--name VALUE` (or `--name=VALUE`, dashes for underscores) in `argv`, as argparse
+    keeps it, or None."""
+    value = None
+    for index, arg in enumerate(argv):
+        given, equals, after = arg.partition("=")
+        if given.startswith("--") and given[2:].replace("-", "_") == name:
+            value = after if equals else (argv[index + 1] if index + 1 < len(argv) else None)
+    return value
+
+
 def given_names(argv: list[str]) -> set[str]:
     """The argument names given in `argv` (`--seed 3`, `--seed=3` -> "seed")."""
     return {arg[2:].partition("=")[0].replace("-", "_") for arg in argv if arg.startswith("--")}
@@ -407,8 +446,8 @@ def recipe_to_argv(argv: list[str]) -> list[str]:
             refuse_blank_recipe_value(path, key, value)
         if value is None:
             continue
-        if key in RECIPE_PATH_KEYS and key not in overridden:
-            value, _ = path_in_recipe(path, key, str(value))
+        if key in RECIPE_PATH_KEYS and key not in overridden and not isinstance(value, (dict, list)):
+            value, _ = path_in_recipe(path, key, str(value))  # a mapping or list is refused as such, never a path
         written = recipe_words(path, key, value)
         # a single value that starts with "-" as --key=value, which argparse never reads as an option (-inf)
         single_dash = not isinstance(value, list) and written[0].startswith("-")
@@ -441,49 +480,102 @@ MAPPING_AS_TEXT = ("config_overrides",)
 
 def recipe_words(path: Path, key: str, value) -> list[str]:
     """A recipe's `value` for `key` as the command line gives it: a mapping as one JSON text (arguments such as
-    lr_scheduler_kwargs read JSON), a list as its values, anything else as one value; a shape the argument does not
-    take (a list or mapping for a one-value argument, a list holding lists or mappings) is a ValueError naming the
-    key and its line."""
+    lr_scheduler_kwargs read JSON), a list as its values, anything else as one value. Each value is checked here, as
+    the recipe is read, by the very converter and choices argparse will apply (`refuse_other_type`), so a value of
+    another type is one line naming the file, line, key, value and what the argument takes; a shape the argument
+    does not take (a list or mapping for a one-value argument, a list holding lists or mappings) likewise."""
     takes = str(argument_hints()[key])
     where = f"Key {key!r} in the recipe {path}{key_line(path, key)}"
-    if isinstance(value, bool) and "bool" not in takes:
-        refuse_yaml_boolean_word(path, key, where)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and takes_text_only(argument_hints()[key]):
         refuse_number_for_text(path, key, value, where)
     if isinstance(value, dict):
         if "dict" not in takes and key not in MAPPING_AS_TEXT:
-            raise ValueError(f"{where} holds a mapping, which --{key} does not take: give it one value.")
+            instead = INSTEAD_OF_MAPPING.get(key, "give it one value")
+            raise ValueError(f"{where} holds a mapping, which --{key} does not take: {instead}.")
         return [json.dumps(value)]
     if isinstance(value, list):
         if "list" not in takes:
-            raise ValueError(f"{where} holds a list, which --{key} does not take: give it one value.")
+            raise ValueError(
+                f"{where} holds a list, which --{key} does not take: {ONE_VALUE.get(key, 'give it one value')}."
+            )
         nested = [item for item in value if isinstance(item, (list, dict))]
         if nested:
             raise ValueError(
                 f"{where} holds a {'list' if isinstance(nested[0], list) else 'mapping'} inside its list, which "
                 f'--{key} does not take: give it a list of plain values, e.g. ["a", "b"].'
             )
+        for item in value:
+            refuse_other_type(key, item, plain_word(item), where)
         return [plain_word(item) for item in value]
+    refuse_other_type(key, value, written_value(path, key, value), where)
     return [plain_word(value)]
+
+
+# What a one-value argument that a recipe gave a list takes instead, where it takes more than one form
+ONE_VALUE = {
+    "config_overrides": 'write it as one text, config_overrides: "hidden_size=12,num_hidden_layers=6", or as a '
+    "mapping, config_overrides: {hidden_size: 12, num_hidden_layers: 6}",
+}
+
+
+# What a one-value argument that a recipe gave a mapping takes instead, where a mapping has a place elsewhere
+INSTEAD_OF_MAPPING = {
+    "model": "an architecture is read from a JSON file, checked as such: write these fields to one (e.g. "
+    "configs/models/NAME.json) and give its path, model: configs/models/NAME.json",
+}
+
+
+@functools.cache
+def argument_actions() -> dict:
+    """argparse's action of every argument, by name: its `type` converter and `choices`, as the parser applies them."""
+    parser = HfArgumentParser(ARGUMENT_TYPES)
+    return {option[2:]: action for action in parser._actions for option in action.option_strings}
+
+
+def accepts(action, word: str) -> bool:
+    """Whether argparse takes `word` for `action`: its converter reads it and the result is among its choices."""
+    try:
+        converted = action.type(word) if action.type else word
+    except (TypeError, ValueError, argparse.ArgumentTypeError):
+        return False
+    return not action.choices or converted in action.choices
+
+
+def what_it_takes(key: str) -> str:
+    """What argument `key` takes, in the words of a refusal: its choices, its range (`limits.py`), or its kind."""
+    action = argument_actions()[key]
+    if action.choices:
+        return f"one of {', '.join(str(choice) for choice in action.choices)}"
+    kind = {int: "an integer", float: "a number"}.get(action.type)
+    if kind and key in LIMITS and LIMITS[key].describe().startswith(kind):
+        return LIMITS[key].describe()
+    if getattr(action.type, "__name__", "") == "string_to_bool":
+        return "true or false"
+    return kind or "text"
+
+
+def refuse_other_type(key: str, value, written: str, where: str) -> None:
+    """A ValueError where a recipe's `value` (`written` so in the file) is not of the type argument `key` takes
+    (`seed: true`, `"per_device_train_batch_size": 8.0`, `save_strategy: sometimes`): argparse would refuse it
+    naming no file or line. The fix offered is one that works for that type: a whole number written as one; a YAML
+    boolean word (`no`, read as false) quoted only where the argument takes that word as text."""
+    action = argument_actions()[key]
+    word = plain_word(value)
+    boolean_word = isinstance(value, bool) and bool(YAML_BOOLEAN_WORDS.fullmatch(written))
+    if boolean_word and "bool" not in str(argument_hints()[key]) and accepts(action, written):
+        raise ValueError(
+            f'{where} is {written}, which YAML reads as {word}, but --{key} takes text: quote it ({key}: "{written}").'
+        )
+    if accepts(action, word):
+        return
+    read = f", which YAML reads as {word}" if boolean_word else ""
+    whole = isinstance(value, float) and value.is_integer() and action.type is int
+    fix = f"write {int(value)}" if whole else "write one there"
+    raise ValueError(f"{where} is {written}{read}, but --{key} takes {what_it_takes(key)}: {fix}.")
 
 
 # Words YAML 1.1 (PyYAML) reads as true or false when unquoted, beside true and false themselves
 YAML_BOOLEAN_WORDS = re.compile(r"y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF")
-
-
-def refuse_yaml_boolean_word(path: Path, key: str, where: str) -> None:
-    """A ValueError where a recipe gives an argument that takes text a word YAML reads as a boolean (`save_strategy:
-    no` arrives as false, then "invalid choice: 'false'"): the fix is to quote it. `true`/`false` pass as written."""
-    line = key_line(path, key)
-    if not line:
-        return
-    text = path.read_text(encoding="utf-8-sig").splitlines()[int(line.split()[-1]) - 1]
-    word = text.partition(":")[2].split("#")[0].strip()
-    if YAML_BOOLEAN_WORDS.fullmatch(word):
-        raise ValueError(
-            f"{where} is {word}, which YAML reads as {str(word.lower() in ('y', 'yes', 'on')).lower()}, but --{key} "
-            f'takes text: quote it ({key}: "{word}").'
-        )
 
 
 def takes_text_only(hint) -> bool:
@@ -502,16 +594,22 @@ def flat_types(hint) -> list:
 def refuse_number_for_text(path: Path, key: str, value, where: str) -> None:
     """A ValueError where a recipe gives a number to an argument that takes text (`hub_revision: 1.10` arrives as
     1.1, `run_name: 010` as 8): the parser has already changed the text, so the fix is to quote it as written."""
-    line = key_line(path, key)
-    written = str(value)
-    if line:
-        text = path.read_text(encoding="utf-8-sig").splitlines()[int(line.split()[-1]) - 1]
-        written = text.partition(":")[2].split("#")[0].strip().rstrip(",}]").strip() or written
+    written = written_value(path, key, value)
     syntax, quoted = ("JSON", f'"{key}": "{written}"') if path.suffix == ".json" else ("YAML", f'{key}: "{written}"')
     raise ValueError(
         f"{where} is {written}, which {syntax} reads as the number {value!r}, but --{key} takes text: quote it "
         f"({quoted})."
     )
+
+
+def written_value(path: Path, key: str, value) -> str:
+    """A one-line recipe value as written in the file at `path` (`1.10`, `yes`, `8.0`), where its line is found, else
+    as the parser read it."""
+    line = key_line(path, key)
+    if not line:
+        return plain_word(value)
+    text = path.read_text(encoding="utf-8-sig").splitlines()[int(line.split()[-1]) - 1]
+    return text.partition(":")[2].split("#")[0].strip().rstrip(",}]").strip() or plain_word(value)
 
 
 def plain_word(value) -> str:
@@ -626,6 +724,7 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     refuse_misplaced_tokens(recipe_to_argv(argv), command_secrets(argv))
     values = vars(namespace)
     refuse_blank_arguments(argv, values)
+    values["config_overrides"] = merged_overrides(argv, values["config_overrides"])[0]
     expand_user_paths(values, PATH_ARGUMENTS)
     refuse_overridden(recipe_to_argv(argv), values)
     check_numbers(values, LIMITS)  # before any group is built: its own checks then see only finite, in-range numbers

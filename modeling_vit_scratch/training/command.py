@@ -23,7 +23,7 @@ from modeling_vit_scratch.sharing.push import PushError
 from modeling_vit_scratch.training.arguments import (
     command_secrets,
     parse_arguments,
-    recipe_inputs_read,
+    recipe_lines,
     resume_command,
 )
 from modeling_vit_scratch.training.data import ImageChanged
@@ -49,7 +49,7 @@ def main(argv: list[str]) -> None:
     except (ValueError, FileNotFoundError) as error:
         sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}")
     if training_args.process_index == 0:
-        for line in recipe_inputs_read(argv):  # which file a recipe's relative path named: said, never guessed
+        for line in recipe_lines(argv):  # which file a recipe's relative path named, which override it lost: said
             print(redact(line, command_secrets(argv)))
     removed = []  # what the run removed from the output folder once every check had passed
     # Ctrl-C or SIGTERM: one line on how to go on (printed by the first process only)

@@ -1,7 +1,7 @@
 """A recipe (`configs/train_*.json`, or YAML) read as a mapping of argument names to values, strictly: every error
 is one line naming the file and, where the text has one, the line (a JSON or YAML syntax error, a key given twice,
-a YAML tag that would build a Python object, a YAML anchor or alias, values nested past what a parser takes), and an
-empty recipe or one that is not a mapping is refused. A recipe holds plain values: without anchors and aliases its size
+a second YAML document, a YAML tag that would build a Python object, a YAML anchor or alias, values nested past what
+a parser takes), and an empty recipe or one that is not a mapping is refused. A recipe holds plain values: without anchors and aliases its size
 is that of its text (an alias bomb would grow to gigabytes)."""
 
 import json
@@ -120,6 +120,16 @@ def load_yaml(path: Path, text: str):
         if "could not determine a constructor" in problem:
             problem = f"{problem} (a tag that would build a Python object; a recipe holds plain values)"
         line = f" line {mark.line + 1}" if mark else ""
+        if "another document" in problem:  # `---` starts a second document, which a recipe (one mapping) has not
+            raise ValueError(
+                f"Recipe {path}{line}: a second YAML document starts here, and a recipe is one document (one mapping "
+                f"of arguments): remove the '---' at{line} and keep one mapping, its keys each given once."
+            ) from None
+        if "expected '<document start>'" in problem:  # text after `...`, which ends the one document
+            raise ValueError(
+                f"Recipe {path}{line}: text follows the end of the YAML document (a '...' line above it), and a recipe "
+                "is one document: remove the '...' and keep one mapping, its keys each given once."
+            ) from None
         raise ValueError(f"Recipe {path}{line}: {problem}: fix the YAML there.") from None
     except yaml.YAMLError as error:
         raise ValueError(f"Recipe {path}: {' '.join(str(error).split())}: fix the YAML.") from None

@@ -9,6 +9,10 @@ from entry_points import outcome
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from modeling_vit_scratch.common.overrides import parse_overrides
+from modeling_vit_scratch.training.arguments import parse_arguments
+from modeling_vit_scratch.training.recipes import load_recipe
+
 # plain arguments and values a recipe may hold
 POOL = {
     "seed": 3,
@@ -306,14 +310,17 @@ def test_the_value_the_package_uses_is_accepted(tmp_path, argv):
 
 @pytest.mark.parametrize(
     "key, word, read_as",
-    [("save_strategy", "no", "false"), ("eval_strategy", "off", "false"), ("lr_scheduler_type", "yes", "true")],
+    [("save_strategy", "no", "false"), ("logging_strategy", "no", "false"), ("run_name", "yes", "true")],
 )
-def test_a_yaml_boolean_word_for_an_argument_that_takes_text_says_to_quote_it(tmp_path, key, word, read_as):
+def test_a_yaml_boolean_word_for_an_argument_that_takes_it_as_text_says_to_quote_it(tmp_path, key, word, read_as):
     error = refusal(tmp_path, ".yaml", ["seed: 3", f"{key}: {word}  # a comment"])
     assert error == (
         f"error: Key {key!r} in the recipe {tmp_path / 'recipe.yaml'} line 2 is {word}, which YAML reads as "
         f'{read_as}, but --{key} takes text: quote it ({key}: "{word}").'
     )
+    fixed = tmp_path / "fixed.yaml"
+    fixed.write_text(f'seed: 3\n{key}: "{word}"\n')
+    parse_arguments([str(fixed), "--output_dir", str(tmp_path / "out")])  # the fix offered works
 
 
 @pytest.mark.parametrize(
@@ -345,4 +352,163 @@ def test_a_number_for_an_argument_that_takes_text_says_to_quote_it(tmp_path, suf
         f"error: Key {key!r} in the recipe {tmp_path / f'recipe{suffix}'} line 2 is {written}, which "
         f"{'JSON' if suffix == '.json' else 'YAML'} reads as the number {shown}, but --{key} takes text: quote it "
         f"({quoted})."
+    )
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+@pytest.mark.parametrize("given", ["--config_overrides", "--config-overrides="])
+def test_config_overrides_of_the_recipe_and_the_command_line_are_merged_key_by_key(tmp_path, suffix, given):
+    """argparse keeps the last --config_overrides: the recipe's keys would be dropped without a word. Both are kept,
+    the command line winning on a shared key, which one printed line names."""
+    from modeling_vit_scratch.training.arguments import parse_arguments, recipe_lines
+
+    recipe = tmp_path / f"r{suffix}"
+    overrides = {"num_hidden_layers": 1, "qkv_bias": False}
+    recipe.write_text(
+        json.dumps({"config_overrides": overrides})
+        if suffix == ".json"
+        else "config_overrides: {num_hidden_layers: 1, qkv_bias: false}\n"
+    )
+    command = "hidden_size=12,num_hidden_layers=3"
+    words = [given + command] if given.endswith("=") else [given, command]
+    argv = [str(recipe), *words, "--output_dir", str(tmp_path / "out")]
+    model_args = parse_arguments(argv)[0]
+    assert parse_overrides(model_args.config_overrides) == {
+        "num_hidden_layers": 3,
+        "qkv_bias": False,
+        "hidden_size": 12,
+    }
+    replaced = "--config_overrides on the command line replaces the recipe's num_hidden_layers (1 -> 3)"
+    assert recipe_lines(argv) == [f"{replaced}; its other keys are kept."]
+    alone = parse_arguments([str(recipe), "--output_dir", str(tmp_path / "out")])[0]
+    assert parse_overrides(alone.config_overrides) == overrides
+    assert recipe_lines([str(recipe), "--config_overrides", "hidden_size=12"]) == []
+
+
+# a value of another type for each kind of argument: as written in YAML and JSON, what the argument takes, the fix
+OTHER_TYPES = [
+    ("seed", "true", "true", "an integer in [0, 4294967295], e.g. 0", "write one there"),
+    ("max_steps", "yes", None, "an integer >= 1 (or -1: not set)", "write one there"),
+    ("per_device_train_batch_size", "8.0", "8.0", "an integer >= 1", "write 8"),
+    ("split_seed", "2.5", "2.5", "an integer in [0, 4294967295], e.g. 0", "write one there"),
+    ("learning_rate", "fast", '"fast"', "a number in (0, 10], e.g. 3e-4", "write one there"),
+    ("augment", "maybe", '"maybe"', "true or false", "write one there"),
+    ("eval_strategy", "off", None, "one of no, steps, epoch", "write one there"),
+    ("save_strategy", "sometimes", '"sometimes"', "one of no, steps, epoch, best", "write one there"),
+]
+
+
+@pytest.mark.parametrize(
+    ("suffix", "key", "yaml", "written", "takes", "fix"),
+    [
+        (suffix, key, yaml, written, *rest)
+        for key, yaml, json_text, *rest in OTHER_TYPES
+        for suffix, written in ((".yaml", yaml), (".json", json_text))
+        if written is not None
+    ],
+)
+def test_a_value_of_another_type_names_the_file_line_key_and_what_the_argument_takes(
+    tmp_path, suffix, key, yaml, written, takes, fix
+):
+    """Checked as the recipe is read, by the converter and choices argparse applies (which would name no file or
+    line); a YAML word read as a boolean is said so, and quoting is offered only where the argument takes it."""
+    lines = ["report_to: none", f"{key}: {written}"]
+    lines = lines if suffix == ".yaml" else ['{"report_to": "none",', f' "{key}": {written}}}']
+    error = refusal(tmp_path, suffix, lines)
+    read = f", which YAML reads as {str(yaml in ('yes', 'on')).lower()}" if yaml in ("yes", "no", "off", "on") else ""
+    assert error == (
+        f"error: Key {key!r} in the recipe {tmp_path / f'recipe{suffix}'} line 2 is {written}{read}, but --{key} "
+        f"takes {takes}: {fix}."
+    )
+    if fix == "write 8":  # the fix offered works
+        (tmp_path / "fixed.json").write_text(json.dumps({key: 8}))
+        parse_arguments([str(tmp_path / "fixed.json"), "--output_dir", str(tmp_path / "out")])
+
+
+def test_every_argument_refuses_a_value_of_another_type_from_a_recipe_naming_the_key(tmp_path):
+    """Every argument with a converter or choices: a value it cannot read, in a recipe, is the recipe's line."""
+    from modeling_vit_scratch.training.arguments import accepts, argument_actions, argument_names
+
+    names = argument_names()
+    checked = 0
+    for key, action in sorted(argument_actions().items()):
+        if key not in names or action.nargs == 0:
+            continue
+        bad = next((word for word in ("8.5", "maybe", "bogus") if not accepts(action, word)), None)
+        if bad is None:
+            continue
+        recipe = tmp_path / f"{key}.yaml"
+        recipe.write_text(f"{key}: '{bad}'\n")
+        with pytest.raises(ValueError, match=rf"^Key '{key}' in the recipe {recipe} line 1 is '{bad}', but --{key} "):
+            parse_arguments([str(recipe), "--output_dir", str(tmp_path / "out")])
+        checked += 1
+    assert checked > 50
+
+
+def test_config_overrides_given_as_a_list_names_both_forms_that_work(tmp_path):
+    error = refusal(tmp_path, ".yaml", ["config_overrides: [hidden_size=12]"])
+    assert error == (
+        f"error: Key 'config_overrides' in the recipe {tmp_path / 'recipe.yaml'} line 1 holds a list, which "
+        '--config_overrides does not take: write it as one text, config_overrides: "hidden_size=12,'
+        'num_hidden_layers=6", or as a mapping, config_overrides: {hidden_size: 12, num_hidden_layers: 6}.'
+    )
+    for form in ('"hidden_size=12,num_hidden_layers=6"', "{hidden_size: 12, num_hidden_layers: 6}"):
+        (tmp_path / "fixed.yaml").write_text(f"config_overrides: {form}\n")
+        model_args = parse_arguments([str(tmp_path / "fixed.yaml"), "--output_dir", str(tmp_path / "out")])[0]
+        assert parse_overrides(model_args.config_overrides) == {"hidden_size": 12, "num_hidden_layers": 6}
+
+
+@pytest.mark.parametrize("key", ["model", "teacher", "dataset"])
+@pytest.mark.parametrize(("value", "kind"), [({"image_size": 8, "patch_size": 4}, "mapping"), (["a", "b"], "list")])
+def test_a_mapping_or_list_for_a_path_key_is_named_as_such_not_read_as_a_path(tmp_path, key, value, kind):
+    """Shape is checked before a recipe's path is resolved: the value is never turned into text and read as a name
+    (a `model:` mapping was refused as "JSON text", naming no file or line)."""
+    error = refusal(tmp_path, ".json", [json.dumps({key: value})])
+    instead = (
+        "an architecture is read from a JSON file, checked as such: write these fields to one (e.g. "
+        "configs/models/NAME.json) and give its path, model: configs/models/NAME.json"
+        if (key, kind) == ("model", "mapping")
+        else "give it one value"
+    )
+    assert error == (
+        f"error: Key {key!r} in the recipe {tmp_path / 'recipe.json'} line 1 holds a {kind}, which --{key} does not "
+        f"take: {instead}."
+    )
+
+
+def test_an_architecture_mapping_moved_to_a_file_as_the_line_says_builds_that_model(tmp_path):
+    from modeling_vit_scratch.training.model_source import named_config
+
+    fields = {"image_size": 8, "patch_size": 4, "hidden_size": 24, "num_hidden_layers": 2, "num_attention_heads": 2}
+    (tmp_path / "arch.json").write_text(json.dumps(fields))
+    (tmp_path / "r.yaml").write_text("model: arch.json\n")
+    config, new = named_config(parse_arguments([str(tmp_path / "r.yaml"), "--output_dir", str(tmp_path / "o")])[0])
+    assert new and {name: getattr(config, name) for name in fields} == fields
+
+
+@settings(max_examples=10)
+@given(names=st.lists(st.sampled_from(sorted(POOL)), min_size=2, max_size=len(POOL), unique=True), data=st.data())
+def test_a_second_yaml_document_names_the_line_of_its_separator(tmp_path_factory, names, data):
+    """A `---` inside a recipe starts a second document: the line names that `---`, and removing it, as it says,
+    leaves a recipe that reads."""
+    tmp_path = tmp_path_factory.mktemp("recipe")
+    lines = recipe_lines([(key, POOL[key]) for key in names], ".yaml")
+    at = data.draw(st.integers(1, len(lines) - 1))
+    lines.insert(at, "---")
+    error = refusal(tmp_path, ".yaml", lines)
+    assert error == (
+        f"error: Recipe {tmp_path / 'recipe.yaml'} line {at + 1}: a second YAML document starts here, and a recipe is "
+        f"one document (one mapping of arguments): remove the '---' at line {at + 1} and keep one mapping, its keys "
+        "each given once."
+    )
+    del lines[at]
+    (tmp_path / "fixed.yaml").write_text("\n".join(lines) + "\n")
+    assert load_recipe(tmp_path / "fixed.yaml") == {key: POOL[key] for key in names}
+
+
+def test_text_after_the_end_of_a_yaml_document_says_to_remove_the_end_marker(tmp_path):
+    error = refusal(tmp_path, ".yaml", ["seed: 1", "...", "learning_rate: 0.001"])
+    assert error == (
+        f"error: Recipe {tmp_path / 'recipe.yaml'} line 3: text follows the end of the YAML document (a '...' line "
+        "above it), and a recipe is one document: remove the '...' and keep one mapping, its keys each given once."
     )

@@ -9,7 +9,7 @@ import pytest
 from entry_points import Scenario, outcome, with_argument
 
 import modeling_vit_scratch.training.trainer as trainer_module
-from modeling_vit_scratch.common.overrides import SET_BY_PACKAGE
+from modeling_vit_scratch.common.overrides import SET_BY_PACKAGE, check_config_overrides, parse_overrides
 
 BOM = b"\xef\xbb\xbf"
 CLASSES = ("cat", "dog", "fox")  # the scenario's image folder: its classes, in label order
@@ -214,3 +214,69 @@ def test_a_non_finite_number_in_a_recipes_config_overrides_mapping_is_one_line(t
     assert result.error == (
         'error: --config_overrides holds NaN, which is not a finite number: give e.g. {"drop_path_rate": 0.1}.'
     )
+
+
+# an override of another type than its field, the line's end: what the field takes and a fix that works
+OTHER_TYPES = [
+    ("qkv_bias=no", "qkv_bias 'no', but qkv_bias takes true or false: write true or false.", "qkv_bias=true"),
+    ("hidden_size=12.0", "hidden_size 12.0, but hidden_size takes an integer: write 12.", "hidden_size=12"),
+    ("layer_norm_eps=1", "layer_norm_eps 1, but layer_norm_eps takes a number written with a point: write 1.0.", None),
+    ("pooling=max", "pooling 'max', but pooling takes one of 'cls', 'mean': write one of them.", "pooling=mean"),
+    (
+        "stem_depths=3",
+        (
+            "stem_depths 3, but stem_depths takes a list of integers, in the JSON form: write --config_overrides "
+            """'{"stem_depths": [3, 4, 9]}'."""
+        ),
+        '{"stem_depths": [3, 4, 9]}',
+    ),
+    (
+        "image_size=big",
+        (
+            "image_size 'big', but image_size takes an integer or a list of integers, in the JSON form: write e.g. "
+            """224, or --config_overrides '{"image_size": [224, 224]}'."""
+        ),
+        '{"image_size": [224, 224]}',
+    ),
+]
+
+
+@pytest.mark.parametrize(("overrides", "says", "fixed"), OTHER_TYPES)
+def test_an_override_of_another_type_names_how_its_type_is_written(overrides, says, fixed):
+    with pytest.raises(ValueError) as refused:
+        check_config_overrides(parse_overrides(overrides))
+    assert str(refused.value) == f"--config_overrides gives {says}"
+    check_config_overrides(parse_overrides(fixed or "layer_norm_eps=1.0"))  # the fix offered works
+
+
+def test_every_config_field_given_another_type_is_refused_with_a_fix():
+    """Every field of the model's own: a value of no type it takes names the field and how that type is written."""
+    from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
+
+    for name in sorted(ViTScratchConfig.__annotations__):
+        with pytest.raises(ValueError, match=rf"^--config_overrides gives {name} 'zzz', but {name} takes .+: write "):
+            check_config_overrides({name: "zzz"})
+
+
+def test_an_override_of_another_type_is_one_line_before_the_data_is_read(tmp_path, never_decodes):
+    result = outcome("train", with_argument(Scenario(tmp_path).argv("train"), "--config_overrides", "qkv_bias=no"))
+    assert result.code == 1 and result.one_line, result
+    assert (
+        result.error
+        == "error: --config_overrides gives qkv_bias 'no', but qkv_bias takes true or false: write true or false."
+    )
+
+
+@pytest.mark.parametrize("flag", ["--config_overrides", "--timm_kwargs"])
+def test_a_list_in_the_key_value_form_is_named_with_its_json_form(flag):
+    """Its commas split the items (`stem_channels=[8` and `16]`): the line gives the whole in the JSON form, which
+    then reads as meant."""
+    with pytest.raises(ValueError) as refused:
+        parse_overrides("hidden_size=12, stem_channels=[8, 16],stem=conv", flag)
+    json_form = '{"hidden_size": 12, "stem_channels": [8, 16], "stem": "conv"}'
+    assert str(refused.value) == (
+        f"{flag} gives stem_channels a list in the key=value form (stem_channels=[8, 16]), whose commas split the "
+        f"items: write it in the JSON form, {flag} '{json_form}'."
+    )
+    assert parse_overrides(json_form, flag) == {"hidden_size": 12, "stem_channels": [8, 16], "stem": "conv"}
+    assert parse_overrides("stem_depths=[3]", flag) == {"stem_depths": [3]}  # one value: no comma to split it

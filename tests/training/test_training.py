@@ -549,7 +549,7 @@ def test_overwrite_replaces_the_model_when_asked(tmp_path):
         ),
         (["--max_train_samples", "0"], "--max_train_samples 0 is out of range: give an integer >= 1."),
         (["--config_overrides", "hiden_size=8"], "Unknown config field 'hiden_size': did you mean 'hidden_size'?"),
-        (["--config_overrides", "hidden_size=16.5"], "hidden_size must be int, got 16.5 (float)"),
+        (["--config_overrides", "hidden_size=16.5"], "hidden_size 16.5, but hidden_size takes an integer"),
         (["--resume_from_checkpoint", "true"], "does not exist, so there is no run to resume"),
         (["--learning_rate", "fast"], "invalid float value: 'fast'"),
         (
