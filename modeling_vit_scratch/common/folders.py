@@ -3,9 +3,15 @@
 - `check_output_folder` is the rule every command that writes applies to the folder it was given, before any work:
   no token in its name (`refuse_token_in_path`); not `/`, the home folder, a checkout's root or its `.git`, nor
   inside a run's checkpoint or staging folder; not equal to, inside or holding one of the command's inputs; no
-  symbolic link inside (the package never writes or deletes through one); and, unless the folder is replaced as a
-  whole, not a folder of someone else's files (ours: it carries `MARKER_FILE`, or a model, record, checkpoints or
-  lock that the package wrote). The folder given may itself be a link: that is the user's explicit choice.
+  symbolic link inside (the package never writes or deletes through one); not a live training run's folder nor
+  inside one, nor inside another model's folder (`check_place`, which the benchmark's `--json` follows too); and,
+  unless the folder is replaced as a whole, not a folder of someone else's files (ours: it carries `MARKER_FILE`, or a
+  model, record, checkpoints or lock that the package wrote, or a conversion's record). The folder given may itself be
+  a link: that is the user's explicit choice.
+- `live_owner` says whether a training run lives in a folder: its lock held, or its run marker naming the living
+  process that wrote it (PID and start time), so a lock removed by hand does not free the folder.
+- `not_vouched_for`: a run replaces only files the package can show it wrote unchanged (the marker's digests, else
+  those its record keeps of the files written with it, `keep_digests_in_records`).
 - `claim_output_folder` checks that the folder is writable, takes a lock (a second run into the same folder is
   refused while the first lives; the lock dies with its process, so a killed run leaves none behind; the
   `ClaimedFolder` it yields says whether the folder is still the one claimed, never made again if moved), and refuses a
