@@ -3,7 +3,8 @@ written whole.
 
 A file that is there already is replaced only if the benchmark wrote it (a JSON object with the keys every result
 holds: a user's own file never is); never through a symbolic link; and by a staged file moved into place, so an
-interrupted or failed run leaves the earlier file as it was.
+interrupted or failed run leaves the earlier file as it was. Where it goes follows every writer's rule
+(`common/folders.py` `check_place`): not into a live training run's folder, nor among another model's files.
 """
 
 import json
@@ -11,6 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from modeling_vit_scratch.common.folders import check_place
 from modeling_vit_scratch.common.secrets import redact
 
 RESULT_KEYS = {"machine", "argv", "rows", "bars"}  # in every result `run_measurements` and `run_end_to_end` write
@@ -50,6 +52,7 @@ def check_results_path(value: str) -> Path:
         raise ValueError(f"--json {value!r}: the folder {str(folder)!r} does not exist: make it, or give another file.")
     if not os.access(folder, os.W_OK):
         raise ValueError(f"--json {value!r}: the folder {str(folder)!r} cannot be written: give a file elsewhere.")
+    check_place(os.path.join(os.path.realpath(folder), path.name), "--json", value)  # no live run's, no model's
     if path.exists() and not written_by_benchmark(path):
         raise ValueError(
             f"--json {value!r} is a file the benchmark did not write (no JSON object with "

@@ -3,9 +3,15 @@
 - `check_output_folder` is the rule every command that writes applies to the folder it was given, before any work:
   no token in its name (`refuse_token_in_path`); not `/`, the home folder, a checkout's root or its `.git`, nor
   inside a run's checkpoint or staging folder; not equal to, inside or holding one of the command's inputs; no
-  symbolic link inside (the package never writes or deletes through one); and, unless the folder is replaced as a
-  whole, not a folder of someone else's files (ours: it carries `MARKER_FILE`, or a model, record, checkpoints or
-  lock that the package wrote). The folder given may itself be a link: that is the user's explicit choice.
+  symbolic link inside (the package never writes or deletes through one); not a live training run's folder nor
+  inside one, nor inside another model's folder (`check_place`, which the benchmark's `--json` follows too); and,
+  unless the folder is replaced as a whole, not a folder of someone else's files (ours: it carries `MARKER_FILE`, or a
+  model, record, checkpoints or lock that the package wrote, or a conversion's record). The folder given may itself be
+  a link: that is the user's explicit choice.
+- `live_owner` says whether a training run lives in a folder: its lock held, or its run marker naming the living
+  process that wrote it (PID and start time), so a lock removed by hand does not free the folder.
+- `not_vouched_for`: a run replaces only files the package can show it wrote unchanged (the marker's digests, else
+  those its record keeps of the files written with it, `keep_digests_in_records`).
 - `claim_output_folder` checks that the folder is writable, takes a lock (a second run into the same folder is
   refused while the first lives; the lock dies with its process, so a killed run leaves none behind; the
   `ClaimedFolder` it yields says whether the folder is still the one claimed, never made again if moved), and refuses a
@@ -51,6 +57,7 @@ MARKER_FILE = ".vit-scratch-output"  # in every folder the package creates or cl
 # What a training run writes beside the model, read again by the push.
 RESULTS_FILE, RECORD_FILE, CURVES_FILE = "all_results.json", "training_record.json", "training_curves.png"
 CONVERSION_FILE = "conversion_record.json"  # a converted folder's: what its weights were converted from
+VOUCHING_RECORDS = (RECORD_FILE, CONVERSION_FILE)  # records that keep the digests of the files written with them
 CONFUSION_FILE = "confusion_matrix.png"  # the test split's confusion matrix
 STAGING_PREFIX = ".saving-"
 PROBE_PREFIX = ".probe-"  # the write test's file: another process of the same run may see it for a moment
@@ -121,9 +128,10 @@ def model_contents(folder: Path) -> list[str]:
 
 def written_by_us(folder: Path) -> bool:
     """Whether `folder` is one a training run of the package wrote: its marker, or (from versions before the marker)
-    a run's lock, record or checkpoints. A model's files alone do not say who wrote the rest of the folder (a
+    a run's lock, record or checkpoints; or one that convert wrote (its record with the weights' digest). A model's files alone do not say who wrote the rest of the folder (a
     `save_pretrained` folder may hold the user's own README.md), so they do not make it ours."""
-    return any((folder / name).is_file() for name in (MARKER_FILE, LOCK_FILE, RECORD_FILE)) or bool(checkpoints(folder))
+    ours = any((folder / name).is_file() for name in (MARKER_FILE, LOCK_FILE, RECORD_FILE)) or bool(checkpoints(folder))
+    return ours or "weights_sha256" in record_of(folder, CONVERSION_FILE)  # a folder that convert wrote
 
 
 def links_inside(folder: Path) -> list[Path]:
@@ -208,9 +216,15 @@ def refuse_dangling_link(folder: Path, argument: str) -> None:
 
 
 def check_output_folder(
-    folder: str | Path, argument: str, inputs: dict[str, str | None] | None = None, foreign: bool = True
+    folder: str | Path,
+    argument: str,
+    inputs: dict[str, str | None] | None = None,
+    foreign: bool = True,
+    live: bool = True,
 ) -> Path:
     """The rule for every folder a command writes into, applied before any work (see the module's docstring).
+    `live=False` leaves out `check_place`'s test of a live run: for the other processes of a run, whose first
+    process holds the folder.
     `inputs` maps each argument the command reads from to its value (a local path, or a Hub model id: its folder in
     the Hub cache; None skipped);
     `foreign=False` leaves a folder of other files to the caller (a conversion replaces its folder as a whole).
@@ -236,6 +250,7 @@ def check_output_folder(
                 f"{argument} {str(folder)!r} {how} the input {name} {source!r}{cached}: writing there could replace "
                 f"what is read; give {argument} a folder apart from every input."
             )
+    check_place(real, argument, folder, live)
     refuse_dangling_link(folder, argument)
     blocker = file_above(folder)
     if blocker:
@@ -329,24 +344,117 @@ def check_writable(folder: Path) -> None:
         ) from None
 
 
+def record_of(folder: Path, name: str) -> dict:
+    """The record `name` (`RECORD_FILE`, `CONVERSION_FILE`) in `folder` as a dict, {} without a readable one."""
+    try:
+        record = json.loads((folder / name).read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def keep_digests_in_records(staging: Path) -> None:
+    """Add to each record in `staging` (a training run's, a conversion's) the SHA-256 of every other file written
+    with it (`written_sha256`), so the record vouches for them even where the folder's marker is lost."""
+    for name in VOUCHING_RECORDS:
+        record = record_of(staging, name)
+        if record:
+            others = sorted(path for path in staging.iterdir() if path.is_file() and path.name != name)
+            record["written_sha256"] = {path.name: file_sha256(path) for path in others}
+            write_file(staging / name, (json.dumps(record, indent=2) + "\n").encode())
+
+
+def replaced_by_a_run(name: str) -> bool:
+    """Whether a file of this name in its output folder is one a training run (or a conversion) writes, and so
+    would replace: the model's files, its card, results, pictures and records; not the package's dot-files."""
+    return not name.startswith(".") and (name in MODEL_FOLDER_FILES | MODEL_CODE or bool(SHARD_NAME.match(name)))
+
+
+def not_vouched_for(folder: Path) -> tuple[list[str], list[str]]:
+    """(changed, unknown): the files of `folder` a run would replace (`replaced_by_a_run`) that the package cannot
+    show it wrote unchanged. A file is vouched for by its SHA-256 as the folder's marker keeps it, else as a record
+    keeps it (`written_sha256`, written with the record); a record by being one; for a folder of an older version,
+    the weights by a record's `weights_sha256` and a training record's config and processor by its `files_sha256`.
+    `changed`: a digest is kept and the file differs (edited by hand); `unknown`: nothing vouches for it (the marker
+    removed or damaged, a file copied in)."""
+    from modeling_vit_scratch.common.model_folder import described_sha256
+    from modeling_vit_scratch.common.secrets import weights_sha256
+
+    kept = written_files(folder)
+    records = {name: record_of(folder, name) for name in VOUCHING_RECORDS}
+    for record in records.values():
+        written = record.get("written_sha256")
+        kept = {**(written if isinstance(written, dict) else {}), **kept}  # the marker's are the latest
+    changed, unknown, older = [], [], {}
+    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if not replaced_by_a_run(path.name) or path.is_symlink() or not path.is_file():
+            continue
+        if path.name in kept:
+            changed += [path.name] if file_sha256(path) != kept[path.name] else []
+        elif not records.get(path.name):
+            unknown.append(path.name)
+    if unknown:  # an older version's records: the weights' digest, a training record's config and processor
+        weights = [record["weights_sha256"] for record in records.values() if "weights_sha256" in record]
+        if weights and any(name.endswith(".safetensors") for name in unknown):
+            try:  # one digest of all the folder's safetensors files, whatever their sharding
+                older.update({name: weights_sha256(folder) for name in unknown if name.endswith(".safetensors")})
+            except (OSError, ValueError, RuntimeError):
+                pass
+        described = records[RECORD_FILE].get("files_sha256")
+        now = described_sha256(folder) if isinstance(described, dict) else {}
+        unknown = [
+            name
+            for name in unknown
+            if not (older.get(name) in weights or (name in now and now[name] == described.get(name)))
+        ]
+    return changed, unknown
+
+
+def them(names: list[str]) -> str:
+    """'it' or 'them', as `names` counts."""
+    return "it" if len(names) == 1 else "them"
+
+
 def refuse_a_model(folder: Path, overwrite: bool, resume: bool) -> None:
-    """A ValueError when `folder` holds a model that neither `overwrite` nor `resume` allows to touch, or a file the
-    package wrote there that was changed since (`changed_since_written`): the run's model folder would replace it."""
+    """A ValueError when `folder` holds a model that neither `overwrite` nor `resume` allows to touch (an interrupted
+    run's folder is said as such, with how to resume it), or a file the run would replace that the package cannot
+    show it wrote unchanged (`not_vouched_for`): a run replaces only its own files."""
     found = model_contents(folder)
     if found and not (overwrite or resume):
+        from modeling_vit_scratch.common.run_state import run_state  # it reads this module's names
+
+        state = run_state(folder)
+        if state is not None and state.kind == "interrupted":
+            raise ValueError(
+                f"--output_dir {str(folder)!r}: {state.interrupted_words()}; or start afresh with "
+                "--overwrite_output_dir true."
+            )
         raise ValueError(
             f"The output folder {str(folder)!r} already holds a model ({', '.join(found[:4])}): pass "
             "--overwrite_output_dir true to replace it, --resume_from_checkpoint true to continue its last "
             "checkpoint, or choose another --output_dir."
         )
-    changed = changed_since_written(folder) if folder.is_dir() else []
+    changed, unknown = not_vouched_for(folder)
+    how = (
+        "--overwrite_output_dir true"
+        if overwrite
+        else "--resume_from_checkpoint (its model folder, at the end)"
+        if resume
+        else "the run"
+    )
     if changed:
-        how = "--overwrite_output_dir true" if overwrite else "--resume_from_checkpoint (its model folder, at the end)"
         raise ValueError(
-            f"--output_dir {str(folder)!r}: {', '.join(changed)} changed since vit-scratch wrote "
-            f"{'it' if len(changed) == 1 else 'them'} (edited by hand?), and {how} would replace "
-            f"{'it' if len(changed) == 1 else 'them'}: nothing was changed; move {'it' if len(changed) == 1 else 'them'} "
+            f"--output_dir {str(folder)!r}: {', '.join(changed)} changed since vit-scratch wrote {them(changed)} "
+            f"(edited by hand?), and {how} would replace {them(changed)}: nothing was changed; move {them(changed)} "
             "out of the folder to keep your version (or delete it to let the run write its own), then run again."
+        )
+    if unknown:
+        raise ValueError(
+            f"--output_dir {str(folder)!r}: nothing shows that vit-scratch wrote {', '.join(unknown[:5])}"
+            f"{' ...' if unknown[5:] else ''} as {'it is' if len(unknown) == 1 else 'they are'} now (its marker "
+            f"{MARKER_FILE} is missing or damaged, and no record of the run holds {'its' if len(unknown) == 1 else 'their'} "
+            f"digest), and {how} would replace {them(unknown)}: nothing was changed; move {them(unknown)} out of the "
+            "folder (or delete what you do not need), then run again."
         )
 
 
@@ -463,6 +571,86 @@ def claim_output_folder(
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def process_start(pid: int) -> str | None:
+    """When process `pid` started (field 22 of /proc/PID/stat: clock ticks after boot), or None where the system
+    does not say (no /proc, no such process). With the PID it names one process: a PID is reused, a start never."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()  # after the name, which may hold spaces: field 3 onwards
+    return None if len(fields) < 20 or fields[0] == "Z" else fields[19]  # a zombie has ended
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process `pid` exists and has not ended (a zombie, ended but not yet reaped, has)."""
+    try:
+        os.kill(pid, 0)
+    except PermissionError:  # another user's: alive
+        pass
+    except (OSError, OverflowError, ValueError):
+        return False
+    return not os.path.isdir("/proc") or process_start(pid) is not None
+
+
+def run_marker(folder: str | Path) -> dict | None:
+    """The run marker (`RUN_FILE`) of `folder`: the process, start time and commands of a run that started and has
+    not published its model; None without one (or one that cannot be read)."""
+    try:
+        marker = json.loads(Path(folder, RUN_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return marker if isinstance(marker, dict) else None
+
+
+def marker_owner(folder: str | Path) -> str | None:
+    """The process named by `folder`'s run marker while it lives and is the process that wrote it (its start time,
+    kept in the marker, equals the living one's: a reused PID is another process), else None. This process's own is
+    None, as `running_owner` says of its lock."""
+    marker = run_marker(folder) or {}
+    pid, started = marker.get("pid"), marker.get("process_start")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or pid == os.getpid() or not process_alive(pid):
+        return None
+    now = process_start(pid)
+    return None if started is not None and now is not None and str(started) != now else str(pid)
+
+
+def live_owner(folder: str | Path) -> str | None:
+    """The process of a live training run writing `folder`: one that holds its lock (`running_owner`), or, its lock
+    gone (removed by hand), the living process its run marker names (`marker_owner`); else None."""
+    return running_owner(folder) or marker_owner(folder)
+
+
+def holds_a_model(folder: Path) -> bool:
+    """Whether `folder` holds a model: weights, or checkpoints of a run of the package."""
+    weights = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+    return any((folder / name).is_file() for name in weights) or (bool(checkpoints(folder)) and written_by_us(folder))
+
+
+def check_place(real: str, argument: str, value: str | Path, live: bool = True) -> None:
+    """The one rule of where any command writes (a folder, or the file `--json` names), at real path `real`: never
+    into the folder of a live training run, nor anywhere inside one (`live_owner`: it may replace or remove what is
+    written, and what it writes would be mixed with it), and never inside another model's folder, whose files it
+    would sit among as if they were that model's. One line naming the run's process or the model's folder.
+    `live=False` leaves out the live run (`check_output_folder`)."""
+    path = Path(real)
+    for folder in (path, *path.parents) if live else ():
+        owner = live_owner(folder)
+        if owner:
+            inside = "" if folder == path else f" ({str(folder)!r}, which holds it)"
+            raise ValueError(
+                f"{argument} {str(value)!r} is in use by another training run{inside} (process {owner}): wait for "
+                f"it to end, or choose another {argument}."
+            )
+    above = next((folder for folder in path.parents if holds_a_model(folder)), None)
+    if above is not None:
+        raise ValueError(
+            f"{argument} {str(value)!r} is inside the model folder {str(above)!r} "
+            f"({', '.join(model_contents(above)[:3])}), where it would read as part of that model: give {argument} "
+            "a place outside it, e.g. beside it."
+        )
+
+
 def running_owner(folder: str | Path) -> str | None:
     """The process written in `folder`'s lock while a live training run other than this process holds it ("unknown"
     if it wrote none yet), else None: no lock, one a finished or killed run left (the lock dies with its process), or
@@ -556,7 +744,9 @@ def staging_inside(destination: str | Path) -> Iterator[Path]:
 
 def publish(staging: Path, destination: Path) -> None:
     """Move every file of `staging` into `destination`, replacing files of the same name; weights first, the
-    files that describe them last; then the marker keeps the SHA-256 of each (`mark_as_ours`)."""
+    files that describe them last; then the marker keeps the SHA-256 of each (`mark_as_ours`), as the record does
+    (`keep_digests_in_records`)."""
+    keep_digests_in_records(staging)  # the record vouches for the files written with it, marker or not
     order = {name: index for index, name in enumerate(DESCRIBING_FILES, start=1)}
     written = {}
     for path in sorted(staging.iterdir(), key=lambda path: order.get(path.name, 0)):
@@ -606,6 +796,7 @@ TRAINER_STATE = re.compile(
     r"|pytorch_model_fsdp(_\d+)?\.bin|precision_choice\.json|stream_state_\d+\.json|vit_scratch_data\.json"
     r"|\.(precision_choice|vit_scratch_data)\.json\.partial|checkpoint-is-incomplete\.txt|ema\.safetensors)$"
 )
+SHARD_NAME = re.compile(r"^(model-\d+-of-\d+\.safetensors|pytorch_model-\d+-of-\d+\.bin)$")  # a model's weights
 SHARD_FOLDER = re.compile(r"^(optimizer|pytorch_model_fsdp)_\d+$")  # FSDP's sharded states: a folder of shards
 SHARD_FILE = re.compile(r"^(__\d+_\d+\.distcp|\.metadata)$")
 MODEL_CODE = {path.name for path in Path(__file__).resolve().parents[1].glob("*_vit_scratch.py")}
@@ -796,6 +987,7 @@ def replaced_folder(
     try:
         with refused_writes_named(f"the new folder beside {output_dir}", kept):
             yield staging
+            keep_digests_in_records(staging)  # a conversion's record vouches for the files written with it
         if not output_dir.exists():
             staging.rename(output_dir)
             return

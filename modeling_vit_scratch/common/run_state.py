@@ -2,19 +2,25 @@
 explain, convert --input, train --model / --teacher) before anything is loaded.
 
 - live: a training run holds the folder's lock (`running_owner`), or the lock of the run folder a `checkpoint-N`
-  belongs to: its model, or the checkpoint itself (`--save_total_limit`), may be replaced or removed while it is
-  read. Every reader refuses, naming the run's process.
+  belongs to, or (its lock removed by hand) its run marker names a process that lives and is the one that wrote it
+  (`live_owner`: the same PID and start time): its model, or the checkpoint itself (`--save_total_limit`), may be
+  replaced or removed while it is read. Every reader refuses, naming the run's process; every writer too
+  (`common/folders.py` `check_place`).
 - interrupted: a run started writing (`RUN_FILE`, written once every check has passed and removed when the run has
   published its model) and its process is gone: killed, stopped, crashed. Whatever model the folder holds is not
   that run's: none, or an earlier run's that an `--overwrite_output_dir` run was about to replace. A folder of a
-  run from before the marker counts as interrupted when its lock is left and it holds checkpoints but no model.
-  The line names the run, its last complete checkpoint and the command that resumes it. A push refuses (what
+  run from before the marker counts as interrupted when its lock is left and it holds checkpoints but no model nor
+  record. The line names the run, its last complete checkpoint and the command that resumes it, naming the folder
+  where it is now (moved since: `here`).
+- finished without weights: a finished run's folder (its record, no marker) whose weights were removed is said as
+  such, never called interrupted. A push refuses (what
   would it publish?) unless the user names the checkpoint; the other readers refuse a folder without a model and
   read an earlier run's model with a note.
 """
 
 import json
 import os
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,10 +28,13 @@ from pathlib import Path
 from modeling_vit_scratch.common.folders import (
     CHECKPOINT,
     LOCK_FILE,
+    RECORD_FILE,
     RUN_FILE,
     checkpoints,
     is_complete_checkpoint,
-    running_owner,
+    live_owner,
+    process_start,
+    run_marker,
 )
 
 WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
@@ -34,7 +43,13 @@ WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
 def start_run(folder: str | Path, command: str, resume: str) -> None:
     """Mark `folder` as written by a run that has started: its process, the command that started it and the one
     that resumes it (token values already masked by the caller)."""
-    record = {"pid": os.getpid(), "command": command, "resume": resume}
+    record = {
+        "pid": os.getpid(),
+        "process_start": process_start(os.getpid()),  # with the PID, this process and no later one given its PID
+        "output_dir": os.path.abspath(folder),  # where the commands name it: a reader of a moved folder says so
+        "command": command,
+        "resume": resume,
+    }
     path = Path(folder, RUN_FILE)
     partial = path.with_name(path.name + ".partial")
     partial.write_text(json.dumps(record) + "\n")
@@ -79,23 +94,44 @@ def run_folder(folder: Path) -> Path:
     return folder.parent if CHECKPOINT.match(folder.name) else folder
 
 
+def here(command: str | None, named: str | None, folder: Path) -> str | None:
+    """`command` (a run's, naming its output folder `named` as an absolute path) with `--output_dir` naming `folder`,
+    where the folder is now, when it was moved since (`mv OUT OUT2`): the command printed resumes the folder read."""
+    if not command or not named or os.path.abspath(folder) == named:
+        return command
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command
+    named_at = [index for index, word in enumerate(words) if word.partition("=")[0] in ("--output_dir", "--output-dir")]
+    for index in named_at:
+        name, equals, _ = words[index].partition("=")
+        if equals:
+            words[index] = f"{name}={folder}"
+        elif index + 1 < len(words):
+            words[index + 1] = str(folder)
+    return shlex.join(words if named_at else [*words, "--output_dir", str(folder)])  # a recipe named it
+
+
 def run_state(folder: str | Path) -> RunState | None:
     """The live or interrupted run behind `folder` (a run folder or one of its checkpoints), or None: no run, or
     a finished one."""
     run = run_folder(Path(folder))
-    owner = running_owner(run)
+    owner = live_owner(run)
     if owner:
         return RunState("live", run, owner)
-    try:
-        started = json.loads((run / RUN_FILE).read_text())
-    except (OSError, ValueError):
-        started = None
-    if isinstance(started, dict):
+    started = run_marker(run)
+    if started is not None:
         return RunState(
-            "interrupted", run, str(started.get("pid", "unknown")), started.get("command"), started.get("resume")
+            "interrupted",
+            run,
+            str(started.get("pid", "unknown")),
+            here(started.get("command"), started.get("output_dir"), run),
+            here(started.get("resume"), started.get("output_dir"), run),
         )
     has_model = any((run / name).is_file() for name in WEIGHTS)
-    if (run / LOCK_FILE).is_file() and checkpoints(run) and not has_model:  # a run from before the marker
+    finished = (run / RECORD_FILE).is_file()  # a run from before the marker that published its model
+    if (run / LOCK_FILE).is_file() and checkpoints(run) and not has_model and not finished:
         pid = (run / LOCK_FILE).read_text(errors="replace").strip() or "unknown"
         return RunState("interrupted", run, pid)
     return None
@@ -110,6 +146,12 @@ def check_run_state(source: str, argument: str, command: str) -> None:
         return
     state = run_state(source)
     if state is None:
+        weights_gone = Path(source, RECORD_FILE).is_file() and not any(Path(source, name).is_file() for name in WEIGHTS)
+        if weights_gone:  # a finished run's folder: its record says so, whatever the reader would guess
+            raise ValueError(
+                f"{argument} {source!r} is the folder of a finished training run, but its weights "
+                "(model.safetensors) are missing: restore them, or train again."
+            )
         return
     named_checkpoint = run_folder(Path(source)) != Path(source)
     if state.kind == "live":

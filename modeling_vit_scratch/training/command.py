@@ -102,7 +102,9 @@ def stopped_line(training_args, output_args, started: float, removed: list[str],
     checkpoints with it."""
     if stop.folder is None:
         return f"{stop.why}; its checkpoints went with it: run the same command again to start afresh."
-    return interrupted_line(training_args, output_args, started, removed, stopped=stop.why, folder=stop.folder)
+    return interrupted_line(
+        training_args, output_args, started, removed, stopped=stop.why, folder=stop.folder, back=stop.back
+    )
 
 
 def interrupted_line(
@@ -112,6 +114,7 @@ def interrupted_line(
     removed: list[str] = (),
     stopped: str = "Interrupted",
     folder: str | Path | None = None,
+    back: str | None = None,
 ) -> str:
     """What a user reads after Ctrl-C (or, `stopped` saying why, on a process whose run lost another of its
     processes): what was removed (only what the run removed at the start, `removed`: the checkpoints of the run that
@@ -120,10 +123,10 @@ def interrupted_line(
     overwrites counts only the checkpoints it wrote since it `started`: the old ones belong to the run it replaces.
     A checkpoint that holds the weights only (--save_only_model) cannot resume: the line says how to start from them.
     `folder` is where the run's folder is now, when it was moved away from --output_dir while the run trained: the
-    resume moves it back first."""
+    resume moves it back first (or `back` says how --output_dir leads to it again)."""
     named = training_args.output_dir
     folder = folder or named
-    back = (
+    back = back or (
         f"move it back (mv {shlex.quote(str(folder))} {shlex.quote(str(named))}), then "
         if os.path.abspath(folder) != os.path.abspath(named)
         else ""

@@ -13,6 +13,8 @@ folder it claimed only, never leaving a half-written checkpoint where a resume l
 Training glue, never imported by the model files.
 """
 
+import os
+import shlex
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,25 +23,42 @@ from pathlib import Path
 from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from modeling_vit_scratch.common.folders import ClaimedFolder
+from modeling_vit_scratch.common.folders import LOCK_FILE, ClaimedFolder
 from modeling_vit_scratch.common.write_errors import refused_write
 
 
 class RunStopped(Exception):
     """The run stopped before its end for a reason outside it: `why` (a sentence) and `folder`, where its
-    checkpoints are now (None: removed with the folder)."""
+    checkpoints are now (None: removed with the folder); `back`, how to make --output_dir lead to them again, where
+    it does not (None: move the folder back)."""
 
-    def __init__(self, why: str, folder: Path | None):
+    def __init__(self, why: str, folder: Path | None, back: str | None = None):
         super().__init__(why)
-        self.why, self.folder = why, folder
+        self.why, self.folder, self.back = why, folder, back
 
 
 def check_held(claimed: ClaimedFolder | None) -> None:
-    """`RunStopped` unless the claimed folder is still at its path (None: another process of the run, which does not
-    hold the folder, checks nothing)."""
+    """`RunStopped` unless the claimed folder is still at its path, holding the run's lock (None: another process of
+    the run, which does not hold the folder, checks nothing). The line says what happened: the lock removed (the
+    folder is where it was, but no longer guarded against a second run), the path re-pointed to another folder (a
+    link), the folder moved, or removed."""
     if claimed is None or claimed.held():
         return
     now = claimed.where_now()
+    if now is not None and os.path.exists(claimed.path) and os.path.samefile(now, claimed.path):
+        raise RunStopped(
+            f"the lock {claimed.path / LOCK_FILE} was removed or replaced while training, so another command could "
+            "take the folder: the run stopped rather than write into it unguarded",
+            now,
+        )
+    if now is not None and os.path.islink(claimed.path):
+        raise RunStopped(
+            f"the output folder {claimed.path} now leads to another folder (the link was re-pointed) while training; "
+            f"the run's folder is {now}, so the run stopped rather than write elsewhere",
+            now,
+            f"point the link back (ln -sfn {shlex.quote(str(now))} {shlex.quote(str(claimed.path))}) or give "
+            f"--output_dir {shlex.quote(str(now))}, then ",
+        )
     where = f"to {now}" if now else "or removed"
     raise RunStopped(
         f"the output folder {claimed.path} was moved {where} while training, so the run stopped rather than make it "

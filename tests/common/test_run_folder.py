@@ -15,6 +15,8 @@ from modeling_vit_scratch.common.folders import (
     MARKER_FILE,
     changed_since_written,
     claim_output_folder,
+    file_sha256,
+    mark_as_ours,
     publish,
     refuse_a_model,
     resolve_checkpoint,
@@ -46,6 +48,7 @@ def test_a_folder_holding_a_model_is_refused_naming_both_ways_on(tmp_path):
 
 def test_overwrite_drops_old_checkpoints_only_when_asked_to_and_keeps_the_model_until_replaced(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"old weights")
+    mark_as_ours(tmp_path, {"model.safetensors": file_sha256(tmp_path / "model.safetensors")})  # a run wrote it
     fake_checkpoint(tmp_path, 10)
     with claim_output_folder(tmp_path, overwrite=True, resume=False) as claimed:
         assert (tmp_path / "checkpoint-10").is_dir()  # nothing goes before the run's checks have passed

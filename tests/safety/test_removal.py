@@ -21,6 +21,8 @@ from modeling_vit_scratch.common.folders import (
     MARKER_FILE,
     STAGING_PREFIX,
     claim_output_folder,
+    file_sha256,
+    mark_as_ours,
     not_written_by_a_run,
 )
 
@@ -139,6 +141,7 @@ def test_every_command_that_replaces_a_run_refuses_a_users_file_in_its_checkpoin
     run_folder(folder, [*WRITTEN_BY_A_RUN, "notes.txt"])
     (folder / "config.json").write_text(json.dumps({"model_type": "vit_scratch"}))
     (folder / "model.safetensors").write_bytes(b"weights")
+    mark_as_ours(folder, {name: file_sha256(folder / name) for name in ("config.json", "model.safetensors")})
     before = snapshot(folder)
     if command == "train":
         argv = [*scenario.argv("train", folder), "--overwrite_output_dir", "true"]

@@ -26,6 +26,32 @@ from modeling_vit_scratch.training.resumed_data import KeepDataIdentity
 from modeling_vit_scratch.training.saving import RunStopped, check_held, written_whole
 
 
+@pytest.mark.parametrize("change", ["lock removed", "relinked"])
+def test_a_run_whose_lock_was_removed_or_whose_link_was_re_pointed_says_what_happened(tmp_path, change):
+    real, other = tmp_path / "r7a", tmp_path / "r7b"
+    real.mkdir(), other.mkdir()
+    folder = tmp_path / "o7"
+    folder.symlink_to(real) if change == "relinked" else None
+    with claim_output_folder(folder if change == "relinked" else real, overwrite=False, resume=False) as claimed:
+        claimed.remove_leftovers()
+        if change == "relinked":
+            folder.unlink()
+            folder.symlink_to(other)  # ln -sfn r7b o7
+        else:
+            (real / ".vit-scratch.lock").unlink()
+        with pytest.raises(RunStopped) as stopped:
+            check_held(claimed)
+    if change == "relinked":
+        assert stopped.value.why.startswith(
+            f"the output folder {folder} now leads to another folder (the link was re-pointed) while training; the "
+            f"run's folder is {real}"
+        )
+        assert stopped.value.back == f"point the link back (ln -sfn {real} {folder}) or give --output_dir {real}, then "
+    else:
+        assert stopped.value.why.startswith(f"the lock {real / '.vit-scratch.lock'} was removed or replaced")
+        assert stopped.value.folder == real and stopped.value.back is None
+
+
 @pytest.mark.parametrize("change", ["moved", "removed", "replaced", "kept"])
 def test_a_claimed_folder_knows_whether_it_is_still_at_its_path_and_where_it_went(tmp_path, change):
     folder, elsewhere = tmp_path / "out", tmp_path / "moved"

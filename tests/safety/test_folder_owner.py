@@ -1,0 +1,236 @@
+"""Who owns a folder, and whether a run is alive in it, as every command that writes or reads one sees it.
+
+- Every writer (train --output_dir, explain --out, convert --output, benchmark --json) refuses the folder of a live
+  training run, or a place inside it, in one line naming the run's process; a run is live while its lock is held or,
+  its lock removed by hand, while its run marker names a living process that started when the marker says (a PID
+  reused by another process is not the run). Every writer refuses a place inside another model's folder.
+- A file is replaced only when the package can show it wrote it unchanged: by the folder's marker, else by the
+  digests the training record or conversion record keep of the files written with them; a folder written by convert
+  is the package's too.
+- A reader says what the run behind a folder is: interrupted (and how to resume it, naming the folder where it is
+  now), or finished with its weights removed; train into an interrupted run's folder says the same.
+In this process: a living process for the marker is a `sleep` child.
+"""
+
+import fcntl
+import json
+import shutil
+import subprocess
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from entry_points import MODEL_FOLDER_READERS, OUTPUT_ARGUMENT, Scenario, argv_reading, outcome, with_argument
+
+from modeling_vit_scratch.common.folders import (
+    CONVERSION_FILE,
+    LOCK_FILE,
+    MARKER_FILE,
+    RECORD_FILE,
+    RUN_FILE,
+    claim_output_folder,
+    live_owner,
+    marker_owner,
+    process_start,
+    publish,
+    refuse_a_model,
+)
+from modeling_vit_scratch.common.run_state import run_state, start_run
+from modeling_vit_scratch.sharing import push
+
+WRITERS = {**OUTPUT_ARGUMENT, "benchmark": "--json"}
+
+
+@contextmanager
+def living_process():
+    """A process of this user that lives for the block."""
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        yield child.pid
+    finally:
+        child.kill()
+        child.wait()
+
+
+def marked_by(folder: Path, pid: int, started: str | None) -> None:
+    """`folder`'s run marker as a run of process `pid`, started at `started`, leaves it; no lock held."""
+    (folder / RUN_FILE).write_text(json.dumps({"pid": pid, "process_start": started, "command": "c", "resume": "r"}))
+
+
+def writer_argv(scenario: Scenario, name: str, place: Path) -> list[str]:
+    """A working command line of writer `name` whose output is `place` (benchmark: a file `place`/r.json)."""
+    if name == "benchmark":
+        return with_argument(scenario.argv(name), "--json", place / "r.json")
+    argv = scenario.argv(name, place)
+    return {"train": [*argv, "--overwrite_output_dir", "true"], "convert": [*argv, "--overwrite"]}.get(name, argv)
+
+
+def snapshot(folder: Path) -> dict:
+    return {path: path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@pytest.mark.parametrize("inside", [False, True])
+@pytest.mark.parametrize("name", list(WRITERS))
+def test_every_writer_refuses_a_live_runs_folder_whose_lock_was_removed(name, inside, tmp_path):
+    scenario = Scenario(tmp_path)
+    run = tmp_path / "o5"
+    shutil.copytree(scenario.model(), run)
+    (run / MARKER_FILE).write_text("")
+    place = run / "sub" if inside else run
+    if name == "benchmark":
+        place.mkdir(exist_ok=True)  # --json's folder exists: only where it is is wrong
+    with living_process() as pid:
+        marked_by(run, pid, process_start(pid))  # the lock is gone: the marker alone says the run lives
+        before = snapshot(run)
+        result = outcome(name, writer_argv(scenario, name, place))
+    shown = place / "r.json" if name == "benchmark" else place
+    holds = f" ({str(run)!r}, which holds it)" if inside or name == "benchmark" else ""
+    assert result.error == (
+        f"error: {WRITERS[name]} {str(shown)!r} is in use by another training run{holds} (process {pid}): wait for it "
+        f"to end, or choose another {WRITERS[name]}."
+    )
+    assert snapshot(run) == before
+
+
+def test_a_run_lives_while_its_lock_is_held_or_its_marker_names_the_living_process_that_wrote_it(tmp_path):
+    with living_process() as pid:
+        marked_by(tmp_path, pid, process_start(pid))
+        assert marker_owner(tmp_path) == live_owner(tmp_path) == str(pid)
+        assert run_state(tmp_path).kind == "live"
+        marked_by(tmp_path, pid, "1")  # the PID now names a process started later: reused, not the run's
+        assert marker_owner(tmp_path) is None
+        marked_by(tmp_path, pid, None)  # a marker without its start (off Linux): a living PID is enough
+        assert marker_owner(tmp_path) == str(pid)
+    assert marker_owner(tmp_path) is None  # the process ended
+    assert run_state(tmp_path).kind == "interrupted"
+    with open(tmp_path / LOCK_FILE, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.write("4242\n")
+        lock.flush()
+        assert live_owner(tmp_path) == "4242"
+
+
+@pytest.mark.parametrize("name", list(WRITERS))
+def test_every_writer_refuses_a_place_inside_another_models_folder(name, tmp_path):
+    scenario = Scenario(tmp_path)
+    model = tmp_path / "o3"
+    shutil.copytree(scenario.model(), model)
+    place = model / "conv"
+    result = outcome(name, writer_argv(scenario, name, place))
+    shown = place / "r.json" if name == "benchmark" else place
+    holder = place if name == "benchmark" else model
+    if name == "benchmark":  # the file's own folder o3/conv does not exist: refused as such, before its place
+        place.mkdir()
+        result = outcome(name, writer_argv(scenario, name, place))
+        holder = model
+    assert result.error.startswith(
+        f"error: {WRITERS[name]} {str(shown)!r} is inside the model folder {str(holder)!r} (config.json, "
+        "model.safetensors), where it would read as part of that model"
+    ), result.error
+    assert not (place / "r.json").exists() if name == "benchmark" else not place.exists()
+
+
+def published_run(folder: Path) -> None:
+    """A finished run's folder as `publish` leaves it: weights, config, card and the record with its digests."""
+    staging = folder.parent / "staging"
+    staging.mkdir()
+    for name, content in {"model.safetensors": "weights", "config.json": "{}", "README.md": "card"}.items():
+        (staging / name).write_text(content)
+    (staging / RECORD_FILE).write_text(json.dumps({"command": "vit-scratch train"}))
+    folder.mkdir()
+    publish(staging, folder)
+
+
+@pytest.mark.parametrize("marker", ["damaged", "deleted"])
+def test_a_file_is_replaced_only_when_the_marker_or_the_record_vouches_for_it(marker, tmp_path):
+    folder = tmp_path / "o1"
+    published_run(folder)
+    if marker == "damaged":
+        (folder / MARKER_FILE).write_text("garbage{")
+    else:
+        (folder / MARKER_FILE).unlink()
+    refuse_a_model(folder, overwrite=True, resume=False)  # the record vouches for every file
+    (folder / "README.md").write_text("my own card")
+    with pytest.raises(ValueError, match=r"README\.md changed since vit-scratch wrote it"):
+        refuse_a_model(folder, overwrite=True, resume=False)
+    (folder / "README.md").write_text("card")
+    (folder / RECORD_FILE).unlink()  # nothing vouches for the files any more
+    with pytest.raises(ValueError) as refused:
+        refuse_a_model(folder, overwrite=True, resume=False)
+    assert str(refused.value) == (
+        f"--output_dir {str(folder)!r}: nothing shows that vit-scratch wrote README.md, config.json, "
+        f"model.safetensors as they are now (its marker {MARKER_FILE} is missing or damaged, and no record of the "
+        "run holds their digest), and --overwrite_output_dir true would replace them: nothing was changed; move them "
+        "out of the folder (or delete what you do not need), then run again."
+    )
+
+
+def interrupted_run(scenario: Scenario, folder: Path) -> None:
+    """A run killed after its checkpoint-3: its marker and lock left (its process gone), no model."""
+    checkpoint = folder / "checkpoint-3"
+    shutil.copytree(scenario.model(), checkpoint)
+    for name in ("trainer_state.json", "optimizer.pt", "scheduler.pt", "rng_state.pth"):
+        (checkpoint / name).write_text(json.dumps({"global_step": 3}))
+    (folder / LOCK_FILE).write_text("4242\n")
+    start_run(
+        folder,
+        f"vit-scratch train --output_dir {folder}",
+        f"vit-scratch train --output_dir {folder} --resume_from_checkpoint true",
+    )
+    run = json.loads((folder / RUN_FILE).read_text())
+    (folder / RUN_FILE).write_text(json.dumps({**run, "pid": 999999999}))  # its process, gone
+
+
+def test_train_into_an_interrupted_runs_folder_says_so_and_how_to_resume(tmp_path):
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "o2"
+    interrupted_run(scenario, folder)
+    result = outcome("train", scenario.argv("train", folder))
+    assert result.error == (
+        f"error: --output_dir {str(folder)!r}: the training run of process 999999999 into {str(folder)!r} was "
+        f"interrupted before it saved its model; its last checkpoint is {folder / 'checkpoint-3'}; resume it with: "
+        f"vit-scratch train --output_dir {folder} --resume_from_checkpoint true; or start afresh with "
+        "--overwrite_output_dir true."
+    )
+
+
+@pytest.mark.parametrize(("name", "argument"), MODEL_FOLDER_READERS)
+def test_a_moved_interrupted_run_is_resumed_where_it_is_now(name, argument, tmp_path, monkeypatch):
+    monkeypatch.setattr(push, "load_verified", lambda *a, **k: pytest.fail("read the folder"))
+    scenario = Scenario(tmp_path)
+    interrupted_run(scenario, tmp_path / "o9")
+    moved = tmp_path / "o9new"
+    (tmp_path / "o9").rename(moved)
+    result = outcome(name, argv_reading(scenario, name, argument, moved))
+    assert f"resume it with: vit-scratch train --output_dir {moved} --resume_from_checkpoint true" in result.error
+    assert f"{tmp_path / 'o9'} " not in result.error
+
+
+@pytest.mark.parametrize(("name", "argument"), MODEL_FOLDER_READERS)
+def test_a_finished_run_without_its_weights_is_said_as_such(name, argument, tmp_path, monkeypatch):
+    monkeypatch.setattr(push, "load_verified", lambda *a, **k: pytest.fail("read the folder"))
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "o1"
+    shutil.copytree(scenario.model(), folder)
+    (folder / "checkpoint-3").mkdir()
+    (folder / LOCK_FILE).write_text("4242\n")  # the lock a finished run leaves
+    (folder / RECORD_FILE).write_text(json.dumps({"command": "vit-scratch train"}))
+    (folder / "model.safetensors").unlink()
+    result = outcome(name, argv_reading(scenario, name, argument, folder))
+    shown = {"push": "FOLDER", "explain": "--model", "convert": "--input"}.get(name, argument)
+    assert result.error == (
+        f"error: {shown} {str(folder)!r} is the folder of a finished training run, but its weights "
+        "(model.safetensors) are missing: restore them, or train again."
+    )
+
+
+def test_a_folder_that_convert_wrote_is_ours_to_overwrite(tmp_path):
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "vs1"
+    assert outcome("convert", scenario.argv("convert", folder)).code == 0
+    assert {CONVERSION_FILE, "model.safetensors"} <= {path.name for path in folder.iterdir()}
+    with claim_output_folder(folder, overwrite=True, resume=False) as claimed:  # train --overwrite_output_dir true
+        claimed.remove_leftovers()
+    (folder / "config.json").write_text("{}")  # changed since convert wrote it: not ours to replace
+    with pytest.raises(ValueError, match=r"config\.json changed since vit-scratch wrote it"):
+        refuse_a_model(folder, overwrite=True, resume=False)
