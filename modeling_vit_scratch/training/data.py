@@ -564,6 +564,7 @@ class PreparedData:
 
     splits: DatasetDict
     labels: list[str]
+    notes: list[str] = field(default_factory=list)  # lines printed before training: how labels were read
 
     @property
     def id2label(self) -> dict[int, str]:
@@ -599,7 +600,10 @@ def prepare_splits(
         splits[{"valid": "validation", "val": "validation"}.get(name, name)] = split
     for name, split in splits.items():
         check_label_values(split, name, label_column)
-    if not isinstance(splits["train"].features["label"], ClassLabel):
+    notes = []
+    if is_integer_column(splits["train"].features["label"]):
+        splits, notes = integer_classes(splits)
+    elif not isinstance(splits["train"].features["label"], ClassLabel):
         splits = splits.class_encode_column("label")
     splits = DatasetDict({name: labels_by_name(split, name, splits["train"]) for name, split in splits.items()})
     classes = splits["train"].features["label"].num_classes
@@ -621,7 +625,40 @@ def prepare_splits(
             ) from None
         splits["train"], splits[name] = parts["train"], parts["test"]
     labels = splits["train"].features["label"].names
-    return PreparedData(DatasetDict({name: splits[name] for name in ("train", "validation", "test")}), labels)
+    return PreparedData(DatasetDict({name: splits[name] for name in ("train", "validation", "test")}), labels, notes)
+
+
+def is_integer_column(feature) -> bool:
+    """Integers without names (a ClassLabel holds integers too, with names)."""
+    return not isinstance(feature, ClassLabel) and getattr(feature, "dtype", "").startswith(("int", "uint"))
+
+
+def integer_classes(splits: DatasetDict) -> tuple[DatasetDict, list[str]]:
+    """Integer labels without names read as numbers, not as text (`class_encode_column` would sort "10" before
+    "2", so the model's output 2 would mean label 10): labels that are 0..N-1 are the model's classes 0..N-1, named
+    "0".."N-1"; any other integers (3, 7, 42) are the classes in numerical order, and the returned line gives the
+    model's index of each data set label (config.json's id2label keeps it: each class is named by its label)."""
+    numbered = {name: split for name, split in splits.items() if is_integer_column(split.features["label"])}
+    values = sorted({int(value) for split in numbered.values() for value in split.unique("label")})
+    names = [str(value) for value in values]
+    feature = ClassLabel(names=names)
+    if values == list(range(len(values))):
+        return DatasetDict(
+            {**splits, **{name: split.cast_column("label", feature) for name, split in numbered.items()}}
+        ), []
+    lookup = np.asarray(values, dtype=np.int64)
+
+    def renumbered(split: Dataset) -> Dataset:
+        numbers = np.searchsorted(lookup, np.asarray(split["label"], dtype=np.int64)).tolist()
+        return split.remove_columns("label").add_column("label", numbers, feature=feature)
+
+    pairs = ", ".join(f"{index} -> {value}" for index, value in enumerate(values[:10]))
+    line = (
+        f"The integer labels are not 0..{len(values) - 1} but {shown_labels(names, 10)}: the model's classes are "
+        f"them in numerical order, model index -> data set label: {pairs}{', ...' * (len(values) > 10)} (config.json's "
+        "id2label names each class by its label)."
+    )
+    return DatasetDict({**splits, **{name: renumbered(split) for name, split in numbered.items()}}), [line]
 
 
 TEST_WITHOUT_LABELS = " (an unlabelled test split can be left out of the set: a test split is then carved from train)"

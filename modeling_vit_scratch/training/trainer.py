@@ -255,6 +255,8 @@ def train_in_claimed_folder(
         print(images.summary())
         for line in images.copies_lines(data.labels):  # identical files under two classes, or train and held out
             print(line)
+        for line in data.notes:  # how the labels were read: their order, classes without images, names alike
+            print(line)
         # the files of the data set folder that are not read, named: never a file the loader reads
         left_out = (stream_left_out_line if data_args.streaming else left_out_line)(data_args.dataset)
         if left_out:
@@ -380,6 +382,7 @@ def train_in_claimed_folder(
         weight_average=ema_text(model_args.ema_decay),
         layer_decay=layer_decay_text(model_args.layer_decay, model.config),
         legs=run_legs(*legs),  # every command of the run, and its wall time
+        label_notes=data.notes or None,  # how the labels were read (their order, classes without images)
     )
     notes["wall_time_seconds"] = round(sum(leg["wall_time_seconds"] or 0 for leg in notes["legs"]), 1)  # all legs
     # every process: a sharded model's weights are gathered from all of them; process 0 writes

@@ -1,0 +1,64 @@
+"""What a data set's labels mean is read as the user meant it, or said in one line before training.
+
+- Integer labels are numbers: labels 0..N-1 are the model's classes 0..N-1 (before: sorted as text, so output 2
+  meant label 10); other integers (3, 7, 42) are ordered numerically and one line gives the mapping.
+"""
+
+import json
+
+import numpy as np
+import pytest
+from datasets import Dataset, DatasetDict, Features, Value
+from datasets import Image as ImageFeature
+from entry_points import Scenario, outcome, with_argument
+from PIL import Image
+
+from modeling_vit_scratch.training.data import prepare_splits
+
+
+def tiny_images(count: int) -> list[Image.Image]:
+    rng = np.random.default_rng(0)
+    return [Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)) for _ in range(count)]
+
+
+def integer_set(labels: list[int], **splits: list[int]) -> DatasetDict:
+    features = Features(image=ImageFeature(), label=Value("int64"))
+    made = {"train": labels, **splits}
+    return DatasetDict(
+        {
+            name: Dataset.from_dict({"image": tiny_images(len(v)), "label": v}, features=features)
+            for name, v in made.items()
+        }
+    )
+
+
+@pytest.mark.parametrize("classes", [12, 3])
+def test_integer_labels_0_to_n_minus_1_are_the_models_classes_in_their_own_order(classes):
+    labels = [index % classes for index in range(classes * 6)]
+    data = prepare_splits(integer_set(labels, test=list(range(classes))), validation_fraction=0.2)
+    assert data.labels == [str(index) for index in range(classes)] and data.notes == []
+    assert data.splits["test"]["label"] == list(range(classes))  # label i is the model's class i
+
+
+@pytest.mark.parametrize("values", [[3, 7, 42], [1, 2, 10], [5, 100, 20, 9]])
+def test_other_integer_labels_are_ordered_numerically_and_the_mapping_is_one_line(values):
+    labels = [values[index % len(values)] for index in range(len(values) * 8)]
+    data = prepare_splits(integer_set(labels, test=values), validation_fraction=0.2)
+    ordered = sorted(values)
+    assert data.labels == [str(value) for value in ordered]
+    assert [data.labels[number] for number in data.splits["test"]["label"]] == [str(value) for value in values]
+    (line,) = data.notes
+    pairs = ", ".join(f"{index} -> {value}" for index, value in enumerate(ordered))
+    assert f"model index -> data set label: {pairs} (config.json" in line and "\n" not in line
+
+
+@pytest.mark.integration
+def test_a_run_on_integer_labels_says_the_mapping_and_writes_it_to_config_and_record(tmp_path, capsys):
+    integer_set([[3, 7, 42][index % 3] for index in range(30)])["train"].save_to_disk(tmp_path / "numbers")
+    argv = with_argument(Scenario(tmp_path).argv("train"), "--dataset", tmp_path / "numbers")
+    assert outcome("train", argv).code == 0
+    assert "model index -> data set label: 0 -> 3, 1 -> 7, 2 -> 42" in capsys.readouterr().out
+    config = json.loads((tmp_path / "out-train" / "config.json").read_text())
+    assert config["id2label"] == {"0": "3", "1": "7", "2": "42"}
+    record = json.loads((tmp_path / "out-train" / "training_record.json").read_text())
+    assert "0 -> 3, 1 -> 7, 2 -> 42" in record["label_notes"][0]
