@@ -625,7 +625,23 @@ def prepare_splits(
             ) from None
         splits["train"], splits[name] = parts["train"], parts["test"]
     labels = splits["train"].features["label"].names
+    notes += unlearnt_classes_lines(splits["train"]["label"], labels)
     return PreparedData(DatasetDict({name: splits[name] for name in ("train", "validation", "test")}), labels, notes)
+
+
+def unlearnt_classes_lines(labels: list[int], names: list[str]) -> list[str]:
+    """A warning line naming the classes the training split holds no image of (a ClassLabel may list names no row
+    uses): the model still has an output for each, which it never learns to give."""
+    counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=len(names))
+    unused = [names[index] for index, number in enumerate(counts) if number == 0]
+    if not unused:
+        return []
+    many = len(unused) != 1
+    return [
+        f"Warning: the training split holds no image of {len(unused)} class{'es' * many} of the {len(names)} the data "
+        f"set names ({shown_labels(unused)}): the model has {'an output' if not many else 'outputs'} it never learns "
+        f"to give; remove {'those names' if many else 'that name'} from the label column's ClassLabel, or add images."
+    ]
 
 
 def is_integer_column(feature) -> bool:

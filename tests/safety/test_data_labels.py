@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from datasets import Dataset, DatasetDict, Features, Value
+from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 from datasets import Image as ImageFeature
 from entry_points import Scenario, outcome, with_argument
 from PIL import Image
@@ -62,3 +62,17 @@ def test_a_run_on_integer_labels_says_the_mapping_and_writes_it_to_config_and_re
     assert config["id2label"] == {"0": "3", "1": "7", "2": "42"}
     record = json.loads((tmp_path / "out-train" / "training_record.json").read_text())
     assert "0 -> 3, 1 -> 7, 2 -> 42" in record["label_notes"][0]
+
+
+@pytest.mark.parametrize("names", [["a", "b", "c", "unused"], ["unused", "a", "gone", "b", "c"]])
+def test_a_class_the_training_split_has_no_image_of_is_named_in_one_warning_line(names):
+    used = [index for index, name in enumerate(names) if name not in ("unused", "gone")]
+    labels = [used[index % len(used)] for index in range(len(used) * 8)]
+    features = Features(image=ImageFeature(), label=ClassLabel(names=names))
+    raw = DatasetDict(train=Dataset.from_dict({"image": tiny_images(len(labels)), "label": labels}, features=features))
+    data = prepare_splits(raw, validation_fraction=0.2, test_fraction=0.2)
+    assert data.labels == names  # the model keeps an output per name: said, not changed
+    (line,) = data.notes
+    unused = [name for name in names if name in ("unused", "gone")]
+    assert line.startswith(f"Warning: the training split holds no image of {len(unused)} class")
+    assert f"({', '.join(unused)}): the model has" in line and "\n" not in line
