@@ -637,11 +637,12 @@ def unlearnt_classes_lines(labels: list[int], names: list[str]) -> list[str]:
     if not unused:
         return []
     many = len(unused) != 1
-    return [
+    line = (
         f"Warning: the training split holds no image of {len(unused)} class{'es' * many} of the {len(names)} the data "
         f"set names ({shown_labels(unused)}): the model has {'an output' if not many else 'outputs'} it never learns "
         f"to give; remove {'those names' if many else 'that name'} from the label column's ClassLabel, or add images."
-    ]
+    )
+    return [line]
 
 
 def is_integer_column(feature) -> bool:
