@@ -69,6 +69,7 @@ def load_image_dataset(source: str, config_name: str | None = None, secrets: lis
         else:
             check_imagefolder_names(path, list(secrets))
             check_imagefolder_depths(path)
+            check_metadata_files(path)
             loaded = load_imagefolder(path)
     else:
         try:
@@ -371,6 +372,71 @@ def check_label_forms(labels: list[str], dataset: str) -> None:
                 "systems), and would train as two classes that print alike: give both the same form (rename one folder, e.g. "
                 "`convmv -r -f utf8 -t utf8 --nfc --notest FOLDER`, or its label), or merge them."
             )
+
+
+def metadata_rows(path: Path) -> list[tuple[Path, int, str, str | None]]:
+    """Each row of the metadata files (`metadata.csv`, `.jsonl`, `.parquet`) under the image folder `path`, as datasets
+    would read them: (the metadata file relative to `path`, its row number from 1, the image's `file_name` as written,
+    the row's `label` as text or None). A file datasets cannot parse either is left to datasets' own error."""
+    import pandas
+
+    from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
+
+    readers = {
+        ".csv": lambda file: pandas.read_csv(file, dtype=str, keep_default_na=False),
+        ".jsonl": lambda file: pandas.read_json(file, lines=True, dtype=False),
+        ".parquet": pandas.read_parquet,
+    }
+    rows = []
+    for folder, subfolders, files in os.walk(path):
+        subfolders[:] = sorted(name for name in subfolders if not name.startswith((".", "__")))
+        for name in sorted(set(files) & set(ImageFolder.METADATA_FILENAMES)):
+            try:
+                table = readers[Path(name).suffix](Path(folder) / name)
+            except Exception:  # noqa: BLE001 pandas' errors of a damaged file: datasets names them when it reads it
+                continue
+            if "file_name" not in table.columns:
+                continue
+            labels = table["label"] if "label" in table.columns else [None] * len(table)
+            relative = (Path(folder) / name).relative_to(path)
+            for row, (file_name, label) in enumerate(zip(table["file_name"], labels), start=1):
+                rows.append((relative, row, str(file_name), None if label is None else str(label)))
+    return rows
+
+
+def check_metadata_files(path: Path) -> None:
+    """The rows of an image folder's metadata files, checked before datasets reads them: each `file_name` names an
+    image inside the folder that is there (one line naming the metadata file and the row, not a long
+    DatasetGenerationError, and no file read from outside the set); and where an image lies in a class folder and
+    its row gives a `label` too, the two agree (else one line: which is right is the user's to say; images all in
+    one folder have no class folder)."""
+    root = os.path.realpath(path)
+    disagree, folders = [], set()
+    for metadata, row, file_name, label in metadata_rows(path):
+        where = f"Row {row} of {shown_name(metadata)} in the data set folder '{shown_name(path)}'"
+        image = os.path.normpath(path / metadata.parent / file_name)
+        inside = os.path.relpath(os.path.realpath(image), root)
+        if os.path.isabs(file_name) or inside == os.pardir or inside.startswith(os.pardir + os.sep):
+            raise ValueError(
+                f"{where} names the image '{shown_name(file_name)}', which lies outside the data set folder: put the "
+                "image inside the folder and give its path relative to the metadata file."
+            )
+        if not os.path.isfile(image):
+            raise FileNotFoundError(
+                f"{where} names the image '{shown_name(file_name)}', which is not there: restore the image or remove "
+                "the row."
+            )
+        folders.add(Path(inside).parent.name)
+        if label is not None and Path(inside).parent.name != label:
+            disagree.append((metadata, label, Path(inside)))
+    if disagree and len(folders) > 1:  # images in two folders or more: datasets reads those as classes
+        metadata, label, image = disagree[0]
+        more = f" (and {len(disagree) - 1} more)" if len(disagree) > 1 else ""
+        raise ValueError(
+            f"{shown_name(metadata)} says {shown_name(label)} for {shown_name(image)}{more}, whose class folder is "
+            f"{shown_name(image.parent.name)}: which is right? Remove {shown_name(metadata.name)}'s label column, or "
+            "move the files into the folders of their labels."
+        )
 
 
 def check_imagefolder_depths(path: Path) -> None:

@@ -47,6 +47,7 @@ from modeling_vit_scratch.training.data import (
     LABEL_COLUMN_NAMES,
     PreparedData,
     check_imagefolder_names,
+    check_metadata_files,
     count,
     entry_kind,
     find_column,
@@ -242,6 +243,7 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
     source = stream_source(data_args.dataset, data_args.dataset_config)
     if source.kind == "imagefolder":
         check_imagefolder_names(Path(source.path), list(secrets))
+        check_metadata_files(Path(source.path))
     check_shards(source)
     try:
         splits = stream_splits(source)

@@ -13,7 +13,7 @@ from datasets import Image as ImageFeature
 from entry_points import Scenario, outcome, with_argument
 from PIL import Image
 
-from modeling_vit_scratch.training.data import prepare_splits
+from modeling_vit_scratch.training.data import check_metadata_files, prepare_splits
 
 
 def tiny_images(count: int) -> list[Image.Image]:
@@ -76,3 +76,62 @@ def test_a_class_the_training_split_has_no_image_of_is_named_in_one_warning_line
     unused = [name for name in names if name in ("unused", "gone")]
     assert line.startswith(f"Warning: the training split holds no image of {len(unused)} class")
     assert f"({', '.join(unused)}): the model has" in line and "\n" not in line
+
+
+def with_metadata(root, rows: list[str], header: str = "file_name,label"):
+    (root / "metadata.csv").write_text("\n".join([header, *rows]) + "\n")
+    return root
+
+
+def class_rows(root, relabelled: dict[str, str] = {}) -> list[str]:  # noqa: B006 (read only)
+    files = sorted(file.relative_to(root).as_posix() for file in root.rglob("*.png"))
+    return [f"{file},{relabelled.get(file, file.split('/')[0])}" for file in files]
+
+
+def refused_training(scenario: Scenario, dataset, streaming: bool) -> str:
+    argv = with_argument(scenario.argv("train"), "--dataset", dataset)
+    if streaming:
+        argv += ["--streaming", "true", "--max_steps", "1"]
+    done = outcome("train", argv)
+    assert done.one_line, done
+    assert not (scenario.root / "out-train").exists()
+    return done.error
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_metadata_labels_that_disagree_with_the_class_folders_are_one_line(tmp_path, streaming):
+    scenario = Scenario(tmp_path)
+    images = scenario.images()
+    with_metadata(images, class_rows(images, {"cat/0.png": "dog", "fox/3.png": "cat"}))
+    assert refused_training(scenario, images, streaming) == (
+        "error: metadata.csv says dog for cat/0.png (and 1 more), whose class folder is cat: which is right? Remove "
+        "metadata.csv's label column, or move the files into the folders of their labels."
+    )
+
+
+def test_metadata_labels_that_agree_with_the_folders_or_images_in_one_folder_are_read(tmp_path):
+    images = Scenario(tmp_path).images()
+    check_metadata_files(with_metadata(images, class_rows(images)))  # the same labels twice: no question
+    flat = tmp_path / "flat" / "all"
+    flat.mkdir(parents=True)
+    for image in images.rglob("*.png"):
+        (flat / f"{image.parent.name}{image.name}").write_bytes(image.read_bytes())
+    rows = [f"all/{file.name},{file.name[:3]}" for file in sorted(flat.glob("*.png"))]
+    check_metadata_files(with_metadata(flat.parent, rows))  # one folder: not a class, the metadata labels
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("name, why", [("../../outside/0.png", "outside"), ("cat/nine.png", "missing")])
+def test_a_metadata_file_name_outside_the_set_or_missing_is_one_line_naming_the_row(tmp_path, streaming, name, why):
+    scenario = Scenario(tmp_path)
+    images = scenario.images()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "0.png").write_bytes((images / "cat" / "0.png").read_bytes())
+    rows = class_rows(images)
+    with_metadata(images, [*rows, f"{name},cat"])
+    said = "lies outside the data set folder: put the image inside" if why == "outside" else "is not there: restore"
+    error = refused_training(scenario, images, streaming)
+    assert error.startswith(
+        f"error: Row {len(rows) + 1} of metadata.csv in the data set folder '{images}' names the "
+        f"image '{name}', which {said}"
+    )
