@@ -379,7 +379,6 @@ def metadata_rows(path: Path) -> list[tuple[Path, int, str, str | None]]:
     would read them: (the metadata file relative to `path`, its row number from 1, the image's `file_name` as written,
     the row's `label` as text or None). A file datasets cannot parse either is left to datasets' own error."""
     import pandas
-
     from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
 
     readers = {
@@ -393,7 +392,7 @@ def metadata_rows(path: Path) -> list[tuple[Path, int, str, str | None]]:
         for name in sorted(set(files) & set(ImageFolder.METADATA_FILENAMES)):
             try:
                 table = readers[Path(name).suffix](Path(folder) / name)
-            except Exception:  # noqa: BLE001 pandas' errors of a damaged file: datasets names them when it reads it
+            except Exception:  # noqa: BLE001, S112 a damaged file: datasets names it when it reads it
                 continue
             if "file_name" not in table.columns:
                 continue
