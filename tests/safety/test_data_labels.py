@@ -135,3 +135,27 @@ def test_a_metadata_file_name_outside_the_set_or_missing_is_one_line_naming_the_
         f"error: Row {len(rows) + 1} of metadata.csv in the data set folder '{images}' names the "
         f"image '{name}', which {said}"
     )
+
+
+def parquet_shard(path, labels, feature) -> None:
+    columns = {"image": tiny_images(12)} | ({} if labels is None else {"label": labels})
+    features = Features(image=ImageFeature(), **({} if feature is None else {"label": feature}))
+    Dataset.from_dict(columns, features=features).to_parquet(path)
+
+
+@pytest.mark.parametrize(
+    "labels, feature, said",
+    [
+        (["a", "b", "c"] * 4, Value("string"), "holds text in its label column 'label', where the set holds class"),
+        ([0.5, 1.5] * 6, Value("float32"), "holds values of type float32 in its label column 'label', where the set"),
+        (None, None, "has no column 'label' (its columns: image), which holds the set's class labels (a, b, c)"),
+    ],
+)
+def test_a_streamed_shard_whose_label_column_is_missing_or_of_another_kind_is_one_line(tmp_path, labels, feature, said):
+    scenario, shards = Scenario(tmp_path), tmp_path / "shards"
+    shards.mkdir()
+    parquet_shard(shards / "train-0.parquet", [0, 1, 2] * 4, ClassLabel(names=["a", "b", "c"]))
+    parquet_shard(shards / "train-1.parquet", labels and [labels[i % len(labels)] for i in range(12)], feature)
+    error = refused_training(scenario, shards, streaming=True)
+    assert error.startswith(f"error: Shard '{shards / 'train-1.parquet'}' {said}")
+    assert error.endswith("or leave the shard out.")
