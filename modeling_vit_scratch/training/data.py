@@ -189,12 +189,7 @@ class FolderFiles:
                 f"leading '{'__' if folder.name.startswith('__') else '.'}' to train on {what}."
             )
         if self.outside_links:
-            many = len(self.outside_links) != 1
-            sentences.append(
-                f"{count(len(self.outside_links), 'image')} {'are links' if many else 'is a link'} to "
-                f"{'files' if many else 'a file'} outside {shown_name(self.root or '.')} (e.g. "
-                f"{shown_files(self.outside_links)}): read as {'images' if many else 'an image'}."
-            )
+            sentences.append(outside_files_line(self.outside_links, self.root or Path("."), "links"))
         return " ".join(sentences) or None
 
     def unread_parts(self) -> list[str]:
@@ -214,6 +209,45 @@ class FolderFiles:
                 f"to no file ({'; '.join(shown)}{f'; ... {more} more' if more else ''})"
             )
         return parts
+
+
+def outside_files_line(files: list, root: Path | str, how: str) -> str:
+    """The line naming images read from files outside the data set folder `root`: `how` "links" (a link in the
+    folder leads out) or "paths" (an image cell of the set names a file by its path): read, and named."""
+    many = len(files) != 1
+    refers = {"links": "are links" if many else "is a link", "paths": "refer by path" if many else "refers by path"}
+    return (
+        f"{count(len(files), 'image')} {refers[how]} to {'files' if many else 'a file'} outside {shown_name(root)} "
+        f"(e.g. {shown_files(files)}): read as {'images' if many else 'an image'}."
+    )
+
+
+def path_cells_outside(cells, root: Path | str) -> list[str]:
+    """The paths of the image cells among `cells` (pyarrow struct arrays or chunked arrays of {"bytes", "path"})
+    that hold no bytes, so that the image is read from the file their path names, and whose path lies outside the
+    folder `root` (a relative path is read from the working folder). Links inside `root` are `entry_kind`'s."""
+    import pyarrow.compute
+
+    bases = {os.path.abspath(root), os.path.realpath(root)}  # datasets names an image folder's files by either
+    outside = []
+    for chunk in getattr(cells, "chunks", [cells]):
+        if not len(chunk) or chunk.field("bytes").null_count == 0:
+            continue
+        paths = chunk.field("path").filter(pyarrow.compute.is_null(chunk.field("bytes"))).drop_null()
+        for path in paths.to_pylist():
+            inside = [os.path.relpath(os.path.abspath(path), base) for base in bases]
+            if all(part == os.pardir or part.startswith(os.pardir + os.sep) for part in inside):
+                outside.append(path)
+    return outside
+
+
+def outside_paths_lines(columns: list, root: str | None) -> list[str]:
+    """The line naming the images of a local set (`root`, its folder; None: no line) whose cells in `columns`
+    (pyarrow columns of image cells) are read from files outside it by their path (`path_cells_outside`)."""
+    if root is None:
+        return []
+    outside = list(dict.fromkeys(path for cells in columns for path in path_cells_outside(cells, root)))
+    return [outside_files_line(outside, root, "paths")] if outside else []
 
 
 def entry_kind(entry: Path, root: Path) -> tuple[str, str]:

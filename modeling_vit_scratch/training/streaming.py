@@ -56,6 +56,7 @@ from modeling_vit_scratch.training.data import (
     imagefolder_files,
     is_integer_column,
     left_out_line,
+    outside_paths_lines,
     saved_to_disk,
     shown_files,
     shown_labels,
@@ -273,8 +274,10 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
             "first to find them: declare it a class_label with its names (the dataset_info block of the folder's "
             "README.md, or `cast_column` before writing the shards)."
         )
+    path_cells = []  # image cells of the shards that name a file by its path, read only where there are some
     for file in source.files if source.kind == "parquet" else []:
         check_shard_columns(file, train.features, image_column, label_column)  # each shard holds the set's columns
+        path_cells += shard_path_cells(file, image_column)
         shard_renumbering(file, train.features)  # a class the set lacks: one line now, not mid-run
         check_shard_labels(file, label_column, len(labels.names))  # "no label" (-1): one line now, not mid-run
     features = Features(image=ImageFeature(decode=False), label=labels)
@@ -286,7 +289,7 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
     held_out, train = held_out_splits(splits, data_args, root)
     return Stream(
         train=assign_shards(train, training_args.seed, training_args.process_index, training_args.world_size),
-        held_out=PreparedData(held_out, labels.names),
+        held_out=PreparedData(held_out, labels.names, outside_paths_lines(path_cells, root)),
         seed=training_args.seed,
         window=data_args.shuffle_buffer_size,
         max_bad_images=data_args.max_bad_images,
@@ -361,6 +364,28 @@ def check_shard_columns(file, features: Features, image_column: str, label_colum
             f"(`dataset.cast_column({label_column!r}, ClassLabel(names=[...]))` before `to_parquet`), or leave the "
             "shard out."
         )
+
+
+def shard_path_cells(file, column: str) -> list:
+    """The image cells of the parquet shard `file`'s row groups that hold rows without bytes (an image named by its
+    path alone), found from the row groups' statistics: a shard of stored images is not read."""
+    shard = pyarrow.parquet.ParquetFile(file)
+    leaf = next(
+        (
+            index
+            for index, name in enumerate(shard.schema.names)
+            if shard.schema.column(index).path == f"{column}.bytes"
+        ),
+        None,
+    )
+    if leaf is None:
+        return []
+    cells = []
+    for group in range(shard.num_row_groups):
+        statistics = shard.metadata.row_group(group).column(leaf).statistics
+        if statistics is None or not statistics.has_null_count or statistics.null_count:
+            cells.append(shard.read_row_group(group, columns=[column]).column(column))
+    return cells
 
 
 def shard_renumbering(file, features: Features) -> dict[str, "pyarrow.Array"]:

@@ -54,6 +54,7 @@ from modeling_vit_scratch.training.data import (
     collate_images,
     left_out_line,
     load_image_dataset,
+    outside_paths_lines,
     prepare_splits,
     processed_rows,
 )
@@ -407,7 +408,7 @@ def check_finished(trainer) -> None:
 def load_and_split(data_args: DataArguments, secrets: list[str]) -> PreparedData:
     """The data set loaded and split as the data arguments say."""
     raw = load_image_dataset(data_args.dataset, data_args.dataset_config, secrets)
-    return prepare_splits(
+    data = prepare_splits(
         raw,
         data_args.image_column,
         data_args.label_column,
@@ -415,6 +416,10 @@ def load_and_split(data_args: DataArguments, secrets: list[str]) -> PreparedData
         data_args.test_fraction,
         data_args.split_seed,
     )
+    # images read from files outside a local set by the path in their cell: named, as links out of it are
+    columns = [split.data.column("image") for split in data.splits.values()]  # each split's table: its rows and more
+    data.notes += outside_paths_lines(columns, data_root(data_args.dataset))
+    return data
 
 
 def check_images_together(splits, decode: bool | None, progress: bool) -> ImageCheck:

@@ -5,6 +5,7 @@
 """
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from datasets import Image as ImageFeature
 from entry_points import Scenario, outcome, with_argument
 from PIL import Image
 
-from modeling_vit_scratch.training.data import check_metadata_files, prepare_splits
+from modeling_vit_scratch.training.data import check_metadata_files, outside_paths_lines, prepare_splits
 
 
 def tiny_images(count: int) -> list[Image.Image]:
@@ -159,3 +160,40 @@ def test_a_streamed_shard_whose_label_column_is_missing_or_of_another_kind_is_on
     error = refused_training(scenario, shards, streaming=True)
     assert error.startswith(f"error: Shard '{shards / 'train-1.parquet'}' {said}")
     assert error.endswith("or leave the shard out.")
+
+
+def path_cells(paths: list[str]):
+    """An image column whose cells name their files by path alone (no bytes), as a parquet shard may hold them."""
+    cells = [{"bytes": None, "path": path} for path in paths]
+    features = Features(image=ImageFeature())
+    return Dataset.from_dict({"image": cells}, features=features).data.column("image")
+
+
+def test_image_cells_naming_files_outside_the_set_by_path_are_named_as_links_out_are(tmp_path):
+    inside, outside = tmp_path / "set" / "a.png", tmp_path / "elsewhere" / "x.png"
+    lines = outside_paths_lines([path_cells([str(inside), str(outside), str(outside)])], str(tmp_path / "set"))
+    assert lines == [f"1 image refers by path to a file outside {tmp_path / 'set'} (e.g. {outside}): read as an image."]
+    assert outside_paths_lines([path_cells([str(inside)])], str(tmp_path / "set")) == []
+    assert outside_paths_lines([path_cells([str(outside)])], None) == []  # a hub set: its files are the cache's
+
+
+def test_a_set_named_through_a_link_is_not_outside_itself(tmp_path):
+    images = Scenario(tmp_path).images()
+    (tmp_path / "link").symlink_to(images, target_is_directory=True)
+    resolved = [str(file.resolve()) for file in images.rglob("*.png")]  # how datasets names an image folder's files
+    assert outside_paths_lines([path_cells(resolved)], str(tmp_path / "link")) == []
+
+
+@pytest.mark.integration
+def test_a_streamed_shard_of_images_named_by_paths_outside_the_set_trains_and_names_them(tmp_path, capsys):
+    scenario, shards = Scenario(tmp_path), tmp_path / "shards"
+    shards.mkdir()
+    files = sorted(str(file) for file in scenario.images().rglob("*.png"))
+    labels = [["cat", "dog", "fox"].index(Path(file).parent.name) for file in files]
+    cells = [{"bytes": None, "path": file} for file in files]
+    features = Features(image=ImageFeature(), label=ClassLabel(names=["cat", "dog", "fox"]))
+    Dataset.from_dict({"image": cells, "label": labels}, features=features).to_parquet(shards / "train-0.parquet")
+    argv = with_argument(scenario.argv("train"), "--dataset", shards) + ["--streaming", "true", "--max_steps", "1"]
+    assert outcome("train", argv).code == 0
+    said = f"30 images refer by path to files outside {shards} (e.g. {', '.join(files[:3])}, ... 27 more): read as"
+    assert said in capsys.readouterr().out
