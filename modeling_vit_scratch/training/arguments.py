@@ -617,9 +617,14 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     refuse_unused_companions(recipe_to_argv(argv), values)
     check_argument_packages(values)  # --deepspeed fails inside TrainingArguments itself
     check_output_dir_named(argv, values["output_dir"])
-    return tuple(
+    parsed = tuple(
         kind(**{item.name: values[item.name] for item in fields(kind) if item.init}) for kind in ARGUMENT_TYPES
     )
+    # the shares of splits the user asked for (on the command line or in the recipe): a set with such a split of
+    # its own has them refused, not ignored (`data.check_own_splits`)
+    given = given_names(recipe_to_argv(argv))
+    parsed[1].fractions_given = [name for name in ("validation", "test") if f"{name}_fraction" in given]
+    return parsed
 
 
 def refuse_stray_values(argv: list[str], remaining: list[str]) -> None:

@@ -677,11 +677,13 @@ def prepare_splits(
     validation_fraction: float = 0.1,
     test_fraction: float = 0.1,
     split_seed: int = 0,
+    fractions_given: list[str] = (),
 ) -> PreparedData:
     """Rename the columns to `image`/`label`, make the labels a `ClassLabel`, and make `validation` and `test`.
 
     A missing `validation` split is carved out of `train` (stratified, `split_seed`), never out of `test`, so the
-    test split stays unseen by model selection; a missing `test` split is carved out of `train` first.
+    test split stays unseen by model selection; a missing `test` split is carved out of `train` first. A share
+    given (`fractions_given`: "validation", "test") for a split the set has is refused (`check_own_splits`).
     """
     if "train" not in raw:
         raise ValueError(f"The data set has no 'train' split (splits: {list(raw)}): provide one.")
@@ -697,6 +699,7 @@ def prepare_splits(
         if label_column != "label":
             split = split.rename_column(label_column, "label")
         splits[{"valid": "validation", "val": "validation"}.get(name, name)] = split
+    check_own_splits({name: len(split) for name, split in splits.items()}, fractions_given)
     for name, split in splits.items():
         check_label_values(split, name, label_column)
     notes = []
@@ -747,6 +750,17 @@ def unlearnt_classes_lines(labels: list[int], names: list[str]) -> list[str]:
 def is_integer_column(feature) -> bool:
     """Integers without names (a ClassLabel holds integers too, with names)."""
     return not isinstance(feature, ClassLabel) and getattr(feature, "dtype", "").startswith(("int", "uint"))
+
+
+def check_own_splits(splits: dict[str, int | None], fractions_given: list[str]) -> None:
+    """A --validation_fraction or --test_fraction given (`fractions_given`) for a split the data set has of its own
+    (`splits`: each split's rows, None where unknown, as a stream's) would be ignored: one line saying so."""
+    for name in fractions_given:
+        if name in splits:
+            rows = f" ({count(splits[name], 'row')})" if splits[name] is not None else ""
+            raise ValueError(
+                f"The data set has its own {name} split{rows}: --{name}_fraction is for sets without one; drop it."
+            )
 
 
 def integer_classes(splits: DatasetDict) -> tuple[DatasetDict, list[str]]:

@@ -48,6 +48,7 @@ from modeling_vit_scratch.training.data import (
     PreparedData,
     check_imagefolder_names,
     check_metadata_files,
+    check_own_splits,
     count,
     entry_kind,
     feature_kind,
@@ -430,6 +431,7 @@ def held_out_splits(splits: dict, data_args, root: str | None = None) -> tuple[d
     """`validation` and `test` as in-memory `Dataset`s of at most `--max_eval_samples` rows each: the set's own
     splits, else the rows whose `held_out_share` (their paths read from `root`, a local set's folder) falls in their
     fraction; and the training rows that are left."""
+    check_own_splits(dict.fromkeys(splits), getattr(data_args, "fractions_given", ()))
     train = splits["train"]
     shares = {"validation": (0.0, data_args.validation_fraction)}
     shares["test"] = (data_args.validation_fraction, data_args.validation_fraction + data_args.test_fraction)

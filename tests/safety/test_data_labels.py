@@ -138,8 +138,8 @@ def test_a_metadata_file_name_outside_the_set_or_missing_is_one_line_naming_the_
     )
 
 
-def parquet_shard(path, labels, feature) -> None:
-    columns = {"image": tiny_images(12)} | ({} if labels is None else {"label": labels})
+def parquet_shard(path, labels, feature, rows: int = 12) -> None:
+    columns = {"image": tiny_images(rows)} | ({} if labels is None else {"label": labels})
     features = Features(image=ImageFeature(), **({} if feature is None else {"label": feature}))
     Dataset.from_dict(columns, features=features).to_parquet(path)
 
@@ -197,3 +197,29 @@ def test_a_streamed_shard_of_images_named_by_paths_outside_the_set_trains_and_na
     assert outcome("train", argv).code == 0
     said = f"30 images refer by path to files outside {shards} (e.g. {', '.join(files[:3])}, ... 27 more): read as"
     assert said in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("split", ["validation", "test"])
+def test_a_fraction_for_a_split_the_set_has_is_one_line(tmp_path, streaming, split):
+    scenario, folder = Scenario(tmp_path), tmp_path / "splits"
+    classes = ClassLabel(names=["a", "b", "c"])
+    sizes = {"train": 24, split: 6}
+    if streaming:
+        folder.mkdir()
+        for name, rows in sizes.items():
+            parquet_shard(folder / f"{name}-0.parquet", [index % 3 for index in range(rows)], classes, rows)
+    else:
+        features = Features(image=ImageFeature(), label=classes)
+        made = {
+            name: {"image": tiny_images(rows), "label": [i % 3 for i in range(rows)]} for name, rows in sizes.items()
+        }
+        DatasetDict({name: Dataset.from_dict(rows, features=features) for name, rows in made.items()}).save_to_disk(
+            folder
+        )
+    error = refused_training(scenario, folder, streaming)  # the scenario gives both fractions
+    rows = "" if streaming else " (6 rows)"
+    assert (
+        error
+        == f"error: The data set has its own {split} split{rows}: --{split}_fraction is for sets without one; drop it."
+    )
