@@ -472,6 +472,25 @@ def check_metadata_files(path: Path) -> None:
         )
 
 
+def case_alike_lines(labels: list[str]) -> list[str]:
+    """A warning line when two class names differ only in case (`cat` and `Cat`): two classes here, but one folder
+    on a case-insensitive file system (macOS, Windows), and likely a typo. Not refused: they may be meant."""
+    seen, alike = {}, []
+    for label in map(str, labels):
+        same = seen.setdefault(unicodedata.normalize("NFC", label).casefold(), label)
+        if same != label:
+            alike.append((same, label))
+    if not alike:
+        return []
+    (one, other), more = alike[0], f" (and {len(alike) - 1} more pairs)" if len(alike) > 1 else ""
+    line = (
+        f"Warning: the class names {shown_name(one)!r} and {shown_name(other)!r}{more} differ only in case: they train "
+        "as two classes, but are one folder on a case-insensitive file system (macOS, Windows) and likely a typo; "
+        "merge them or rename one if they are one class."
+    )
+    return [line]
+
+
 def check_imagefolder_depths(path: Path) -> None:
     """All images at one depth below `path`: `datasets` infers the labels (the parent folders' names) only then,
     and otherwise loads the images without any, which surfaced later as "no label column found"."""

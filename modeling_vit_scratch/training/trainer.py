@@ -48,6 +48,7 @@ from modeling_vit_scratch.training.augmentation import AugmentedViews, Augmentin
 from modeling_vit_scratch.training.class_metrics import class_metrics
 from modeling_vit_scratch.training.data import (
     PreparedData,
+    case_alike_lines,
     check_dataset_source,
     check_label_forms,
     check_label_text,
@@ -242,6 +243,7 @@ def train_in_claimed_folder(
         check_training_steps(training_args, len(data.splits["train"]))
     check_metric_name(training_args, len(data.labels))
     check_label_names(data.id2label, data_args.dataset, known_secrets(hub_token))
+    data.notes += case_alike_lines(data.labels)  # `cat` and `Cat`: said, not refused
     if checkpoint:  # before the pre-flight: a resumed run trains the labels its checkpoint's head was trained on
         check_resumed_labels(checkpoint, data.labels, data_args.dataset)
         if architecture is not None:  # and the architecture this command resolves to with this data

@@ -14,7 +14,12 @@ from datasets import Image as ImageFeature
 from entry_points import Scenario, outcome, with_argument
 from PIL import Image
 
-from modeling_vit_scratch.training.data import check_metadata_files, outside_paths_lines, prepare_splits
+from modeling_vit_scratch.training.data import (
+    case_alike_lines,
+    check_metadata_files,
+    outside_paths_lines,
+    prepare_splits,
+)
 
 
 def tiny_images(count: int) -> list[Image.Image]:
@@ -223,3 +228,27 @@ def test_a_fraction_for_a_split_the_set_has_is_one_line(tmp_path, streaming, spl
         error
         == f"error: The data set has its own {split} split{rows}: --{split}_fraction is for sets without one; drop it."
     )
+
+
+@pytest.mark.parametrize(
+    "labels, pair",
+    [(["Cat", "cat", "dog"], ("Cat", "cat")), (["STRASSE", "stra\u00dfe", "x"], ("STRASSE", "stra\u00dfe"))],
+)
+def test_class_names_that_differ_only_in_case_get_one_warning_line(labels, pair):
+    (line,) = case_alike_lines(labels)
+    assert line.startswith(f"Warning: the class names {pair[0]!r} and {pair[1]!r} differ only in case: they train")
+    assert case_alike_lines(["cat", "dog", "cats"]) == []
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_run_on_class_folders_cat_and_Cat_warns_before_the_model_is_built(tmp_path, monkeypatch, capsys, streaming):
+    import modeling_vit_scratch.training.trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "build_model", lambda *a: pytest.fail("reached the model"))
+    scenario = Scenario(tmp_path)
+    images = scenario.images()
+    (images / "fox").rename(images / "Cat")
+    argv = with_argument(scenario.argv("train"), "--dataset", images)
+    argv += ["--streaming", "true", "--max_steps", "1"] if streaming else []
+    assert "reached the model" in str(outcome("train", argv).traceback)  # stopped there: nothing trained
+    assert "Warning: the class names 'Cat' and 'cat' differ only in case" in capsys.readouterr().out
