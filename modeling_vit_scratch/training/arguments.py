@@ -620,10 +620,14 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     parsed = tuple(
         kind(**{item.name: values[item.name] for item in fields(kind) if item.init}) for kind in ARGUMENT_TYPES
     )
-    # the shares of splits the user asked for (on the command line or in the recipe): a set with such a split of
-    # its own has them refused, not ignored (`data.check_own_splits`)
-    given = given_names(recipe_to_argv(argv))
-    parsed[1].fractions_given = [name for name in ("validation", "test") if f"{name}_fraction" in given]
+    # the shares of splits the user asked for, and where: a set with such a split of its own has them refused (the
+    # command line) or said to be unused (a recipe, written for many sets), not ignored (`data.check_own_splits`)
+    typed, read = given_names(argv), given_names(recipe_to_argv(argv))
+    parsed[1].fractions_given = {
+        name: "command line" if f"{name}_fraction" in typed else "recipe"
+        for name in ("validation", "test")
+        if f"{name}_fraction" in read
+    }
     return parsed
 
 

@@ -696,13 +696,13 @@ def prepare_splits(
     validation_fraction: float = 0.1,
     test_fraction: float = 0.1,
     split_seed: int = 0,
-    fractions_given: list[str] = (),
+    fractions_given: dict[str, str] | None = None,
 ) -> PreparedData:
     """Rename the columns to `image`/`label`, make the labels a `ClassLabel`, and make `validation` and `test`.
 
     A missing `validation` split is carved out of `train` (stratified, `split_seed`), never out of `test`, so the
     test split stays unseen by model selection; a missing `test` split is carved out of `train` first. A share
-    given (`fractions_given`: "validation", "test") for a split the set has is refused (`check_own_splits`).
+    given (`fractions_given`: "validation", "test") for a split the set has is refused or said (`check_own_splits`).
     """
     if "train" not in raw:
         raise ValueError(f"The data set has no 'train' split (splits: {list(raw)}): provide one.")
@@ -718,12 +718,12 @@ def prepare_splits(
         if label_column != "label":
             split = split.rename_column(label_column, "label")
         splits[{"valid": "validation", "val": "validation"}.get(name, name)] = split
-    check_own_splits({name: len(split) for name, split in splits.items()}, fractions_given)
+    notes = check_own_splits({name: len(split) for name, split in splits.items()}, fractions_given or {})
     for name, split in splits.items():
         check_label_values(split, name, label_column)
-    notes = []
     if is_integer_column(splits["train"].features["label"]):
-        splits, notes = integer_classes(splits)
+        splits, order = integer_classes(splits)
+        notes += order
     elif not isinstance(splits["train"].features["label"], ClassLabel):
         splits = splits.class_encode_column("label")
     splits = DatasetDict({name: labels_by_name(split, name, splits["train"]) for name, split in splits.items()})
@@ -771,15 +771,22 @@ def is_integer_column(feature) -> bool:
     return not isinstance(feature, ClassLabel) and getattr(feature, "dtype", "").startswith(("int", "uint"))
 
 
-def check_own_splits(splits: dict[str, int | None], fractions_given: list[str]) -> None:
-    """A --validation_fraction or --test_fraction given (`fractions_given`) for a split the data set has of its own
-    (`splits`: each split's rows, None where unknown, as a stream's) would be ignored: one line saying so."""
-    for name in fractions_given:
-        if name in splits:
-            rows = f" ({count(splits[name], 'row')})" if splits[name] is not None else ""
+def check_own_splits(splits: dict[str, int | None], fractions_given: dict[str, str]) -> list[str]:
+    """A --validation_fraction or --test_fraction given (`fractions_given`: split -> "command line" or "recipe") for
+    a split the data set has of its own (`splits`: each split's rows, None where unknown, as a stream's) would be
+    ignored: on the command line it is refused in one line; from a recipe (written for many sets) the returned line
+    says it is not used."""
+    lines = []
+    for name, where in fractions_given.items():
+        if name not in splits:
+            continue
+        rows = f" ({count(splits[name], 'row')})" if splits[name] is not None else ""
+        if where == "command line":
             raise ValueError(
                 f"The data set has its own {name} split{rows}: --{name}_fraction is for sets without one; drop it."
             )
+        lines.append(f"The data set has its own {name} split{rows}: the recipe's {name}_fraction is not used.")
+    return lines
 
 
 def integer_classes(splits: DatasetDict) -> tuple[DatasetDict, list[str]]:

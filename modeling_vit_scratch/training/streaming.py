@@ -287,10 +287,11 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
         renames = {old: new for old, new in ((image_column, "image"), (label_column, "label")) if old != new}
         splits[name] = (split.rename_columns(renames) if renames else split).cast(features)
     root = source.path if Path(source.path).is_dir() else None  # a local set's rows are named from its folder
+    unused = check_own_splits(dict.fromkeys(splits), getattr(data_args, "fractions_given", {}))  # before any row
     held_out, train = held_out_splits(splits, data_args, root)
     return Stream(
         train=assign_shards(train, training_args.seed, training_args.process_index, training_args.world_size),
-        held_out=PreparedData(held_out, labels.names, outside_paths_lines(path_cells, root)),
+        held_out=PreparedData(held_out, labels.names, unused + outside_paths_lines(path_cells, root)),
         seed=training_args.seed,
         window=data_args.shuffle_buffer_size,
         max_bad_images=data_args.max_bad_images,
@@ -431,7 +432,6 @@ def held_out_splits(splits: dict, data_args, root: str | None = None) -> tuple[d
     """`validation` and `test` as in-memory `Dataset`s of at most `--max_eval_samples` rows each: the set's own
     splits, else the rows whose `held_out_share` (their paths read from `root`, a local set's folder) falls in their
     fraction; and the training rows that are left."""
-    check_own_splits(dict.fromkeys(splits), getattr(data_args, "fractions_given", ()))
     train = splits["train"]
     shares = {"validation": (0.0, data_args.validation_fraction)}
     shares["test"] = (data_args.validation_fraction, data_args.validation_fraction + data_args.test_fraction)

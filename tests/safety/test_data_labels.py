@@ -252,3 +252,14 @@ def test_a_run_on_class_folders_cat_and_Cat_warns_before_the_model_is_built(tmp_
     argv += ["--streaming", "true", "--max_steps", "1"] if streaming else []
     assert "reached the model" in str(outcome("train", argv).traceback)  # stopped there: nothing trained
     assert "Warning: the class names 'Cat' and 'cat' differ only in case" in capsys.readouterr().out
+
+
+def test_a_recipes_fraction_for_a_split_the_set_has_is_said_to_be_unused():
+    labels = [index % 3 for index in range(24)]
+    raw = integer_set(labels, validation=[0, 1, 2] * 2)
+    data = prepare_splits(raw, validation_fraction=0.02, fractions_given={"validation": "recipe", "test": "recipe"})
+    assert data.notes == [
+        "The data set has its own validation split (6 rows): the recipe's validation_fraction is not used."
+    ]
+    with pytest.raises(ValueError, match="--validation_fraction is for sets without one; drop it"):
+        prepare_splits(raw, fractions_given={"validation": "command line"})
