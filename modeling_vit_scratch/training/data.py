@@ -596,6 +596,8 @@ def load_imagefolder(path: Path) -> DatasetDict:
         raise empty
     loaded = load_dataset("imagefolder", data_files=data_files)
     if any("label" in split.features for split in loaded.values()):
+        if all(isinstance(split.features.get("label"), ClassLabel) for split in loaded.values()):
+            return numbers_in_order(loaded)  # class folders named 0..11: in numerical order
         return loaded
     if any(not is_image_file(file) for files in data_files.values() for file in files):
         return loaded  # labelled by its metadata file's columns, if at all: found (or refused) by `prepare_splits`
@@ -725,7 +727,7 @@ def prepare_splits(
         splits, order = integer_classes(splits)
         notes += order
     elif not isinstance(splits["train"].features["label"], ClassLabel):
-        splits = splits.class_encode_column("label")
+        splits = numbers_in_order(splits.class_encode_column("label"))
     splits = DatasetDict({name: labels_by_name(split, name, splits["train"]) for name, split in splits.items()})
     classes = splits["train"].features["label"].num_classes
     for name, split in splits.items():  # integer labels of the other splits are read as the train split's numbers
@@ -764,6 +766,28 @@ def unlearnt_classes_lines(labels: list[int], names: list[str]) -> list[str]:
         f"to give; remove {'those names' if many else 'that name'} from the label column's ClassLabel, or add images."
     )
     return [line]
+
+
+def numbers_in_order(splits: DatasetDict, column: str = "label") -> DatasetDict:
+    """`splits` whose class names (`column`'s ClassLabel, made here from text labels or class folders, which sort as
+    text) are all whole numbers written plainly ("0".."11"), renumbered so the classes are in numerical order:
+    the model's class 2 is "2", not "10". Other names are left in their order."""
+    feature = splits["train"].features[column]
+    names = feature.names
+    if not all(name.isascii() and name.isdigit() and str(int(name)) == name for name in names):
+        return splits
+    ordered = sorted(names, key=int)
+    if ordered == names:
+        return splits
+    wanted = ClassLabel(names=ordered)
+
+    def renumbered(split: Dataset) -> Dataset:
+        own = split.features[column].names
+        lookup = np.asarray([ordered.index(name) for name in own], dtype=np.int64)
+        numbers = lookup[np.asarray(split[column], dtype=np.int64)].tolist() if len(split) else []
+        return split.remove_columns(column).add_column(column, numbers, feature=wanted)
+
+    return DatasetDict({name: renumbered(split) for name, split in splits.items()})
 
 
 def is_integer_column(feature) -> bool:

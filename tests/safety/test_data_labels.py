@@ -263,3 +263,23 @@ def test_a_recipes_fraction_for_a_split_the_set_has_is_said_to_be_unused():
     ]
     with pytest.raises(ValueError, match="--validation_fraction is for sets without one; drop it"):
         prepare_splits(raw, fractions_given={"validation": "command line"})
+
+
+@pytest.mark.parametrize("source", ["folders", "text"])
+def test_class_names_that_are_numbers_are_in_numerical_order(tmp_path, source):
+    from helpers import write_imagefolder
+
+    from modeling_vit_scratch.training.data import load_image_dataset
+
+    names = [str(number) for number in range(12)]
+    if source == "folders":
+        raw = load_image_dataset(str(write_imagefolder(tmp_path / "numbers", classes=names, per_class=5, size=(8, 8))))
+    else:
+        labels = [names[index % 12] for index in range(60)]
+        features = Features(image=ImageFeature(), label=Value("string"))
+        raw = DatasetDict(train=Dataset.from_dict({"image": tiny_images(60), "label": labels}, features=features))
+    data = prepare_splits(raw, validation_fraction=0.3, test_fraction=0.2)
+    assert data.labels == names
+    rows = data.splits["train"].cast_column("image", ImageFeature(decode=False))
+    if source == "folders":  # each image keeps its folder's class
+        assert all(Path(cell["path"]).parent.name == names[label] for cell, label in zip(rows["image"], rows["label"]))
