@@ -444,7 +444,7 @@ def check_metadata_files(path: Path) -> None:
     its row gives a `label` too, the two agree (else one line: which is right is the user's to say; images all in
     one folder have no class folder)."""
     root = os.path.realpath(path)
-    disagree, folders = [], set()
+    disagree = []
     for metadata, row, file_name, label in metadata_rows(path):
         where = f"Row {row} of {shown_name(metadata)} in the data set folder '{shown_name(path)}'"
         image = os.path.normpath(path / metadata.parent / file_name)
@@ -459,10 +459,9 @@ def check_metadata_files(path: Path) -> None:
                 f"{where} names the image '{shown_name(file_name)}', which is not there: restore the image or remove "
                 "the row."
             )
-        folders.add(Path(inside).parent.name)
         if label is not None and Path(inside).parent.name != label:
             disagree.append((metadata, label, Path(inside)))
-    if disagree and len(folders) > 1:  # images in two folders or more: datasets reads those as classes
+    if disagree and len({file.parent for file in imagefolder_files(path)}) > 1:  # folders read as classes
         metadata, label, image = disagree[0]
         more = f" (and {len(disagree) - 1} more)" if len(disagree) > 1 else ""
         raise ValueError(

@@ -283,3 +283,12 @@ def test_class_names_that_are_numbers_are_in_numerical_order(tmp_path, source):
     rows = data.splits["train"].cast_column("image", ImageFeature(decode=False))
     if source == "folders":  # each image keeps its folder's class
         assert all(Path(cell["path"]).parent.name == names[label] for cell, label in zip(rows["image"], rows["label"]))
+
+
+def test_a_metadata_jsonl_inside_a_class_folder_is_checked_against_its_folder(tmp_path):
+    images = Scenario(tmp_path).images()
+    rows = [json.dumps({"file_name": f"{k}.png", "label": "dog" if k == 2 else "cat"}) for k in range(10)]
+    (images / "cat" / "metadata.jsonl").write_text("\n".join(rows) + "\n")
+    with pytest.raises(ValueError) as refused:
+        check_metadata_files(images)
+    assert str(refused.value).startswith("cat/metadata.jsonl says dog for cat/2.png, whose class folder is cat:")
