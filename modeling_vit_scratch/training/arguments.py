@@ -731,9 +731,18 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     refuse_unused_companions(recipe_to_argv(argv), values)
     check_argument_packages(values)  # --deepspeed fails inside TrainingArguments itself
     check_output_dir_named(argv, values["output_dir"])
-    return tuple(
+    parsed = tuple(
         kind(**{item.name: values[item.name] for item in fields(kind) if item.init}) for kind in ARGUMENT_TYPES
     )
+    # the shares of splits the user asked for, and where: a set with such a split of its own has them refused (the
+    # command line) or said to be unused (a recipe, written for many sets), not ignored (`data.check_own_splits`)
+    typed, read = given_names(argv), given_names(recipe_to_argv(argv))
+    parsed[1].fractions_given = {
+        name: "command line" if f"{name}_fraction" in typed else "recipe"
+        for name in ("validation", "test")
+        if f"{name}_fraction" in read
+    }
+    return parsed
 
 
 def refuse_stray_values(argv: list[str], remaining: list[str]) -> None:

@@ -69,6 +69,7 @@ def load_image_dataset(source: str, config_name: str | None = None, secrets: lis
         else:
             check_imagefolder_names(path, list(secrets))
             check_imagefolder_depths(path)
+            check_metadata_files(path)
             loaded = load_imagefolder(path)
     else:
         try:
@@ -188,12 +189,7 @@ class FolderFiles:
                 f"leading '{'__' if folder.name.startswith('__') else '.'}' to train on {what}."
             )
         if self.outside_links:
-            many = len(self.outside_links) != 1
-            sentences.append(
-                f"{count(len(self.outside_links), 'image')} {'are links' if many else 'is a link'} to "
-                f"{'files' if many else 'a file'} outside {shown_name(self.root or '.')} (e.g. "
-                f"{shown_files(self.outside_links)}): read as {'images' if many else 'an image'}."
-            )
+            sentences.append(outside_files_line(self.outside_links, self.root or Path("."), "links"))
         return " ".join(sentences) or None
 
     def unread_parts(self) -> list[str]:
@@ -213,6 +209,45 @@ class FolderFiles:
                 f"to no file ({'; '.join(shown)}{f'; ... {more} more' if more else ''})"
             )
         return parts
+
+
+def outside_files_line(files: list, root: Path | str, how: str) -> str:
+    """The line naming images read from files outside the data set folder `root`: `how` "links" (a link in the
+    folder leads out) or "paths" (an image cell of the set names a file by its path): read, and named."""
+    many = len(files) != 1
+    refers = {"links": "are links" if many else "is a link", "paths": "refer by path" if many else "refers by path"}
+    return (
+        f"{count(len(files), 'image')} {refers[how]} to {'files' if many else 'a file'} outside {shown_name(root)} "
+        f"(e.g. {shown_files(files)}): read as {'images' if many else 'an image'}."
+    )
+
+
+def path_cells_outside(cells, root: Path | str) -> list[str]:
+    """The paths of the image cells among `cells` (pyarrow struct arrays or chunked arrays of {"bytes", "path"})
+    that hold no bytes, so that the image is read from the file their path names, and whose path lies outside the
+    folder `root` (a relative path is read from the working folder). Links inside `root` are `entry_kind`'s."""
+    import pyarrow.compute
+
+    bases = {os.path.abspath(root), os.path.realpath(root)}  # datasets names an image folder's files by either
+    outside = []
+    for chunk in getattr(cells, "chunks", [cells]):
+        if not len(chunk) or chunk.field("bytes").null_count == 0:
+            continue
+        paths = chunk.field("path").filter(pyarrow.compute.is_null(chunk.field("bytes"))).drop_null()
+        for path in paths.to_pylist():
+            inside = [os.path.relpath(os.path.abspath(path), base) for base in bases]
+            if all(part == os.pardir or part.startswith(os.pardir + os.sep) for part in inside):
+                outside.append(path)
+    return outside
+
+
+def outside_paths_lines(columns: list, root: str | None) -> list[str]:
+    """The line naming the images of a local set (`root`, its folder; None: no line) whose cells in `columns`
+    (pyarrow columns of image cells) are read from files outside it by their path (`path_cells_outside`)."""
+    if root is None:
+        return []
+    outside = list(dict.fromkeys(path for cells in columns for path in path_cells_outside(cells, root)))
+    return [outside_files_line(outside, root, "paths")] if outside else []
 
 
 def entry_kind(entry: Path, root: Path) -> tuple[str, str]:
@@ -373,6 +408,88 @@ def check_label_forms(labels: list[str], dataset: str) -> None:
             )
 
 
+def metadata_rows(path: Path) -> list[tuple[Path, int, str, str | None]]:
+    """Each row of the metadata files (`metadata.csv`, `.jsonl`, `.parquet`) under the image folder `path`, as datasets
+    would read them: (the metadata file relative to `path`, its row number from 1, the image's `file_name` as written,
+    the row's `label` as text or None). A file datasets cannot parse either is left to datasets' own error."""
+    import pandas
+    from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
+
+    readers = {
+        ".csv": lambda file: pandas.read_csv(file, dtype=str, keep_default_na=False),
+        ".jsonl": lambda file: pandas.read_json(file, lines=True, dtype=False),
+        ".parquet": pandas.read_parquet,
+    }
+    rows = []
+    for folder, subfolders, files in os.walk(path):
+        subfolders[:] = sorted(name for name in subfolders if not name.startswith((".", "__")))
+        for name in sorted(set(files) & set(ImageFolder.METADATA_FILENAMES)):
+            try:
+                table = readers[Path(name).suffix](Path(folder) / name)
+            except Exception:  # noqa: BLE001, S112 a damaged file: datasets names it when it reads it
+                continue
+            if "file_name" not in table.columns:
+                continue
+            labels = table["label"] if "label" in table.columns else [None] * len(table)
+            relative = (Path(folder) / name).relative_to(path)
+            for row, (file_name, label) in enumerate(zip(table["file_name"], labels), start=1):
+                rows.append((relative, row, str(file_name), None if label is None else str(label)))
+    return rows
+
+
+def check_metadata_files(path: Path) -> None:
+    """The rows of an image folder's metadata files, checked before datasets reads them: each `file_name` names an
+    image inside the folder that is there (one line naming the metadata file and the row, not a long
+    DatasetGenerationError, and no file read from outside the set); and where an image lies in a class folder and
+    its row gives a `label` too, the two agree (else one line: which is right is the user's to say; images all in
+    one folder have no class folder)."""
+    root = os.path.realpath(path)
+    disagree = []
+    for metadata, row, file_name, label in metadata_rows(path):
+        where = f"Row {row} of {shown_name(metadata)} in the data set folder '{shown_name(path)}'"
+        image = os.path.normpath(path / metadata.parent / file_name)
+        inside = os.path.relpath(os.path.realpath(image), root)
+        if os.path.isabs(file_name) or inside == os.pardir or inside.startswith(os.pardir + os.sep):
+            raise ValueError(
+                f"{where} names the image '{shown_name(file_name)}', which lies outside the data set folder: put the "
+                "image inside the folder and give its path relative to the metadata file."
+            )
+        if not os.path.isfile(image):
+            raise FileNotFoundError(
+                f"{where} names the image '{shown_name(file_name)}', which is not there: restore the image or remove "
+                "the row."
+            )
+        if label is not None and Path(inside).parent.name != label:
+            disagree.append((metadata, label, Path(inside)))
+    if disagree and len({file.parent for file in imagefolder_files(path)}) > 1:  # folders read as classes
+        metadata, label, image = disagree[0]
+        more = f" (and {len(disagree) - 1} more)" if len(disagree) > 1 else ""
+        raise ValueError(
+            f"{shown_name(metadata)} says {shown_name(label)} for {shown_name(image)}{more}, whose class folder is "
+            f"{shown_name(image.parent.name)}: which is right? Remove {shown_name(metadata.name)}'s label column, or "
+            "move the files into the folders of their labels."
+        )
+
+
+def case_alike_lines(labels: list[str]) -> list[str]:
+    """A warning line when two class names differ only in case (`cat` and `Cat`): two classes here, but one folder
+    on a case-insensitive file system (macOS, Windows), and likely a typo. Not refused: they may be meant."""
+    seen, alike = {}, []
+    for label in map(str, labels):
+        same = seen.setdefault(unicodedata.normalize("NFC", label).casefold(), label)
+        if same != label:
+            alike.append((same, label))
+    if not alike:
+        return []
+    (one, other), more = alike[0], f" (and {len(alike) - 1} more pairs)" if len(alike) > 1 else ""
+    line = (
+        f"Warning: the class names {shown_name(one)!r} and {shown_name(other)!r}{more} differ only in case: they train "
+        "as two classes, but are one folder on a case-insensitive file system (macOS, Windows) and likely a typo; "
+        "merge them or rename one if they are one class."
+    )
+    return [line]
+
+
 def check_imagefolder_depths(path: Path) -> None:
     """All images at one depth below `path`: `datasets` infers the labels (the parent folders' names) only then,
     and otherwise loads the images without any, which surfaced later as "no label column found"."""
@@ -478,6 +595,8 @@ def load_imagefolder(path: Path) -> DatasetDict:
         raise empty
     loaded = load_dataset("imagefolder", data_files=data_files)
     if any("label" in split.features for split in loaded.values()):
+        if all(isinstance(split.features.get("label"), ClassLabel) for split in loaded.values()):
+            return numbers_in_order(loaded)  # class folders named 0..11: in numerical order
         return loaded
     if any(not is_image_file(file) for files in data_files.values() for file in files):
         return loaded  # labelled by its metadata file's columns, if at all: found (or refused) by `prepare_splits`
@@ -564,6 +683,7 @@ class PreparedData:
 
     splits: DatasetDict
     labels: list[str]
+    notes: list[str] = field(default_factory=list)  # lines printed before training: how labels were read
 
     @property
     def id2label(self) -> dict[int, str]:
@@ -577,11 +697,13 @@ def prepare_splits(
     validation_fraction: float = 0.1,
     test_fraction: float = 0.1,
     split_seed: int = 0,
+    fractions_given: dict[str, str] | None = None,
 ) -> PreparedData:
     """Rename the columns to `image`/`label`, make the labels a `ClassLabel`, and make `validation` and `test`.
 
     A missing `validation` split is carved out of `train` (stratified, `split_seed`), never out of `test`, so the
-    test split stays unseen by model selection; a missing `test` split is carved out of `train` first.
+    test split stays unseen by model selection; a missing `test` split is carved out of `train` first. A share
+    given (`fractions_given`: "validation", "test") for a split the set has is refused or said (`check_own_splits`).
     """
     if "train" not in raw:
         raise ValueError(f"The data set has no 'train' split (splits: {list(raw)}): provide one.")
@@ -597,10 +719,14 @@ def prepare_splits(
         if label_column != "label":
             split = split.rename_column(label_column, "label")
         splits[{"valid": "validation", "val": "validation"}.get(name, name)] = split
+    notes = check_own_splits({name: len(split) for name, split in splits.items()}, fractions_given or {})
     for name, split in splits.items():
         check_label_values(split, name, label_column)
-    if not isinstance(splits["train"].features["label"], ClassLabel):
-        splits = splits.class_encode_column("label")
+    if is_integer_column(splits["train"].features["label"]):
+        splits, order = integer_classes(splits)
+        notes += order
+    elif not isinstance(splits["train"].features["label"], ClassLabel):
+        splits = numbers_in_order(splits.class_encode_column("label"))
     splits = DatasetDict({name: labels_by_name(split, name, splits["train"]) for name, split in splits.items()})
     classes = splits["train"].features["label"].num_classes
     for name, split in splits.items():  # integer labels of the other splits are read as the train split's numbers
@@ -621,7 +747,97 @@ def prepare_splits(
             ) from None
         splits["train"], splits[name] = parts["train"], parts["test"]
     labels = splits["train"].features["label"].names
-    return PreparedData(DatasetDict({name: splits[name] for name in ("train", "validation", "test")}), labels)
+    notes += unlearnt_classes_lines(splits["train"]["label"], labels)
+    return PreparedData(DatasetDict({name: splits[name] for name in ("train", "validation", "test")}), labels, notes)
+
+
+def unlearnt_classes_lines(labels: list[int], names: list[str]) -> list[str]:
+    """A warning line naming the classes the training split holds no image of (a ClassLabel may list names no row
+    uses): the model still has an output for each, which it never learns to give."""
+    counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=len(names))
+    unused = [names[index] for index, number in enumerate(counts) if number == 0]
+    if not unused:
+        return []
+    many = len(unused) != 1
+    line = (
+        f"Warning: the training split holds no image of {len(unused)} class{'es' * many} of the {len(names)} the data "
+        f"set names ({shown_labels(unused)}): the model has {'an output' if not many else 'outputs'} it never learns "
+        f"to give; remove {'those names' if many else 'that name'} from the label column's ClassLabel, or add images."
+    )
+    return [line]
+
+
+def numbers_in_order(splits: DatasetDict, column: str = "label") -> DatasetDict:
+    """`splits` whose class names (`column`'s ClassLabel, made here from text labels or class folders, which sort as
+    text) are all whole numbers written plainly ("0".."11"), renumbered so the classes are in numerical order:
+    the model's class 2 is "2", not "10". Other names are left in their order."""
+    feature = splits["train"].features[column]
+    names = feature.names
+    if not all(name.isascii() and name.isdigit() and str(int(name)) == name for name in names):
+        return splits
+    ordered = sorted(names, key=int)
+    if ordered == names:
+        return splits
+    wanted = ClassLabel(names=ordered)
+
+    def renumbered(split: Dataset) -> Dataset:
+        own = split.features[column].names
+        lookup = np.asarray([ordered.index(name) for name in own], dtype=np.int64)
+        numbers = lookup[np.asarray(split[column], dtype=np.int64)].tolist() if len(split) else []
+        return split.remove_columns(column).add_column(column, numbers, feature=wanted)
+
+    return DatasetDict({name: renumbered(split) for name, split in splits.items()})
+
+
+def is_integer_column(feature) -> bool:
+    """Integers without names (a ClassLabel holds integers too, with names)."""
+    return not isinstance(feature, ClassLabel) and getattr(feature, "dtype", "").startswith(("int", "uint"))
+
+
+def check_own_splits(splits: dict[str, int | None], fractions_given: dict[str, str]) -> list[str]:
+    """A --validation_fraction or --test_fraction given (`fractions_given`: split -> "command line" or "recipe") for
+    a split the data set has of its own (`splits`: each split's rows, None where unknown, as a stream's) would be
+    ignored: on the command line it is refused in one line; from a recipe (written for many sets) the returned line
+    says it is not used."""
+    lines = []
+    for name, where in fractions_given.items():
+        if name not in splits:
+            continue
+        rows = f" ({count(splits[name], 'row')})" if splits[name] is not None else ""
+        if where == "command line":
+            raise ValueError(
+                f"The data set has its own {name} split{rows}: --{name}_fraction is for sets without one; drop it."
+            )
+        lines.append(f"The data set has its own {name} split{rows}: the recipe's {name}_fraction is not used.")
+    return lines
+
+
+def integer_classes(splits: DatasetDict) -> tuple[DatasetDict, list[str]]:
+    """Integer labels without names read as numbers, not as text (`class_encode_column` would sort "10" before
+    "2", so the model's output 2 would mean label 10): labels that are 0..N-1 are the model's classes 0..N-1, named
+    "0".."N-1"; any other integers (3, 7, 42) are the classes in numerical order, and the returned line gives the
+    model's index of each data set label (config.json's id2label keeps it: each class is named by its label)."""
+    numbered = {name: split for name, split in splits.items() if is_integer_column(split.features["label"])}
+    values = sorted({int(value) for split in numbered.values() for value in split.unique("label")})
+    names = [str(value) for value in values]
+    feature = ClassLabel(names=names)
+    if values == list(range(len(values))):
+        return DatasetDict(
+            {**splits, **{name: split.cast_column("label", feature) for name, split in numbered.items()}}
+        ), []
+    lookup = np.asarray(values, dtype=np.int64)
+
+    def renumbered(split: Dataset) -> Dataset:
+        numbers = np.searchsorted(lookup, np.asarray(split["label"], dtype=np.int64)).tolist()
+        return split.remove_columns("label").add_column("label", numbers, feature=feature)
+
+    pairs = ", ".join(f"{index} -> {value}" for index, value in enumerate(values[:10]))
+    line = (
+        f"The integer labels are not 0..{len(values) - 1} but {shown_labels(names, 10)}: the model's classes are "
+        f"them in numerical order, model index -> data set label: {pairs}{', ...' * (len(values) > 10)} (config.json's "
+        "id2label names each class by its label)."
+    )
+    return DatasetDict({**splits, **{name: renumbered(split) for name, split in numbered.items()}}), [line]
 
 
 TEST_WITHOUT_LABELS = " (an unlabelled test split can be left out of the set: a test split is then carved from train)"

@@ -47,14 +47,20 @@ from modeling_vit_scratch.training.data import (
     LABEL_COLUMN_NAMES,
     PreparedData,
     check_imagefolder_names,
+    check_metadata_files,
+    check_own_splits,
     count,
     entry_kind,
+    feature_kind,
     find_column,
     folder_files,
     imagefolder_files,
+    is_integer_column,
     left_out_line,
+    outside_paths_lines,
     saved_to_disk,
     shown_files,
+    shown_labels,
 )
 from modeling_vit_scratch.training.preflight import open_image
 
@@ -242,6 +248,7 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
     source = stream_source(data_args.dataset, data_args.dataset_config)
     if source.kind == "imagefolder":
         check_imagefolder_names(Path(source.path), list(secrets))
+        check_metadata_files(Path(source.path))
     check_shards(source)
     try:
         splits = stream_splits(source)
@@ -268,7 +275,10 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
             "first to find them: declare it a class_label with its names (the dataset_info block of the folder's "
             "README.md, or `cast_column` before writing the shards)."
         )
+    path_cells = []  # image cells of the shards that name a file by its path, read only where there are some
     for file in source.files if source.kind == "parquet" else []:
+        check_shard_columns(file, train.features, image_column, label_column)  # each shard holds the set's columns
+        path_cells += shard_path_cells(file, image_column)
         shard_renumbering(file, train.features)  # a class the set lacks: one line now, not mid-run
         check_shard_labels(file, label_column, len(labels.names))  # "no label" (-1): one line now, not mid-run
     features = Features(image=ImageFeature(decode=False), label=labels)
@@ -277,10 +287,11 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
         renames = {old: new for old, new in ((image_column, "image"), (label_column, "label")) if old != new}
         splits[name] = (split.rename_columns(renames) if renames else split).cast(features)
     root = source.path if Path(source.path).is_dir() else None  # a local set's rows are named from its folder
+    unused = check_own_splits(dict.fromkeys(splits), getattr(data_args, "fractions_given", {}))  # before any row
     held_out, train = held_out_splits(splits, data_args, root)
     return Stream(
         train=assign_shards(train, training_args.seed, training_args.process_index, training_args.world_size),
-        held_out=PreparedData(held_out, labels.names),
+        held_out=PreparedData(held_out, labels.names, unused + outside_paths_lines(path_cells, root)),
         seed=training_args.seed,
         window=data_args.shuffle_buffer_size,
         max_bad_images=data_args.max_bad_images,
@@ -321,14 +332,69 @@ def shard_tables_by_label_names(builder):
     return generate_by_names
 
 
+def shard_features(file) -> Features:
+    """The columns the parquet shard `file` declares (its schema, read alone: no row)."""
+    from datasets.utils.file_utils import xopen
+
+    with xopen(str(file), "rb") as handle:
+        return Features.from_arrow_schema(pyarrow.parquet.read_schema(handle))
+
+
+def check_shard_columns(file, features: Features, image_column: str, label_column: str) -> None:
+    """The parquet shard `file` holds the set's image and label columns (`features`: the set's, from its first
+    shard or README), its labels of a kind read onto the set's class names: class labels (renumbered by name,
+    `shard_renumbering`) or integers (the set's numbers, bounded by `check_shard_labels`). Otherwise one line naming
+    the shard, what it holds and the fix, as it is opened, not a pyarrow error mid-run."""
+    own = shard_features(file)
+    names = features[label_column].names
+    for column, wants in ((image_column, "images"), (label_column, f"class labels ({shown_labels(names)})")):
+        if column not in own:
+            raise ValueError(
+                f"Shard '{shown_name(file)}' has no column {column!r} (its columns: {', '.join(own)}), which holds "
+                f"the set's {wants}: add the column to the shard, or leave the shard out."
+            )
+    image, label = own[image_column], own[label_column]
+    if not (isinstance(image, ImageFeature) or (isinstance(image, dict) and set(image) == {"bytes", "path"})):
+        raise ValueError(
+            f"Shard '{shown_name(file)}' holds {feature_kind(image)} in its image column {image_column!r}, where the "
+            "set holds images: write the shard's images as the set's (an Image column), or leave the shard out."
+        )
+    if not (isinstance(label, ClassLabel) or is_integer_column(label)):
+        raise ValueError(
+            f"Shard '{shown_name(file)}' holds {feature_kind(label)} in its label column {label_column!r}, where the "
+            f"set holds class labels ({shown_labels(names)}): write the shard with the set's ClassLabel "
+            f"(`dataset.cast_column({label_column!r}, ClassLabel(names=[...]))` before `to_parquet`), or leave the "
+            "shard out."
+        )
+
+
+def shard_path_cells(file, column: str) -> list:
+    """The image cells of the parquet shard `file`'s row groups that hold rows without bytes (an image named by its
+    path alone), found from the row groups' statistics: a shard of stored images is not read."""
+    shard = pyarrow.parquet.ParquetFile(file)
+    leaf = next(
+        (
+            index
+            for index, name in enumerate(shard.schema.names)
+            if shard.schema.column(index).path == f"{column}.bytes"
+        ),
+        None,
+    )
+    if leaf is None:
+        return []
+    cells = []
+    for group in range(shard.num_row_groups):
+        statistics = shard.metadata.row_group(group).column(leaf).statistics
+        if statistics is None or not statistics.has_null_count or statistics.null_count:
+            cells.append(shard.read_row_group(group, columns=[column]).column(column))
+    return cells
+
+
 def shard_renumbering(file, features: Features) -> dict[str, "pyarrow.Array"]:
     """For each class-label column of `features` that the parquet shard `file` declares with its names in another
     order: the set's number of each of the shard's numbers. A class the set lacks is a one-line ValueError naming
     the shard and the class."""
-    from datasets.utils.file_utils import xopen
-
-    with xopen(str(file), "rb") as handle:
-        declared = Features.from_arrow_schema(pyarrow.parquet.read_schema(handle))
+    declared = shard_features(file)
     renumbering = {}
     for column, feature in features.items():
         own = declared.get(column)

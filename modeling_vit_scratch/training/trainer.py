@@ -48,12 +48,14 @@ from modeling_vit_scratch.training.augmentation import AugmentedViews, Augmentin
 from modeling_vit_scratch.training.class_metrics import class_metrics
 from modeling_vit_scratch.training.data import (
     PreparedData,
+    case_alike_lines,
     check_dataset_source,
     check_label_forms,
     check_label_text,
     collate_images,
     left_out_line,
     load_image_dataset,
+    outside_paths_lines,
     prepare_splits,
     processed_rows,
 )
@@ -243,6 +245,7 @@ def train_in_claimed_folder(
         check_training_steps(training_args, len(data.splits["train"]))
     check_metric_name(training_args, len(data.labels))
     check_label_names(data.id2label, data_args.dataset, known_secrets(hub_token))
+    data.notes += case_alike_lines(data.labels)  # `cat` and `Cat`: said, not refused
     if checkpoint:  # before the pre-flight: a resumed run trains the labels its checkpoint's head was trained on
         check_resumed_labels(checkpoint, data.labels, data_args.dataset)
         if architecture is not None:  # and the architecture this command resolves to with this data
@@ -256,6 +259,8 @@ def train_in_claimed_folder(
     if main_process:
         print(images.summary())
         for line in images.copies_lines(data.labels):  # identical files under two classes, or train and held out
+            print(line)
+        for line in data.notes:  # how the labels were read: their order, classes without images, names alike
             print(line)
         # the files of the data set folder that are not read, named: never a file the loader reads
         left_out = (stream_left_out_line if data_args.streaming else left_out_line)(data_args.dataset)
@@ -384,6 +389,7 @@ def train_in_claimed_folder(
         weight_average=ema_text(model_args.ema_decay),
         layer_decay=layer_decay_text(model_args.layer_decay, model.config),
         legs=run_legs(*legs),  # every command of the run, and its wall time
+        label_notes=data.notes or None,  # how the labels were read (their order, classes without images)
     )
     if not new and model_args.model_revision:  # a hub repo's: the full commit it was read at (`pin_hub_sources`)
         notes["initial_weights_commit"] = model_args.model_revision
@@ -410,14 +416,19 @@ def check_finished(trainer) -> None:
 def load_and_split(data_args: DataArguments, secrets: list[str]) -> PreparedData:
     """The data set loaded and split as the data arguments say."""
     raw = load_image_dataset(data_args.dataset, data_args.dataset_config, secrets)
-    return prepare_splits(
+    data = prepare_splits(
         raw,
         data_args.image_column,
         data_args.label_column,
         data_args.validation_fraction,
         data_args.test_fraction,
         data_args.split_seed,
+        getattr(data_args, "fractions_given", {}),
     )
+    # images read from files outside a local set by the path in their cell: named, as links out of it are
+    columns = [split.data.column("image") for split in data.splits.values()]  # each split's table: its rows and more
+    data.notes += outside_paths_lines(columns, data_root(data_args.dataset))
+    return data
 
 
 def check_images_together(splits, decode: bool | None, progress: bool) -> ImageCheck:
