@@ -204,7 +204,8 @@ def origin_text(record: dict, conversion: dict | None) -> str:
 def history_step(step: dict) -> str:
     """One step of a converted model's history (`common/provenance.py` `folder_history`) in words."""
     if "trained" in step:
-        return f"trained by vit-scratch (the run in `{step['trained']}`)"
+        checkpoint = f", checkpoint at step {step['checkpoint']}" if "checkpoint" in step else ""
+        return f"trained by vit-scratch (the run in `{step['trained']}`{checkpoint})"
     if step.get("converted") == "to transformers":
         return f"exported to transformers from `{step.get('input')}`"
     return f"converted {step.get('converted', '')} from `{step.get('input')}`"

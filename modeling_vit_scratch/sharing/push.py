@@ -78,6 +78,7 @@ REPLACED_PATTERNS = [
     *OTHER_WEIGHTS,
     *LOADER_FILES,
     *SHARED_FILES,
+    CONVERSION_FILE,
     "*_results.json",
 ]
 # The last line of a card a push writes: a card whose text no longer has this digest was edited, and is kept.
@@ -192,6 +193,11 @@ def conversion_record(folder: Path, digest: str) -> dict | None:
     return record if isinstance(record, dict) and record.get("weights_sha256") == digest else None
 
 
+def conversion_vouches(origin: dict | None) -> bool:
+    """Whether a card's origin (`card_sources`) is a conversion record that names the folder's weights."""
+    return bool(origin) and "weights_sha256" in origin
+
+
 def unmeasured_reason(folder: Path, record: dict, digest: str) -> str | None:
     """Why the folder's model is not the one its record describes (None: it is): other weights than `digest` on
     record, or a config.json / preprocessor_config.json edited since. A record without `files_sha256` (written by
@@ -299,12 +305,26 @@ def written_by_push(card: bytes) -> bool:
     return bool(found) and hashlib.sha256(f"{body}\n".encode()).hexdigest() == found.group(1)
 
 
-def stage_repo(folder: Path, staging: Path, model, processor, card: str, measured: bool, max_shard_size: int) -> None:
+def stage_repo(
+    folder: Path,
+    staging: Path,
+    model,
+    processor,
+    card: str,
+    measured: bool,
+    max_shard_size: int,
+    conversion: dict | None = None,
+) -> None:
     """Write the repo content: sharded safetensors, config with auto_map, code, processor, card, and the training
-    files (only the record when the metrics were not measured on these weights)."""
+    files (only the record when the metrics were not measured on these weights); the conversion record while it
+    vouches for these weights (`conversion` holds its digest), so a conversion from the repo keeps the history."""
     model.save_pretrained(staging, max_shard_size=max_shard_size)
     processor.save_pretrained(staging)
-    for name in SHARED_FILES if measured else (RECORD_FILE,):
+    names = [
+        *(SHARED_FILES if measured else (RECORD_FILE,)),
+        *([CONVERSION_FILE] if conversion_vouches(conversion) else []),
+    ]
+    for name in names:
         if (folder / name).is_file():
             shutil.copy2(folder / name, staging / name, follow_symlinks=False)
     (staging / "README.md").write_text(card)
@@ -497,7 +517,7 @@ def push_to_hub(
     target = None if create_pr else revision or "main"
     with scratch_folder("push") as staging:  # a kill leaves it to the next command to remove
         card = model_card_text(model.config, metrics, record, measured, repo_id, None, conversion)
-        stage_repo(folder, staging, model, processor, card, measured, max_shard_size)
+        stage_repo(folder, staging, model, processor, card, measured, max_shard_size, conversion)
         check_staged(folder, staging, digest, secrets)
 
         reached("preparing")

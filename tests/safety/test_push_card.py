@@ -6,7 +6,7 @@ opened, and the push says so."""
 import json
 
 import pytest
-from entry_points import Scenario, outcome
+from entry_points import Scenario, command_env, hub_repo, outcome, run_command
 from helpers import REPO
 from hub_server import local_hub  # noqa: F401  (the fixture)
 
@@ -108,14 +108,19 @@ def test_the_card_of_a_runs_checkpoint_names_its_step_run_and_the_metrics_logged
     assert "| validation | accuracy | 0.7500 |" in card and "0.2500" not in card and "unknown origin" not in card
 
 
-def test_a_round_trip_card_says_trained_then_converted_and_names_no_local_path(tmp_path):
-    folder = trained_folder(tmp_path / "runs")
-    exported, back = tmp_path / "exported", tmp_path / "back"
+def round_trip(folder, root):
+    """`folder` exported to transformers (root/exported) and converted back (root/back, returned)."""
+    exported, back = root / "exported", root / "back"
     for argv in (
         ["--to", "transformers", "--input", str(folder), "--output", str(exported)],
         ["--from", "transformers", "--input", str(exported), "--output", str(back)],
     ):
         assert outcome("convert", argv).code == 0
+    return back
+
+
+def test_a_round_trip_card_says_trained_then_converted_and_names_no_local_path(tmp_path):
+    back = round_trip(trained_folder(tmp_path / "runs"), tmp_path)
     card = card_of(back)
     assert (
         "trained by vit-scratch (the run in `model`), exported to transformers from `model`, then converted by "
@@ -124,6 +129,40 @@ def test_a_round_trip_card_says_trained_then_converted_and_names_no_local_path(t
     assert "did not train" not in card and str(tmp_path) not in card
     record = json.loads((back / "conversion_record.json").read_text())  # pushed files name no local path either
     assert str(tmp_path) not in json.dumps(record)
+
+
+def test_a_round_trip_of_a_runs_checkpoint_says_which_run_and_step_trained_it(tmp_path):
+    """A checkpoint's history comes from its trainer_state.json, through convert as through a push."""
+    checkpoint = tmp_path / "run" / "checkpoint-9"
+    checkpoint.parent.mkdir()
+    Scenario(tmp_path).model().rename(checkpoint)
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 9, "epoch": 3.0, "log_history": []}))
+    card = card_of(round_trip(checkpoint, tmp_path))
+    assert (
+        "trained by vit-scratch (the run in `run`, checkpoint at step 9), exported to transformers from "
+        "`checkpoint-9`, then converted by vit-scratch from `exported`" in card
+    )
+    assert "did not train" not in card
+
+
+@pytest.mark.integration
+def test_a_conversion_from_a_hub_repo_keeps_the_history_its_records_vouch_for(local_hub, tmp_path):  # noqa: F811
+    """A hub repo's training_record.json, fetched with its weights, vouches as a local folder's does: while it names
+    those weights (a repo whose record names other weights gets no history)."""
+    trained = trained_folder(tmp_path / "trained")
+    hub_repo(local_hub, "local-user/trained", trained)
+    record = json.loads((trained / "training_record.json").read_text()) | {"weights_sha256": "0" * 64}
+    (trained / "training_record.json").write_text(json.dumps(record))
+    hub_repo(local_hub, "local-user/other", trained)
+    env = command_env(tmp_path, **local_hub.env(tmp_path / "hf_home"))
+    for name in ("trained", "other"):
+        argv = ["--to", "transformers", "--input", f"local-user/{name}", "--output", str(tmp_path / name / "hf")]
+        result = run_command("convert", argv, env=env)
+        assert result.returncode == 0, result.stderr[-2000:]
+    written = (
+        json.loads((tmp_path / name / "hf" / "conversion_record.json").read_text()) for name in ("trained", "other")
+    )
+    assert [record.get("history") for record in written] == [[{"trained": "local-user/trained"}], None]
 
 
 def test_a_card_names_local_paths_by_their_last_part(tmp_path):
