@@ -9,7 +9,8 @@
   conversion that makes a vit_scratch folder of it.
 - What its metrics describe (`described_sha256`): the metrics were measured through the config (labels, norms) and
   the processor as much as through the weights, so a training record holds the SHA-256 of each describing file;
-  an edited config.json or preprocessor_config.json counts as unmeasured, as edited weights do.
+  an edited config.json or preprocessor_config.json counts as unmeasured, as edited weights do; and the SHA-256 of
+  the metrics it wrote (`content_sha256`), so a card publishes only the results the run measured.
 """
 
 import hashlib
@@ -115,6 +116,11 @@ def check_processor_fits_config(config: dict, processor: dict, where: str) -> No
         )
 
 
+def content_sha256(content: dict) -> str:
+    """SHA-256 of a JSON object's content, keys sorted: the same for the same values however the file was written."""
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
 def described_sha256(folder: str | Path) -> dict[str, str]:
     """{file name: SHA-256 of its JSON content} for each of `DESCRIBING_FILES` the folder holds: keys sorted and
     `transformers_version` left out, so only a changed value counts, not a re-save by another version."""
@@ -123,5 +129,5 @@ def described_sha256(folder: str | Path) -> dict[str, str]:
     for name in DESCRIBING_FILES:
         if (folder / name).is_file():
             content = {key: value for key, value in read_json(folder / name).items() if key != "transformers_version"}
-            digests[name] = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+            digests[name] = content_sha256(content)
     return digests

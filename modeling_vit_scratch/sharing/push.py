@@ -11,7 +11,8 @@ A push is a gate; nothing is created or uploaded unless every check passes:
 - the folder is a vit_scratch model whose processor fits it (`check_processor_fits`: size and channels);
 - the model is the one the metrics were measured on: its weights (`weights_sha256` in training_record.json) and
   its config.json and preprocessor_config.json (`files_sha256`; a record written before it existed names only the
-  weights), unless the caller accepts a card that says they were not;
+  weights), unless the caller accepts a card that says they were not; the metrics are the ones the run wrote
+  (`results_sha256`: an edited all_results.json is refused);
 - no known token value is in any file about to be uploaded.
 
 Then two commits: the model with a complete card (its loading example unpinned, which is true), then the card pinned
@@ -45,6 +46,7 @@ from modeling_vit_scratch.common.folders import (
 from modeling_vit_scratch.common.model_folder import (
     check_processor_fits,
     check_vit_scratch_type,
+    content_sha256,
     described_sha256,
 )
 from modeling_vit_scratch.common.provenance import checkpoint_origin
@@ -214,6 +216,17 @@ def unmeasured_reason(folder: Path, record: dict, digest: str) -> str | None:
     return None
 
 
+def check_results_vouched(folder: Path, metrics: dict, record: dict) -> None:
+    """Refuse metrics that are not the ones the run wrote: all_results.json whose content differs from the digest its
+    training record holds (`results_sha256`; a record written before it existed vouches for the weights only)."""
+    recorded = record.get("results_sha256")
+    if metrics and recorded and content_sha256(metrics) != recorded:
+        raise ValueError(
+            f"{folder / RESULTS_FILE} changed since the run wrote it: restore it, or push with its metrics left out "
+            "by deleting it."
+        )
+
+
 def measured_training_files(folder: Path, digest: str, allow_unmeasured_weights: bool) -> tuple[dict, dict, bool]:
     """(metrics, record, measured) for the card: the training files when the folder's model (weights `digest`,
     config, processor) is the one they were measured on; without the metrics (measured=False) when it is not and the
@@ -221,6 +234,7 @@ def measured_training_files(folder: Path, digest: str, allow_unmeasured_weights:
     metrics, record = read_training_files(folder)
     if not metrics and not record:
         return {}, {}, True  # no training files: nothing claimed, nothing to check
+    check_results_vouched(folder, metrics, record)
     why = unmeasured_reason(folder, record, digest)
     if why is None:
         return metrics, record, True

@@ -11,6 +11,7 @@ from helpers import REPO
 from hub_server import local_hub  # noqa: F401  (the fixture)
 
 from modeling_vit_scratch import ViTScratchForImageClassification
+from modeling_vit_scratch.common.model_folder import content_sha256
 from modeling_vit_scratch.common.secrets import weights_sha256
 from modeling_vit_scratch.sharing.card import render_model_card
 from modeling_vit_scratch.sharing.push import card_sources, local_card_note, measured_training_files, metrics_note
@@ -20,11 +21,12 @@ from modeling_vit_scratch.training.output import write_model_card
 def trained_folder(root):
     """A saved model with its training record and results, as training leaves it."""
     folder = Scenario(root).model()
-    (folder / "all_results.json").write_text(json.dumps({"eval_accuracy": 0.5, "test_accuracy": 0.25}))
+    results = {"eval_accuracy": 0.5, "test_accuracy": 0.25}
+    (folder / "all_results.json").write_text(json.dumps(results))
     record = dict(command="vit-scratch train", dataset="images", num_train=30, num_validation=3, num_test=3)
     record |= dict(epochs=1.0, learning_rate=1e-3, weight_decay=0.05, scheduler="cosine", total_batch=8, seed=0)
     record |= dict(world_size=1, precision=None, augmentation=None, wall_time_seconds=1.0)
-    record |= dict(weights_sha256=weights_sha256(folder))
+    record |= dict(weights_sha256=weights_sha256(folder), results_sha256=content_sha256(results))
     (folder / "training_record.json").write_text(json.dumps(record))
     return folder
 
@@ -64,6 +66,23 @@ def test_a_trained_folder_whose_results_are_lost_has_a_card_that_says_its_metric
     else:
         assert note not in card and "## Results" in card
         assert metrics_note(folder, metrics, record, measured) == []
+
+
+def test_a_push_publishes_only_the_metrics_the_run_wrote(tmp_path):
+    """all_results.json is vouched for by the record's digest of its content: written again in another layout it
+    passes; a changed value is refused in one line, before the model is loaded or the Hub asked."""
+    folder = trained_folder(tmp_path)
+    results = folder / "all_results.json"
+    results.write_text(json.dumps(json.loads(results.read_text()), indent=4, sort_keys=True))  # the same values
+    metrics, _, measured = measured_training_files(folder, weights_sha256(folder), allow_unmeasured_weights=False)
+    assert metrics["test_accuracy"] == 0.25 and measured
+    results.write_text(json.dumps({"eval_accuracy": 0.5, "test_accuracy": 0.99}))
+    for allow in ([], ["--allow_unmeasured_weights"]):
+        result = outcome("push", [str(folder), "local-user/edited", *allow])
+        assert result.one_line and result.error == (
+            f"error: {results} changed since the run wrote it: restore it, or push with its metrics left out by "
+            "deleting it."
+        )
 
 
 PUSHES = """
