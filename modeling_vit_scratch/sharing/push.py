@@ -59,7 +59,13 @@ from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImagePro
 from modeling_vit_scratch.modeling_vit_scratch import (
     ViTScratchForImageClassification,
 )
-from modeling_vit_scratch.sharing.card import render_model_card
+from modeling_vit_scratch.sharing.card import (
+    METRIC_FIELDS,
+    RECORD_FIELDS,
+    REQUIRED_RECORD_FIELDS,
+    check_card_fields,
+    render_model_card,
+)
 from modeling_vit_scratch.sharing.hub_arguments import HUB_ERRORS, check_hub_arguments, describe
 from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to
 
@@ -234,6 +240,8 @@ def measured_training_files(folder: Path, digest: str, allow_unmeasured_weights:
     metrics, record = read_training_files(folder)
     if not metrics and not record:
         return {}, {}, True  # no training files: nothing claimed, nothing to check
+    check_card_fields(folder / RESULTS_FILE, metrics, METRIC_FIELDS)
+    check_card_fields(folder / RECORD_FILE, record, RECORD_FIELDS, REQUIRED_RECORD_FIELDS if record else ())
     check_results_vouched(folder, metrics, record)
     why = unmeasured_reason(folder, record, digest)
     if why is None:

@@ -85,6 +85,30 @@ def test_a_push_publishes_only_the_metrics_the_run_wrote(tmp_path):
         )
 
 
+@pytest.mark.parametrize(
+    "name, field, value, wanted",
+    [
+        ("all_results.json", "test_per_class_accuracy", 0.5, "an object of class name -> accuracy (or null)"),
+        ("all_results.json", "test_accuracy", "0.99", "a number"),
+        ("all_results.json", "test_confusion_matrix", {"labels": ["a"], "matrix": [["1"]]}, "an object {"),
+        ("training_record.json", "epochs", "two", "a number"),
+        ("training_record.json", "legs", "all of them", "a list of {command, wall_time_seconds}"),
+    ],
+)
+def test_a_field_the_card_reads_of_the_wrong_type_is_one_line_naming_file_and_field(
+    tmp_path, name, field, value, wanted
+):
+    """Checked before the model is loaded or the card rendered (no traceback from the card halfway through)."""
+    folder = trained_folder(tmp_path)
+    content = json.loads((folder / name).read_text()) | {field: value}
+    (folder / name).write_text(json.dumps(content))
+    result = outcome("push", [str(folder), "local-user/typed"])
+    assert result.one_line and result.error.startswith(f"error: {folder / name}: {field} is {json.dumps(value)}, not ")
+    assert wanted in result.error and result.error.endswith(
+        "restore the file the run wrote, or delete it (the card then claims none of it)."
+    )
+
+
 PUSHES = """
 import json, sys
 from modeling_vit_scratch.sharing.push import push_to_hub
