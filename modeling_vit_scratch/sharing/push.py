@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
@@ -54,6 +55,7 @@ from modeling_vit_scratch.common.remote_code import OWN_AUTO_MAP, foreign_code
 from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, redact, weights_sha256
 from modeling_vit_scratch.common.sources import check_folder_path
 from modeling_vit_scratch.common.weights import weight_files
+from modeling_vit_scratch.common.write_errors import refused_write, refused_writes_named
 from modeling_vit_scratch.configuration_vit_scratch import MODEL_FILES
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.modeling_vit_scratch import (
@@ -178,6 +180,8 @@ def load_verified(folder: Path) -> tuple[ViTScratchForImageClassification, ViTSc
     try:  # bit for bit: the same weights through the same code
         check_reloads_to(model, folder, fixed_input(model.config), own_code=True)
     except FolderReloadError as error:
+        if refused_write(error) is not None:  # the check's own copy could not be written: not the folder's fault
+            raise
         raise RuntimeError(f"{error}; refusing to push it. Save it again with save_pretrained.") from None
     return model, processor
 
@@ -534,12 +538,15 @@ def push_to_hub(
     # from here on the full repo id (a bare name is in the token owner's namespace) and the branch's plain name
     repo_id, revision, max_shard_size = checked.repo_id, checked.revision, checked.max_shard_size
     secrets = known_secrets(token)
-    model, processor = load_verified(folder)
+    copies = f"the push's temporary copies of {folder} (in {tempfile.gettempdir()})"
+    with refused_writes_named(copies, f"nothing was uploaded and {folder} is as it was"):
+        model, processor = load_verified(folder)  # its reload check copies the folder's code
     api = HfApi(token=token)
     target = None if create_pr else revision or "main"
     with scratch_folder("push") as staging:  # a kill leaves it to the next command to remove
         card = model_card_text(model.config, metrics, record, measured, repo_id, None, conversion)
-        stage_repo(folder, staging, model, processor, card, measured, max_shard_size, conversion)
+        with refused_writes_named(copies, f"nothing was uploaded and {folder} is as it was"):
+            stage_repo(folder, staging, model, processor, card, measured, max_shard_size, conversion)
         check_staged(folder, staging, digest, secrets)
 
         reached("preparing")
