@@ -121,13 +121,33 @@ def content_sha256(content: dict) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
-def described_sha256(folder: str | Path) -> dict[str, str]:
+def described_sha256(folder: str | Path, as_written: bool = False) -> dict[str, str]:
     """{file name: SHA-256 of its JSON content} for each of `DESCRIBING_FILES` the folder holds: keys sorted and
-    `transformers_version` left out, so only a changed value counts, not a re-save by another version."""
+    `transformers_version` left out, so only a changed value counts, not a re-save by another version. A vit_scratch
+    config.json counts as loaded (`loaded_config`), so the config a push saves again (which drops what no field holds,
+    such as the Trainer's `use_cache`) is the one the record describes; `as_written`: as the file holds it, the digest
+    a record written before this rule holds."""
     folder = Path(folder)
     digests = {}
     for name in DESCRIBING_FILES:
         if (folder / name).is_file():
-            content = {key: value for key, value in read_json(folder / name).items() if key != "transformers_version"}
-            digests[name] = content_sha256(content)
+            content = read_json(folder / name)
+            if name == CONFIG_FILE and not as_written:
+                content = loaded_config(content)
+            digests[name] = content_sha256(
+                {key: value for key, value in content.items() if key != "transformers_version"}
+            )
     return digests
+
+
+def loaded_config(content: dict) -> dict:
+    """A vit_scratch config.json's content as the model reads it (`ViTScratchConfig`: defaults filled in, keys that no
+    field holds dropped), any other as written; as written too when it does not load (its own check says why)."""
+    if content.get("model_type") != "vit_scratch":
+        return content
+    from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
+
+    try:
+        return json.loads(ViTScratchConfig.from_dict(content).to_json_string())
+    except (TypeError, ValueError, KeyError):
+        return content

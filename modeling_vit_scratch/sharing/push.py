@@ -212,15 +212,17 @@ def conversion_vouches(origin: dict | None) -> bool:
 
 def unmeasured_reason(folder: Path, record: dict, digest: str) -> str | None:
     """Why the folder's model is not the one its record describes (None: it is): other weights than `digest` on
-    record, or a config.json / preprocessor_config.json edited since. A record without `files_sha256` (written by
-    an earlier version) vouches for the weights only."""
+    record, or a config.json / preprocessor_config.json edited since (their content as loaded, or as written for a
+    record written before that rule: a config a push saved again is the same config). A record without
+    `files_sha256` (written by an earlier version) vouches for the weights only."""
     recorded = record.get("weights_sha256")
     if not recorded:
         return "it has no weights digest on record"
     if recorded != digest:
         return "its training_record.json names other weights"
-    now = described_sha256(folder)
-    edited = [name for name, value in (record.get("files_sha256") or {}).items() if now.get(name) != value]
+    loaded, written = described_sha256(folder), described_sha256(folder, as_written=True)
+    recorded_files = (record.get("files_sha256") or {}).items()
+    edited = [name for name, value in recorded_files if value not in (loaded.get(name), written.get(name))]
     if edited:
         return f"its {' and '.join(edited)} changed after training"
     return None

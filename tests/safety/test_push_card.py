@@ -11,7 +11,7 @@ from helpers import REPO
 from hub_server import local_hub  # noqa: F401  (the fixture)
 
 from modeling_vit_scratch import ViTScratchForImageClassification
-from modeling_vit_scratch.common.model_folder import content_sha256
+from modeling_vit_scratch.common.model_folder import content_sha256, described_sha256
 from modeling_vit_scratch.common.secrets import weights_sha256
 from modeling_vit_scratch.sharing.card import render_model_card
 from modeling_vit_scratch.sharing.push import card_sources, local_card_note, measured_training_files, metrics_note
@@ -130,6 +130,37 @@ def test_a_pull_request_that_would_change_nothing_is_not_opened(local_hub, tmp_p
     for result in again:
         assert result["pr"] is None and result["notes"] == [line], result
     assert pushed["pr"] is None and local_hub.commit_requests == 2  # the model and its card's pin, to main: no more
+
+
+PUSH_DOWNLOAD_PUSH = """
+import sys
+from huggingface_hub import snapshot_download
+from modeling_vit_scratch.sharing.push import push_to_hub
+push_to_hub(sys.argv[1], "local-user/first")
+push_to_hub(snapshot_download("local-user/first", local_dir=sys.argv[2]), "local-user/again")
+"""
+
+
+@pytest.mark.integration
+def test_a_pushed_repo_downloaded_again_pushes_again(local_hub, tmp_path):  # noqa: F811
+    """The push saves config.json again (dropping what no config field holds, like the Trainer's `use_cache`): the
+    record describes the config as loaded, so what a push uploads is what its record vouches for."""
+    folder = trained_folder(tmp_path)
+    config = json.loads((folder / "config.json").read_text()) | {"use_cache": False}
+    (folder / "config.json").write_text(json.dumps(config))
+    record = json.loads((folder / "training_record.json").read_text())
+    (folder / "training_record.json").write_text(json.dumps(record | {"files_sha256": described_sha256(folder)}))
+    done = local_hub.run(
+        "-c",
+        PUSH_DOWNLOAD_PUSH,
+        folder,
+        tmp_path / "downloaded",
+        hf_home=tmp_path / "hf_home",
+        env={"PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "use_cache" not in json.loads((tmp_path / "downloaded" / "config.json").read_text())
+    assert "0.2500" in local_hub.files("local-user/again")["README.md"].decode()  # measured: its metrics published
 
 
 def card_of(folder) -> str:
