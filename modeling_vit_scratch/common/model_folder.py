@@ -9,7 +9,8 @@
   conversion that makes a vit_scratch folder of it.
 - What its metrics describe (`described_sha256`): the metrics were measured through the config (labels, norms) and
   the processor as much as through the weights, so a training record holds the SHA-256 of each describing file;
-  an edited config.json or preprocessor_config.json counts as unmeasured, as edited weights do.
+  an edited config.json or preprocessor_config.json counts as unmeasured, as edited weights do; and the SHA-256 of
+  the metrics it wrote (`content_sha256`), so a card publishes only the results the run measured.
 """
 
 import hashlib
@@ -115,13 +116,38 @@ def check_processor_fits_config(config: dict, processor: dict, where: str) -> No
         )
 
 
-def described_sha256(folder: str | Path) -> dict[str, str]:
+def content_sha256(content: dict) -> str:
+    """SHA-256 of a JSON object's content, keys sorted: the same for the same values however the file was written."""
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def described_sha256(folder: str | Path, as_written: bool = False) -> dict[str, str]:
     """{file name: SHA-256 of its JSON content} for each of `DESCRIBING_FILES` the folder holds: keys sorted and
-    `transformers_version` left out, so only a changed value counts, not a re-save by another version."""
+    `transformers_version` left out, so only a changed value counts, not a re-save by another version. A vit_scratch
+    config.json counts as loaded (`loaded_config`), so the config a push saves again (which drops what no field holds,
+    such as the Trainer's `use_cache`) is the one the record describes; `as_written`: as the file holds it, the digest
+    a record written before this rule holds."""
     folder = Path(folder)
     digests = {}
     for name in DESCRIBING_FILES:
         if (folder / name).is_file():
-            content = {key: value for key, value in read_json(folder / name).items() if key != "transformers_version"}
-            digests[name] = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+            content = read_json(folder / name)
+            if name == CONFIG_FILE and not as_written:
+                content = loaded_config(content)
+            digests[name] = content_sha256(
+                {key: value for key, value in content.items() if key != "transformers_version"}
+            )
     return digests
+
+
+def loaded_config(content: dict) -> dict:
+    """A vit_scratch config.json's content as the model reads it (`ViTScratchConfig`: defaults filled in, keys that no
+    field holds dropped), any other as written; as written too when it does not load (its own check says why)."""
+    if content.get("model_type") != "vit_scratch":
+        return content
+    from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
+
+    try:
+        return json.loads(ViTScratchConfig.from_dict(content).to_json_string())
+    except (TypeError, ValueError, KeyError):
+        return content

@@ -2,9 +2,10 @@
 
 - A card is published: it names a local folder or file by its last part only (`public_name`, `public_command`),
   never by the user's absolute path; a hub repo id is a public name already.
-- A conversion carries the history of what it converted (`folder_history`): a folder trained by vit-scratch and
-  exported to transformers, then imported back, is still "trained by vit-scratch", and its card says so. Each step
-  counts only while the weights are those its record describes (their digest).
+- A conversion carries the history of what it converted (`input_history`), wherever its input comes from: a local
+  folder, a run's checkpoint or a hub repo (its records fetched with its weights, at the same revision). A folder
+  trained by vit-scratch and exported to transformers, then imported back, is still "trained by vit-scratch", and
+  its card says so. Each step counts only while the weights are those its record describes (their digest).
 - A run's `checkpoint-N` folder says what it is (`checkpoint_origin`): the step and epoch of the run in its parent
   folder, and the validation metrics logged at that step, from the Trainer's `trainer_state.json`.
 """
@@ -41,21 +42,49 @@ def read_record(path: Path) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
-def folder_history(folder: str | Path, digest: str | None) -> list[dict]:
-    """What the local `folder`'s weights (SHA-256 `digest`, `common/secrets.py` `weights_sha256`) went through, oldest
-    first, as its records vouch for them: `{"trained": RUN}` (a vit-scratch run, its folder's name), then each
-    conversion `{"converted": "to transformers" | "from transformers" | "from timm", "input": NAME}`. Empty for a
-    hub repo, a folder without records, or weights other than those recorded."""
+def input_history(source: str, revision: str | None = None) -> list[dict]:
+    """What a conversion's `--input` went through (`folder_history`), wherever it comes from: a local folder (a run's
+    `checkpoint-N` too), or a hub repo whose training_record.json / conversion_record.json are fetched with its
+    weights at `revision`, and vouch while those weights are the ones they name. Empty when nothing vouches, or the
+    repo cannot be read (the conversion itself reads it, and says so)."""
+    from modeling_vit_scratch.common.secrets import weights_sha256
+
+    folder, name = Path(source), None
+    if not folder.is_dir():
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import HfHubHTTPError
+
+        try:  # the weights and records of one commit, from the cache the conversion filled
+            patterns = ["*.safetensors", RECORD_FILE, CONVERSION_FILE]
+            folder, name = Path(snapshot_download(source, revision=revision, allow_patterns=patterns)), source
+        except (OSError, ValueError, *HfHubHTTPError.__bases__):
+            return []
+    try:
+        digest = weights_sha256(folder)
+    except (OSError, ValueError):  # no safetensors weights: nothing the records could vouch for
+        return []
+    return folder_history(folder, digest, name)
+
+
+def folder_history(folder: str | Path, digest: str | None, name: str | None = None) -> list[dict]:
+    """What `folder`'s weights (SHA-256 `digest`, `common/secrets.py` `weights_sha256`) went through, oldest first, as
+    its records vouch for them: `{"trained": RUN}` (a vit-scratch run: `name`, else its folder's name; with
+    `"checkpoint": STEP` for a run's `checkpoint-N`, as its `trainer_state.json` says), then each conversion
+    `{"converted": "to transformers" | "from transformers" | "from timm", "input": NAME}`. Empty for a folder without
+    records, or weights other than those recorded."""
     folder = Path(folder)
     if digest is None or not folder.is_dir():
         return []
     trained = read_record(folder / RECORD_FILE)
     if trained and trained.get("weights_sha256") == digest:
-        return [{"trained": public_name(str(folder.resolve()))}]
+        return [{"trained": name or public_name(str(folder.resolve()))}]
     converted = read_record(folder / CONVERSION_FILE)
     if converted and converted.get("weights_sha256") == digest:
         step = {"converted": conversion_direction(converted), "input": public_name(converted.get("input"))}
         return [*(converted.get("history") or []), step]
+    checkpoint = None if name else checkpoint_origin(folder)
+    if checkpoint:
+        return [{"trained": checkpoint["run"], "checkpoint": checkpoint["checkpoint"]}]
     return []
 
 

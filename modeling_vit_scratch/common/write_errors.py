@@ -13,7 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 REFUSED_WRITES = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO)  # the system refused the write, not the code
-OS_ERROR = re.compile(r"os error (\d+)")  # how safetensors (Rust) names the system's error
+# how safetensors (Rust) names the system's error, and how an OSError's text does (a child process's last line)
+OS_ERROR = re.compile(r"os error (\d+)|\[Errno (\d+)\]")
 TORCH_WRITER = ("PytorchStreamWriter", "inline_container")  # torch.save's writer, which names no cause
 WRITE_FIX = "free space on that disk (or raise the file size limit, `ulimit -f`) and run the same command again"
 
@@ -26,7 +27,7 @@ def refused_write(error: BaseException, folder: Path | None = None) -> str | Non
     while seen is not None:
         number = seen.errno if isinstance(seen, OSError) else None
         found = OS_ERROR.search(str(seen))
-        number = number or (int(found.group(1)) if found else None)
+        number = number or (int(found.group(1) or found.group(2)) if found else None)
         if number in REFUSED_WRITES:
             return os.strerror(number)
         seen = seen.__cause__ or seen.__context__

@@ -21,7 +21,6 @@ that fails the check never reaches --output.
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -37,8 +36,8 @@ from modeling_vit_scratch import (
 from modeling_vit_scratch.common.commands import entry_point, when_interrupted
 from modeling_vit_scratch.common.dtypes import parse_dtype
 from modeling_vit_scratch.common.folders import check_replaceable
-from modeling_vit_scratch.common.provenance import folder_history, public_name
-from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line, weights_sha256
+from modeling_vit_scratch.common.provenance import input_history, public_name
+from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
 from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.common.user_paths import user_path
 from modeling_vit_scratch.common.weights import check_safetensors, weight_files
@@ -149,19 +148,15 @@ def convert(args: argparse.Namespace) -> None:
 def conversion_source(args: argparse.Namespace) -> dict:
     """What the conversion record of the written folder says it was converted from: the input by its public name
     (a local folder or file by its last part), the direction, and what the input's own records vouch for
-    (`folder_history`: trained by vit-scratch, converted before), so a round trip's card still says it was trained."""
+    (`input_history`, a local folder's or a hub repo's: trained by vit-scratch, converted before), so a round trip's card still says it was trained."""
     source = {"input": public_name(args.input)}
     source.update({"to": "transformers"} if args.target == "transformers" else {"from": args.source})
     if args.source == "timm":
         source["timm_model"] = args.timm_model
     if args.revision is not None:  # the version of the repo it was converted from
         source["revision"] = args.revision
-    if os.path.isdir(args.input):
-        try:
-            digest = weights_sha256(args.input)
-        except (OSError, ValueError):  # no safetensors weights: nothing the records could vouch for
-            digest = None
-        history = folder_history(args.input, digest)
+    if args.source != "timm":  # a timm file carries no records
+        history = input_history(args.input, args.revision)
         if history:
             source["history"] = history
     return source

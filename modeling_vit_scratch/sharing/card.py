@@ -10,6 +10,7 @@ values, which jinja never parses, and the check for a leftover placeholder reads
 value held out (`render_template`), so a class named `{{ x }}` is written as it is.
 """
 
+import json
 import math
 import uuid
 from pathlib import Path
@@ -64,6 +65,97 @@ def stem_text(config: ViTScratchConfig) -> str:
         blocks = f"stages of {config.stem_depths} {form} bottlenecks" if config.stem_depths else "no stages"
         return f"a ResNet-V2 (BiT) stem of root width {config.stem_width} and {blocks}"
     return ""
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def is_text(value) -> bool:
+    return isinstance(value, str)
+
+
+def is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def maybe(check):
+    """`check`, or the value is null."""
+    return lambda value: value is None or check(value)
+
+
+def is_confusion(value) -> bool:
+    """`{"labels": [...], "matrix": [[count, ...], ...]}`, one row and one column per label."""
+    if not isinstance(value, dict) or not isinstance(value.get("labels"), list):
+        return False
+    size, matrix = len(value["labels"]), value.get("matrix")
+    return (
+        isinstance(matrix, list)
+        and len(matrix) == size
+        and all(isinstance(row, list) and len(row) == size and all(map(is_count, row)) for row in matrix)
+    )
+
+
+def is_leg(value) -> bool:
+    return (
+        isinstance(value, dict)
+        and maybe(is_text)(value.get("command"))
+        and maybe(is_number)(value.get("wall_time_seconds"))
+    )
+
+
+# What the card reads from all_results.json and training_record.json: field -> (check, the type in words). A field of
+# the record the template reads without a default must be there.
+METRIC_FIELDS = {
+    **{f"{prefix}{key}": (is_number, "a number") for prefix in ("test_", "eval_") for key in METRIC_NAMES},
+    "test_confusion_matrix": (is_confusion, 'an object {"labels": [...], "matrix": [[counts], ...]}, a row per label'),
+    "test_per_class_accuracy": (
+        lambda value: isinstance(value, dict) and all(map(maybe(is_number), value.values())),
+        "an object of class name -> accuracy (or null)",
+    ),
+}
+RECORD_FIELDS = {
+    **dict.fromkeys(("epochs", "learning_rate", "weight_decay", "world_size"), (is_number, "a number")),
+    **dict.fromkeys(("num_train", "num_validation", "num_test", "total_batch", "seed"), (maybe(is_number), "a number")),
+    **dict.fromkeys(
+        ("command", "dataset", "initial_weights", "scheduler", "precision", "augmentation", "model_selection"),
+        (maybe(is_text), "text"),
+    ),
+    **dict.fromkeys(("precision_choice", "distillation", "layer_decay", "weight_average"), (maybe(is_text), "text")),
+    "batch_asked": (maybe(is_number), "a number"),
+    "wall_time_seconds": (maybe(is_number), "a number of seconds"),
+    "legs": (
+        lambda value: isinstance(value, list) and all(map(is_leg, value)),
+        "a list of {command, wall_time_seconds}",
+    ),
+}
+REQUIRED_RECORD_FIELDS = (
+    "epochs",
+    "learning_rate",
+    "weight_decay",
+    "world_size",
+    "num_train",
+    "num_validation",
+    "num_test",
+    "total_batch",
+    "seed",
+    "scheduler",
+)
+
+
+def check_card_fields(path: Path, content: dict, fields: dict, required: tuple[str, ...] = ()) -> None:
+    """Refuse, in one line naming the file and the field, a value of `content` (read from `path`) that the card reads
+    and that is not of the type it needs (`METRIC_FIELDS`, `RECORD_FIELDS`), or a `required` field that is missing:
+    before anything is loaded, never a traceback halfway through rendering the card."""
+    fix = "restore the file the run wrote, or delete it (the card then claims none of it)"
+    for name in required:
+        if name not in content:
+            raise ValueError(f"{path} has no {name}, which the card reads: {fix}.")
+    for name, (check, wanted) in fields.items():
+        if name in content and not check(content[name]):
+            shown = json.dumps(content[name])
+            shown = shown if len(shown) <= 60 else f"{shown[:57]}..."
+            raise ValueError(f"{path}: {name} is {shown}, not {wanted}: {fix}.")
 
 
 def result_rows(metrics: dict) -> list[dict]:
@@ -204,7 +296,8 @@ def origin_text(record: dict, conversion: dict | None) -> str:
 def history_step(step: dict) -> str:
     """One step of a converted model's history (`common/provenance.py` `folder_history`) in words."""
     if "trained" in step:
-        return f"trained by vit-scratch (the run in `{step['trained']}`)"
+        checkpoint = f", checkpoint at step {step['checkpoint']}" if "checkpoint" in step else ""
+        return f"trained by vit-scratch (the run in `{step['trained']}`{checkpoint})"
     if step.get("converted") == "to transformers":
         return f"exported to transformers from `{step.get('input')}`"
     return f"converted {step.get('converted', '')} from `{step.get('input')}`"

@@ -11,7 +11,8 @@ A push is a gate; nothing is created or uploaded unless every check passes:
 - the folder is a vit_scratch model whose processor fits it (`check_processor_fits`: size and channels);
 - the model is the one the metrics were measured on: its weights (`weights_sha256` in training_record.json) and
   its config.json and preprocessor_config.json (`files_sha256`; a record written before it existed names only the
-  weights), unless the caller accepts a card that says they were not;
+  weights), unless the caller accepts a card that says they were not; the metrics are the ones the run wrote
+  (`results_sha256`: an edited all_results.json is refused);
 - no known token value is in any file about to be uploaded.
 
 Then two commits: the model with a complete card (its loading example unpinned, which is true), then the card pinned
@@ -25,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
@@ -45,6 +47,7 @@ from modeling_vit_scratch.common.folders import (
 from modeling_vit_scratch.common.model_folder import (
     check_processor_fits,
     check_vit_scratch_type,
+    content_sha256,
     described_sha256,
 )
 from modeling_vit_scratch.common.provenance import checkpoint_origin
@@ -52,12 +55,19 @@ from modeling_vit_scratch.common.remote_code import OWN_AUTO_MAP, foreign_code
 from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, redact, weights_sha256
 from modeling_vit_scratch.common.sources import check_folder_path
 from modeling_vit_scratch.common.weights import weight_files
+from modeling_vit_scratch.common.write_errors import refused_write, refused_writes_named
 from modeling_vit_scratch.configuration_vit_scratch import MODEL_FILES
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.modeling_vit_scratch import (
     ViTScratchForImageClassification,
 )
-from modeling_vit_scratch.sharing.card import render_model_card
+from modeling_vit_scratch.sharing.card import (
+    METRIC_FIELDS,
+    RECORD_FIELDS,
+    REQUIRED_RECORD_FIELDS,
+    check_card_fields,
+    render_model_card,
+)
 from modeling_vit_scratch.sharing.hub_arguments import HUB_ERRORS, check_hub_arguments, describe
 from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to
 
@@ -78,6 +88,7 @@ REPLACED_PATTERNS = [
     *OTHER_WEIGHTS,
     *LOADER_FILES,
     *SHARED_FILES,
+    CONVERSION_FILE,
     "*_results.json",
 ]
 # The last line of a card a push writes: a card whose text no longer has this digest was edited, and is kept.
@@ -169,6 +180,8 @@ def load_verified(folder: Path) -> tuple[ViTScratchForImageClassification, ViTSc
     try:  # bit for bit: the same weights through the same code
         check_reloads_to(model, folder, fixed_input(model.config), own_code=True)
     except FolderReloadError as error:
+        if refused_write(error) is not None:  # the check's own copy could not be written: not the folder's fault
+            raise
         raise RuntimeError(f"{error}; refusing to push it. Save it again with save_pretrained.") from None
     return model, processor
 
@@ -192,20 +205,38 @@ def conversion_record(folder: Path, digest: str) -> dict | None:
     return record if isinstance(record, dict) and record.get("weights_sha256") == digest else None
 
 
+def conversion_vouches(origin: dict | None) -> bool:
+    """Whether a card's origin (`card_sources`) is a conversion record that names the folder's weights."""
+    return bool(origin) and "weights_sha256" in origin
+
+
 def unmeasured_reason(folder: Path, record: dict, digest: str) -> str | None:
     """Why the folder's model is not the one its record describes (None: it is): other weights than `digest` on
-    record, or a config.json / preprocessor_config.json edited since. A record without `files_sha256` (written by
-    an earlier version) vouches for the weights only."""
+    record, or a config.json / preprocessor_config.json edited since (their content as loaded, or as written for a
+    record written before that rule: a config a push saved again is the same config). A record without
+    `files_sha256` (written by an earlier version) vouches for the weights only."""
     recorded = record.get("weights_sha256")
     if not recorded:
         return "it has no weights digest on record"
     if recorded != digest:
         return "its training_record.json names other weights"
-    now = described_sha256(folder)
-    edited = [name for name, value in (record.get("files_sha256") or {}).items() if now.get(name) != value]
+    loaded, written = described_sha256(folder), described_sha256(folder, as_written=True)
+    recorded_files = (record.get("files_sha256") or {}).items()
+    edited = [name for name, value in recorded_files if value not in (loaded.get(name), written.get(name))]
     if edited:
         return f"its {' and '.join(edited)} changed after training"
     return None
+
+
+def check_results_vouched(folder: Path, metrics: dict, record: dict) -> None:
+    """Refuse metrics that are not the ones the run wrote: all_results.json whose content differs from the digest its
+    training record holds (`results_sha256`; a record written before it existed vouches for the weights only)."""
+    recorded = record.get("results_sha256")
+    if metrics and recorded and content_sha256(metrics) != recorded:
+        raise ValueError(
+            f"{folder / RESULTS_FILE} changed since the run wrote it: restore it, or push with its metrics left out "
+            "by deleting it."
+        )
 
 
 def measured_training_files(folder: Path, digest: str, allow_unmeasured_weights: bool) -> tuple[dict, dict, bool]:
@@ -215,6 +246,9 @@ def measured_training_files(folder: Path, digest: str, allow_unmeasured_weights:
     metrics, record = read_training_files(folder)
     if not metrics and not record:
         return {}, {}, True  # no training files: nothing claimed, nothing to check
+    check_card_fields(folder / RESULTS_FILE, metrics, METRIC_FIELDS)
+    check_card_fields(folder / RECORD_FILE, record, RECORD_FIELDS, REQUIRED_RECORD_FIELDS if record else ())
+    check_results_vouched(folder, metrics, record)
     why = unmeasured_reason(folder, record, digest)
     if why is None:
         return metrics, record, True
@@ -299,12 +333,26 @@ def written_by_push(card: bytes) -> bool:
     return bool(found) and hashlib.sha256(f"{body}\n".encode()).hexdigest() == found.group(1)
 
 
-def stage_repo(folder: Path, staging: Path, model, processor, card: str, measured: bool, max_shard_size: int) -> None:
+def stage_repo(
+    folder: Path,
+    staging: Path,
+    model,
+    processor,
+    card: str,
+    measured: bool,
+    max_shard_size: int,
+    conversion: dict | None = None,
+) -> None:
     """Write the repo content: sharded safetensors, config with auto_map, code, processor, card, and the training
-    files (only the record when the metrics were not measured on these weights)."""
+    files (only the record when the metrics were not measured on these weights); the conversion record while it
+    vouches for these weights (`conversion` holds its digest), so a conversion from the repo keeps the history."""
     model.save_pretrained(staging, max_shard_size=max_shard_size)
     processor.save_pretrained(staging)
-    for name in SHARED_FILES if measured else (RECORD_FILE,):
+    names = [
+        *(SHARED_FILES if measured else (RECORD_FILE,)),
+        *([CONVERSION_FILE] if conversion_vouches(conversion) else []),
+    ]
+    for name in names:
         if (folder / name).is_file():
             shutil.copy2(folder / name, staging / name, follow_symlinks=False)
     (staging / "README.md").write_text(card)
@@ -492,12 +540,15 @@ def push_to_hub(
     # from here on the full repo id (a bare name is in the token owner's namespace) and the branch's plain name
     repo_id, revision, max_shard_size = checked.repo_id, checked.revision, checked.max_shard_size
     secrets = known_secrets(token)
-    model, processor = load_verified(folder)
+    copies = f"the push's temporary copies of {folder} (in {tempfile.gettempdir()})"
+    with refused_writes_named(copies, f"nothing was uploaded and {folder} is as it was"):
+        model, processor = load_verified(folder)  # its reload check copies the folder's code
     api = HfApi(token=token)
     target = None if create_pr else revision or "main"
     with scratch_folder("push") as staging:  # a kill leaves it to the next command to remove
         card = model_card_text(model.config, metrics, record, measured, repo_id, None, conversion)
-        stage_repo(folder, staging, model, processor, card, measured, max_shard_size)
+        with refused_writes_named(copies, f"nothing was uploaded and {folder} is as it was"):
+            stage_repo(folder, staging, model, processor, card, measured, max_shard_size, conversion)
         check_staged(folder, staging, digest, secrets)
 
         reached("preparing")

@@ -24,7 +24,7 @@ from modeling_vit_scratch.common.folders import (
     publish,
     staging_inside,
 )
-from modeling_vit_scratch.common.model_folder import described_sha256
+from modeling_vit_scratch.common.model_folder import content_sha256, described_sha256
 from modeling_vit_scratch.common.run_state import finish_run
 from modeling_vit_scratch.common.secrets import find_secrets, weights_sha256
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
@@ -176,6 +176,7 @@ def write_model_folder(
         record.update(notes or {})
         record["weights_sha256"] = weights_sha256(staging)  # the weights the metrics above were measured on
         record["files_sha256"] = described_sha256(staging)  # and the config and processor they were measured through
+        record["results_sha256"] = content_sha256(json.loads(json.dumps(metrics)))  # all_results.json as read back
         writers = {
             RESULTS_FILE: lambda path: path.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n"),
             CURVES_FILE: lambda path: plot_training_curves(trainer.state.log_history, path),

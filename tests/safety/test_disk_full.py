@@ -1,5 +1,5 @@
 """A write the system refuses (a full disk, a quota, a file size limit) is one line naming what was being written,
-the cause and the fix, at convert and explain, and nothing half-written is left where the output goes: the
+the cause and the fix, at convert, explain and push (its reload check's copy, its staged files), and nothing half-written is left where the output goes: the
 conversion's folder is written beside its output and removed, each picture is staged and moved into place. SIGXFSZ
 does not kill the command: the write fails with EFBIG, which the line names."""
 
@@ -8,6 +8,7 @@ import resource
 
 import pytest
 from entry_points import Scenario, command_env, run_command
+from hub_server import local_hub  # noqa: F401  (the fixture)
 
 from modeling_vit_scratch.common.write_errors import refused_write
 
@@ -16,6 +17,8 @@ def test_a_refused_write_is_known_by_its_number_or_by_safetensors_words():
     assert refused_write(OSError(errno.ENOSPC, "No space left on device")) == "No space left on device"
     rust = RuntimeError("Error while serializing: I/O error: File too large (os error 27)")
     assert refused_write(rust) == "File too large"
+    child = RuntimeError("F does not load (OSError: [Errno 27] File too large: 'a.py' -> 'modules/a.py')")
+    assert refused_write(child) == "File too large"  # a child process's last line, as the push's reload check reads it
     try:
         try:
             raise OSError(errno.EDQUOT, "quota")
@@ -32,7 +35,11 @@ def small_file_limit():
 
 
 @pytest.mark.integration
-def test_a_file_size_limit_at_convert_and_explain_is_one_line_and_leaves_nothing_half_written(tmp_path, monkeypatch):
+def test_a_file_size_limit_at_convert_explain_and_push_is_one_line_and_leaves_nothing_half_written(
+    local_hub,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+):
     import subprocess
 
     scenario = Scenario(tmp_path)
@@ -40,6 +47,16 @@ def test_a_file_size_limit_at_convert_and_explain_is_one_line_and_leaves_nothing
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: original(*a, **k, preexec_fn=small_file_limit))
     converted = run_command("convert", scenario.argv("convert"), env=command_env(tmp_path))
     explained = run_command("explain", scenario.argv("explain"), env=command_env(tmp_path))
+    hub_env = command_env(tmp_path, **local_hub.env(tmp_path / "hf_home"))
+    pushed = run_command("push", [str(scenario.model()), "local-user/limited"], env=hub_env)
+    assert pushed.returncode == 1 and "Traceback" not in pushed.stderr, pushed.stderr[-2000:]
+    assert pushed.stderr.strip().splitlines()[-1].startswith(
+        f"error: Writing the push's temporary copies of {scenario.model()} (in "
+    ) and pushed.stderr.strip().endswith(
+        f") failed (File too large): nothing was uploaded and {scenario.model()} is as it was; free space on that "
+        "disk (or raise the file size limit, `ulimit -f`) and run the same command again."
+    )
+    assert not local_hub.repo_exists("local-user/limited")
     assert converted.returncode == 1 and "Traceback" not in converted.stderr, converted.stderr[-2000:]
     output = tmp_path / "out-convert"
     assert converted.stderr.strip().splitlines()[-1] == (

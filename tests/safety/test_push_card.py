@@ -6,11 +6,12 @@ opened, and the push says so."""
 import json
 
 import pytest
-from entry_points import Scenario, outcome
+from entry_points import Scenario, command_env, hub_repo, outcome, run_command
 from helpers import REPO
 from hub_server import local_hub  # noqa: F401  (the fixture)
 
 from modeling_vit_scratch import ViTScratchForImageClassification
+from modeling_vit_scratch.common.model_folder import content_sha256, described_sha256
 from modeling_vit_scratch.common.secrets import weights_sha256
 from modeling_vit_scratch.sharing.card import render_model_card
 from modeling_vit_scratch.sharing.push import card_sources, local_card_note, measured_training_files, metrics_note
@@ -20,11 +21,12 @@ from modeling_vit_scratch.training.output import write_model_card
 def trained_folder(root):
     """A saved model with its training record and results, as training leaves it."""
     folder = Scenario(root).model()
-    (folder / "all_results.json").write_text(json.dumps({"eval_accuracy": 0.5, "test_accuracy": 0.25}))
+    results = {"eval_accuracy": 0.5, "test_accuracy": 0.25}
+    (folder / "all_results.json").write_text(json.dumps(results))
     record = dict(command="vit-scratch train", dataset="images", num_train=30, num_validation=3, num_test=3)
     record |= dict(epochs=1.0, learning_rate=1e-3, weight_decay=0.05, scheduler="cosine", total_batch=8, seed=0)
     record |= dict(world_size=1, precision=None, augmentation=None, wall_time_seconds=1.0)
-    record |= dict(weights_sha256=weights_sha256(folder))
+    record |= dict(weights_sha256=weights_sha256(folder), results_sha256=content_sha256(results))
     (folder / "training_record.json").write_text(json.dumps(record))
     return folder
 
@@ -66,6 +68,47 @@ def test_a_trained_folder_whose_results_are_lost_has_a_card_that_says_its_metric
         assert metrics_note(folder, metrics, record, measured) == []
 
 
+def test_a_push_publishes_only_the_metrics_the_run_wrote(tmp_path):
+    """all_results.json is vouched for by the record's digest of its content: written again in another layout it
+    passes; a changed value is refused in one line, before the model is loaded or the Hub asked."""
+    folder = trained_folder(tmp_path)
+    results = folder / "all_results.json"
+    results.write_text(json.dumps(json.loads(results.read_text()), indent=4, sort_keys=True))  # the same values
+    metrics, _, measured = measured_training_files(folder, weights_sha256(folder), allow_unmeasured_weights=False)
+    assert metrics["test_accuracy"] == 0.25 and measured
+    results.write_text(json.dumps({"eval_accuracy": 0.5, "test_accuracy": 0.99}))
+    for allow in ([], ["--allow_unmeasured_weights"]):
+        result = outcome("push", [str(folder), "local-user/edited", *allow])
+        assert result.one_line and result.error == (
+            f"error: {results} changed since the run wrote it: restore it, or push with its metrics left out by "
+            "deleting it."
+        )
+
+
+@pytest.mark.parametrize(
+    "name, field, value, wanted",
+    [
+        ("all_results.json", "test_per_class_accuracy", 0.5, "an object of class name -> accuracy (or null)"),
+        ("all_results.json", "test_accuracy", "0.99", "a number"),
+        ("all_results.json", "test_confusion_matrix", {"labels": ["a"], "matrix": [["1"]]}, "an object {"),
+        ("training_record.json", "epochs", "two", "a number"),
+        ("training_record.json", "legs", "all of them", "a list of {command, wall_time_seconds}"),
+    ],
+)
+def test_a_field_the_card_reads_of_the_wrong_type_is_one_line_naming_file_and_field(
+    tmp_path, name, field, value, wanted
+):
+    """Checked before the model is loaded or the card rendered (no traceback from the card halfway through)."""
+    folder = trained_folder(tmp_path)
+    content = json.loads((folder / name).read_text()) | {field: value}
+    (folder / name).write_text(json.dumps(content))
+    result = outcome("push", [str(folder), "local-user/typed"])
+    assert result.one_line and result.error.startswith(f"error: {folder / name}: {field} is {json.dumps(value)}, not ")
+    assert wanted in result.error and result.error.endswith(
+        "restore the file the run wrote, or delete it (the card then claims none of it)."
+    )
+
+
 PUSHES = """
 import json, sys
 from modeling_vit_scratch.sharing.push import push_to_hub
@@ -89,6 +132,37 @@ def test_a_pull_request_that_would_change_nothing_is_not_opened(local_hub, tmp_p
     assert pushed["pr"] is None and local_hub.commit_requests == 2  # the model and its card's pin, to main: no more
 
 
+PUSH_DOWNLOAD_PUSH = """
+import sys
+from huggingface_hub import snapshot_download
+from modeling_vit_scratch.sharing.push import push_to_hub
+push_to_hub(sys.argv[1], "local-user/first")
+push_to_hub(snapshot_download("local-user/first", local_dir=sys.argv[2]), "local-user/again")
+"""
+
+
+@pytest.mark.integration
+def test_a_pushed_repo_downloaded_again_pushes_again(local_hub, tmp_path):  # noqa: F811
+    """The push saves config.json again (dropping what no config field holds, like the Trainer's `use_cache`): the
+    record describes the config as loaded, so what a push uploads is what its record vouches for."""
+    folder = trained_folder(tmp_path)
+    config = json.loads((folder / "config.json").read_text()) | {"use_cache": False}
+    (folder / "config.json").write_text(json.dumps(config))
+    record = json.loads((folder / "training_record.json").read_text())
+    (folder / "training_record.json").write_text(json.dumps(record | {"files_sha256": described_sha256(folder)}))
+    done = local_hub.run(
+        "-c",
+        PUSH_DOWNLOAD_PUSH,
+        folder,
+        tmp_path / "downloaded",
+        hf_home=tmp_path / "hf_home",
+        env={"PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "use_cache" not in json.loads((tmp_path / "downloaded" / "config.json").read_text())
+    assert "0.2500" in local_hub.files("local-user/again")["README.md"].decode()  # measured: its metrics published
+
+
 def card_of(folder) -> str:
     """The card a push of `folder` renders, from what the push reads (`card_sources`), in one line of words."""
     metrics, record, measured, origin = card_sources(folder, weights_sha256(folder), allow_unmeasured_weights=False)
@@ -108,14 +182,19 @@ def test_the_card_of_a_runs_checkpoint_names_its_step_run_and_the_metrics_logged
     assert "| validation | accuracy | 0.7500 |" in card and "0.2500" not in card and "unknown origin" not in card
 
 
-def test_a_round_trip_card_says_trained_then_converted_and_names_no_local_path(tmp_path):
-    folder = trained_folder(tmp_path / "runs")
-    exported, back = tmp_path / "exported", tmp_path / "back"
+def round_trip(folder, root):
+    """`folder` exported to transformers (root/exported) and converted back (root/back, returned)."""
+    exported, back = root / "exported", root / "back"
     for argv in (
         ["--to", "transformers", "--input", str(folder), "--output", str(exported)],
         ["--from", "transformers", "--input", str(exported), "--output", str(back)],
     ):
         assert outcome("convert", argv).code == 0
+    return back
+
+
+def test_a_round_trip_card_says_trained_then_converted_and_names_no_local_path(tmp_path):
+    back = round_trip(trained_folder(tmp_path / "runs"), tmp_path)
     card = card_of(back)
     assert (
         "trained by vit-scratch (the run in `model`), exported to transformers from `model`, then converted by "
@@ -124,6 +203,40 @@ def test_a_round_trip_card_says_trained_then_converted_and_names_no_local_path(t
     assert "did not train" not in card and str(tmp_path) not in card
     record = json.loads((back / "conversion_record.json").read_text())  # pushed files name no local path either
     assert str(tmp_path) not in json.dumps(record)
+
+
+def test_a_round_trip_of_a_runs_checkpoint_says_which_run_and_step_trained_it(tmp_path):
+    """A checkpoint's history comes from its trainer_state.json, through convert as through a push."""
+    checkpoint = tmp_path / "run" / "checkpoint-9"
+    checkpoint.parent.mkdir()
+    Scenario(tmp_path).model().rename(checkpoint)
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 9, "epoch": 3.0, "log_history": []}))
+    card = card_of(round_trip(checkpoint, tmp_path))
+    assert (
+        "trained by vit-scratch (the run in `run`, checkpoint at step 9), exported to transformers from "
+        "`checkpoint-9`, then converted by vit-scratch from `exported`" in card
+    )
+    assert "did not train" not in card
+
+
+@pytest.mark.integration
+def test_a_conversion_from_a_hub_repo_keeps_the_history_its_records_vouch_for(local_hub, tmp_path):  # noqa: F811
+    """A hub repo's training_record.json, fetched with its weights, vouches as a local folder's does: while it names
+    those weights (a repo whose record names other weights gets no history)."""
+    trained = trained_folder(tmp_path / "trained")
+    hub_repo(local_hub, "local-user/trained", trained)
+    record = json.loads((trained / "training_record.json").read_text()) | {"weights_sha256": "0" * 64}
+    (trained / "training_record.json").write_text(json.dumps(record))
+    hub_repo(local_hub, "local-user/other", trained)
+    env = command_env(tmp_path, **local_hub.env(tmp_path / "hf_home"))
+    for name in ("trained", "other"):
+        argv = ["--to", "transformers", "--input", f"local-user/{name}", "--output", str(tmp_path / name / "hf")]
+        result = run_command("convert", argv, env=env)
+        assert result.returncode == 0, result.stderr[-2000:]
+    written = (
+        json.loads((tmp_path / name / "hf" / "conversion_record.json").read_text()) for name in ("trained", "other")
+    )
+    assert [record.get("history") for record in written] == [[{"trained": "local-user/trained"}], None]
 
 
 def test_a_card_names_local_paths_by_their_last_part(tmp_path):

@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForImageClassification, TrainingArguments, pipeline
 
 from modeling_vit_scratch.common.folders import LOCK_FILE, claim_output_folder
+from modeling_vit_scratch.common.model_folder import content_sha256
 from modeling_vit_scratch.common.overrides import parse_overrides
 from modeling_vit_scratch.common.secrets import weights_sha256
 from modeling_vit_scratch.sharing.push import check_own_code
@@ -77,6 +78,7 @@ def test_loss_falls_and_the_folder_holds_everything(trained_imagefolder):
     assert json.loads((output_dir / "all_results.json").read_text())["test_accuracy"] == metrics["test_accuracy"]
     record = json.loads((output_dir / "training_record.json").read_text())
     assert record["weights_sha256"] == weights_sha256(output_dir)  # the weights the metrics were measured on
+    assert record["results_sha256"] == content_sha256(json.loads((output_dir / "all_results.json").read_text()))
     assert not [path.name for path in output_dir.iterdir() if path.name.startswith(".saving-")]
     with Image.open(output_dir / "training_curves.png") as picture:
         assert picture.format == "PNG" and picture.size == (1000, 400)
