@@ -290,6 +290,8 @@ STOPPED_COMMAND = """
 import atexit, signal, sys
 if sys.argv[1] == "ignored":
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+else:  # as Python starts a process whose parent did not ignore SIGINT, whatever started the tests
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def handlers():
