@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from modeling_vit_scratch.common.blank import refuse_blank_options
+from modeling_vit_scratch.common.repeated import repeated_option
 
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN", "HF_API_TOKEN")
 MIN_SECRET_LENGTH = 8  # shorter values are too common to search for (and are no real token)
@@ -69,6 +70,9 @@ class RedactingArgumentParser(argparse.ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):
         self.given = list(sys.argv[1:] if args is None else args)
+        repeated = repeated_option(self, self.given)
+        if repeated:
+            self.error(repeated)
         namespace, extras = super().parse_known_args(args, namespace)
         refuse_blank_options(self, namespace)
         return namespace, extras

@@ -30,6 +30,7 @@ from modeling_vit_scratch.cli import COMMAND
 from modeling_vit_scratch.common.blank import blank_argument_line, is_blank, shown_blank
 from modeling_vit_scratch.common.numbers import check_numbers
 from modeling_vit_scratch.common.overrides import parse_overrides
+from modeling_vit_scratch.common.repeated import repeated_option
 from modeling_vit_scratch.common.secrets import (
     holds_secret,
     known_secrets,
@@ -710,6 +711,9 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     # Without a GPU (or other accelerator) the CPU is the device: saying so lets `--bf16 true` train under the CPU's
     # autocast, which TrainingArguments refuses unless `use_cpu` is set.
     parser.set_defaults(use_cpu=not torch.accelerator.is_available())
+    repeated = repeated_option(parser, argv)  # the command line only: its values replace the recipe's
+    if repeated:
+        raise ValueError(f"{repeated}.")
     namespace, remaining = parser.parse_known_args(recipe_to_argv(argv))
     options = [arg.split("=", 1)[0] for arg in remaining if arg.startswith("-")]
     if options:  # named without the value that follows it, which may be a secret
