@@ -87,8 +87,11 @@ def written_whole(path: Path, folder: Path, remove: bool = False) -> Iterator[No
 
 
 class SavingIntoClaimedFolder(Trainer):
-    """The Trainer whose checkpoints go only into the folder the run claimed (`claimed`, set after it is built) and
-    whose failed save removes the checkpoint it left unfinished, as one `RunStopped`."""
+    """The Trainer whose checkpoints go only into the folder the run claimed (`claimed`, set after it is built),
+    whose failed save removes the checkpoint it left unfinished, as one `RunStopped`, and which never writes into the
+    files of a checkpoint it saves again (a run resumed from an earlier checkpoint): the Trainer would rewrite them
+    in place, and a file hard-linked into another folder (`cp -al RUN COPY`) would change there too. The earlier
+    checkpoint is moved aside, saved anew as new files, then removed (put back if the save fails)."""
 
     claimed: ClaimedFolder | None = None
 
@@ -96,5 +99,18 @@ class SavingIntoClaimedFolder(Trainer):
         check_held(self.claimed)
         folder = Path(self._get_output_dir(trial=trial))
         path = folder / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-        with written_whole(path, folder, remove=self.args.should_save and not path.exists()):
-            super()._save_checkpoint(model, trial)
+        existed = path.exists()
+        self.accelerator.wait_for_everyone()  # every process has looked before the folder is moved
+        aside = path.with_name(f".replaced-{path.name}-{os.getpid()}") if existed and self.args.should_save else None
+        if aside is not None:
+            os.replace(path, aside)
+        self.accelerator.wait_for_everyone()
+        try:
+            with written_whole(path, folder, remove=self.args.should_save):
+                super()._save_checkpoint(model, trial)
+        except BaseException:
+            if aside is not None and not path.exists():
+                os.replace(aside, path)
+            raise
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)

@@ -1,5 +1,6 @@
 """Conversion from and to transformers' ViT: same function to 1e-5, bit-exact round trip, clear key errors."""
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -215,6 +216,8 @@ def test_convert_script_both_ways(tmp_path):
     from modeling_vit_scratch.common.secrets import weights_sha256
 
     kept = json.loads((tmp_path / "ours" / "conversion_record.json").read_text())
+    written = kept.pop("written_sha256")  # what the folder's files were when written: vouches for an overwrite
+    assert written["config.json"] == hashlib.sha256((tmp_path / "ours" / "config.json").read_bytes()).hexdigest()
     assert kept == {
         "input": "reference",  # a local folder by its name: the record may be published
         "from": "transformers",

@@ -168,3 +168,27 @@ def test_a_run_whose_folder_moved_or_whose_disk_filled_stops_in_one_line_with_it
             f"kept; the last checkpoint is {out}/checkpoint-1; {resume}"
         )
     assert Path(folder).is_dir()
+
+
+def test_a_run_resumed_in_a_hard_linked_copy_never_writes_into_the_original(tmp_path):
+    """`cp -al RUN COPY`, then a resume in COPY from an earlier checkpoint saves its later checkpoints again: as new
+    files (the Trainer would rewrite them in place, through the links, into RUN)."""
+    scenario = Scenario(tmp_path)
+    run, copy = tmp_path / "run", tmp_path / "copy"
+    argv = with_argument(scenario.argv("train", run), "--num_train_epochs", "2")
+    assert outcome("train", [*argv, "--save_strategy", "epoch"]).code == 0
+    first, last = checkpoints(run)[0], checkpoints(run)[-1]
+    for path in run.rglob("*"):  # cp -al
+        target = copy / path.relative_to(run)
+        target.mkdir(parents=True) if path.is_dir() else (
+            target.parent.mkdir(parents=True, exist_ok=True),
+            os.link(path, target),
+        )
+    before = {path: (path.stat().st_ino, path.stat().st_mtime_ns) for path in last.iterdir()}
+    resumed = with_argument(argv, "--output_dir", copy)
+    done = outcome("train", [*resumed, "--save_strategy", "epoch", "--resume_from_checkpoint", str(copy / first.name)])
+    assert done.code == 0, done
+    assert {path: (path.stat().st_ino, path.stat().st_mtime_ns) for path in last.iterdir()} == before
+    assert is_complete_checkpoint(copy / last.name)
+    assert all((copy / last.name / name).stat().st_nlink == 1 for name in os.listdir(copy / last.name))
+    assert not list(copy.glob(".replaced-*"))
