@@ -44,7 +44,8 @@ def with_hub_argument(scenario: Scenario, name: str, argument: str, value: str) 
     push_option, train_option = OPTIONS[argument]
     if name == "push":
         return [argv[0], value, *argv[2:]] if push_option is None else [*argv, push_option, value]
-    return [*argv, "--push_to_hub", "true", "--hub_model_id", "local-user/x", train_option, value]
+    argv = with_argument([*argv, "--push_to_hub", "true"], "--hub_model_id", "local-user/x")
+    return with_argument(argv, train_option, value)
 
 
 BAD = [

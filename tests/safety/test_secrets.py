@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from entry_points import Scenario, outcome, run_command
+from entry_points import Scenario, outcome, run_command, with_argument
 from helpers import write_imagefolder
 from hub_server import TOKEN, LocalHub
 from huggingface_hub import constants
@@ -73,7 +73,8 @@ def test_a_token_typed_into_a_sent_field_is_refused_without_echoing_it(
     if template is None:
         argv[1] = value
     else:
-        argv += [part.format(value) for part in template]
+        option, shape = template
+        argv = with_argument(argv, option, shape.format(value))
     on_disk = files_of(root)
     done = outcome(name, argv)
     assert done.one_line, done
@@ -259,7 +260,7 @@ def test_a_model_folder_whose_settings_hold_a_token_is_refused_before_training(t
     shutil.copytree(scenario.model(), folder)
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "note": SECRET}))
-    argv = scenario.argv("train") + [argument, str(folder)]
+    argv = with_argument(scenario.argv("train"), argument, folder)
     result = outcome("train", argv)
     assert result.one_line, result
     assert f"{folder / 'config.json'} holds or looks like a Hub token" in result.error and SECRET not in result.error
