@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from entry_points import Scenario, outcome
+from entry_points import Scenario, outcome, with_argument, with_arguments
 from helpers import write_imagefolder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -32,7 +32,7 @@ def train_on(scenario: Scenario, dataset, *extra: str) -> list[str]:
     """The scenario's working training line, on `dataset`."""
     argv = scenario.argv("train")
     argv[argv.index("--dataset") + 1] = str(dataset)
-    return argv + list(extra)
+    return with_arguments(argv, list(extra))
 
 
 @pytest.fixture
@@ -264,7 +264,7 @@ def test_drop_last_never_drops_an_evaluated_image(tmp_path):
     scenario = Scenario(tmp_path)
     output = tmp_path / "out"
     argv = [*scenario.argv("train", output), "--dataloader_drop_last", "true", "--per_device_eval_batch_size", "4"]
-    argv += ["--per_device_train_batch_size", "4"]
+    argv = with_argument(argv, "--per_device_train_batch_size", 4)
     result = outcome("train", argv)
     assert result.code == 0, result
     metrics = json.loads((output / "all_results.json").read_text())
@@ -300,7 +300,9 @@ def test_a_training_split_left_without_a_batch_by_drop_last_is_one_line(monkeypa
 def test_drop_last_with_a_training_split_under_one_batch_is_refused_before_the_preflight(tmp_path, monkeypatch):
     scenario = Scenario(tmp_path)
     monkeypatch.setattr(trainer_module, "check_images_together", lambda *a, **k: pytest.fail("ran the pre-flight"))
-    argv = [*scenario.argv("train"), "--dataloader_drop_last", "true", "--per_device_train_batch_size", "64"]
+    argv = with_argument(
+        [*scenario.argv("train"), "--dataloader_drop_last", "true"], "--per_device_train_batch_size", 64
+    )
     result = outcome("train", argv)
     assert result.code == 1 and result.one_line, result
     assert result.error.startswith("error: --dataloader_drop_last true drops every batch of the training split: ")

@@ -14,7 +14,7 @@ import os
 import shutil
 
 import pytest
-from entry_points import Scenario, outcome
+from entry_points import Scenario, outcome, with_arguments
 from helpers import write_imagefolder
 
 import modeling_vit_scratch.training.data as data_module
@@ -23,7 +23,7 @@ import modeling_vit_scratch.training.data as data_module
 def train_on(tmp_path, dataset, *extra: str) -> list[str]:
     argv = Scenario(tmp_path).argv("train")
     argv[argv.index("--dataset") + 1] = str(dataset)
-    return argv + list(extra)
+    return with_arguments(argv, list(extra))
 
 
 def refused(tmp_path, dataset, *extra: str) -> str:

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from entry_points import Scenario, outcome
+from entry_points import Scenario, outcome, with_arguments
 from safetensors.torch import load_file
 
 from modeling_vit_scratch.training.augmentation import AugmentingTrainer
@@ -38,10 +38,10 @@ def test_a_run_whose_loss_turns_nan_stops_keeps_the_last_good_checkpoint_and_res
     scenario = Scenario(tmp_path)
     output = tmp_path / "out"
     # 18 training images in batches of 8: 3 steps an epoch; a checkpoint every 2 steps, a log line never
-    argv = [
-        *scenario.argv("train", output),
-        *["--num_train_epochs", "3", "--save_strategy", "steps", "--save_steps", "2", "--logging_steps", "1000"],
-    ]
+    argv = with_arguments(
+        scenario.argv("train", output),
+        ["--num_train_epochs", "3", "--save_strategy", "steps", "--save_steps", "2", "--logging_steps", "1000"],
+    )
     original = AugmentingTrainer.compute_loss
 
     def diverging(self, *args, **kwargs):  # from step 3 on, the loss (and so every weight after it) is NaN

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
-from entry_points import Scenario, outcome, run_command
+from entry_points import Scenario, outcome, run_command, with_arguments
 from helpers import tiny_config, write_imagefolder
 from huggingface_hub import ModelCard
 from hypothesis import given, settings
@@ -65,7 +65,7 @@ def train_argv(tmp_path: Path, dataset: Path, *extra: str) -> list[str]:
     """The scenario's training command over `dataset` (2 classes of 10 images), writing tmp_path/out."""
     argv = Scenario(tmp_path).argv("train", output=tmp_path / "out")
     argv[argv.index("--dataset") + 1] = str(dataset)
-    return [*argv, *extra]
+    return with_arguments(argv, list(extra))
 
 
 @pytest.mark.integration

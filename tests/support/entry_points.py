@@ -193,3 +193,16 @@ def hub_repo(hub, repo_id: str, folder: Path) -> None:
     files = {path.name: repo.add_blob(path.read_bytes()) for path in folder.iterdir() if path.is_file()}
     repo.commit("refs/heads/main", "a model", "", {**repo.files(repo.refs["refs/heads/main"]), **files})
     repo.save()
+
+
+def with_arguments(argv: list[str], extra: list[str]) -> list[str]:
+    """`argv` with each `--argument value` pair of `extra` set (`with_argument`): a command line names an argument
+    once; anything else in `extra` is added at the end."""
+    argv, extra, index = list(argv), list(extra), 0
+    while index < len(extra):
+        pair = extra[index : index + 2]
+        if len(pair) == 2 and pair[0].startswith("--") and "=" not in pair[0] and not pair[1].startswith("--"):
+            argv, index = with_argument(argv, *pair), index + 2
+        else:
+            argv, index = [*argv, extra[index]], index + 1
+    return argv
