@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from datasets import ClassLabel, Dataset, DatasetDict, Features, load_dataset, load_from_disk
 from datasets import Image as ImageFeature
+from datasets.data_files import SPLIT_KEYWORDS
 from PIL import Image
 
 from modeling_vit_scratch.common.names import is_unprintable, shown_name
@@ -528,6 +529,7 @@ def imagefolder_data_files(path: Path) -> dict[str, list[str]]:
     }
     kept = {split: files for split, files in kept.items() if any(is_image_file(file) for file in files)}
     if patterns != DEFAULT_PATTERNS_ALL:  # split folders found by their names
+        check_split_files(path)
         check_split_folders(path, base, kept)
     return kept
 
@@ -705,21 +707,23 @@ def prepare_splits(
     test split stays unseen by model selection; a missing `test` split is carved out of `train` first. A share
     given (`fractions_given`: "validation", "test") for a split the set has is refused or said (`check_own_splits`).
     """
-    if "train" not in raw:
+    train_names = [name for name in raw if SPLIT_ROLES.get(name.lower()) == "train"]
+    if not train_names:
         raise ValueError(f"The data set has no 'train' split (splits: {list(raw)}): provide one.")
-    train = raw["train"]
+    train = raw[train_names[0]]
     image_column = find_column(train, image_column, "image", IMAGE_COLUMN_NAMES, ImageFeature)
     label_column = find_column(train, label_column, "label", LABEL_COLUMN_NAMES, ClassLabel)
     check_column_kinds(train, image_column, label_column)
+    roles, notes = split_roles({name: len(split) for name, split in raw.items()})
     splits = DatasetDict()
-    for name, split in raw.items():
-        split = split.select_columns([image_column, label_column])
+    for name, role in roles.items():
+        split = raw[name].select_columns([image_column, label_column])
         if image_column != "image":
             split = split.rename_column(image_column, "image")
         if label_column != "label":
             split = split.rename_column(label_column, "label")
-        splits[{"valid": "validation", "val": "validation"}.get(name, name)] = split
-    notes = check_own_splits({name: len(split) for name, split in splits.items()}, fractions_given or {})
+        splits[role] = split
+    notes += check_own_splits({name: len(split) for name, split in splits.items()}, fractions_given or {})
     for name, split in splits.items():
         check_label_values(split, name, label_column)
     if is_integer_column(splits["train"].features["label"]):
@@ -751,6 +755,70 @@ def prepare_splits(
     return PreparedData(DatasetDict({name: splits[name] for name in ("train", "validation", "test")}), labels, notes)
 
 
+SPLIT_ALIASES = {str(role): tuple(names) for role, names in SPLIT_KEYWORDS.items()}  # datasets' own table
+SPLIT_ROLES = {alias: role for role, aliases in SPLIT_ALIASES.items() for alias in aliases}
+
+
+def split_roles(sizes: dict[str, int | None]) -> tuple[dict[str, str], list[str]]:
+    """Each split name of a set (`sizes`: its rows, None where unknown, as a stream's) -> the role it plays (train,
+    validation, test), read through datasets' own table of split names (`SPLIT_KEYWORDS`: `eval` is a test split,
+    `dev` and `val` validation), the one it applies to folder and file names: so a save_to_disk set, a hub set and
+    a stream name their splits as an image folder or parquet files do. A split of no role is named in the returned
+    line, never dropped without a word; two splits of one role are one line naming both."""
+    roles, lines = {}, []
+    for name, rows in sizes.items():
+        role = SPLIT_ROLES.get(name.lower())
+        if role is None:
+            images = f" ({count(rows, 'image')})" if rows is not None else ""
+            lines.append(
+                f"Warning: split {name!r}{images} is not used: training reads the splits "
+                f"{', '.join(SPLIT_ALIASES)} (and their other names: {other_split_names()}); rename it to use it."
+            )
+            continue
+        same = [other for other, its in roles.items() if its == role]
+        if same:
+            raise ValueError(
+                f"The data set has two {role} splits, {same[0]!r} and {name!r} (both are names of the {role} split): "
+                "merge them, or rename one (e.g. to 'test' or 'validation', whichever it is)."
+            )
+        roles[name] = role
+    return roles, lines
+
+
+def check_split_files(path: Path) -> None:
+    """No two split names of one role each name files or folders under the local folder `path` (`validation-0.parquet`
+    and `dev-0.parquet`, `test/` and `eval/`): datasets would merge them into one split without a word, where a
+    save_to_disk set with both is refused (`split_roles`). One line naming both."""
+    from datasets.data_files import (
+        KEYWORDS_IN_DIR_NAME_BASE_PATTERNS,
+        KEYWORDS_IN_FILENAME_BASE_PATTERNS,
+        resolve_pattern,
+    )
+
+    base, named = path.resolve().as_posix(), {}
+    for alias, role in SPLIT_ROLES.items():
+        for pattern in KEYWORDS_IN_FILENAME_BASE_PATTERNS + KEYWORDS_IN_DIR_NAME_BASE_PATTERNS:
+            try:
+                found = resolve_pattern(pattern.format(keyword=alias, sep="-._ 0-9"), base)
+            except FileNotFoundError:
+                continue
+            if found:
+                named.setdefault(role, [])
+                if alias not in named[role]:
+                    named[role].append(alias)
+    for role, aliases in named.items():
+        if len(aliases) > 1:
+            raise ValueError(
+                f"The data set folder '{shown_name(path)}' has two {role} splits, {aliases[0]!r} and {aliases[1]!r} "
+                f"(files or folders named as both; both are names of the {role} split), which datasets would merge "
+                "without a word: merge them, or rename one (e.g. to 'test' or 'validation', whichever it is)."
+            )
+
+
+def other_split_names() -> str:
+    return "; ".join(f"{role}: {', '.join(names[1:])}" for role, names in SPLIT_ALIASES.items())
+
+
 def unlearnt_classes_lines(labels: list[int], names: list[str]) -> list[str]:
     """A warning line naming the classes the training split holds no image of (a ClassLabel may list names no row
     uses): the model still has an output for each, which it never learns to give."""
@@ -771,11 +839,8 @@ def numbers_in_order(splits: DatasetDict, column: str = "label") -> DatasetDict:
     """`splits` whose class names (`column`'s ClassLabel, made here from text labels or class folders, which sort as
     text) are all whole numbers written plainly ("0".."11"), renumbered so the classes are in numerical order:
     the model's class 2 is "2", not "10". Other names are left in their order."""
-    feature = splits["train"].features[column]
-    names = feature.names
-    if not all(name.isascii() and name.isdigit() and str(int(name)) == name for name in names):
-        return splits
-    ordered = sorted(names, key=int)
+    names = splits["train"].features[column].names
+    ordered = names_in_order(names)
     if ordered == names:
         return splits
     wanted = ClassLabel(names=ordered)
@@ -787,6 +852,28 @@ def numbers_in_order(splits: DatasetDict, column: str = "label") -> DatasetDict:
         return split.remove_columns(column).add_column(column, numbers, feature=wanted)
 
     return DatasetDict({name: renumbered(split) for name, split in splits.items()})
+
+
+def names_in_order(names: list[str]) -> list[str]:
+    """`names` in numerical order where all are whole numbers written plainly ("0".."11": the model's class 2 is "2",
+    not "10"), else as they are."""
+    if all(name.isascii() and name.isdigit() and str(int(name)) == name for name in names):
+        return sorted(names, key=int)
+    return names
+
+
+def integer_order_line(values: list[int]) -> list[str]:
+    """For integer labels that are not 0..N-1 (`values`, sorted), the line giving the model's index of each; else
+    none."""
+    if values == list(range(len(values))):
+        return []
+    pairs = ", ".join(f"{index} -> {value}" for index, value in enumerate(values[:10]))
+    line = (
+        f"The integer labels are not 0..{len(values) - 1} but {shown_labels([str(v) for v in values], 10)}: the "
+        f"model's classes are them in numerical order, model index -> data set label: {pairs}"
+        f"{', ...' * (len(values) > 10)} (config.json's id2label names each class by its label)."
+    )
+    return [line]
 
 
 def is_integer_column(feature) -> bool:
@@ -831,13 +918,9 @@ def integer_classes(splits: DatasetDict) -> tuple[DatasetDict, list[str]]:
         numbers = np.searchsorted(lookup, np.asarray(split["label"], dtype=np.int64)).tolist()
         return split.remove_columns("label").add_column("label", numbers, feature=feature)
 
-    pairs = ", ".join(f"{index} -> {value}" for index, value in enumerate(values[:10]))
-    line = (
-        f"The integer labels are not 0..{len(values) - 1} but {shown_labels(names, 10)}: the model's classes are "
-        f"them in numerical order, model index -> data set label: {pairs}{', ...' * (len(values) > 10)} (config.json's "
-        "id2label names each class by its label)."
+    return DatasetDict({**splits, **{name: renumbered(split) for name, split in numbered.items()}}), (
+        integer_order_line(values)
     )
-    return DatasetDict({**splits, **{name: renumbered(split) for name, split in numbered.items()}}), [line]
 
 
 TEST_WITHOUT_LABELS = " (an unlabelled test split can be left out of the set: a test split is then carved from train)"

@@ -1,0 +1,111 @@
+"""The data sets a user brings are read the same way whatever their format, and streamed or not; what cannot be
+read is said in one line before training.
+
+- Split names: one table (datasets' own, `SPLIT_KEYWORDS`) for image folders, parquet and arrow file names,
+  save_to_disk sets, hub sets and streams: `eval` is a test split, `dev`/`val`/`valid` validation splits (before: a
+  save_to_disk `eval` split was dropped without a word while a parquet `eval-*.parquet` was the test split). A split
+  of no role is named in a warning line; two splits of one role are refused naming both.
+- Text labels of a stream are class names, as in a set read whole (before: "not class names"); integer labels are
+  numbers as there; where the stream cannot be read through first (a hub set), one line says so and the fixes.
+"""
+
+import numpy as np
+import pytest
+from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
+from datasets import Image as ImageFeature
+from entry_points import Scenario, outcome, with_argument
+from PIL import Image
+
+from modeling_vit_scratch.training.data import prepare_splits, split_roles
+from modeling_vit_scratch.training.streaming import StreamSource, stream_classes
+
+CLASSES = ClassLabel(names=["a", "b", "c"])
+
+
+def tiny_split(rows: int, features: Features | None = None) -> Dataset:
+    rng = np.random.default_rng(rows)
+    images = [Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)) for _ in range(rows)]
+    features = features or Features(image=ImageFeature(), label=CLASSES)
+    return Dataset.from_dict({"image": images, "label": [i % 3 for i in range(rows)]}, features=features)
+
+
+def written(folder, sizes: dict[str, int], streaming: bool):
+    """A set of `sizes` (split -> rows): parquet shards named by their splits (streamed), or save_to_disk."""
+    if streaming:
+        folder.mkdir()
+        for name, rows in sizes.items():
+            tiny_split(rows).to_parquet(folder / f"{name}-0.parquet")
+    else:
+        DatasetDict({name: tiny_split(rows) for name, rows in sizes.items()}).save_to_disk(folder)
+    return folder
+
+
+def training(scenario: Scenario, dataset, streaming: bool, *extra: str) -> list[str]:
+    argv = with_argument(scenario.argv("train"), "--dataset", dataset)
+    return argv + (["--streaming", "true", "--max_steps", "1"] if streaming else []) + list(extra)
+
+
+@pytest.mark.parametrize(
+    "names, roles",
+    [
+        (["train", "eval"], {"train": "train", "eval": "test"}),
+        (["training", "dev", "testing"], {"training": "train", "dev": "validation", "testing": "test"}),
+        (["train", "val", "evaluation"], {"train": "train", "val": "validation", "evaluation": "test"}),
+        (["Train", "VALID"], {"Train": "train", "VALID": "validation"}),
+    ],
+)
+def test_every_split_name_of_datasets_table_plays_its_role(names, roles):
+    assert split_roles(dict.fromkeys(names, 6)) == (roles, [])
+
+
+def test_a_split_of_no_role_is_named_in_a_warning_with_its_size_never_dropped_silently():
+    raw = DatasetDict(train=tiny_split(24), eval=tiny_split(6), extra=tiny_split(4))
+    data = prepare_splits(raw, validation_fraction=0.2)
+    assert len(data.splits["test"]) == 6  # `eval` is the test split, as datasets reads eval-*.parquet
+    (line,) = data.notes
+    assert line.startswith("Warning: split 'extra' (4 images) is not used: training reads the splits train, ")
+    assert line.endswith("test: testing, eval, evaluation); rename it to use it.")
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("pair", [("validation", "dev"), ("test", "eval")])
+def test_two_splits_of_one_role_are_one_line_naming_both(tmp_path, streaming, pair):
+    scenario = Scenario(tmp_path)
+    folder = written(tmp_path / "set", {"train": 24, pair[0]: 6, pair[1]: 6}, streaming)
+    done = outcome("train", training(scenario, folder, streaming))
+    role = "validation" if pair[0] == "validation" else "test"
+    assert done.one_line, done
+    said = f"two {role} splits, '{pair[0]}' and '{pair[1]}' "
+    assert said in done.error and f"both are names of the {role} split" in done.error
+    assert not (tmp_path / "out-train").exists()
+
+
+def text_shards(folder, labels: list[str]):
+    folder.mkdir()
+    features = Features(image=ImageFeature(), label=Value("string"))
+    for index in range(2):
+        rows = tiny_split(len(labels)).remove_columns("label").add_column("label", labels)
+        rows.cast(features).to_parquet(folder / f"train-{index}.parquet")
+    return StreamSource(str(folder), "parquet", sorted(folder.glob("*.parquet")))
+
+
+@pytest.mark.parametrize(
+    "labels, names", [(["fox", "cat", "dog"], ["cat", "dog", "fox"]), (["10", "2", "1"], ["1", "2", "10"])]
+)
+def test_text_labels_of_a_stream_are_class_names_in_the_order_a_whole_set_gives(tmp_path, labels, names):
+    source = text_shards(tmp_path / "shards", labels * 4)
+    classes, lookup, lines = stream_classes(source, Value("string"), "label")
+    whole = DatasetDict(train=tiny_split(30).remove_columns("label").add_column("label", labels * 10))
+    whole = prepare_splits(whole)
+    assert classes.names == names == whole.labels  # streamed or not: the same classes, in the same order
+    assert lookup == {label: names.index(label) for label in labels} and lines == []
+
+
+@pytest.mark.parametrize("kind", ["hub", "webdataset"])
+def test_text_labels_a_stream_cannot_read_first_are_one_line_saying_so_and_the_fixes(kind):
+    with pytest.raises(ValueError, match="^Label column 'label' holds class names as text, and a") as refused:
+        stream_classes(StreamSource("some/set", kind, []), Value("string"), "label")
+    assert "cannot be read through first to list every class: declare the column a ClassLabel" in str(refused.value)
+    assert str(refused.value).endswith(
+        "or leave out --streaming (the set is then read whole first and its classes listed)."
+    )
