@@ -647,6 +647,37 @@ def find_column(dataset: Dataset, wanted: str | None, kind: str, names: tuple[st
     return found[0]
 
 
+def path_images(split: Dataset, column: str, root: str | None, name: str) -> Dataset:
+    """`split` whose image `column` holds file paths as text, read as images (`cast_column(column, Image())`, as
+    datasets reads a path cell): a relative path from the set's folder `root`, not from where the command runs. Each
+    path is checked first (`entry_kind`, nothing opened): a file that is not there, no regular file or a broken link
+    is one line naming the row. A path outside `root` is read and named (`outside_paths_lines`). A hub set (`root`
+    None) holds no files to name: one line."""
+    if root is None:
+        raise ValueError(
+            f"Column {column!r} holds text, not images, and a hub data set has no folder its paths could name: give "
+            "a set whose image column holds images (`cast_column(column, Image())` before saving it)."
+        )
+    where = f"the {name} split's image column {column!r}"
+    absolute = [image_path(path, root, f"Row {row} of {where}") for row, path in enumerate(split[column])]
+    return split.remove_columns(column).add_column(column, absolute).cast_column(column, ImageFeature())
+
+
+def image_path(path: str | None, root: str, where: str) -> str:
+    """The file a text image cell (`path`, `where` naming its row) names, read from the set's folder `root`; one line
+    when it is not there, no regular file or a broken link (`entry_kind`: nothing is opened)."""
+    image = Path(root, path or "")
+    kind, why = entry_kind(image, Path(root)) if path and os.path.lexists(image) else ("missing", "")
+    if kind in ("missing", "broken", "not_regular"):
+        what = {"broken": why, "not_regular": "no regular file (a device, pipe or socket)"}.get(kind, "not there")
+        raise FileNotFoundError(
+            f"{where} names the file '{shown_name(path)}', which is {what} (paths are read from the data set folder "
+            f"'{shown_name(root)}'): give each image's path relative to that folder (or absolute), or pick the "
+            "image column with --image_column."
+        )
+    return str(image)
+
+
 TEXT_DTYPES = ("string", "large_string", "bool")  # read as class names (`class_encode_column`)
 
 
@@ -700,12 +731,15 @@ def prepare_splits(
     test_fraction: float = 0.1,
     split_seed: int = 0,
     fractions_given: dict[str, str] | None = None,
+    root: str | None = None,
 ) -> PreparedData:
     """Rename the columns to `image`/`label`, make the labels a `ClassLabel`, and make `validation` and `test`.
 
     A missing `validation` split is carved out of `train` (stratified, `split_seed`), never out of `test`, so the
     test split stays unseen by model selection; a missing `test` split is carved out of `train` first. A share
     given (`fractions_given`: "validation", "test") for a split the set has is refused or said (`check_own_splits`).
+    An image column of file paths is read as images from the files they name (`path_images`; `root`, the set's
+    folder: None for a hub set or the digits).
     """
     train_names = [name for name in raw if SPLIT_ROLES.get(name.lower()) == "train"]
     if not train_names:
@@ -713,6 +747,9 @@ def prepare_splits(
     train = raw[train_names[0]]
     image_column = find_column(train, image_column, "image", IMAGE_COLUMN_NAMES, ImageFeature)
     label_column = find_column(train, label_column, "label", LABEL_COLUMN_NAMES, ClassLabel)
+    if getattr(train.features[image_column], "dtype", "") in ("string", "large_string"):
+        raw = DatasetDict({name: path_images(split, image_column, root, name) for name, split in raw.items()})
+        train = raw[train_names[0]]
     check_column_kinds(train, image_column, label_column)
     roles, notes = split_roles({name: len(split) for name, split in raw.items()})
     splits = DatasetDict()

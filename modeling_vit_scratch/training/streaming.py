@@ -56,6 +56,7 @@ from modeling_vit_scratch.training.data import (
     feature_kind,
     find_column,
     folder_files,
+    image_path,
     imagefolder_files,
     integer_order_line,
     is_integer_column,
@@ -276,10 +277,13 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
     image_column = find_column(train, data_args.image_column, "image", IMAGE_COLUMN_NAMES, ImageFeature)
     label_column = find_column(train, data_args.label_column, "label", LABEL_COLUMN_NAMES, ClassLabel)
     labels, lookup, label_lines = stream_classes(source, train.features[label_column], label_column)
+    paths = getattr(train.features[image_column], "dtype", "") in ("string", "large_string")  # file paths as text
+    if paths:
+        check_stream_paths(source, image_column)
     path_cells = []  # image cells of the shards that name a file by its path, read only where there are some
     for file in source.files if source.kind == "parquet" else []:
         check_shard_columns(file, train.features, image_column, label_column, labels.names)  # the set's columns
-        path_cells += shard_path_cells(file, image_column)
+        path_cells += [] if paths else shard_path_cells(file, image_column)
         shard_renumbering(file, train.features)  # a class the set lacks: one line now, not mid-run
         if lookup is None:
             check_shard_labels(file, label_column, len(labels.names))  # "no label" (-1): one line now, not mid-run
@@ -290,8 +294,13 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
         split = split.rename_columns(renames) if renames else split
         if lookup is not None:  # text or integer labels: each row's class number, as the whole set names them
             split = split.map(lambda row: {"label": lookup[row["label"]]})
+        if paths:  # read from the set's folder, wherever the command runs
+            split = split.map(lambda row: {"image": str(Path(source.path, row["image"]))})
         splits[name] = split.cast(features)
     root = source.path if Path(source.path).is_dir() else None  # a local set's rows are named from its folder
+    if paths:  # the paths read above, named where they lead outside the set
+        cells = [{"bytes": None, "path": str(Path(root, path))} for path in stream_image_paths(source, image_column)]
+        path_cells = [pyarrow.array(cells, ImageFeature().pa_type)]
     unused = check_own_splits(dict.fromkeys(splits), getattr(data_args, "fractions_given", {}))  # before any row
     held_out, train = held_out_splits(splits, data_args, root)
     return Stream(
@@ -343,13 +352,35 @@ def stream_classes(source: StreamSource, feature, column: str) -> tuple[ClassLab
     return ClassLabel(names=names), {value: index for index, value in enumerate(values)}, integer_order_line(values)
 
 
-def shard_label_values(file, column: str) -> list:
-    """The distinct values of the parquet shard `file`'s label column, read alone (no image)."""
+def check_stream_paths(source: StreamSource, column: str) -> None:
+    """Each file path of a local parquet stream's text image `column` names a file (`data.image_path`: read from the
+    set's folder), checked before training from the column read alone; a hub or WebDataset stream's paths name no
+    file here: one line."""
+    if source.kind != "parquet":
+        raise ValueError(
+            f"Column {column!r} holds text, not images, and a {source.kind} stream's paths name no file here: write "
+            "the images into the set (an Image column: `cast_column(column, Image())` before writing the shards)."
+        )
+    for file in source.files:
+        for row, path in enumerate(shard_column(file, column).to_pylist()):
+            image_path(path, source.path, f"Row {row} of shard '{shown_name(file)}'")
+
+
+def stream_image_paths(source: StreamSource, column: str) -> list[str]:
+    return [path for file in source.files for path in shard_column(file, column).to_pylist()]
+
+
+def shard_column(file, column: str) -> "pyarrow.ChunkedArray":
+    """The parquet shard `file`'s `column`, read alone."""
     from datasets.utils.file_utils import xopen
 
     with xopen(str(file), "rb") as handle:
-        labels = pyarrow.parquet.read_table(handle, columns=[column]).column(column)
-    return pyarrow.compute.unique(labels).drop_null().to_pylist()
+        return pyarrow.parquet.read_table(handle, columns=[column]).column(column)
+
+
+def shard_label_values(file, column: str) -> list:
+    """The distinct values of the parquet shard `file`'s label column, read alone (no image)."""
+    return pyarrow.compute.unique(shard_column(file, column)).drop_null().to_pylist()
 
 
 def stream_splits(source: StreamSource) -> dict:
@@ -405,7 +436,8 @@ def check_shard_columns(file, features: Features, image_column: str, label_colum
                 f"the set's {wants}: add the column to the shard, or leave the shard out."
             )
     image, label = own[image_column], own[label_column]
-    if not (isinstance(image, ImageFeature) or (isinstance(image, dict) and set(image) == {"bytes", "path"})):
+    cells = isinstance(image, ImageFeature) or (isinstance(image, dict) and set(image) == {"bytes", "path"})
+    if not (cells or image == features[image_column]):  # images, or file paths as the set holds them
         raise ValueError(
             f"Shard '{shown_name(file)}' holds {feature_kind(image)} in its image column {image_column!r}, where the "
             "set holds images: write the shard's images as the set's (an Image column), or leave the shard out."

@@ -7,7 +7,11 @@ read is said in one line before training.
   of no role is named in a warning line; two splits of one role are refused naming both.
 - Text labels of a stream are class names, as in a set read whole (before: "not class names"); integer labels are
   numbers as there; where the stream cannot be read through first (a hub set), one line says so and the fixes.
+- An image column of file paths (text) is read as images, from the set's folder (before: "pick the image column
+  with --image_column", though the column was right); a path naming no file is one line naming the row.
 """
+
+import os
 
 import numpy as np
 import pytest
@@ -109,3 +113,48 @@ def test_text_labels_a_stream_cannot_read_first_are_one_line_saying_so_and_the_f
     assert str(refused.value).endswith(
         "or leave out --streaming (the set is then read whole first and its classes listed)."
     )
+
+
+def path_set(folder, paths: list[str]) -> Dataset:
+    """A set whose image column holds file paths as text, and the images they name under `folder`."""
+    for index, path in enumerate(paths):
+        if not os.path.isabs(path) and not path.startswith(".."):
+            (folder / path).parent.mkdir(parents=True, exist_ok=True)
+            tiny_split(3).cast_column("image", ImageFeature())[index % 3]["image"].save(folder / path)
+    features = Features(image=Value("string"), label=CLASSES)
+    return Dataset.from_dict({"image": paths, "label": [i % 3 for i in range(len(paths))]}, features=features)
+
+
+def test_an_image_column_of_paths_is_read_as_images_from_the_sets_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # not the set's folder: paths are read from the set's
+    paths = [f"files/{index}.png" for index in range(30)]
+    raw = DatasetDict(train=path_set(tmp_path / "set", paths))
+    data = prepare_splits(raw, root=str(tmp_path / "set"))
+    assert isinstance(data.splits["train"].features["image"], ImageFeature)
+    assert data.splits["train"][0]["image"].size == (8, 8)
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_path_in_the_image_column_that_names_no_file_is_one_line_naming_the_row(tmp_path, streaming):
+    folder = tmp_path / "set"
+    paths = [f"files/{index}.png" for index in range(29)] + ["files/gone.png"]
+    rows = path_set(folder, paths)
+    (folder / "files" / "gone.png").unlink()
+    rows.to_parquet(folder / "train-0.parquet") if streaming else rows.save_to_disk(folder / "saved")
+    dataset = folder if streaming else folder / "saved"
+    if not streaming:
+        os.rename(folder / "files", folder / "saved" / "files")
+    done = outcome("train", training(Scenario(tmp_path), dataset, streaming))
+    assert done.one_line, done
+    where = "shard '" + str(folder / "train-0.parquet") + "'" if streaming else "the train split's image column 'image'"
+    assert done.error == (
+        f"error: Row 29 of {where} names the file 'files/gone.png', which is not there (paths are read from the data "
+        f"set folder '{dataset}'): give each image's path relative to that folder (or absolute), or pick the image "
+        "column with --image_column."
+    )
+
+
+def test_an_image_column_of_paths_in_a_hub_set_is_one_line():
+    raw = DatasetDict(train=Dataset.from_dict({"image": ["a.png"] * 3, "label": [0, 1, 2]}))
+    with pytest.raises(ValueError, match="^Column 'image' holds text, not images, and a hub data set has no folder"):
+        prepare_splits(raw)
