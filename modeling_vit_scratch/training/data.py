@@ -595,7 +595,7 @@ def load_imagefolder(path: Path) -> DatasetDict:
         raise empty from None
     if not data_files:
         raise empty
-    loaded = load_dataset("imagefolder", data_files=data_files)
+    loaded = with_folder_labels(load_dataset("imagefolder", data_files=data_files), path)
     if any("label" in split.features for split in loaded.values()):
         if all(isinstance(split.features.get("label"), ClassLabel) for split in loaded.values()):
             return numbers_in_order(loaded)  # class folders named 0..11: in numerical order
@@ -620,6 +620,39 @@ def load_imagefolder(path: Path) -> DatasetDict:
             "classes: add a sub-folder of images of another class."
         )
     return loaded
+
+
+def class_folders(path: Path) -> list[str] | None:
+    """The class names an image folder's folders give (the folder holding each image, sorted, numbers in numerical
+    order), or None where its images lie in one folder (no classes to read)."""
+    names = sorted({file.parent.name for file in imagefolder_files(path)})
+    return names_in_order(names) if len(names) > 1 else None
+
+
+def metadata_without_labels(path: Path, columns) -> bool:
+    """Whether the image folder `path` has metadata files (`metadata.csv`, ...) that give no `label` column: datasets
+    then reads their columns and leaves the class folders unread."""
+    from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
+
+    found = any(set(files) & set(ImageFolder.METADATA_FILENAMES) for _, _, files in os.walk(path))
+    return found and "label" not in columns
+
+
+def with_folder_labels(loaded: DatasetDict, path: Path) -> DatasetDict:
+    """`loaded` with a `label` column read from the class folders where the folder's metadata files give none
+    (`metadata_without_labels`): datasets labels images by their folders only where there is no metadata file, so a
+    metadata.csv of captions would hide the classes. The metadata's own columns are kept (--label_column picks one)."""
+    names = class_folders(path)
+    if names is None or not metadata_without_labels(path, next(iter(loaded.values())).features):
+        return loaded
+    feature = ClassLabel(names=names)
+
+    def labelled(split: Dataset) -> Dataset:
+        cells = split.select_columns(["image"]).cast_column("image", ImageFeature(decode=False))["image"]
+        numbers = [names.index(Path(cell["path"]).parent.name) for cell in cells]
+        return split.add_column("label", numbers, feature=feature)
+
+    return DatasetDict({name: labelled(split) for name, split in loaded.items()})
 
 
 def find_column(dataset: Dataset, wanted: str | None, kind: str, names: tuple[str, ...], feature_type) -> str:

@@ -51,6 +51,7 @@ from modeling_vit_scratch.training.data import (
     check_metadata_files,
     check_own_splits,
     check_split_files,
+    class_folders,
     count,
     entry_kind,
     feature_kind,
@@ -61,6 +62,7 @@ from modeling_vit_scratch.training.data import (
     integer_order_line,
     is_integer_column,
     left_out_line,
+    metadata_without_labels,
     names_in_order,
     outside_paths_lines,
     saved_to_disk,
@@ -268,6 +270,10 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
     if "train" not in roles.values():
         raise ValueError(f"The data set has no 'train' split (splits: {list(splits)}): provide one.")
     splits = {role: splits[name] for name, role in roles.items()}
+    if source.kind == "imagefolder":  # a metadata file without labels hides the class folders: read them
+        names = class_folders(Path(source.path))
+        if names is not None and metadata_without_labels(Path(source.path), splits["train"].features or {}):
+            splits = {name: with_stream_folder_labels(split, ClassLabel(names=names)) for name, split in splits.items()}
     train = splits["train"]
     if train.features is None:
         raise ValueError(
@@ -381,6 +387,14 @@ def shard_column(file, column: str) -> "pyarrow.ChunkedArray":
 def shard_label_values(file, column: str) -> list:
     """The distinct values of the parquet shard `file`'s label column, read alone (no image)."""
     return pyarrow.compute.unique(shard_column(file, column)).drop_null().to_pylist()
+
+
+def with_stream_folder_labels(split: IterableDataset, feature: ClassLabel) -> IterableDataset:
+    """A streamed image folder's `split` with a `label` column read from each image's class folder, as
+    `data.with_folder_labels` reads a folder held whole."""
+    features = Features({**split.features, "image": ImageFeature(decode=False), "label": feature})
+    split = split.cast_column("image", ImageFeature(decode=False))
+    return split.map(lambda row: {"label": feature.str2int(Path(row["image"]["path"]).parent.name)}, features=features)
 
 
 def stream_splits(source: StreamSource) -> dict:

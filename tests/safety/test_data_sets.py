@@ -9,18 +9,21 @@ read is said in one line before training.
   numbers as there; where the stream cannot be read through first (a hub set), one line says so and the fixes.
 - An image column of file paths (text) is read as images, from the set's folder (before: "pick the image column
   with --image_column", though the column was right); a path naming no file is one line naming the row.
+- A metadata file without a label column leaves the class folders as the labels, read and streamed (before: "No
+  label column found", the folders' classes hidden).
 """
 
+import json
 import os
 
 import numpy as np
 import pytest
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 from datasets import Image as ImageFeature
-from entry_points import Scenario, outcome, with_argument
+from entry_points import Scenario, outcome, with_argument, with_arguments
 from PIL import Image
 
-from modeling_vit_scratch.training.data import prepare_splits, split_roles
+from modeling_vit_scratch.training.data import load_image_dataset, prepare_splits, split_roles
 from modeling_vit_scratch.training.streaming import StreamSource, stream_classes
 
 CLASSES = ClassLabel(names=["a", "b", "c"])
@@ -46,7 +49,7 @@ def written(folder, sizes: dict[str, int], streaming: bool):
 
 def training(scenario: Scenario, dataset, streaming: bool, *extra: str) -> list[str]:
     argv = with_argument(scenario.argv("train"), "--dataset", dataset)
-    return argv + (["--streaming", "true", "--max_steps", "1"] if streaming else []) + list(extra)
+    return with_arguments(argv, (["--streaming", "true", "--max_steps", "1"] if streaming else []) + list(extra))
 
 
 @pytest.mark.parametrize(
@@ -158,3 +161,30 @@ def test_an_image_column_of_paths_in_a_hub_set_is_one_line():
     raw = DatasetDict(train=Dataset.from_dict({"image": ["a.png"] * 3, "label": [0, 1, 2]}))
     with pytest.raises(ValueError, match="^Column 'image' holds text, not images, and a hub data set has no folder"):
         prepare_splits(raw)
+
+
+def captioned(images):
+    """`images` (class folders) with a metadata.csv of captions: no label column."""
+    files = sorted(file.relative_to(images).as_posix() for file in images.rglob("*.png"))
+    (images / "metadata.csv").write_text("\n".join(["file_name,caption", *(f"{f},a photo" for f in files)]) + "\n")
+    return images
+
+
+def test_a_metadata_file_without_labels_leaves_the_class_folders_as_labels(tmp_path):
+    loaded = load_image_dataset(str(captioned(Scenario(tmp_path).images())))
+    assert loaded["train"].features["label"].names == ["cat", "dog", "fox"]
+    assert "caption" in loaded["train"].features  # the metadata's columns are kept
+    paths = loaded["train"].cast_column("image", ImageFeature(decode=False))["image"]
+    assert [loaded["train"].features["label"].int2str(n) for n in loaded["train"]["label"]] == [
+        os.path.basename(os.path.dirname(cell["path"])) for cell in paths
+    ]
+
+
+@pytest.mark.integration
+def test_a_streamed_folder_with_a_metadata_file_without_labels_trains_on_its_class_folders(tmp_path):
+    scenario = Scenario(tmp_path)
+    extra = ["--validation_fraction", "0.3", "--test_fraction", "0.3", "--eval_strategy", "steps", "--eval_steps", "1"]
+    argv = training(scenario, captioned(scenario.images()), True, *extra)
+    assert outcome("train", argv).code == 0
+    config = json.loads((tmp_path / "out-train" / "config.json").read_text())
+    assert config["id2label"] == {"0": "cat", "1": "dog", "2": "fox"}
