@@ -76,12 +76,27 @@ def load_image_dataset(source: str, config_name: str | None = None, secrets: lis
         try:
             loaded = load_dataset(source, config_name)
         except (OSError, ValueError) as error:  # offline, unknown name, private repo, missing configuration
-            raise FileNotFoundError(
-                f"Data set {source!r} is no folder here and could not be loaded from the hub "
-                f"({' '.join(str(error).split())}): check the path (a folder name needs ./ in front) or the hub "
-                "data set name."
-            ) from None
+            raise hub_data_set_error(source, error, "is no folder here and could not be loaded from the hub") from None
     return loaded if isinstance(loaded, DatasetDict) else DatasetDict(train=loaded)
+
+
+def hub_data_set_error(source: str, error: Exception, what: str) -> FileNotFoundError:
+    """The line for a hub data set `source` that `load_dataset` could not open (`what` it could not do): not in the
+    cache while offline (HF_HUB_OFFLINE or HF_DATASETS_OFFLINE set), the variable that forbade the download and the two fixes;
+    otherwise datasets' reason and the names to check. Read and streamed sets alike."""
+    import datasets.config
+
+    if datasets.config.HF_HUB_OFFLINE and isinstance(error, ConnectionError):  # the Hub it would have asked
+        variable = "HF_DATASETS_OFFLINE" if os.environ.get("HF_DATASETS_OFFLINE") is not None else "HF_HUB_OFFLINE"
+        return FileNotFoundError(
+            f"Data set {source!r} is no folder here and not in the Hugging Face cache, and {variable} is set, so it "
+            f"was not downloaded: unset {variable} (or download the set once online: it is then read from the "
+            "cache), or give a local folder (a folder name needs ./ in front)."
+        )
+    return FileNotFoundError(
+        f"Data set {source!r} {what} ({' '.join(str(error).split())}): check the path (a folder name needs ./ in "
+        "front) or the hub data set name."
+    )
 
 
 DATA_SET_TAKES = (

@@ -57,6 +57,7 @@ from modeling_vit_scratch.training.data import (
     feature_kind,
     find_column,
     folder_files,
+    hub_data_set_error,
     image_path,
     imagefolder_files,
     integer_order_line,
@@ -262,10 +263,7 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
     try:
         splits = stream_splits(source)
     except (OSError, ValueError) as error:  # offline, unknown name, private repo, missing configuration
-        raise FileNotFoundError(
-            f"Data set {data_args.dataset!r} could not be opened as a stream ({' '.join(str(error).split())}): "
-            "check the folder or the hub data set name."
-        ) from None
+        raise hub_data_set_error(data_args.dataset, error, "could not be opened as a stream") from None
     roles, unused_splits = split_roles(dict.fromkeys(splits))
     if "train" not in roles.values():
         raise ValueError(f"The data set has no 'train' split (splits: {list(splits)}): provide one.")

@@ -11,11 +11,14 @@ read is said in one line before training.
   with --image_column", though the column was right); a path naming no file is one line naming the row.
 - A metadata file without a label column leaves the class folders as the labels, read and streamed (before: "No
   label column found", the folders' classes hidden).
+- A hub set not in the cache while HF_HUB_OFFLINE (or HF_DATASETS_OFFLINE) is set: one line naming the variable and
+  the fixes (before: "could not be loaded from the hub (... OfflineModeIsEnabled)"), read and streamed.
 """
 
 import json
 import os
 
+import datasets.config
 import numpy as np
 import pytest
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
@@ -23,7 +26,7 @@ from datasets import Image as ImageFeature
 from entry_points import Scenario, outcome, with_argument, with_arguments
 from PIL import Image
 
-from modeling_vit_scratch.training.data import load_image_dataset, prepare_splits, split_roles
+from modeling_vit_scratch.training.data import hub_data_set_error, load_image_dataset, prepare_splits, split_roles
 from modeling_vit_scratch.training.streaming import StreamSource, stream_classes
 
 CLASSES = ClassLabel(names=["a", "b", "c"])
@@ -188,3 +191,30 @@ def test_a_streamed_folder_with_a_metadata_file_without_labels_trains_on_its_cla
     assert outcome("train", argv).code == 0
     config = json.loads((tmp_path / "out-train" / "config.json").read_text())
     assert config["id2label"] == {"0": "cat", "1": "dog", "2": "fox"}
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("variable", ["HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"])
+def test_a_hub_set_not_in_the_cache_while_offline_is_one_line_naming_the_variable(
+    tmp_path, monkeypatch, streaming, variable
+):
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)  # what either variable sets when datasets starts
+    if variable == "HF_DATASETS_OFFLINE":
+        monkeypatch.setenv(variable, "1")
+    else:
+        monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    done = outcome("train", training(Scenario(tmp_path), "someone/not-cached-set", streaming))
+    assert done.error == (
+        f"error: Data set 'someone/not-cached-set' is no folder here and not in the Hugging Face cache, and {variable} "
+        f"is set, so it was not downloaded: unset {variable} (or download the set once online: it is then read from "
+        "the cache), or give a local folder (a folder name needs ./ in front)."
+    )
+
+
+def test_a_hub_set_that_fails_online_keeps_datasets_reason(monkeypatch):
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    error = hub_data_set_error("a/b", ConnectionError("Couldn't reach 'a/b' on the Hub"), "could not be opened")
+    assert str(error) == (
+        "Data set 'a/b' could not be opened (Couldn't reach 'a/b' on the Hub): check the path (a folder name needs ./ "
+        "in front) or the hub data set name."
+    )
