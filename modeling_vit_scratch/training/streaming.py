@@ -59,8 +59,10 @@ from modeling_vit_scratch.training.data import (
     folder_files,
     hub_data_set_error,
     image_path,
+    imagefolder_data_files,
     imagefolder_files,
     integer_order_line,
+    is_image_file,
     is_integer_column,
     left_out_line,
     metadata_without_labels,
@@ -70,6 +72,7 @@ from modeling_vit_scratch.training.data import (
     shown_files,
     shown_labels,
     split_roles,
+    unlearnt_classes_lines,
 )
 from modeling_vit_scratch.training.preflight import open_image
 
@@ -291,6 +294,7 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
         shard_renumbering(file, train.features)  # a class the set lacks: one line now, not mid-run
         if lookup is None:
             check_shard_labels(file, label_column, len(labels.names))  # "no label" (-1): one line now, not mid-run
+    label_lines += stream_unlearnt_lines(source, label_column, labels)
     features = Features(image=ImageFeature(decode=False), label=labels)
     for name, split in splits.items():
         split = split.select_columns([image_column, label_column])
@@ -328,7 +332,11 @@ def stream_classes(source: StreamSource, feature, column: str) -> tuple[ClassLab
     labels are the numbers already) and the lines to print. Text or integer labels that cannot be read first (a
     hub stream, WebDataset shards) are one line saying so and the fixes."""
     if isinstance(feature, ClassLabel):
-        return feature, None, []
+        ordered = names_in_order(feature.names) if source.kind == "imagefolder" else feature.names
+        if ordered == feature.names:
+            return feature, None, []
+        # class folders named 0..11, which datasets sorts as text: in numerical order, as a folder read whole
+        return ClassLabel(names=ordered), {index: ordered.index(name) for index, name in enumerate(feature.names)}, []
     dtype = getattr(feature, "dtype", "")
     if not (dtype in TEXT_DTYPES or is_integer_column(feature)):
         raise ValueError(
@@ -354,6 +362,41 @@ def stream_classes(source: StreamSource, feature, column: str) -> tuple[ClassLab
         )
     names = [str(value) for value in values]
     return ClassLabel(names=names), {value: index for index, value in enumerate(values)}, integer_order_line(values)
+
+
+def stream_unlearnt_lines(source: StreamSource, column: str, labels: ClassLabel) -> list[str]:
+    """The warning a set held whole gets for classes its training split holds no image of
+    (`data.unlearnt_classes_lines`), from what can be read before training: the training shards' label columns
+    (local parquet) or the training images' class folders (an image folder without metadata labels). Where neither
+    can be read first (a hub or WebDataset stream, metadata labels) a line says the check was not made."""
+    names = stream_train_class_names(source, column)
+    if names is None:
+        line = (
+            "Note: a stream is not read through before training, so classes without training images were not looked "
+            f"for ({labels.num_classes} classes named): check the set's training split, or train without --streaming."
+        )
+        return [line]
+    used = [labels.names.index(name) for name in names if name in labels.names]
+    return unlearnt_classes_lines(used, labels.names)
+
+
+def stream_train_class_names(source: StreamSource, column: str) -> list[str] | None:
+    """The class name of every training row of a local stream, read without its images, or None."""
+    from datasets.data_files import DataFilesDict, get_data_patterns
+
+    base = Path(source.path).resolve().as_posix()
+    if source.kind == "imagefolder":
+        files = imagefolder_data_files(Path(source.path)).get("train", [])
+        if any(not is_image_file(file) for file in files) or class_folders(Path(source.path)) is None:
+            return None  # labelled by its metadata files
+        return [Path(file).parent.name for file in files]
+    if source.kind != "parquet":
+        return None
+    names = []
+    for file in DataFilesDict.from_patterns(get_data_patterns(base), base_path=base).get("train", []):
+        feature, values = shard_features(file).get(column), shard_column(file, column).to_pylist()
+        names += [feature.int2str(v) if isinstance(feature, ClassLabel) else str(v) for v in values if v is not None]
+    return names
 
 
 def check_stream_paths(source: StreamSource, column: str) -> None:

@@ -13,6 +13,9 @@ read is said in one line before training.
   label column found", the folders' classes hidden).
 - A hub set not in the cache while HF_HUB_OFFLINE (or HF_DATASETS_OFFLINE) is set: one line naming the variable and
   the fixes (before: "could not be loaded from the hub (... OfflineModeIsEnabled)"), read and streamed.
+- A stream gets the checks of a set read whole where what is read allows: class folders named as numbers in
+  numerical order, and a class without training images named (from the label columns or class folders); a hub
+  stream says the check was not made.
 """
 
 import json
@@ -24,10 +27,17 @@ import pytest
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 from datasets import Image as ImageFeature
 from entry_points import Scenario, outcome, with_argument, with_arguments
+from helpers import write_imagefolder
 from PIL import Image
 
 from modeling_vit_scratch.training.data import hub_data_set_error, load_image_dataset, prepare_splits, split_roles
-from modeling_vit_scratch.training.streaming import StreamSource, stream_classes
+from modeling_vit_scratch.training.streaming import (
+    StreamSource,
+    stream_classes,
+    stream_source,
+    stream_splits,
+    stream_unlearnt_lines,
+)
 
 CLASSES = ClassLabel(names=["a", "b", "c"])
 
@@ -218,3 +228,32 @@ def test_a_hub_set_that_fails_online_keeps_datasets_reason(monkeypatch):
         "Data set 'a/b' could not be opened (Couldn't reach 'a/b' on the Hub): check the path (a folder name needs ./ "
         "in front) or the hub data set name."
     )
+
+
+def test_streamed_class_folders_named_as_numbers_are_in_numerical_order_as_read_whole(tmp_path):
+    folder = write_imagefolder(tmp_path / "numbers", classes=("1", "2", "10"), per_class=4)
+    feature = stream_splits(stream_source(str(folder)))["train"].features["label"]
+    assert feature.names == ["1", "10", "2"]  # datasets sorts folder names as text
+    classes, lookup, _ = stream_classes(stream_source(str(folder)), feature, "label")
+    whole = prepare_splits(load_image_dataset(str(folder)), validation_fraction=0.25, test_fraction=0.25)
+    assert classes.names == whole.labels == ["1", "2", "10"]
+    assert lookup == {0: 0, 1: 2, 2: 1}
+
+
+@pytest.mark.parametrize("kind", ["parquet", "imagefolder", "hub"])
+def test_a_streamed_class_without_training_images_is_named_as_a_set_read_whole_names_it(tmp_path, kind):
+    names = ClassLabel(names=["a", "b", "c", "unused"])
+    if kind == "parquet":
+        (tmp_path / "set").mkdir()
+        tiny_split(12).cast_column("label", names).to_parquet(tmp_path / "set" / "train-0.parquet")
+    elif kind == "imagefolder":
+        write_imagefolder(tmp_path / "set" / "train", classes=("a", "b", "c"), per_class=4)
+        write_imagefolder(tmp_path / "set" / "test", classes=("a", "b", "c", "unused"), per_class=4)
+    source = stream_source(str(tmp_path / "set")) if kind != "hub" else StreamSource("some/set", "hub", [])
+    (line,) = stream_unlearnt_lines(source, "label", names)
+    if kind == "hub":
+        assert line.startswith("Note: a stream is not read through before training, so classes without training")
+    else:
+        assert line.startswith(
+            "Warning: the training split holds no image of 1 class of the 4 the data set names (unused)"
+        )
