@@ -16,6 +16,9 @@ read is said in one line before training.
 - A stream gets the checks of a set read whole where what is read allows: class folders named as numbers in
   numerical order, and a class without training images named (from the label columns or class folders); a hub
   stream says the check was not made.
+- A streamed run's card and record say what is known: "training streamed (N images seen over S steps; the set's
+  size is not known)" and "S steps over a stream" (before: a training split of steps x batch and "1 epochs"); every
+  count the card gives is singular or plural as it should be.
 """
 
 import json
@@ -27,9 +30,10 @@ import pytest
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 from datasets import Image as ImageFeature
 from entry_points import Scenario, outcome, with_argument, with_arguments
-from helpers import write_imagefolder
+from helpers import training_args, write_imagefolder
 from PIL import Image
 
+from modeling_vit_scratch.sharing.card import schedule_text, splits_text, training_record
 from modeling_vit_scratch.training.data import hub_data_set_error, load_image_dataset, prepare_splits, split_roles
 from modeling_vit_scratch.training.streaming import (
     StreamSource,
@@ -257,3 +261,47 @@ def test_a_streamed_class_without_training_images_is_named_as_a_set_read_whole_n
         assert line.startswith(
             "Warning: the training split holds no image of 1 class of the 4 the data set names (unused)"
         )
+
+
+@pytest.mark.parametrize(
+    "record, splits, schedule",
+    [
+        (
+            {"num_train": 1, "num_validation": 1, "num_test": 2, "epochs": 1.0},
+            "1 training image, 1 validation image and 2 test images",
+            "1 epoch",
+        ),
+        (
+            {"num_train": 1200, "num_validation": 6, "num_test": 6, "epochs": 2.5},
+            "1,200 training images, 6 validation images and 6 test images",
+            "2.5 epochs",
+        ),
+        (
+            {"num_train": None, "streamed_images": 24, "steps": 3, "num_validation": 9, "num_test": 9, "epochs": 1.0},
+            (
+                "training streamed (24 images seen over 3 steps; the set's size is not known), 9 validation images and 9 "
+                "test images"
+            ),
+            "3 steps over a stream",
+        ),
+        (
+            {"num_train": None, "streamed_images": 8, "steps": 1, "num_validation": 3, "num_test": 3, "epochs": 1.0},
+            (
+                "training streamed (8 images seen over 1 step; the set's size is not known), 3 validation images and 3 "
+                "test images"
+            ),
+            "1 step over a stream",
+        ),
+    ],
+)
+def test_the_card_says_what_is_known_of_the_splits_and_counts_in_the_right_number(record, splits, schedule):
+    assert splits_text(record) == splits and schedule_text(record) == schedule
+
+
+def test_a_streamed_runs_record_holds_the_images_seen_never_them_as_the_sets_size(tmp_path):
+    args = training_args(tmp_path, max_steps=3)
+    metrics = {"streamed_train_images": 24, "total_train_batch_size": 8, "epoch": 1.0}
+    record = training_record("train", "shards", {"train": None, "validation": 9, "test": 9}, args, metrics, None)
+    assert (record["num_train"], record["streamed_images"], record["steps"]) == (None, 24, 3)
+    whole = training_record("train", "set", {"train": 30, "validation": 9, "test": 9}, args, {"epoch": 1.0}, None)
+    assert (whole["num_train"], whole["streamed_images"], whole["steps"]) == (30, None, None)
