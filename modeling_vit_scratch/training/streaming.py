@@ -146,8 +146,27 @@ def stream_left_out_line(dataset: str) -> str | None:
     many = len(others) != 1
     parts = [f"{count(len(others), 'file')} that {'are not' if many else 'is not a'} {source.kind} shard{'s' * many}"]
     parts = [f"{parts[0]} (e.g. {shown_files(others)})"] if others else []
+    unsplit = shards_of_no_split(source)
+    if unsplit:
+        many = len(unsplit) != 1
+        parts.append(
+            f"{count(len(unsplit), 'shard')} named as no split (e.g. {shown_files(unsplit)}: datasets reads only "
+            f"those named train, validation or test and their other names; rename {'them' if many else 'it'} to use "
+            f"{'them' if many else 'it'})"
+        )
     parts += folder_files(path).unread_parts()
     return f"Left out {' and '.join(parts)}." if parts else None
+
+
+def shards_of_no_split(source: StreamSource) -> list[Path]:
+    """The local shards of `source` that none of the splits datasets finds (by its split names) reads: beside
+    `train-0.parquet`, `extra-0.parquet` is read by no split."""
+    from datasets.data_files import DataFilesDict, get_data_patterns
+
+    base = Path(source.path).resolve()
+    found = DataFilesDict.from_patterns(get_data_patterns(base.as_posix()), base_path=base.as_posix())
+    read = {Path(file).resolve() for files in found.values() for file in files}
+    return [file.resolve().relative_to(base) for file in source.files if file.resolve() not in read]
 
 
 def check_shards(source: StreamSource) -> None:

@@ -38,6 +38,7 @@ from modeling_vit_scratch.training.data import hub_data_set_error, load_image_da
 from modeling_vit_scratch.training.streaming import (
     StreamSource,
     stream_classes,
+    stream_left_out_line,
     stream_source,
     stream_splits,
     stream_unlearnt_lines,
@@ -305,3 +306,12 @@ def test_a_streamed_runs_record_holds_the_images_seen_never_them_as_the_sets_siz
     assert (record["num_train"], record["streamed_images"], record["steps"]) == (None, 24, 3)
     whole = training_record("train", "set", {"train": 30, "validation": 9, "test": 9}, args, {"epoch": 1.0}, None)
     assert (whole["num_train"], whole["streamed_images"], whole["steps"]) == (30, None, None)
+
+
+def test_a_streamed_shard_named_as_no_split_is_named_as_left_out(tmp_path):
+    folder = written(tmp_path / "set", {"train": 12, "extra": 3}, streaming=True)
+    assert stream_left_out_line(str(folder)) == (
+        "Left out 1 shard named as no split (e.g. extra-0.parquet: datasets reads only those named train, validation "
+        "or test and their other names; rename it to use it)."
+    )
+    assert stream_left_out_line(str(written(tmp_path / "named", {"train": 12, "eval": 3}, streaming=True))) is None
