@@ -123,6 +123,7 @@ RECORD_FIELDS = {
     ),
     **dict.fromkeys(("precision_choice", "distillation", "layer_decay", "weight_average"), (maybe(is_text), "text")),
     "batch_asked": (maybe(is_number), "a number"),
+    **dict.fromkeys(("streamed_images", "steps"), (maybe(is_number), "a number")),
     "wall_time_seconds": (maybe(is_number), "a number of seconds"),
     "legs": (
         lambda value: isinstance(value, list) and all(map(is_leg, value)),
@@ -240,10 +241,13 @@ def training_record(
     makes every step one batch of the whole split (`batch_asked` then keeps what was asked)."""
     asked, num_train = metrics.get("total_train_batch_size"), splits["train"]
     used = min(asked, num_train) if asked and num_train else asked
+    streamed = metrics.get("streamed_train_images")  # a stream: its size is not known, the images it read are
     return dict(
         command=command,
         dataset=dataset,
-        num_train=splits["train"],
+        num_train=None if streamed is not None else splits["train"],
+        streamed_images=streamed,
+        steps=training_args.max_steps if streamed is not None else None,  # a stream needs --max_steps
         num_validation=splits["validation"],
         num_test=splits["test"],
         epochs=float(metrics.get("epoch", training_args.num_train_epochs)),
@@ -259,6 +263,31 @@ def training_record(
         wall_time_seconds=metrics.get("wall_time_seconds"),
         model_selection=model_selection_text(training_args),
     )
+
+
+def counted(number: float, noun: str) -> str:
+    """`number` and `noun`, plural unless it is 1: "1 epoch", "2.5 epochs", "1,000 images"."""
+    shown = f"{number:,}" if isinstance(number, int) else f"{number:g}"
+    return f"{shown} {noun}{'s' * (number != 1)}"
+
+
+def splits_text(record: dict) -> str:
+    """The card's sizes of the splits: a stream's training split by what was read ("streamed: N images seen over S
+    steps"), never a size that is not the set's."""
+    held_out = (
+        f"{counted(record['num_validation'], 'validation image')} and {counted(record['num_test'], 'test image')}"
+    )
+    if record.get("streamed_images") is not None:
+        seen = f"{counted(record['streamed_images'], 'image')} seen over {counted(record.get('steps') or 0, 'step')}"
+        return f"training streamed ({seen}; the set's size is not known), {held_out}"
+    return f"{counted(record['num_train'], 'training image')}, {held_out}"
+
+
+def schedule_text(record: dict) -> str:
+    """How long it trained: the epochs, or for a stream (which has none) the steps."""
+    if record.get("streamed_images") is not None:
+        return f"{counted(record.get('steps') or 0, 'step')} over a stream"
+    return counted(record["epochs"], "epoch")
 
 
 def origin_text(record: dict, conversion: dict | None) -> str:
@@ -359,6 +388,8 @@ def render_model_card(
         record.update(legs=leg_rows(record.get("legs") or []))
         minutes, seconds = divmod(int(record.get("wall_time_seconds") or 0), 60)
         record.update(
+            splits_text=splits_text(record),
+            schedule_text=schedule_text(record),
             epochs=f"{record['epochs']:g}",
             learning_rate=f"{record['learning_rate']:g}",
             weight_decay=f"{record['weight_decay']:g}",
@@ -463,9 +494,8 @@ def render_other_model_card(config, metrics: dict, record: dict) -> ModelCard:
     text = (
         f"---\n{data.to_yaml()}\n---\n\n# {config.model_type} image classifier\n\n"
         f"A transformers `{config.architectures[0] if config.architectures else config.model_type}` trained"
-        f"{other_start(record)} by vit-scratch's `scripts/train.py` on `{public_name(record['dataset'])}` ({record['num_train']} training, "
-        f"{record['num_validation']} validation and {record['num_test']} test images), for {record['epochs']:g} "
-        f"epochs, seed {record['seed']}, {precision}, e.g. as a teacher for a distilled ViT. The "
+        f"{other_start(record)} by vit-scratch's `scripts/train.py` on `{public_name(record['dataset'])}` ({splits_text(record)}), "
+        f"for {schedule_text(record)}, seed {record['seed']}, {precision}, e.g. as a teacher for a distilled ViT. The "
         "command:\n\n"
         f"```bash\n{public_command(record['command'])}\n```\n\n## Results\n\n| split | metric | value |\n| --- | --- | --- |\n{rows}"
     )

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from datasets import ClassLabel, Dataset, DatasetDict, Features, load_dataset, load_from_disk
 from datasets import Image as ImageFeature
+from datasets.data_files import SPLIT_KEYWORDS
 from PIL import Image
 
 from modeling_vit_scratch.common.names import is_unprintable, shown_name
@@ -75,12 +76,27 @@ def load_image_dataset(source: str, config_name: str | None = None, secrets: lis
         try:
             loaded = load_dataset(source, config_name)
         except (OSError, ValueError) as error:  # offline, unknown name, private repo, missing configuration
-            raise FileNotFoundError(
-                f"Data set {source!r} is no folder here and could not be loaded from the hub "
-                f"({' '.join(str(error).split())}): check the path (a folder name needs ./ in front) or the hub "
-                "data set name."
-            ) from None
+            raise hub_data_set_error(source, error, "is no folder here and could not be loaded from the hub") from None
     return loaded if isinstance(loaded, DatasetDict) else DatasetDict(train=loaded)
+
+
+def hub_data_set_error(source: str, error: Exception, what: str) -> FileNotFoundError:
+    """The line for a hub data set `source` that `load_dataset` could not open (`what` it could not do): not in the
+    cache while offline (HF_HUB_OFFLINE or HF_DATASETS_OFFLINE set), the variable that forbade the download and the two fixes;
+    otherwise datasets' reason and the names to check. Read and streamed sets alike."""
+    import datasets.config
+
+    if datasets.config.HF_HUB_OFFLINE and isinstance(error, ConnectionError):  # the Hub it would have asked
+        variable = "HF_DATASETS_OFFLINE" if os.environ.get("HF_DATASETS_OFFLINE") is not None else "HF_HUB_OFFLINE"
+        return FileNotFoundError(
+            f"Data set {source!r} is no folder here and not in the Hugging Face cache, and {variable} is set, so it "
+            f"was not downloaded: unset {variable} (or download the set once online: it is then read from the "
+            "cache), or give a local folder (a folder name needs ./ in front)."
+        )
+    return FileNotFoundError(
+        f"Data set {source!r} {what} ({' '.join(str(error).split())}): check the path (a folder name needs ./ in "
+        "front) or the hub data set name."
+    )
 
 
 DATA_SET_TAKES = (
@@ -528,6 +544,7 @@ def imagefolder_data_files(path: Path) -> dict[str, list[str]]:
     }
     kept = {split: files for split, files in kept.items() if any(is_image_file(file) for file in files)}
     if patterns != DEFAULT_PATTERNS_ALL:  # split folders found by their names
+        check_split_files(path)
         check_split_folders(path, base, kept)
     return kept
 
@@ -593,7 +610,7 @@ def load_imagefolder(path: Path) -> DatasetDict:
         raise empty from None
     if not data_files:
         raise empty
-    loaded = load_dataset("imagefolder", data_files=data_files)
+    loaded = with_folder_labels(load_dataset("imagefolder", data_files=data_files), path)
     if any("label" in split.features for split in loaded.values()):
         if all(isinstance(split.features.get("label"), ClassLabel) for split in loaded.values()):
             return numbers_in_order(loaded)  # class folders named 0..11: in numerical order
@@ -620,6 +637,39 @@ def load_imagefolder(path: Path) -> DatasetDict:
     return loaded
 
 
+def class_folders(path: Path) -> list[str] | None:
+    """The class names an image folder's folders give (the folder holding each image, sorted, numbers in numerical
+    order), or None where its images lie in one folder (no classes to read)."""
+    names = sorted({file.parent.name for file in imagefolder_files(path)})
+    return names_in_order(names) if len(names) > 1 else None
+
+
+def metadata_without_labels(path: Path, columns) -> bool:
+    """Whether the image folder `path` has metadata files (`metadata.csv`, ...) that give no `label` column: datasets
+    then reads their columns and leaves the class folders unread."""
+    from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
+
+    found = any(set(files) & set(ImageFolder.METADATA_FILENAMES) for _, _, files in os.walk(path))
+    return found and "label" not in columns
+
+
+def with_folder_labels(loaded: DatasetDict, path: Path) -> DatasetDict:
+    """`loaded` with a `label` column read from the class folders where the folder's metadata files give none
+    (`metadata_without_labels`): datasets labels images by their folders only where there is no metadata file, so a
+    metadata.csv of captions would hide the classes. The metadata's own columns are kept (--label_column picks one)."""
+    names = class_folders(path)
+    if names is None or not metadata_without_labels(path, next(iter(loaded.values())).features):
+        return loaded
+    feature = ClassLabel(names=names)
+
+    def labelled(split: Dataset) -> Dataset:
+        cells = split.select_columns(["image"]).cast_column("image", ImageFeature(decode=False))["image"]
+        numbers = [names.index(Path(cell["path"]).parent.name) for cell in cells]
+        return split.add_column("label", numbers, feature=feature)
+
+    return DatasetDict({name: labelled(split) for name, split in loaded.items()})
+
+
 def find_column(dataset: Dataset, wanted: str | None, kind: str, names: tuple[str, ...], feature_type) -> str:
     """The column given by the user, else the first of `feature_type`, else the first of the usual `names`."""
     columns = list(dataset.features)
@@ -643,6 +693,37 @@ def find_column(dataset: Dataset, wanted: str | None, kind: str, names: tuple[st
             f"it with --{kind}_column."
         )
     return found[0]
+
+
+def path_images(split: Dataset, column: str, root: str | None, name: str) -> Dataset:
+    """`split` whose image `column` holds file paths as text, read as images (`cast_column(column, Image())`, as
+    datasets reads a path cell): a relative path from the set's folder `root`, not from where the command runs. Each
+    path is checked first (`entry_kind`, nothing opened): a file that is not there, no regular file or a broken link
+    is one line naming the row. A path outside `root` is read and named (`outside_paths_lines`). A hub set (`root`
+    None) holds no files to name: one line."""
+    if root is None:
+        raise ValueError(
+            f"Column {column!r} holds text, not images, and a hub data set has no folder its paths could name: give "
+            "a set whose image column holds images (`cast_column(column, Image())` before saving it)."
+        )
+    where = f"the {name} split's image column {column!r}"
+    absolute = [image_path(path, root, f"Row {row} of {where}") for row, path in enumerate(split[column])]
+    return split.remove_columns(column).add_column(column, absolute).cast_column(column, ImageFeature())
+
+
+def image_path(path: str | None, root: str, where: str) -> str:
+    """The file a text image cell (`path`, `where` naming its row) names, read from the set's folder `root`; one line
+    when it is not there, no regular file or a broken link (`entry_kind`: nothing is opened)."""
+    image = Path(root, path or "")
+    kind, why = entry_kind(image, Path(root)) if path and os.path.lexists(image) else ("missing", "")
+    if kind in ("missing", "broken", "not_regular"):
+        what = {"broken": why, "not_regular": "no regular file (a device, pipe or socket)"}.get(kind, "not there")
+        raise FileNotFoundError(
+            f"{where} names the file '{shown_name(path)}', which is {what} (paths are read from the data set folder "
+            f"'{shown_name(root)}'): give each image's path relative to that folder (or absolute), or pick the "
+            "image column with --image_column."
+        )
+    return str(image)
 
 
 TEXT_DTYPES = ("string", "large_string", "bool")  # read as class names (`class_encode_column`)
@@ -698,28 +779,36 @@ def prepare_splits(
     test_fraction: float = 0.1,
     split_seed: int = 0,
     fractions_given: dict[str, str] | None = None,
+    root: str | None = None,
 ) -> PreparedData:
     """Rename the columns to `image`/`label`, make the labels a `ClassLabel`, and make `validation` and `test`.
 
     A missing `validation` split is carved out of `train` (stratified, `split_seed`), never out of `test`, so the
     test split stays unseen by model selection; a missing `test` split is carved out of `train` first. A share
     given (`fractions_given`: "validation", "test") for a split the set has is refused or said (`check_own_splits`).
+    An image column of file paths is read as images from the files they name (`path_images`; `root`, the set's
+    folder: None for a hub set or the digits).
     """
-    if "train" not in raw:
+    train_names = [name for name in raw if SPLIT_ROLES.get(name.lower()) == "train"]
+    if not train_names:
         raise ValueError(f"The data set has no 'train' split (splits: {list(raw)}): provide one.")
-    train = raw["train"]
+    train = raw[train_names[0]]
     image_column = find_column(train, image_column, "image", IMAGE_COLUMN_NAMES, ImageFeature)
     label_column = find_column(train, label_column, "label", LABEL_COLUMN_NAMES, ClassLabel)
+    if getattr(train.features[image_column], "dtype", "") in ("string", "large_string"):
+        raw = DatasetDict({name: path_images(split, image_column, root, name) for name, split in raw.items()})
+        train = raw[train_names[0]]
     check_column_kinds(train, image_column, label_column)
+    roles, notes = split_roles({name: len(split) for name, split in raw.items()})
     splits = DatasetDict()
-    for name, split in raw.items():
-        split = split.select_columns([image_column, label_column])
+    for name, role in roles.items():
+        split = raw[name].select_columns([image_column, label_column])
         if image_column != "image":
             split = split.rename_column(image_column, "image")
         if label_column != "label":
             split = split.rename_column(label_column, "label")
-        splits[{"valid": "validation", "val": "validation"}.get(name, name)] = split
-    notes = check_own_splits({name: len(split) for name, split in splits.items()}, fractions_given or {})
+        splits[role] = split
+    notes += check_own_splits({name: len(split) for name, split in splits.items()}, fractions_given or {})
     for name, split in splits.items():
         check_label_values(split, name, label_column)
     if is_integer_column(splits["train"].features["label"]):
@@ -751,6 +840,70 @@ def prepare_splits(
     return PreparedData(DatasetDict({name: splits[name] for name in ("train", "validation", "test")}), labels, notes)
 
 
+SPLIT_ALIASES = {str(role): tuple(names) for role, names in SPLIT_KEYWORDS.items()}  # datasets' own table
+SPLIT_ROLES = {alias: role for role, aliases in SPLIT_ALIASES.items() for alias in aliases}
+
+
+def split_roles(sizes: dict[str, int | None]) -> tuple[dict[str, str], list[str]]:
+    """Each split name of a set (`sizes`: its rows, None where unknown, as a stream's) -> the role it plays (train,
+    validation, test), read through datasets' own table of split names (`SPLIT_KEYWORDS`: `eval` is a test split,
+    `dev` and `val` validation), the one it applies to folder and file names: so a save_to_disk set, a hub set and
+    a stream name their splits as an image folder or parquet files do. A split of no role is named in the returned
+    line, never dropped without a word; two splits of one role are one line naming both."""
+    roles, lines = {}, []
+    for name, rows in sizes.items():
+        role = SPLIT_ROLES.get(name.lower())
+        if role is None:
+            images = f" ({count(rows, 'image')})" if rows is not None else ""
+            lines.append(
+                f"Warning: split {name!r}{images} is not used: training reads the splits "
+                f"{', '.join(SPLIT_ALIASES)} (and their other names: {other_split_names()}); rename it to use it."
+            )
+            continue
+        same = [other for other, its in roles.items() if its == role]
+        if same:
+            raise ValueError(
+                f"The data set has two {role} splits, {same[0]!r} and {name!r} (both are names of the {role} split): "
+                "merge them, or rename one (e.g. to 'test' or 'validation', whichever it is)."
+            )
+        roles[name] = role
+    return roles, lines
+
+
+def check_split_files(path: Path) -> None:
+    """No two split names of one role each name files or folders under the local folder `path` (`validation-0.parquet`
+    and `dev-0.parquet`, `test/` and `eval/`): datasets would merge them into one split without a word, where a
+    save_to_disk set with both is refused (`split_roles`). One line naming both."""
+    from datasets.data_files import (
+        KEYWORDS_IN_DIR_NAME_BASE_PATTERNS,
+        KEYWORDS_IN_FILENAME_BASE_PATTERNS,
+        resolve_pattern,
+    )
+
+    base, named = path.resolve().as_posix(), {}
+    for alias, role in SPLIT_ROLES.items():
+        for pattern in KEYWORDS_IN_FILENAME_BASE_PATTERNS + KEYWORDS_IN_DIR_NAME_BASE_PATTERNS:
+            try:
+                found = resolve_pattern(pattern.format(keyword=alias, sep="-._ 0-9"), base)
+            except FileNotFoundError:
+                continue
+            if found:
+                named.setdefault(role, [])
+                if alias not in named[role]:
+                    named[role].append(alias)
+    for role, aliases in named.items():
+        if len(aliases) > 1:
+            raise ValueError(
+                f"The data set folder '{shown_name(path)}' has two {role} splits, {aliases[0]!r} and {aliases[1]!r} "
+                f"(files or folders named as both; both are names of the {role} split), which datasets would merge "
+                "without a word: merge them, or rename one (e.g. to 'test' or 'validation', whichever it is)."
+            )
+
+
+def other_split_names() -> str:
+    return "; ".join(f"{role}: {', '.join(names[1:])}" for role, names in SPLIT_ALIASES.items())
+
+
 def unlearnt_classes_lines(labels: list[int], names: list[str]) -> list[str]:
     """A warning line naming the classes the training split holds no image of (a ClassLabel may list names no row
     uses): the model still has an output for each, which it never learns to give."""
@@ -771,11 +924,8 @@ def numbers_in_order(splits: DatasetDict, column: str = "label") -> DatasetDict:
     """`splits` whose class names (`column`'s ClassLabel, made here from text labels or class folders, which sort as
     text) are all whole numbers written plainly ("0".."11"), renumbered so the classes are in numerical order:
     the model's class 2 is "2", not "10". Other names are left in their order."""
-    feature = splits["train"].features[column]
-    names = feature.names
-    if not all(name.isascii() and name.isdigit() and str(int(name)) == name for name in names):
-        return splits
-    ordered = sorted(names, key=int)
+    names = splits["train"].features[column].names
+    ordered = names_in_order(names)
     if ordered == names:
         return splits
     wanted = ClassLabel(names=ordered)
@@ -787,6 +937,28 @@ def numbers_in_order(splits: DatasetDict, column: str = "label") -> DatasetDict:
         return split.remove_columns(column).add_column(column, numbers, feature=wanted)
 
     return DatasetDict({name: renumbered(split) for name, split in splits.items()})
+
+
+def names_in_order(names: list[str]) -> list[str]:
+    """`names` in numerical order where all are whole numbers written plainly ("0".."11": the model's class 2 is "2",
+    not "10"), else as they are."""
+    if all(name.isascii() and name.isdigit() and str(int(name)) == name for name in names):
+        return sorted(names, key=int)
+    return names
+
+
+def integer_order_line(values: list[int]) -> list[str]:
+    """For integer labels that are not 0..N-1 (`values`, sorted), the line giving the model's index of each; else
+    none."""
+    if values == list(range(len(values))):
+        return []
+    pairs = ", ".join(f"{index} -> {value}" for index, value in enumerate(values[:10]))
+    line = (
+        f"The integer labels are not 0..{len(values) - 1} but {shown_labels([str(v) for v in values], 10)}: the "
+        f"model's classes are them in numerical order, model index -> data set label: {pairs}"
+        f"{', ...' * (len(values) > 10)} (config.json's id2label names each class by its label)."
+    )
+    return [line]
 
 
 def is_integer_column(feature) -> bool:
@@ -831,13 +1003,9 @@ def integer_classes(splits: DatasetDict) -> tuple[DatasetDict, list[str]]:
         numbers = np.searchsorted(lookup, np.asarray(split["label"], dtype=np.int64)).tolist()
         return split.remove_columns("label").add_column("label", numbers, feature=feature)
 
-    pairs = ", ".join(f"{index} -> {value}" for index, value in enumerate(values[:10]))
-    line = (
-        f"The integer labels are not 0..{len(values) - 1} but {shown_labels(names, 10)}: the model's classes are "
-        f"them in numerical order, model index -> data set label: {pairs}{', ...' * (len(values) > 10)} (config.json's "
-        "id2label names each class by its label)."
+    return DatasetDict({**splits, **{name: renumbered(split) for name, split in numbered.items()}}), (
+        integer_order_line(values)
     )
-    return DatasetDict({**splits, **{name: renumbered(split) for name, split in numbered.items()}}), [line]
 
 
 TEST_WITHOUT_LABELS = " (an unlabelled test split can be left out of the set: a test split is then carved from train)"

@@ -168,7 +168,7 @@ def write_model_folder(
         model.save_pretrained(staging)
         processor.save_pretrained(staging)
         splits = {name: len(split) for name, split in data.splits.items()}
-        splits.setdefault("train", metrics.get("streamed_train_images"))  # a stream: the images trained on
+        splits.setdefault("train", None)  # a stream: its size is not known (the record says what was read)
         record = training_record(
             plain_command(), data_args.dataset, splits, trainer.args, metrics, augmentation_text(data_args)
         )

@@ -45,22 +45,34 @@ from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.training.data import (
     IMAGE_COLUMN_NAMES,
     LABEL_COLUMN_NAMES,
+    TEXT_DTYPES,
     PreparedData,
     check_imagefolder_names,
     check_metadata_files,
     check_own_splits,
+    check_split_files,
+    class_folders,
     count,
     entry_kind,
     feature_kind,
     find_column,
     folder_files,
+    hub_data_set_error,
+    image_path,
+    imagefolder_data_files,
     imagefolder_files,
+    integer_order_line,
+    is_image_file,
     is_integer_column,
     left_out_line,
+    metadata_without_labels,
+    names_in_order,
     outside_paths_lines,
     saved_to_disk,
     shown_files,
     shown_labels,
+    split_roles,
+    unlearnt_classes_lines,
 )
 from modeling_vit_scratch.training.preflight import open_image
 
@@ -102,6 +114,7 @@ def stream_source(dataset: str, config_name: str | None = None) -> StreamSource:
         for suffix, kind in ((".parquet", "parquet"), (".tar", "webdataset")):
             shards = [item for item in files if item.suffix == suffix]
             if shards:
+                check_split_files(path)
                 return StreamSource(str(path), kind, shards)
         return StreamSource(str(path), "imagefolder", [path / file for file in imagefolder_files(path)])
     if path.exists() or looks_like_local_path(dataset):
@@ -133,8 +146,27 @@ def stream_left_out_line(dataset: str) -> str | None:
     many = len(others) != 1
     parts = [f"{count(len(others), 'file')} that {'are not' if many else 'is not a'} {source.kind} shard{'s' * many}"]
     parts = [f"{parts[0]} (e.g. {shown_files(others)})"] if others else []
+    unsplit = shards_of_no_split(source)
+    if unsplit:
+        many = len(unsplit) != 1
+        parts.append(
+            f"{count(len(unsplit), 'shard')} named as no split (e.g. {shown_files(unsplit)}: datasets reads only "
+            f"those named train, validation or test and their other names; rename {'them' if many else 'it'} to use "
+            f"{'them' if many else 'it'})"
+        )
     parts += folder_files(path).unread_parts()
     return f"Left out {' and '.join(parts)}." if parts else None
+
+
+def shards_of_no_split(source: StreamSource) -> list[Path]:
+    """The local shards of `source` that none of the splits datasets finds (by its split names) reads: beside
+    `train-0.parquet`, `extra-0.parquet` is read by no split."""
+    from datasets.data_files import DataFilesDict, get_data_patterns
+
+    base = Path(source.path).resolve()
+    found = DataFilesDict.from_patterns(get_data_patterns(base.as_posix()), base_path=base.as_posix())
+    read = {Path(file).resolve() for files in found.values() for file in files}
+    return [file.resolve().relative_to(base) for file in source.files if file.resolve() not in read]
 
 
 def check_shards(source: StreamSource) -> None:
@@ -253,13 +285,15 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
     try:
         splits = stream_splits(source)
     except (OSError, ValueError) as error:  # offline, unknown name, private repo, missing configuration
-        raise FileNotFoundError(
-            f"Data set {data_args.dataset!r} could not be opened as a stream ({' '.join(str(error).split())}): "
-            "check the folder or the hub data set name."
-        ) from None
-    if "train" not in splits:
+        raise hub_data_set_error(data_args.dataset, error, "could not be opened as a stream") from None
+    roles, unused_splits = split_roles(dict.fromkeys(splits))
+    if "train" not in roles.values():
         raise ValueError(f"The data set has no 'train' split (splits: {list(splits)}): provide one.")
-    splits = {{"valid": "validation", "val": "validation"}.get(name, name): split for name, split in splits.items()}
+    splits = {role: splits[name] for name, role in roles.items()}
+    if source.kind == "imagefolder":  # a metadata file without labels hides the class folders: read them
+        names = class_folders(Path(source.path))
+        if names is not None and metadata_without_labels(Path(source.path), splits["train"].features or {}):
+            splits = {name: with_stream_folder_labels(split, ClassLabel(names=names)) for name, split in splits.items()}
     train = splits["train"]
     if train.features is None:
         raise ValueError(
@@ -268,36 +302,159 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
         )
     image_column = find_column(train, data_args.image_column, "image", IMAGE_COLUMN_NAMES, ImageFeature)
     label_column = find_column(train, data_args.label_column, "label", LABEL_COLUMN_NAMES, ClassLabel)
-    labels = train.features[label_column]
-    if not isinstance(labels, ClassLabel):
-        raise ValueError(
-            f"Label column {label_column!r} holds {labels}, not class names, and a stream cannot be read through "
-            "first to find them: declare it a class_label with its names (the dataset_info block of the folder's "
-            "README.md, or `cast_column` before writing the shards)."
-        )
+    labels, lookup, label_lines = stream_classes(source, train.features[label_column], label_column)
+    paths = getattr(train.features[image_column], "dtype", "") in ("string", "large_string")  # file paths as text
+    if paths:
+        check_stream_paths(source, image_column)
     path_cells = []  # image cells of the shards that name a file by its path, read only where there are some
     for file in source.files if source.kind == "parquet" else []:
-        check_shard_columns(file, train.features, image_column, label_column)  # each shard holds the set's columns
-        path_cells += shard_path_cells(file, image_column)
+        check_shard_columns(file, train.features, image_column, label_column, labels.names)  # the set's columns
+        path_cells += [] if paths else shard_path_cells(file, image_column)
         shard_renumbering(file, train.features)  # a class the set lacks: one line now, not mid-run
-        check_shard_labels(file, label_column, len(labels.names))  # "no label" (-1): one line now, not mid-run
+        if lookup is None:
+            check_shard_labels(file, label_column, len(labels.names))  # "no label" (-1): one line now, not mid-run
+    label_lines += stream_unlearnt_lines(source, label_column, labels)
     features = Features(image=ImageFeature(decode=False), label=labels)
     for name, split in splits.items():
         split = split.select_columns([image_column, label_column])
         renames = {old: new for old, new in ((image_column, "image"), (label_column, "label")) if old != new}
-        splits[name] = (split.rename_columns(renames) if renames else split).cast(features)
+        split = split.rename_columns(renames) if renames else split
+        if lookup is not None:  # text or integer labels: each row's class number, as the whole set names them
+            split = split.map(lambda row: {"label": lookup[row["label"]]})
+        if paths:  # read from the set's folder, wherever the command runs
+            split = split.map(lambda row: {"image": str(Path(source.path, row["image"]))})
+        splits[name] = split.cast(features)
     root = source.path if Path(source.path).is_dir() else None  # a local set's rows are named from its folder
+    if paths:  # the paths read above, named where they lead outside the set
+        cells = [{"bytes": None, "path": str(Path(root, path))} for path in stream_image_paths(source, image_column)]
+        path_cells = [pyarrow.array(cells, ImageFeature().pa_type)]
     unused = check_own_splits(dict.fromkeys(splits), getattr(data_args, "fractions_given", {}))  # before any row
     held_out, train = held_out_splits(splits, data_args, root)
     return Stream(
         train=assign_shards(train, training_args.seed, training_args.process_index, training_args.world_size),
-        held_out=PreparedData(held_out, labels.names, unused + outside_paths_lines(path_cells, root)),
+        held_out=PreparedData(
+            held_out, labels.names, unused_splits + label_lines + unused + outside_paths_lines(path_cells, root)
+        ),
         seed=training_args.seed,
         window=data_args.shuffle_buffer_size,
         max_bad_images=data_args.max_bad_images,
         process_index=training_args.process_index,
         world_size=training_args.world_size,
     )
+
+
+def stream_classes(source: StreamSource, feature, column: str) -> tuple[ClassLabel, dict | None, list[str]]:
+    """The classes of a stream's label column `feature`, read as a set held whole reads them (`data.prepare_splits`):
+    a ClassLabel as it is; text labels (class names, sorted, numbers in numerical order) and integer labels
+    (0..N-1, or other numbers in numerical order, said in a line) of local parquet shards from their label columns,
+    read alone before training (`shard_label_values`). Returns the ClassLabel, each label's class number (None: the
+    labels are the numbers already) and the lines to print. Text or integer labels that cannot be read first (a
+    hub stream, WebDataset shards) are one line saying so and the fixes."""
+    if isinstance(feature, ClassLabel):
+        ordered = names_in_order(feature.names) if source.kind == "imagefolder" else feature.names
+        if ordered == feature.names:
+            return feature, None, []
+        # class folders named 0..11, which datasets sorts as text: in numerical order, as a folder read whole
+        return ClassLabel(names=ordered), {index: ordered.index(name) for index, name in enumerate(feature.names)}, []
+    dtype = getattr(feature, "dtype", "")
+    if not (dtype in TEXT_DTYPES or is_integer_column(feature)):
+        raise ValueError(
+            f"Column {column!r} holds {feature_kind(feature)}, not class labels (class names or integers): pick the "
+            "label column with --label_column."
+        )
+    kind = "class names as text" if dtype in TEXT_DTYPES else "integer labels"
+    if source.kind != "parquet":
+        raise ValueError(
+            f"Label column {column!r} holds {kind}, and a {'hub' if source.kind == 'hub' else source.kind} stream "
+            "cannot be read through first to list every class: declare the column a ClassLabel with its names (the "
+            "dataset_info block of the set's README.md, or `cast_column` before writing the shards), or leave out "
+            "--streaming (the set is then read whole first and its classes listed)."
+        )
+    values = sorted({value for file in source.files for value in shard_label_values(file, column)})
+    if dtype in TEXT_DTYPES:
+        names = names_in_order([str(value) for value in values])
+        return ClassLabel(names=names), {value: names.index(str(value)) for value in values}, []
+    if values and values[0] < 0:
+        raise ValueError(
+            f"Label column {column!r} holds {values[0]}{' (datasets’ ‘no label’)' * (values[0] == -1)}, and "
+            "training needs a class in every row: remove those rows from the shards or label them."
+        )
+    names = [str(value) for value in values]
+    return ClassLabel(names=names), {value: index for index, value in enumerate(values)}, integer_order_line(values)
+
+
+def stream_unlearnt_lines(source: StreamSource, column: str, labels: ClassLabel) -> list[str]:
+    """The warning a set held whole gets for classes its training split holds no image of
+    (`data.unlearnt_classes_lines`), from what can be read before training: the training shards' label columns
+    (local parquet) or the training images' class folders (an image folder without metadata labels). Where neither
+    can be read first (a hub or WebDataset stream, metadata labels) a line says the check was not made."""
+    names = stream_train_class_names(source, column)
+    if names is None:
+        line = (
+            "Note: a stream is not read through before training, so classes without training images were not looked "
+            f"for ({labels.num_classes} classes named): check the set's training split, or train without --streaming."
+        )
+        return [line]
+    used = [labels.names.index(name) for name in names if name in labels.names]
+    return unlearnt_classes_lines(used, labels.names)
+
+
+def stream_train_class_names(source: StreamSource, column: str) -> list[str] | None:
+    """The class name of every training row of a local stream, read without its images, or None."""
+    from datasets.data_files import DataFilesDict, get_data_patterns
+
+    base = Path(source.path).resolve().as_posix()
+    if source.kind == "imagefolder":
+        files = imagefolder_data_files(Path(source.path)).get("train", [])
+        if any(not is_image_file(file) for file in files) or class_folders(Path(source.path)) is None:
+            return None  # labelled by its metadata files
+        return [Path(file).parent.name for file in files]
+    if source.kind != "parquet":
+        return None
+    names = []
+    for file in DataFilesDict.from_patterns(get_data_patterns(base), base_path=base).get("train", []):
+        feature, values = shard_features(file).get(column), shard_column(file, column).to_pylist()
+        names += [feature.int2str(v) if isinstance(feature, ClassLabel) else str(v) for v in values if v is not None]
+    return names
+
+
+def check_stream_paths(source: StreamSource, column: str) -> None:
+    """Each file path of a local parquet stream's text image `column` names a file (`data.image_path`: read from the
+    set's folder), checked before training from the column read alone; a hub or WebDataset stream's paths name no
+    file here: one line."""
+    if source.kind != "parquet":
+        raise ValueError(
+            f"Column {column!r} holds text, not images, and a {source.kind} stream's paths name no file here: write "
+            "the images into the set (an Image column: `cast_column(column, Image())` before writing the shards)."
+        )
+    for file in source.files:
+        for row, path in enumerate(shard_column(file, column).to_pylist()):
+            image_path(path, source.path, f"Row {row} of shard '{shown_name(file)}'")
+
+
+def stream_image_paths(source: StreamSource, column: str) -> list[str]:
+    return [path for file in source.files for path in shard_column(file, column).to_pylist()]
+
+
+def shard_column(file, column: str) -> "pyarrow.ChunkedArray":
+    """The parquet shard `file`'s `column`, read alone."""
+    from datasets.utils.file_utils import xopen
+
+    with xopen(str(file), "rb") as handle:
+        return pyarrow.parquet.read_table(handle, columns=[column]).column(column)
+
+
+def shard_label_values(file, column: str) -> list:
+    """The distinct values of the parquet shard `file`'s label column, read alone (no image)."""
+    return pyarrow.compute.unique(shard_column(file, column)).drop_null().to_pylist()
+
+
+def with_stream_folder_labels(split: IterableDataset, feature: ClassLabel) -> IterableDataset:
+    """A streamed image folder's `split` with a `label` column read from each image's class folder, as
+    `data.with_folder_labels` reads a folder held whole."""
+    features = Features({**split.features, "image": ImageFeature(decode=False), "label": feature})
+    split = split.cast_column("image", ImageFeature(decode=False))
+    return split.map(lambda row: {"label": feature.str2int(Path(row["image"]["path"]).parent.name)}, features=features)
 
 
 def stream_splits(source: StreamSource) -> dict:
@@ -340,13 +497,12 @@ def shard_features(file) -> Features:
         return Features.from_arrow_schema(pyarrow.parquet.read_schema(handle))
 
 
-def check_shard_columns(file, features: Features, image_column: str, label_column: str) -> None:
+def check_shard_columns(file, features: Features, image_column: str, label_column: str, names: list[str]) -> None:
     """The parquet shard `file` holds the set's image and label columns (`features`: the set's, from its first
     shard or README), its labels of a kind read onto the set's class names: class labels (renumbered by name,
     `shard_renumbering`) or integers (the set's numbers, bounded by `check_shard_labels`). Otherwise one line naming
     the shard, what it holds and the fix, as it is opened, not a pyarrow error mid-run."""
     own = shard_features(file)
-    names = features[label_column].names
     for column, wants in ((image_column, "images"), (label_column, f"class labels ({shown_labels(names)})")):
         if column not in own:
             raise ValueError(
@@ -354,12 +510,14 @@ def check_shard_columns(file, features: Features, image_column: str, label_colum
                 f"the set's {wants}: add the column to the shard, or leave the shard out."
             )
     image, label = own[image_column], own[label_column]
-    if not (isinstance(image, ImageFeature) or (isinstance(image, dict) and set(image) == {"bytes", "path"})):
+    cells = isinstance(image, ImageFeature) or (isinstance(image, dict) and set(image) == {"bytes", "path"})
+    if not (cells or image == features[image_column]):  # images, or file paths as the set holds them
         raise ValueError(
             f"Shard '{shown_name(file)}' holds {feature_kind(image)} in its image column {image_column!r}, where the "
             "set holds images: write the shard's images as the set's (an Image column), or leave the shard out."
         )
-    if not (isinstance(label, ClassLabel) or is_integer_column(label)):
+    text = getattr(features[label_column], "dtype", "") in TEXT_DTYPES  # the set's labels are class names as text
+    if not (isinstance(label, ClassLabel) or is_integer_column(label) or (text and label == features[label_column])):
         raise ValueError(
             f"Shard '{shown_name(file)}' holds {feature_kind(label)} in its label column {label_column!r}, where the "
             f"set holds class labels ({shown_labels(names)}): write the shard with the set's ClassLabel "

@@ -424,6 +424,7 @@ def load_and_split(data_args: DataArguments, secrets: list[str]) -> PreparedData
         data_args.test_fraction,
         data_args.split_seed,
         getattr(data_args, "fractions_given", {}),
+        data_root(data_args.dataset),
     )
     # images read from files outside a local set by the path in their cell: named, as links out of it are
     columns = [split.data.column("image") for split in data.splits.values()]  # each split's table: its rows and more

@@ -557,7 +557,7 @@ def test_overwrite_replaces_the_model_when_asked(tmp_path):
         (["--learning_rate", "fast"], "invalid float value: 'fast'"),
         (
             ["--dataset", "no-such-data-set-here"],
-            "'no-such-data-set-here' is no folder here and could not be loaded from the hub",
+            "'no-such-data-set-here' is no folder here and not in the Hugging Face cache, and HF_HUB_OFFLINE is set",
         ),
         (
             ["--model", "someone/no-such-model"],
