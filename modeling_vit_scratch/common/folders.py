@@ -65,6 +65,7 @@ MODEL_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json
 RESUME_OFF = (None, False, "", "false", "False")  # values of --resume_from_checkpoint that mean "start afresh"
 READ_FROM_INSIDE = ("--resume_from_checkpoint",)  # inputs that may lie inside the output: a run's own checkpoints
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+HELD_LOCKS: set[tuple[int, int]] = set()  # (device, inode) of the locks this process holds (`claim_output_folder`)
 # Moved last into the output folder: weights first, then what describes them, so a kill between two moves never
 # leaves a record or card that describes weights which are not there (the digest in the record would not match).
 DESCRIBING_FILES = (RECORD_FILE, RESULTS_FILE, "README.md")
@@ -541,12 +542,17 @@ def claim_output_folder(
                 f"The output folder {str(folder)!r} is in use by another training run (process {owner}): wait for "
                 "it to end, or choose another --output_dir."
             ) from None
+        previous = lock.read()  # put back if the run is refused: a refused run changes no file, its lock included
+        held = os.fstat(lock.fileno())
+        HELD_LOCKS.add((held.st_dev, held.st_ino))  # this process's own: never named as another run's
         try:
+            # before this process names itself in the lock: what the folder's run left is read as it was
+            refuse_a_model(folder, overwrite, resume)
+            check_removals(folder, overwrite, resume, rotating)
+            lock.seek(0)
             lock.truncate()
             lock.write(f"{os.getpid()}\n")
             lock.flush()
-            refuse_a_model(folder, overwrite, resume)
-            check_removals(folder, overwrite, resume, rotating)
 
             def remove_leftovers() -> list[str]:
                 nonlocal started
@@ -564,10 +570,16 @@ def claim_output_folder(
             finally:
                 claimed.close()
         finally:
-            if not started:  # refused or failed before writing: take back what the claim added
+            if not started:  # refused or failed before writing: take back what the claim added or changed
                 if new_lock:
                     (folder / LOCK_FILE).unlink(missing_ok=True)
+                else:
+                    lock.seek(0)
+                    lock.truncate()
+                    lock.write(previous)
+                    lock.flush()
                 remove_empty(made)
+            HELD_LOCKS.discard((held.st_dev, held.st_ino))
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
@@ -660,6 +672,9 @@ def running_owner(folder: str | Path) -> str | None:
     except OSError:
         return None
     with os.fdopen(descriptor) as lock:
+        found = os.fstat(lock.fileno())
+        if (found.st_dev, found.st_ino) in HELD_LOCKS:  # the lock this process holds: no other run's
+            return None
         try:
             fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -688,8 +703,12 @@ def remove_empty(folders: list[Path]) -> None:
             return
 
 
-def resolve_checkpoint(folder: str | Path, requested: str | bool | None) -> str | None:
-    """`--resume_from_checkpoint`: None, `true` (the last complete checkpoint in `folder`) or a checkpoint path."""
+def resolve_checkpoint(
+    folder: str | Path, requested: str | bool | None, new_run: Callable[[Path], str] | None = None
+) -> str | None:
+    """`--resume_from_checkpoint`: None, `true` (the last complete checkpoint in `folder`) or a checkpoint path.
+    `new_run(model)` is the command that starts a new run from the weights of `model` in a new folder: the fix
+    printed for a folder that holds a model but no checkpoint (a plain new run there would be refused)."""
     if requested in RESUME_OFF:
         return None
     last = requested in (True, "true", "True")
@@ -704,10 +723,16 @@ def resolve_checkpoint(folder: str | Path, requested: str | bool | None) -> str 
         )
     if last:
         if not complete and not incomplete:
+            way_on = (
+                "start a new run without --resume_from_checkpoint"
+                if not model_contents(folder)
+                else f"it holds a model: start a new run from its weights, {new_run(folder)}"
+                if new_run
+                else "it holds a model: start a new run from its weights with --model and another --output_dir"
+            )
             raise ValueError(
                 f"--resume_from_checkpoint true: {str(folder)!r} holds no checkpoint, so there is no run to resume: "
-                "start a new run without --resume_from_checkpoint, or give --output_dir the folder of the run to "
-                "resume."
+                f"{way_on}; or give --output_dir the folder of the run to resume."
             )
         if not complete:
             named = f" (incomplete, cut off mid-save: {', '.join(incomplete)})" if incomplete else ""

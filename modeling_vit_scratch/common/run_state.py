@@ -113,6 +113,23 @@ def here(command: str | None, named: str | None, folder: Path) -> str | None:
     return shlex.join(words if named_at else [*words, "--output_dir", str(folder)])  # a recipe named it
 
 
+def finished_at(folder: str | Path) -> int | None:
+    """The step at which the run of `folder` (a run folder or one of its checkpoints) finished, or None: a run
+    finished when it published its model (its record is there, its run marker gone); its last complete checkpoint
+    says at which step. A run that was stopped, or one of before checkpoints, is not finished at any step."""
+    run = run_folder(Path(folder))
+    if not (run / RECORD_FILE).is_file() or run_marker(run) is not None or live_owner(run):
+        return None
+    complete = [path for path in checkpoints(run) if is_complete_checkpoint(path)]
+    return checkpoint_steps(complete[-1])[0] if complete else None
+
+
+def checkpoint_steps(checkpoint: str | Path) -> tuple[int, int | None]:
+    """(the steps `checkpoint` has trained, the steps its run planned: None where its state does not say)."""
+    state = json.loads(Path(checkpoint, "trainer_state.json").read_text())
+    return int(state.get("global_step") or 0), state.get("max_steps") or None
+
+
 def run_state(folder: str | Path) -> RunState | None:
     """The live or interrupted run behind `folder` (a run folder or one of its checkpoints), or None: no run, or
     a finished one."""
@@ -133,7 +150,7 @@ def run_state(folder: str | Path) -> RunState | None:
     finished = (run / RECORD_FILE).is_file()  # a run from before the marker that published its model
     if (run / LOCK_FILE).is_file() and checkpoints(run) and not has_model and not finished:
         pid = (run / LOCK_FILE).read_text(errors="replace").strip() or "unknown"
-        return RunState("interrupted", run, pid)
+        return RunState("interrupted", run, "unknown" if pid == str(os.getpid()) else pid)  # never this process
     return None
 
 

@@ -27,6 +27,8 @@ from datasets import DatasetDict
 from datasets import Image as ImageFeature
 from transformers import TrainerCallback
 
+from modeling_vit_scratch.common.run_state import checkpoint_steps, finished_at
+
 DATA_FILE = "vit_scratch_data.json"  # in each checkpoint: {"dataset": ..., "splits_fingerprint": ..., "settings": ...}
 BATCH_ROWS = 1_000
 
@@ -315,9 +317,23 @@ def earlier_legs(checkpoint: str | None) -> list[dict]:
     return legs if isinstance(legs, list) else [{"command": None, "wall_time_seconds": None}]
 
 
-def run_legs(earlier: list[dict], command: str, started: float) -> list[dict]:
-    """The legs of the run up to now: the `earlier` ones, then this command's, timed since `started`."""
-    return [*earlier, {"command": command, "wall_time_seconds": round(time.time() - started, 1)}]
+def resumed_leg(checkpoint: str | None) -> dict:
+    """What a leg that resumes `checkpoint` keeps of where it started: the step it resumed from, and the step at
+    which the run had finished, where it had (`finished_at`: a finished run trained on is never called stopped);
+    {} for a new run. Asked before the run marks its folder as started."""
+    if not checkpoint:
+        return {}
+    finished = finished_at(checkpoint)
+    return {
+        "resumed_from_step": checkpoint_steps(checkpoint)[0],
+        **({"finished_at_step": finished} if finished else {}),
+    }
+
+
+def run_legs(earlier: list[dict], command: str, started: float, resumed: dict | None = None) -> list[dict]:
+    """The legs of the run up to now: the `earlier` ones, then this command's, timed since `started`, with where it
+    `resumed` from (`resumed_leg`)."""
+    return [*earlier, {"command": command, "wall_time_seconds": round(time.time() - started, 1), **(resumed or {})}]
 
 
 def check_resumed_settings(checkpoint: str, settings: dict) -> None:
