@@ -40,6 +40,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 import unicodedata
 import uuid
@@ -69,6 +70,43 @@ HELD_LOCKS: set[tuple[int, int]] = set()  # (device, inode) of the locks this pr
 # Moved last into the output folder: weights first, then what describes them, so a kill between two moves never
 # leaves a record or card that describes weights which are not there (the digest in the record would not match).
 DESCRIBING_FILES = (RECORD_FILE, RESULTS_FILE, "README.md")
+
+
+def read_regular(path: Path) -> str:
+    """The text of the regular file at `path`, never through a link nor waiting on a fifo: an OSError for anything
+    else (a folder, a fifo, a device), which the readers of markers and records take as no such file."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(descriptor, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return stream.read().decode()
+
+
+def not_regular_files(folder: Path) -> list[str]:
+    """The names in `folder` where the package keeps a file (its marker, run marker, lock, records, a model's
+    files: `MODEL_FOLDER_FILES`, `MODEL_CODE`) that hold something else: a folder, a fifo, a device (a link is
+    refused as a link). Reading or replacing one would fail half-way, or wait for ever."""
+    names = sorted(MODEL_FOLDER_FILES | MODEL_CODE)
+    return [
+        name
+        for name in names
+        if os.path.lexists(folder / name)
+        and not os.path.islink(folder / name)
+        and not stat.S_ISREG(os.lstat(folder / name).st_mode)
+    ]
+
+
+def check_regular_files(folder: Path, argument: str) -> None:
+    """One line when `folder` holds something other than a file where the package keeps one (`not_regular_files`),
+    before any work."""
+    found = not_regular_files(folder) if folder.is_dir() else []
+    if found:
+        shown = ", ".join(str(folder / name) for name in found[:4])
+        raise ValueError(
+            f"{argument} {str(folder)!r}: {shown} {'is' if len(found) == 1 else 'are'} not a regular file (a folder, "
+            f"fifo or device), where vit-scratch keeps a file of that name: nothing was changed; remove or rename "
+            f"{them(found)}, or choose another {argument}."
+        )
 
 
 def checkpoints(folder: Path) -> list[Path]:
@@ -251,6 +289,7 @@ def check_output_folder(
                 f"{argument} {str(folder)!r} {how} the input {name} {source!r}{cached}: writing there could replace "
                 f"what is read; give {argument} a folder apart from every input."
             )
+    check_regular_files(folder, argument)
     check_place(real, argument, folder, live)
     refuse_dangling_link(folder, argument)
     blocker = file_above(folder)
@@ -301,15 +340,18 @@ def mark_as_ours(folder: Path, written: dict[str, str] | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     marker = {"written_by": "vit-scratch", "files_sha256": {**written_files(folder), **(written or {})}}
     staged = folder / f"{PROBE_PREFIX}{MARKER_FILE}"  # moved into place whole: a cut write loses no digest
-    write_file(staged, (json.dumps(marker, indent=2, sort_keys=True) + "\n").encode())
-    os.replace(staged, folder / MARKER_FILE)
+    try:
+        write_file(staged, (json.dumps(marker, indent=2, sort_keys=True) + "\n").encode())
+        os.replace(staged, folder / MARKER_FILE)
+    finally:
+        staged.unlink(missing_ok=True)  # a no-op once moved into place
 
 
 def written_files(folder: Path) -> dict[str, str]:
     """The SHA-256 of each file the package put into `folder`, as its marker keeps them ({} for a marker written
     before they were kept, or none)."""
     try:
-        marker = json.loads((folder / MARKER_FILE).read_text())
+        marker = json.loads(read_regular(folder / MARKER_FILE))
     except (OSError, ValueError):
         return {}
     kept = marker.get("files_sha256") if isinstance(marker, dict) else None
@@ -348,7 +390,7 @@ def check_writable(folder: Path) -> None:
 def record_of(folder: Path, name: str) -> dict:
     """The record `name` (`RECORD_FILE`, `CONVERSION_FILE`) in `folder` as a dict, {} without a readable one."""
     try:
-        record = json.loads((folder / name).read_text())
+        record = json.loads(read_regular(folder / name))
     except (OSError, ValueError):
         return {}
     return record if isinstance(record, dict) else {}
@@ -609,7 +651,7 @@ def run_marker(folder: str | Path) -> dict | None:
     """The run marker (`RUN_FILE`) of `folder`: the process, start time and commands of a run that started and has
     not published its model; None without one (or one that cannot be read)."""
     try:
-        marker = json.loads(Path(folder, RUN_FILE).read_text())
+        marker = json.loads(read_regular(Path(folder, RUN_FILE)))
     except (OSError, ValueError):
         return None
     return marker if isinstance(marker, dict) else None
@@ -668,8 +710,11 @@ def running_owner(folder: str | Path) -> str | None:
     if it wrote none yet), else None: no lock, one a finished or killed run left (the lock dies with its process), or
     this process's own. Opened read-only and never through a link; the shared lock taken to ask is released at once."""
     try:
-        descriptor = os.open(Path(folder, LOCK_FILE), os.O_RDONLY | os.O_NOFOLLOW)
+        descriptor = os.open(Path(folder, LOCK_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # a fifo or device is no lock: never waited on
+        os.close(descriptor)
         return None
     with os.fdopen(descriptor) as lock:
         found = os.fstat(lock.fileno())
@@ -837,7 +882,7 @@ def not_a_model_folder(folder: Path) -> list[str]:
     """Why `folder` is not a model folder through and through: a missing or model_type-less config.json, no
     weights, and every name in it that a model folder does not hold. Empty when it is one."""
     try:
-        model_type = json.loads((folder / "config.json").read_text()).get("model_type")
+        model_type = json.loads(read_regular(folder / "config.json")).get("model_type")
     except (OSError, ValueError, AttributeError):
         model_type = None
     reasons = [] if model_type else ["no config.json with a model_type"]

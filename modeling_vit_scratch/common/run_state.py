@@ -30,6 +30,7 @@ from modeling_vit_scratch.common.folders import (
     LOCK_FILE,
     RECORD_FILE,
     RUN_FILE,
+    check_regular_files,
     checkpoints,
     is_complete_checkpoint,
     live_owner,
@@ -161,6 +162,7 @@ def check_run_state(source: str, argument: str, command: str) -> None:
     read with a note on stderr, except by push, which publishes only what the user names: the checkpoint."""
     if not os.path.isdir(source):
         return
+    check_regular_files(Path(source), argument)  # a marker, record or lock that is a folder or fifo: one line
     state = run_state(source)
     if state is None:
         weights_gone = Path(source, RECORD_FILE).is_file() and not any(Path(source, name).is_file() for name in WEIGHTS)

@@ -192,7 +192,6 @@ def train(
 
         checkpoint = resolve_checkpoint(training_args.output_dir, resume, new_run)
         if checkpoint:  # read by the Trainer only once training starts: its weights and pickled states checked now
-            check_trains_on(checkpoint, training_args.output_dir)
             check_checkpoint(checkpoint)
             check_continuable(checkpoint)  # the optimiser, schedule and random states: the run goes on exactly
             # the fields this command takes from the data are compared once it is read (train_in_claimed_folder)
@@ -261,6 +260,7 @@ def train_in_claimed_folder(
         if not data_args.streaming:  # and on the splits it started with, for as many steps
             check_resumed_data(checkpoint, data_args.dataset, fingerprint, whole_splits)
             check_resumed_steps(training_args, len(data.splits["train"]), checkpoint)
+        check_trains_on(checkpoint, training_args.output_dir)  # once the run is known to be the same: no step left?
     main_process = training_args.process_index == 0
     images = check_images_together(data.splits, data_args.check_images, main_process and not training_args.disable_tqdm)
     if main_process:
