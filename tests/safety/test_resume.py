@@ -305,7 +305,9 @@ def test_a_data_set_moved_between_interrupt_and_resume_is_the_same_data_set(trai
 # SIGINT by default, SIGTERM in the slow tier: both reach the run through the same handler, which
 # tests/safety/test_command_streams.py sends for real, and each of them stops training in process there
 @pytest.mark.integration
-@pytest.mark.parametrize("sent, code", one_by_default([(signal.SIGINT, 130), (signal.SIGTERM, 143)]))
+@pytest.mark.parametrize(
+    "sent, code", one_by_default([(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+)
 def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_resumes(tmp_path, sent, code):
     scenario = Scenario(tmp_path)
     output = tmp_path / "out"
