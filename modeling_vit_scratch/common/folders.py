@@ -462,10 +462,13 @@ def refuse_a_model(folder: Path, overwrite: bool, resume: bool) -> None:
     """A ValueError when `folder` holds a model that neither `overwrite` nor `resume` allows to touch (an interrupted
     run's folder is said as such, with how to resume it), or a file the run would replace that the package cannot
     show it wrote unchanged (`not_vouched_for`): a run replaces only its own files."""
+    from modeling_vit_scratch.common.run_state import run_state  # it reads this module's names
+
+    damaged = run_state(folder)
+    if damaged is not None and damaged.kind == "damaged":
+        raise ValueError(f"--output_dir {str(folder)!r}: {damaged.damaged_words()}.")
     found = model_contents(folder)
     if found and not (overwrite or resume):
-        from modeling_vit_scratch.common.run_state import run_state  # it reads this module's names
-
         state = run_state(folder)
         if state is not None and state.kind == "interrupted":
             raise ValueError(
@@ -657,16 +660,42 @@ def run_marker(folder: str | Path) -> dict | None:
     return marker if isinstance(marker, dict) else None
 
 
+def marker_damage(marker: dict) -> str | None:
+    """Why a run marker cannot show whether its run is alive, in words, or None: it names no process, or (where the
+    system says when processes started) no start time of it, which every marker the package writes keeps."""
+    pid = marker.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return "it names no process"
+    if os.path.isdir("/proc") and marker.get("process_start") is None:
+        return f"it names process {pid} but not when that process started"
+    return None
+
+
+def is_python(pid: int) -> bool | None:
+    """Whether process `pid` runs Python (the program it runs, as /proc names it: a console script runs its
+    interpreter), or None where the system does not say."""
+    try:
+        program = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    except OSError:
+        return None
+    return os.path.basename(program).startswith(b"python") if program else None  # empty: in the midst of exec
+
+
 def marker_owner(folder: str | Path) -> str | None:
     """The process named by `folder`'s run marker while it lives and is the process that wrote it (its start time,
-    kept in the marker, equals the living one's: a reused PID is another process), else None. This process's own is
-    None, as `running_owner` says of its lock."""
+    kept in the marker, equals the living one's: a reused PID is another process; and it runs Python), else None: a
+    marker that cannot show its run is alive (`marker_damage`) names no live run. This process's own is None, as
+    `running_owner` says of its lock. Where the system does not say when processes started, a living PID is enough."""
     marker = run_marker(folder) or {}
-    pid, started = marker.get("pid"), marker.get("process_start")
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or pid == os.getpid() or not process_alive(pid):
+    if marker_damage(marker):
         return None
-    now = process_start(pid)
-    return None if started is not None and now is not None and str(started) != now else str(pid)
+    pid = marker["pid"]
+    if pid == os.getpid() or not process_alive(pid):
+        return None
+    if not os.path.isdir("/proc"):
+        return str(pid)
+    alive = str(marker["process_start"]) == process_start(pid) and is_python(pid) is not False
+    return str(pid) if alive else None
 
 
 def live_owner(folder: str | Path) -> str | None:

@@ -34,6 +34,7 @@ from modeling_vit_scratch.common.folders import (
     checkpoints,
     is_complete_checkpoint,
     live_owner,
+    marker_damage,
     process_start,
     run_marker,
 )
@@ -64,13 +65,22 @@ def finish_run(folder: str | Path) -> None:
 
 @dataclass
 class RunState:
-    """A run folder whose run is `live` (its process is `pid`) or `interrupted`."""
+    """A run folder whose run is `live` (its process is `pid`) or `interrupted`, or whose run marker is `damaged`."""
 
     kind: str
     folder: Path
     pid: str
     command: str | None = None
     resume: str | None = None
+    damage: str | None = None  # a `damaged` marker's fault (`marker_damage`)
+
+    def damaged_words(self) -> str:
+        """What is wrong with a damaged run marker, and the fix."""
+        return (
+            f"its run marker {str(self.folder / RUN_FILE)!r} is damaged ({self.damage}), so it cannot show whether "
+            f"its run is alive: if no training run is writing {str(self.folder)!r}, remove that file, then run this "
+            "again"
+        )
 
     def last_checkpoint(self) -> Path | None:
         complete = [path for path in checkpoints(self.folder) if is_complete_checkpoint(path)]
@@ -139,6 +149,8 @@ def run_state(folder: str | Path) -> RunState | None:
     if owner:
         return RunState("live", run, owner)
     started = run_marker(run)
+    if started is not None and marker_damage(started):
+        return RunState("damaged", run, "unknown", damage=marker_damage(started))
     if started is not None:
         return RunState(
             "interrupted",
@@ -173,6 +185,8 @@ def check_run_state(source: str, argument: str, command: str) -> None:
             )
         return
     named_checkpoint = run_folder(Path(source)) != Path(source)
+    if state.kind == "damaged":
+        raise ValueError(f"{argument} {source!r}: {state.damaged_words()}.")
     if state.kind == "live":
         what = (
             f"is a checkpoint of the training run writing {str(state.folder)!r}"
