@@ -66,6 +66,10 @@ MODEL_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json
 RESUME_OFF = (None, False, "", "false", "False")  # values of --resume_from_checkpoint that mean "start afresh"
 READ_FROM_INSIDE = ("--resume_from_checkpoint",)  # inputs that may lie inside the output: a run's own checkpoints
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+# The names of the figures explain writes (`explanation/prediction.py`): in an output folder, explain's own; they
+# describe the model explained, so no training run's model may sit beside them
+FIGURES = ("patch_grid.png", "attention_rollout.png", "gradient_rollout_class_*.png", "attention_per_layer.png")
+FIGURES += ("fig7_*.png",)
 HELD_LOCKS: set[tuple[int, int]] = set()  # (device, inode) of the locks this process holds (`claim_output_folder`)
 # Moved last into the output folder: weights first, then what describes them, so a kill between two moves never
 # leaves a record or card that describes weights which are not there (the digest in the record would not match).
@@ -467,6 +471,14 @@ def refuse_a_model(folder: Path, overwrite: bool, resume: bool) -> None:
     damaged = run_state(folder)
     if damaged is not None and damaged.kind == "damaged":
         raise ValueError(f"--output_dir {str(folder)!r}: {damaged.damaged_words()}.")
+    figures = [path.name for path in explain_figures(folder)]
+    if figures and not (overwrite and not resume):
+        raise ValueError(
+            f"--output_dir {str(folder)!r} holds the figures of explain ({', '.join(figures[:3])}"
+            f"{' ...' if figures[3:] else ''}), which describe the model explained, and a model trained there would "
+            "sit beside them as if they were its own: give a new --output_dir, or pass --overwrite_output_dir true "
+            "to remove them."
+        )
     found = model_contents(folder)
     if found and not (overwrite or resume):
         state = run_state(folder)
@@ -606,7 +618,10 @@ def claim_output_folder(
                 started = True
                 mark_as_ours(folder)
                 for path in found:
-                    shutil.rmtree(path, ignore_errors=True)
+                    if path.is_dir():
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        path.unlink(missing_ok=True)
                 return [path.name for path in found]
 
             claimed = ClaimedFolder(folder, lock.fileno(), remove_leftovers)
@@ -964,11 +979,18 @@ def check_removable(folder: Path, removed: list[Path], why: str) -> None:
         )
 
 
+def explain_figures(folder: Path) -> list[Path]:
+    """The figures of explain (`FIGURES`) in `folder`: they describe the model it explained, not one trained there."""
+    found = {path for pattern in FIGURES for path in folder.glob(pattern) if path.is_file()} if folder.is_dir() else ()
+    return sorted(found)
+
+
 def leftovers(folder: Path, overwrite: bool, resume: bool) -> list[Path]:
     """What a run into `folder` removes before its first step: a killed run's staging folders, and when it overwrites
-    (not resumes) the old checkpoints, which would mix with the new run's (the old model stays until replaced)."""
+    (not resumes) the old checkpoints, which would mix with the new run's (the old model stays until replaced), and
+    explain's figures, which would read as the new model's."""
     found = [path for path in folder.iterdir() if path.name.startswith(STAGING_PREFIX)] if folder.is_dir() else []
-    return found + (checkpoints(folder) if overwrite and not resume else [])
+    return found + (checkpoints(folder) + explain_figures(folder) if overwrite and not resume else [])
 
 
 def removal_reason(overwrite: bool, resume: bool) -> str:

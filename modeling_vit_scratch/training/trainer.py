@@ -23,6 +23,7 @@ from transformers import TrainingArguments, set_seed
 
 from modeling_vit_scratch.common.commands import Terminated
 from modeling_vit_scratch.common.folders import (
+    CHECKPOINT,
     RESUME_OFF,
     STAGING_PREFIX,
     ClaimedFolder,
@@ -347,13 +348,20 @@ def train_in_claimed_folder(
     legs = (earlier_legs(checkpoint), plain_command(), started, resumed_leg(checkpoint))  # commands, times, steps
     trainer.add_callback(KeepDataIdentity(data_args.dataset, fingerprint, settings, legs))
     removed = remove_leftovers()
-    replaced = [name for name in removed if not name.startswith(STAGING_PREFIX)]  # the earlier run's checkpoints
+    replaced = [name for name in removed if CHECKPOINT.match(name)]  # the earlier run's checkpoints
+    figures = [name for name in removed if not CHECKPOINT.match(name) and not name.startswith(STAGING_PREFIX)]
     unfinished = [name for name in removed if name.startswith(STAGING_PREFIX)]  # saves that were never completed
     if replaced:
         logger.warning(
             "Removed the earlier run's checkpoints in %s, replaced as --overwrite_output_dir asks: %s",
             training_args.output_dir,
             ", ".join(replaced),
+        )
+    if figures:  # explain's, of the model it explained: never read as this run's
+        logger.warning(
+            "Removed the figures of explain in %s, which describe another model, as --overwrite_output_dir asks: %s",
+            training_args.output_dir,
+            ", ".join(figures),
         )
     if unfinished:
         logger.warning(

@@ -422,3 +422,25 @@ def test_a_marker_record_or_lock_that_is_no_regular_file_is_one_line_and_changes
     assert result.code == 1 and result.one_line, result
     assert f"{folder / name} is not a regular file (a folder, fifo or device)" in result.error
     assert sorted(path.name for path in folder.iterdir()) == before  # no probe, no lock, nothing made
+
+
+@pytest.mark.integration
+def test_a_folder_of_explains_figures_is_no_model_folder_and_overwriting_it_removes_them(tmp_path):
+    """Explain's figures describe the model explained: train and convert refuse their folder as a model folder that
+    is not theirs (before: train wrote its model beside them, and they read as its own); train's
+    --overwrite_output_dir removes them, naming them."""
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "figures"
+    assert outcome("explain", with_argument(scenario.argv("explain"), "--out", folder)).code == 0
+    figures = sorted(path.name for path in folder.glob("*.png"))
+    assert "patch_grid.png" in figures
+    before = {path: path.read_bytes() for path in folder.iterdir()}
+    train = with_argument(scenario.argv("train"), "--output_dir", folder) + ["--max_steps", "1"]
+    result = outcome("train", train)
+    assert result.one_line and "holds the figures of explain (" in result.error, result
+    result = outcome("convert", [*with_argument(scenario.argv("convert"), "--output", folder), "--overwrite"])
+    assert result.one_line and "is not a model folder" in result.error and "attention_per_layer.png" in result.error
+    assert {path: path.read_bytes() for path in folder.iterdir()} == before
+    assert outcome("train", [*train, "--overwrite_output_dir", "true"]).code == 0
+    assert not any(path.name in figures for path in folder.iterdir())
+    assert (folder / "model.safetensors").is_file()
