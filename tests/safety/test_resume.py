@@ -643,6 +643,38 @@ def test_every_trainer_argument_is_compared_on_resume_or_allowed_to_change():
     assert sorted((set(TRAINING_SETTINGS) | set(ALLOWED_TRAINING_CHANGES)) - names) == []
 
 
+def test_every_model_and_data_argument_is_compared_on_resume_or_allowed_to_change():
+    """Every argument that changes what is trained (the model and its revision, the teacher and its revision, the
+    overrides, the data and how it is read) is compared on resume (before: --teacher_revision and --model_revision
+    were not); a field added to the arguments fails here until it is put in a list."""
+    from dataclasses import fields
+
+    from modeling_vit_scratch.training import resumed_data as kept
+    from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments
+
+    model = {item.name for item in fields(ModelArguments)}
+    data = {item.name for item in fields(DataArguments)}
+    assert sorted(model - set(kept.MODEL_SETTINGS) - set(kept.ALLOWED_MODEL_CHANGES)) == []
+    compared = set(kept.DATA_SETTINGS) | set(kept.FINGERPRINTED) | set(kept.ALLOWED_DATA_CHANGES)
+    assert sorted(data - compared) == []
+    assert {"model_revision", "teacher_revision", "config_overrides", "model"} <= set(kept.MODEL_SETTINGS)
+
+
+@pytest.mark.parametrize(
+    "name, before, after", [("teacher_revision", "a" * 40, "b" * 40), ("model_revision", None, "c" * 40)]
+)
+def test_a_revision_changed_on_resume_is_one_line_naming_it(tmp_path, name, before, after):
+    from modeling_vit_scratch.training.resumed_data import DATA_FILE, check_resumed_settings
+
+    checkpoint = tmp_path / "checkpoint-1"
+    checkpoint.mkdir()
+    (checkpoint / DATA_FILE).write_text(json.dumps({"settings": {name: before}}))
+    with pytest.raises(ValueError) as refused:
+        check_resumed_settings(str(checkpoint), {name: after})
+    shown = "not given" if before is None else before
+    assert f"(--{name} {shown} in it, {after} now)" in str(refused.value)
+
+
 def test_scheduler_arguments_are_compared_and_shown_as_given(tmp_path):
     from modeling_vit_scratch.training.resumed_data import check_resumed_settings
 
