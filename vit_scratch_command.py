@@ -1,4 +1,5 @@
-"""The first module the `vit-scratch` command and `scripts/*.py` run: Ctrl-C (SIGINT) and SIGTERM are one line from
+"""The first module the `vit-scratch` command and `scripts/*.py` run: Ctrl-C (SIGINT), SIGTERM and SIGHUP (the
+terminal closed) are one line from
 the process's first instant to its exit, then the command is imported and run.
 
 Before any command's code runs, Python spends seconds importing torch and transformers: importing anything in
@@ -11,7 +12,7 @@ lives outside the package, so its handler is in place before those imports. Thre
 - exiting (`atexit` callbacks, a library's clean-up, threads being joined): a signal ends the process at once with
   one line saying the command had ended, or silently where the command has already said why it stopped.
 
-A signal the process was started ignoring (SIGINT in a shell's background job, under `nohup`) stays ignored.
+A signal the process was started ignoring (SIGINT in a shell's background job, SIGHUP under `nohup`) stays ignored.
 """
 
 import importlib
@@ -22,9 +23,11 @@ import threading
 
 INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (SIGINT), as shells report it
 TERMINATED = 143  # the exit code of a command stopped by SIGTERM
+HUNG_UP = 129  # the exit code of a command stopped by SIGHUP (its terminal closed, `kill -HUP`)
 NOTHING_DONE = "Interrupted before any work was done: nothing was written or sent; run the same command again."
 ENDED = "Interrupted while exiting, after the command had ended: its lines above say what it did."
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNALS = (signal.SIGINT, signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else []))
+EXIT_CODES = {signal.SIGTERM: TERMINATED, **({signal.SIGHUP: HUNG_UP} if hasattr(signal, "SIGHUP") else {})}
 
 _line: list[str | None] = [NOTHING_DONE]  # what a signal prints while no command holds the signals (None: nothing)
 _started = [False]  # whether `run` started this process's command
@@ -45,7 +48,7 @@ def exit_at_once(number: int, frame) -> None:
             os.write(2, f"{_line[0]}\n".encode())
         except OSError:
             pass
-    os._exit(TERMINATED if number == signal.SIGTERM else INTERRUPTED)
+    os._exit(EXIT_CODES.get(number, INTERRUPTED))
 
 
 def exit_on_signal(line: str | None) -> None:

@@ -8,8 +8,9 @@
 - A line a command ends with (the message given to `sys.exit`, the line printed on Ctrl-C) quotes user text
   (values, paths, repo ids, names) as data: control characters are shown escaped (`\\x1b`), so an escape sequence
   in a name never reaches the terminal raw; newlines stay as they are (`shown_controls`).
-- Ctrl-C (SIGINT) and SIGTERM (what `kill`, `timeout` and cluster schedulers send) end the command with one line
-  saying what was and was not done and how to go on, and the shell's exit code for the signal (130, 143). The line
+- Ctrl-C (SIGINT), SIGTERM (what `kill`, `timeout` and cluster schedulers send) and SIGHUP (the terminal closed)
+  end the command with one line saying what was and was not done and how to go on, and the shell's exit code for
+  the signal (130, 143, 129; SIGHUP ignored, as `nohup` starts it, stays ignored). The line
   is the room's: it calls `when_interrupted` as its work advances (push: before and after its commit); before that,
   the default says nothing was done. Before the command (Python importing torch) and after it (the interpreter's
   exit), the signals are `vit_scratch_command`'s, which the `vit-scratch` command and the scripts run first: one
@@ -32,7 +33,16 @@ from contextlib import contextmanager
 from modeling_vit_scratch.common.children import remove_stale_scratch
 from modeling_vit_scratch.common.names import shown_name
 from modeling_vit_scratch.common.secrets import TOKEN_SHAPE, known_secrets, redact, redacting_logs, secrets_in_argv
-from vit_scratch_command import ENDED, INTERRUPTED, NOTHING_DONE, SIGNALS, TERMINATED, exit_on_signal, holds_signals
+from vit_scratch_command import (
+    ENDED,
+    HUNG_UP,
+    INTERRUPTED,
+    NOTHING_DONE,
+    SIGNALS,
+    TERMINATED,
+    exit_on_signal,
+    holds_signals,
+)
 
 TOKEN_START = re.compile(r"h(?:f(?:_[A-Za-z0-9]*)?)?\Z")
 
@@ -46,6 +56,14 @@ def shown_controls(text: str) -> str:
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the command is, so it stops as Ctrl-C stops it: every file kept, one line."""
+
+    code = TERMINATED  # the shell's exit code for the signal
+
+
+class HungUp(Terminated):
+    """SIGHUP (the terminal closed, `kill -HUP`): stopped as SIGTERM stops it, with the shell's code for SIGHUP."""
+
+    code = HUNG_UP
 
 
 class RedactingStream(io.TextIOBase):
@@ -181,11 +199,13 @@ def take_signals() -> dict | None:
     previous = {number: signal.getsignal(number) for number in SIGNALS}
 
     def terminate(signum, frame):
-        raise Terminated
+        raise HungUp if signum == getattr(signal, "SIGHUP", None) else Terminated
 
     if previous[signal.SIGINT] is not signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, terminate)
+    if hasattr(signal, "SIGHUP") and previous[signal.SIGHUP] is not signal.SIG_IGN:  # `nohup`: stays ignored
+        signal.signal(signal.SIGHUP, terminate)
     if hasattr(signal, "SIGXFSZ"):  # a file size limit: the write fails with an error the command can name
         previous[signal.SIGXFSZ] = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     return previous
@@ -250,7 +270,7 @@ def entry_point(secrets: Callable[[list[str]], list[str]] | None = None):
                 line = line() if callable(line) else line
                 if line:
                     print(shown_controls(redact(line, found)), file=sys.stderr)
-                sys.exit(TERMINATED if isinstance(stop, Terminated) else INTERRUPTED)
+                sys.exit(getattr(stop, "code", INTERRUPTED))  # 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP
             except SystemExit as stop:  # Python prints a message given to sys.exit after the streams are back
                 if isinstance(stop.code, str):
                     raise SystemExit(shown_controls(redact(stop.code, found))) from None

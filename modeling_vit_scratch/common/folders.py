@@ -40,6 +40,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 import unicodedata
 import uuid
@@ -65,9 +66,51 @@ MODEL_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json
 RESUME_OFF = (None, False, "", "false", "False")  # values of --resume_from_checkpoint that mean "start afresh"
 READ_FROM_INSIDE = ("--resume_from_checkpoint",)  # inputs that may lie inside the output: a run's own checkpoints
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+# The names of the figures explain writes (`explanation/prediction.py`): in an output folder, explain's own; they
+# describe the model explained, so no training run's model may sit beside them
+FIGURES = ("patch_grid.png", "attention_rollout.png", "gradient_rollout_class_*.png", "attention_per_layer.png")
+FIGURES += ("fig7_*.png",)
+HELD_LOCKS: set[tuple[int, int]] = set()  # (device, inode) of the locks this process holds (`claim_output_folder`)
 # Moved last into the output folder: weights first, then what describes them, so a kill between two moves never
 # leaves a record or card that describes weights which are not there (the digest in the record would not match).
 DESCRIBING_FILES = (RECORD_FILE, RESULTS_FILE, "README.md")
+
+
+def read_regular(path: Path) -> str:
+    """The text of the regular file at `path`, never through a link nor waiting on a fifo: an OSError for anything
+    else (a folder, a fifo, a device), which the readers of markers and records take as no such file."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(descriptor, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return stream.read().decode()
+
+
+def not_regular_files(folder: Path) -> list[str]:
+    """The names in `folder` where the package keeps a file (its marker, run marker, lock, records, a model's
+    files: `MODEL_FOLDER_FILES`, `MODEL_CODE`) that hold something else: a folder, a fifo, a device (a link is
+    refused as a link). Reading or replacing one would fail half-way, or wait for ever."""
+    names = sorted(MODEL_FOLDER_FILES | MODEL_CODE)
+    return [
+        name
+        for name in names
+        if os.path.lexists(folder / name)
+        and not os.path.islink(folder / name)
+        and not stat.S_ISREG(os.lstat(folder / name).st_mode)
+    ]
+
+
+def check_regular_files(folder: Path, argument: str) -> None:
+    """One line when `folder` holds something other than a file where the package keeps one (`not_regular_files`),
+    before any work."""
+    found = not_regular_files(folder) if folder.is_dir() else []
+    if found:
+        shown = ", ".join(str(folder / name) for name in found[:4])
+        raise ValueError(
+            f"{argument} {str(folder)!r}: {shown} {'is' if len(found) == 1 else 'are'} not a regular file (a folder, "
+            f"fifo or device), where vit-scratch keeps a file of that name: nothing was changed; remove or rename "
+            f"{them(found)}, or choose another {argument}."
+        )
 
 
 def checkpoints(folder: Path) -> list[Path]:
@@ -250,6 +293,7 @@ def check_output_folder(
                 f"{argument} {str(folder)!r} {how} the input {name} {source!r}{cached}: writing there could replace "
                 f"what is read; give {argument} a folder apart from every input."
             )
+    check_regular_files(folder, argument)
     check_place(real, argument, folder, live)
     refuse_dangling_link(folder, argument)
     blocker = file_above(folder)
@@ -300,15 +344,18 @@ def mark_as_ours(folder: Path, written: dict[str, str] | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     marker = {"written_by": "vit-scratch", "files_sha256": {**written_files(folder), **(written or {})}}
     staged = folder / f"{PROBE_PREFIX}{MARKER_FILE}"  # moved into place whole: a cut write loses no digest
-    write_file(staged, (json.dumps(marker, indent=2, sort_keys=True) + "\n").encode())
-    os.replace(staged, folder / MARKER_FILE)
+    try:
+        write_file(staged, (json.dumps(marker, indent=2, sort_keys=True) + "\n").encode())
+        os.replace(staged, folder / MARKER_FILE)
+    finally:
+        staged.unlink(missing_ok=True)  # a no-op once moved into place
 
 
 def written_files(folder: Path) -> dict[str, str]:
     """The SHA-256 of each file the package put into `folder`, as its marker keeps them ({} for a marker written
     before they were kept, or none)."""
     try:
-        marker = json.loads((folder / MARKER_FILE).read_text())
+        marker = json.loads(read_regular(folder / MARKER_FILE))
     except (OSError, ValueError):
         return {}
     kept = marker.get("files_sha256") if isinstance(marker, dict) else None
@@ -347,7 +394,7 @@ def check_writable(folder: Path) -> None:
 def record_of(folder: Path, name: str) -> dict:
     """The record `name` (`RECORD_FILE`, `CONVERSION_FILE`) in `folder` as a dict, {} without a readable one."""
     try:
-        record = json.loads((folder / name).read_text())
+        record = json.loads(read_regular(folder / name))
     except (OSError, ValueError):
         return {}
     return record if isinstance(record, dict) else {}
@@ -419,10 +466,21 @@ def refuse_a_model(folder: Path, overwrite: bool, resume: bool) -> None:
     """A ValueError when `folder` holds a model that neither `overwrite` nor `resume` allows to touch (an interrupted
     run's folder is said as such, with how to resume it), or a file the run would replace that the package cannot
     show it wrote unchanged (`not_vouched_for`): a run replaces only its own files."""
+    from modeling_vit_scratch.common.run_state import run_state  # it reads this module's names
+
+    damaged = run_state(folder)
+    if damaged is not None and damaged.kind == "damaged":
+        raise ValueError(f"--output_dir {str(folder)!r}: {damaged.damaged_words()}.")
+    figures = [path.name for path in explain_figures(folder)]
+    if figures and not (overwrite and not resume):
+        raise ValueError(
+            f"--output_dir {str(folder)!r} holds the figures of explain ({', '.join(figures[:3])}"
+            f"{' ...' if figures[3:] else ''}), which describe the model explained, and a model trained there would "
+            "sit beside them as if they were its own: give a new --output_dir, or pass --overwrite_output_dir true "
+            "to remove them."
+        )
     found = model_contents(folder)
     if found and not (overwrite or resume):
-        from modeling_vit_scratch.common.run_state import run_state  # it reads this module's names
-
         state = run_state(folder)
         if state is not None and state.kind == "interrupted":
             raise ValueError(
@@ -541,12 +599,17 @@ def claim_output_folder(
                 f"The output folder {str(folder)!r} is in use by another training run (process {owner}): wait for "
                 "it to end, or choose another --output_dir."
             ) from None
+        previous = lock.read()  # put back if the run is refused: a refused run changes no file, its lock included
+        held = os.fstat(lock.fileno())
+        HELD_LOCKS.add((held.st_dev, held.st_ino))  # this process's own: never named as another run's
         try:
+            # before this process names itself in the lock: what the folder's run left is read as it was
+            refuse_a_model(folder, overwrite, resume)
+            check_removals(folder, overwrite, resume, rotating)
+            lock.seek(0)
             lock.truncate()
             lock.write(f"{os.getpid()}\n")
             lock.flush()
-            refuse_a_model(folder, overwrite, resume)
-            check_removals(folder, overwrite, resume, rotating)
 
             def remove_leftovers() -> list[str]:
                 nonlocal started
@@ -555,7 +618,10 @@ def claim_output_folder(
                 started = True
                 mark_as_ours(folder)
                 for path in found:
-                    shutil.rmtree(path, ignore_errors=True)
+                    if path.is_dir():
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        path.unlink(missing_ok=True)
                 return [path.name for path in found]
 
             claimed = ClaimedFolder(folder, lock.fileno(), remove_leftovers)
@@ -564,10 +630,16 @@ def claim_output_folder(
             finally:
                 claimed.close()
         finally:
-            if not started:  # refused or failed before writing: take back what the claim added
+            if not started:  # refused or failed before writing: take back what the claim added or changed
                 if new_lock:
                     (folder / LOCK_FILE).unlink(missing_ok=True)
+                else:
+                    lock.seek(0)
+                    lock.truncate()
+                    lock.write(previous)
+                    lock.flush()
                 remove_empty(made)
+            HELD_LOCKS.discard((held.st_dev, held.st_ino))
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
@@ -597,22 +669,48 @@ def run_marker(folder: str | Path) -> dict | None:
     """The run marker (`RUN_FILE`) of `folder`: the process, start time and commands of a run that started and has
     not published its model; None without one (or one that cannot be read)."""
     try:
-        marker = json.loads(Path(folder, RUN_FILE).read_text())
+        marker = json.loads(read_regular(Path(folder, RUN_FILE)))
     except (OSError, ValueError):
         return None
     return marker if isinstance(marker, dict) else None
 
 
+def marker_damage(marker: dict) -> str | None:
+    """Why a run marker cannot show whether its run is alive, in words, or None: it names no process, or (where the
+    system says when processes started) no start time of it, which every marker the package writes keeps."""
+    pid = marker.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return "it names no process"
+    if os.path.isdir("/proc") and marker.get("process_start") is None:
+        return f"it names process {pid} but not when that process started"
+    return None
+
+
+def is_python(pid: int) -> bool | None:
+    """Whether process `pid` runs Python (the program it runs, as /proc names it: a console script runs its
+    interpreter), or None where the system does not say."""
+    try:
+        program = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    except OSError:
+        return None
+    return os.path.basename(program).startswith(b"python") if program else None  # empty: in the midst of exec
+
+
 def marker_owner(folder: str | Path) -> str | None:
     """The process named by `folder`'s run marker while it lives and is the process that wrote it (its start time,
-    kept in the marker, equals the living one's: a reused PID is another process), else None. This process's own is
-    None, as `running_owner` says of its lock."""
+    kept in the marker, equals the living one's: a reused PID is another process; and it runs Python), else None: a
+    marker that cannot show its run is alive (`marker_damage`) names no live run. This process's own is None, as
+    `running_owner` says of its lock. Where the system does not say when processes started, a living PID is enough."""
     marker = run_marker(folder) or {}
-    pid, started = marker.get("pid"), marker.get("process_start")
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or pid == os.getpid() or not process_alive(pid):
+    if marker_damage(marker):
         return None
-    now = process_start(pid)
-    return None if started is not None and now is not None and str(started) != now else str(pid)
+    pid = marker["pid"]
+    if pid == os.getpid() or not process_alive(pid):
+        return None
+    if not os.path.isdir("/proc"):
+        return str(pid)
+    alive = str(marker["process_start"]) == process_start(pid) and is_python(pid) is not False
+    return str(pid) if alive else None
 
 
 def live_owner(folder: str | Path) -> str | None:
@@ -656,10 +754,16 @@ def running_owner(folder: str | Path) -> str | None:
     if it wrote none yet), else None: no lock, one a finished or killed run left (the lock dies with its process), or
     this process's own. Opened read-only and never through a link; the shared lock taken to ask is released at once."""
     try:
-        descriptor = os.open(Path(folder, LOCK_FILE), os.O_RDONLY | os.O_NOFOLLOW)
+        descriptor = os.open(Path(folder, LOCK_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # a fifo or device is no lock: never waited on
+        os.close(descriptor)
+        return None
     with os.fdopen(descriptor) as lock:
+        found = os.fstat(lock.fileno())
+        if (found.st_dev, found.st_ino) in HELD_LOCKS:  # the lock this process holds: no other run's
+            return None
         try:
             fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -688,8 +792,12 @@ def remove_empty(folders: list[Path]) -> None:
             return
 
 
-def resolve_checkpoint(folder: str | Path, requested: str | bool | None) -> str | None:
-    """`--resume_from_checkpoint`: None, `true` (the last complete checkpoint in `folder`) or a checkpoint path."""
+def resolve_checkpoint(
+    folder: str | Path, requested: str | bool | None, new_run: Callable[[Path], str] | None = None
+) -> str | None:
+    """`--resume_from_checkpoint`: None, `true` (the last complete checkpoint in `folder`) or a checkpoint path.
+    `new_run(model)` is the command that starts a new run from the weights of `model` in a new folder: the fix
+    printed for a folder that holds a model but no checkpoint (a plain new run there would be refused)."""
     if requested in RESUME_OFF:
         return None
     last = requested in (True, "true", "True")
@@ -704,10 +812,16 @@ def resolve_checkpoint(folder: str | Path, requested: str | bool | None) -> str 
         )
     if last:
         if not complete and not incomplete:
+            way_on = (
+                "start a new run without --resume_from_checkpoint"
+                if not model_contents(folder)
+                else f"it holds a model: start a new run from its weights, {new_run(folder)}"
+                if new_run
+                else "it holds a model: start a new run from its weights with --model and another --output_dir"
+            )
             raise ValueError(
                 f"--resume_from_checkpoint true: {str(folder)!r} holds no checkpoint, so there is no run to resume: "
-                "start a new run without --resume_from_checkpoint, or give --output_dir the folder of the run to "
-                "resume."
+                f"{way_on}; or give --output_dir the folder of the run to resume."
             )
         if not complete:
             named = f" (incomplete, cut off mid-save: {', '.join(incomplete)})" if incomplete else ""
@@ -812,7 +926,7 @@ def not_a_model_folder(folder: Path) -> list[str]:
     """Why `folder` is not a model folder through and through: a missing or model_type-less config.json, no
     weights, and every name in it that a model folder does not hold. Empty when it is one."""
     try:
-        model_type = json.loads((folder / "config.json").read_text()).get("model_type")
+        model_type = json.loads(read_regular(folder / "config.json")).get("model_type")
     except (OSError, ValueError, AttributeError):
         model_type = None
     reasons = [] if model_type else ["no config.json with a model_type"]
@@ -865,11 +979,18 @@ def check_removable(folder: Path, removed: list[Path], why: str) -> None:
         )
 
 
+def explain_figures(folder: Path) -> list[Path]:
+    """The figures of explain (`FIGURES`) in `folder`: they describe the model it explained, not one trained there."""
+    found = {path for pattern in FIGURES for path in folder.glob(pattern) if path.is_file()} if folder.is_dir() else ()
+    return sorted(found)
+
+
 def leftovers(folder: Path, overwrite: bool, resume: bool) -> list[Path]:
     """What a run into `folder` removes before its first step: a killed run's staging folders, and when it overwrites
-    (not resumes) the old checkpoints, which would mix with the new run's (the old model stays until replaced)."""
+    (not resumes) the old checkpoints, which would mix with the new run's (the old model stays until replaced), and
+    explain's figures, which would read as the new model's."""
     found = [path for path in folder.iterdir() if path.name.startswith(STAGING_PREFIX)] if folder.is_dir() else []
-    return found + (checkpoints(folder) if overwrite and not resume else [])
+    return found + (checkpoints(folder) + explain_figures(folder) if overwrite and not resume else [])
 
 
 def removal_reason(overwrite: bool, resume: bool) -> str:

@@ -30,9 +30,11 @@ from modeling_vit_scratch.common.folders import (
     LOCK_FILE,
     RECORD_FILE,
     RUN_FILE,
+    check_regular_files,
     checkpoints,
     is_complete_checkpoint,
     live_owner,
+    marker_damage,
     process_start,
     run_marker,
 )
@@ -63,13 +65,22 @@ def finish_run(folder: str | Path) -> None:
 
 @dataclass
 class RunState:
-    """A run folder whose run is `live` (its process is `pid`) or `interrupted`."""
+    """A run folder whose run is `live` (its process is `pid`) or `interrupted`, or whose run marker is `damaged`."""
 
     kind: str
     folder: Path
     pid: str
     command: str | None = None
     resume: str | None = None
+    damage: str | None = None  # a `damaged` marker's fault (`marker_damage`)
+
+    def damaged_words(self) -> str:
+        """What is wrong with a damaged run marker, and the fix."""
+        return (
+            f"its run marker {str(self.folder / RUN_FILE)!r} is damaged ({self.damage}), so it cannot show whether "
+            f"its run is alive: if no training run is writing {str(self.folder)!r}, remove that file, then run this "
+            "again"
+        )
 
     def last_checkpoint(self) -> Path | None:
         complete = [path for path in checkpoints(self.folder) if is_complete_checkpoint(path)]
@@ -113,6 +124,23 @@ def here(command: str | None, named: str | None, folder: Path) -> str | None:
     return shlex.join(words if named_at else [*words, "--output_dir", str(folder)])  # a recipe named it
 
 
+def finished_at(folder: str | Path) -> int | None:
+    """The step at which the run of `folder` (a run folder or one of its checkpoints) finished, or None: a run
+    finished when it published its model (its record is there, its run marker gone); its last complete checkpoint
+    says at which step. A run that was stopped, or one of before checkpoints, is not finished at any step."""
+    run = run_folder(Path(folder))
+    if not (run / RECORD_FILE).is_file() or run_marker(run) is not None or live_owner(run):
+        return None
+    complete = [path for path in checkpoints(run) if is_complete_checkpoint(path)]
+    return checkpoint_steps(complete[-1])[0] if complete else None
+
+
+def checkpoint_steps(checkpoint: str | Path) -> tuple[int, int | None]:
+    """(the steps `checkpoint` has trained, the steps its run planned: None where its state does not say)."""
+    state = json.loads(Path(checkpoint, "trainer_state.json").read_text())
+    return int(state.get("global_step") or 0), state.get("max_steps") or None
+
+
 def run_state(folder: str | Path) -> RunState | None:
     """The live or interrupted run behind `folder` (a run folder or one of its checkpoints), or None: no run, or
     a finished one."""
@@ -121,6 +149,8 @@ def run_state(folder: str | Path) -> RunState | None:
     if owner:
         return RunState("live", run, owner)
     started = run_marker(run)
+    if started is not None and marker_damage(started):
+        return RunState("damaged", run, "unknown", damage=marker_damage(started))
     if started is not None:
         return RunState(
             "interrupted",
@@ -133,7 +163,7 @@ def run_state(folder: str | Path) -> RunState | None:
     finished = (run / RECORD_FILE).is_file()  # a run from before the marker that published its model
     if (run / LOCK_FILE).is_file() and checkpoints(run) and not has_model and not finished:
         pid = (run / LOCK_FILE).read_text(errors="replace").strip() or "unknown"
-        return RunState("interrupted", run, pid)
+        return RunState("interrupted", run, "unknown" if pid == str(os.getpid()) else pid)  # never this process
     return None
 
 
@@ -144,6 +174,7 @@ def check_run_state(source: str, argument: str, command: str) -> None:
     read with a note on stderr, except by push, which publishes only what the user names: the checkpoint."""
     if not os.path.isdir(source):
         return
+    check_regular_files(Path(source), argument)  # a marker, record or lock that is a folder or fifo: one line
     state = run_state(source)
     if state is None:
         weights_gone = Path(source, RECORD_FILE).is_file() and not any(Path(source, name).is_file() for name in WEIGHTS)
@@ -154,6 +185,8 @@ def check_run_state(source: str, argument: str, command: str) -> None:
             )
         return
     named_checkpoint = run_folder(Path(source)) != Path(source)
+    if state.kind == "damaged":
+        raise ValueError(f"{argument} {source!r}: {state.damaged_words()}.")
     if state.kind == "live":
         what = (
             f"is a checkpoint of the training run writing {str(state.folder)!r}"

@@ -17,7 +17,7 @@ from PIL import Image, UnidentifiedImageError
 from transformers import AutoImageProcessor, AutoModelForImageClassification
 
 from modeling_vit_scratch.common.dtypes import parse_dtype
-from modeling_vit_scratch.common.folders import check_output_folder, mark_as_ours, model_contents
+from modeling_vit_scratch.common.folders import FIGURES, check_output_folder, mark_as_ours, model_contents
 from modeling_vit_scratch.common.images import open_bounded
 from modeling_vit_scratch.common.model_folder import (
     check_processor_fits,
@@ -182,9 +182,6 @@ def check_model_source(model_source: str, trust_remote_code: bool = False, revis
         check_processor_fits(model_source)
 
 
-# The names of the figures explain writes: in its output folder, a file of these names is explain's own
-FIGURES = ("patch_grid.png", "attention_rollout.png", "gradient_rollout_class_*.png", "attention_per_layer.png")
-FIGURES += ("fig7_*.png",)
 # The most bytes (UTF-8) of a label in a file name: with the rest of the name, far below the 255 a name may take
 LABEL_IN_FILE_NAME = 48
 

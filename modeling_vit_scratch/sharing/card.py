@@ -101,6 +101,7 @@ def is_leg(value) -> bool:
         isinstance(value, dict)
         and maybe(is_text)(value.get("command"))
         and maybe(is_number)(value.get("wall_time_seconds"))
+        and all(maybe(is_number)(value.get(name)) for name in ("resumed_from_step", "finished_at_step"))
     )
 
 
@@ -444,9 +445,23 @@ def leg_rows(legs: list[dict]) -> list[dict]:
             dict(
                 command=leg.get("command") or "(not recorded: its checkpoint was written before commands were kept)",
                 wall_time="time not recorded" if seconds is None else "{} min {} s".format(*divmod(int(seconds), 60)),
+                how=leg_how(leg),
             )
         )
     return rows
+
+
+def leg_how(leg: dict) -> str:
+    """How a leg went on from the one before, in words: from which step, and whether the run had finished there (a
+    finished run trained on is never said to have stopped)."""
+    step, finished = leg.get("resumed_from_step"), leg.get("finished_at_step")
+    if step is None:
+        return "resumed with"
+    if finished is None:
+        return f"the run stopped, then resumed from step {step} with"
+    if finished == step:
+        return f"the run finished at step {finished}, then trained on from there with"
+    return f"the run finished at step {finished}, then trained again from its checkpoint at step {step} with"
 
 
 def render_template(source: str, values: dict, name: str = "the template") -> str:

@@ -855,19 +855,39 @@ RESTARTING = (
 )
 
 
-def resume_command(overwrite: bool = False) -> str:
-    """The command that resumes this run from its last checkpoint: `plain_command` without the arguments that
-    start afresh or name a checkpoint, with `--resume_from_checkpoint true` (and `--overwrite_output_dir false` where
-    the run was asked to overwrite, as `overwrite` says, perhaps by its recipe: resuming refuses both)."""
+def without(args: list[str], names: tuple[str, ...]) -> list[str]:
+    """`args` without the arguments `names` (as `--name value` or `--name=value`)."""
     kept, skip = [], False
-    for arg in sys.argv[1:]:
+    for arg in args:
         if skip:
             skip = False
             continue
         name, equals, _ = arg.partition("=")
-        if name in RESTARTING:
+        if name in names:
             skip = not equals
             continue
         kept.append(arg)
+    return kept
+
+
+def resume_command(overwrite: bool = False) -> str:
+    """The command that resumes this run from its last checkpoint: `plain_command` without the arguments that
+    start afresh or name a checkpoint, with `--resume_from_checkpoint true` (and `--overwrite_output_dir false` where
+    the run was asked to overwrite, as `overwrite` says, perhaps by its recipe: resuming refuses both)."""
+    kept = without(sys.argv[1:], RESTARTING)
     kept += ["--overwrite_output_dir", "false"] if overwrite else []
     return plain_command([*kept, "--resume_from_checkpoint", "true"])
+
+
+def new_folder_beside(folder: str | Path) -> str:
+    """A folder name beside `folder` that does not exist yet: `NAME-2`, `NAME-3`, ..."""
+    base = str(folder).rstrip("/") or "outputs/run"
+    return next(f"{base}-{number}" for number in range(2, 10_000) if not os.path.lexists(f"{base}-{number}"))
+
+
+def new_run_command(model: str | Path, output_dir: str | Path) -> str:
+    """The command that starts a new run from the weights of `model` (a finished run's folder or checkpoint) into a
+    new folder beside `output_dir`: this command without the arguments that start afresh or resume, with
+    `--model` and `--output_dir` set, as a user can run it as printed."""
+    kept = without(sys.argv[1:], (*RESTARTING, "--model", "--output_dir", "--output-dir"))
+    return plain_command([*kept, "--model", str(model), "--output_dir", new_folder_beside(output_dir)])

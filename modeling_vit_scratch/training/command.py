@@ -13,7 +13,7 @@ from pathlib import Path
 
 from modeling_vit_scratch.common.commands import entry_point, stopping, when_interrupted
 from modeling_vit_scratch.common.folders import (
-    STAGING_PREFIX,
+    CHECKPOINT,
     checkpoints,
     is_complete_checkpoint,
     missing_run_states,
@@ -134,7 +134,7 @@ def interrupted_line(
     complete = [path for path in checkpoints(Path(folder)) if is_complete_checkpoint(path)]
     if output_args.overwrite_output_dir:
         complete = [path for path in complete if (path / "trainer_state.json").stat().st_mtime >= started]
-    replaced = [name for name in removed if not name.startswith(STAGING_PREFIX)]
+    replaced = [name for name in removed if CHECKPOINT.match(name)]
     kept = (
         f"the earlier run's checkpoints ({', '.join(replaced)}) were removed at the start, as --overwrite_output_dir "
         f"asked, and nothing else in {folder}"

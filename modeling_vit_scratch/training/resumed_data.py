@@ -27,6 +27,8 @@ from datasets import DatasetDict
 from datasets import Image as ImageFeature
 from transformers import TrainerCallback
 
+from modeling_vit_scratch.common.run_state import checkpoint_steps, finished_at
+
 DATA_FILE = "vit_scratch_data.json"  # in each checkpoint: {"dataset": ..., "splits_fingerprint": ..., "settings": ...}
 BATCH_ROWS = 1_000
 
@@ -74,7 +76,11 @@ FINGERPRINT_RULE = "path inside the data set folder, size"
 # The arguments that shape a run's course, by the group they are parsed into: a resumed run must give the same.
 # The data set and its splits are the fingerprint's (a stream has none: its source is a setting too).
 MODEL_SETTINGS = (
+    "model",
+    "model_revision",
+    "config_overrides",
     "teacher",
+    "teacher_revision",
     "distillation",
     "distillation_alpha",
     "distillation_temperature",
@@ -95,6 +101,7 @@ DATA_SETTINGS = (
     "random_erasing",
     "mixup",
     "cutmix",
+    "crop_pct",
 )
 # a stream's source, the fractions that decide which of its rows are held out, and its shuffle window
 STREAM_SETTINGS = (
@@ -250,7 +257,7 @@ def run_settings(model_args, data_args, training_args) -> dict:
     settings["total_train_batch_size"] = data_args.total_train_batch_size or (
         training_args.per_device_train_batch_size * training_args.world_size * training_args.gradient_accumulation_steps
     )
-    for name in ("teacher", "dataset"):  # a local folder however it is spelt (./x, x/, a link): its real path
+    for name in ("model", "teacher", "dataset"):  # a local folder however it is spelt (./x, x/, a link): its real path
         if isinstance(settings.get(name), str) and os.path.exists(settings[name]):
             settings[name] = os.path.realpath(settings[name])
     return {name: json_value(value) for name, value in settings.items()}
@@ -315,9 +322,23 @@ def earlier_legs(checkpoint: str | None) -> list[dict]:
     return legs if isinstance(legs, list) else [{"command": None, "wall_time_seconds": None}]
 
 
-def run_legs(earlier: list[dict], command: str, started: float) -> list[dict]:
-    """The legs of the run up to now: the `earlier` ones, then this command's, timed since `started`."""
-    return [*earlier, {"command": command, "wall_time_seconds": round(time.time() - started, 1)}]
+def resumed_leg(checkpoint: str | None) -> dict:
+    """What a leg that resumes `checkpoint` keeps of where it started: the step it resumed from, and the step at
+    which the run had finished, where it had (`finished_at`: a finished run trained on is never called stopped);
+    {} for a new run. Asked before the run marks its folder as started."""
+    if not checkpoint:
+        return {}
+    finished = finished_at(checkpoint)
+    return {
+        "resumed_from_step": checkpoint_steps(checkpoint)[0],
+        **({"finished_at_step": finished} if finished else {}),
+    }
+
+
+def run_legs(earlier: list[dict], command: str, started: float, resumed: dict | None = None) -> list[dict]:
+    """The legs of the run up to now: the `earlier` ones, then this command's, timed since `started`, with where it
+    `resumed` from (`resumed_leg`)."""
+    return [*earlier, {"command": command, "wall_time_seconds": round(time.time() - started, 1), **(resumed or {})}]
 
 
 def check_resumed_settings(checkpoint: str, settings: dict) -> None:
@@ -353,6 +374,23 @@ def check_resumed_settings(checkpoint: str, settings: dict) -> None:
         f"--resume_from_checkpoint: {checkpoint} belongs to a run trained with other settings ({shown}): a resumed "
         f"run goes on as it started; resume with the settings it was trained with (drop the changes), or {new_run}"
     )
+
+
+# The model and data arguments that may change on resume, or that are compared otherwise: the same computation
+# (the attention kernel), a choice each checkpoint keeps itself (the precision `--bf16_when_faster` chose), what
+# the distillation arguments make, what is evaluated or how it is checked and held, and, for a set of known length,
+# what its splits' fingerprint compares (its source and how it is split)
+ALLOWED_MODEL_CHANGES = ("attn_implementation", "bf16_when_faster", "distillation_loss")
+ALLOWED_DATA_CHANGES = (
+    "eval_flip",
+    "validation_views",
+    "max_eval_samples",
+    "images_in_memory_mb",
+    "check_images",
+    "max_bad_images",
+    "total_train_batch_size",  # compared as the total batch, whatever sets it
+)
+FINGERPRINTED = (*STREAM_SETTINGS, "split_seed")  # a stream compares STREAM_SETTINGS; its split_seed splits nothing
 
 
 # the settings that set the run's total steps, for which the Trainer builds the learning-rate schedule

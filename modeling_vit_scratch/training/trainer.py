@@ -23,6 +23,7 @@ from transformers import TrainingArguments, set_seed
 
 from modeling_vit_scratch.common.commands import Terminated
 from modeling_vit_scratch.common.folders import (
+    CHECKPOINT,
     RESUME_OFF,
     STAGING_PREFIX,
     ClaimedFolder,
@@ -33,7 +34,7 @@ from modeling_vit_scratch.common.folders import (
     refuse_a_model,
     resolve_checkpoint,
 )
-from modeling_vit_scratch.common.run_state import start_run
+from modeling_vit_scratch.common.run_state import checkpoint_steps, finished_at, run_folder, start_run
 from modeling_vit_scratch.common.secrets import known_secrets, redacting_logs, refuse_secret
 from modeling_vit_scratch.common.weights import check_checkpoint
 from modeling_vit_scratch.training.arguments import (
@@ -41,6 +42,7 @@ from modeling_vit_scratch.training.arguments import (
     ModelArguments,
     OutputArguments,
     closest,
+    new_run_command,
     plain_command,
     resume_command,
 )
@@ -114,6 +116,7 @@ from modeling_vit_scratch.training.resumed_data import (
     check_resumed_settings,
     data_root,
     earlier_legs,
+    resumed_leg,
     run_legs,
     run_settings,
     splits_fingerprint,
@@ -169,6 +172,10 @@ def train(
     if resuming and not output_args.overwrite_output_dir and not os.path.isdir(training_args.output_dir):
         # before the claim makes it: there is no run to resume (both at once are refused by the claim)
         resolve_checkpoint(training_args.output_dir, resume)
+
+    def new_run(model: Path) -> str:  # a new run from a finished run's weights, as printed fixes give it
+        return new_run_command(model, training_args.output_dir)
+
     rotating = bool(training_args.save_total_limit)  # the Trainer then removes old checkpoints as it saves
     claim = claim_output_folder(training_args.output_dir, output_args.overwrite_output_dir, resuming, inputs, rotating)
     if not main_process:  # the same refusals on every process, so none waits for one that has stopped
@@ -184,7 +191,7 @@ def train(
             removed.extend(names)
             return names
 
-        checkpoint = resolve_checkpoint(training_args.output_dir, resume)
+        checkpoint = resolve_checkpoint(training_args.output_dir, resume, new_run)
         if checkpoint:  # read by the Trainer only once training starts: its weights and pickled states checked now
             check_checkpoint(checkpoint)
             check_continuable(checkpoint)  # the optimiser, schedule and random states: the run goes on exactly
@@ -254,6 +261,7 @@ def train_in_claimed_folder(
         if not data_args.streaming:  # and on the splits it started with, for as many steps
             check_resumed_data(checkpoint, data_args.dataset, fingerprint, whole_splits)
             check_resumed_steps(training_args, len(data.splits["train"]), checkpoint)
+        check_trains_on(checkpoint, training_args.output_dir)  # once the run is known to be the same: no step left?
     main_process = training_args.process_index == 0
     images = check_images_together(data.splits, data_args.check_images, main_process and not training_args.disable_tqdm)
     if main_process:
@@ -337,16 +345,23 @@ def train_in_claimed_folder(
     if choice:  # each checkpoint keeps it, so a resumed run trains on in the same precision
         trainer.add_callback(KeepPrecisionChoice(choice))
     # each checkpoint names its data and settings, so a resumed run reads the same splits and goes on as it started
-    legs = (earlier_legs(checkpoint), plain_command(), started)  # the run's commands and times, leg by leg
+    legs = (earlier_legs(checkpoint), plain_command(), started, resumed_leg(checkpoint))  # commands, times, steps
     trainer.add_callback(KeepDataIdentity(data_args.dataset, fingerprint, settings, legs))
     removed = remove_leftovers()
-    replaced = [name for name in removed if not name.startswith(STAGING_PREFIX)]  # the earlier run's checkpoints
+    replaced = [name for name in removed if CHECKPOINT.match(name)]  # the earlier run's checkpoints
+    figures = [name for name in removed if not CHECKPOINT.match(name) and not name.startswith(STAGING_PREFIX)]
     unfinished = [name for name in removed if name.startswith(STAGING_PREFIX)]  # saves that were never completed
     if replaced:
         logger.warning(
             "Removed the earlier run's checkpoints in %s, replaced as --overwrite_output_dir asks: %s",
             training_args.output_dir,
             ", ".join(replaced),
+        )
+    if figures:  # explain's, of the model it explained: never read as this run's
+        logger.warning(
+            "Removed the figures of explain in %s, which describe another model, as --overwrite_output_dir asks: %s",
+            training_args.output_dir,
+            ", ".join(figures),
         )
     if unfinished:
         logger.warning(
@@ -497,6 +512,23 @@ def check_resumed_steps(training_args: TrainingArguments, num_train: int, checkp
         f"{steps_trained(checkpoint)}), and {asked} plans {planned}: its learning-rate schedule was built for "
         f"{scheduled}, and a resumed run goes on as it started; resume with the steps it was given, or start a new "
         f"run from its weights (--model {checkpoint}, without --resume_from_checkpoint) in another --output_dir."
+    )
+
+
+def check_trains_on(checkpoint: str, output_dir: str) -> None:
+    """A resume trains at least one step, or one line: a run that finished (published its model) at the step of
+    `checkpoint` has nothing to resume, and republishing its model would read as a new leg of it. The fix is a
+    command that runs as printed: a new run from its weights in a new folder. A run stopped after its last
+    checkpoint but before it published its model is not finished: its resume writes the model folder."""
+    step, planned = checkpoint_steps(checkpoint)
+    finished = finished_at(checkpoint)
+    if finished is None or planned is None or step < planned:
+        return
+    run = run_folder(Path(checkpoint))
+    raise ValueError(
+        f"--resume_from_checkpoint: the run in {str(run)!r} finished at step {finished} ({checkpoint} is its last "
+        "step), so there is nothing to resume; to train on from its weights, start a new run (set --num_train_epochs "
+        f"or --max_steps to the length you want): {new_run_command(run, output_dir)}"
     )
 
 

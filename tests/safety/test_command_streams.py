@@ -37,12 +37,16 @@ from test_secrets import SECRET, logged_in  # noqa: F401 (a fixture: HF_TOKEN ho
 
 from modeling_vit_scratch import cli
 from modeling_vit_scratch.common.commands import (
+    HUNG_UP,
     INTERRUPTED,
     NOTHING_DONE,
     TERMINATED,
+    HungUp,
     RedactingStream,
     Terminated,
     entry_point,
+    hand_back_signals,
+    take_signals,
 )
 from modeling_vit_scratch.common.secrets import MASK, redact
 from vit_scratch_command import ENDED
@@ -162,7 +166,7 @@ STOPPED = {
 
 
 @pytest.mark.parametrize("name", list(ENTRY_POINTS))
-@pytest.mark.parametrize("stop, code", [(KeyboardInterrupt, INTERRUPTED), (Terminated, TERMINATED)])
+@pytest.mark.parametrize("stop, code", [(KeyboardInterrupt, INTERRUPTED), (Terminated, TERMINATED), (HungUp, HUNG_UP)])
 @pytest.mark.usefixtures("logged_in")
 def test_every_command_stops_with_one_line_on_ctrl_c_or_sigterm(name, stop, code, tmp_path, monkeypatch, capsys):
     """Ctrl-C (KeyboardInterrupt) or SIGTERM (`Terminated`, what its handler raises) in the middle of the work: the
@@ -497,3 +501,19 @@ def test_every_command_quotes_a_value_with_an_escape_sequence_escaped(name, tmp_
     done = outcome(name, argv)
     assert done.one_line, done
     assert "\x1b" not in done.error and value.format(red="\\x1b[31m") in done.error, done.error
+
+
+@pytest.mark.parametrize("nohup", [False, True])
+def test_sighup_stops_a_command_as_sigterm_does_unless_it_was_started_ignoring_it(nohup):
+    """SIGHUP (the terminal closed, `kill -HUP`) is taken like SIGTERM while a command runs (before: the process
+    ended without a word, its staged files left); a process started under `nohup` (SIGHUP ignored) goes on."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN if nohup else signal.SIG_DFL)
+    previous = take_signals()
+    try:
+        assert (signal.getsignal(signal.SIGHUP) is signal.SIG_IGN) == nohup
+        if not nohup:
+            with pytest.raises(HungUp):
+                signal.raise_signal(signal.SIGHUP)
+    finally:
+        hand_back_signals(previous, True)
+        signal.signal(signal.SIGHUP, before)

@@ -14,8 +14,10 @@ In this process: a living process for the marker is a `sleep` child.
 
 import fcntl
 import json
+import os
 import shutil
 import subprocess
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -43,8 +45,9 @@ WRITERS = {**OUTPUT_ARGUMENT, "benchmark": "--json"}
 
 @contextmanager
 def living_process():
-    """A process of this user that lives for the block."""
-    child = subprocess.Popen(["sleep", "60"])
+    """A Python process of this user that lives for the block (as a run's process would: a run marker that names
+    a process running another program is no run's)."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         yield child.pid
     finally:
@@ -99,8 +102,9 @@ def test_a_run_lives_while_its_lock_is_held_or_its_marker_names_the_living_proce
         assert run_state(tmp_path).kind == "live"
         marked_by(tmp_path, pid, "1")  # the PID now names a process started later: reused, not the run's
         assert marker_owner(tmp_path) is None
-        marked_by(tmp_path, pid, None)  # a marker without its start (off Linux): a living PID is enough
-        assert marker_owner(tmp_path) == str(pid)
+        marked_by(tmp_path, pid, None)  # a marker without its start, where the system keeps one: damaged
+        assert marker_owner(tmp_path) is None and run_state(tmp_path).kind == "damaged"
+        marked_by(tmp_path, pid, process_start(pid))
     assert marker_owner(tmp_path) is None  # the process ended
     assert run_state(tmp_path).kind == "interrupted"
     with open(tmp_path / LOCK_FILE, "w") as lock:
@@ -234,3 +238,40 @@ def test_a_folder_that_convert_wrote_is_ours_to_overwrite(tmp_path):
     (folder / "config.json").write_text("{}")  # changed since convert wrote it: not ours to replace
     with pytest.raises(ValueError, match=r"config\.json changed since vit-scratch wrote it"):
         refuse_a_model(folder, overwrite=True, resume=False)
+
+
+@pytest.mark.parametrize(
+    "marker, kind",
+    [
+        ({"pid": 1}, "damaged"),  # no start time: it cannot show its run is alive (before: "in use" for ever)
+        ({"pid": "1", "process_start": "5"}, "damaged"),  # no process named
+        ({"pid": 1, "process_start": process_start(1)}, "interrupted"),  # alive and started then, but not Python
+        ({"pid": os.getpid(), "process_start": "1"}, "interrupted"),  # this process's PID, another start
+        ({"pid": 2**22 + 1, "process_start": "1"}, "interrupted"),  # no such process
+    ],
+)
+def test_a_run_marker_that_cannot_show_its_run_is_alive_names_no_live_run(tmp_path, marker, kind):
+    (tmp_path / RUN_FILE).write_text(json.dumps(marker))
+    assert live_owner(tmp_path) is None
+    assert run_state(tmp_path).kind == kind
+
+
+@pytest.mark.parametrize("name, argument", [("train", "--output_dir"), *MODEL_FOLDER_READERS])
+def test_a_damaged_run_marker_is_one_line_naming_it_and_the_fix_for_every_command(tmp_path, name, argument):
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "run"
+    shutil.copytree(scenario.model(), folder)
+    (folder / MARKER_FILE).write_text("{}")
+    (folder / RUN_FILE).write_text('{"pid": 1}')
+    if argument == "--output_dir":
+        argv = with_argument(writer_argv(scenario, name, folder), argument, folder)
+    else:
+        argv = argv_reading(scenario, name, argument, folder)
+    before = snapshot(folder)
+    result = outcome(name, argv)
+    assert result.one_line and result.error.endswith(
+        f"its run marker {str(folder / RUN_FILE)!r} is damaged (it names process 1 but not when that process "
+        f"started), so it cannot show whether its run is alive: if no training run is writing {str(folder)!r}, "
+        "remove that file, then run this again."
+    ), result
+    assert snapshot(folder) == before

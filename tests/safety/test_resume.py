@@ -28,6 +28,7 @@ and says how to go on.
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,7 +36,8 @@ import time
 from pathlib import Path
 
 import pytest
-from entry_points import Scenario, outcome, with_argument
+from entry_points import MODEL_FOLDER_READERS, Scenario, argv_reading, outcome, with_argument
+from entry_points import outcome as run_in_process
 from helpers import PROCESS_TIMEOUT, REPO, one_by_default, torchrun, write_imagefolder
 
 from modeling_vit_scratch.common.folders import LOCK_FILE, RUN_FILE, checkpoints, is_complete_checkpoint
@@ -54,9 +56,14 @@ def trained(tmp_path_factory):
     return scenario, argv
 
 
-def snapshot(folder):
-    """Every file under `folder` and its content, less the lock (each run writes its process id into it)."""
-    return {path: path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file() and path.name != LOCK_FILE}
+def snapshot(folder, lock=False):
+    """Every file under `folder` and its content, less the lock (each run that trains writes its process id into
+    it) unless `lock`: a refused run leaves even the lock as it was."""
+    return {
+        path: path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and (lock or path.name != LOCK_FILE)
+    }
 
 
 ARCHITECTURE = "has another architecture than --model and --config_overrides ask for ("
@@ -181,10 +188,10 @@ def test_the_command_printed_after_the_last_step_finishes_the_run(tmp_path, monk
     ]
     assert record["wall_time_seconds"] == round(sum(leg["wall_time_seconds"] for leg in record["legs"]), 1)
     card = (output / "README.md").read_text()
-    assert "in 2 legs: the run was stopped, then resumed from its last" in card
+    assert "in 2 legs, each after the first resumed from a checkpoint." in card
     assert (
         card.index(record["legs"][0]["command"])
-        < card.index("resumed with (")
+        < card.index("the run stopped, then resumed from step 2 with (")
         < card.index(line.split("resume with: ", 1)[1])
     )
     assert not (output / "checkpoint-3").exists()
@@ -192,6 +199,62 @@ def test_the_command_printed_after_the_last_step_finishes_the_run(tmp_path, monk
     assert final.keys() == last.keys() and all((final[name] == last[name]).all() for name in final)
     results = json.loads((output / "all_results.json").read_text())
     assert "test_accuracy" in results and "train_loss" not in results  # no step trained now: no loss of 0
+
+
+@pytest.mark.integration
+def test_resuming_a_finished_run_is_one_line_whose_command_runs_as_printed(trained, tmp_path, monkeypatch):
+    """A resume that would train no step of a finished run is refused, changing nothing (before: its model was
+    published again and the card said the run was stopped); the fix it prints, and the one printed for a finished
+    run whose checkpoints were deleted, run as printed (before: 'start a new run', then refused). A resume from an
+    earlier checkpoint trains on, and the record says the run had finished."""
+    scenario, argv = trained
+    finished = tmp_path / "finished"
+    shutil.copytree(scenario.root / "out-train", finished)
+    argv = with_argument(argv, "--output_dir", finished)
+    before = snapshot(finished, lock=True)
+
+    def outcome(name, argv):  # as the installed command runs it: the fixes printed name it
+        monkeypatch.setattr(sys, "argv", ["vit-scratch train", *argv])
+        return run_in_process(name, argv)
+
+    for resume in ("true", str(finished / "checkpoint-2")):
+        result = outcome("train", [*argv, "--resume_from_checkpoint", resume])
+        assert result.code == 1 and result.one_line, result
+        assert f"the run in {str(finished)!r} finished at step 2 (" in result.error
+        assert snapshot(finished, lock=True) == before
+    printed = shlex.split(result.error.split("start a new run (set --num_train_epochs or --max_steps to the ")[1])
+    assert outcome("train", printed[printed.index("train") + 1 :]).code == 0
+    assert (tmp_path / "finished-2" / "model.safetensors").is_file()
+    bare = tmp_path / "bare"  # a finished run whose checkpoints were deleted
+    shutil.copytree(finished, bare, ignore=shutil.ignore_patterns("checkpoint-*"))
+    result = outcome("train", [*with_argument(argv, "--output_dir", bare), "--resume_from_checkpoint", "true"])
+    assert result.code == 1 and "it holds a model: start a new run from its weights, vit-scratch train" in result.error
+    printed = shlex.split(result.error.split("from its weights, ")[1].split("; or give")[0])
+    assert outcome("train", printed[printed.index("train") + 1 :]).code == 0
+    assert (tmp_path / "bare-2" / "model.safetensors").is_file()
+    result = outcome("train", [*argv, "--resume_from_checkpoint", str(finished / "checkpoint-1")])
+    assert result.code == 0, result
+    leg = json.loads((finished / "training_record.json").read_text())["legs"][-1]
+    assert (leg["resumed_from_step"], leg["finished_at_step"]) == (1, 2)
+
+
+@pytest.mark.parametrize("name, argument", [("train", "--output_dir"), *MODEL_FOLDER_READERS])
+def test_a_command_refused_on_a_folder_with_a_damaged_run_marker_changes_no_byte_of_it(
+    trained, tmp_path, name, argument
+):
+    """A run folder whose run marker is damaged and whose model is gone: every command that reads or writes it
+    leaves every byte as it was, the lock included, and never names its own process as the folder's run (before:
+    train rewrote the lock with its own process id, then said that process's run was interrupted)."""
+    scenario, _ = trained
+    folder = tmp_path / "run"
+    shutil.copytree(scenario.root / "out-train", folder, ignore=shutil.ignore_patterns("model.safetensors"))
+    (folder / RUN_FILE).write_text("garbage{")
+    before = snapshot(folder, lock=True)
+    argv = argv_reading(Scenario(tmp_path), name, argument, folder)
+    result = outcome(name, argv)
+    assert result.code == 1 and result.one_line, result
+    assert snapshot(folder, lock=True) == before
+    assert f"process {os.getpid()}" not in result.error
 
 
 @pytest.mark.integration
@@ -242,7 +305,9 @@ def test_a_data_set_moved_between_interrupt_and_resume_is_the_same_data_set(trai
 # SIGINT by default, SIGTERM in the slow tier: both reach the run through the same handler, which
 # tests/safety/test_command_streams.py sends for real, and each of them stops training in process there
 @pytest.mark.integration
-@pytest.mark.parametrize("sent, code", one_by_default([(signal.SIGINT, 130), (signal.SIGTERM, 143)]))
+@pytest.mark.parametrize(
+    "sent, code", one_by_default([(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+)
 def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_resumes(tmp_path, sent, code):
     scenario = Scenario(tmp_path)
     output = tmp_path / "out"
@@ -576,6 +641,38 @@ def test_every_trainer_argument_is_compared_on_resume_or_allowed_to_change():
     assert not set(TRAINING_SETTINGS) & set(ALLOWED_TRAINING_CHANGES)
     assert sorted(names - set(TRAINING_SETTINGS) - set(ALLOWED_TRAINING_CHANGES)) == []
     assert sorted((set(TRAINING_SETTINGS) | set(ALLOWED_TRAINING_CHANGES)) - names) == []
+
+
+def test_every_model_and_data_argument_is_compared_on_resume_or_allowed_to_change():
+    """Every argument that changes what is trained (the model and its revision, the teacher and its revision, the
+    overrides, the data and how it is read) is compared on resume (before: --teacher_revision and --model_revision
+    were not); a field added to the arguments fails here until it is put in a list."""
+    from dataclasses import fields
+
+    from modeling_vit_scratch.training import resumed_data as kept
+    from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments
+
+    model = {item.name for item in fields(ModelArguments)}
+    data = {item.name for item in fields(DataArguments)}
+    assert sorted(model - set(kept.MODEL_SETTINGS) - set(kept.ALLOWED_MODEL_CHANGES)) == []
+    compared = set(kept.DATA_SETTINGS) | set(kept.FINGERPRINTED) | set(kept.ALLOWED_DATA_CHANGES)
+    assert sorted(data - compared) == []
+    assert {"model_revision", "teacher_revision", "config_overrides", "model"} <= set(kept.MODEL_SETTINGS)
+
+
+@pytest.mark.parametrize(
+    "name, before, after", [("teacher_revision", "a" * 40, "b" * 40), ("model_revision", None, "c" * 40)]
+)
+def test_a_revision_changed_on_resume_is_one_line_naming_it(tmp_path, name, before, after):
+    from modeling_vit_scratch.training.resumed_data import DATA_FILE, check_resumed_settings
+
+    checkpoint = tmp_path / "checkpoint-1"
+    checkpoint.mkdir()
+    (checkpoint / DATA_FILE).write_text(json.dumps({"settings": {name: before}}))
+    with pytest.raises(ValueError) as refused:
+        check_resumed_settings(str(checkpoint), {name: after})
+    shown = "not given" if before is None else before
+    assert f"(--{name} {shown} in it, {after} now)" in str(refused.value)
 
 
 def test_scheduler_arguments_are_compared_and_shown_as_given(tmp_path):

@@ -5,15 +5,23 @@ home folder or a checkout's root, and a refused run removes nothing. Each rule i
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
-from entry_points import OUTPUT_ARGUMENT, Scenario, outcome
+from entry_points import MODEL_FOLDER_READERS, OUTPUT_ARGUMENT, Scenario, argv_reading, outcome, with_argument
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modeling_vit_scratch.common.folders import LOCK_FILE, MARKER_FILE, check_output_folder, write_file
+from modeling_vit_scratch.common.folders import (
+    LOCK_FILE,
+    MARKER_FILE,
+    RECORD_FILE,
+    RUN_FILE,
+    check_output_folder,
+    write_file,
+)
 
 WRITERS = sorted(OUTPUT_ARGUMENT)
 
@@ -315,8 +323,8 @@ def test_training_writes_a_new_folder_and_outputs_inside_a_checkout_and_resumes_
     assert (output / "model.safetensors").is_file() and (output / MARKER_FILE).is_file()
     assert (output / "checkpoint-2").is_dir()
     resumed = scenario.argv("train", output) + ["--max_steps", "2", "--resume_from_checkpoint", "true"]
-    assert outcome("train", resumed).code == 0  # a finished run, resumed: it evaluates and writes its folder again
-    assert json.loads((output / "checkpoint-2" / "trainer_state.json").read_text())["global_step"] == 2
+    refused = outcome("train", resumed)  # a finished run has nothing to resume: said, and nothing written again
+    assert refused.one_line and "finished at step 2" in refused.error, refused
     again = scenario.argv("train", output) + ["--max_steps", "1", "--overwrite_output_dir", "true"]
     (output / "README.md").write_text("my card")  # edited by hand: no longer the package's, never replaced
     refused = outcome("train", again)
@@ -381,3 +389,58 @@ def test_an_output_inside_the_hub_cache_of_the_model_it_reads_is_refused(tmp_pat
     assert result.code == 1 and result.one_line, result
     assert f"is inside the input {model_argument} 'local-user/t1' (its Hub cache folder" in result.error, result.error
     assert snapshot(cache) == before
+
+
+NOT_FILES = {"folder": os.mkdir, "fifo": os.mkfifo}
+
+
+@pytest.mark.parametrize("kind", NOT_FILES)
+@pytest.mark.parametrize("name", [MARKER_FILE, RUN_FILE, LOCK_FILE, RECORD_FILE, "config.json"])
+@pytest.mark.parametrize(
+    "command, argument",
+    [("train", "--output_dir"), ("convert", "--output"), *MODEL_FOLDER_READERS],
+)
+def test_a_marker_record_or_lock_that_is_no_regular_file_is_one_line_and_changes_nothing(
+    tmp_path, kind, name, command, argument
+):
+    """Where the package keeps a file (its markers, lock, records, a model's files), a folder or fifo is one line
+    naming it, before any work, for every command that writes or reads the folder (before: an IsADirectoryError
+    traceback after the pre-flight, or once the run had trained, a `.probe-*` file left; a fifo would wait for ever)."""
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "folder"
+    shutil.copytree(scenario.model(), folder)
+    (folder / MARKER_FILE).write_text("{}")
+    (folder / name).unlink(missing_ok=True)
+    NOT_FILES[kind](folder / name)
+    before = sorted(path.name for path in folder.iterdir())
+    if argument in ("--output_dir", "--output"):
+        argv = with_argument(scenario.argv(command), argument, folder)
+        argv += ["--overwrite_output_dir", "true"] if command == "train" else ["--overwrite"]
+    else:
+        argv = argv_reading(scenario, command, argument, folder)
+    result = outcome(command, argv)
+    assert result.code == 1 and result.one_line, result
+    assert f"{folder / name} is not a regular file (a folder, fifo or device)" in result.error
+    assert sorted(path.name for path in folder.iterdir()) == before  # no probe, no lock, nothing made
+
+
+@pytest.mark.integration
+def test_a_folder_of_explains_figures_is_no_model_folder_and_overwriting_it_removes_them(tmp_path):
+    """Explain's figures describe the model explained: train and convert refuse their folder as a model folder that
+    is not theirs (before: train wrote its model beside them, and they read as its own); train's
+    --overwrite_output_dir removes them, naming them."""
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "figures"
+    assert outcome("explain", with_argument(scenario.argv("explain"), "--out", folder)).code == 0
+    figures = sorted(path.name for path in folder.glob("*.png"))
+    assert "patch_grid.png" in figures
+    before = {path: path.read_bytes() for path in folder.iterdir()}
+    train = with_argument(scenario.argv("train"), "--output_dir", folder) + ["--max_steps", "1"]
+    result = outcome("train", train)
+    assert result.one_line and "holds the figures of explain (" in result.error, result
+    result = outcome("convert", [*with_argument(scenario.argv("convert"), "--output", folder), "--overwrite"])
+    assert result.one_line and "is not a model folder" in result.error and "attention_per_layer.png" in result.error
+    assert {path: path.read_bytes() for path in folder.iterdir()} == before
+    assert outcome("train", [*train, "--overwrite_output_dir", "true"]).code == 0
+    assert not any(path.name in figures for path in folder.iterdir())
+    assert (folder / "model.safetensors").is_file()

@@ -158,7 +158,8 @@ def test_a_resumed_run_s_card_gives_its_whole_wall_time_and_every_leg_s_command(
     record["wall_time_seconds"] = 77.0
     card = str(render_model_card(ViTScratchConfig(num_labels=3), METRICS, record))
     text = " ".join(card.split())
-    assert "Training took 1 min 17 s of wall time in 3 legs: the run was stopped, then resumed from its last" in text
+    assert "Training took 1 min 17 s of wall time in 3 legs, each after the first resumed from a checkpoint." in text
+    assert "stopped" not in text  # legs kept before resumes said from where: nothing is known of how they ended
     assert (
         "The first command (time not recorded): ```bash (not recorded: its checkpoint was written before commands "
         "were kept) ``` resumed with (1 min 5 s): ```bash vit-scratch train --seed 3 ``` resumed with (0 min 12 s): "
@@ -167,3 +168,29 @@ def test_a_resumed_run_s_card_gives_its_whole_wall_time_and_every_leg_s_command(
     one = {**record, "legs": record["legs"][2:]}  # one leg: the exact command, as before
     text = " ".join(str(render_model_card(ViTScratchConfig(num_labels=3), METRICS, one)).split())
     assert "of wall time. The exact command: ```bash c --resume_from_checkpoint true ```" in text
+
+
+@pytest.mark.parametrize(
+    "leg, said",
+    [
+        ({"resumed_from_step": 3}, "the run stopped, then resumed from step 3 with (0 min 5 s)"),
+        (
+            {"resumed_from_step": 6, "finished_at_step": 6},
+            "the run finished at step 6, then trained on from there with",
+        ),
+        (
+            {"resumed_from_step": 3, "finished_at_step": 6},
+            "the run finished at step 6, then trained again from its checkpoint at step 3 with",
+        ),
+    ],
+)
+def test_a_leg_that_resumed_a_finished_run_never_says_the_run_stopped(leg, said):
+    args = TrainingArguments(output_dir="x", report_to="none")
+    record = training_record("c", "digits", SPLITS, args, METRICS, None)
+    record["legs"] = [
+        {"command": "vit-scratch train", "wall_time_seconds": 7.0},
+        {"command": "vit-scratch train --resume_from_checkpoint true", "wall_time_seconds": 5.0, **leg},
+    ]
+    text = " ".join(str(render_model_card(ViTScratchConfig(num_labels=3), METRICS, record)).split())
+    assert said in text
+    assert ("stopped" in text) == ("finished_at_step" not in leg)
