@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 
 from modeling_vit_scratch.common.folders import CONVERSION_FILE, replaced_folder
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
-from modeling_vit_scratch.common.secrets import weights_sha256
+from modeling_vit_scratch.common.secrets import refuse_secrets_in_settings, weights_sha256
 from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.common.weights import weight_files
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig, to_pair
@@ -224,6 +224,7 @@ def local_folder(path_or_repo: str, revision: str | None = None) -> Path:
         patterns = ["config.json", "preprocessor_config.json", "*.safetensors", "*.safetensors.index.json"]
         path = Path(snapshot_download(path_or_repo, revision=revision, allow_patterns=patterns))
     check_no_foreign_code(path, NO_CODE_RUNS)
+    refuse_secrets_in_settings(path, path_or_repo)
     return path
 
 
@@ -240,6 +241,7 @@ def check_convertible(source: str, revision: str | None = None) -> None:
     check_no_foreign_code(source, NO_CODE_RUNS, revision=revision)
     if Path(source).is_dir():
         weight_files(source)
+        refuse_secrets_in_settings(source)
 
 
 def processor_from_reference(config: ViTScratchConfig, mean, std, size: tuple[int, int], resample: int):

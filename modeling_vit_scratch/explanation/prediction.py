@@ -25,7 +25,7 @@ from modeling_vit_scratch.common.model_folder import (
     check_vit_scratch_type,
 )
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code, foreign_code, settings_of_repo
-from modeling_vit_scratch.common.secrets import known_secrets, redact
+from modeling_vit_scratch.common.secrets import known_secrets, redact, refuse_secrets_in_settings
 from modeling_vit_scratch.common.sources import check_folder_path, check_hub_model, check_not_url
 from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS
@@ -170,6 +170,8 @@ def check_model_source(model_source: str, trust_remote_code: bool = False, revis
     )
     settings = Path(model_source) if Path(model_source).is_dir() else settings_of_repo(model_source, revision)
     trusted_code = trust_remote_code and settings is not None and foreign_code(settings) is not None
+    if settings is not None:  # its labels become file names, figure titles and printed lines
+        refuse_secrets_in_settings(settings, model_source)
     if settings is not None and (settings / "config.json").is_file() and not trusted_code:
         check_vit_scratch_type(
             settings,

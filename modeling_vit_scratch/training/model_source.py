@@ -17,7 +17,7 @@ from modeling_vit_scratch.common.model_folder import check_processor_fits
 from modeling_vit_scratch.common.overrides import check_config_overrides, parse_overrides
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.run_state import check_run_state
-from modeling_vit_scratch.common.secrets import known_secrets, refuse_secret
+from modeling_vit_scratch.common.secrets import refuse_secrets_in_settings
 from modeling_vit_scratch.common.sources import (
     check_not_url,
     check_repo_id,
@@ -360,15 +360,7 @@ def check_readable_folder(source: str, argument: str, revision: str | None = Non
     if Path(source).is_dir():
         weight_files(source)
         check_processor_fits(source)  # its processor feeds the run: it must give the model's image size
-        for name in ("config.json", "preprocessor_config.json"):  # copied into every checkpoint and the model
-            path = Path(source) / name
-            text = path.read_text(errors="replace") if path.is_file() else ""
-            refuse_secret(
-                f"{path}",
-                text,
-                known_secrets(),
-                "remove it from that file (tokens belong in HF_TOKEN or `hf auth login`)",
-            )
+        refuse_secrets_in_settings(source)  # copied into every checkpoint and the model
 
 
 def classifier_class(config: PreTrainedConfig):
