@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import sys
+import urllib.parse
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -33,6 +34,8 @@ MASK = "***"
 TOKEN_SHAPE = re.compile(r"hf_[A-Za-z0-9]{30,}")  # what the Hub's access tokens look like
 # the same shape in a file's bytes, as UTF-8 (or ASCII) and as UTF-16
 TOKEN_SHAPE_BYTES = (re.compile(rb"hf_[A-Za-z0-9]{30,}"), re.compile(rb"h\x00f\x00_\x00(?:[A-Za-z0-9]\x00){30,}"))
+# the user name and password of a URL (`scheme://user:password@host`): never shown
+URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]+@")
 # a model folder's settings: every reader copies them into what it writes (checkpoints, cards, converted folders)
 SETTINGS_FILES = ("config.json", "preprocessor_config.json")
 # an argument whose name holds one of these takes a secret: its value is never shown (`--hub_token`, `--api_key`)
@@ -52,10 +55,21 @@ def known_secrets(*given: str | None) -> list[str]:
 
 
 def redact(text: str, secrets: list[str]) -> str:
-    """`text` with every secret, and anything shaped like a Hub token, replaced by `***`."""
+    """`text` with every secret, anything shaped like a Hub token, and a URL's user name and password replaced by
+    `***`."""
     for secret in secrets:
         text = text.replace(secret, MASK)
-    return TOKEN_SHAPE.sub(MASK, text)
+    return URL_USERINFO.sub(rf"\1{MASK}@", TOKEN_SHAPE.sub(MASK, text))
+
+
+def shown_url(url: str) -> str:
+    """`url` as a line may print it: no user name or password, no query (where a signed URL keeps its key), and no
+    known token."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    netloc = (f"{MASK}@" if "@" in parts.netloc else "") + host + (f":{parts.port}" if parts.port else "")
+    shown = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, MASK if parts.query else "", ""))
+    return redact(shown, known_secrets())
 
 
 def error_line(error: BaseException | str, secrets: list[str] | None = None) -> str:

@@ -16,6 +16,20 @@ HUB_HOSTS = ("huggingface.co", "www.huggingface.co", "hf.co")
 REPO_KINDS = {"datasets": "a data set's", "spaces": "a Space's"}  # a URL's first part when the repo is no model
 
 
+def check_hub_endpoint() -> None:
+    """A ValueError before any Hub call when HF_ENDPOINT carries a user name or password (`http://user:pw@host`):
+    the Hub reads the token only from HF_TOKEN or the saved login, so such a URL would send the password to every
+    request and blame the token for the refusal. Shown without them."""
+    from modeling_vit_scratch.common.secrets import shown_url
+
+    endpoint = os.environ.get("HF_ENDPOINT", "")
+    if "@" in urlsplit(endpoint.strip()).netloc:
+        raise ValueError(
+            f"HF_ENDPOINT {shown_url(endpoint.strip())} carries a user name or password: the Hub takes the token from "
+            "HF_TOKEN or `hf auth login`; remove them from HF_ENDPOINT."
+        )
+
+
 def check_not_url(value: str, named: str, revision: str | None = "--revision") -> None:
     """Every argument that takes a Hub repo id (push's repo id, --hub_model_id, --model, --teacher, --input) reads a
     URL through this one check: a Hub page's URL (https://huggingface.co/owner/name/tree/main, or without its
@@ -166,6 +180,7 @@ def check_hub_model(
     local = os.path.exists(source) or looks_like_local_path(source)
     refuse_sent_secrets(None if local else f"The repo id of {argument}", source, revision)
     if not local:
+        check_hub_endpoint()
         check_repo_id(
             source, f"The repo id of {argument}", "give the path of a folder here or a Hub repo id (owner/name)"
         )

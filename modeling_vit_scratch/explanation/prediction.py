@@ -25,7 +25,7 @@ from modeling_vit_scratch.common.model_folder import (
     check_vit_scratch_type,
 )
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code, foreign_code, settings_of_repo
-from modeling_vit_scratch.common.secrets import known_secrets, redact, refuse_secrets_in_settings
+from modeling_vit_scratch.common.secrets import refuse_secrets_in_settings, shown_url
 from modeling_vit_scratch.common.sources import check_folder_path, check_hub_model, check_not_url
 from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS
@@ -36,16 +36,6 @@ from modeling_vit_scratch.explanation import figures as plots
 DOWNLOAD_SECONDS = 60
 # The most bytes an image file may have: 4 per pixel (RGBA, uncompressed) of the largest image PIL opens.
 DOWNLOAD_BYTES = 4 * (Image.MAX_IMAGE_PIXELS or 2**28)
-
-
-def shown_url(url: str) -> str:
-    """`url` as an error may print it: no user name or password, no query (where a signed URL keeps its key), and no
-    known token."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    netloc = ("***@" if "@" in parts.netloc else "") + host + (f":{parts.port}" if parts.port else "")
-    shown = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", ""))
-    return redact(shown, known_secrets())
 
 
 def download_cause(error: OSError) -> str:

@@ -16,7 +16,7 @@ from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, Revi
 from huggingface_hub.serialization._base import parse_size_to_int
 
 from modeling_vit_scratch.common.secrets import known_secrets, redact, refuse_secret
-from modeling_vit_scratch.common.sources import check_not_url
+from modeling_vit_scratch.common.sources import check_hub_endpoint, check_not_url
 from modeling_vit_scratch.common.sources import check_repo_id as check_hub_repo_id
 
 # huggingface_hub's errors (HfHubHTTPError is an OSError) and its HTTP client's transport errors.
@@ -94,6 +94,7 @@ def check_hub_arguments(
     that is a branch name or an existing pull request of the repo (never a commit id), a shard size, a token at hand
     that the Hub accepts, and, for a `private` push, a repo that is private or does not exist yet. Returns the full
     repo id (a bare name gets the token owner's namespace), the revision (`refs/heads/NAME` as NAME) and the shard size in bytes."""
+    check_hub_endpoint()
     secrets = known_secrets(token)
     fix = "tokens go in HF_TOKEN or `hf auth login`, never in a field that is sent; fix the command line"
     refuse_secret("The repo id", repo_id, secrets, fix)
