@@ -31,6 +31,7 @@ from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS
 from modeling_vit_scratch.explanation import attention as explain
 from modeling_vit_scratch.explanation import figures as plots
+from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
 
 # A download of --image is bounded in time and in bytes: a server that trickles or streams without end is refused.
 DOWNLOAD_SECONDS = 60
@@ -129,13 +130,18 @@ def load_image(source: str) -> Image.Image:
                 raise FileNotFoundError(f"Image {source!r} does not exist: give an image file or an http(s) URL.")
             image = open_bounded(source, f"Image {source!r}")
         image.load()
-        return image
     except (UnidentifiedImageError, OSError) as error:
         if isinstance(error, FileNotFoundError):
             raise
         raise ValueError(
             f"Cannot read {source!r} as an image ({error}): give a PNG, JPEG or other image file."
         ) from None
+    try:  # its values checked as the processor will read them, before any model is loaded
+        to_model_mode(image, 3)
+    except ValueError as error:
+        shown = shown_url(source) if source.startswith(("http://", "https://")) else source
+        raise ValueError(f"Image {shown!r} cannot be used: {error}") from None
+    return image
 
 
 def check_model_source(model_source: str, trust_remote_code: bool = False, revision: str | None = None) -> None:
