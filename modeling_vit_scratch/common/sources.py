@@ -201,6 +201,7 @@ def check_hub_model(
         known = hub_revisions(api, source)
         raise ValueError(unknown_revision(source, revision, argument, known, "", revision_named)) from None
     except Exception:  # noqa: BLE001 - offline, unknown or unreachable: the load that follows says why
+        check_offline_source(source, argument)
         check_cached_revision(source, revision, argument, revision_named)
         return
     if any(sibling.rfilename == "config.json" for sibling in siblings):
@@ -254,6 +255,21 @@ def hub_revisions(api, source: str) -> list[str]:
         return []
     names = [ref.name for ref in [*refs.branches, *refs.tags]]
     return sorted(names, key=lambda name: name != "main")
+
+
+def check_offline_source(source: str, argument: str) -> None:
+    """Offline (HF_HUB_OFFLINE), a name that is neither a folder here nor a repo in the Hugging Face cache is one
+    line saying both, so a mistyped folder is not taken for a repo whose weights are missing."""
+    from huggingface_hub import constants
+
+    cached = Path(constants.HF_HUB_CACHE) / f"models--{source.replace('/', '--')}"
+    if not constants.HF_HUB_OFFLINE or os.path.exists(source) or any((cached / "snapshots").glob("*")):
+        return
+    raise FileNotFoundError(
+        f"{argument} {source!r}: there is no folder {source!r} here, and no Hub repo {source!r} in the Hugging Face "
+        "cache (HF_HUB_OFFLINE is set, so the Hub was not asked): check the folder's path, or unset HF_HUB_OFFLINE "
+        "to download the repo."
+    )
 
 
 def check_cached_revision(source: str, revision: str | None, argument: str, revision_named: str = "--revision") -> None:
