@@ -11,7 +11,7 @@ timm model object (built by the caller, e.g. `scripts/convert_checkpoint.py`) is
 """
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -21,7 +21,7 @@ from modeling_vit_scratch.common.folders import CONVERSION_FILE, replaced_folder
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.secrets import refuse_secrets_in_settings, weights_sha256
 from modeling_vit_scratch.common.sources import looks_like_local_path
-from modeling_vit_scratch.common.weights import weight_files
+from modeling_vit_scratch.common.weights import check_finite, weight_files
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig, to_pair
 from modeling_vit_scratch.image_processing_vit_scratch import LUMA_WEIGHTS, ViTScratchImageProcessor
 from modeling_vit_scratch.modeling_vit_scratch import (
@@ -197,18 +197,6 @@ def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
     for path in weight_files(folder):
         state_dict |= check_finite(load_file(path), path)
     return state_dict
-
-
-def check_finite(tensors: Mapping[str, torch.Tensor], origin: str | Path) -> Mapping[str, torch.Tensor]:
-    """`tensors` (read from `origin`) if every value is finite; else a ValueError naming the first tensor with NaN
-    or infinity. Such weights compute NaN, so their conversion could never match its source: refused before any."""
-    for name, tensor in tensors.items():
-        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-            raise ValueError(
-                f"{origin} holds non-finite values (NaN or infinity) in tensor {name!r}: a model with such weights "
-                "computes NaN; convert a checkpoint saved before training diverged, or retrain."
-            )
-    return tensors
 
 
 def local_folder(path_or_repo: str, revision: str | None = None) -> Path:

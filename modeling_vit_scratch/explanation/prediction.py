@@ -27,7 +27,7 @@ from modeling_vit_scratch.common.model_folder import (
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code, foreign_code, settings_of_repo
 from modeling_vit_scratch.common.secrets import refuse_secrets_in_settings, shown_url
 from modeling_vit_scratch.common.sources import check_folder_path, check_hub_model, check_not_url
-from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
+from modeling_vit_scratch.common.weights import check_finite, unreadable_weights, weight_files
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS
 from modeling_vit_scratch.explanation import attention as explain
 from modeling_vit_scratch.explanation import figures as plots
@@ -220,6 +220,7 @@ def load_model(
             f"{model_source} is not a vit_scratch model and needs its own code to load, which runs "
             "only if you trust it: read that code, then pass --trust_remote_code."
         ) from None
+    check_finite(model.state_dict(), model_source)  # NaN weights would give NaN scores and blank figures
     if model.config.model_type == "vit_scratch":  # a hub repo's files are read only now
         check_processor_fits_config(
             model.config.to_dict(), processor.to_dict(), f"{model_source}'s preprocessor_config.json"

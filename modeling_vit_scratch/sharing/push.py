@@ -60,7 +60,7 @@ from modeling_vit_scratch.common.secrets import (
     weights_sha256,
 )
 from modeling_vit_scratch.common.sources import check_folder_path
-from modeling_vit_scratch.common.weights import weight_files
+from modeling_vit_scratch.common.weights import check_finite_files, weight_files
 from modeling_vit_scratch.common.write_errors import refused_write, refused_writes_named
 from modeling_vit_scratch.configuration_vit_scratch import MODEL_FILES
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
@@ -173,6 +173,7 @@ def check_folder(folder: Path) -> None:
     check_own_code(folder)  # before anything loads the folder: no code but the package's own may run
     check_vit_scratch_folder(folder)
     refuse_secrets_in_settings(folder)  # its labels go into the card and the Hub's config.json
+    check_finite_files(folder)  # NaN weights would be published as a model
     check_processor_fits(folder)  # before the model is built: a processor for other images fails only later
     weight_files(folder)  # safetensors only, each header fitting its file
 

@@ -25,7 +25,7 @@ from modeling_vit_scratch.common.sources import (
     looks_like_local_path,
     path_or_id_fix,
 )
-from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
+from modeling_vit_scratch.common.weights import check_finite, check_finite_files, unreadable_weights
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.modeling_vit_scratch import (
@@ -358,7 +358,7 @@ def check_readable_folder(source: str, argument: str, revision: str | None = Non
         revision=revision,
     )
     if Path(source).is_dir():
-        weight_files(source)
+        check_finite_files(source)  # before the data is read: NaN weights would train to NaN
         check_processor_fits(source)  # its processor feeds the run: it must give the model's image size
         refuse_secrets_in_settings(source)  # copied into every checkpoint and the model
 
@@ -462,6 +462,7 @@ def fine_tuned_model(
             )
     except OSError as error:  # a repo without safetensors weights, or out of reach
         raise unreadable_weights(source, error) from None
+    check_finite(model.state_dict(), source)  # a hub repo's, read only now
     heads = ("classifier.", "distillation_classifier.")
     body_mismatches = sorted(name for name, *_ in loading["mismatched_keys"] if not name.startswith(heads))
     missing = sorted(name for name in loading["missing_keys"] if ours and not name.startswith(heads))
