@@ -36,6 +36,8 @@ BRANCH_RULES = (
     (re.compile(r"^@$"), "it is '@', which git reads as HEAD"),
 )
 BAD_CHARACTER = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+# what the Hub takes in a branch name beyond git's rules: letters, digits, '.', '_', '-', and '/' between parts
+HUB_BRANCH_CHARACTER = re.compile(r"[^A-Za-z0-9._/-]")
 
 
 @dataclass(frozen=True)
@@ -168,7 +170,14 @@ def branch_problem(revision: str) -> str | None:
         character = bad.group()
         shown = "a space" if character == " " else f"the character {character!r}"
         return f"it holds {shown}, which git refuses in a branch name"
-    return next((words for rule, words in BRANCH_RULES if rule.search(revision)), None)
+    broken = next((words for rule, words in BRANCH_RULES if rule.search(revision)), None)
+    other = HUB_BRANCH_CHARACTER.search(revision)
+    if broken or not other:
+        return broken
+    return (
+        f"it holds the character {other.group()!r}, which the Hub refuses in a branch name: letters, digits, '.', "
+        "'_', '-' and '/' only"
+    )
 
 
 def shard_size(value: str | int) -> int:

@@ -56,6 +56,7 @@ BAD = [
     ("revision", "a b", "is not a branch name or refs/pr/N (it holds a space, which git refuses"),
     ("revision", "exp.lock", "is not a branch name or refs/pr/N (a part of it ends in '.lock')"),
     ("revision", "f" * 40, "is a commit id"),
+    ("revision", "{{x}}", "is not a branch name or refs/pr/N (it holds the character '{', which the Hub refuses"),
     ("repo id", "someone/a/b", "is not valid"),
     ("repo id", "bad name!", "is not valid"),
 ]
@@ -167,6 +168,9 @@ WHY_NOT_A_BRANCH = [
     ("@", "it is '@', which git reads as HEAD"),
     ("x~1", "it holds the character '~', which git refuses in a branch name"),
     ("x\ty", "it holds the character '\\t', which git refuses in a branch name"),
+    ("{{x}}", "it holds the character '{', which the Hub refuses in a branch name: letters, digits, '.', '_', '-'"),
+    ("exp+1", "it holds the character '+', which the Hub refuses in a branch name"),
+    ("café", "it holds the character 'é', which the Hub refuses in a branch name"),
 ]
 
 
