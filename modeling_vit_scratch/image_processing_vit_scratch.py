@@ -15,8 +15,10 @@ Scaling rules (the value that means "white"):
 - 16-bit modes ("I;16", "I;16B", "I;16L") and uint16 arrays (also (H, W, 3) 16-bit RGB, which PIL cannot hold): 65535.
 - 32-bit integer mode "I" and other integer arrays (int32, int64, ...): 65535, since PIL opens 16-bit files as "I"
   (store 8-bit data as uint8); values outside 0..65535 are refused with an error.
-- Float mode "F" and float arrays (and tensors): values in [0, 1] are taken as is (1 = white); else values in
-  [0, 255] are 8-bit levels and values in [0, 65535] 16-bit levels; negative or larger values are refused.
+- Float mode "F" and float arrays (and tensors): values in [0, 1], taken as is (1 = white). The scale of a float image
+  is never guessed from its values (a picture a hair over 1 would read as 8-bit levels, near black): an overshoot of
+  at most `FLOAT_SLACK` (as resampling makes) is clipped to [0, 1] with a warning; values further out (8-bit levels
+  0..255, a normalised [-1, 1]) are refused in one line naming the range found and the fix.
 Transparency (modes "RGBA", "LA", "PA", "P" or "L"/"RGB" with a transparent colour, 2- and 4-channel arrays) is
 composited onto white, as transformers' `convert_to_rgb` does. Colour becomes gray with PIL's ITU-R 601 luma
 (L = 0.299 R + 0.587 G + 0.114 B); gray becomes colour by repeating it.
@@ -24,6 +26,7 @@ composited onto white, as transformers' `convert_to_rgb` does. Colour becomes gr
 
 import copy
 import os
+import warnings
 
 import numpy as np
 import torch
@@ -38,6 +41,7 @@ from .configuration_vit_scratch import ViTScratchConfig, auto_map_entry, to_pair
 
 EIGHT_BIT_MODES = ("1", "L", "P", "RGB", "CMYK", "YCbCr", "LAB", "HSV")
 WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I", "F")  # more than 8 bits per pixel: scaled by `unit_scale`
+FLOAT_SLACK = 0.05  # how far outside [0, 1] a float image may go and be clipped (a resampling filter's overshoot)
 
 
 def unit_scale(array: np.ndarray) -> np.ndarray:
@@ -61,12 +65,19 @@ def unit_scale(array: np.ndarray) -> np.ndarray:
         if not np.isfinite(array).all():
             raise ValueError("Float image has NaN or infinite values: give finite values in [0, 1].")
         low, high = (float(array.min()), float(array.max())) if array.size else (0.0, 0.0)
-        if low < 0 or high > 65535:
+        if low < -FLOAT_SLACK or high > 1 + FLOAT_SLACK:
             raise ValueError(
-                f"Float image values span {low:g}..{high:g}: give values in [0, 1] (or 8-bit levels 0..255, "
-                "16-bit levels 0..65535), e.g. undo any normalisation first."
+                f"Float image values span {low:g}..{high:g}, and float images hold values in [0, 1] (1 = white): "
+                "divide 8-bit levels by 255 and 16-bit levels by 65535 (or store them as uint8 / uint16), and undo "
+                "any normalisation first."
             )
-        return array if high <= 1 else array / (255 if high <= 255 else 65535)
+        if low < 0 or high > 1:
+            warnings.warn(
+                f"Float image values a little outside [0, 1] (by at most {FLOAT_SLACK}) were clipped to [0, 1].",
+                stacklevel=2,
+            )
+            return array.clip(0, 1)
+        return array
     raise ValueError(f"Images of dtype {array.dtype} are not supported: give uint8, uint16 or float pixel values.")
 
 

@@ -35,6 +35,33 @@ def incomplete_weights_file(folder: str) -> str:
     return f"A weights file of {folder}"
 
 
+# safetensors' dtypes that hold no fraction: a floating-point parameter stored in one was cast, or is no weight at all
+INTEGER_DTYPES = ("BOOL", "U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64")
+
+
+def stored_dtypes(folder: str) -> dict[str, str]:
+    """Tensor name -> dtype as written in the headers of `folder`'s `.safetensors` files (empty for a hub repo id)."""
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    dtypes = {}
+    for name in sorted(name for name in names if name.endswith(".safetensors")):
+        with open(os.path.join(folder, name), "rb") as file:
+            header = json.loads(file.read(int.from_bytes(file.read(8), "little")))
+        dtypes |= {key: entry["dtype"] for key, entry in header.items() if key != "__metadata__"}
+    return dtypes
+
+
+def integer_stored_parameter(folder: str, model) -> str | None:
+    """The first tensor of `folder`'s weights stored with an integer or bool dtype where `model` has a floating-point
+    parameter (transformers would cast it silently: 0.7 stored as 0), else None."""
+    floating = {name for name, tensor in model.state_dict().items() if tensor.is_floating_point()}
+    prefix = f"{model.base_model_prefix}."
+    for key, dtype in sorted(stored_dtypes(folder).items()):
+        names = {key, key.removeprefix(prefix), prefix + key}
+        if dtype in INTEGER_DTYPES and names & floating:
+            return f"{key!r} ({dtype})"
+    return None
+
+
 class WeightsShapeMismatchError(ValueError, RuntimeError):
     """A tensor of the weights has another shape than config.json asks for. A `ValueError` naming it, and the
     `RuntimeError` transformers raises for a size mismatch, so code written for either catches it."""
@@ -79,6 +106,12 @@ def checked_loading(load, pretrained_model_name_or_path, *args, **kwargs):
         raise WeightsShapeMismatchError(
             f"{weights} holds {key!r}{more(mismatched)} of shape {tuple(stored)} "
             f"where config.json asks for {tuple(wanted)}: {different}."
+        )
+    integer = None if in_memory else integer_stored_parameter(str(pretrained_model_name_or_path), model)
+    if integer:
+        raise ValueError(
+            f"{weights} stores the floating-point parameter {integer} as integers, which would be cast and lose "
+            "every fraction: re-save the model with save_pretrained (weights in float32, float16 or bfloat16)."
         )
     if (wants_info and not new_head) or in_memory:  # the caller checks missing and unexpected keys itself
         return (model, info) if wants_info else model

@@ -49,7 +49,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from modeling_vit_scratch.common.children import stale_of_dead_process
-from modeling_vit_scratch.common.secrets import refuse_token_in_path
+from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, refuse_token_in_path
 from modeling_vit_scratch.common.write_errors import refused_writes_named
 
 LOCK_FILE = ".vit-scratch.lock"
@@ -1109,6 +1109,12 @@ def replaced_folder(
         with refused_writes_named(f"the new folder beside {output_dir}", kept):
             yield staging
             keep_digests_in_records(staging)  # a conversion's record vouches for the files written with it
+            leaked = find_secrets(staging, known_secrets())
+            if leaked:
+                raise ValueError(
+                    f"{', '.join(path.name for path in leaked)} as written for {output_dir} would hold or look like "
+                    f"a Hub token; {kept}: remove the token from what was read (its config.json labels)."
+                )
         if not output_dir.exists():
             staging.rename(output_dir)
             return

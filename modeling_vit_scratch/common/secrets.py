@@ -16,10 +16,12 @@ Training glue, never imported by the model files.
 
 import argparse
 import hashlib
+import json
 import logging
 import os
 import re
 import sys
+import urllib.parse
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -30,6 +32,12 @@ TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN"
 MIN_SECRET_LENGTH = 8  # shorter values are too common to search for (and are no real token)
 MASK = "***"
 TOKEN_SHAPE = re.compile(r"hf_[A-Za-z0-9]{30,}")  # what the Hub's access tokens look like
+# the same shape in a file's bytes, as UTF-8 (or ASCII) and as UTF-16
+TOKEN_SHAPE_BYTES = (re.compile(rb"hf_[A-Za-z0-9]{30,}"), re.compile(rb"h\x00f\x00_\x00(?:[A-Za-z0-9]\x00){30,}"))
+# the user name and password of a URL (`scheme://user:password@host`): never shown
+URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]+@")
+# a model folder's settings: every reader copies them into what it writes (checkpoints, cards, converted folders)
+SETTINGS_FILES = ("config.json", "preprocessor_config.json")
 # an argument whose name holds one of these takes a secret: its value is never shown (`--hub_token`, `--api_key`)
 SECRET_WORDS = ("token", "password", "passwd", "secret", "key")
 
@@ -47,10 +55,21 @@ def known_secrets(*given: str | None) -> list[str]:
 
 
 def redact(text: str, secrets: list[str]) -> str:
-    """`text` with every secret, and anything shaped like a Hub token, replaced by `***`."""
+    """`text` with every secret, anything shaped like a Hub token, and a URL's user name and password replaced by
+    `***`."""
     for secret in secrets:
         text = text.replace(secret, MASK)
-    return TOKEN_SHAPE.sub(MASK, text)
+    return URL_USERINFO.sub(rf"\1{MASK}@", TOKEN_SHAPE.sub(MASK, text))
+
+
+def shown_url(url: str) -> str:
+    """`url` as a line may print it: no user name or password, no query (where a signed URL keeps its key), and no
+    known token."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    netloc = (f"{MASK}@" if "@" in parts.netloc else "") + host + (f":{parts.port}" if parts.port else "")
+    shown = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, MASK if parts.query else "", ""))
+    return redact(shown, known_secrets())
 
 
 def error_line(error: BaseException | str, secrets: list[str] | None = None) -> str:
@@ -188,20 +207,57 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def find_secrets(folder: str | Path, secrets: list[str]) -> list[Path]:
-    """Files under `folder` (recursively) that hold a secret in what they say as text: their bytes, as text or
-    UTF-16, and for a PNG also its text chunks as PIL reads them (a zTXt or compressed iTXt chunk is zlib-compressed,
-    so its bytes never show the token)."""
+    """Files under `folder` (recursively) that hold a secret or anything shaped like a Hub token (`holds_secret`)
+    in what they say as text: their bytes, as text or UTF-16, and for a PNG also its text chunks as PIL reads them
+    (a zTXt or compressed iTXt chunk is zlib-compressed, so its bytes never show the token)."""
     needles = [form for secret in secrets for form in (secret.encode(), secret.encode("utf-16-le"))]
-    if not needles:
-        return []
     found = []
     for path in sorted(Path(folder).rglob("*")):
         if path.is_file() and not path.is_symlink():
             data = path.read_bytes()
-            text = png_text(path, data)
-            if any(needle in data for needle in needles) or any(secret in text for secret in secrets):
+            if (
+                any(needle in data for needle in needles)
+                or any(shape.search(data) for shape in TOKEN_SHAPE_BYTES)
+                or holds_secret(png_text(path, data), secrets)
+            ):
                 found.append(path)
     return found
+
+
+def secret_keys(value, secrets: list[str], key: str = "") -> list[str]:
+    """The keys (dotted, e.g. `id2label.0`) of a JSON value whose key or value holds a secret (`holds_secret`)."""
+    if isinstance(value, dict):
+        return [
+            found
+            for name, item in value.items()
+            for found in ([f"{key}{name}"] if holds_secret(str(name), secrets) else [])
+            + secret_keys(item, secrets, f"{key}{name}.")
+        ]
+    if isinstance(value, list):
+        return [found for index, item in enumerate(value) for found in secret_keys(item, secrets, f"{key}{index}.")]
+    return [key.rstrip(".") or "(the whole file)"] if isinstance(value, str) and holds_secret(value, secrets) else []
+
+
+def refuse_secrets_in_settings(folder: str | Path, shown: str | None = None) -> None:
+    """A ValueError naming the file and the key (never the value) when a model folder's settings (`SETTINGS_FILES`)
+    hold a secret or anything shaped like a Hub token: every reader (train --model and --teacher, explain, convert,
+    push) copies them into what it writes, as a file name, a figure, a card or a Hub file. `shown` names the folder
+    in the line (a hub repo's id for its cached copy)."""
+    secrets = known_secrets()
+    for name in SETTINGS_FILES:
+        path = Path(folder) / name
+        text = path.read_text(errors="replace") if path.is_file() else ""
+        if not holds_secret(text, secrets):
+            continue
+        try:
+            keys = secret_keys(json.loads(text), secrets)
+        except ValueError:
+            keys = []
+        where = f" at key {redact(keys[0], secrets)!r}" if keys else ""  # a label2id key is the label itself
+        raise ValueError(
+            f"{shown or folder}/{name} holds or looks like a Hub token{where}, which would be copied into every file "
+            "written from it: remove it from that file (tokens belong in HF_TOKEN or `hf auth login`)."
+        )
 
 
 def png_text(path: Path, data: bytes) -> str:

@@ -16,6 +16,20 @@ HUB_HOSTS = ("huggingface.co", "www.huggingface.co", "hf.co")
 REPO_KINDS = {"datasets": "a data set's", "spaces": "a Space's"}  # a URL's first part when the repo is no model
 
 
+def check_hub_endpoint() -> None:
+    """A ValueError before any Hub call when HF_ENDPOINT carries a user name or password (`http://user:pw@host`):
+    the Hub reads the token only from HF_TOKEN or the saved login, so such a URL would send the password to every
+    request and blame the token for the refusal. Shown without them."""
+    from modeling_vit_scratch.common.secrets import shown_url
+
+    endpoint = os.environ.get("HF_ENDPOINT", "")
+    if "@" in urlsplit(endpoint.strip()).netloc:
+        raise ValueError(
+            f"HF_ENDPOINT {shown_url(endpoint.strip())} carries a user name or password: the Hub takes the token from "
+            "HF_TOKEN or `hf auth login`; remove them from HF_ENDPOINT."
+        )
+
+
 def check_not_url(value: str, named: str, revision: str | None = "--revision") -> None:
     """Every argument that takes a Hub repo id (push's repo id, --hub_model_id, --model, --teacher, --input) reads a
     URL through this one check: a Hub page's URL (https://huggingface.co/owner/name/tree/main, or without its
@@ -166,6 +180,7 @@ def check_hub_model(
     local = os.path.exists(source) or looks_like_local_path(source)
     refuse_sent_secrets(None if local else f"The repo id of {argument}", source, revision)
     if not local:
+        check_hub_endpoint()
         check_repo_id(
             source, f"The repo id of {argument}", "give the path of a folder here or a Hub repo id (owner/name)"
         )
@@ -186,6 +201,7 @@ def check_hub_model(
         known = hub_revisions(api, source)
         raise ValueError(unknown_revision(source, revision, argument, known, "", revision_named)) from None
     except Exception:  # noqa: BLE001 - offline, unknown or unreachable: the load that follows says why
+        check_offline_source(source, argument)
         check_cached_revision(source, revision, argument, revision_named)
         return
     if any(sibling.rfilename == "config.json" for sibling in siblings):
@@ -239,6 +255,21 @@ def hub_revisions(api, source: str) -> list[str]:
         return []
     names = [ref.name for ref in [*refs.branches, *refs.tags]]
     return sorted(names, key=lambda name: name != "main")
+
+
+def check_offline_source(source: str, argument: str) -> None:
+    """Offline (HF_HUB_OFFLINE), a name that is neither a folder here nor a repo in the Hugging Face cache is one
+    line saying both, so a mistyped folder is not taken for a repo whose weights are missing."""
+    from huggingface_hub import constants
+
+    cached = Path(constants.HF_HUB_CACHE) / f"models--{source.replace('/', '--')}"
+    if not constants.HF_HUB_OFFLINE or os.path.exists(source) or any((cached / "snapshots").glob("*")):
+        return
+    raise FileNotFoundError(
+        f"{argument} {source!r}: there is no folder {source!r} here, and no Hub repo {source!r} in the Hugging Face "
+        "cache (HF_HUB_OFFLINE is set, so the Hub was not asked): check the folder's path, or unset HF_HUB_OFFLINE "
+        "to download the repo."
+    )
 
 
 def check_cached_revision(source: str, revision: str | None, argument: str, revision_named: str = "--revision") -> None:

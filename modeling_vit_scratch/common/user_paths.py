@@ -47,3 +47,18 @@ def expand_user_paths(values: dict, names: tuple[str, ...]) -> None:
                 values[name] = user_path(values[name])
             except NotALocalPath as error:
                 raise ValueError(f"--{name} {error}.") from None
+
+
+# `$NAME` or `${NAME}`: what `datasets` replaces by an environment variable in every local path it reads
+# (`os.path.expandvars` in its `relative_to_absolute_path`), so a folder named `${HOME}` would be read as another path
+VARIABLE_REFERENCE = re.compile(r"\$(\w|\{)")
+
+
+def refuse_variable_reference(name: str, what: str) -> None:
+    """A one-line ValueError when `name` (`what` says which: a class folder, a file, --dataset) holds `$NAME` or
+    `${NAME}`: datasets would read it as that environment variable's value, a path that is not there."""
+    if VARIABLE_REFERENCE.search(name):
+        raise ValueError(
+            f"{what} ({name!r}) holds '$' before a name, which datasets reads as an environment variable ($HOME, "
+            "${HOME}) in every path it opens, so its images would be looked for elsewhere: rename it without '$'."
+        )

@@ -39,6 +39,27 @@ def check_safetensors(path: str | Path) -> None:
             )
 
 
+def check_finite(tensors, origin: str | Path):
+    """`tensors` (a mapping of names to tensors, read from `origin`) if every value is finite; else a ValueError naming
+    the first tensor with NaN or infinity. Such weights compute NaN (scores, figures, a conversion that could never
+    match its source): every reader refuses them before using them."""
+    for name, tensor in tensors.items():
+        if tensor.is_floating_point() and not tensor.isfinite().all():
+            raise ValueError(
+                f"{origin} holds non-finite values (NaN or infinity) in tensor {name!r}: a model with such weights "
+                "computes NaN; use a checkpoint saved before training diverged, or retrain."
+            )
+    return tensors
+
+
+def check_finite_files(folder: str | Path) -> None:
+    """`check_finite` on every weights file of a saved folder (`weight_files`), one file at a time."""
+    from safetensors.torch import load_file
+
+    for path in weight_files(folder):
+        check_finite(load_file(path), path)
+
+
 def _resave(path: Path) -> str:
     return f"save the weights again with save_pretrained, or download {path.name} again"
 

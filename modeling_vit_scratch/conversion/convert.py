@@ -11,7 +11,7 @@ timm model object (built by the caller, e.g. `scripts/convert_checkpoint.py`) is
 """
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -19,9 +19,9 @@ from safetensors.torch import load_file, save_file
 
 from modeling_vit_scratch.common.folders import CONVERSION_FILE, replaced_folder
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
-from modeling_vit_scratch.common.secrets import weights_sha256
+from modeling_vit_scratch.common.secrets import refuse_secrets_in_settings, weights_sha256
 from modeling_vit_scratch.common.sources import looks_like_local_path
-from modeling_vit_scratch.common.weights import weight_files
+from modeling_vit_scratch.common.weights import check_finite, weight_files
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig, to_pair
 from modeling_vit_scratch.image_processing_vit_scratch import LUMA_WEIGHTS, ViTScratchImageProcessor
 from modeling_vit_scratch.modeling_vit_scratch import (
@@ -199,18 +199,6 @@ def read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
     return state_dict
 
 
-def check_finite(tensors: Mapping[str, torch.Tensor], origin: str | Path) -> Mapping[str, torch.Tensor]:
-    """`tensors` (read from `origin`) if every value is finite; else a ValueError naming the first tensor with NaN
-    or infinity. Such weights compute NaN, so their conversion could never match its source: refused before any."""
-    for name, tensor in tensors.items():
-        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-            raise ValueError(
-                f"{origin} holds non-finite values (NaN or infinity) in tensor {name!r}: a model with such weights "
-                "computes NaN; convert a checkpoint saved before training diverged, or retrain."
-            )
-    return tensors
-
-
 def local_folder(path_or_repo: str, revision: str | None = None) -> Path:
     """A local folder as is; a hub repo id downloaded at `revision` (config, processor and safetensors weights only). Either is
     checked before it is read: its auto_map names no code but the package's own (its weights are checked as they
@@ -224,6 +212,7 @@ def local_folder(path_or_repo: str, revision: str | None = None) -> Path:
         patterns = ["config.json", "preprocessor_config.json", "*.safetensors", "*.safetensors.index.json"]
         path = Path(snapshot_download(path_or_repo, revision=revision, allow_patterns=patterns))
     check_no_foreign_code(path, NO_CODE_RUNS)
+    refuse_secrets_in_settings(path, path_or_repo)
     return path
 
 
@@ -240,6 +229,7 @@ def check_convertible(source: str, revision: str | None = None) -> None:
     check_no_foreign_code(source, NO_CODE_RUNS, revision=revision)
     if Path(source).is_dir():
         weight_files(source)
+        refuse_secrets_in_settings(source)
 
 
 def processor_from_reference(config: ViTScratchConfig, mean, std, size: tuple[int, int], resample: int):

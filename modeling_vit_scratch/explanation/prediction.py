@@ -25,27 +25,18 @@ from modeling_vit_scratch.common.model_folder import (
     check_vit_scratch_type,
 )
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code, foreign_code, settings_of_repo
-from modeling_vit_scratch.common.secrets import known_secrets, redact
+from modeling_vit_scratch.common.secrets import refuse_secrets_in_settings, shown_url
 from modeling_vit_scratch.common.sources import check_folder_path, check_hub_model, check_not_url
-from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
+from modeling_vit_scratch.common.weights import check_finite, unreadable_weights, weight_files
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS
 from modeling_vit_scratch.explanation import attention as explain
 from modeling_vit_scratch.explanation import figures as plots
+from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
 
 # A download of --image is bounded in time and in bytes: a server that trickles or streams without end is refused.
 DOWNLOAD_SECONDS = 60
 # The most bytes an image file may have: 4 per pixel (RGBA, uncompressed) of the largest image PIL opens.
 DOWNLOAD_BYTES = 4 * (Image.MAX_IMAGE_PIXELS or 2**28)
-
-
-def shown_url(url: str) -> str:
-    """`url` as an error may print it: no user name or password, no query (where a signed URL keeps its key), and no
-    known token."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    netloc = ("***@" if "@" in parts.netloc else "") + host + (f":{parts.port}" if parts.port else "")
-    shown = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", ""))
-    return redact(shown, known_secrets())
 
 
 def download_cause(error: OSError) -> str:
@@ -139,13 +130,18 @@ def load_image(source: str) -> Image.Image:
                 raise FileNotFoundError(f"Image {source!r} does not exist: give an image file or an http(s) URL.")
             image = open_bounded(source, f"Image {source!r}")
         image.load()
-        return image
     except (UnidentifiedImageError, OSError) as error:
         if isinstance(error, FileNotFoundError):
             raise
         raise ValueError(
             f"Cannot read {source!r} as an image ({error}): give a PNG, JPEG or other image file."
         ) from None
+    try:  # its values checked as the processor will read them, before any model is loaded
+        to_model_mode(image, 3)
+    except ValueError as error:
+        shown = shown_url(source) if source.startswith(("http://", "https://")) else source
+        raise ValueError(f"Image {shown!r} cannot be used: {error}") from None
+    return image
 
 
 def check_model_source(model_source: str, trust_remote_code: bool = False, revision: str | None = None) -> None:
@@ -170,6 +166,8 @@ def check_model_source(model_source: str, trust_remote_code: bool = False, revis
     )
     settings = Path(model_source) if Path(model_source).is_dir() else settings_of_repo(model_source, revision)
     trusted_code = trust_remote_code and settings is not None and foreign_code(settings) is not None
+    if settings is not None:  # its labels become file names, figure titles and printed lines
+        refuse_secrets_in_settings(settings, model_source)
     if settings is not None and (settings / "config.json").is_file() and not trusted_code:
         check_vit_scratch_type(
             settings,
@@ -219,6 +217,7 @@ def load_model(
             f"{model_source} is not a vit_scratch model and needs its own code to load, which runs "
             "only if you trust it: read that code, then pass --trust_remote_code."
         ) from None
+    check_finite(model.state_dict(), model_source)  # NaN weights would give NaN scores and blank figures
     if model.config.model_type == "vit_scratch":  # a hub repo's files are read only now
         check_processor_fits_config(
             model.config.to_dict(), processor.to_dict(), f"{model_source}'s preprocessor_config.json"

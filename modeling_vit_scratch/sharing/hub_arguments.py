@@ -16,7 +16,7 @@ from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, Revi
 from huggingface_hub.serialization._base import parse_size_to_int
 
 from modeling_vit_scratch.common.secrets import known_secrets, redact, refuse_secret
-from modeling_vit_scratch.common.sources import check_not_url
+from modeling_vit_scratch.common.sources import check_hub_endpoint, check_not_url
 from modeling_vit_scratch.common.sources import check_repo_id as check_hub_repo_id
 
 # huggingface_hub's errors (HfHubHTTPError is an OSError) and its HTTP client's transport errors.
@@ -36,6 +36,8 @@ BRANCH_RULES = (
     (re.compile(r"^@$"), "it is '@', which git reads as HEAD"),
 )
 BAD_CHARACTER = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+# what the Hub takes in a branch name beyond git's rules: letters, digits, '.', '_', '-', and '/' between parts
+HUB_BRANCH_CHARACTER = re.compile(r"[^A-Za-z0-9._/-]")
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ def check_hub_arguments(
     that is a branch name or an existing pull request of the repo (never a commit id), a shard size, a token at hand
     that the Hub accepts, and, for a `private` push, a repo that is private or does not exist yet. Returns the full
     repo id (a bare name gets the token owner's namespace), the revision (`refs/heads/NAME` as NAME) and the shard size in bytes."""
+    check_hub_endpoint()
     secrets = known_secrets(token)
     fix = "tokens go in HF_TOKEN or `hf auth login`, never in a field that is sent; fix the command line"
     refuse_secret("The repo id", repo_id, secrets, fix)
@@ -167,7 +170,14 @@ def branch_problem(revision: str) -> str | None:
         character = bad.group()
         shown = "a space" if character == " " else f"the character {character!r}"
         return f"it holds {shown}, which git refuses in a branch name"
-    return next((words for rule, words in BRANCH_RULES if rule.search(revision)), None)
+    broken = next((words for rule, words in BRANCH_RULES if rule.search(revision)), None)
+    other = HUB_BRANCH_CHARACTER.search(revision)
+    if broken or not other:
+        return broken
+    return (
+        f"it holds the character {other.group()!r}, which the Hub refuses in a branch name: letters, digits, '.', "
+        "'_', '-' and '/' only"
+    )
 
 
 def shard_size(value: str | int) -> int:

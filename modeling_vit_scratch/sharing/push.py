@@ -52,9 +52,15 @@ from modeling_vit_scratch.common.model_folder import (
 )
 from modeling_vit_scratch.common.provenance import checkpoint_origin
 from modeling_vit_scratch.common.remote_code import OWN_AUTO_MAP, foreign_code
-from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, redact, weights_sha256
+from modeling_vit_scratch.common.secrets import (
+    find_secrets,
+    known_secrets,
+    redact,
+    refuse_secrets_in_settings,
+    weights_sha256,
+)
 from modeling_vit_scratch.common.sources import check_folder_path
-from modeling_vit_scratch.common.weights import weight_files
+from modeling_vit_scratch.common.weights import check_finite_files, weight_files
 from modeling_vit_scratch.common.write_errors import refused_write, refused_writes_named
 from modeling_vit_scratch.configuration_vit_scratch import MODEL_FILES
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
@@ -166,6 +172,8 @@ def check_folder(folder: Path) -> None:
     check_no_links(folder)  # before anything reads the folder: a link would be followed
     check_own_code(folder)  # before anything loads the folder: no code but the package's own may run
     check_vit_scratch_folder(folder)
+    refuse_secrets_in_settings(folder)  # its labels go into the card and the Hub's config.json
+    check_finite_files(folder)  # NaN weights would be published as a model
     check_processor_fits(folder)  # before the model is built: a processor for other images fails only later
     weight_files(folder)  # safetensors only, each header fitting its file
 

@@ -21,6 +21,7 @@ from PIL import Image
 from modeling_vit_scratch.common.names import is_unprintable, shown_name
 from modeling_vit_scratch.common.secrets import refuse_secret
 from modeling_vit_scratch.common.sources import DIGITS, looks_like_local_path
+from modeling_vit_scratch.common.user_paths import refuse_variable_reference
 from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
 from modeling_vit_scratch.training.distributed import node_shared_array
 from modeling_vit_scratch.training.preflight import check_class_sizes
@@ -127,6 +128,8 @@ def check_dataset_source(source: str, config_name: str | None = None) -> None:
             f"--dataset '{os.fsencode(source).decode('ascii', 'backslashreplace')}' is not valid UTF-8, which "
             "datasets needs for every path it reads: rename the folder in UTF-8."
         ) from None
+    if path.exists():
+        refuse_variable_reference(source, "--dataset")
     if path.is_file():
         raise ValueError(f"--dataset {source!r} is a file, not a data set: give {DATA_SET_TAKES}.")
     if path.is_dir():
@@ -395,6 +398,8 @@ def check_utf8_name(entry: Path, path: Path) -> None:
             f"('{os.fsencode(relative).decode('ascii', 'backslashreplace')}'): datasets reads every name as UTF-8; "
             "rename it in UTF-8 before training (e.g. `convmv -f latin1 -t utf8 -r --notest FOLDER`)."
         ) from None
+    what = "A class folder's name" if entry.parent == path and entry.is_dir() else "A file or folder name"
+    refuse_variable_reference(relative, f"{what} in the data set folder '{shown_name(path)}'")
 
 
 def check_label_text(label: str, dataset: str) -> None:

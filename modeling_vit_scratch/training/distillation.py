@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from transformers import AutoImageProcessor, AutoModelForImageClassification
 
+from modeling_vit_scratch.common.weights import check_finite
 from modeling_vit_scratch.training.augmentation import AugmentingTrainer, per_channel
 from modeling_vit_scratch.training.data import shown_labels
 
@@ -101,6 +102,7 @@ def load_teacher(
             f"Cannot load the teacher {source!r} ({first_line}): give a folder or hub repo of an image "
             "classifier with its image processor, such as one scripts/train.py wrote."
         ) from None
+    check_finite(teacher.state_dict(), source)  # a hub repo's, read only now (a folder's before the data)
     teacher_labels = [str(teacher.config.id2label[index]) for index in sorted(teacher.config.id2label)]
     student_labels = [str(id2label[index]) for index in sorted(id2label)]
     channels = teacher.config.num_channels

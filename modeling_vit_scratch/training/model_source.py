@@ -17,7 +17,7 @@ from modeling_vit_scratch.common.model_folder import check_processor_fits
 from modeling_vit_scratch.common.overrides import check_config_overrides, parse_overrides
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.run_state import check_run_state
-from modeling_vit_scratch.common.secrets import known_secrets, refuse_secret
+from modeling_vit_scratch.common.secrets import refuse_secrets_in_settings
 from modeling_vit_scratch.common.sources import (
     check_not_url,
     check_repo_id,
@@ -25,7 +25,7 @@ from modeling_vit_scratch.common.sources import (
     looks_like_local_path,
     path_or_id_fix,
 )
-from modeling_vit_scratch.common.weights import unreadable_weights, weight_files
+from modeling_vit_scratch.common.weights import check_finite, check_finite_files, unreadable_weights
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.modeling_vit_scratch import (
@@ -358,17 +358,9 @@ def check_readable_folder(source: str, argument: str, revision: str | None = Non
         revision=revision,
     )
     if Path(source).is_dir():
-        weight_files(source)
+        check_finite_files(source)  # before the data is read: NaN weights would train to NaN
         check_processor_fits(source)  # its processor feeds the run: it must give the model's image size
-        for name in ("config.json", "preprocessor_config.json"):  # copied into every checkpoint and the model
-            path = Path(source) / name
-            text = path.read_text(errors="replace") if path.is_file() else ""
-            refuse_secret(
-                f"{path}",
-                text,
-                known_secrets(),
-                "remove it from that file (tokens belong in HF_TOKEN or `hf auth login`)",
-            )
+        refuse_secrets_in_settings(source)  # copied into every checkpoint and the model
 
 
 def classifier_class(config: PreTrainedConfig):
@@ -470,6 +462,7 @@ def fine_tuned_model(
             )
     except OSError as error:  # a repo without safetensors weights, or out of reach
         raise unreadable_weights(source, error) from None
+    check_finite(model.state_dict(), source)  # a hub repo's, read only now
     heads = ("classifier.", "distillation_classifier.")
     body_mismatches = sorted(name for name, *_ in loading["mismatched_keys"] if not name.startswith(heads))
     missing = sorted(name for name in loading["missing_keys"] if ours and not name.startswith(heads))

@@ -75,7 +75,6 @@ WIDE_TWINS = {  # name -> (8-bit twin channels, the picture stored in another mo
     "I;16L": (1, lambda g: Image.frombytes("I;16L", g.shape[::-1], gray16(g).astype("<u2").tobytes())),
     "I (32-bit, 16-bit levels)": (1, lambda g: Image.fromarray(gray16(g).astype(np.int32))),
     "F in [0, 1]": (1, lambda g: Image.fromarray(g.astype(np.float32) / 255)),
-    "F in [0, 255]": (1, lambda g: Image.fromarray(g.astype(np.float32))),
     "uint16 array": (1, gray16),
     "int32 array": (1, lambda g: gray16(g).astype(np.int32)),
     "float64 array": (1, lambda g: g / 255.0),
@@ -146,7 +145,7 @@ def test_two_and_four_channel_arrays_are_composited_on_white():
     [
         (np.full((4, 4), -3, dtype=np.int32), r"span -3\.\.-3, outside 0\.\.65535: store 8-bit images as uint8"),
         (np.full((4, 4), 70000, dtype=np.int64), r"outside 0\.\.65535"),
-        (np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4), r"give values in \[0, 1\].*undo any normalisation"),
+        (np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4), r"hold values in \[0, 1\].*undo any normalisation"),
         (np.full((4, 4), np.nan, dtype=np.float32), r"NaN or infinite"),
         (np.zeros((5, 6, 7), dtype=np.uint8), r"shape \(5, 6, 7\) is not an image"),
     ],
@@ -155,6 +154,36 @@ def test_values_that_cannot_be_scaled_are_refused_in_one_line(array, message):
     with pytest.raises(ValueError, match=message) as error:
         ViTScratchImageProcessor.for_config(tiny_config())(array)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["pil", "fast"])
+@pytest.mark.parametrize("value", [1.0, 1.01, 1.05, 0.0, -0.03, 1.06, 1.5, 255.0, 256.0, -0.2])
+def test_a_float_image_s_scale_is_never_guessed_from_its_values(value, fast):
+    """Float images hold [0, 1] on every path (the processors, and so the pipeline and explain): a small overshoot is
+    clipped with a warning (1.01 is white like 1.0, never 8-bit levels read as black); values further out are one
+    line naming the range, never rescaled by 1/255 or 1/65535."""
+    import warnings
+
+    from modeling_vit_scratch import ViTScratchImageProcessorFast
+    from modeling_vit_scratch.image_processing_vit_scratch import FLOAT_SLACK
+
+    if fast:
+        pytest.importorskip("torchvision")
+    settings = dict(num_channels=1, do_resize=False, image_mean=[0.0], image_std=[1.0])
+    processor = (ViTScratchImageProcessorFast if fast else ViTScratchImageProcessor)(**settings)
+    image = Image.fromarray(np.full((4, 4), value, dtype=np.float32))  # mode "F", as a float TIFF opens
+    if -FLOAT_SLACK <= value <= 1 + FLOAT_SLACK:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = processor(image, return_tensors="np").pixel_values
+        np.testing.assert_array_equal(got, np.full((1, 1, 4, 4), min(max(value, 0.0), 1.0), dtype=np.float32))
+        assert any("clipped to [0, 1]" in str(w.message) for w in caught) == (not 0 <= value <= 1)
+    else:
+        with pytest.raises(
+            ValueError, match=rf"^Float image values span {value:g}\.\.{value:g}, and float images"
+        ) as error:
+            processor(image)
+        assert "divide 8-bit levels by 255" in str(error.value)
 
 
 def rgba_on_white(rgba: np.ndarray) -> np.ndarray:

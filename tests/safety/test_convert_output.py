@@ -85,7 +85,7 @@ def test_source_weights_that_are_not_finite_are_one_line_before_converting(tmp_p
     result = outcome("convert", argv)
     assert result.one_line, result
     assert f"{source / 'model.safetensors'} holds non-finite values" in result.error and tensor in result.error
-    assert "convert a checkpoint saved before training diverged" in result.error
+    assert "use a checkpoint saved before training diverged" in result.error
     assert not (scenario.root / "out").exists() and leftovers(scenario.root) == []
 
 

@@ -85,6 +85,29 @@ def test_a_name_that_is_not_utf8_is_one_line_showing_its_bytes(tmp_path, where):
         assert error.startswith(f"error: {what} in the data set folder '{root}' is not valid UTF-8 ('{shown}')")
 
 
+@pytest.mark.parametrize(
+    "where, name", [("class", "${HOME}"), ("class", "$PATH"), ("file", "$HOME.png"), ("dataset", "imgs-${HOME}")]
+)
+def test_a_name_datasets_would_expand_as_a_variable_is_one_line(tmp_path, monkeypatch, where, name):
+    """datasets reads `$NAME` / `${NAME}` in a local path as an environment variable (a folder `${HOME}` becomes the
+    home folder): such a name is one line naming it, before any image is read, never a missing-file error."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    root = write_imagefolder(tmp_path / "imgs", per_class=10)
+    if where == "class":
+        (root / "fox").rename(root / name)
+        shown = f"A class folder's name in the data set folder '{root}' ('{name}')"
+    elif where == "file":
+        (root / "fox" / "0.png").rename(root / "fox" / name)
+        shown = f"A file or folder name in the data set folder '{root}' ('fox/{name}')"
+    else:
+        root = root.rename(tmp_path / name)
+        shown = f"--dataset ('{root}')"
+    assert refused(tmp_path, root) == (
+        f"error: {shown} holds '$' before a name, which datasets reads as an environment variable ($HOME, ${{HOME}}) "
+        "in every path it opens, so its images would be looked for elsewhere: rename it without '$'."
+    )
+
+
 @pytest.fixture
 def saved(tmp_path):
     """A save_to_disk set: an image column, a ClassLabel column and a float column."""

@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_secrets import logged_in  # noqa: F401 (a fixture: HF_TOKEN holds a token, no saved login)
 
+from modeling_vit_scratch.common.secrets import redact
 from modeling_vit_scratch.sharing import hub_arguments, push
 from modeling_vit_scratch.sharing.hub_arguments import PUSH, check_revision
 from modeling_vit_scratch.sharing.push import model_card_text, written_by_push
@@ -55,6 +56,7 @@ BAD = [
     ("revision", "a b", "is not a branch name or refs/pr/N (it holds a space, which git refuses"),
     ("revision", "exp.lock", "is not a branch name or refs/pr/N (a part of it ends in '.lock')"),
     ("revision", "f" * 40, "is a commit id"),
+    ("revision", "{{x}}", "is not a branch name or refs/pr/N (it holds the character '{', which the Hub refuses"),
     ("repo id", "someone/a/b", "is not valid"),
     ("repo id", "bad name!", "is not valid"),
 ]
@@ -166,6 +168,9 @@ WHY_NOT_A_BRANCH = [
     ("@", "it is '@', which git reads as HEAD"),
     ("x~1", "it holds the character '~', which git refuses in a branch name"),
     ("x\ty", "it holds the character '\\t', which git refuses in a branch name"),
+    ("{{x}}", "it holds the character '{', which the Hub refuses in a branch name: letters, digits, '.', '_', '-'"),
+    ("exp+1", "it holds the character '+', which the Hub refuses in a branch name"),
+    ("café", "it holds the character 'é', which the Hub refuses in a branch name"),
 ]
 
 
@@ -412,3 +417,28 @@ def test_a_url_given_as_a_repo_id_is_never_echoed_with_its_password():
     assert str(refused.value) == (
         "--model 'https://huggingface.co/someone/model' is the Hub URL of a repo: give its id, someone/model."
     )
+
+
+@pytest.mark.usefixtures("logged_in", "nothing_loaded")
+@pytest.mark.parametrize(("name", "argument", "named"), REPO_ID_ARGUMENTS)
+@pytest.mark.parametrize("userinfo", ["alice:Sup3rS3cretPw@", "Sup3rS3cretPw@"])
+def test_an_endpoint_with_a_user_name_or_password_is_one_line_before_any_request(
+    name, argument, named, userinfo, tmp_path, monkeypatch
+):
+    """HF_ENDPOINT=http://user:password@host would send the password with every request and blame the token when
+    the Hub refuses it: every command that would reach the Hub refuses it first, the password never shown."""
+    monkeypatch.setenv("HF_ENDPOINT", f"http://{userinfo}127.0.0.1:9")
+    done = outcome(name, with_repo_id(Scenario(tmp_path), name, argument, "local-user/m1"))
+    assert done.one_line, done
+    assert done.error == (
+        "error: HF_ENDPOINT http://***@127.0.0.1:9 carries a user name or password: the Hub takes the token from "
+        "HF_TOKEN or `hf auth login`; remove them from HF_ENDPOINT."
+    )
+    assert not (tmp_path / "out-train").exists()
+
+
+@pytest.mark.parametrize("url", ["http://alice:pw@host:9/api", "https://pw@host/x?y", "ftp://a:b@c"])
+def test_a_printed_url_never_shows_its_user_name_or_password(url):
+    """The one redaction every printed line goes through masks a URL's user name and password, and only them."""
+    shown = redact(f"The Hub at {url} cannot be reached", [])
+    assert "@" in shown and shown.split("://", 1)[1].startswith("***@") and url.split("@", 1)[1] in shown

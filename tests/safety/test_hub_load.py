@@ -2,7 +2,7 @@
 to have a file named model.safetensors" for any failure to get it, so the cause is asked of huggingface_hub."""
 
 import pytest
-from entry_points import Scenario, hub_repo, run_command
+from entry_points import Scenario, hub_repo, outcome, run_command, with_argument
 from hub_server import local_hub  # noqa: F401  (the fixture)
 
 
@@ -21,4 +21,28 @@ def test_weights_not_in_the_cache_while_offline_are_said_so_not_missing(local_hu
         "error: Cannot load the weights of 'local-user/t1': its model.safetensors is not in the Hugging Face cache "
         "and HF_HUB_OFFLINE is set, so it was not downloaded: run once online (unset HF_HUB_OFFLINE), or give a "
         "local folder."
+    )
+
+
+@pytest.mark.parametrize(
+    "name, argument", [("explain", "--model"), ("convert", "--input"), ("train", "--model"), ("train", "--teacher")]
+)
+@pytest.mark.parametrize("source", ["m1", "someone/m1"])
+def test_a_name_neither_a_folder_nor_cached_while_offline_says_both(name, argument, source, tmp_path, monkeypatch):
+    """Offline, a model name that is no folder here (a typo) and no repo in the cache is one line saying both, from
+    the one resolver every reader passes, before anything is loaded: never a line about missing weights."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.chdir(tmp_path)
+    result = outcome(name, with_argument(Scenario(tmp_path).argv(name), argument, source))
+    assert result.one_line, result
+    if source == "m1" and name == "train":  # a bare name is a preset or no teacher to train: their own lines
+        assert "Unknown preset 'm1'" in result.error or "is no folder here and no hub repo id" in result.error
+        return
+    assert result.error == (
+        f"error: {argument} {source!r}: there is no folder {source!r} here, and no Hub repo {source!r} in the Hugging "
+        "Face cache (HF_HUB_OFFLINE is set, so the Hub was not asked): check the folder's path, or unset "
+        "HF_HUB_OFFLINE to download the repo."
     )

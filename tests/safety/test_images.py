@@ -6,6 +6,7 @@ label (explain's gradient_rollout_class_LABEL.png) stay short and inside the out
 import os
 import shutil
 
+import numpy as np
 import pytest
 from entry_points import Scenario, outcome
 from hypothesis import given, settings
@@ -77,6 +78,25 @@ def test_an_unreadable_image_is_one_line_naming_the_file(tmp_path, monkeypatch, 
     broken.write_bytes(content)
     error = refusal(monkeypatch, name, argv_with_image(Scenario(tmp_path), name, broken))
     assert "broken.png" in error and ("replace" in error or "give a PNG" in error), error
+
+
+# a TIFF whose values no image holds -> what the line says about them
+UNUSABLE_VALUES = {
+    "float -5": (np.float32, -5, "Float image values span -5..-5, and float images hold values in [0, 1]"),
+    "float 8-bit levels": (np.float32, 255, "Float image values span 255..255, and float images hold values in [0, 1]"),
+    "int32 70000": (np.int32, 70000, "Integer image values span 70000..70000, outside 0..65535"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AFTER_IMAGES))
+@pytest.mark.parametrize("values", sorted(UNUSABLE_VALUES))
+def test_an_image_whose_values_cannot_be_used_is_one_line_before_the_model(tmp_path, monkeypatch, name, values):
+    """The image is read and its values checked (the processor's rules) before any model is built or loaded."""
+    dtype, value, said = UNUSABLE_VALUES[values]
+    image = tmp_path / "values.tif"
+    Image.fromarray(np.full((10, 12), value, dtype=dtype)).save(image)
+    error = refusal(monkeypatch, name, argv_with_image(Scenario(tmp_path), name, image))
+    assert "values.tif" in error and said in error, error
 
 
 @pytest.mark.parametrize("label", ["a" * 240, "é" * 200, "../" * 80, "/etc/passwd", "."])

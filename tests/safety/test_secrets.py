@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from entry_points import Scenario, outcome, run_command, with_argument
+from entry_points import MODEL_FOLDER_READERS, Scenario, argv_reading, outcome, run_command, with_argument
 from helpers import write_imagefolder
 from hub_server import TOKEN, LocalHub
 from huggingface_hub import constants
@@ -243,28 +243,51 @@ def test_a_token_reaches_no_commit_file_or_line_of_a_push(tmp_path, wheres):
     if "commit message" in done:
         assert "error: The commit message holds or looks like a Hub token" in done["commit message"].stderr
     if "label name" in done:
-        assert "error: A Hub token is in" in done["label name"].stderr
+        assert "/config.json holds or looks like a Hub token at key 'id2label.1'" in done["label name"].stderr
     stored = [path for path in (tmp_path / "hub").rglob("*") if path.is_file()]
     assert not [path for path in stored if TOKEN.encode() in path.read_bytes() or TOKEN in str(path)]
     repos = tmp_path / "hub" / "models" / "local-user"
     assert sorted(os.listdir(repos) if repos.is_dir() else []) == (["named"] if "folder name" in done else [])
 
 
-@pytest.mark.parametrize("argument", ["--model", "--teacher"])
-def test_a_model_folder_whose_settings_hold_a_token_is_refused_before_training(tmp_path, monkeypatch, argument):
-    """A folder to fine-tune or learn from is copied into every checkpoint: a token in its config.json would be
-    written there, so it is refused before the data is read (without echoing the token)."""
-    monkeypatch.setenv("HF_TOKEN", SECRET)
+SHAPED = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345"  # shaped like a token, and not one this process knows
+
+
+@pytest.mark.parametrize("name, argument", MODEL_FOLDER_READERS)
+@pytest.mark.parametrize("where", ["a known token in a note", "a token-shaped label"])
+def test_a_model_folder_whose_settings_hold_a_token_is_refused_by_every_reader(
+    name, argument, where, tmp_path, logged_in
+):
+    """A folder that train (--model, --teacher), explain, convert or push reads is copied into what they write (a
+    checkpoint, a figure's file name and title, a converted config, the Hub's files): a known token or anything shaped
+    like one in its settings is refused before any work, in one line naming the file and the key, never the value."""
     scenario = Scenario(tmp_path)
-    folder = tmp_path / "with-note"
+    folder = tmp_path / "with-token"
     shutil.copytree(scenario.model(), folder)
     config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**config, "note": SECRET}))
-    argv = with_argument(scenario.argv("train"), argument, folder)
-    result = outcome("train", argv)
+    if where == "a token-shaped label":
+        config["id2label"]["1"] = f"y-{SHAPED}"
+        key = "id2label.1"
+    else:
+        config["note"] = SECRET
+        key = "note"
+    (folder / "config.json").write_text(json.dumps(config))
+    argv = argv_reading(scenario, name, argument, folder)
+    before = files_of(tmp_path)
+    result = outcome(name, argv)
     assert result.one_line, result
-    assert f"{folder / 'config.json'} holds or looks like a Hub token" in result.error and SECRET not in result.error
-    assert not (tmp_path / "out-train").exists()
+    assert f"{folder / 'config.json'} holds or looks like a Hub token at key '{key}'" in result.error
+    assert SECRET not in result.error and SHAPED not in result.error
+    assert files_of(tmp_path) == before
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16-le"])
+def test_the_staged_file_scan_finds_a_token_shaped_string_it_was_not_told(encoding, tmp_path):
+    """What push, train and convert scan before a folder is sent or written (`find_secrets`) lists a file holding
+    anything shaped like a Hub token, known or not, as text or UTF-16; a file with a shorter `hf_` word is not."""
+    (tmp_path / "card.md").write_bytes(f"labels: y-{SHAPED}".encode(encoding))
+    (tmp_path / "clean.md").write_bytes("hf_short and hf_transfer".encode(encoding))
+    assert find_secrets(tmp_path, [SECRET]) == [tmp_path / "card.md"]
 
 
 def png_holding(path: Path, how: str) -> None:

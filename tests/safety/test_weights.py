@@ -263,3 +263,35 @@ def test_a_hub_repo_with_only_a_pickle_is_one_line_and_never_unpickled(local_hub
     line = result.stderr.strip().splitlines()[-1]
     assert line.startswith("error: ") and "'local-user/pickled'" in line and "safetensors" in line, line
     assert not marker.exists()
+
+
+def spoiled_weights(folder: Path, how: str) -> None:
+    """`folder`'s classifier.weight with one NaN, or stored as int64 (its values cast)."""
+    from safetensors.torch import save_file
+
+    weights = load_file(folder / "model.safetensors")
+    if how == "NaN":
+        weights["classifier.weight"][0, 0] = float("nan")
+    else:
+        weights["classifier.weight"] = (weights["classifier.weight"] * 100).to(torch.int64)
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+
+
+@pytest.mark.parametrize(("name", "argument"), MODEL_FOLDER_READERS)
+@pytest.mark.parametrize("how", ["NaN", "int64"])
+def test_weights_that_cannot_be_used_as_saved_are_one_line_at_every_reader(tmp_path, monkeypatch, name, argument, how):
+    """A NaN in a weight (scores of NaN, blank figures) and a floating-point parameter stored as integers (cast
+    silently by transformers) are refused by every reader, naming the tensor: nothing is written or sent (a push's
+    Hub is taken to accept the token: the refusal comes before any upload)."""
+    monkeypatch.setattr("modeling_vit_scratch.sharing.hub_arguments.check_access", lambda *args: "local-user")
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "spoiled"
+    shutil.copytree(scenario.model(), folder)
+    spoiled_weights(folder, how)
+    argv = argv_reading(scenario, name, argument, folder)
+    result = outcome(name, argv)
+    assert result.one_line, result
+    said = "holds non-finite values (NaN or infinity) in tensor 'classifier.weight'"
+    said = said if how == "NaN" else "stores the floating-point parameter 'classifier.weight' (I64) as integers"
+    assert said in result.error, result.error
+    assert not any((tmp_path / f"out-{name}").glob("*"))
