@@ -18,6 +18,7 @@ between its two commits (integration).
 import importlib
 import itertools
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -497,3 +498,17 @@ def test_every_command_quotes_a_value_with_an_escape_sequence_escaped(name, tmp_
     done = outcome(name, argv)
     assert done.one_line, done
     assert "\x1b" not in done.error and value.format(red="\\x1b[31m") in done.error, done.error
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("command", [["-m", "modeling_vit_scratch.cli", "convert"], ["scripts/benchmark.py"]])
+def test_a_reader_that_closes_stdout_ends_the_command_quietly(command):
+    """`vit-scratch ... | head`: the reader gone, the command ends with the shell's code for SIGPIPE (141) and
+    nothing on stderr, never a BrokenPipeError traceback; the one place is vit_scratch_command.run."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen(
+        [sys.executable, *command, "--help"], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    process.stdout.close()  # the reader is gone before the command writes its first line
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=PROCESS_TIMEOUT) == 141 and stderr == "", stderr[-2000:]
