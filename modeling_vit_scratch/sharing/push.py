@@ -28,6 +28,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
@@ -56,7 +57,7 @@ from modeling_vit_scratch.common.remote_code import OWN_AUTO_MAP, foreign_code
 from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, redact, weights_sha256
 from modeling_vit_scratch.common.sources import check_folder_path
 from modeling_vit_scratch.common.weights import weight_files
-from modeling_vit_scratch.common.write_errors import refused_write, refused_writes_named
+from modeling_vit_scratch.common.write_errors import TEMPORARY_FIX, refused_write, refused_writes_named
 from modeling_vit_scratch.configuration_vit_scratch import MODEL_FILES
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.modeling_vit_scratch import (
@@ -549,13 +550,15 @@ def push_to_hub(
     repo_id, revision, max_shard_size = checked.repo_id, checked.revision, checked.max_shard_size
     secrets = known_secrets(token)
     copies = f"the push's temporary copies of {folder} (in {tempfile.gettempdir()})"
-    with refused_writes_named(copies, f"nothing was uploaded and {folder} is as it was"):
+    kept = f"nothing was uploaded and {folder} is as it was (the copies were removed)"
+    with refused_writes_named(copies, kept, TEMPORARY_FIX):
         model, processor = load_verified(folder)  # its reload check copies the folder's code
     api = HfApi(token=token)
     target = None if create_pr else revision or "main"
-    with scratch_folder("push") as staging:  # a kill leaves it to the next command to remove
+    with ExitStack() as scratch:
         card = model_card_text(model.config, metrics, record, measured, repo_id, None, conversion)
-        with refused_writes_named(copies, f"nothing was uploaded and {folder} is as it was"):
+        with refused_writes_named(copies, kept, TEMPORARY_FIX):  # making the folder is a write too
+            staging = scratch.enter_context(scratch_folder("push"))  # a kill leaves it to the next command
             stage_repo(folder, staging, model, processor, card, measured, max_shard_size, conversion)
         check_staged(folder, staging, digest, secrets)
 
