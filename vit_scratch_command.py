@@ -24,6 +24,7 @@ import threading
 INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (SIGINT), as shells report it
 TERMINATED = 143  # the exit code of a command stopped by SIGTERM
 HUNG_UP = 129  # the exit code of a command stopped by SIGHUP (its terminal closed, `kill -HUP`)
+PIPE_CLOSED = 141  # the exit code of a command whose reader closed its stdout (SIGPIPE), as shells report it
 NOTHING_DONE = "Interrupted before any work was done: nothing was written or sent; run the same command again."
 ENDED = "Interrupted while exiting, after the command had ended: its lines above say what it did."
 SIGNALS = (signal.SIGINT, signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else []))
@@ -76,9 +77,21 @@ def run(module: str, argv: list[str] | None = None) -> None:
     main = importlib.import_module(module).main
     try:
         main(sys.argv[1:] if argv is None else argv)
+        sys.stdout.flush()  # here, not at exit: a reader gone is met where it can be handled
+    except BrokenPipeError:
+        reader_gone()
     finally:
         if _line[0] == NOTHING_DONE:  # no command took the signals (`--help`, an unknown command): it has ended
             exit_on_signal(ENDED)
+
+
+def reader_gone() -> None:
+    """The reader of stdout went away (`vit-scratch ... | head`): end quietly, as a command killed by SIGPIPE would,
+    with its exit code (141), not with a traceback. Python's recipe: stdout is pointed at devnull, so the flush at
+    exit finds nothing to write."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(PIPE_CLOSED)
 
 
 def main() -> None:

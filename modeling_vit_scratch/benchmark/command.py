@@ -244,6 +244,25 @@ def main_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Arguments of the end-to-end mode, which the other mode would silently ignore: the argument -> the one it needs
+APPLIES_ONLY_WITH = {
+    "end_to_end_steps": "--end_to_end RECIPE",
+    "max_end_to_end_ratio": "--end_to_end RECIPE",
+    "train_args": "--end_to_end RECIPE",
+}
+
+
+def refuse_unused_companions(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """One line (argparse's) for an argument given without the one it works with (`APPLIES_ONLY_WITH`), as train
+    refuses its own: it would be silently ignored."""
+    for name, needs in APPLIES_ONLY_WITH.items():
+        if getattr(args, name) not in (None, []) and not getattr(args, needs.split()[0][2:]):
+            parser.error(
+                f"--{name} is used only with {needs}, which is not given, so it would be ignored: add {needs}, or "
+                f"drop --{name}"
+            )
+
+
 def benchmark_secrets(argv: list[str]) -> list[str]:
     """Every token the benchmark could print or write: those on its own command line, those of the training
     command it starts (`--train_args` with each `--end_to_end` recipe, as `train` collects its own) and those
@@ -286,6 +305,7 @@ def main(argv: list[str]) -> None:
         folder, steps, batch, precision = args.model_only
         print(json.dumps(dict(seconds=model_only_seconds(folder, int(steps), int(batch), precision == "bf16"))))
         return
+    refuse_unused_companions(args, parser)
     try:
         refuse_token_in_path("--json", args.json)  # the rule of every output path: a token is no file name
         check_name_characters(args.json, "--json")  # and a name the writers and every printed line can hold

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from modeling_vit_scratch.common.children import module_command
 from modeling_vit_scratch.training.arguments import mask_token_values
 from modeling_vit_scratch.training.precision import training_steps_seconds
 
@@ -19,7 +20,7 @@ from .measure import package_command, worker_environment
 from .report import bar_text
 
 # How a training run starts: the package's own `train` command, so it runs from an installed package too
-TRAINING_COMMAND = [sys.executable, "-m", "modeling_vit_scratch.cli", "train"]
+TRAINING_COMMAND = module_command("modeling_vit_scratch.cli", "train")  # dies with the benchmark
 TRAINING_COMMAND_NAME = "vit-scratch train"  # in messages
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from modeling_vit_scratch.common.children import child_env, module_command
 from modeling_vit_scratch.common.dtypes import dtype_name
 
 from .models import COMPILED, CONFIGS, DTYPE_OF, builds, modes_for, precisions_for
@@ -35,11 +36,12 @@ STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(2**31), "MALLOC_TRIM_THRESHOLD_":
 
 def package_command(*arguments: str) -> list[str]:
     """The command line of a process that runs the benchmark's command with `arguments`, through the package."""
-    return [sys.executable, "-m", COMMAND_MODULE, *arguments]
+    return module_command(COMMAND_MODULE, *arguments)  # dies with the benchmark, however it ends
 
 
 def worker_environment(args) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(IMPORT_ROOT), **({} if args.glibc_malloc_defaults else STEADY_MALLOC)}
+    env = {**os.environ, "PYTHONPATH": str(IMPORT_ROOT), **({} if args.glibc_malloc_defaults else STEADY_MALLOC)}
+    return child_env(env)
 
 
 def serve(implementation: str, config_name: str, mode: str, precision: str, batch: int, args) -> None:

@@ -3,7 +3,8 @@ clear.
 
 - A child process the package starts dies with its parent (`DIE_WITH_PARENT`, run first by the child: on Linux
   `prctl(PR_SET_PDEATHSIG, SIGKILL)`; elsewhere a thread that ends the child once its parent is gone). A SIGKILL to a
-  push leaves no reload check running.
+  push leaves no reload check running, a SIGKILL to a benchmark none of its workers. Every child the package starts
+  is started so: Python code after `DIE_WITH_PARENT`, a module through `module_command`, with `child_env`.
 - A temporary folder is made in the system's temporary folder under a name holding its owner's process id
   (`scratch_folder`: `vit-scratch-PURPOSE-PID-XXXXXXXX`); every command first removes those of processes that are gone
   (`remove_stale_scratch`), never one of a living process.
@@ -14,6 +15,7 @@ clear.
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,6 +48,13 @@ def _die_with_parent():
         _os._exit(1)
 _die_with_parent()
 """
+
+
+def module_command(module: str, *arguments: str) -> list[str]:
+    """`python -m MODULE ARGUMENTS` as a child that dies with its parent: `DIE_WITH_PARENT` runs first, then the
+    module as `-m` would run it. Start it with `child_env`'s environment."""
+    run = f"import runpy\nrunpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n"
+    return [sys.executable, "-c", DIE_WITH_PARENT + run, *arguments]
 
 
 def child_env(env: dict[str, str]) -> dict[str, str]:

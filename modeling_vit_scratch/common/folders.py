@@ -492,7 +492,6 @@ def refuse_a_model(folder: Path, overwrite: bool, resume: bool) -> None:
             "--overwrite_output_dir true to replace it, --resume_from_checkpoint true to continue its last "
             "checkpoint, or choose another --output_dir."
         )
-    changed, unknown = not_vouched_for(folder)
     how = (
         "--overwrite_output_dir true"
         if overwrite
@@ -500,15 +499,23 @@ def refuse_a_model(folder: Path, overwrite: bool, resume: bool) -> None:
         if resume
         else "the run"
     )
+    refuse_not_vouched_for(folder, "--output_dir", how)
+
+
+def refuse_not_vouched_for(folder: Path, argument: str, how: str) -> None:
+    """The one refusal of every command that replaces files in a model folder (train into its --output_dir,
+    convert --overwrite): a ValueError naming the files of `folder` that `how` would replace and that the package
+    cannot show it wrote unchanged (`not_vouched_for`): edited by hand, or of unknown origin."""
+    changed, unknown = not_vouched_for(folder)
     if changed:
         raise ValueError(
-            f"--output_dir {str(folder)!r}: {', '.join(changed)} changed since vit-scratch wrote {them(changed)} "
+            f"{argument} {str(folder)!r}: {', '.join(changed)} changed since vit-scratch wrote {them(changed)} "
             f"(edited by hand?), and {how} would replace {them(changed)}: nothing was changed; move {them(changed)} "
-            "out of the folder to keep your version (or delete it to let the run write its own), then run again."
+            "out of the folder to keep your version (or delete it to let vit-scratch write its own), then run again."
         )
     if unknown:
         raise ValueError(
-            f"--output_dir {str(folder)!r}: nothing shows that vit-scratch wrote {', '.join(unknown[:5])}"
+            f"{argument} {str(folder)!r}: nothing shows that vit-scratch wrote {', '.join(unknown[:5])}"
             f"{' ...' if unknown[5:] else ''} as {'it is' if len(unknown) == 1 else 'they are'} now (its marker "
             f"{MARKER_FILE} is missing or damaged, and no record of the run holds {'its' if len(unknown) == 1 else 'their'} "
             f"digest), and {how} would replace {them(unknown)}: nothing was changed; move {them(unknown)} out of the "
@@ -1087,7 +1094,20 @@ def check_replaceable(
                 f"{output_dir} is not a model folder ({'; '.join(reasons)}): refusing to replace it even with "
                 "--overwrite; move those files away or choose another output folder."
             )
+        refuse_not_vouched_for(output_dir, "--output", "--overwrite")  # a file edited by hand is the user's
     return output_dir
+
+
+def gone_with(folder: Path, replacement: Path) -> list[str]:
+    """What of `folder` its `replacement` does not hold, and so goes with it (a training run's checkpoints, record,
+    card, curves): named in the line that says the folder was replaced, so nothing goes without a word. Not the
+    package's dot-files. Checkpoints first, then the records and the card: what a user would miss most."""
+    first = (RECORD_FILE, RESULTS_FILE, "README.md")
+    gone = [
+        path for path in folder.iterdir() if not path.name.startswith(".") and not (replacement / path.name).exists()
+    ]
+    gone.sort(key=lambda path: (not CHECKPOINT.match(path.name), path.name not in first, path.name))
+    return [path.name + ("/" if path.is_dir() else "") for path in gone]
 
 
 @contextmanager
@@ -1115,10 +1135,12 @@ def replaced_folder(
                     f"{', '.join(path.name for path in leaked)} as written for {output_dir} would hold or look like "
                     f"a Hub token; {kept}: remove the token from what was read (its config.json labels)."
                 )
+            mark_as_ours(staging, {path.name: file_sha256(path) for path in staging.iterdir() if path.is_file()})
         if not output_dir.exists():
             staging.rename(output_dir)
             return
         check_replaceable(output_dir, overwrite, inputs)  # again: the folder may have been filled meanwhile
+        gone = gone_with(output_dir, staging)
         aside = sibling(output_dir, "old")
         output_dir.rename(aside)
         try:
@@ -1127,6 +1149,9 @@ def replaced_folder(
             aside.rename(output_dir)  # put the old folder back
             raise
         shutil.rmtree(aside)
+        if gone:
+            shown = ", ".join(gone[:8]) + (f" and {len(gone) - 8} more" if gone[8:] else "")
+            print(f"Replaced the model folder {output_dir}; these went with it (the new one has none): {shown}.")
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # a no-op once moved into place
 

@@ -25,6 +25,19 @@ DESCRIBING_FILES = (CONFIG_FILE, PROCESSOR_FILE)
 TRANSFORMERS_TYPES = {"vit": "ViT", "deit": "DeiT"}
 
 
+def check_settings_files(folder: str | Path, named: str) -> None:
+    """A FileNotFoundError naming the first of config.json and preprocessor_config.json that the local folder
+    `folder` (as `named`, the argument the user gave) lacks: without it no model or processor can be loaded, and a
+    loader's own message would blame something else."""
+    for name in DESCRIBING_FILES:
+        if not (Path(folder) / name).is_file():
+            raise FileNotFoundError(
+                f"{named} has no {name}: restore it (from a backup, or the repo the folder came from), or give a "
+                "folder written by save_pretrained with the image processor saved beside the model (vit-scratch "
+                "train writes both)."
+            )
+
+
 def read_json(path: Path) -> dict:
     """A JSON object from `path`; a one-line ValueError naming it when it is not one."""
     try:

@@ -16,20 +16,6 @@ HUB_HOSTS = ("huggingface.co", "www.huggingface.co", "hf.co")
 REPO_KINDS = {"datasets": "a data set's", "spaces": "a Space's"}  # a URL's first part when the repo is no model
 
 
-def check_hub_endpoint() -> None:
-    """A ValueError before any Hub call when HF_ENDPOINT carries a user name or password (`http://user:pw@host`):
-    the Hub reads the token only from HF_TOKEN or the saved login, so such a URL would send the password to every
-    request and blame the token for the refusal. Shown without them."""
-    from modeling_vit_scratch.common.secrets import shown_url
-
-    endpoint = os.environ.get("HF_ENDPOINT", "")
-    if "@" in urlsplit(endpoint.strip()).netloc:
-        raise ValueError(
-            f"HF_ENDPOINT {shown_url(endpoint.strip())} carries a user name or password: the Hub takes the token from "
-            "HF_TOKEN or `hf auth login`; remove them from HF_ENDPOINT."
-        )
-
-
 def check_not_url(value: str, named: str, revision: str | None = "--revision") -> None:
     """Every argument that takes a Hub repo id (push's repo id, --hub_model_id, --model, --teacher, --input) reads a
     URL through this one check: a Hub page's URL (https://huggingface.co/owner/name/tree/main, or without its
@@ -60,6 +46,32 @@ def check_not_url(value: str, named: str, revision: str | None = "--revision") -
     at_branch = revision and names[2:3] in (["tree"], ["blob"]) and len(names) > 3
     branch = f" (and {revision} {names[3]})" if at_branch else ""
     raise ValueError(f"{named} {value!r} is the Hub URL of a repo: give its id, {names[0]}/{names[1]}{branch}.")
+
+
+def check_hub_endpoint() -> None:
+    """The one check of HF_ENDPOINT, made before any Hub call by every command that reaches the Hub (a Hub model,
+    teacher, data set or input; a push): set, it must be an http(s) URL with a host, else one line naming it, its
+    value (without a user name, password or query) and the fix. An empty or scheme-less value would otherwise fail
+    in the HTTP client, and read as the network's fault; a user name or password in it would go with every request
+    and the Hub's refusal be blamed on the token."""
+    from modeling_vit_scratch.common.secrets import shown_url
+
+    value = os.environ.get("HF_ENDPOINT")
+    if value is None:
+        return
+    parts = urlsplit(value.strip())
+    if not (parts.scheme in ("http", "https") and parts.hostname):
+        shown = re.sub(r"^([^/]*//)?[^/@]*@", r"\1", value.split("?", 1)[0])  # a password in it is never echoed
+        raise ValueError(
+            f"HF_ENDPOINT is {shown!r}, which is no http(s) URL with a host, so no Hub could be reached at it: set it "
+            "to the Hub's address with its scheme (e.g. HF_ENDPOINT=https://huggingface.co, or http://localhost:8000 "
+            "for a local mirror), or unset it (unset HF_ENDPOINT) for huggingface.co."
+        )
+    if "@" in parts.netloc:  # the Hub reads the token from HF_TOKEN or the login; a password here goes to every request
+        raise ValueError(
+            f"HF_ENDPOINT {shown_url(value.strip())} carries a user name or password: the Hub takes the token from "
+            "HF_TOKEN or `hf auth login`; remove them from HF_ENDPOINT."
+        )
 
 
 def repo_id_problem(value: str) -> str | None:
@@ -191,6 +203,7 @@ def check_hub_model(
                 f"folder: leave out {revision_named}."
             )
         return
+    check_hub_endpoint()
     from huggingface_hub import HfApi
     from huggingface_hub.errors import RevisionNotFoundError
 
@@ -278,6 +291,7 @@ def check_cached_revision(source: str, revision: str | None, argument: str, revi
     from huggingface_hub import constants
 
     cached = Path(constants.HF_HUB_CACHE) / f"models--{source.replace('/', '--')}"
+    check_offline_cached(source, argument, "model")
     if revision is None or not cached.is_dir():
         return
     refs = sorted(
@@ -288,6 +302,23 @@ def check_cached_revision(source: str, revision: str | None, argument: str, revi
         return
     where = " in the Hugging Face cache (the Hub was not asked: HF_HUB_OFFLINE is set or it is out of reach)"
     raise ValueError(unknown_revision(source, revision, argument, refs, where, revision_named))
+
+
+def check_offline_cached(source: str, argument: str, kind: str) -> None:
+    """With HF_HUB_OFFLINE set, a Hub repo (`kind`: "model" or "dataset") that the Hugging Face cache does not hold is
+    one line naming HF_HUB_OFFLINE: nothing can be read, and the loader's own words would blame the network."""
+    from huggingface_hub import constants
+
+    cached = [Path(constants.HF_HUB_CACHE) / f"{kind}s--{source.replace('/', '--')}"]
+    if kind == "dataset":  # or prepared by `datasets` in its own cache
+        from datasets import config
+
+        cached.append(Path(config.HF_DATASETS_CACHE) / source.replace("/", "___"))
+    if constants.HF_HUB_OFFLINE and not any(path.is_dir() for path in cached):
+        raise ValueError(
+            f"{argument} {source!r} is a Hub {kind} that the Hugging Face cache does not hold, and HF_HUB_OFFLINE is "
+            "set, so it cannot be downloaded: run once online (unset HF_HUB_OFFLINE), or give a local folder."
+        )
 
 
 def hub_commit(source: str, argument: str, revision: str | None, revision_named: str) -> str | None:

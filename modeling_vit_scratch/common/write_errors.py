@@ -17,6 +17,11 @@ REFUSED_WRITES = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO)  # the sys
 OS_ERROR = re.compile(r"os error (\d+)|\[Errno (\d+)\]")
 TORCH_WRITER = ("PytorchStreamWriter", "inline_container")  # torch.save's writer, which names no cause
 WRITE_FIX = "free space on that disk (or raise the file size limit, `ulimit -f`) and run the same command again"
+# the same for a command's temporary copies, which go where TMPDIR says
+TEMPORARY_FIX = (
+    "free space on that disk, or point TMPDIR at a folder on a disk with room (or raise the file size limit, "
+    "`ulimit -f`), and run the same command again"
+)
 
 
 def refused_write(error: BaseException, folder: Path | None = None) -> str | None:
@@ -42,13 +47,14 @@ def refused_write(error: BaseException, folder: Path | None = None) -> str | Non
 
 
 @contextmanager
-def refused_writes_named(what: str, kept: str) -> Iterator[None]:
+def refused_writes_named(what: str, kept: str, fix: str = WRITE_FIX) -> Iterator[None]:
     """Writing `what` (a sentence part naming the path): a write the system refuses becomes a ValueError of one
-    line, `Writing WHAT failed (CAUSE): KEPT; free space ...`, where `kept` says what is (and is not) on disk now."""
+    line, `Writing WHAT failed (CAUSE): KEPT; FIX.`, where `kept` says what is (and is not) on disk now and `fix`
+    (default: free space) how to go on."""
     try:
         yield
     except Exception as error:
         reason = refused_write(error)
         if reason is None:
             raise
-        raise ValueError(f"Writing {what} failed ({reason}): {kept}; {WRITE_FIX}.") from None
+        raise ValueError(f"Writing {what} failed ({reason}): {kept}; {fix}.") from None

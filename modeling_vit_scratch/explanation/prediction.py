@@ -22,6 +22,7 @@ from modeling_vit_scratch.common.images import open_bounded
 from modeling_vit_scratch.common.model_folder import (
     check_processor_fits,
     check_processor_fits_config,
+    check_settings_files,
     check_vit_scratch_type,
 )
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code, foreign_code, settings_of_repo
@@ -164,6 +165,8 @@ def check_model_source(model_source: str, trust_remote_code: bool = False, revis
         trust_remote_code=trust_remote_code,
         revision=revision,
     )
+    if Path(model_source).is_dir() and not trust_remote_code:  # after the code check; trusted code loads its own way
+        check_settings_files(model_source, f"--model {model_source!r}")
     settings = Path(model_source) if Path(model_source).is_dir() else settings_of_repo(model_source, revision)
     trusted_code = trust_remote_code and settings is not None and foreign_code(settings) is not None
     if settings is not None:  # its labels become file names, figure titles and printed lines

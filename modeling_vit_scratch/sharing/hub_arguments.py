@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from huggingface_hub import HfApi, get_token
-from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled, RepositoryNotFoundError, RevisionNotFoundError
 from huggingface_hub.serialization._base import parse_size_to_int
 
 from modeling_vit_scratch.common.secrets import known_secrets, redact, refuse_secret
@@ -110,6 +110,7 @@ def check_hub_arguments(
     check_repo_id(repo_id, names)
     revision = check_revision(revision, create_pr, names)
     shard_bytes = shard_size(max_shard_size)
+    check_hub_endpoint()  # the arguments' own form first; then, before the first Hub call, where it is
     owner = check_access(token, secrets, names)
     repo_id = full_repo_id(repo_id, owner, names)
     check_pull_request(repo_id, revision, token, secrets, names)
@@ -212,6 +213,8 @@ def check_access(token: str | None, secrets: list[str], names: Names) -> str | N
             if refused
             else ("cannot be reached", f"check the network{names.later}")
         )
+        if isinstance(error, OfflineModeIsEnabled):  # the network is not to blame: the setting is
+            what, fix = "was not asked, as HF_HUB_OFFLINE is set", f"unset HF_HUB_OFFLINE{names.later}"
         raise ValueError(
             f"{start(names, 'the Hub')} at {api.endpoint} {what} ({describe(error, secrets)}): {fix}."
         ) from None

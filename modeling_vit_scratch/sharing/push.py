@@ -28,6 +28,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
@@ -46,6 +47,7 @@ from modeling_vit_scratch.common.folders import (
 )
 from modeling_vit_scratch.common.model_folder import (
     check_processor_fits,
+    check_settings_files,
     check_vit_scratch_type,
     content_sha256,
     described_sha256,
@@ -61,7 +63,7 @@ from modeling_vit_scratch.common.secrets import (
 )
 from modeling_vit_scratch.common.sources import check_folder_path
 from modeling_vit_scratch.common.weights import check_finite_files, weight_files
-from modeling_vit_scratch.common.write_errors import refused_write, refused_writes_named
+from modeling_vit_scratch.common.write_errors import TEMPORARY_FIX, refused_write, refused_writes_named
 from modeling_vit_scratch.configuration_vit_scratch import MODEL_FILES
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.modeling_vit_scratch import (
@@ -163,12 +165,7 @@ def check_vit_scratch_folder(folder: Path) -> None:
 def check_folder(folder: Path) -> None:
     """Everything a push checks of the folder without loading its model: its files, links, code, model type,
     processor and weights' headers."""
-    for name in ("config.json", "preprocessor_config.json"):
-        if not (folder / name).is_file():
-            raise FileNotFoundError(
-                f"{folder} has no {name}: push a folder written by save_pretrained, with the "
-                "image processor saved beside the model (scripts/train.py writes both)."
-            )
+    check_settings_files(folder, str(folder))
     check_no_links(folder)  # before anything reads the folder: a link would be followed
     check_own_code(folder)  # before anything loads the folder: no code but the package's own may run
     check_vit_scratch_folder(folder)
@@ -247,6 +244,12 @@ def check_results_vouched(folder: Path, metrics: dict, record: dict) -> None:
         )
 
 
+def restore_or_retrain(name: str) -> str:
+    """The advice for a training file lost from a folder: the smallest fix that works first (its copy in a backup,
+    or in the repo a push sent it to), retraining last."""
+    return f"restore {name} (from a backup, or the repo it was pushed to), or retrain"
+
+
 def measured_training_files(folder: Path, digest: str, allow_unmeasured_weights: bool) -> tuple[dict, dict, bool]:
     """(metrics, record, measured) for the card: the training files when the folder's model (weights `digest`,
     config, processor) is the one they were measured on; without the metrics (measured=False) when it is not and the
@@ -260,6 +263,12 @@ def measured_training_files(folder: Path, digest: str, allow_unmeasured_weights:
     why = unmeasured_reason(folder, record, digest)
     if why is None:
         return metrics, record, True
+    if not allow_unmeasured_weights and not record:  # the metrics are there, the record that vouches for them lost
+        raise ValueError(
+            f"{folder / RECORD_FILE} is missing, and only it shows that the metrics in {RESULTS_FILE} were measured "
+            f"on this model: {restore_or_retrain(RECORD_FILE)}, or pass --allow_unmeasured_weights (Python: "
+            "allow_unmeasured_weights=True) to push it with a card that says the metrics were not measured on it."
+        )
     if not allow_unmeasured_weights:
         raise ValueError(
             f"The model in {folder} is not the one the metrics in {RESULTS_FILE} were measured on "
@@ -293,7 +302,7 @@ def metrics_note(folder: Path, metrics: dict, record: dict, measured: bool) -> l
         return []
     line = (
         f"{folder / RESULTS_FILE} is missing: the metrics of this model are not known, and its card says so (no "
-        "results section); retrain, or evaluate it, to publish them."
+        f"results section); to publish them, {restore_or_retrain(RESULTS_FILE)}."
     )
     return [line]
 
@@ -549,13 +558,15 @@ def push_to_hub(
     repo_id, revision, max_shard_size = checked.repo_id, checked.revision, checked.max_shard_size
     secrets = known_secrets(token)
     copies = f"the push's temporary copies of {folder} (in {tempfile.gettempdir()})"
-    with refused_writes_named(copies, f"nothing was uploaded and {folder} is as it was"):
+    kept = f"nothing was uploaded and {folder} is as it was (the copies were removed)"
+    with refused_writes_named(copies, kept, TEMPORARY_FIX):
         model, processor = load_verified(folder)  # its reload check copies the folder's code
     api = HfApi(token=token)
     target = None if create_pr else revision or "main"
-    with scratch_folder("push") as staging:  # a kill leaves it to the next command to remove
+    with ExitStack() as scratch:
         card = model_card_text(model.config, metrics, record, measured, repo_id, None, conversion)
-        with refused_writes_named(copies, f"nothing was uploaded and {folder} is as it was"):
+        with refused_writes_named(copies, kept, TEMPORARY_FIX):  # making the folder is a write too
+            staging = scratch.enter_context(scratch_folder("push"))  # a kill leaves it to the next command
             stage_repo(folder, staging, model, processor, card, measured, max_shard_size, conversion)
         check_staged(folder, staging, digest, secrets)
 

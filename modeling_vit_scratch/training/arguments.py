@@ -660,27 +660,36 @@ def refuse_overridden(argv: list[str], values: dict) -> None:
             )
 
 
-# Arguments that take effect only beside another: the argument, and the one it needs
+# Arguments that take effect only beside another: the argument -> the one it needs, as the fix gives it
 APPLIES_ONLY_WITH = {
-    "shuffle_buffer_size": "streaming",
-    "max_bad_images": "streaming",
-    "max_eval_samples": "streaming",
-    "distillation": "teacher",
-    "distillation_alpha": "teacher",
-    "distillation_temperature": "teacher",
-    "teacher_revision": "teacher",
+    "shuffle_buffer_size": "--streaming true",
+    "max_bad_images": "--streaming true",
+    "max_eval_samples": "--streaming true",
+    "distillation": "--teacher TEACHER",
+    "distillation_alpha": "--teacher TEACHER",
+    "distillation_temperature": "--teacher TEACHER",
+    "teacher_revision": "--teacher TEACHER",
+    "hub_model_id": "--push_to_hub true",
+    "hub_private_repo": "--push_to_hub true",
+    "hub_revision": "--push_to_hub true",
+    "hub_token": "--push_to_hub true",
 }
 
 
 def refuse_unused_companions(argv: list[str], values: dict) -> None:
-    """A ValueError for an argument given (in `argv`, a recipe's expanded) without the one it works with
-    (`APPLIES_ONLY_WITH`): it would be silently ignored."""
-    given = given_names(argv)
+    """A ValueError for an argument given (on the command line, or in the recipe `argv` starts with, which it names
+    with the line) without the one it works with (`APPLIES_ONLY_WITH`), or with that one off: it would be silently
+    ignored."""
+    typed, given = given_names(argv), given_names(recipe_to_argv(argv))
     for name, needs in APPLIES_ONLY_WITH.items():
-        if name in given and not values[needs]:
+        needed = needs.split()[0][2:]
+        if name in given and not values[needed]:
+            path = Path(argv[0])
+            where = f"--{name}" if name in typed else f"Key {name!r} in the recipe {path}{key_line(path, name)}"
             raise ValueError(
-                f"--{name} applies only with --{needs}, which is not given, so it would be ignored: give "
-                f"--{needs} {'true' if needs == 'streaming' else 'TEACHER'} too, or leave out --{name}."
+                f"{where} is used only with {needs}, which is {'off' if needed in given else 'not given'}, so it "
+                f"would be ignored: add {needs}, or "
+                f"drop {f'--{name}' if name in typed else f'{name!r} from the recipe'}."
             )
 
 
@@ -732,7 +741,7 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     expand_user_paths(values, PATH_ARGUMENTS)
     refuse_overridden(recipe_to_argv(argv), values)
     check_numbers(values, LIMITS)  # before any group is built: its own checks then see only finite, in-range numbers
-    refuse_unused_companions(recipe_to_argv(argv), values)
+    refuse_unused_companions(argv, values)
     check_argument_packages(values)  # --deepspeed fails inside TrainingArguments itself
     check_output_dir_named(argv, values["output_dir"])
     parsed = tuple(

@@ -20,7 +20,7 @@ from PIL import Image
 
 from modeling_vit_scratch.common.names import is_unprintable, shown_name
 from modeling_vit_scratch.common.secrets import refuse_secret
-from modeling_vit_scratch.common.sources import DIGITS, looks_like_local_path
+from modeling_vit_scratch.common.sources import DIGITS, check_hub_endpoint, check_offline_cached, looks_like_local_path
 from modeling_vit_scratch.common.user_paths import refuse_variable_reference
 from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
 from modeling_vit_scratch.training.distributed import node_shared_array
@@ -148,6 +148,9 @@ def check_dataset_source(source: str, config_name: str | None = None) -> None:
             f"Data set folder {source!r} does not exist: pass an existing folder (an imagefolder with one "
             f"sub-folder per class, or a save_to_disk folder), a hub dataset name, or {DIGITS!r}."
         )
+    else:  # a hub data set
+        check_hub_endpoint()
+        check_offline_cached(source, "--dataset", "dataset")
 
 
 def check_imagefolder_links(path: Path) -> None:

@@ -2,6 +2,7 @@
 package starts die with it, its scratch folders (named with its process id) are removed by the next command, and a
 conversion's staging folder beside its output by the next conversion to that output (never a living process's)."""
 
+import argparse
 import json
 import os
 import signal
@@ -97,3 +98,27 @@ def test_a_child_of_a_killed_process_ends_with_it(tmp_path):
     finally:
         if starter.poll() is None:
             starter.kill()
+
+
+PACKAGE = Path(__file__).resolve().parents[2] / "modeling_vit_scratch"
+
+
+def test_every_child_process_the_package_starts_dies_with_its_parent():
+    """Every module that starts a process gives it `child_env`'s environment and a command that runs
+    `DIE_WITH_PARENT` first (`module_command`, or the code after it): a killed command leaves no child running."""
+    from modeling_vit_scratch.benchmark.end_to_end import TRAINING_COMMAND
+    from modeling_vit_scratch.benchmark.measure import package_command, worker_environment
+    from modeling_vit_scratch.common.children import PARENT_VARIABLE
+
+    starting = [
+        path.relative_to(PACKAGE).as_posix()
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "subprocess.run(" in path.read_text() or "subprocess.Popen(" in path.read_text()
+    ]
+    assert starting == ["benchmark/end_to_end.py", "benchmark/measure.py", "sharing/reload_check.py"]
+    for path in starting:
+        text = (PACKAGE / path).read_text()
+        assert "worker_environment(args)" in text or "child_env(" in text, path
+    for command in (package_command("--worker"), TRAINING_COMMAND):
+        assert command[:2] == [sys.executable, "-c"] and command[2].startswith(DIE_WITH_PARENT)
+    assert worker_environment(argparse.Namespace(glibc_malloc_defaults=True))[PARENT_VARIABLE] == str(os.getpid())

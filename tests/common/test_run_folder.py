@@ -198,6 +198,6 @@ def test_a_file_the_run_wrote_and_the_user_changed_since_is_never_replaced(tmp_p
     assert str(refused.value) == (
         f"--output_dir '{tmp_path}': README.md, all_results.json changed since vit-scratch wrote them (edited by "
         f"hand?), and {how} would replace them: nothing was changed; move them out of the folder to keep your "
-        "version (or delete it to let the run write its own), then run again."
+        "version (or delete it to let vit-scratch write its own), then run again."
     )
     assert (tmp_path / "README.md").read_text() == "my own notes on this model"

@@ -125,3 +125,16 @@ def test_a_token_in_the_training_arguments_is_in_no_line_and_no_file(given, tmp_
     written = results.read_text()
     assert TOKEN not in written and "***" in written
     assert json.loads(written)["argv"][-1].endswith("***")
+
+
+@pytest.mark.parametrize(
+    "given", [["--end_to_end_steps", "3"], ["--max_end_to_end_ratio", "1.5"], ["--train_args", "--bf16", "true"]]
+)
+def test_an_end_to_end_argument_without_end_to_end_is_one_line_before_any_measurement(tmp_path, given):
+    result = outcome("benchmark", ["--json", str(tmp_path / "r.json"), *given])
+    assert result.one_line, result
+    assert result.error.startswith(
+        f"error: {given[0]} is used only with --end_to_end RECIPE, which is not given, so it would be ignored: add "
+        f"--end_to_end RECIPE, or drop {given[0]}"
+    )
+    assert not (tmp_path / "r.json").exists()

@@ -18,6 +18,7 @@ between its two commits (integration).
 import importlib
 import itertools
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -517,3 +518,17 @@ def test_sighup_stops_a_command_as_sigterm_does_unless_it_was_started_ignoring_i
     finally:
         hand_back_signals(previous, True)
         signal.signal(signal.SIGHUP, before)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("command", [["-m", "modeling_vit_scratch.cli", "convert"], ["scripts/benchmark.py"]])
+def test_a_reader_that_closes_stdout_ends_the_command_quietly(command):
+    """`vit-scratch ... | head`: the reader gone, the command ends with the shell's code for SIGPIPE (141) and
+    nothing on stderr, never a BrokenPipeError traceback; the one place is vit_scratch_command.run."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen(
+        [sys.executable, *command, "--help"], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    process.stdout.close()  # the reader is gone before the command writes its first line
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=PROCESS_TIMEOUT) == 141 and stderr == "", stderr[-2000:]

@@ -5,6 +5,7 @@ folder, the staging names beside it, the optional timm and the hub cache are eac
 import json
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -16,7 +17,13 @@ from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 from test_writes import snapshot
 
-from modeling_vit_scratch.common.folders import NAME_MAX, check_replaceable, sibling
+from modeling_vit_scratch.common.folders import (
+    NAME_MAX,
+    file_sha256,
+    mark_as_ours,
+    not_a_model_folder,
+    sibling,
+)
 from modeling_vit_scratch.conversion import command
 
 
@@ -50,9 +57,10 @@ def leftovers(parent: Path) -> list[str]:
 def test_a_failed_parity_check_leaves_the_output_as_it_was(tmp_path, monkeypatch, existing):
     scenario = Scenario(tmp_path)
     output = good_export(scenario) if existing else tmp_path / "hf1"
-    if existing:  # an earlier export, told apart from the one that fails
+    if existing:  # an earlier export, told apart from the one that fails, and still one vit-scratch vouches for
         config = json.loads((output / "config.json").read_text())
         (output / "config.json").write_text(json.dumps({**config, "earlier": True}))
+        mark_as_ours(output, {"config.json": file_sha256(output / "config.json")})
     before = snapshot(output) if existing else None
 
     def fails(*args):
@@ -136,7 +144,7 @@ def test_a_training_output_and_a_hub_download_are_model_folders(tmp_path):
         (folder / "config.json").write_text(json.dumps({"model_type": "vit_scratch"}))
         for name in ["model.safetensors", *names]:
             (folder / name).write_text("x")
-        assert check_replaceable(folder, overwrite=True) == folder
+        assert not_a_model_folder(folder) == []  # a model folder; --overwrite asks too that vit-scratch wrote it
 
 
 @settings(max_examples=10)
@@ -209,3 +217,58 @@ def test_an_empty_output_is_one_line_and_the_working_folder_stays_as_it_was(tmp_
         "error: --output is empty (''): give it a value (folder to write"
     ), result
     assert snapshot(here) == before
+
+
+def trained_folder(scenario: Scenario, name: str = "run") -> Path:
+    """A training run's folder as the package leaves it: the model, its card and record, a checkpoint, and the
+    marker with the digest of each file it wrote."""
+    folder = scenario.root / name
+    shutil.copytree(scenario.model(), folder)
+    (folder / "README.md").write_text("the card the run wrote")
+    (folder / "training_record.json").write_text(json.dumps({"command": "vit-scratch train"}))
+    (folder / "checkpoint-3").mkdir()
+    (folder / "checkpoint-3" / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())
+    mark_as_ours(folder, {path.name: file_sha256(path) for path in folder.iterdir() if path.is_file()})
+    return folder
+
+
+@pytest.mark.parametrize("command_name", ["train", "convert"])
+@pytest.mark.parametrize("change", ["README.md edited", "marker removed"])
+def test_replacing_a_model_folder_refuses_files_vit_scratch_cannot_vouch_for(
+    tmp_path, monkeypatch, command_name, change
+):
+    """Train's --overwrite_output_dir and convert's --overwrite follow one rule: a file is replaced only when the
+    package can show it wrote it unchanged; else one line naming it, and nothing changes."""
+    import modeling_vit_scratch.training.trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "load_image_dataset", lambda *a, **k: pytest.fail("read the data"))
+    scenario = Scenario(tmp_path)
+    folder = trained_folder(scenario)
+    if change == "README.md edited":
+        (folder / "README.md").write_text("my own notes on this model")
+    else:
+        (folder / ".vit-scratch-output").unlink()
+    before = snapshot(folder)
+    if command_name == "train":
+        argv = [*scenario.argv("train", folder), "--overwrite_output_dir", "true"]
+    else:
+        argv = convert("--to", "transformers", "--input", scenario.model(), "--output", folder, "--overwrite")
+    result = outcome(command_name, argv)
+    assert result.one_line, result
+    assert "README.md" in result.error and "nothing was changed" in result.error
+    assert ("changed since vit-scratch wrote it" in result.error) == (change == "README.md edited")
+    assert snapshot(folder) == before and leftovers(tmp_path) == []
+
+
+def test_convert_overwrite_names_what_goes_with_a_training_runs_folder(tmp_path, capsys):
+    scenario = Scenario(tmp_path)
+    folder = trained_folder(scenario)
+    argv = convert("--to", "transformers", "--input", scenario.model(), "--output", folder, "--overwrite")
+    assert outcome("convert", argv).code == 0
+    replaced = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Replaced"))
+    assert replaced.startswith(  # then the model code files, which a transformers folder does not hold
+        f"Replaced the model folder {folder}; these went with it (the new one has none): checkpoint-3/, README.md, "
+        "training_record.json, "
+    )
+    assert not (folder / "checkpoint-3").exists() and (folder / "conversion_record.json").is_file()
+    assert outcome("convert", argv).code == 0  # the converted folder is vouched for in turn

@@ -7,7 +7,7 @@ import errno
 import resource
 
 import pytest
-from entry_points import Scenario, command_env, run_command
+from entry_points import Scenario, command_env, outcome, run_command
 from hub_server import local_hub  # noqa: F401  (the fixture)
 
 from modeling_vit_scratch.common.write_errors import refused_write
@@ -53,8 +53,9 @@ def test_a_file_size_limit_at_convert_explain_and_push_is_one_line_and_leaves_no
     assert pushed.stderr.strip().splitlines()[-1].startswith(
         f"error: Writing the push's temporary copies of {scenario.model()} (in "
     ) and pushed.stderr.strip().endswith(
-        f") failed (File too large): nothing was uploaded and {scenario.model()} is as it was; free space on that "
-        "disk (or raise the file size limit, `ulimit -f`) and run the same command again."
+        f") failed (File too large): nothing was uploaded and {scenario.model()} is as it was (the copies were "
+        "removed); free space on that disk, or point TMPDIR at a folder on a disk with room (or raise the file size "
+        "limit, `ulimit -f`), and run the same command again."
     )
     assert not local_hub.repo_exists("local-user/limited")
     assert converted.returncode == 1 and "Traceback" not in converted.stderr, converted.stderr[-2000:]
@@ -71,3 +72,45 @@ def test_a_file_size_limit_at_convert_explain_and_push_is_one_line_and_leaves_no
     for picture in (tmp_path / "out-explain").iterdir():  # whole pictures only, no staged leftovers
         assert not picture.name.startswith(".") or picture.name == ".vit-scratch-output"
         assert picture.stat().st_size < 20 * 1024
+
+
+class NoHub:
+    """A Hub client that fails the test when asked anything."""
+
+    def __init__(self, **kwargs):
+        pass
+
+    def __getattr__(self, name):
+        pytest.fail(f"the Hub was asked ({name})")
+
+
+@pytest.mark.parametrize("failing", ["the staging folder", "a staged file"])
+def test_a_full_temporary_disk_while_push_stages_is_one_line_naming_tmpdir(tmp_path, monkeypatch, failing):
+    """Push's staging in TMPDIR goes through the one writer rule: a refused write is one line naming the place and
+    the fix (free space, or TMPDIR elsewhere), nothing is uploaded and no staged file is left."""
+    import tempfile
+
+    from modeling_vit_scratch import ViTScratchImageProcessor
+    from modeling_vit_scratch.sharing import push
+    from modeling_vit_scratch.sharing.hub_arguments import HubTarget
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(push, "check_hub_arguments", lambda repo_id, **kwargs: HubTarget(repo_id, None, 1 << 30))
+    monkeypatch.setattr(push, "HfApi", NoHub)
+    full = OSError(errno.ENOSPC, "No space left on device")
+    folder = Scenario(tmp_path).model()
+    if failing == "the staging folder":
+        real = push.scratch_folder
+        monkeypatch.setattr(
+            push, "scratch_folder", lambda purpose: (_ for _ in ()).throw(full) if purpose == "push" else real(purpose)
+        )
+    else:  # the processor's file, written into the staging folder
+        monkeypatch.setattr(ViTScratchImageProcessor, "save_pretrained", lambda *a, **k: (_ for _ in ()).throw(full))
+    result = outcome("push", [str(folder), "local-user/full"])
+    assert result.one_line, result
+    assert result.error.startswith(f"error: Writing the push's temporary copies of {folder} (in {tmp_path / 'tmp'})")
+    assert (
+        "(No space left on device)" in result.error and "point TMPDIR at a folder on a disk with room" in result.error
+    )
+    assert list((tmp_path / "tmp").iterdir()) == []

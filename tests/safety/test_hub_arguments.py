@@ -442,3 +442,46 @@ def test_a_printed_url_never_shows_its_user_name_or_password(url):
     """The one redaction every printed line goes through masks a URL's user name and password, and only them."""
     shown = redact(f"The Hub at {url} cannot be reached", [])
     assert "@" in shown and shown.split("://", 1)[1].startswith("***@") and url.split("@", 1)[1] in shown
+
+
+@pytest.mark.parametrize(
+    "endpoint, shown", [("", ""), ("localhost:8000", "localhost:8000"), ("ftp://u:pw@h?t=1", "ftp://h")]
+)
+@pytest.mark.parametrize("command", ["train --dataset", "train --model", "explain", "convert", "push"])
+def test_an_hf_endpoint_that_is_no_url_is_one_line_naming_it_before_any_hub_call(
+    tmp_path, monkeypatch, command, endpoint, shown
+):
+    """HF_ENDPOINT is checked once, before any Hub call, by every command that reaches the Hub; a password or query
+    in it is never echoed."""
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    scenario = Scenario(tmp_path)
+    name, _, argument = command.partition(" ")
+    argv = {
+        "push": [str(scenario.model()), "someone/model"],
+        "convert": ["--from", "transformers", "--input", "someone/model", "--output", str(tmp_path / "out-convert")],
+    }.get(name) or with_argument(scenario.argv(name), argument or "--model", "someone/model")
+    result = outcome(name, argv)
+    assert result.one_line, result
+    assert result.error.startswith(f"error: HF_ENDPOINT is {shown!r}, which is no http(s) URL with a host"), result
+    assert "pw" not in result.error and "t=1" not in result.error
+    assert not any(path.name.startswith("out-") for path in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("command", ["train --dataset", "train --model", "train --teacher", "explain", "push"])
+def test_offline_a_hub_id_the_cache_lacks_is_one_line_naming_hf_hub_offline(tmp_path, monkeypatch, command):
+    import datasets
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "datasets-cache")
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "a" * 34)
+    scenario = Scenario(tmp_path)
+    name, _, argument = command.partition(" ")
+    argv = [str(scenario.model()), "someone/model"] if name == "push" else scenario.argv(name)
+    argv = argv if name == "push" else with_argument(argv, argument or "--model", "someone/model")
+    result = outcome(name, argv)
+    assert result.one_line, result
+    assert "HF_HUB_OFFLINE is set" in result.error and "unset HF_HUB_OFFLINE" in result.error, result
+    assert "check the network" not in result.error
+    assert not any(path.name.startswith("out-") for path in tmp_path.iterdir())

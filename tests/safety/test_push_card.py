@@ -6,7 +6,7 @@ opened, and the push says so."""
 import json
 
 import pytest
-from entry_points import Scenario, command_env, hub_repo, outcome, run_command
+from entry_points import Scenario, command_env, hub_repo, outcome, run_command, with_argument
 from helpers import REPO
 from hub_server import local_hub  # noqa: F401  (the fixture)
 
@@ -58,7 +58,8 @@ def test_a_trained_folder_whose_results_are_lost_has_a_card_that_says_its_metric
     note = "the metrics of this training run are not known (its `all_results.json` is missing)"
     line = (
         f"{folder / 'all_results.json'} is missing: the metrics of this model are not known, and its card says so (no "
-        "results section); retrain, or evaluate it, to publish them."
+        "results section); to publish them, restore all_results.json (from a backup, or the repo it was pushed to), "
+        "or retrain."
     )
     if lost:
         assert note in card and "## Results" not in card
@@ -249,3 +250,29 @@ def test_a_card_names_local_paths_by_their_last_part(tmp_path):
     assert "/home/me" not in card
     assert "vit-scratch train --dataset images --output_dir=x --seed 0" in card
     assert "The image-classification data set `images`" in card and "from the weights of `base`" in card
+
+
+@pytest.mark.parametrize(
+    "command, missing",
+    [
+        ("push", "training_record.json"),
+        ("push", "config.json"),
+        ("push", "preprocessor_config.json"),
+        ("explain", "config.json"),
+        ("explain", "preprocessor_config.json"),
+    ],
+)
+def test_a_refusal_for_a_missing_file_names_it_and_says_restore_it_first(command, missing, tmp_path, monkeypatch):
+    """The advice names the smallest fix that works: restore the lost file (from a backup or the repo), before
+    retraining or saving again."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    scenario = Scenario(tmp_path)
+    folder = trained_folder(tmp_path)
+    push = [str(folder), "local-user/x"]
+    argv = push if command == "push" else with_argument(scenario.argv("explain"), "--model", folder)
+    (folder / missing).unlink()  # after the command line, which saves the scenario's model
+    result = outcome(command, argv)
+    assert result.one_line, result
+    assert f"{missing} is missing" in result.error or f"has no {missing}:" in result.error
+    assert f"restore {'it' if missing != 'training_record.json' else missing} (from a backup" in result.error
+    assert not (tmp_path / "out-explain").exists()

@@ -266,11 +266,14 @@ def test_an_argument_that_breaks_the_data_path_is_refused_before_work(tmp_path, 
 @pytest.mark.parametrize(
     ("name", "value", "needs"),
     [
-        ("max_eval_samples", "1", "streaming"),
-        ("shuffle_buffer_size", "10", "streaming"),
-        ("max_bad_images", "0", "streaming"),
-        ("distillation_alpha", "0.7", "teacher"),
-        ("distillation", "soft", "teacher"),
+        ("max_eval_samples", "1", "streaming true"),
+        ("shuffle_buffer_size", "10", "streaming true"),
+        ("max_bad_images", "0", "streaming true"),
+        ("distillation_alpha", "0.7", "teacher TEACHER"),
+        ("distillation", "soft", "teacher TEACHER"),
+        ("hub_model_id", "me/vit", "push_to_hub true"),
+        ("hub_private_repo", "true", "push_to_hub true"),
+        ("hub_revision", "dev", "push_to_hub true"),
     ],
 )
 def test_an_argument_given_without_the_one_it_works_with_is_refused(tmp_path, name, value, needs, in_recipe):
@@ -280,8 +283,11 @@ def test_an_argument_given_without_the_one_it_works_with_is_refused(tmp_path, na
         argv = [str(tmp_path / "recipe.json")]
     result = outcome("train", [*argv, "--dataset", str(tmp_path / "no-data"), "--output_dir", str(tmp_path / "out")])
     assert result.one_line, result
-    assert result.error.startswith(f"error: --{name} applies only with --{needs}, which is not given"), result.error
-    assert result.error.endswith(f"or leave out --{name}.")
+    where = f"Key {name!r} in the recipe {tmp_path / 'recipe.json'} line 1" if in_recipe else f"--{name}"
+    assert result.error == (
+        f"error: {where} is used only with --{needs}, which is not given, so it would be ignored: add --{needs}, or "
+        f"drop {f'{name!r} from the recipe' if in_recipe else f'--{name}'}."
+    )
     assert not (tmp_path / "out").exists()
 
 

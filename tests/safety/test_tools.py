@@ -614,7 +614,10 @@ def test_a_run_from_a_hub_model_or_teacher_records_the_commit_it_read(tmp_path):
     "given, said",
     [
         (["--model_revision", "dev"], "error: --model_revision 'dev' names a version of a hub repo, and --model "),
-        (["--teacher_revision", "dev"], "error: --teacher_revision applies only with --teacher, which is not given"),
+        (
+            ["--teacher_revision", "dev"],
+            "error: --teacher_revision is used only with --teacher TEACHER, which is not given",
+        ),
     ],
 )
 def test_a_model_revision_without_a_hub_repo_is_one_line(given, said, tmp_path):
