@@ -214,7 +214,7 @@ def check_hub_model(
         known = hub_revisions(api, source)
         raise ValueError(unknown_revision(source, revision, argument, known, "", revision_named)) from None
     except Exception:  # noqa: BLE001 - offline, unknown or unreachable: the load that follows says why
-        check_offline_source(source, argument)
+        check_offline_cached(source, argument)
         check_cached_revision(source, revision, argument, revision_named)
         return
     if any(sibling.rfilename == "config.json" for sibling in siblings):
@@ -270,28 +270,13 @@ def hub_revisions(api, source: str) -> list[str]:
     return sorted(names, key=lambda name: name != "main")
 
 
-def check_offline_source(source: str, argument: str) -> None:
-    """Offline (HF_HUB_OFFLINE), a name that is neither a folder here nor a repo in the Hugging Face cache is one
-    line saying both, so a mistyped folder is not taken for a repo whose weights are missing."""
-    from huggingface_hub import constants
-
-    cached = Path(constants.HF_HUB_CACHE) / f"models--{source.replace('/', '--')}"
-    if not constants.HF_HUB_OFFLINE or os.path.exists(source) or any((cached / "snapshots").glob("*")):
-        return
-    raise FileNotFoundError(
-        f"{argument} {source!r}: there is no folder {source!r} here, and no Hub repo {source!r} in the Hugging Face "
-        "cache (HF_HUB_OFFLINE is set, so the Hub was not asked): check the folder's path, or unset HF_HUB_OFFLINE "
-        "to download the repo."
-    )
-
-
 def check_cached_revision(source: str, revision: str | None, argument: str, revision_named: str = "--revision") -> None:
     """Where the Hub did not answer (offline, out of reach) and the repo is in the Hugging Face cache, a `revision`
     the cache holds under no branch, tag or commit is one line naming it: the load would read nothing there."""
     from huggingface_hub import constants
 
     cached = Path(constants.HF_HUB_CACHE) / f"models--{source.replace('/', '--')}"
-    check_offline_cached(source, argument, "model")
+    check_offline_cached(source, argument)
     if revision is None or not cached.is_dir():
         return
     refs = sorted(
@@ -304,21 +289,51 @@ def check_cached_revision(source: str, revision: str | None, argument: str, revi
     raise ValueError(unknown_revision(source, revision, argument, refs, where, revision_named))
 
 
-def check_offline_cached(source: str, argument: str, kind: str) -> None:
-    """With HF_HUB_OFFLINE set, a Hub repo (`kind`: "model" or "dataset") that the Hugging Face cache does not hold is
-    one line naming HF_HUB_OFFLINE: nothing can be read, and the loader's own words would blame the network."""
+OFFLINE_KINDS = {"model": "repo", "dataset": "data set"}  # how a line names a Hub repo of each kind
+
+
+def offline_setting(kind: str = "model") -> str | None:
+    """The variable that keeps the Hub from being asked for a repo of `kind` ("model" or "dataset"), or None when it
+    may be asked: HF_HUB_OFFLINE, or for a data set also `datasets`' own HF_DATASETS_OFFLINE."""
     from huggingface_hub import constants
 
-    cached = [Path(constants.HF_HUB_CACHE) / f"{kind}s--{source.replace('/', '--')}"]
+    if kind == "dataset":
+        import datasets.config
+
+        if not datasets.config.HF_HUB_OFFLINE:  # set by either variable when datasets starts
+            return None
+        return "HF_DATASETS_OFFLINE" if os.environ.get("HF_DATASETS_OFFLINE") is not None else "HF_HUB_OFFLINE"
+    return "HF_HUB_OFFLINE" if constants.HF_HUB_OFFLINE else None
+
+
+def not_cached_offline(source: str, argument: str, kind: str, variable: str) -> str:
+    """The one line for a name that is no folder here and no Hub repo in the cache while `variable` keeps the Hub
+    from being asked: both said, so a mistyped folder is not taken for a repo whose weights are missing."""
+    named = OFFLINE_KINDS[kind]
+    return (
+        f"{argument} {source!r}: there is no folder {source!r} here, and no Hub {named} {source!r} in the Hugging Face "
+        f"cache ({variable} is set, so the Hub was not asked): check the folder's path (a folder name needs ./ in "
+        f"front), or unset {variable} to download the {named} once (it is then read from the cache)."
+    )
+
+
+def check_offline_cached(source: str, argument: str, kind: str = "model") -> None:
+    """Offline, a Hub repo (`kind`: "model" or "dataset") that is no folder here and that the Hugging Face cache does
+    not hold is one line naming the variable that kept the Hub from being asked: nothing can be read, and the
+    loader's own words would blame the network or the weights."""
+    from huggingface_hub import constants
+
+    variable = offline_setting(kind)
+    if variable is None or os.path.exists(source):
+        return
+    folder = Path(constants.HF_HUB_CACHE) / f"{kind}s--{source.replace('/', '--')}"
+    cached = any((folder / "snapshots").glob("*")) if kind == "model" else folder.is_dir()
     if kind == "dataset":  # or prepared by `datasets` in its own cache
         from datasets import config
 
-        cached.append(Path(config.HF_DATASETS_CACHE) / source.replace("/", "___"))
-    if constants.HF_HUB_OFFLINE and not any(path.is_dir() for path in cached):
-        raise ValueError(
-            f"{argument} {source!r} is a Hub {kind} that the Hugging Face cache does not hold, and HF_HUB_OFFLINE is "
-            "set, so it cannot be downloaded: run once online (unset HF_HUB_OFFLINE), or give a local folder."
-        )
+        cached = cached or (Path(config.HF_DATASETS_CACHE) / source.replace("/", "___")).is_dir()
+    if not cached:
+        raise ValueError(not_cached_offline(source, argument, kind, variable))
 
 
 def hub_commit(source: str, argument: str, revision: str | None, revision_named: str) -> str | None:

@@ -20,7 +20,14 @@ from PIL import Image
 
 from modeling_vit_scratch.common.names import is_unprintable, shown_name
 from modeling_vit_scratch.common.secrets import refuse_secret
-from modeling_vit_scratch.common.sources import DIGITS, check_hub_endpoint, check_offline_cached, looks_like_local_path
+from modeling_vit_scratch.common.sources import (
+    DIGITS,
+    check_hub_endpoint,
+    check_offline_cached,
+    looks_like_local_path,
+    not_cached_offline,
+    offline_setting,
+)
 from modeling_vit_scratch.common.user_paths import refuse_variable_reference
 from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
 from modeling_vit_scratch.training.distributed import node_shared_array
@@ -85,15 +92,9 @@ def hub_data_set_error(source: str, error: Exception, what: str) -> FileNotFound
     """The line for a hub data set `source` that `load_dataset` could not open (`what` it could not do): not in the
     cache while offline (HF_HUB_OFFLINE or HF_DATASETS_OFFLINE set), the variable that forbade the download and the two fixes;
     otherwise datasets' reason and the names to check. Read and streamed sets alike."""
-    import datasets.config
-
-    if datasets.config.HF_HUB_OFFLINE and isinstance(error, ConnectionError):  # the Hub it would have asked
-        variable = "HF_DATASETS_OFFLINE" if os.environ.get("HF_DATASETS_OFFLINE") is not None else "HF_HUB_OFFLINE"
-        return FileNotFoundError(
-            f"Data set {source!r} is no folder here and not in the Hugging Face cache, and {variable} is set, so it "
-            f"was not downloaded: unset {variable} (or download the set once online: it is then read from the "
-            "cache), or give a local folder (a folder name needs ./ in front)."
-        )
+    variable = offline_setting("dataset")
+    if variable and isinstance(error, ConnectionError):  # the Hub it would have asked
+        return FileNotFoundError(not_cached_offline(source, "--dataset", "dataset", variable))
     return FileNotFoundError(
         f"Data set {source!r} {what} ({' '.join(str(error).split())}): check the path (a folder name needs ./ in "
         "front) or the hub data set name."

@@ -73,7 +73,8 @@ def test_digits_is_the_model_make_train_trains_and_is_measured_against_timm_alon
 def test_worker_processes_start_through_the_package_not_a_script_path():
     """So that the benchmark runs from an installed package, which has no scripts/."""
     command = measure.package_command("--matmul", "float32", "8")
-    assert command[1:] == ["-m", "modeling_vit_scratch.benchmark.command", "--matmul", "float32", "8"]
+    assert command[1] == "-c" and command[3:] == ["--matmul", "float32", "8"]
+    assert "runpy.run_module('modeling_vit_scratch.benchmark.command'" in command[2] and "scripts" not in command[2]
 
 
 @pytest.mark.parametrize("implementation", ["vit_scratch", "transformers-sdpa"])

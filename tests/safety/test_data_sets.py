@@ -220,9 +220,10 @@ def test_a_hub_set_not_in_the_cache_while_offline_is_one_line_naming_the_variabl
         monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
     done = outcome("train", training(Scenario(tmp_path), "someone/not-cached-set", streaming))
     assert done.error == (
-        f"error: Data set 'someone/not-cached-set' is no folder here and not in the Hugging Face cache, and {variable} "
-        f"is set, so it was not downloaded: unset {variable} (or download the set once online: it is then read from "
-        "the cache), or give a local folder (a folder name needs ./ in front)."
+        "error: --dataset 'someone/not-cached-set': there is no folder 'someone/not-cached-set' here, and no Hub data "
+        f"set 'someone/not-cached-set' in the Hugging Face cache ({variable} is set, so the Hub was not asked): check "
+        f"the folder's path (a folder name needs ./ in front), or unset {variable} to download the data set once (it "
+        "is then read from the cache)."
     )
 
 

@@ -43,6 +43,6 @@ def test_a_name_neither_a_folder_nor_cached_while_offline_says_both(name, argume
         return
     assert result.error == (
         f"error: {argument} {source!r}: there is no folder {source!r} here, and no Hub repo {source!r} in the Hugging "
-        "Face cache (HF_HUB_OFFLINE is set, so the Hub was not asked): check the folder's path, or unset "
-        "HF_HUB_OFFLINE to download the repo."
+        "Face cache (HF_HUB_OFFLINE is set, so the Hub was not asked): check the folder's path (a folder name needs "
+        "./ in front), or unset HF_HUB_OFFLINE to download the repo once (it is then read from the cache)."
     )

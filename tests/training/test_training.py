@@ -557,11 +557,11 @@ def test_overwrite_replaces_the_model_when_asked(tmp_path):
         (["--learning_rate", "fast"], "invalid float value: 'fast'"),
         (
             ["--dataset", "no-such-data-set-here"],
-            "'no-such-data-set-here' is no folder here and not in the Hugging Face cache, and HF_HUB_OFFLINE is set",
+            "no Hub data set 'no-such-data-set-here' in the Hugging Face cache (HF_HUB_OFFLINE is set",
         ),
         (
             ["--model", "someone/no-such-model"],
-            "Cannot load the checkpoint 'someone/no-such-model': it is no folder here",
+            "--model 'someone/no-such-model': there is no folder 'someone/no-such-model' here, and no Hub repo",
         ),
         (
             ["--validation_fraction", "1.5"],
