@@ -111,51 +111,6 @@ print("result:", type(model).__name__, len(pipeline("image-classification", mode
     assert "custom code" not in result.stdout + result.stderr  # no consent prompt: the installed classes serve
 
 
-def test_an_installed_wheel_trains_and_writes_a_complete_folder_with_its_card(installed, tmp_path):
-    site = installed
-    (tmp_path / "tiny.json").write_text(
-        json.dumps(
-            dict(
-                image_size=8,
-                patch_size=4,
-                hidden_size=12,
-                num_channels=1,
-                num_hidden_layers=1,
-                num_attention_heads=2,
-                intermediate_size=16,
-            )
-        )
-    )
-    code = """
-import modeling_vit_scratch
-from modeling_vit_scratch.training.arguments import parse_arguments
-from modeling_vit_scratch.training.trainer import train
-print(modeling_vit_scratch.__file__)
-model_args, data_args, output_args, training_args = parse_arguments(
-    ["--model", "tiny.json", "--dataset", "digits", "--max_train_samples", "32", "--num_train_epochs", "1",
-     "--output_dir", "out", "--report_to", "none", "--disable_tqdm", "true"])
-train(model_args, data_args, training_args, output_args)
-"""
-    result = run_outside_checkout(code, site, tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.splitlines()[0].startswith(str(site))  # the installed copy, not the checkout
-    out = tmp_path / "out"
-    for name in (
-        "model.safetensors",
-        "config.json",
-        "modeling_vit_scratch.py",
-        "configuration_vit_scratch.py",
-        "preprocessor_config.json",
-        "all_results.json",
-        "training_record.json",
-        "training_curves.png",
-        "confusion_matrix.png",
-    ):
-        assert (out / name).is_file(), name
-    card = (out / "README.md").read_text()
-    assert card.startswith("---\n") and "## Training procedure" in card and "{{" not in card
-
-
 TOOLING_ONLY = ("datasets", "matplotlib", "sklearn", "tensorboard", "peft", "timm", "accelerate", "jinja2")
 
 
@@ -183,7 +138,8 @@ def test_the_installed_command_trains_the_digits_recipe_into_a_folder_that_loads
     installed, tmp_path
 ):
     """`pip install` of the wheel gives `vit-scratch`; `vit-scratch train` with the repository's digits recipe, run
-    outside the checkout, writes a folder that loads through its own code where the package cannot be imported."""
+    outside the checkout with the installed copy (not the checkout), writes a complete folder with its card, which
+    loads through its own code where the package cannot be imported."""
     site = installed
     command = site / "bin" / "vit-scratch"
     env = {**os.environ, "PYTHONPATH": str(site), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
@@ -202,8 +158,24 @@ def test_the_installed_command_trains_the_digits_recipe_into_a_folder_that_loads
     assert (
         config["stem"] == json.loads((REPO / "configs" / "models" / "model_digits_convstem.json").read_text())["stem"]
     )
+    out = tmp_path / "out"
+    for name in (
+        "model.safetensors",
+        "config.json",
+        "modeling_vit_scratch.py",
+        "configuration_vit_scratch.py",
+        "preprocessor_config.json",
+        "all_results.json",
+        "training_record.json",
+        "training_curves.png",
+        "confusion_matrix.png",
+    ):
+        assert (out / name).is_file(), name
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\n") and "## Training procedure" in card and "{{" not in card
     code = """
-import sys
+import importlib.util, sys
+print("package:", importlib.util.find_spec("modeling_vit_scratch").origin)  # what the command above imported
 sys.modules["modeling_vit_scratch"] = None  # as if not installed
 from PIL import Image
 from transformers import pipeline
@@ -214,4 +186,5 @@ print("result:", type(classify.model).__module__.split(".")[0], len(classify(Ima
         [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=PROCESS_TIMEOUT
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split("package:")[-1].split()[0].startswith(str(site))  # the installed copy
     assert result.stdout.split("result:")[-1].split() == ["transformers_modules", "10"]

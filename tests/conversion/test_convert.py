@@ -194,21 +194,19 @@ def test_converted_folder_classifies_with_the_pipeline(tmp_path):
 
 @pytest.mark.integration
 def test_convert_script_both_ways(tmp_path):
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[2] / "scripts" / "convert_checkpoint.py"
+    script = REPO / "scripts" / "convert_checkpoint.py"
     reference = reference_vit("small-rgb")
     reference.save_pretrained(tmp_path / "reference")
-    for args in (
-        ["--from", "transformers", "--input", str(tmp_path / "reference"), "--output", str(tmp_path / "ours")],
-        ["--to", "transformers", "--input", str(tmp_path / "ours"), "--output", str(tmp_path / "back")],
-    ):
-        result = subprocess.run(
-            [sys.executable, str(script), *args], capture_output=True, text=True, timeout=PROCESS_TIMEOUT
-        )
-        assert result.returncode == 0, result.stderr[-2000:]
+    forth = ["--from", "transformers", "--input", str(tmp_path / "reference"), "--output", str(tmp_path / "ours")]
+    result = subprocess.run(
+        [sys.executable, str(script), *forth], capture_output=True, text=True, timeout=PROCESS_TIMEOUT
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    # back, in this process: the script above runs the same main (one new process shows the script's wiring)
+    returned = outcome(
+        "convert", ["--to", "transformers", "--input", str(tmp_path / "ours"), "--output", str(tmp_path / "back")]
+    )
+    assert returned.code == 0, returned
     back = ViTForImageClassification.from_pretrained(tmp_path / "back")
     for key, tensor in reference.state_dict().items():
         assert torch.equal(back.state_dict()[key], tensor), key
@@ -319,18 +317,8 @@ def test_overwrite_replaces_model_folders_only(tmp_path):
     assert (tmp_path / "empty" / "model.safetensors").exists()
 
 
-@pytest.mark.integration
-def test_convert_script_refuses_a_used_folder_and_leaves_it_as_it_was(tmp_path):
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[2] / "scripts" / "convert_checkpoint.py"
-
-    def run(*args):
-        command = [sys.executable, str(script), *map(str, args)]
-        return subprocess.run(command, capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
-
+def test_convert_command_refuses_a_used_folder_and_leaves_it_as_it_was(tmp_path):
+    """In this process: test_convert_script_both_ways runs the same main through the script."""
     mean_pooled = ViTScratchForImageClassification(ViTScratchConfig(**REFERENCE_SIZES["small-rgb"], pooling="mean"))
     mean_pooled.save_pretrained(tmp_path / "mean")
     ViTScratchImageProcessor.for_config(mean_pooled.config).save_pretrained(tmp_path / "mean")
@@ -338,9 +326,9 @@ def test_convert_script_refuses_a_used_folder_and_leaves_it_as_it_was(tmp_path):
     from_reference = ("--from", "transformers", "--input", tmp_path / "reference", "--output", tmp_path / "ours")
     assert outcome("convert", list(map(str, from_reference))).code == 0  # the folder to refuse, made in this process
     before = folder_bytes(tmp_path / "ours")
-    refused = run(*from_reference)  # the script, as a user runs it
-    assert refused.returncode != 0
-    assert refused.stderr.strip().splitlines()[-1] == (
+    refused = outcome("convert", list(map(str, from_reference)))
+    assert refused.one_line, refused
+    assert refused.error == (
         f"error: {tmp_path / 'ours'} already holds files: choose another output folder or pass --overwrite "
         "(overwrite=True) to replace it."
     )
@@ -425,33 +413,27 @@ def test_a_transformers_deit_classifier_converts_to_the_class_head_over_a_distil
     torch.testing.assert_close(logits(model, pixel_values), logits(reference, pixel_values), atol=1e-5, rtol=0)
 
 
-@pytest.mark.integration
-def test_the_convert_script_converts_a_deit_both_ways_with_parity(tmp_path):
+def test_the_convert_command_converts_a_deit_both_ways_with_parity(tmp_path, capsys):
+    """In this process: test_convert_script_both_ways runs the same main through the script."""
     from transformers import DeiTForImageClassificationWithTeacher
 
     reference = reference_deit(DeiTForImageClassificationWithTeacher)
     reference.save_pretrained(tmp_path / "deit")
-    script = [sys.executable, str(REPO / "scripts" / "convert_checkpoint.py")]
-    result = subprocess.run(
-        [*script, "--from", "transformers", "--input", str(tmp_path / "deit"), "--output", str(tmp_path / "ours")],
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_TIMEOUT,
+    forth = outcome(
+        "convert", ["--from", "transformers", "--input", str(tmp_path / "deit"), "--output", str(tmp_path / "ours")]
     )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "Parity with the source model" in result.stdout
+    assert forth.code == 0, forth
+    assert "Parity with the source model" in capsys.readouterr().out
     assert json.loads((tmp_path / "ours" / "config.json").read_text())["architectures"] == [
         "ViTScratchForImageClassificationWithTeacher"
     ]
-    back = subprocess.run(
-        [*script, "--to", "transformers", "--input", str(tmp_path / "ours"), "--output", str(tmp_path / "back")],
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_TIMEOUT,
+    back = outcome(
+        "convert", ["--to", "transformers", "--input", str(tmp_path / "ours"), "--output", str(tmp_path / "back")]
     )
-    assert back.returncode == 0, back.stderr[-2000:]
-    assert "Wrote a transformers DeiTForImageClassificationWithTeacher folder" in back.stdout
-    assert "Parity with the source model" in back.stdout
+    assert back.code == 0, back
+    printed = capsys.readouterr().out
+    assert "Wrote a transformers DeiTForImageClassificationWithTeacher folder" in printed
+    assert "Parity with the source model" in printed
     exported = DeiTForImageClassificationWithTeacher.from_pretrained(tmp_path / "back").eval()
     for key, tensor in reference.state_dict().items():  # source -> ours -> DeiT: the very same tensors
         assert torch.equal(exported.state_dict()[key], tensor), key

@@ -121,18 +121,15 @@ def test_a_distilled_models_maps_leave_out_both_prefix_tokens():
     torch.testing.assert_close(similarity.reshape(25, 25).diagonal(), torch.ones(25))
 
 
-@pytest.mark.integration
-def test_explain_script_draws_a_hybrids_cell_grid_and_no_filter_components(tmp_path):
+def test_explain_command_draws_a_hybrids_cell_grid_and_no_filter_components(tmp_path):
+    """In this process: test_explain_script_writes_pictures runs the same `main` through the script."""
     config = tiny_config(stem="conv", stem_channels=[5], image_size=16, patch_size=2)
     ViTScratchForImageClassification(config).save_pretrained(tmp_path / "model")
     ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path / "model")
     Image.fromarray(np.random.default_rng(0).integers(0, 255, (40, 30, 3), dtype=np.uint8)).save(tmp_path / "in.png")
-    script = str(REPO / "scripts" / "explain.py")
-    command = [sys.executable, script, "--model", str(tmp_path / "model"), "--image", str(tmp_path / "in.png")]
-    result = subprocess.run(
-        [*command, "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=PROCESS_TIMEOUT
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
+    argv = ["--model", str(tmp_path / "model"), "--image", str(tmp_path / "in.png"), "--out", str(tmp_path / "out")]
+    done = outcome("explain", argv)
+    assert done.code == 0, done
     pictures = {path.name for path in (tmp_path / "out").glob("*.png")}
     assert "fig7_mean_attention_distance.png" in pictures and "fig7_patch_embedding_pca.png" not in pictures
     assert len(pictures) == 6
@@ -160,8 +157,8 @@ def test_maps_of_a_model_loaded_in_bf16_are_distributions_and_match_float32(tmp_
         torch.testing.assert_close(bf16_map, float32_map, atol=2 * BF16_TOLERANCE, rtol=0)
 
 
-# three channels by default, one in the slow tier: a one-channel model runs through the script by default in
-# test_explain_script_runs_a_grayscale_model_with_an_rgb_processor
+# three channels by default, one in the slow tier: a one-channel model runs through the command by default in
+# test_explain_command_runs_a_grayscale_model_with_an_rgb_processor
 @pytest.mark.parametrize("channels", [pytest.param(1, marks=pytest.mark.slow), 3])
 @pytest.mark.integration
 def test_explain_script_writes_pictures(tmp_path, channels):
@@ -207,31 +204,25 @@ def test_explain_script_writes_pictures(tmp_path, channels):
     assert refused.one_line and refused.error.startswith("error: Cannot read"), refused
 
 
-@pytest.mark.integration
-def test_explain_script_runs_in_bf16_and_refuses_an_unknown_dtype_in_one_line(tmp_path, capsys):
+def test_explain_command_runs_in_bf16_and_refuses_an_unknown_dtype_in_one_line(tmp_path, capsys):
+    """In this process: test_explain_script_writes_pictures runs the same `main` through the script."""
     config = tiny_config(image_size=16, patch_size=4)
     ViTScratchForImageClassification(config).save_pretrained(tmp_path / "model")
     ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path / "model")
     Image.fromarray(np.random.default_rng(0).integers(0, 255, (40, 30, 3), dtype=np.uint8)).save(tmp_path / "in.png")
-    script = [sys.executable, str(REPO / "scripts" / "explain.py"), "--model", str(tmp_path / "model")]
-    command = [*script, "--image", str(tmp_path / "in.png"), "--out"]
-    bf16 = subprocess.run(
-        [*command, str(tmp_path / "bf16"), "--dtype", "bfloat16"],
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_TIMEOUT,
-    )
-    assert bf16.returncode == 0, bf16.stderr[-2000:]
+    command = ["--model", str(tmp_path / "model"), "--image", str(tmp_path / "in.png"), "--out"]
+    bf16 = outcome("explain", [*command, str(tmp_path / "bf16"), "--dtype", "bfloat16"])
+    assert bf16.code == 0, bf16
     assert len(list((tmp_path / "bf16").glob("*.png"))) == 7
     capsys.readouterr()
-    unknown = outcome("explain", [*command[2:], str(tmp_path / "fp16"), "--dtype", "float16"])  # in this process
+    unknown = outcome("explain", [*command, str(tmp_path / "fp16"), "--dtype", "float16"])
     assert unknown.traceback is None and not (tmp_path / "fp16").exists()
     assert unknown.error == "error: Unknown dtype 'float16': choose from float32, bfloat16 (or fp32, bf16)."
     assert capsys.readouterr().err == ""  # the one line (sys.exit prints it) is all a user reads
 
 
 @pytest.mark.integration
-def test_explain_script_runs_no_model_code_unless_asked(tmp_path):
+def test_explain_script_runs_no_model_code_unless_asked(tmp_path, capsys):
     """A vit_scratch folder loads with the package's code (see above, no flag); a foreign model's own code runs
     only with --trust_remote_code."""
     folder, marker = tmp_path / "foreign", tmp_path / "code_ran"
@@ -265,16 +256,16 @@ def test_explain_script_runs_no_model_code_unless_asked(tmp_path):
         "--out",
         str(tmp_path / "out"),
     ]
-    env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
-    refused = subprocess.run(command, capture_output=True, text=True, timeout=PROCESS_TIMEOUT, env=env)
-    lines = refused.stderr.strip().splitlines()
-    assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-2000:]
-    assert lines[-1] == (
+    # the refusal in this process (it comes before any code is loaded); the runs that load code, in new processes
+    refused = outcome("explain", command[2:])
+    assert refused.one_line, refused
+    assert refused.error == (
         f"error: {folder / 'config.json'} maps AutoConfig to 'configuration_foreign.ForeignConfig', which is not "
         "vit-scratch's own code; refusing to run it: read that code, then pass --trust_remote_code if you trust it."
     )
     assert not marker.exists()
 
+    env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
     trusted = subprocess.run(
         command + ["--trust_remote_code"], capture_output=True, text=True, timeout=PROCESS_TIMEOUT, env=env
     )
@@ -288,8 +279,9 @@ def test_explain_script_runs_no_model_code_unless_asked(tmp_path):
     code = tmp_path / "model" / "modeling_vit_scratch.py"
     code.write_text(f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n" + code.read_text())
     command[command.index("--model") + 1] = str(tmp_path / "model")
-    result = subprocess.run(command, capture_output=True, text=True, timeout=PROCESS_TIMEOUT, env=env)
-    assert result.returncode == 0 and "top classes:" in result.stdout, result.stderr[-2000:]
+    capsys.readouterr()
+    done = outcome("explain", command[2:])  # in this process: the package's code is what runs here
+    assert done.code == 0 and "top classes:" in capsys.readouterr().out, done
     assert not marker.exists()
 
 
@@ -315,30 +307,17 @@ def test_model_inputs_match_the_packages_processor_whatever_processor_the_folder
     assert rgb_model_input.shape == (1, 3, 16, 16)
 
 
-@pytest.mark.integration
-def test_explain_script_runs_a_grayscale_model_with_an_rgb_processor(tmp_path):
+def test_explain_command_runs_a_grayscale_model_with_an_rgb_processor(tmp_path):
+    """In this process: test_explain_script_writes_pictures runs the same `main` through the script."""
     from transformers import ViTImageProcessor
 
     config = tiny_config(num_channels=1, image_size=16, patch_size=4)
     ViTScratchForImageClassification(config).save_pretrained(tmp_path / "model")
     ViTImageProcessor(size={"height": 16, "width": 16}).save_pretrained(tmp_path / "model")
     Image.fromarray(np.random.default_rng(0).integers(0, 255, (40, 30, 3), dtype=np.uint8)).save(tmp_path / "in.png")
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "scripts" / "explain.py"),
-            "--model",
-            str(tmp_path / "model"),
-            "--image",
-            str(tmp_path / "in.png"),
-            "--out",
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_TIMEOUT,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
+    argv = ["--model", str(tmp_path / "model"), "--image", str(tmp_path / "in.png"), "--out", str(tmp_path / "out")]
+    done = outcome("explain", argv)
+    assert done.code == 0, done
     assert len(list((tmp_path / "out").glob("*.png"))) == 7
 
 

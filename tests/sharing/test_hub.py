@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from entry_points import outcome
 from helpers import run_fresh, run_fresh_revisions, tiny_config
 from hub_server import TOKEN, Store, local_hub  # noqa: F401  (the fixture)
 from huggingface_hub import ModelCard, constants
@@ -305,9 +306,9 @@ def test_code_other_than_the_package_s_never_runs_and_is_not_pushed(local_hub, t
     expected = attacked_folder(folder, attack, marker)
     assert expected in refusal(folder) and not marker.exists()
 
-    if attack == "extra module in config auto_map":  # the script, as a user runs it: one line, nothing ran
-        script = run_push_script(local_hub, tmp_path, folder, REPO_ID)
-        assert one_error_line(script).startswith(f"error: {expected}")
+    if attack == "extra module in config auto_map":  # the command's main, in this process: one line, nothing ran
+        refused = outcome("push", [str(folder), REPO_ID])
+        assert refused.one_line and refused.error.startswith(f"error: {expected}"), refused
         assert not marker.exists() and not local_hub.repo_exists(REPO_ID)
 
 
@@ -362,8 +363,8 @@ def test_push_script_prints_url_and_commit_and_never_the_token(local_hub, tmp_pa
     assert f"commit: {commit}" in result.stdout and REPO_ID in result.stdout
     assert titles(local_hub)[1] == "from the script"
     assert TOKEN not in result.stdout + result.stderr
-    missing = run_push_script(local_hub, tmp_path, tmp_path / "nope", REPO_ID)
-    assert one_error_line(missing) == (
+    missing = outcome("push", [str(tmp_path / "nope"), REPO_ID])  # in this process: the script ran the same main
+    assert missing.one_line and missing.error == (
         f"error: FOLDER {str(tmp_path / 'nope')!r} does not exist: check the path of the folder (a hub repo id is "
         "owner/name, without ./ or a trailing /)."
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from entry_points import outcome
 from helpers import PROCESS_TIMEOUT, REPO, SUPPORT, run_script, tiny_model_file, torchrun
 from safetensors.torch import load_file
 
@@ -66,11 +67,12 @@ def test_two_processes_train_like_one_with_the_same_global_batch(tmp_path):
         "--seed",
         "5",
     ]
-    outputs = {}
+    outputs = {nproc: tmp_path / f"nproc{nproc}" for nproc in (1, 2)}
+    alone = outcome("train", [*common, "--output_dir", str(outputs[1])])  # one process: this one, on one thread
+    assert alone.code == 0, alone
+    result = run_script(*common, "--output_dir", str(outputs[2]), nproc=2)
+    assert result.returncode == 0, result.stderr[-3000:]
     for nproc in (1, 2):
-        outputs[nproc] = tmp_path / f"nproc{nproc}"
-        result = run_script(*common, "--output_dir", str(outputs[nproc]), nproc=nproc)
-        assert result.returncode == 0, result.stderr[-3000:]
         results = json.loads((outputs[nproc] / "all_results.json").read_text())
         assert results["world_size"] == nproc
         # each test image counted once: the padding of the last batch of 2 processes is not counted

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from entry_points import outcome
 from helpers import run_script, tiny_config, tiny_model_file
 from safetensors.torch import load_file
 from transformers import ViTConfig, ViTForImageClassification, ViTModel
@@ -223,21 +224,27 @@ def test_the_train_command_says_why_it_trained_in_its_precision_only_where_a_cho
     assert flags or "bf16" not in line
 
 
-@pytest.mark.integration
-def test_the_train_script_says_which_precision_bf16_when_faster_chose_and_why_in_its_output_record_and_card(tmp_path):
+@pytest.mark.integration  # it trains
+def test_the_train_command_says_which_precision_bf16_when_faster_chose_and_why_in_its_output_record_and_card(
+    tmp_path, capsys
+):
     output_dir = tmp_path / "out"
-    result = run_script(
-        *("--model", tiny_model_file(tmp_path, num_channels=1), "--max_train_samples", "32", "--report_to", "none"),
-        *("--num_train_epochs", "1", "--per_device_train_batch_size", "8", "--disable_tqdm", "true"),
-        *("--output_dir", str(output_dir), "--bf16_when_faster", "true"),
+    done = outcome(
+        "train",
+        [
+            *("--model", tiny_model_file(tmp_path, num_channels=1), "--max_train_samples", "32", "--report_to", "none"),
+            *("--num_train_epochs", "1", "--per_device_train_batch_size", "8", "--disable_tqdm", "true"),
+            *("--output_dir", str(output_dir), "--bf16_when_faster", "true"),
+        ],
     )
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert done.code == 0, done
+    result = capsys.readouterr()
     record = json.loads((output_dir / "training_record.json").read_text())
     precision_name, why = record["precision"], record["precision_choice"]
     assert why.startswith("chosen by --bf16_when_faster: ")
     assert precision_name == "float32" if "emulated" in why else precision_name in ("float32", "bf16 mixed precision")
     said = f"{precision_name} ({why})"
-    lines = result.stdout.splitlines()
+    lines = result.out.splitlines()
     assert f"Training in {said}." in lines and f"Trained in {said}." in lines
     assert lines.index(f"Training in {said}.") < lines.index(f"Trained in {said}.")
     assert f"1 process, {said}." in (output_dir / "README.md").read_text()
