@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from modeling_vit_scratch.common.processes import process_alive
+
 PARENT_VARIABLE = "VIT_SCRATCH_PARENT_PID"
 SCRATCH_PREFIX = "vit-scratch-"
 SCRATCH_NAME = re.compile(rf"^{re.escape(SCRATCH_PREFIX)}[a-z-]+-(\d+)-[a-z0-9_]+$")
@@ -62,23 +64,11 @@ def child_env(env: dict[str, str]) -> dict[str, str]:
     return {**env, PARENT_VARIABLE: str(os.getpid())}
 
 
-def process_is_gone(pid: int) -> bool:
-    """Whether no process `pid` exists (one of another user, or a reused id, counts as living: kept)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # not ours to signal: it exists
-        return False
-    return False
-
-
 def stale_of_dead_process(name: str, pattern: re.Pattern) -> bool:
     """Whether `name` matches `pattern` (its group 1: the owner's process id) and that process is gone."""
     found = pattern.match(name)
-    return bool(found) and int(found.group(1)) != os.getpid() and process_is_gone(int(found.group(1)))
+    pid = int(found.group(1)) if found else 0
+    return pid > 0 and pid != os.getpid() and not process_alive(pid)  # another user's process lives: kept
 
 
 @contextmanager

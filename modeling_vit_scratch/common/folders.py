@@ -49,6 +49,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from modeling_vit_scratch.common.children import stale_of_dead_process
+from modeling_vit_scratch.common.processes import is_python, process_alive, process_start
 from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, refuse_token_in_path
 from modeling_vit_scratch.common.write_errors import refused_writes_named
 
@@ -650,28 +651,6 @@ def claim_output_folder(
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def process_start(pid: int) -> str | None:
-    """When process `pid` started (field 22 of /proc/PID/stat: clock ticks after boot), or None where the system
-    does not say (no /proc, no such process). With the PID it names one process: a PID is reused, a start never."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (OSError, ValueError):
-        return None
-    fields = stat.rsplit(")", 1)[-1].split()  # after the name, which may hold spaces: field 3 onwards
-    return None if len(fields) < 20 or fields[0] == "Z" else fields[19]  # a zombie has ended
-
-
-def process_alive(pid: int) -> bool:
-    """Whether a process `pid` exists and has not ended (a zombie, ended but not yet reaped, has)."""
-    try:
-        os.kill(pid, 0)
-    except PermissionError:  # another user's: alive
-        pass
-    except (OSError, OverflowError, ValueError):
-        return False
-    return not os.path.isdir("/proc") or process_start(pid) is not None
-
-
 def run_marker(folder: str | Path) -> dict | None:
     """The run marker (`RUN_FILE`) of `folder`: the process, start time and commands of a run that started and has
     not published its model; None without one (or one that cannot be read)."""
@@ -691,16 +670,6 @@ def marker_damage(marker: dict) -> str | None:
     if os.path.isdir("/proc") and marker.get("process_start") is None:
         return f"it names process {pid} but not when that process started"
     return None
-
-
-def is_python(pid: int) -> bool | None:
-    """Whether process `pid` runs Python (the program it runs, as /proc names it: a console script runs its
-    interpreter), or None where the system does not say."""
-    try:
-        program = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
-    except OSError:
-        return None
-    return os.path.basename(program).startswith(b"python") if program else None  # empty: in the midst of exec
 
 
 def marker_owner(folder: str | Path) -> str | None:

@@ -35,9 +35,9 @@ from modeling_vit_scratch.common.folders import (
     is_complete_checkpoint,
     live_owner,
     marker_damage,
-    process_start,
     run_marker,
 )
+from modeling_vit_scratch.common.processes import process_start
 
 WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
 

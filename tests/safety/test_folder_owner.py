@@ -33,10 +33,10 @@ from modeling_vit_scratch.common.folders import (
     claim_output_folder,
     live_owner,
     marker_owner,
-    process_start,
     publish,
     refuse_a_model,
 )
+from modeling_vit_scratch.common.processes import process_start
 from modeling_vit_scratch.common.run_state import run_state, start_run
 from modeling_vit_scratch.sharing import push
 
