@@ -663,4 +663,5 @@ def test_a_token_given_to_another_argument_is_refused_without_echoing_it(tmp_pat
         parse_arguments(argv)
     assert "holds or looks like a Hub token" in str(refused.value) and token not in str(refused.value)
     assert where[0].split("=")[0] in str(refused.value)
-    parse_arguments(["--model", "vit-tiny-patch16-224", "--output_dir", str(tmp_path / "out"), "--hub_token", token])
+    pushing = ["--push_to_hub", "true", "--hub_token", token]  # where a token belongs: accepted
+    parse_arguments(["--model", "vit-tiny-patch16-224", "--output_dir", str(tmp_path / "out"), *pushing])
