@@ -472,6 +472,7 @@ def refuse_a_model(folder: Path, overwrite: bool, resume: bool) -> None:
     damaged = run_state(folder)
     if damaged is not None and damaged.kind == "damaged":
         raise ValueError(f"--output_dir {str(folder)!r}: {damaged.damaged_words()}.")
+    refuse_unvouched_figures(folder, "--output_dir")
     figures = [path.name for path in explain_figures(folder)]
     if figures and not (overwrite and not resume):
         raise ValueError(
@@ -955,10 +956,34 @@ def check_removable(folder: Path, removed: list[Path], why: str) -> None:
         )
 
 
-def explain_figures(folder: Path) -> list[Path]:
-    """The figures of explain (`FIGURES`) in `folder`: they describe the model it explained, not one trained there."""
+def named_as_figures(folder: Path) -> list[Path]:
+    """The files of `folder` named as explain names its figures (`FIGURES`), whoever wrote them."""
     found = {path for pattern in FIGURES for path in folder.glob(pattern) if path.is_file()} if folder.is_dir() else ()
-    return sorted(found)
+    return sorted(path for path in found if not path.is_symlink())
+
+
+def explain_figures(folder: Path) -> list[Path]:
+    """The figures of explain in `folder`: named as its figures and vouched for by the digest the folder's marker
+    keeps of what explain wrote (`written_files`); they describe the model it explained, not one trained there. A
+    name alone vouches for nothing: a user's `fig7_mine.png` is the user's."""
+    kept = written_files(folder)
+    return [path for path in named_as_figures(folder) if kept.get(path.name) == file_sha256(path)]
+
+
+def refuse_unvouched_figures(folder: Path, argument: str) -> None:
+    """A ValueError naming the files of `folder` that bear the name of an explain figure but that nothing shows
+    explain wrote as they are now (no digest in the marker, or another one): the command would replace or remove
+    them, and a file is replaced or removed only when the package can show it wrote it."""
+    vouched = set(explain_figures(folder))
+    unknown = [path.name for path in named_as_figures(folder) if path not in vouched]
+    if unknown:
+        raise ValueError(
+            f"{argument} {str(folder)!r}: nothing shows that vit-scratch wrote {', '.join(unknown[:5])}"
+            f"{' ...' if unknown[5:] else ''} as {'it is' if len(unknown) == 1 else 'they are'} now, and "
+            f"{'it bears the name' if len(unknown) == 1 else 'they bear the names'} of explain's figures, which this "
+            f"command replaces or removes: nothing was changed; move {them(unknown)} out of the folder (or rename "
+            f"{them(unknown)}), or choose another {argument}."
+        )
 
 
 def leftovers(folder: Path, overwrite: bool, resume: bool) -> list[Path]:
