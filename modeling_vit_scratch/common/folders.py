@@ -662,14 +662,31 @@ def run_marker(folder: str | Path) -> dict | None:
     return marker if isinstance(marker, dict) else None
 
 
-def marker_damage(marker: dict) -> str | None:
-    """Why a run marker cannot show whether its run is alive, in words, or None: it names no process, or (where the
-    system says when processes started) no start time of it, which every marker the package writes keeps."""
+def folder_identity(folder: str | Path) -> list[int]:
+    """The device and inode of `folder`: what a run marker keeps of the folder it was written in. A folder moved
+    (`mv`) keeps them; a copy (`cp -r`, a marker copied alone) has its own."""
+    found = os.stat(folder)
+    return [found.st_dev, found.st_ino]
+
+
+def marker_damage(marker: dict, folder: str | Path | None = None) -> str | None:
+    """Why a run marker cannot show whether a run of `folder` is alive, in words, or None: it names no process, or
+    (where the system says when processes started) no start time of it, which every marker the package writes keeps;
+    or it was written in another folder (the device and inode it keeps are not `folder`'s: copied here), so its run
+    is not this folder's. A marker of a version before it kept them is taken as the folder's."""
     pid = marker.get("pid")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return "it names no process"
     if os.path.isdir("/proc") and marker.get("process_start") is None:
         return f"it names process {pid} but not when that process started"
+    kept = marker.get("folder_id")
+    try:
+        foreign = folder is not None and kept is not None and kept != folder_identity(folder)
+    except OSError:
+        foreign = False
+    if foreign:
+        where = marker.get("output_dir")
+        return f"it was written in another folder{f', {where!r},' if isinstance(where, str) else ''} and copied here"
     return None
 
 
@@ -679,7 +696,7 @@ def marker_owner(folder: str | Path) -> str | None:
     marker that cannot show its run is alive (`marker_damage`) names no live run. This process's own is None, as
     `running_owner` says of its lock. Where the system does not say when processes started, a living PID is enough."""
     marker = run_marker(folder) or {}
-    if marker_damage(marker):
+    if marker_damage(marker, folder):
         return None
     pid = marker["pid"]
     if pid == os.getpid() or not process_alive(pid):

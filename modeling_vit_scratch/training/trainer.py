@@ -374,6 +374,12 @@ def train_in_claimed_folder(
     metrics = {**train_result.metrics}
     if checkpoint and steps_trained(checkpoint) == trainer.state.global_step:  # a resume that only finishes the run
         metrics.pop("train_loss", None)  # no step trained now: the Trainer's 0 is no loss
+        logger.warning(  # said whatever the run marker says: "Model saved" alone would read as new training
+            "Trained no step: %s is the run's last step (%d), so this resume only evaluates it and writes its model "
+            "folder.",
+            checkpoint,
+            trainer.state.global_step,
+        )
     if data_args.streaming:
         metrics.update(stream_metrics(trainer, train_set))
     metrics.update(trainer.evaluate(validation_set, metric_key_prefix="eval"))

@@ -718,7 +718,7 @@ def test_resuming_a_folder_that_holds_no_run_says_so_and_makes_nothing(tmp_path,
 @pytest.mark.integration
 @pytest.mark.parametrize("channels", ["from the data", "given"])
 def test_the_command_printed_on_interrupt_resumes_a_run_whose_architecture_took_fields_from_its_data(
-    tmp_path, monkeypatch, capsys, channels
+    tmp_path, monkeypatch, capsys, caplog, channels
 ):
     """A grayscale set and an architecture file without num_channels: the first run takes 1 channel from the data,
     and its resume must compare with that (before: 'num_channels: 1 in it, 3 asked', no overrides given)."""
@@ -749,6 +749,7 @@ def test_the_command_printed_on_interrupt_resumes_a_run_whose_architecture_took_
     args = resume[resume.index("train") + 1 :]  # the printed command: it finishes the run
     resumed = outcome("train", args)
     assert resumed.code == 0, resumed
+    assert "Trained no step: " in caplog.text  # said, whatever the run marker holds
     assert json.loads((output / "config.json").read_text())["num_channels"] == 1
     overridden = outcome("train", [*args, "--config_overrides", "num_channels=3"])
     assert overridden.one_line and "(num_channels: 1 in it, 3 asked)" in overridden.error, overridden
