@@ -265,13 +265,15 @@ def check_output_folder(
     inputs: dict[str, str | None] | None = None,
     foreign: bool = True,
     live: bool = True,
+    runs: bool = True,
 ) -> Path:
     """The rule for every folder a command writes into, applied before any work (see the module's docstring).
     `live=False` leaves out `check_place`'s test of a live run: for the other processes of a run, whose first
     process holds the folder.
     `inputs` maps each argument the command reads from to its value (a local path, or a Hub model id: its folder in
     the Hub cache; None skipped);
-    `foreign=False` leaves a folder of other files to the caller (a conversion replaces its folder as a whole).
+    `foreign=False` leaves a folder of other files to the caller (a conversion replaces its folder as a whole);
+    `runs=False` leaves an interrupted run's folder to the caller (train, which may resume or overwrite it).
     Returns the folder; raises ValueError naming it, what is wrong and the fix."""
     if not str(folder).strip():
         raise ValueError(f"{argument} is empty: give the folder to write to.")
@@ -296,6 +298,8 @@ def check_output_folder(
             )
     check_regular_files(folder, argument)
     check_place(real, argument, folder, live)
+    if runs:
+        refuse_a_runs_folder(folder, argument)
     refuse_dangling_link(folder, argument)
     blocker = file_above(folder)
     if blocker:
@@ -319,6 +323,22 @@ def check_output_folder(
             "refusing to write among them; give a new or empty folder."
         )
     return folder
+
+
+def refuse_a_runs_folder(folder: Path, argument: str) -> None:
+    """A ValueError when `folder` is the folder of an interrupted training run, or holds a run marker that cannot
+    show its run (`run_state`), in the words every reader of the folder uses: the run, its last checkpoint and the
+    command that resumes it. A writer other than the run's own would replace or bury what the run left."""
+    from modeling_vit_scratch.common.run_state import run_state  # it reads this module's names
+
+    state = run_state(folder) if folder.is_dir() else None
+    if state is not None and state.kind == "damaged":
+        raise ValueError(f"{argument} {str(folder)!r}: {state.damaged_words()}.")
+    if state is not None and state.kind == "interrupted":
+        raise ValueError(
+            f"{argument} {str(folder)!r}: {state.interrupted_words()}; or give {argument} another folder (to start "
+            "afresh there, remove the run's folder first)."
+        )
 
 
 def write_file(path: Path, content: bytes) -> None:
@@ -587,7 +607,7 @@ def claim_output_folder(
             "--overwrite_output_dir true and --resume_from_checkpoint both given: the first starts the run afresh, "
             "the second continues its last checkpoint; pass only the one you mean."
         )
-    folder = check_output_folder(folder, "--output_dir", inputs)
+    folder = check_output_folder(folder, "--output_dir", inputs, runs=False)  # `refuse_a_model` names a run
     made = missing_folders(folder)
     check_writable(folder)
     new_lock = not os.path.lexists(folder / LOCK_FILE)

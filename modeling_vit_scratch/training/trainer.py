@@ -179,7 +179,9 @@ def train(
     rotating = bool(training_args.save_total_limit)  # the Trainer then removes old checkpoints as it saves
     claim = claim_output_folder(training_args.output_dir, output_args.overwrite_output_dir, resuming, inputs, rotating)
     if not main_process:  # the same refusals on every process, so none waits for one that has stopped
-        check_output_folder(training_args.output_dir, "--output_dir", inputs, live=False)  # process 0 holds it
+        check_output_folder(
+            training_args.output_dir, "--output_dir", inputs, live=False, runs=False
+        )  # process 0 holds it
         refuse_a_model(Path(training_args.output_dir), output_args.overwrite_output_dir, resuming)
         check_removals(Path(training_args.output_dir), output_args.overwrite_output_dir, resuming, rotating)
     with claim if main_process else nullcontext() as claimed, redacting_logs(known_secrets(hub_token)):

@@ -198,6 +198,26 @@ def test_train_into_an_interrupted_runs_folder_says_so_and_how_to_resume(tmp_pat
     )
 
 
+@pytest.mark.parametrize("name, extra", [("convert", ["--overwrite"]), ("convert", []), ("explain", [])])
+def test_every_writer_names_an_interrupted_runs_folder_as_the_readers_do(tmp_path, name, extra):
+    """convert --output / explain --out onto an interrupted run's folder: the run, its last checkpoint and the
+    command that resumes it, as every reader says (before: convert said "not a model folder ... move those files
+    away", explain "holds a model"); nothing changed."""
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "s4"
+    interrupted_run(scenario, folder)
+    before = snapshot(folder)
+    argument = OUTPUT_ARGUMENT[name]
+    result = outcome(name, [*with_argument(scenario.argv(name), argument, folder), *extra])
+    assert result.error == (
+        f"error: {argument} {str(folder)!r}: the training run of process 999999999 into {str(folder)!r} was "
+        f"interrupted before it saved its model; its last checkpoint is {folder / 'checkpoint-3'}; resume it with: "
+        f"vit-scratch train --output_dir {folder} --resume_from_checkpoint true; or give {argument} another folder "
+        "(to start afresh there, remove the run's folder first)."
+    )
+    assert snapshot(folder) == before
+
+
 @pytest.mark.parametrize(("name", "argument"), MODEL_FOLDER_READERS)
 def test_a_moved_interrupted_run_is_resumed_where_it_is_now(name, argument, tmp_path, monkeypatch):
     monkeypatch.setattr(push, "load_verified", lambda *a, **k: pytest.fail("read the folder"))
