@@ -224,6 +224,27 @@ def hand_back_signals(previous: dict | None, stopped: bool) -> None:
         signal.signal(number, handler if handler is not None else signal.SIG_DFL)
 
 
+def close_progress_bars() -> None:
+    """Close every progress bar still open (tqdm keeps each class's bars in its `_instances`): a command stopped
+    mid-loop leaves its bars open, and a bar left open draws itself once more when it is collected, after the line
+    the command ended with, which must be the last thing printed. A bar that cannot draw (the terminal closed) is
+    closed without a word."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return
+    classes, bars = [tqdm], set()
+    while classes:  # tqdm.auto's bars are a subclass's, which may keep its own set
+        kind = classes.pop()
+        classes += kind.__subclasses__()
+        bars |= set(kind.__dict__.get("_instances", ()))
+    for bar in bars:
+        try:
+            bar.close()
+        except (OSError, ValueError):
+            bar.disable = True
+
+
 def stopping() -> None:
     """The running command is saying why it stops (its line is being printed): from now on a further signal does not
     cut that line short nor add another (torchrun sends SIGTERM to the processes that are left)."""
@@ -263,7 +284,11 @@ def entry_point(secrets: Callable[[list[str]], list[str]] | None = None):
             try:
                 found = secrets(argv) if secrets else known_secrets(*secrets_in_argv(argv))
                 with redacted_output(found):
-                    main(argv)
+                    try:
+                        main(argv)
+                    except (KeyboardInterrupt, SystemExit):
+                        close_progress_bars()  # the line it stops with is the last thing printed
+                        raise
             except KeyboardInterrupt as stop:  # the streams are back: the line is redacted here
                 stopping()
                 line = _running[-1]["line"]

@@ -265,13 +265,15 @@ def check_output_folder(
     inputs: dict[str, str | None] | None = None,
     foreign: bool = True,
     live: bool = True,
+    runs: bool = True,
 ) -> Path:
     """The rule for every folder a command writes into, applied before any work (see the module's docstring).
     `live=False` leaves out `check_place`'s test of a live run: for the other processes of a run, whose first
     process holds the folder.
     `inputs` maps each argument the command reads from to its value (a local path, or a Hub model id: its folder in
     the Hub cache; None skipped);
-    `foreign=False` leaves a folder of other files to the caller (a conversion replaces its folder as a whole).
+    `foreign=False` leaves a folder of other files to the caller (a conversion replaces its folder as a whole);
+    `runs=False` leaves an interrupted run's folder to the caller (train, which may resume or overwrite it).
     Returns the folder; raises ValueError naming it, what is wrong and the fix."""
     if not str(folder).strip():
         raise ValueError(f"{argument} is empty: give the folder to write to.")
@@ -296,6 +298,8 @@ def check_output_folder(
             )
     check_regular_files(folder, argument)
     check_place(real, argument, folder, live)
+    if runs:
+        refuse_a_runs_folder(folder, argument)
     refuse_dangling_link(folder, argument)
     blocker = file_above(folder)
     if blocker:
@@ -319,6 +323,22 @@ def check_output_folder(
             "refusing to write among them; give a new or empty folder."
         )
     return folder
+
+
+def refuse_a_runs_folder(folder: Path, argument: str) -> None:
+    """A ValueError when `folder` is the folder of an interrupted training run, or holds a run marker that cannot
+    show its run (`run_state`), in the words every reader of the folder uses: the run, its last checkpoint and the
+    command that resumes it. A writer other than the run's own would replace or bury what the run left."""
+    from modeling_vit_scratch.common.run_state import run_state  # it reads this module's names
+
+    state = run_state(folder) if folder.is_dir() else None
+    if state is not None and state.kind == "damaged":
+        raise ValueError(f"{argument} {str(folder)!r}: {state.damaged_words()}.")
+    if state is not None and state.kind == "interrupted":
+        raise ValueError(
+            f"{argument} {str(folder)!r}: {state.interrupted_words()}; or give {argument} another folder (to start "
+            "afresh there, remove the run's folder first)."
+        )
 
 
 def write_file(path: Path, content: bytes) -> None:
@@ -472,6 +492,7 @@ def refuse_a_model(folder: Path, overwrite: bool, resume: bool) -> None:
     damaged = run_state(folder)
     if damaged is not None and damaged.kind == "damaged":
         raise ValueError(f"--output_dir {str(folder)!r}: {damaged.damaged_words()}.")
+    refuse_unvouched_figures(folder, "--output_dir")
     figures = [path.name for path in explain_figures(folder)]
     if figures and not (overwrite and not resume):
         raise ValueError(
@@ -586,7 +607,7 @@ def claim_output_folder(
             "--overwrite_output_dir true and --resume_from_checkpoint both given: the first starts the run afresh, "
             "the second continues its last checkpoint; pass only the one you mean."
         )
-    folder = check_output_folder(folder, "--output_dir", inputs)
+    folder = check_output_folder(folder, "--output_dir", inputs, runs=False)  # `refuse_a_model` names a run
     made = missing_folders(folder)
     check_writable(folder)
     new_lock = not os.path.lexists(folder / LOCK_FILE)
@@ -661,14 +682,31 @@ def run_marker(folder: str | Path) -> dict | None:
     return marker if isinstance(marker, dict) else None
 
 
-def marker_damage(marker: dict) -> str | None:
-    """Why a run marker cannot show whether its run is alive, in words, or None: it names no process, or (where the
-    system says when processes started) no start time of it, which every marker the package writes keeps."""
+def folder_identity(folder: str | Path) -> list[int]:
+    """The device and inode of `folder`: what a run marker keeps of the folder it was written in. A folder moved
+    (`mv`) keeps them; a copy (`cp -r`, a marker copied alone) has its own."""
+    found = os.stat(folder)
+    return [found.st_dev, found.st_ino]
+
+
+def marker_damage(marker: dict, folder: str | Path | None = None) -> str | None:
+    """Why a run marker cannot show whether a run of `folder` is alive, in words, or None: it names no process, or
+    (where the system says when processes started) no start time of it, which every marker the package writes keeps;
+    or it was written in another folder (the device and inode it keeps are not `folder`'s: copied here), so its run
+    is not this folder's. A marker of a version before it kept them is taken as the folder's."""
     pid = marker.get("pid")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return "it names no process"
     if os.path.isdir("/proc") and marker.get("process_start") is None:
         return f"it names process {pid} but not when that process started"
+    kept = marker.get("folder_id")
+    try:
+        foreign = folder is not None and kept is not None and kept != folder_identity(folder)
+    except OSError:
+        foreign = False
+    if foreign:
+        where = marker.get("output_dir")
+        return f"it was written in another folder{f', {where!r},' if isinstance(where, str) else ''} and copied here"
     return None
 
 
@@ -678,7 +716,7 @@ def marker_owner(folder: str | Path) -> str | None:
     marker that cannot show its run is alive (`marker_damage`) names no live run. This process's own is None, as
     `running_owner` says of its lock. Where the system does not say when processes started, a living PID is enough."""
     marker = run_marker(folder) or {}
-    if marker_damage(marker):
+    if marker_damage(marker, folder):
         return None
     pid = marker["pid"]
     if pid == os.getpid() or not process_alive(pid):
@@ -955,10 +993,34 @@ def check_removable(folder: Path, removed: list[Path], why: str) -> None:
         )
 
 
-def explain_figures(folder: Path) -> list[Path]:
-    """The figures of explain (`FIGURES`) in `folder`: they describe the model it explained, not one trained there."""
+def named_as_figures(folder: Path) -> list[Path]:
+    """The files of `folder` named as explain names its figures (`FIGURES`), whoever wrote them."""
     found = {path for pattern in FIGURES for path in folder.glob(pattern) if path.is_file()} if folder.is_dir() else ()
-    return sorted(found)
+    return sorted(path for path in found if not path.is_symlink())
+
+
+def explain_figures(folder: Path) -> list[Path]:
+    """The figures of explain in `folder`: named as its figures and vouched for by the digest the folder's marker
+    keeps of what explain wrote (`written_files`); they describe the model it explained, not one trained there. A
+    name alone vouches for nothing: a user's `fig7_mine.png` is the user's."""
+    kept = written_files(folder)
+    return [path for path in named_as_figures(folder) if kept.get(path.name) == file_sha256(path)]
+
+
+def refuse_unvouched_figures(folder: Path, argument: str) -> None:
+    """A ValueError naming the files of `folder` that bear the name of an explain figure but that nothing shows
+    explain wrote as they are now (no digest in the marker, or another one): the command would replace or remove
+    them, and a file is replaced or removed only when the package can show it wrote it."""
+    vouched = set(explain_figures(folder))
+    unknown = [path.name for path in named_as_figures(folder) if path not in vouched]
+    if unknown:
+        raise ValueError(
+            f"{argument} {str(folder)!r}: nothing shows that vit-scratch wrote {', '.join(unknown[:5])}"
+            f"{' ...' if unknown[5:] else ''} as {'it is' if len(unknown) == 1 else 'they are'} now, and "
+            f"{'it bears the name' if len(unknown) == 1 else 'they bear the names'} of explain's figures, which this "
+            f"command replaces or removes: nothing was changed; move {them(unknown)} out of the folder (or rename "
+            f"{them(unknown)}), or choose another {argument}."
+        )
 
 
 def leftovers(folder: Path, overwrite: bool, resume: bool) -> list[Path]:

@@ -32,6 +32,7 @@ from modeling_vit_scratch.common.folders import (
     RUN_FILE,
     check_regular_files,
     checkpoints,
+    folder_identity,
     is_complete_checkpoint,
     live_owner,
     marker_damage,
@@ -49,6 +50,7 @@ def start_run(folder: str | Path, command: str, resume: str) -> None:
         "pid": os.getpid(),
         "process_start": process_start(os.getpid()),  # with the PID, this process and no later one given its PID
         "output_dir": os.path.abspath(folder),  # where the commands name it: a reader of a moved folder says so
+        "folder_id": folder_identity(folder),  # the folder it was written in: a copy of the marker is not its run
         "command": command,
         "resume": resume,
     }
@@ -149,8 +151,8 @@ def run_state(folder: str | Path) -> RunState | None:
     if owner:
         return RunState("live", run, owner)
     started = run_marker(run)
-    if started is not None and marker_damage(started):
-        return RunState("damaged", run, "unknown", damage=marker_damage(started))
+    if started is not None and marker_damage(started, run):  # a copied marker too: never this folder's run
+        return RunState("damaged", run, "unknown", damage=marker_damage(started, run))
     if started is not None:
         return RunState(
             "interrupted",

@@ -17,7 +17,14 @@ from PIL import Image, UnidentifiedImageError
 from transformers import AutoImageProcessor, AutoModelForImageClassification
 
 from modeling_vit_scratch.common.dtypes import parse_dtype
-from modeling_vit_scratch.common.folders import FIGURES, check_output_folder, mark_as_ours, model_contents
+from modeling_vit_scratch.common.folders import (
+    check_output_folder,
+    explain_figures,
+    file_sha256,
+    mark_as_ours,
+    model_contents,
+    refuse_unvouched_figures,
+)
 from modeling_vit_scratch.common.images import open_bounded
 from modeling_vit_scratch.common.model_folder import (
     check_processor_fits,
@@ -254,6 +261,7 @@ def explain_image(
     apart from the model and the image; no links; holding no model), then the image, so a refusal costs no loading."""
     out = check_output_folder(out_dir, "--out", {"--model": model_source, "--image": image_source})
     refuse_a_model_folder(out)
+    refuse_unvouched_figures(out, "--out")  # a user's file of a figure's name is never replaced nor removed
     torch_dtype = parse_dtype(dtype)
     check_model_source(model_source, trust_remote_code, revision)  # a preset, foreign code, another type: first
     image = load_image(image_source)  # the image's errors before the model is loaded
@@ -307,6 +315,7 @@ def explain_image(
         ),
     ]
     remove_stale_figures(out, written)
+    mark_as_ours(out, {path.name: file_sha256(path) for path in written})  # vouches for them: explain's own
     return written
 
 
@@ -315,7 +324,7 @@ def remove_stale_figures(out: Path, written: list[Path]) -> None:
     that this run did not (another model's class, a hybrid's missing filters), so that every figure in the folder is
     of this run; said in one line."""
     kept = {path.name for path in written}
-    stale = sorted({path.name for pattern in FIGURES for path in out.glob(pattern) if path.is_file()} - kept)
+    stale = sorted({path.name for path in explain_figures(out)} - kept)  # only those explain wrote
     for name in stale:
         (out / name).unlink()
     if stale:

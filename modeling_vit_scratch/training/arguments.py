@@ -693,6 +693,35 @@ def refuse_unused_companions(argv: list[str], values: dict) -> None:
             )
 
 
+# Arguments that have no effect beside another that overrides them: the argument -> (the one that wins, whether its
+# value wins, why)
+OVERRIDDEN_BY = {
+    "num_train_epochs": (
+        "max_steps",
+        lambda steps: steps is not None and steps > 0,
+        "the Trainer stops at that step, whatever the epochs, streamed or not",
+    ),
+}
+
+
+def note_overridden(argv: list[str], values: dict) -> None:
+    """One warning line (stderr) for an argument given (on the command line, or in the recipe `argv` starts with,
+    named with its line) that another given argument overrides (`OVERRIDDEN_BY`), before any work. A warning, not a
+    refusal: a recipe's epochs with `--max_steps` added on the command line is a legitimate override (a short try of
+    a long recipe); what it must not be is silent."""
+    typed, given = given_names(argv), given_names(recipe_to_argv(argv))
+    for name, (winner, wins, why) in OVERRIDDEN_BY.items():
+        if name in given and winner in given and wins(values[winner]):
+            path, value = Path(argv[0]), shown_value(values[name])
+            value = f"{values[name]:g}" if isinstance(values[name], float) else value  # 3, as given, not 3.0
+            where = f"--{name} {value}" if name in typed else f"Key {name!r} ({value}) in the recipe {path}"
+            print(
+                f"warning: {where}{'' if name in typed else key_line(path, name)} has no effect: --{winner} "
+                f"{shown_value(values[winner])} sets the length of the run ({why}).",
+                file=sys.stderr,
+            )
+
+
 def shown_value(value) -> str:
     """An argument's value as the command line writes it (a list as its words)."""
     return " ".join(plain_word(item) for item in value) if isinstance(value, list) else plain_word(value)
@@ -742,6 +771,7 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     refuse_overridden(recipe_to_argv(argv), values)
     check_numbers(values, LIMITS)  # before any group is built: its own checks then see only finite, in-range numbers
     refuse_unused_companions(argv, values)
+    note_overridden(argv, values)
     check_argument_packages(values)  # --deepspeed fails inside TrainingArguments itself
     check_output_dir_named(argv, values["output_dir"])
     parsed = tuple(

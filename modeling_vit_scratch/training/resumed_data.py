@@ -360,7 +360,7 @@ def check_resumed_settings(checkpoint: str, settings: dict) -> None:
     if not differ:
         return
     shown = "; ".join(
-        f"{SHOWN_NAMES.get(name, '--' + name)} {shown_setting(saved[name])} in it, {shown_setting(settings[name])} now"
+        f"{SHOWN_NAMES.get(name, '--' + name)} {shown_in(name, saved)} in it, {shown_in(name, settings)} now"
         for name in differ
     )
     new_run = "start a new run in another --output_dir."
@@ -405,6 +405,17 @@ SHOWN_NAMES = {
     "total_train_batch_size": "the total batch (--total_train_batch_size, or --per_device_train_batch_size x "
     "processes x --gradient_accumulation_steps)"
 }
+
+
+def shown_in(name: str, settings: dict) -> str:
+    """Setting `name` of `settings` in words (`shown_setting`); of the two that set the steps, the one not read says
+    which set them: `--num_train_epochs` is kept as None when `--max_steps` is given (the Trainer reads no epochs
+    then), whether or not it was given, so "not given" would be false."""
+    if settings[name] is None and name == "num_train_epochs" and settings.get("max_steps"):
+        return f"unused (--max_steps {shown_setting(settings['max_steps'])} sets the steps)"
+    if settings[name] is None and name == "max_steps":
+        return "none (--num_train_epochs sets the steps)"
+    return shown_setting(settings[name])
 
 
 def shown_setting(value) -> str:

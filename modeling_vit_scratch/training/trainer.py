@@ -179,7 +179,9 @@ def train(
     rotating = bool(training_args.save_total_limit)  # the Trainer then removes old checkpoints as it saves
     claim = claim_output_folder(training_args.output_dir, output_args.overwrite_output_dir, resuming, inputs, rotating)
     if not main_process:  # the same refusals on every process, so none waits for one that has stopped
-        check_output_folder(training_args.output_dir, "--output_dir", inputs, live=False)  # process 0 holds it
+        check_output_folder(
+            training_args.output_dir, "--output_dir", inputs, live=False, runs=False
+        )  # process 0 holds it
         refuse_a_model(Path(training_args.output_dir), output_args.overwrite_output_dir, resuming)
         check_removals(Path(training_args.output_dir), output_args.overwrite_output_dir, resuming, rotating)
     with claim if main_process else nullcontext() as claimed, redacting_logs(known_secrets(hub_token)):
@@ -374,6 +376,12 @@ def train_in_claimed_folder(
     metrics = {**train_result.metrics}
     if checkpoint and steps_trained(checkpoint) == trainer.state.global_step:  # a resume that only finishes the run
         metrics.pop("train_loss", None)  # no step trained now: the Trainer's 0 is no loss
+        logger.warning(  # said whatever the run marker says: "Model saved" alone would read as new training
+            "Trained no step: %s is the run's last step (%d), so this resume only evaluates it and writes its model "
+            "folder.",
+            checkpoint,
+            trainer.state.global_step,
+        )
     if data_args.streaming:
         metrics.update(stream_metrics(trainer, train_set))
     metrics.update(trainer.evaluate(validation_set, metric_key_prefix="eval"))

@@ -532,3 +532,23 @@ def test_a_reader_that_closes_stdout_ends_the_command_quietly(command):
     process.stdout.close()  # the reader is gone before the command writes its first line
     stderr = process.stderr.read().decode()
     assert process.wait(timeout=PROCESS_TIMEOUT) == 141 and stderr == "", stderr[-2000:]
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, Terminated, HungUp])
+def test_the_line_a_stopped_command_ends_with_is_printed_after_its_progress_bars(stop, capsys):
+    """A bar left open by the loop the signal stopped draws itself once more when it is collected: it is closed
+    first, so the command's line is the last thing printed (before: tqdm's bar came after "Interrupted: ...")."""
+    import gc
+
+    from tqdm.auto import tqdm
+
+    @entry_point()
+    def main(argv):
+        bar = tqdm(total=10, file=sys.stderr)
+        bar.update(3)
+        raise stop
+
+    with pytest.raises(SystemExit):
+        main([])
+    gc.collect()  # the stopped frame and its bar are gone: an open bar would print here
+    assert capsys.readouterr().err.strip().splitlines()[-1] == NOTHING_DONE

@@ -198,6 +198,26 @@ def test_train_into_an_interrupted_runs_folder_says_so_and_how_to_resume(tmp_pat
     )
 
 
+@pytest.mark.parametrize("name, extra", [("convert", ["--overwrite"]), ("convert", []), ("explain", [])])
+def test_every_writer_names_an_interrupted_runs_folder_as_the_readers_do(tmp_path, name, extra):
+    """convert --output / explain --out onto an interrupted run's folder: the run, its last checkpoint and the
+    command that resumes it, as every reader says (before: convert said "not a model folder ... move those files
+    away", explain "holds a model"); nothing changed."""
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "s4"
+    interrupted_run(scenario, folder)
+    before = snapshot(folder)
+    argument = OUTPUT_ARGUMENT[name]
+    result = outcome(name, [*with_argument(scenario.argv(name), argument, folder), *extra])
+    assert result.error == (
+        f"error: {argument} {str(folder)!r}: the training run of process 999999999 into {str(folder)!r} was "
+        f"interrupted before it saved its model; its last checkpoint is {folder / 'checkpoint-3'}; resume it with: "
+        f"vit-scratch train --output_dir {folder} --resume_from_checkpoint true; or give {argument} another folder "
+        "(to start afresh there, remove the run's folder first)."
+    )
+    assert snapshot(folder) == before
+
+
 @pytest.mark.parametrize(("name", "argument"), MODEL_FOLDER_READERS)
 def test_a_moved_interrupted_run_is_resumed_where_it_is_now(name, argument, tmp_path, monkeypatch):
     monkeypatch.setattr(push, "load_verified", lambda *a, **k: pytest.fail("read the folder"))
@@ -256,13 +276,41 @@ def test_a_run_marker_that_cannot_show_its_run_is_alive_names_no_live_run(tmp_pa
     assert run_state(tmp_path).kind == kind
 
 
+def test_a_run_marker_is_its_folders_own_moved_with_it_and_foreign_when_copied(tmp_path):
+    """A run marker keeps the folder it was written in (device and inode): the folder moved keeps its run (the
+    resume command names where it is now); the marker copied into another folder is no run of that folder (before:
+    the other folder's run was named as this one's, with its resume command), and names no live run."""
+    (tmp_path / "s4").mkdir()
+    start_run(tmp_path / "s4", "vit-scratch train --output_dir s4", "vit-scratch train --output_dir s4 --resume")
+    (tmp_path / "s4").rename(tmp_path / "s5")
+    assert run_state(tmp_path / "s5").kind == "interrupted"
+    (tmp_path / "o16").mkdir()
+    shutil.copy(tmp_path / "s5" / RUN_FILE, tmp_path / "o16" / RUN_FILE)
+    state = run_state(tmp_path / "o16")
+    assert state.kind == "damaged" and live_owner(tmp_path / "o16") is None
+    assert state.damage == f"it was written in another folder, {str(tmp_path / 's4')!r}, and copied here"
+
+
+@pytest.mark.parametrize("copied", [False, True])
 @pytest.mark.parametrize("name, argument", [("train", "--output_dir"), *MODEL_FOLDER_READERS])
-def test_a_damaged_run_marker_is_one_line_naming_it_and_the_fix_for_every_command(tmp_path, name, argument):
+def test_a_damaged_run_marker_is_one_line_naming_it_and_the_fix_for_every_command(tmp_path, name, argument, copied):
+    """A marker that names no start time, or one copied from another run's folder (`cp s4/.vit-scratch-run.json`:
+    before, train --resume_from_checkpoint true said "Model saved" of a finished folder, and push named s4's run)."""
     scenario = Scenario(tmp_path)
     folder = tmp_path / "run"
     shutil.copytree(scenario.model(), folder)
     (folder / MARKER_FILE).write_text("{}")
-    (folder / RUN_FILE).write_text('{"pid": 1}')
+    if copied:
+        (tmp_path / "s4").mkdir()
+        start_run(tmp_path / "s4", "vit-scratch train", "vit-scratch train --resume_from_checkpoint true")
+        shutil.copy(tmp_path / "s4" / RUN_FILE, folder / RUN_FILE)
+    else:
+        (folder / RUN_FILE).write_text('{"pid": 1}')
+    damage = (
+        f"it was written in another folder, {str(tmp_path / 's4')!r}, and copied here"
+        if copied
+        else "it names process 1 but not when that process started"
+    )
     if argument == "--output_dir":
         argv = with_argument(writer_argv(scenario, name, folder), argument, folder)
     else:
@@ -270,8 +318,7 @@ def test_a_damaged_run_marker_is_one_line_naming_it_and_the_fix_for_every_comman
     before = snapshot(folder)
     result = outcome(name, argv)
     assert result.one_line and result.error.endswith(
-        f"its run marker {str(folder / RUN_FILE)!r} is damaged (it names process 1 but not when that process "
-        f"started), so it cannot show whether its run is alive: if no training run is writing {str(folder)!r}, "
+        f"its run marker {str(folder / RUN_FILE)!r} is damaged ({damage}), so it cannot show whether its run is alive: if no training run is writing {str(folder)!r}, "
         "remove that file, then run this again."
     ), result
     assert snapshot(folder) == before

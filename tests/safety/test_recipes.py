@@ -518,3 +518,28 @@ def test_text_after_the_end_of_a_yaml_document_says_to_remove_the_end_marker(tmp
         f"error: Recipe {tmp_path / 'recipe.yaml'} line 3: text follows the end of the YAML document (a '...' line "
         "above it), and a recipe is one document: remove the '...' and keep one mapping, its keys each given once."
     )
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("in_recipe", [False, True], ids=["command-line", "recipe"])
+def test_epochs_given_beside_max_steps_are_named_as_unused_in_one_warning(tmp_path, capsys, in_recipe, streaming):
+    """--max_steps sets the run's length, streamed or not: epochs given beside it (typed, or a recipe's, with
+    --max_steps added on the command line: a legitimate override) are named in one warning line, never ignored
+    without a word (before: `--streaming true --max_steps 5 --num_train_epochs 3` trained 5 steps silently)."""
+    argv = ["--num_train_epochs", "3"]
+    if in_recipe:
+        (tmp_path / "recipe.json").write_text(json.dumps({"num_train_epochs": 3}))
+        argv = [str(tmp_path / "recipe.json")]
+    argv += ["--max_steps", "5", "--output_dir", str(tmp_path / "out")] + (["--streaming", "true"] * streaming)
+    parse_arguments(argv)
+    where = (
+        f"Key 'num_train_epochs' (3) in the recipe {tmp_path / 'recipe.json'} line 1"
+        if in_recipe
+        else "--num_train_epochs 3"
+    )
+    assert capsys.readouterr().err == (
+        f"warning: {where} has no effect: --max_steps 5 sets the length of the run (the Trainer stops at that step, "
+        "whatever the epochs, streamed or not).\n"
+    )
+    parse_arguments(["--num_train_epochs", "3", "--max_steps", "-1", "--output_dir", str(tmp_path / "out")])
+    assert capsys.readouterr().err == ""  # the epochs set the length

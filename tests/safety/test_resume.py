@@ -107,7 +107,13 @@ def test_resuming_another_architecture_or_other_settings_is_one_line_naming_each
     [
         (("--num_train_epochs", 3), "--num_train_epochs 2 in it, 3 now"),
         (("--num_train_epochs", 1), "--num_train_epochs 2 in it, 1 now"),
-        (("--max_steps", 5), "--max_steps not given in it, 5 now; --num_train_epochs 2 in it, not given now"),
+        (
+            ("--max_steps", 5),
+            (
+                "--max_steps none (--num_train_epochs sets the steps) in it, 5 now; --num_train_epochs 2 in it, "
+                "unused (--max_steps 5 sets the steps) now"
+            ),
+        ),
     ],
 )
 def test_resuming_with_other_steps_is_one_line_before_any_data_is_read(trained, asked, shown, monkeypatch):
@@ -129,6 +135,26 @@ def test_resuming_with_other_steps_is_one_line_before_any_data_is_read(trained, 
         "is a new run."
     )
     assert snapshot(output) == before
+
+
+@pytest.mark.parametrize("order", ["epochs then steps", "steps then epochs"])
+def test_a_resume_that_sets_the_steps_another_way_names_only_true_differences(tmp_path, order):
+    """A run of --num_train_epochs 200 resumed with --max_steps 30 --num_train_epochs 200 (and the other way round):
+    the epochs were given both times, so no line calls them "not given"; each side says which argument set the steps."""
+    from modeling_vit_scratch.training.resumed_data import DATA_FILE, check_resumed_settings
+
+    by_epochs, by_steps = {"max_steps": None, "num_train_epochs": 200}, {"max_steps": 30, "num_train_epochs": None}
+    saved, now = (by_epochs, by_steps) if order == "epochs then steps" else (by_steps, by_epochs)
+    (tmp_path / DATA_FILE).write_text(json.dumps({"settings": saved}))
+    with pytest.raises(ValueError) as refused:
+        check_resumed_settings(str(tmp_path), now)
+    words = {"epochs": "none (--num_train_epochs sets the steps)", "steps": "unused (--max_steps 30 sets the steps)"}
+    first, second = (words["epochs"], "30") if order == "epochs then steps" else ("30", words["epochs"])
+    epochs = ("200", words["steps"]) if order == "epochs then steps" else (words["steps"], "200")
+    assert f"(--max_steps {first} in it, {second} now; --num_train_epochs {epochs[0]} in it, {epochs[1]} now)" in str(
+        refused.value
+    )
+    assert "not given" not in str(refused.value)
 
 
 def test_a_resume_planning_another_total_of_steps_is_one_line_whatever_set_it(tmp_path):
@@ -718,7 +744,7 @@ def test_resuming_a_folder_that_holds_no_run_says_so_and_makes_nothing(tmp_path,
 @pytest.mark.integration
 @pytest.mark.parametrize("channels", ["from the data", "given"])
 def test_the_command_printed_on_interrupt_resumes_a_run_whose_architecture_took_fields_from_its_data(
-    tmp_path, monkeypatch, capsys, channels
+    tmp_path, monkeypatch, capsys, caplog, channels
 ):
     """A grayscale set and an architecture file without num_channels: the first run takes 1 channel from the data,
     and its resume must compare with that (before: 'num_channels: 1 in it, 3 asked', no overrides given)."""
@@ -749,6 +775,7 @@ def test_the_command_printed_on_interrupt_resumes_a_run_whose_architecture_took_
     args = resume[resume.index("train") + 1 :]  # the printed command: it finishes the run
     resumed = outcome("train", args)
     assert resumed.code == 0, resumed
+    assert "Trained no step: " in caplog.text  # said, whatever the run marker holds
     assert json.loads((output / "config.json").read_text())["num_channels"] == 1
     overridden = outcome("train", [*args, "--config_overrides", "num_channels=3"])
     assert overridden.one_line and "(num_channels: 1 in it, 3 asked)" in overridden.error, overridden

@@ -20,6 +20,8 @@ from modeling_vit_scratch.common.folders import (
     RECORD_FILE,
     RUN_FILE,
     check_output_folder,
+    file_sha256,
+    mark_as_ours,
     write_file,
 )
 
@@ -444,3 +446,23 @@ def test_a_folder_of_explains_figures_is_no_model_folder_and_overwriting_it_remo
     assert outcome("train", [*train, "--overwrite_output_dir", "true"]).code == 0
     assert not any(path.name in figures for path in folder.iterdir())
     assert (folder / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("name", ["attention_rollout.png", "fig7_mine.png"])
+def test_a_file_named_as_explains_figure_is_removed_only_when_explain_wrote_it(tmp_path, name):
+    """A name vouches for nothing: a user's picture named as one of explain's figures, in a folder the package wrote
+    (a trained one, an explained one), is refused by train --overwrite_output_dir (which removes explain's figures)
+    and by explain (which replaces or removes them), and stays as it was (before: train removed it as explain's)."""
+    scenario = Scenario(tmp_path)
+    trained, explained = tmp_path / "trained", tmp_path / "explained"
+    shutil.copytree(scenario.model(), trained)
+    mark_as_ours(trained, {path.name: file_sha256(path) for path in trained.iterdir()})
+    mark_as_ours(explained)
+    train = with_argument(scenario.argv("train"), "--output_dir", trained) + ["--overwrite_output_dir", "true"]
+    explain = with_argument(scenario.argv("explain"), "--out", explained)
+    for command, argv, folder in (("train", train, trained), ("explain", explain, explained)):
+        (folder / name).write_bytes(b"my own picture")
+        before = snapshot(folder)
+        result = outcome(command, argv)
+        assert result.one_line and f"nothing shows that vit-scratch wrote {name} as it is now" in result.error, result
+        assert snapshot(folder) == before
