@@ -484,7 +484,7 @@ def check_metadata_files(path: Path) -> None:
                 f"{where} names the image '{shown_name(file_name)}', which is not there: restore the image or remove "
                 "the row."
             )
-        if label is not None and Path(inside).parent.name != label:
+        if label is not None and Path(inside).parent.name != label and not is_split_folder(Path(inside).parent):
             disagree.append((metadata, label, Path(inside)))
     if disagree and len({file.parent for file in imagefolder_files(path)}) > 1:  # folders read as classes
         metadata, label, image = disagree[0]
@@ -494,6 +494,21 @@ def check_metadata_files(path: Path) -> None:
             f"{shown_name(image.parent.name)}: which is right? Remove {shown_name(metadata.name)}'s label column, or "
             "move the files into the folders of their labels."
         )
+
+
+def is_split_folder(folder: Path) -> bool:
+    """Whether `folder` (relative to the data set folder) is a top-level folder datasets reads as a split by its name
+    (`train`, `test-2`, `my_validation`): datasets' own folder patterns, so the images in it have no class folder."""
+    from fnmatch import fnmatchcase
+
+    from datasets.data_files import KEYWORDS_IN_DIR_NAME_BASE_PATTERNS
+
+    patterns = [
+        pattern.format(keyword=keyword, sep="-._ 0-9")
+        for pattern in KEYWORDS_IN_DIR_NAME_BASE_PATTERNS
+        for keyword in SPLIT_ROLES
+    ]
+    return len(folder.parts) == 1 and any(fnmatchcase(f"/{folder.as_posix()}/image", pattern) for pattern in patterns)
 
 
 def case_alike_lines(labels: list[str]) -> list[str]:
@@ -562,9 +577,14 @@ def check_split_folders(path: Path, base: str, data_files: dict[str, list[str]])
     """Where datasets reads folders as splits by their names (`train/`, `test/`, `validation/`, or a name holding
     such a word set off by `-`, `_`, `.`, a space or a digit: `test-2`), each split folder must hold class folders
     and every image must lie in a split: a class folder named like a split would give its images no label, and the
-    images of the other class folders would be left out without a word."""
-    read = {Path(file).relative_to(base) for files in data_files.values() for file in files if is_image_file(file)}
-    as_splits = sorted({file.parts[0] for file in read if len(file.parts) == 2})
+    images of the other class folders would be left out without a word. A split folder that holds a metadata file
+    (`train/metadata.jsonl`, datasets' documented layout) labels its images by that file's columns: a split."""
+    from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
+
+    files = {Path(file).relative_to(base) for files in data_files.values() for file in files}
+    read = {file for file in files if is_image_file(file)}
+    labelled = {file.parts[0] for file in files if len(file.parts) == 2 and file.name in ImageFolder.METADATA_FILENAMES}
+    as_splits = sorted({file.parts[0] for file in read if len(file.parts) == 2} - labelled)
     if as_splits:
         many = len(as_splits) > 1
         raise ValueError(
