@@ -567,18 +567,21 @@ def imagefolder_data_files(path: Path) -> dict[str, list[str]]:
         for split, files in found.items()
     }
     kept = {split: files for split, files in kept.items() if any(is_image_file(file) for file in files)}
-    if patterns != DEFAULT_PATTERNS_ALL:  # split folders found by their names
+    if patterns != DEFAULT_PATTERNS_ALL:  # split folders (or files) found by their names
         check_split_files(path)
-        check_split_folders(path, base, kept)
+        named = sorted({Path(file).relative_to(base).parts[0] for files in found.values() for file in files})
+        check_split_folders(path, base, kept, named)
     return kept
 
 
-def check_split_folders(path: Path, base: str, data_files: dict[str, list[str]]) -> None:
+def check_split_folders(path: Path, base: str, data_files: dict[str, list[str]], named: list[str]) -> None:
     """Where datasets reads folders as splits by their names (`train/`, `test/`, `validation/`, or a name holding
     such a word set off by `-`, `_`, `.`, a space or a digit: `test-2`), each split folder must hold class folders
     and every image must lie in a split: a class folder named like a split would give its images no label, and the
     images of the other class folders would be left out without a word. A split folder that holds a metadata file
-    (`train/metadata.jsonl`, datasets' documented layout) labels its images by that file's columns: a split."""
+    (`train/metadata.jsonl`, datasets' documented layout) labels its images by that file's columns: a split. Where
+    no split holds an image, the entries `named` as splits are shards (the line of a folder of shards) or are
+    named as what they are."""
     from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
 
     files = {Path(file).relative_to(base) for files in data_files.values() for file in files}
@@ -596,11 +599,14 @@ def check_split_folders(path: Path, base: str, data_files: dict[str, list[str]])
         )
     left_out = sorted(set(imagefolder_files(path)) - read)
     if left_out:
-        splits = sorted({file.parts[0] for file in read})
+        splits = sorted({file.parts[0] for file in read}) or named
+        if not read and (line := shards_line(path, f"named as splits ({shown_files(splits)})")):
+            raise FileNotFoundError(line)
+        kind = "folders" if all((path / name).is_dir() for name in splits) else "files or folders"
         raise ValueError(
-            f"The data set folder '{shown_name(path)}' has folders named as splits ({', '.join(map(repr, splits))}), so "
+            f"The data set folder '{shown_name(path)}' has {kind} named as splits ({', '.join(map(repr, splits))}), so "
             f"datasets reads only those, and {count(len(left_out), 'image')} elsewhere would be left out (e.g. "
-            f"{shown_files(left_out)}): move them into a split folder, or rename the split-named folders (e.g. "
+            f"{shown_files(left_out)}): move them into a split folder, or rename the split-named {kind} (e.g. "
             "'test' -> 'testclass')."
         )
 
@@ -608,16 +614,25 @@ def check_split_folders(path: Path, base: str, data_files: dict[str, list[str]])
 SHARD_KINDS = {".parquet": "parquet", ".tar": "WebDataset .tar"}
 
 
+def shards_line(path: Path, what: str) -> str | None:
+    """The line for a data set folder whose shards (parquet, WebDataset .tar; `what` they are beside that) are what
+    datasets would read, with the two ways to train on them; None where it holds none."""
+    kinds = sorted({SHARD_KINDS[file.suffix] for file in folder_files(path).not_images if file.suffix in SHARD_KINDS})
+    if not kinds:
+        return None
+    return (
+        f"Data set folder '{shown_name(path)}' holds {' and '.join(kinds)} shards, {what}, and shards are read as a "
+        "stream: give --streaming true --max_steps N, or load them with datasets and save_to_disk the result, "
+        "then give that folder."
+    )
+
+
 def no_images_line(path: Path) -> str:
     """The line for an image folder holding no image: a folder of shards (parquet, WebDataset .tar) is named as one,
     with the two ways to train on it; any other folder, with how to lay out images."""
-    kinds = sorted({SHARD_KINDS[file.suffix] for file in folder_files(path).not_images if file.suffix in SHARD_KINDS})
-    if kinds:
-        return (
-            f"Data set folder '{shown_name(path)}' holds {' and '.join(kinds)} shards, not image files, and shards are read as a "
-            "stream: give --streaming true --max_steps N, or load them with datasets and save_to_disk the result, "
-            "then give that folder."
-        )
+    line = shards_line(path, "not image files")
+    if line:
+        return line
     return (
         f"Data set folder '{shown_name(path)}' holds no image files: put the images in one sub-folder per class "
         f"('{path / 'cat'}/1.png', '{path / 'dog'}/1.png', ...)."

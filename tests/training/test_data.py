@@ -302,3 +302,26 @@ def test_a_folder_of_parquet_shards_without_streaming_names_the_two_ways_to_read
         "--streaming true --max_steps N, or load them with datasets and save_to_disk the result, then give that "
         "folder."
     )
+
+
+def test_shards_named_as_splits_beside_the_images_they_name_are_the_shards_line(tmp_path):
+    """Parquet shards named as splits whose image column names images in a folder beside them: the folder's split
+    is the shards, not the images (before: "folders named as splits (), ... 6 images elsewhere would be left out");
+    a split-named file that is no shard is named as it is."""
+    folder = tmp_path / "pq"
+    write_imagefolder(folder, classes=("imgs",), per_class=6)
+    paths = [f"imgs/{index}.png" for index in range(6)]
+    Dataset.from_dict({"image": paths, "label": ["cat", "dog"] * 3}).to_parquet(folder / "train-00000-of-00001.parquet")
+    with pytest.raises(FileNotFoundError) as refused:
+        load_image_dataset(str(folder))
+    assert str(refused.value).startswith(
+        f"Data set folder '{folder}' holds parquet shards, named as splits (train-00000-of-00001.parquet), and shards "
+        "are read as a stream: give --streaming true --max_steps N, "
+    )
+    (folder / "train-00000-of-00001.parquet").rename(folder / "train.txt")
+    with pytest.raises(ValueError) as refused:
+        load_image_dataset(str(folder))
+    assert str(refused.value).startswith(
+        f"The data set folder '{folder}' has files or folders named as splits ('train.txt'), so datasets reads only "
+        "those, and 6 images elsewhere would be left out (e.g. imgs/0.png, imgs/1.png, imgs/2.png, ... 3 more): "
+    )
