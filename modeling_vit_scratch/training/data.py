@@ -809,6 +809,9 @@ class PreparedData:
     splits: DatasetDict
     labels: list[str]
     notes: list[str] = field(default_factory=list)  # lines printed before training: how labels were read
+    # the split of the set each carved split's rows come from ({"validation": "train"}): a line names a row as the
+    # set numbers it
+    carved_from: dict[str, str] = field(default_factory=dict)
 
     @property
     def id2label(self) -> dict[int, str]:
@@ -881,7 +884,12 @@ def prepare_splits(
         splits["train"], splits[name] = parts["train"], parts["test"]
     labels = splits["train"].features["label"].names
     notes += unlearnt_classes_lines(splits["train"]["label"], labels)
-    return PreparedData(DatasetDict({name: splits[name] for name in ("train", "validation", "test")}), labels, notes)
+    return PreparedData(
+        DatasetDict({name: splits[name] for name in ("train", "validation", "test")}),
+        labels,
+        notes,
+        carved_from={name: "train" for name, _ in carve_outs},
+    )
 
 
 SPLIT_ALIASES = {str(role): tuple(names) for role, names in SPLIT_KEYWORDS.items()}  # datasets' own table

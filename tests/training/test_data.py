@@ -1,5 +1,7 @@
 """Data: the embedded digits, user data sets (imagefolder, save_to_disk), column detection, splits, transforms."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -225,6 +227,23 @@ def test_a_truncated_file_passes_the_header_check_and_fails_the_decode(tmp_path)
         r"is truncated.*\): remove or replace the file\.$",
     ):
         check_images(splits, progress=False)
+
+
+def test_a_damaged_image_of_a_carved_split_is_named_by_its_row_in_the_set(tmp_path):
+    """Validation and test carved from the set's train split reorder its rows: the line names the row as the set
+    numbers it, in the set's split (before: the row in the carved, shuffled split)."""
+    from modeling_vit_scratch.training.preflight import check_images
+
+    root = write_imagefolder(tmp_path / "pets", classes=("cat", "dog"), per_class=10)
+    (root / "dog" / "3.png").write_bytes(b"not a png")
+    raw = load_image_dataset(str(root))
+    row = [
+        Path(cell["path"]).relative_to(root).as_posix()
+        for cell in raw["train"].cast_column("image", ImageFeature(decode=False))["image"]
+    ].index("dog/3.png")
+    data = prepare_splits(raw, validation_fraction=0.3, test_fraction=0.3)
+    with pytest.raises(ValueError, match=rf"^Image {row} of split 'train' \(.*dog/3\.png\) cannot be decoded"):
+        check_images(data.splits, progress=False, carved_from=data.carved_from)
 
 
 def test_check_images_refuses_values_the_model_cannot_scale(tmp_path):
