@@ -467,10 +467,12 @@ def check_metadata_files(path: Path) -> None:
     image inside the folder that is there (one line naming the metadata file and the row, not a long
     DatasetGenerationError, and no file read from outside the set); and where an image lies in a class folder and
     its row gives a `label` too, the two agree (else one line: which is right is the user's to say; images all in
-    one folder have no class folder)."""
+    one folder have no class folder); and every image under a metadata file's folder is named by a row (datasets
+    leaves an image without one out without a word)."""
     root = os.path.realpath(path)
-    disagree = []
+    disagree, named, covering = [], set(), set()
     for metadata, row, file_name, label in metadata_rows(path):
+        covering.add(metadata.parent)
         where = f"Row {row} of {shown_name(metadata)} in the data set folder '{shown_name(path)}'"
         image = os.path.normpath(path / metadata.parent / file_name)
         inside = os.path.relpath(os.path.realpath(image), root)
@@ -484,8 +486,22 @@ def check_metadata_files(path: Path) -> None:
                 f"{where} names the image '{shown_name(file_name)}', which is not there: restore the image or remove "
                 "the row."
             )
+        named.add(Path(inside))
         if label is not None and Path(inside).parent.name != label and not is_split_folder(Path(inside).parent):
             disagree.append((metadata, label, Path(inside)))
+    unnamed = [
+        file
+        for file in imagefolder_files(path)
+        if file not in named and any(folder in file.parents for folder in covering)
+    ]
+    if unnamed:
+        one = len(unnamed) == 1
+        it, each = ("it", "it") if one else ("them", "each")
+        raise ValueError(
+            f"{count(len(unnamed), 'image')} in the data set folder '{shown_name(path)}' {'is' if one else 'are'} "
+            f"named by no row of the metadata file beside or above {it}, and datasets would leave {it} out "
+            f"(e.g. {shown_files(unnamed)}): add a row for {each}, or move {it} out of the data set folder."
+        )
     if disagree and len({file.parent for file in imagefolder_files(path)}) > 1:  # folders read as classes
         metadata, label, image = disagree[0]
         more = f" (and {len(disagree) - 1} more)" if len(disagree) > 1 else ""

@@ -66,7 +66,8 @@ def test_images_outside_the_split_folders_are_named_and_split_folders_of_classes
 
 def test_split_folders_labelled_by_their_metadata_files_are_splits(tmp_path):
     """datasets' documented layout: `train/` and `test/` holding images and a metadata.jsonl with their labels are
-    read as splits; a split folder beside them holding images and no way to label them is still refused."""
+    read as splits; an image no row names is refused (datasets would drop it); a split folder beside them holding
+    images and no way to label them is still refused."""
     root = tmp_path / "md"
     for split in ("train", "test"):
         images = write_imagefolder(tmp_path / split, classes=("x",), per_class=6) / "x"
@@ -77,6 +78,14 @@ def test_split_folders_labelled_by_their_metadata_files_are_splits(tmp_path):
     assert {name: sorted(split["label"]) for name, split in loaded.items()} == {"train": [0, 0, 0, 1, 1, 1]} | {
         "test": [0, 0, 0, 1, 1, 1]
     }
+    shutil.copy(root / "train" / "0.png", root / "train" / "6.png")  # no row names it: datasets would drop it
+    with pytest.raises(ValueError) as refused:
+        data_module.load_image_dataset(str(root))
+    assert str(refused.value) == (
+        f"1 image in the data set folder '{root}' is named by no row of the metadata file beside or above it, and "
+        "datasets would leave it out (e.g. train/6.png): add a row for it, or move it out of the data set folder."
+    )
+    (root / "train" / "6.png").unlink()
     (root / "test" / "metadata.jsonl").unlink()
     with pytest.raises(ValueError, match=r"^The class folder 'test' of the data set folder .* is named as a split"):
         data_module.load_image_dataset(str(root))
