@@ -53,7 +53,9 @@ def check_hub_endpoint() -> None:
     teacher, data set or input; a push): set, it must be an http(s) URL with a host, else one line naming it, its
     value (without a user name, password or query) and the fix. An empty or scheme-less value would otherwise fail
     in the HTTP client, and read as the network's fault; a user name or password in it would go with every request
-    and the Hub's refusal be blamed on the token."""
+    and the Hub's refusal be blamed on the token. Spaces around it reach the HTTP client as they are, and a path
+    ending in `/api` (or holding `/api/`) doubles the `/api/` huggingface_hub adds itself: both would read as the
+    network's fault too. Other paths stay allowed: a mirror may sit under one."""
     from modeling_vit_scratch.common.secrets import shown_url
 
     value = os.environ.get("HF_ENDPOINT")
@@ -71,6 +73,20 @@ def check_hub_endpoint() -> None:
         raise ValueError(
             f"HF_ENDPOINT {shown_url(value.strip())} carries a user name or password: the Hub takes the token from "
             "HF_TOKEN or `hf auth login`; remove them from HF_ENDPOINT."
+        )
+    shown = shown_url(value.strip())
+    if value != value.strip():
+        raise ValueError(
+            f"HF_ENDPOINT {value.replace(value.strip(), shown)!r} has spaces around it, which the HTTP client does not "
+            f"strip: set it without them (HF_ENDPOINT={shown})."
+        )
+    path = parts.path.rstrip("/")
+    if path.endswith("/api") or "/api/" in path:
+        asked = shown.split("?", 1)[0].rstrip("/")
+        base = asked[: re.search(r"/api(/|$)", asked.split("://", 1)[1]).start() + len(parts.scheme) + 3]
+        raise ValueError(
+            f"HF_ENDPOINT {shown} holds the path /api, which huggingface_hub adds to it itself (it would ask "
+            f"{asked}/api/...): set it to the address without it (HF_ENDPOINT={base})."
         )
 
 

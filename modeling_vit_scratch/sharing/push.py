@@ -125,8 +125,18 @@ def fixed_input(config, batch: int = 2) -> torch.Tensor:
 
 def check_own_code(folder: Path) -> None:
     """Refuse a folder whose code is not the package's own: a `.py` file that is not one of MODEL_FILES or not
-    byte-identical to the package's copy, an `auto_map` entry naming another class, or any `custom_pipelines`."""
+    byte-identical to the package's copy, an `auto_map` entry naming another class, or any `custom_pipelines`; and
+    a folder that lacks one of MODEL_FILES, which the repo's users (and the push's reload check) load the model with:
+    one line naming every missing file."""
     fix = "save the model again with save_pretrained from vit-scratch, which writes only the package's own code"
+    missing = [name for name in MODEL_FILES if not (folder / name).is_file()]
+    if missing:
+        many = len(missing) > 1
+        raise FileNotFoundError(
+            f"{folder} lacks the model code file{'s' * many} {', '.join(missing)}, which the model loads with "
+            f"(trust_remote_code): restore {'them' if many else 'it'} (copy {'them' if many else 'it'} from the "
+            f"package, {PACKAGE_DIR}, or save the model again with save_pretrained from vit-scratch)."
+        )
     for path in sorted(folder.glob("*.py")):
         if path.name not in MODEL_FILES:
             raise ValueError(

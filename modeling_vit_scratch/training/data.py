@@ -467,10 +467,12 @@ def check_metadata_files(path: Path) -> None:
     image inside the folder that is there (one line naming the metadata file and the row, not a long
     DatasetGenerationError, and no file read from outside the set); and where an image lies in a class folder and
     its row gives a `label` too, the two agree (else one line: which is right is the user's to say; images all in
-    one folder have no class folder)."""
+    one folder have no class folder); and every image under a metadata file's folder is named by a row (datasets
+    leaves an image without one out without a word)."""
     root = os.path.realpath(path)
-    disagree = []
+    disagree, named, covering = [], set(), set()
     for metadata, row, file_name, label in metadata_rows(path):
+        covering.add(metadata.parent)
         where = f"Row {row} of {shown_name(metadata)} in the data set folder '{shown_name(path)}'"
         image = os.path.normpath(path / metadata.parent / file_name)
         inside = os.path.relpath(os.path.realpath(image), root)
@@ -484,8 +486,22 @@ def check_metadata_files(path: Path) -> None:
                 f"{where} names the image '{shown_name(file_name)}', which is not there: restore the image or remove "
                 "the row."
             )
-        if label is not None and Path(inside).parent.name != label:
+        named.add(Path(inside))
+        if label is not None and Path(inside).parent.name != label and not is_split_folder(Path(inside).parent):
             disagree.append((metadata, label, Path(inside)))
+    unnamed = [
+        file
+        for file in imagefolder_files(path)
+        if file not in named and any(folder in file.parents for folder in covering)
+    ]
+    if unnamed:
+        one = len(unnamed) == 1
+        it, each = ("it", "it") if one else ("them", "each")
+        raise ValueError(
+            f"{count(len(unnamed), 'image')} in the data set folder '{shown_name(path)}' {'is' if one else 'are'} "
+            f"named by no row of the metadata file beside or above {it}, and datasets would leave {it} out "
+            f"(e.g. {shown_files(unnamed)}): add a row for {each}, or move {it} out of the data set folder."
+        )
     if disagree and len({file.parent for file in imagefolder_files(path)}) > 1:  # folders read as classes
         metadata, label, image = disagree[0]
         more = f" (and {len(disagree) - 1} more)" if len(disagree) > 1 else ""
@@ -494,6 +510,21 @@ def check_metadata_files(path: Path) -> None:
             f"{shown_name(image.parent.name)}: which is right? Remove {shown_name(metadata.name)}'s label column, or "
             "move the files into the folders of their labels."
         )
+
+
+def is_split_folder(folder: Path) -> bool:
+    """Whether `folder` (relative to the data set folder) is a top-level folder datasets reads as a split by its name
+    (`train`, `test-2`, `my_validation`): datasets' own folder patterns, so the images in it have no class folder."""
+    from fnmatch import fnmatchcase
+
+    from datasets.data_files import KEYWORDS_IN_DIR_NAME_BASE_PATTERNS
+
+    patterns = [
+        pattern.format(keyword=keyword, sep="-._ 0-9")
+        for pattern in KEYWORDS_IN_DIR_NAME_BASE_PATTERNS
+        for keyword in SPLIT_ROLES
+    ]
+    return len(folder.parts) == 1 and any(fnmatchcase(f"/{folder.as_posix()}/image", pattern) for pattern in patterns)
 
 
 def case_alike_lines(labels: list[str]) -> list[str]:
@@ -552,19 +583,27 @@ def imagefolder_data_files(path: Path) -> dict[str, list[str]]:
         for split, files in found.items()
     }
     kept = {split: files for split, files in kept.items() if any(is_image_file(file) for file in files)}
-    if patterns != DEFAULT_PATTERNS_ALL:  # split folders found by their names
+    if patterns != DEFAULT_PATTERNS_ALL:  # split folders (or files) found by their names
         check_split_files(path)
-        check_split_folders(path, base, kept)
+        named = sorted({Path(file).relative_to(base).parts[0] for files in found.values() for file in files})
+        check_split_folders(path, base, kept, named)
     return kept
 
 
-def check_split_folders(path: Path, base: str, data_files: dict[str, list[str]]) -> None:
+def check_split_folders(path: Path, base: str, data_files: dict[str, list[str]], named: list[str]) -> None:
     """Where datasets reads folders as splits by their names (`train/`, `test/`, `validation/`, or a name holding
     such a word set off by `-`, `_`, `.`, a space or a digit: `test-2`), each split folder must hold class folders
     and every image must lie in a split: a class folder named like a split would give its images no label, and the
-    images of the other class folders would be left out without a word."""
-    read = {Path(file).relative_to(base) for files in data_files.values() for file in files if is_image_file(file)}
-    as_splits = sorted({file.parts[0] for file in read if len(file.parts) == 2})
+    images of the other class folders would be left out without a word. A split folder that holds a metadata file
+    (`train/metadata.jsonl`, datasets' documented layout) labels its images by that file's columns: a split. Where
+    no split holds an image, the entries `named` as splits are shards (the line of a folder of shards) or are
+    named as what they are."""
+    from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
+
+    files = {Path(file).relative_to(base) for files in data_files.values() for file in files}
+    read = {file for file in files if is_image_file(file)}
+    labelled = {file.parts[0] for file in files if len(file.parts) == 2 and file.name in ImageFolder.METADATA_FILENAMES}
+    as_splits = sorted({file.parts[0] for file in read if len(file.parts) == 2} - labelled)
     if as_splits:
         many = len(as_splits) > 1
         raise ValueError(
@@ -576,11 +615,14 @@ def check_split_folders(path: Path, base: str, data_files: dict[str, list[str]])
         )
     left_out = sorted(set(imagefolder_files(path)) - read)
     if left_out:
-        splits = sorted({file.parts[0] for file in read})
+        splits = sorted({file.parts[0] for file in read}) or named
+        if not read and (line := shards_line(path, f"named as splits ({shown_files(splits)})")):
+            raise FileNotFoundError(line)
+        kind = "folders" if all((path / name).is_dir() for name in splits) else "files or folders"
         raise ValueError(
-            f"The data set folder '{shown_name(path)}' has folders named as splits ({', '.join(map(repr, splits))}), so "
+            f"The data set folder '{shown_name(path)}' has {kind} named as splits ({', '.join(map(repr, splits))}), so "
             f"datasets reads only those, and {count(len(left_out), 'image')} elsewhere would be left out (e.g. "
-            f"{shown_files(left_out)}): move them into a split folder, or rename the split-named folders (e.g. "
+            f"{shown_files(left_out)}): move them into a split folder, or rename the split-named {kind} (e.g. "
             "'test' -> 'testclass')."
         )
 
@@ -588,16 +630,25 @@ def check_split_folders(path: Path, base: str, data_files: dict[str, list[str]])
 SHARD_KINDS = {".parquet": "parquet", ".tar": "WebDataset .tar"}
 
 
+def shards_line(path: Path, what: str) -> str | None:
+    """The line for a data set folder whose shards (parquet, WebDataset .tar; `what` they are beside that) are what
+    datasets would read, with the two ways to train on them; None where it holds none."""
+    kinds = sorted({SHARD_KINDS[file.suffix] for file in folder_files(path).not_images if file.suffix in SHARD_KINDS})
+    if not kinds:
+        return None
+    return (
+        f"Data set folder '{shown_name(path)}' holds {' and '.join(kinds)} shards, {what}, and shards are read as a "
+        "stream: give --streaming true --max_steps N, or load them with datasets and save_to_disk the result, "
+        "then give that folder."
+    )
+
+
 def no_images_line(path: Path) -> str:
     """The line for an image folder holding no image: a folder of shards (parquet, WebDataset .tar) is named as one,
     with the two ways to train on it; any other folder, with how to lay out images."""
-    kinds = sorted({SHARD_KINDS[file.suffix] for file in folder_files(path).not_images if file.suffix in SHARD_KINDS})
-    if kinds:
-        return (
-            f"Data set folder '{shown_name(path)}' holds {' and '.join(kinds)} shards, not image files, and shards are read as a "
-            "stream: give --streaming true --max_steps N, or load them with datasets and save_to_disk the result, "
-            "then give that folder."
-        )
+    line = shards_line(path, "not image files")
+    if line:
+        return line
     return (
         f"Data set folder '{shown_name(path)}' holds no image files: put the images in one sub-folder per class "
         f"('{path / 'cat'}/1.png', '{path / 'dog'}/1.png', ...)."
@@ -774,6 +825,9 @@ class PreparedData:
     splits: DatasetDict
     labels: list[str]
     notes: list[str] = field(default_factory=list)  # lines printed before training: how labels were read
+    # the split of the set each carved split's rows come from ({"validation": "train"}): a line names a row as the
+    # set numbers it
+    carved_from: dict[str, str] = field(default_factory=dict)
 
     @property
     def id2label(self) -> dict[int, str]:
@@ -846,7 +900,12 @@ def prepare_splits(
         splits["train"], splits[name] = parts["train"], parts["test"]
     labels = splits["train"].features["label"].names
     notes += unlearnt_classes_lines(splits["train"]["label"], labels)
-    return PreparedData(DatasetDict({name: splits[name] for name in ("train", "validation", "test")}), labels, notes)
+    return PreparedData(
+        DatasetDict({name: splits[name] for name in ("train", "validation", "test")}),
+        labels,
+        notes,
+        carved_from={name: "train" for name, _ in carve_outs},
+    )
 
 
 SPLIT_ALIASES = {str(role): tuple(names) for role, names in SPLIT_KEYWORDS.items()}  # datasets' own table

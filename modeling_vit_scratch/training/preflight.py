@@ -210,6 +210,7 @@ def check_images(
     decode: bool | None = None,
     progress: bool = True,
     part: tuple[int, int] = (0, 1),
+    carved_from: dict[str, str] | None = None,
 ) -> ImageCheck:
     """Open every image of every split; with `decode`, decode it too (`None`: decode up to 100,000 images).
     `part` (index, parts): check only that share of the images, every parts-th block of rows, so that several
@@ -218,7 +219,8 @@ def check_images(
     Reads the stored bytes or files directly (`Image(decode=False)`, then `PIL.Image.open` and `load`): twice as
     fast as `datasets`' decoding of each row (11,600 against 6,100 small PNGs/s). Images wider than 8 bits ("I;16",
     "I", "F") also go through `to_model_mode`, which refuses values it cannot scale. Raises a one-line `ValueError`
-    naming the split, the row, the file and the fix, for the first image that fails.
+    naming the split, the row, the file and the fix, for the first image that fails: the row as the set numbers it
+    (`set_row`), in the set's split a carved split came from (`carved_from`: {"validation": "train"}).
     """
     started = time.time()
     total = sum(len(split) for split in splits.values())
@@ -234,17 +236,25 @@ def check_images(
             labelled = "label" in split.features
             columns = [image_column, "label"] if labelled else [image_column]
             cells = split.select_columns(columns).cast_column(image_column, ImageFeature(decode=False))
+            set_split = (carved_from or {}).get(split_name, split_name)
             for start in range(index * BATCH_ROWS, len(cells), parts * BATCH_ROWS):
                 rows = cells[start : start + BATCH_ROWS]
                 block = rows[image_column]
                 for offset, (cell, label) in enumerate(zip(block, rows["label"] if labelled else [-1] * len(block))):
-                    digest = check_one(cell, decode, split_name, start + offset)
+                    digest = check_one(cell, decode, set_split, set_row(split, start + offset))
                     if digest is not None:
                         name = (cell or {}).get("path") or f"row {start + offset} of split {split_name!r}"
                         places.setdefault(digest, []).append((split_name, label, name))
                 checked += len(block)
                 bar.update(min(len(block) * parts, total - bar.n))  # the other parts keep pace: the whole set
     return ImageCheck(checked, decode, time.time() - started, places)
+
+
+def set_row(split, row: int) -> int:
+    """The row `row` of `split` as its set numbers it: a split carved by `train_test_split` (or shuffled) reads the
+    set's table through an index mapping, so its own row numbers are not the set's."""
+    indices = split._indices  # datasets' mapping from a split's rows to its table's; None when they are the same
+    return row if indices is None else indices.column(0)[row].as_py()
 
 
 def check_one(cell: dict | None, decode: bool, split_name: str, row: int) -> str | None:

@@ -265,7 +265,9 @@ def train_in_claimed_folder(
             check_resumed_steps(training_args, len(data.splits["train"]), checkpoint)
         check_trains_on(checkpoint, training_args.output_dir)  # once the run is known to be the same: no step left?
     main_process = training_args.process_index == 0
-    images = check_images_together(data.splits, data_args.check_images, main_process and not training_args.disable_tqdm)
+    images = check_images_together(
+        data.splits, data_args.check_images, main_process and not training_args.disable_tqdm, data.carved_from
+    )
     if main_process:
         print(images.summary())
         for line in images.copies_lines(data.labels):  # identical files under two classes, or train and held out
@@ -455,11 +457,13 @@ def load_and_split(data_args: DataArguments, secrets: list[str]) -> PreparedData
     return data
 
 
-def check_images_together(splits, decode: bool | None, progress: bool) -> ImageCheck:
+def check_images_together(splits, decode: bool | None, progress: bool, carved_from: dict[str, str]) -> ImageCheck:
     """The pre-flight check of every image, shared by the processes of each machine (each image checked once per
     machine); a failure found by any process stops every process with its line."""
     node = NodeProcesses.current()
-    checks = together(lambda: check_images(splits, decode=decode, progress=progress, part=node.local_part))
+    checks = together(
+        lambda: check_images(splits, decode=decode, progress=progress, part=node.local_part, carved_from=carved_from)
+    )
     return ImageCheck.combined(checks[node.node_main_rank : node.node_main_rank + node.local_world_size])
 
 

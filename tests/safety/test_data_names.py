@@ -3,7 +3,8 @@
 - Class folders named as splits (`train/`, `test/`, `validation/`, or a name holding such a word: `test-2`), which
   datasets reads as splits, not classes: one line naming them and the fix (before: a 38-line TypeError from the
   pre-flight, or "only one class" while the other class folders were left out). Images that datasets' split folders
-  would leave out are named too.
+  would leave out are named too. A split folder holding a metadata file (`train/metadata.jsonl` with labels,
+  datasets' documented layout) is a split.
 - A file or folder name, or the --dataset path, that is not UTF-8 (`caf\\xe9`): one line showing its bytes escaped
   (before: a 77-line DatasetGenerationError).
 - A column given, or found, must hold its kind: --label_column naming the image column (before: a 33-line KeyError)
@@ -61,6 +62,33 @@ def test_images_outside_the_split_folders_are_named_and_split_folders_of_classes
     error = refused(tmp_path, root)
     assert error.startswith(f"error: The data set folder '{root}' has folders named as splits ('test', 'train'), ")
     assert "and 30 images elsewhere would be left out (e.g. extra/cat/0.png, " in error
+
+
+def test_split_folders_labelled_by_their_metadata_files_are_splits(tmp_path):
+    """datasets' documented layout: `train/` and `test/` holding images and a metadata.jsonl with their labels are
+    read as splits; an image no row names is refused (datasets would drop it); a split folder beside them holding
+    images and no way to label them is still refused."""
+    root = tmp_path / "md"
+    for split in ("train", "test"):
+        images = write_imagefolder(tmp_path / split, classes=("x",), per_class=6) / "x"
+        shutil.copytree(images, root / split)
+        rows = [f'{{"file_name": "{i}.png", "label": {i % 2}}}' for i in range(6)]
+        (root / split / "metadata.jsonl").write_text("\n".join(rows) + "\n")
+    loaded = data_module.load_image_dataset(str(root))
+    assert {name: sorted(split["label"]) for name, split in loaded.items()} == {"train": [0, 0, 0, 1, 1, 1]} | {
+        "test": [0, 0, 0, 1, 1, 1]
+    }
+    shutil.copy(root / "train" / "0.png", root / "train" / "6.png")  # no row names it: datasets would drop it
+    with pytest.raises(ValueError) as refused:
+        data_module.load_image_dataset(str(root))
+    assert str(refused.value) == (
+        f"1 image in the data set folder '{root}' is named by no row of the metadata file beside or above it, and "
+        "datasets would leave it out (e.g. train/6.png): add a row for it, or move it out of the data set folder."
+    )
+    (root / "train" / "6.png").unlink()
+    (root / "test" / "metadata.jsonl").unlink()
+    with pytest.raises(ValueError, match=r"^The class folder 'test' of the data set folder .* is named as a split"):
+        data_module.load_image_dataset(str(root))
 
 
 @pytest.mark.parametrize("where", ["class", "file", "dataset"])

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from test_secrets import logged_in  # noqa: F401 (a fixture: HF_TOKEN holds a token, no saved login)
 
 from modeling_vit_scratch.common.secrets import redact
+from modeling_vit_scratch.common.sources import check_hub_endpoint
 from modeling_vit_scratch.sharing import hub_arguments, push
 from modeling_vit_scratch.sharing.hub_arguments import PUSH, check_revision
 from modeling_vit_scratch.sharing.push import model_card_text, written_by_push
@@ -465,6 +466,55 @@ def test_an_hf_endpoint_that_is_no_url_is_one_line_naming_it_before_any_hub_call
     assert result.error.startswith(f"error: HF_ENDPOINT is {shown!r}, which is no http(s) URL with a host"), result
     assert "pw" not in result.error and "t=1" not in result.error
     assert not any(path.name.startswith("out-") for path in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "endpoint, error",
+    [
+        (
+            "  http://127.0.0.1:9",
+            (
+                "HF_ENDPOINT '  http://127.0.0.1:9' has spaces around it, which the HTTP client does not strip: set it "
+                "without them (HF_ENDPOINT=http://127.0.0.1:9)."
+            ),
+        ),
+        (
+            "http://127.0.0.1:9/api",
+            (
+                "HF_ENDPOINT http://127.0.0.1:9/api holds the path /api, which huggingface_hub adds to it itself (it would "
+                "ask http://127.0.0.1:9/api/api/...): set it to the address without it (HF_ENDPOINT=http://127.0.0.1:9)."
+            ),
+        ),
+        (
+            "https://h/mirror/api/models/",
+            (
+                "HF_ENDPOINT https://h/mirror/api/models/ holds the path /api, which huggingface_hub adds to it itself (it "
+                "would ask https://h/mirror/api/models/api/...): set it to the address without it "
+                "(HF_ENDPOINT=https://h/mirror)."
+            ),
+        ),
+    ],
+    ids=["spaces", "api", "api-inside"],
+)
+def test_an_hf_endpoint_with_spaces_or_the_api_path_is_one_line_with_the_value_to_set(monkeypatch, endpoint, error):
+    """Spaces around HF_ENDPOINT reach the HTTP client as they are, and a path ending in /api (or holding /api/)
+    doubles the /api/ huggingface_hub adds: both read as the network's fault, so both are refused by the one check,
+    with the value to set. Other paths stay allowed (a mirror may sit under one)."""
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    with pytest.raises(ValueError) as refused:
+        check_hub_endpoint()
+    assert str(refused.value) == error
+    for allowed in ("https://h/mirror", "http://127.0.0.1:9/apis/", "https://huggingface.co/"):
+        monkeypatch.setenv("HF_ENDPOINT", allowed)
+        check_hub_endpoint()
+
+
+def test_an_hf_endpoint_with_the_api_path_is_refused_before_any_hub_call(tmp_path, monkeypatch):
+    """The command's own line, from the one check every Hub-reaching command makes (before: "cannot be reached ...
+    /api/api/whoami-v2: check the network")."""
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9/api")
+    result = outcome("push", [str(Scenario(tmp_path).model()), "someone/model"])
+    assert result.one_line and result.error.startswith("error: HF_ENDPOINT http://127.0.0.1:9/api holds the path /api")
 
 
 @pytest.mark.parametrize("command", ["train --dataset", "train --model", "train --teacher", "explain", "push"])

@@ -17,6 +17,7 @@ from huggingface_hub import ModelCard, constants
 
 from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchImageProcessor
 from modeling_vit_scratch.common.secrets import TOKEN_VARIABLES, weights_sha256
+from modeling_vit_scratch.configuration_vit_scratch import MODEL_FILES
 from modeling_vit_scratch.sharing import hub_arguments
 from modeling_vit_scratch.sharing.card import render_model_card
 from modeling_vit_scratch.sharing.push import push_to_hub
@@ -310,6 +311,25 @@ def test_code_other_than_the_package_s_never_runs_and_is_not_pushed(local_hub, t
         refused = outcome("push", [str(folder), REPO_ID])
         assert refused.one_line and refused.error.startswith(f"error: {expected}"), refused
         assert not marker.exists() and not local_hub.repo_exists(REPO_ID)
+
+
+@pytest.mark.parametrize("removed", [["modeling_vit_scratch.py"], ["stems_vit_scratch.py", "loading_vit_scratch.py"]])
+def test_a_folder_missing_model_code_files_names_every_one_before_any_request(tmp_path, removed):
+    """The repo's users load the model with its code files, and so does the push's reload check: a folder lacking
+    any is one line naming each (before: transformers' OSError with a `https://huggingface.co//tmp/...` URL), made
+    while offline, so before any request."""
+    assert constants.HF_HUB_OFFLINE, "the test process must be offline (HF_HUB_OFFLINE=1)"
+    folder = tmp_path / "run"
+    saved_folder(folder)
+    for name in removed:
+        (folder / name).unlink()
+    with pytest.raises(FileNotFoundError) as refused:
+        push_to_hub(folder, REPO_ID)
+    many = len(removed) > 1
+    assert str(refused.value).startswith(
+        f"{folder} lacks the model code file{'s' * many} {', '.join(sorted(removed, key=MODEL_FILES.index))}, which "
+        f"the model loads with (trust_remote_code): restore {'them' if many else 'it'} (copy "
+    )
 
 
 # Run with `python -c`: an empty folder for the child's hub home, the model folder, the repo id.

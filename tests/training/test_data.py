@@ -1,5 +1,7 @@
 """Data: the embedded digits, user data sets (imagefolder, save_to_disk), column detection, splits, transforms."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -227,6 +229,23 @@ def test_a_truncated_file_passes_the_header_check_and_fails_the_decode(tmp_path)
         check_images(splits, progress=False)
 
 
+def test_a_damaged_image_of_a_carved_split_is_named_by_its_row_in_the_set(tmp_path):
+    """Validation and test carved from the set's train split reorder its rows: the line names the row as the set
+    numbers it, in the set's split (before: the row in the carved, shuffled split)."""
+    from modeling_vit_scratch.training.preflight import check_images
+
+    root = write_imagefolder(tmp_path / "pets", classes=("cat", "dog"), per_class=10)
+    (root / "dog" / "3.png").write_bytes(b"not a png")
+    raw = load_image_dataset(str(root))
+    row = [
+        Path(cell["path"]).relative_to(root).as_posix()
+        for cell in raw["train"].cast_column("image", ImageFeature(decode=False))["image"]
+    ].index("dog/3.png")
+    data = prepare_splits(raw, validation_fraction=0.3, test_fraction=0.3)
+    with pytest.raises(ValueError, match=rf"^Image {row} of split 'train' \(.*dog/3\.png\) cannot be decoded"):
+        check_images(data.splits, progress=False, carved_from=data.carved_from)
+
+
 def test_check_images_refuses_values_the_model_cannot_scale(tmp_path):
     from modeling_vit_scratch.training.preflight import check_images
 
@@ -301,4 +320,27 @@ def test_a_folder_of_parquet_shards_without_streaming_names_the_two_ways_to_read
         f"Data set folder '{folder}' holds parquet shards, not image files, and shards are read as a stream: give "
         "--streaming true --max_steps N, or load them with datasets and save_to_disk the result, then give that "
         "folder."
+    )
+
+
+def test_shards_named_as_splits_beside_the_images_they_name_are_the_shards_line(tmp_path):
+    """Parquet shards named as splits whose image column names images in a folder beside them: the folder's split
+    is the shards, not the images (before: "folders named as splits (), ... 6 images elsewhere would be left out");
+    a split-named file that is no shard is named as it is."""
+    folder = tmp_path / "pq"
+    write_imagefolder(folder, classes=("imgs",), per_class=6)
+    paths = [f"imgs/{index}.png" for index in range(6)]
+    Dataset.from_dict({"image": paths, "label": ["cat", "dog"] * 3}).to_parquet(folder / "train-00000-of-00001.parquet")
+    with pytest.raises(FileNotFoundError) as refused:
+        load_image_dataset(str(folder))
+    assert str(refused.value).startswith(
+        f"Data set folder '{folder}' holds parquet shards, named as splits (train-00000-of-00001.parquet), and shards "
+        "are read as a stream: give --streaming true --max_steps N, "
+    )
+    (folder / "train-00000-of-00001.parquet").rename(folder / "train.txt")
+    with pytest.raises(ValueError) as refused:
+        load_image_dataset(str(folder))
+    assert str(refused.value).startswith(
+        f"The data set folder '{folder}' has files or folders named as splits ('train.txt'), so datasets reads only "
+        "those, and 6 images elsewhere would be left out (e.g. imgs/0.png, imgs/1.png, imgs/2.png, ... 3 more): "
     )
