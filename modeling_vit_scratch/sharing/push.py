@@ -125,18 +125,8 @@ def fixed_input(config, batch: int = 2) -> torch.Tensor:
 
 def check_own_code(folder: Path) -> None:
     """Refuse a folder whose code is not the package's own: a `.py` file that is not one of MODEL_FILES or not
-    byte-identical to the package's copy, an `auto_map` entry naming another class, or any `custom_pipelines`; and
-    a folder that lacks one of MODEL_FILES, which the repo's users (and the push's reload check) load the model with:
-    one line naming every missing file."""
+    byte-identical to the package's copy, an `auto_map` entry naming another class, or any `custom_pipelines`."""
     fix = "save the model again with save_pretrained from vit-scratch, which writes only the package's own code"
-    missing = [name for name in MODEL_FILES if not (folder / name).is_file()]
-    if missing:
-        many = len(missing) > 1
-        raise FileNotFoundError(
-            f"{folder} lacks the model code file{'s' * many} {', '.join(missing)}, which the model loads with "
-            f"(trust_remote_code): restore {'them' if many else 'it'} (copy {'them' if many else 'it'} from the "
-            f"package, {PACKAGE_DIR}, or save the model again with save_pretrained from vit-scratch)."
-        )
     for path in sorted(folder.glob("*.py")):
         if path.name not in MODEL_FILES:
             raise ValueError(
@@ -153,6 +143,19 @@ def check_own_code(folder: Path) -> None:
     for name in OWN_AUTO_MAP:
         if "custom_pipelines" in json.loads((folder / name).read_text()):  # code vit-scratch never writes
             raise ValueError(f"{folder / name} declares custom_pipelines; refusing to run or push it: {fix}.")
+
+
+def check_code_files(folder: Path) -> None:
+    """Refuse a vit_scratch folder that lacks one of MODEL_FILES, which the repo's users (and the push's reload
+    check) load the model with: one line naming every missing file and how to restore it."""
+    missing = [name for name in MODEL_FILES if not (folder / name).is_file()]
+    if missing:
+        many = len(missing) > 1
+        raise FileNotFoundError(
+            f"{folder} lacks the model code file{'s' * many} {', '.join(missing)}, which the model loads with "
+            f"(trust_remote_code): restore {'them' if many else 'it'} (copy {'them' if many else 'it'} from the "
+            f"package, {PACKAGE_DIR}, or save the model again with save_pretrained from vit-scratch)."
+        )
 
 
 def check_no_links(folder: Path) -> None:
@@ -179,6 +182,7 @@ def check_folder(folder: Path) -> None:
     check_no_links(folder)  # before anything reads the folder: a link would be followed
     check_own_code(folder)  # before anything loads the folder: no code but the package's own may run
     check_vit_scratch_folder(folder)
+    check_code_files(folder)  # a vit_scratch folder's users load it with its own code
     refuse_secrets_in_settings(folder)  # its labels go into the card and the Hub's config.json
     check_finite_files(folder)  # NaN weights would be published as a model
     check_processor_fits(folder)  # before the model is built: a processor for other images fails only later
@@ -402,6 +406,7 @@ def check_staged(folder: Path, staging: Path, digest: str, secrets: list[str]) -
             "again with save_pretrained."
         )
     check_own_code(staging)
+    check_code_files(staging)
     if weights_sha256(staging) != digest:
         raise RuntimeError(
             f"The weights staged for upload differ from those in {folder}; refusing to push them. "
