@@ -132,7 +132,7 @@ def test_fast_batches_of_mixed_inputs_and_sizes_match_in_order(channels):
     [
         (np.full((4, 4), -3, dtype=np.int32), r"span -3\.\.-3, outside 0\.\.65535: store 8-bit images as uint8"),
         (torch.full((4, 4), 70000, dtype=torch.int64), r"outside 0\.\.65535"),
-        (torch.linspace(-1, 1, 16).reshape(4, 4), r"give values in \[0, 1\].*undo any normalisation"),
+        (torch.linspace(-1, 1, 16).reshape(4, 4), r"float images hold values in \[0, 1\].*undo any normalisation"),
         (np.full((4, 4), np.nan, dtype=np.float32), r"NaN or infinite"),
         (torch.zeros((5, 6, 7), dtype=torch.uint8), r"shape \(5, 6, 7\) is not an image"),
     ],
