@@ -13,8 +13,11 @@ def test_figures_of_an_earlier_explain_run_are_removed_with_a_line(tmp_path, cap
     assert outcome("explain", argv).code == 0
     out = tmp_path / "out-explain"
     first = sorted(path.name for path in out.iterdir())
-    stale = out / "gradient_rollout_class_another_model_s_class.png"  # as a run of another model leaves it
+    from modeling_vit_scratch.common.folders import file_sha256, mark_as_ours
+
+    stale = out / "gradient_rollout_class_another_model_s_class.png"  # as a run of another model leaves it:
     stale.write_bytes(next(out.glob("gradient_rollout_class_*.png")).read_bytes())
+    mark_as_ours(out, {stale.name: file_sha256(stale)})  # written by explain, its digest in the marker
     (out / "training_curves.png").write_bytes(b"a training run's")  # not explain's: kept
     capsys.readouterr()
     assert outcome("explain", argv).code == 0
