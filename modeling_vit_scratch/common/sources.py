@@ -80,6 +80,12 @@ def check_hub_endpoint() -> None:
             f"HF_ENDPOINT {value.replace(value.strip(), shown)!r} has spaces around it, which the HTTP client does not "
             f"strip: set it without them (HF_ENDPOINT={shown})."
         )
+    if parts.query or parts.fragment or "#" in value or "?" in value:  # huggingface_hub appends its paths after it
+        base = parts._replace(query="", fragment="").geturl().strip()
+        raise ValueError(
+            "HF_ENDPOINT holds a query or fragment ('?...' or '#...'), before which huggingface_hub would add the "
+            f"paths it asks: set it to the address alone (HF_ENDPOINT={shown_url(base)})."
+        )
     path = parts.path.rstrip("/")
     if path.endswith("/api") or "/api/" in path:
         asked = shown.split("?", 1)[0].rstrip("/")

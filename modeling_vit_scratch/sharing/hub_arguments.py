@@ -34,6 +34,7 @@ BRANCH_RULES = (
     (re.compile(r"\.$"), "it ends with '.'"),
     (re.compile(r"@\{"), "it holds '@{'"),
     (re.compile(r"^@$"), "it is '@', which git reads as HEAD"),
+    (re.compile(r"^HEAD$"), "it is 'HEAD', which git reads as the current commit, never as a branch"),
 )
 BAD_CHARACTER = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
 # what the Hub takes in a branch name beyond git's rules: letters, digits, '.', '_', '-', and '/' between parts

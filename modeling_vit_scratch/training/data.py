@@ -19,7 +19,7 @@ from datasets.data_files import SPLIT_KEYWORDS
 from PIL import Image
 
 from modeling_vit_scratch.common.names import is_unprintable, shown_name
-from modeling_vit_scratch.common.secrets import refuse_secret
+from modeling_vit_scratch.common.secrets import redact, refuse_secret
 from modeling_vit_scratch.common.sources import (
     DIGITS,
     check_hub_endpoint,
@@ -131,6 +131,8 @@ def check_dataset_source(source: str, config_name: str | None = None) -> None:
         ) from None
     if path.exists():
         refuse_variable_reference(source, "--dataset")
+        for real in dict.fromkeys((os.path.abspath(source), os.path.realpath(source))):  # datasets reads these
+            refuse_variable_reference(real, f"The folder --dataset {source!r} names")
     if path.is_file():
         raise ValueError(f"--dataset {source!r} is a file, not a data set: give {DATA_SET_TAKES}.")
     if path.is_dir():
@@ -383,7 +385,7 @@ def check_imagefolder_names(path: Path, secrets: list[str]) -> None:
         else:
             what, fix = (
                 f"A file or folder name in the data set folder '{shown_name(path)}'",
-                "rename the file before training",
+                f"rename the file ({redact(str(entry.relative_to(path)), secrets)}) before training",
             )
         refuse_secret(what, str(entry.relative_to(path)), secrets, fix)
 

@@ -96,7 +96,8 @@ def test_a_file_or_folder_name_holding_a_token_is_refused_before_loading(tmp_pat
     else:
         assert done.error == (
             f"error: A file or folder name in the data set folder '{dataset}' holds or looks like a Hub token, which "
-            "would be sent to the Hub or written to files: rename the file before training."
+            "would be sent to the Hub or written to files: rename the file "
+            f"({where.format('***').removesuffix('/0.png')}) before training."  # the first name found, masked
         )
     assert named.exists()
 

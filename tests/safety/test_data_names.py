@@ -114,7 +114,15 @@ def test_a_name_that_is_not_utf8_is_one_line_showing_its_bytes(tmp_path, where):
 
 
 @pytest.mark.parametrize(
-    "where, name", [("class", "${HOME}"), ("class", "$PATH"), ("file", "$HOME.png"), ("dataset", "imgs-${HOME}")]
+    "where, name",
+    [
+        ("class", "${HOME}"),
+        ("class", "$PATH"),
+        ("file", "$HOME.png"),
+        ("dataset", "imgs-${HOME}"),
+        ("link", "p$HOME"),
+        ("above", "work$HOME"),
+    ],
 )
 def test_a_name_datasets_would_expand_as_a_variable_is_one_line(tmp_path, monkeypatch, where, name):
     """datasets reads `$NAME` / `${NAME}` in a local path as an environment variable (a folder `${HOME}` becomes the
@@ -127,9 +135,21 @@ def test_a_name_datasets_would_expand_as_a_variable_is_one_line(tmp_path, monkey
     elif where == "file":
         (root / "fox" / "0.png").rename(root / "fox" / name)
         shown = f"A file or folder name in the data set folder '{root}' ('fox/{name}')"
-    else:
+    elif where == "dataset":
         root = root.rename(tmp_path / name)
         shown = f"--dataset ('{root}')"
+    elif where == "link":  # a link named plainly, to a folder whose path datasets would expand
+        (tmp_path / name).mkdir()
+        real = root.rename(tmp_path / name / "imgs")
+        root = tmp_path / "lnk"
+        root.symlink_to(real)
+        shown = f"The folder --dataset '{root}' names ('{real}')"
+    else:  # `./imgs` from a working folder whose own path holds '$'
+        (tmp_path / name).mkdir()
+        real = root.rename(tmp_path / name / "imgs")
+        monkeypatch.chdir(tmp_path / name)
+        root = "./imgs"
+        shown = f"The folder --dataset './imgs' names ('{real}')"
     assert refused(tmp_path, root) == (
         f"error: {shown} holds '$' before a name, which datasets reads as an environment variable ($HOME, ${{HOME}}) "
         "in every path it opens, so its images would be looked for elsewhere: rename it without '$'."

@@ -167,6 +167,7 @@ WHY_NOT_A_BRANCH = [
     ("x.", "it ends with '.'"),
     ("x@{1}", "it holds '@{'"),
     ("@", "it is '@', which git reads as HEAD"),
+    ("HEAD", "it is 'HEAD', which git reads as the current commit, never as a branch"),
     ("x~1", "it holds the character '~', which git refuses in a branch name"),
     ("x\ty", "it holds the character '\\t', which git refuses in a branch name"),
     ("{{x}}", "it holds the character '{', which the Hub refuses in a branch name: letters, digits, '.', '_', '-'"),
@@ -493,8 +494,22 @@ def test_an_hf_endpoint_that_is_no_url_is_one_line_naming_it_before_any_hub_call
                 "(HF_ENDPOINT=https://h/mirror)."
             ),
         ),
+        (
+            "http://127.0.0.1:9#frag",
+            (
+                "HF_ENDPOINT holds a query or fragment ('?...' or '#...'), before which huggingface_hub would add the "
+                "paths it asks: set it to the address alone (HF_ENDPOINT=http://127.0.0.1:9)."
+            ),
+        ),
+        (
+            "https://h/mirror?t=secret",
+            (
+                "HF_ENDPOINT holds a query or fragment ('?...' or '#...'), before which huggingface_hub would add the "
+                "paths it asks: set it to the address alone (HF_ENDPOINT=https://h/mirror)."
+            ),
+        ),
     ],
-    ids=["spaces", "api", "api-inside"],
+    ids=["spaces", "api", "api-inside", "fragment", "query"],
 )
 def test_an_hf_endpoint_with_spaces_or_the_api_path_is_one_line_with_the_value_to_set(monkeypatch, endpoint, error):
     """Spaces around HF_ENDPOINT reach the HTTP client as they are, and a path ending in /api (or holding /api/)
