@@ -318,7 +318,7 @@ class ViTScratchImageClassificationPipeline(ImageClassificationPipeline):
 
     def preprocess(self, image, timeout=None):
         if isinstance(image, str) and os.path.isfile(image):
-            image = Image.open(image)
+            image = Image.open(image, formats=[name for name in Image.OPEN if name != "EPS"])  # no Ghostscript
         if isinstance(image, Image.Image):
             image = ImageOps.exif_transpose(image)
             return self.image_processor(images=image, return_tensors="pt").to(self.dtype)

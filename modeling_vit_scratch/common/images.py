@@ -10,6 +10,13 @@ import warnings
 from PIL import Image
 
 
+def openers() -> list[str]:
+    """The formats PIL may open a user's file as: every one it knows but EPS, whose decoder runs Ghostscript on the
+    file (PostScript is a program), whatever the file's name says: a `x.png` may hold PostScript."""
+    Image.init()
+    return [name for name in Image.OPEN if name not in ("EPS",)]
+
+
 class ImageTooLarge(ValueError):
     """An image that declares more pixels than allowed; the message names it, its size, the limit and the fix."""
 
@@ -29,7 +36,7 @@ def open_bounded(source, name: str) -> Image.Image:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # refused below, in one line
         try:
-            image = Image.open(source)
+            image = Image.open(source, formats=openers())
         except Image.DecompressionBombError as error:  # above twice the limit PIL refuses before giving the size
             found = re.search(r"\((\d+) pixels\)", str(error))
             raise too_large(name, "", int(found.group(1)) if found else 2 * limit, limit) from None

@@ -268,7 +268,7 @@ def png_text(path: Path, data: bytes) -> str:
     from PIL import Image
 
     try:
-        with Image.open(path) as image:
+        with Image.open(path, formats=["PNG"]) as image:
             chunks = image.text
     except Exception:  # noqa: BLE001 (no readable text chunk: nothing is hidden there)
         return ""

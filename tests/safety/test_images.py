@@ -127,3 +127,22 @@ def test_an_image_that_is_no_regular_file_is_one_line_saying_so(tmp_path, monkey
         f"error: Image '{device}' is not a regular file (a device, pipe or socket): --image takes one image file "
         "(PNG, JPEG, ...) or an http(s) URL."
     )
+
+
+@pytest.mark.parametrize("name", sorted(AFTER_IMAGES))
+def test_postscript_named_as_an_image_never_reaches_ghostscript(tmp_path, monkeypatch, name):
+    """PIL picks a decoder from a file's content, and its EPS decoder runs Ghostscript on the file (PostScript is a
+    program): a `x.png` holding PostScript, in a data set or as explain's --image, is one line, never given to gs."""
+    ran = tmp_path / "gs-ran"
+    bin_folder = tmp_path / "bin"
+    bin_folder.mkdir()
+    (bin_folder / "gs").write_text(f'#!/bin/sh\necho "$*" >> {ran}\n[ "$1" = "--version" ] && echo 9.55.0\nexit 0\n')
+    (bin_folder / "gs").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_folder}{os.pathsep}{os.environ['PATH']}")
+    postscript = tmp_path / "x.png"
+    postscript.write_bytes(
+        b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 8 8\nnewpath 0 0 moveto 8 8 lineto stroke\nshowpage\n"
+    )
+    error = refusal(monkeypatch, name, argv_with_image(Scenario(tmp_path), name, postscript))
+    assert "x.png" in error and "Ghostscript" not in error, error
+    assert not ran.exists(), ran.read_text()
