@@ -318,6 +318,7 @@ class ViTScratchImageClassificationPipeline(ImageClassificationPipeline):
 
     def preprocess(self, image, timeout=None):
         if isinstance(image, str) and os.path.isfile(image):
+            Image.init()  # every plugin registered, so the list below names them all (empty before)
             image = Image.open(image, formats=[name for name in Image.OPEN if name != "EPS"])  # no Ghostscript
         if isinstance(image, Image.Image):
             image = ImageOps.exif_transpose(image)
