@@ -6,8 +6,9 @@ clear.
   push leaves no reload check running, a SIGKILL to a benchmark none of its workers. Every child the package starts
   is started so: Python code after `DIE_WITH_PARENT`, a module through `module_command`, with `child_env`.
 - A temporary folder is made in the system's temporary folder under a name holding its owner's process id
-  (`scratch_folder`: `vit-scratch-PURPOSE-PID-XXXXXXXX`); every command first removes those of processes that are gone
-  (`remove_stale_scratch`), never one of a living process.
+  and its machine (`scratch_folder`: `vit-scratch-PURPOSE-PID-HOST-XXXXXXXX`); every command first removes those of
+  this machine's processes that are gone (`remove_stale_scratch`), never one of a living process nor another
+  machine's (a /tmp shared between machines).
 - `stale_of_dead_process` is the one test of "a dead process's leftover" by the PID in a name, also used for a
   conversion's staging folder beside its output (`common/folders.py` `replaced_folder`).
 """
@@ -21,11 +22,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from modeling_vit_scratch.common.processes import process_alive
+from modeling_vit_scratch.common.processes import process_alive, this_host
 
 PARENT_VARIABLE = "VIT_SCRATCH_PARENT_PID"
 SCRATCH_PREFIX = "vit-scratch-"
-SCRATCH_NAME = re.compile(rf"^{re.escape(SCRATCH_PREFIX)}[a-z-]+-(\d+)-[a-z0-9_]+$")
+SCRATCH_NAME = re.compile(rf"^{re.escape(SCRATCH_PREFIX)}[a-z-]+-(\d+)-([0-9a-f]{{6}})-[a-z0-9_]+$")
 
 # Python run first by a `python -c` child (before its own code): it ends when the process named in PARENT_VARIABLE,
 # its parent, ends, however that ends (SIGKILL included).
@@ -65,17 +66,20 @@ def child_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def stale_of_dead_process(name: str, pattern: re.Pattern) -> bool:
-    """Whether `name` matches `pattern` (its group 1: the owner's process id) and that process is gone."""
+    """Whether `name` matches `pattern` (group 1: the owner's process id, group 2: its machine, `this_host`) and that
+    process, of this machine, is gone. Another machine's process may live: its leftovers are kept."""
     found = pattern.match(name)
-    pid = int(found.group(1)) if found else 0
+    if not found or found.group(2) != this_host():
+        return False
+    pid = int(found.group(1))
     return pid > 0 and pid != os.getpid() and not process_alive(pid)  # another user's process lives: kept
 
 
 @contextmanager
 def scratch_folder(purpose: str) -> Iterator[Path]:
-    """A private temporary folder named `vit-scratch-PURPOSE-PID-...`, removed afterwards; if this process is killed
+    """A private temporary folder named `vit-scratch-PURPOSE-PID-HOST-...`, removed afterwards; if this process is killed
     first, the next command removes it (`remove_stale_scratch`)."""
-    with tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}{purpose}-{os.getpid()}-") as folder:
+    with tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}{purpose}-{os.getpid()}-{this_host()}-") as folder:
         yield Path(folder)
 
 

@@ -49,7 +49,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from modeling_vit_scratch.common.children import stale_of_dead_process
-from modeling_vit_scratch.common.processes import is_python, process_alive, process_start
+from modeling_vit_scratch.common.processes import is_python, process_alive, process_start, this_host
 from modeling_vit_scratch.common.secrets import find_secrets, known_secrets, refuse_token_in_path
 from modeling_vit_scratch.common.write_errors import refused_writes_named
 
@@ -1187,12 +1187,13 @@ def replaced_folder(
         shutil.rmtree(staging, ignore_errors=True)  # a no-op once moved into place
 
 
-SIBLING_SUFFIX = ".{tag}-{pid}-{unique}"  # the owner's process id: a stopped one's is removed by the next command
+SIBLING_SUFFIX = ".{tag}-{pid}-{host}-{unique}"  # the owner's process and machine: a stopped one's is removed next time
 
 
 def sibling_name(folder: Path, tag: str) -> str:
     """NAME of `sibling`'s `.NAME.TAG-...`: `folder`'s name cut so that the whole stays within `NAME_MAX` bytes."""
-    room = NAME_MAX - 1 - len(SIBLING_SUFFIX.format(tag=tag, pid="0" * 10, unique="0" * 8).encode())  # any PID
+    longest = SIBLING_SUFFIX.format(tag=tag, pid="0" * 10, host="0" * 6, unique="0" * 8)  # any PID
+    room = NAME_MAX - 1 - len(longest.encode())
     name = folder.name
     while len(os.fsencode(name)) > room:  # whole characters only: a cut UTF-8 sequence is no valid name everywhere
         name = name[:-1]
@@ -1200,15 +1201,16 @@ def sibling_name(folder: Path, tag: str) -> str:
 
 
 def sibling(folder: Path, tag: str) -> Path:
-    """A fresh hidden name beside `folder` (same filesystem, so renames are atomic): `.NAME.TAG-PID-1a2b3c4d`."""
-    suffix = SIBLING_SUFFIX.format(tag=tag, pid=os.getpid(), unique=uuid.uuid4().hex[:8])
+    """A fresh hidden name beside `folder` (same filesystem, so renames are atomic): `.NAME.TAG-PID-HOST-1a2b3c4d`."""
+    suffix = SIBLING_SUFFIX.format(tag=tag, pid=os.getpid(), host=this_host(), unique=uuid.uuid4().hex[:8])
     return folder.parent / f".{sibling_name(folder, tag)}{suffix}"
 
 
 def remove_stale_staging(folder: Path) -> list[str]:
     """Remove the staging folders (`sibling(folder, "partial")`) that processes now gone left beside `folder`, and
     return their names: never a living process's, nor one holding a file that a conversion does not write."""
-    pattern = re.compile(rf"^\.{re.escape(sibling_name(folder, 'partial'))}\.partial-(\d+)-[0-9a-f]{{8}}$")
+    name = re.escape(sibling_name(folder, "partial"))
+    pattern = re.compile(rf"^\.{name}\.partial-(\d+)-([0-9a-f]{{6}})-[0-9a-f]{{8}}$")
     removed = []
     for path in sorted(folder.parent.iterdir()) if folder.parent.is_dir() else []:
         stale = path.is_dir() and not path.is_symlink() and stale_of_dead_process(path.name, pattern)

@@ -2,7 +2,10 @@
 Python. A process id is reused; with its start time it names one process. Read from /proc where the system has it;
 elsewhere a living id is all that is known."""
 
+import hashlib
 import os
+import socket
+from functools import cache
 from pathlib import Path
 
 
@@ -38,3 +41,11 @@ def is_python(pid: int) -> bool | None:
     except OSError:
         return None
     return os.path.basename(program).startswith(b"python") if program else None  # empty: in the midst of exec
+
+
+@cache
+def this_host() -> str:
+    """Six hex digits naming this machine (a hash of its host name), for names left on disk beside a process id: an
+    id names a process on one machine only, and a folder shared between machines (a network /tmp, an output folder
+    on shared storage) holds names that other machines' processes left, whose ids say nothing here."""
+    return hashlib.blake2b(socket.gethostname().encode(), digest_size=3).hexdigest()

@@ -23,6 +23,7 @@ from modeling_vit_scratch.common.children import (
     scratch_folder,
 )
 from modeling_vit_scratch.common.folders import sibling
+from modeling_vit_scratch.common.processes import this_host
 
 
 def gone_process_id() -> int:
@@ -31,18 +32,20 @@ def gone_process_id() -> int:
     return int(done.stdout)
 
 
-def test_the_scratch_folders_of_a_gone_process_are_removed_and_a_living_ones_kept():
-    root = tempfile.gettempdir()
-    dead = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}push-{gone_process_id()}-", dir=root)
-    living = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}push-{os.getppid()}-", dir=root)
+def test_the_scratch_folders_of_a_gone_process_are_removed_and_a_living_ones_and_other_machines_ones_kept():
+    root, gone = tempfile.gettempdir(), gone_process_id()
+    dead = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}push-{gone}-{this_host()}-", dir=root)
+    living = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}push-{os.getppid()}-{this_host()}-", dir=root)
+    other_host = "0" * 6 if this_host() != "0" * 6 else "1" * 6  # a /tmp shared between machines: its id says nothing
+    elsewhere = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}push-{gone}-{other_host}-", dir=root)
     try:
         with scratch_folder("reload") as mine:
-            assert mine.name.startswith(f"{SCRATCH_PREFIX}reload-{os.getpid()}-")
+            assert mine.name.startswith(f"{SCRATCH_PREFIX}reload-{os.getpid()}-{this_host()}-")
             removed = remove_stale_scratch()
             assert os.path.basename(dead) in removed and not os.path.exists(dead)
-            assert os.path.isdir(living) and mine.is_dir()
+            assert os.path.isdir(living) and mine.is_dir() and os.path.isdir(elsewhere)
     finally:
-        for path in (dead, living):
+        for path in (dead, living, elsewhere):
             if os.path.isdir(path):
                 os.rmdir(path)
 

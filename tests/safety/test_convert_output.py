@@ -24,6 +24,7 @@ from modeling_vit_scratch.common.folders import (
     not_a_model_folder,
     sibling,
 )
+from modeling_vit_scratch.common.processes import this_host
 from modeling_vit_scratch.conversion import command
 
 
@@ -154,7 +155,7 @@ def test_staging_names_beside_an_output_stay_within_a_file_name(length, wide):
     for tag in ("partial", "old"):
         staged = sibling(Path("/work") / name, tag)
         assert len(os.fsencode(staged.name)) <= NAME_MAX and re.fullmatch(
-            rf"\.a*é*\.{tag}-{os.getpid()}-[0-9a-f]{{8}}", staged.name
+            rf"\.a*é*\.{tag}-{os.getpid()}-{this_host()}-[0-9a-f]{{8}}", staged.name
         )
         assert staged.parent == Path("/work")
 
