@@ -529,7 +529,7 @@ INSTEAD_OF_MAPPING = {
 @functools.cache
 def argument_actions() -> dict:
     """argparse's action of every argument, by name: its `type` converter and `choices`, as the parser applies them."""
-    parser = HfArgumentParser(ARGUMENT_TYPES)
+    parser = HfArgumentParser(ARGUMENT_TYPES, allow_abbrev=False)  # as `parse_arguments` reads them
     return {option[2:]: action for action in parser._actions for option in action.option_strings}
 
 

@@ -2,6 +2,8 @@
 argument without its value, and the benchmark's own argument checks, tried over every entry point (ENTRY_POINTS).
 Each runs in this process and is refused before any work."""
 
+import re
+
 import pytest
 from entry_points import ENTRY_POINTS, Scenario, outcome
 
@@ -50,3 +52,26 @@ def test_a_benchmark_without_its_baseline_is_one_line(tmp_path, capsys):
         f"error: --implementations must include the baseline {BASELINE} (what every ratio is measured against)"
     )
     assert "usage:" not in printed.out + printed.err
+
+
+def long_options(name: str, capsys) -> list[str]:
+    """The long options `name --help` lists: what its parser takes."""
+    assert outcome(name, ["--help"]).code in (0, None)
+    return sorted(set(re.findall(r"(?<![\w-])--[a-z][a-z0-9_]*", capsys.readouterr().out)))
+
+
+@pytest.mark.usefixtures("nothing_runs")
+@pytest.mark.parametrize("name", list(ENTRY_POINTS))
+def test_a_prefix_of_a_long_option_is_refused_never_taken_for_it(name, tmp_path, capsys):
+    """argparse takes a unique prefix of an option for it by default (`benchmark --model m1` ran as --model_only):
+    every option of every command is matched exactly, and a prefix is argparse's one line naming it."""
+    options = long_options(name, capsys)
+    prefixes = [option[:-1] for option in options if option[:-1] not in options and len(option) > 4]
+    assert prefixes, options
+    argv = Scenario(tmp_path).argv(name)
+    for prefix in prefixes:
+        refused = outcome(name, [*argv, prefix, "1"])
+        assert refused.one_line, (prefix, refused)
+        assert prefix in refused.error and (
+            "unrecognized arguments:" in refused.error or "not abbreviated" in refused.error
+        ), refused.error
