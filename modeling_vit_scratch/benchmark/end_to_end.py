@@ -41,6 +41,26 @@ def model_only_seconds(folder: str, steps: int, batch: int, bf16: bool) -> float
     return training_steps_seconds(model, images, labels, steps, bf16)
 
 
+# the options `training_run` gives the training command itself, and why a --train_args one would break the run
+SET_BY_BENCHMARK = {
+    "--output_dir": "the benchmark chooses the training command's output folder itself (a temporary folder, removed "
+    "after each round)",
+    "--max_steps": "the benchmark sets the steps itself, from --end_to_end_steps N (the whole recipe without it)",
+    "--report_to": "the benchmark sets --report_to none itself, so no logger's time is measured",
+    "--disable_tqdm": "the benchmark sets --disable_tqdm true itself (the training command's output is captured)",
+}
+
+
+def refuse_own_options(extra: list[str]) -> None:
+    """One line (ValueError) for a `--train_args` option that `training_run` sets itself (`SET_BY_BENCHMARK`),
+    before any run: the training command would refuse it as given twice, after the measurement had started."""
+    for arg in extra:
+        name = arg.split("=", 1)[0]
+        if name in SET_BY_BENCHMARK:
+            steps = ", and give --end_to_end_steps N instead" if name == "--max_steps" else ""
+            raise ValueError(f"--train_args {name}: {SET_BY_BENCHMARK[name]}: drop {name} from --train_args{steps}.")
+
+
 def training_run(recipe: str, steps: int | None, extra: list[str], folder: Path, args) -> dict:
     """The training command with `recipe` into `folder`, for `steps` steps or (None) the whole recipe: the Trainer's
     `train_runtime` with the run's `data_preparation_seconds`, the global batch and the number of steps."""

@@ -3,6 +3,7 @@ argument without its value, and the benchmark's own argument checks, tried over 
 Each runs in this process and is refused before any work."""
 
 import re
+from types import SimpleNamespace
 
 import pytest
 from entry_points import ENTRY_POINTS, Scenario, outcome
@@ -75,3 +76,39 @@ def test_a_prefix_of_a_long_option_is_refused_never_taken_for_it(name, tmp_path,
         assert prefix in refused.error and (
             "unrecognized arguments:" in refused.error or "not abbreviated" in refused.error
         ), refused.error
+
+
+def options_benchmark_gives_train(monkeypatch, tmp_path) -> list[str]:
+    """The options `training_run` adds to the training command after the user's --train_args."""
+    from modeling_vit_scratch.benchmark import end_to_end
+
+    commands = []
+
+    def record(command, **kwargs):
+        commands.append(command)
+        raise RuntimeError("recorded")
+
+    monkeypatch.setattr(end_to_end.subprocess, "run", record)
+    with pytest.raises(RuntimeError, match="recorded"):
+        end_to_end.training_run("digits", 2, ["--seed", "1"], tmp_path, SimpleNamespace(glibc_malloc_defaults=True))
+    return [arg for arg in commands[0][commands[0].index("--seed") + 2 :] if arg.startswith("--")]
+
+
+@pytest.mark.usefixtures("nothing_runs")
+def test_an_option_the_benchmark_gives_train_itself_is_one_line_saying_so(tmp_path, monkeypatch):
+    """`--train_args --output_dir X` (before: after measuring began, a traceback holding train's 'given twice'
+    line, though the user gave it once): each option the benchmark sets is one line before any run, saying why."""
+    from modeling_vit_scratch.benchmark.end_to_end import SET_BY_BENCHMARK
+
+    own = options_benchmark_gives_train(monkeypatch, tmp_path)
+    assert set(own) == set(SET_BY_BENCHMARK), own
+    argv = ["--end_to_end", "configs/train_digits.json", "--json", str(tmp_path / "r.json"), "--train_args"]
+    for option in own:
+        for given in ([option, "1"], [f"{option}=1"]):
+            refused = outcome("benchmark", [*argv, "--bf16", "true", *given])
+            assert refused.one_line, refused
+            assert refused.error == (
+                f"error: --train_args {option}: {SET_BY_BENCHMARK[option]}: drop {option} from --train_args"
+                f"{', and give --end_to_end_steps N instead' if option == '--max_steps' else ''}."
+            )
+    assert not (tmp_path / "r.json").exists()
