@@ -380,6 +380,7 @@ def train_in_claimed_folder(
     metrics = {**train_result.metrics}
     if resumed_at == trainer.state.global_step:  # a resume that only finishes the run
         metrics.pop("train_loss", None)  # no step trained now: the Trainer's 0 is no loss
+    if resumed_at == trainer.state.global_step and trainer.is_world_process_zero():  # said once per run
         logger.warning(  # said whatever the run marker says: "Model saved" alone would read as new training
             "Trained no step: %s is the run's last step (%d), so this resume only evaluates it and writes its model "
             "folder.",
