@@ -111,4 +111,10 @@ def test_an_option_the_benchmark_gives_train_itself_is_one_line_saying_so(tmp_pa
                 f"error: --train_args {option}: {SET_BY_BENCHMARK[option]}: drop {option} from --train_args"
                 f"{', and give --end_to_end_steps N instead' if option == '--max_steps' else ''}."
             )
+    # any other argument train refuses, as train's parser says it, before any run (before: a traceback after it)
+    refused = outcome("benchmark", [*argv, "--output", "X"])
+    assert refused.error == (
+        "error: --train_args with --end_to_end configs/train_digits.json: Unknown argument --output (did you mean "
+        "'--output_dir'?): arguments are matched exactly, not abbreviated."
+    )
     assert not (tmp_path / "r.json").exists()
