@@ -37,8 +37,9 @@ checkpoints as the recipe asks), and the same steps of the same model alone (bui
 forward, loss, backward, AdamW on random inputs of the processor's shape, in a fresh process), in alternating order
 over `--rounds`. It reports the Trainer's `train_runtime` plus the images processed once before it (the splits kept
 in memory), the model's time and their ratio (median over rounds); `--max_end_to_end_ratio RATIO` judges it,
-`--train_args ...` (last) passes arguments to the training command (e.g. `--bf16 true`). Threads as the caller sets
-them (`make train` uses OMP_NUM_THREADS=1).
+`--train_args ...` (last) passes arguments to the training command (e.g. `--bf16 true`; not those the benchmark
+gives it itself, `end_to_end.py`'s `SET_BY_BENCHMARK`), checked as train checks them before any run. Threads as the
+caller sets them (`make train` uses OMP_NUM_THREADS=1).
 """
 
 import argparse
@@ -58,7 +59,7 @@ from modeling_vit_scratch.common.user_paths import user_path
 from modeling_vit_scratch.training.arguments import command_secrets, mask_token_values
 from modeling_vit_scratch.training.precision import slow_bf16_warning
 
-from .end_to_end import end_to_end, end_to_end_bars, end_to_end_markdown, model_only_seconds
+from .end_to_end import check_train_args, end_to_end, end_to_end_bars, end_to_end_markdown, model_only_seconds
 from .measure import benchmark, matmul_sizes, measure_matmul_rates, serve
 from .models import (
     ALL_IMPLEMENTATIONS,
@@ -310,6 +311,8 @@ def main(argv: list[str]) -> None:
         refuse_token_in_path("--json", args.json)  # the rule of every output path: a token is no file name
         check_name_characters(args.json, "--json")  # and a name the writers and every printed line can hold
         args.json = check_results_path(args.json)  # before any measurement: a run never ends unable to write
+        if args.end_to_end:  # the training command's arguments, as train reads them
+            check_train_args(args.end_to_end, args.end_to_end_steps, args.train_args)
     except ValueError as error:
         sys.exit(error_line(error))
     if args.end_to_end:

@@ -2,6 +2,8 @@
 processor, evaluation and checkpoints as the recipe asks) against the same steps of its model alone, in alternating
 order over rounds."""
 
+import contextlib
+import io
 import json
 import math
 import statistics
@@ -13,7 +15,7 @@ from pathlib import Path
 import torch
 
 from modeling_vit_scratch.common.children import module_command
-from modeling_vit_scratch.training.arguments import mask_token_values
+from modeling_vit_scratch.training.arguments import mask_token_values, parse_arguments
 from modeling_vit_scratch.training.precision import training_steps_seconds
 
 from .measure import package_command, worker_environment
@@ -41,12 +43,45 @@ def model_only_seconds(folder: str, steps: int, batch: int, bf16: bool) -> float
     return training_steps_seconds(model, images, labels, steps, bf16)
 
 
+# the options `training_run` gives the training command itself, and why a --train_args one would break the run
+SET_BY_BENCHMARK = {
+    "--output_dir": "the benchmark chooses the training command's output folder itself (a temporary folder, removed "
+    "after each round)",
+    "--max_steps": "the benchmark sets the steps itself, from --end_to_end_steps N (the whole recipe without it)",
+    "--report_to": "the benchmark sets --report_to none itself, so no logger's time is measured",
+    "--disable_tqdm": "the benchmark sets --disable_tqdm true itself (the training command's output is captured)",
+}
+
+
+def check_train_args(recipes: list[str], steps: int | None, extra: list[str]) -> None:
+    """One line (ValueError) for `--train_args` that the training command would refuse, before any run (the
+    training command runs only once measuring has begun): an option `training_run` sets itself (`SET_BY_BENCHMARK`),
+    said as such; anything else as train's own parser says it of the very command each recipe runs."""
+    for arg in extra:
+        name = arg.split("=", 1)[0]
+        if name in SET_BY_BENCHMARK:
+            steps_fix = ", and give --end_to_end_steps N instead" if name == "--max_steps" else ""
+            raise ValueError(
+                f"--train_args {name}: {SET_BY_BENCHMARK[name]}: drop {name} from --train_args{steps_fix}."
+            )
+    for recipe in recipes:
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):  # its notes
+                parse_arguments(training_arguments(recipe, steps, extra, Path(tempfile.gettempdir(), "unused")))
+        except (ValueError, FileNotFoundError) as error:
+            raise ValueError(f"--train_args with --end_to_end {recipe}: {' '.join(str(error).split())}") from None
+
+
+def training_arguments(recipe: str, steps: int | None, extra: list[str], folder: Path) -> list[str]:
+    """The arguments of the training command for `recipe` into `folder`: the user's `extra`, then the benchmark's."""
+    steps_given = ["--max_steps", str(steps)] if steps else []
+    return [recipe, *extra, *steps_given, "--output_dir", str(folder), "--report_to", "none", "--disable_tqdm", "true"]
+
+
 def training_run(recipe: str, steps: int | None, extra: list[str], folder: Path, args) -> dict:
     """The training command with `recipe` into `folder`, for `steps` steps or (None) the whole recipe: the Trainer's
     `train_runtime` with the run's `data_preparation_seconds`, the global batch and the number of steps."""
-    command = [*TRAINING_COMMAND, recipe, *extra]
-    command += ["--max_steps", str(steps)] if steps else []
-    command += ["--output_dir", str(folder), "--report_to", "none", "--disable_tqdm", "true"]
+    command = [*TRAINING_COMMAND, *training_arguments(recipe, steps, extra, folder)]
     done = subprocess.run(command, check=False, capture_output=True, text=True, env=worker_environment(args))
     if done.returncode != 0:
         raise RuntimeError(f"{TRAINING_COMMAND_NAME} {recipe} failed:\n{done.stderr[-3000:]}")

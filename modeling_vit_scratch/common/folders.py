@@ -39,6 +39,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import stat
 import tempfile
@@ -1013,14 +1014,39 @@ def refuse_unvouched_figures(folder: Path, argument: str) -> None:
     them, and a file is replaced or removed only when the package can show it wrote it."""
     vouched = set(explain_figures(folder))
     unknown = [path.name for path in named_as_figures(folder) if path not in vouched]
-    if unknown:
+    if not unknown:
+        return
+    one = len(unknown) == 1
+    said = (
+        f"{argument} {str(folder)!r}: nothing shows that vit-scratch wrote {', '.join(unknown[:5])}"
+        f"{' ...' if unknown[5:] else ''} as {'it is' if one else 'they are'} now, and "
+        f"{'it bears the name' if one else 'they bear the names'} of explain's figures, which this command replaces "
+        "or removes: nothing was changed; "
+    )
+    if only_older_figures(folder, unknown):  # perhaps an older explain's folder (its marker kept no digests)
+        files = " ".join(shlex.quote(str(folder / name)) for name in [*unknown, MARKER_FILE])
         raise ValueError(
-            f"{argument} {str(folder)!r}: nothing shows that vit-scratch wrote {', '.join(unknown[:5])}"
-            f"{' ...' if unknown[5:] else ''} as {'it is' if len(unknown) == 1 else 'they are'} now, and "
-            f"{'it bears the name' if len(unknown) == 1 else 'they bear the names'} of explain's figures, which this "
-            f"command replaces or removes: nothing was changed; move {them(unknown)} out of the folder (or rename "
-            f"{them(unknown)}), or choose another {argument}."
+            f"{said}the folder holds nothing else but its marker, which keeps no digest of {them(unknown)} (an older "
+            f"explain kept none): if {'it is' if one else 'they are'} an older explain's, remove the folder with: "
+            f"rm -- {files} && rmdir -- {shlex.quote(str(folder))}, then run this again; else move {them(unknown)} "
+            f"out of the folder, or choose another {argument}."
         )
+    raise ValueError(
+        f"{said}move {them(unknown)} out of the folder (or rename {them(unknown)}), or choose another {argument}."
+    )
+
+
+def only_older_figures(folder: Path, unknown: list[str]) -> bool:
+    """Whether `folder` holds nothing but files named as explain's figures, none with a digest in its marker (an
+    older explain kept none), and that marker: a folder an older explain wrote, which the user may remove whole (the
+    lock of the command asking is no content: it goes when the command ends)."""
+    kept = written_files(folder)
+    entries = {path.name for path in folder.iterdir()} - {LOCK_FILE}
+    return (
+        (folder / MARKER_FILE).is_file()
+        and entries == {*unknown, MARKER_FILE}
+        and not any(name in kept for name in unknown)
+    )
 
 
 def leftovers(folder: Path, overwrite: bool, resume: bool) -> list[Path]:

@@ -85,7 +85,11 @@ class RedactingArgumentParser(argparse.ArgumentParser):
     (`--hf_...` is read as `-h` with `f_...`), so every piece of a known token, and of an argument shaped like one,
     is masked; the value of an argument whose name holds a secret's word (`--hub_token VALUE`, `--api_key=VALUE`) is
     masked whatever it looks like, and the line says where the command reads a token from. An argument given an empty
-    value is one line too (`blank.py`), never read as its default."""
+    value is one line too (`blank.py`), never read as its default. No option is taken by a prefix of its name
+    (`--model` is never `--model_only`): a prefix is refused as an unknown argument."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, allow_abbrev=False, **kwargs)
 
     def parse_known_args(self, args=None, namespace=None):
         self.given = list(sys.argv[1:] if args is None else args)

@@ -41,6 +41,7 @@ from modeling_vit_scratch.common.secrets import (
 from modeling_vit_scratch.common.sources import DIGITS
 from modeling_vit_scratch.common.user_paths import expand_user_paths
 from modeling_vit_scratch.training.distillation import Distillation
+from modeling_vit_scratch.training.distributed import first_process
 from modeling_vit_scratch.training.limits import LIMITS
 from modeling_vit_scratch.training.packages import check_argument_packages
 from modeling_vit_scratch.training.precision import BF16_MIN_SPEEDUP
@@ -529,7 +530,7 @@ INSTEAD_OF_MAPPING = {
 @functools.cache
 def argument_actions() -> dict:
     """argparse's action of every argument, by name: its `type` converter and `choices`, as the parser applies them."""
-    parser = HfArgumentParser(ARGUMENT_TYPES)
+    parser = HfArgumentParser(ARGUMENT_TYPES, allow_abbrev=False)  # as `parse_arguments` reads them
     return {option[2:]: action for action in parser._actions for option in action.option_strings}
 
 
@@ -708,7 +709,9 @@ def note_overridden(argv: list[str], values: dict) -> None:
     """One warning line (stderr) for an argument given (on the command line, or in the recipe `argv` starts with,
     named with its line) that another given argument overrides (`OVERRIDDEN_BY`), before any work. A warning, not a
     refusal: a recipe's epochs with `--max_steps` added on the command line is a legitimate override (a short try of
-    a long recipe); what it must not be is silent."""
+    a long recipe); what it must not be is silent. Said once per run: by its first process only (`first_process`)."""
+    if not first_process():
+        return
     typed, given = given_names(argv), given_names(recipe_to_argv(argv))
     for name, (winner, wins, why) in OVERRIDDEN_BY.items():
         if name in given and winner in given and wins(values[winner]):

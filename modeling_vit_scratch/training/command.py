@@ -144,6 +144,11 @@ def interrupted_line(
     if not complete:
         return f"{stopped} before the first checkpoint: {kept}; run the same command again to start afresh."
     kept = kept if replaced else f"everything in {folder} is kept"
+    # a newer one cut off mid-save (the signal came while it was written): a resume skips it, so the line says so
+    found = checkpoints(Path(folder))  # by step
+    cut = [path.name for path in found[found.index(complete[-1]) + 1 :] if not is_complete_checkpoint(path)]
+    if cut:
+        kept += f" ({', '.join(cut)} was cut off mid-save: a resume starts from the last complete one)"
     if missing_run_states(complete[-1]):  # --save_only_model: its weights, but not the run's states, were kept
         return (
             f"{stopped}: {kept}; the last checkpoint, {complete[-1]}, holds the weights only (--save_only_model "

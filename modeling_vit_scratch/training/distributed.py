@@ -80,6 +80,13 @@ def set_global_batch_size(training_args: TrainingArguments, total: int | None) -
     training_args.per_device_train_batch_size = total // shards
 
 
+def first_process() -> bool:
+    """Whether this is the run's first process (rank 0), from the launcher's RANK (torchrun, accelerate launch): known
+    before the Trainer's arguments join the processes, so a line said once per run (a warning about the arguments)
+    is printed by this process only."""
+    return os.environ.get("RANK", "0").strip() in ("", "0")
+
+
 @dataclass(frozen=True)
 class NodeProcesses:
     """Where this process stands: its rank among all processes and among those of its machine (node).

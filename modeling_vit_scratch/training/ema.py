@@ -117,7 +117,11 @@ class WeightAveraging(Trainer):
         checkpoint = resume_from_checkpoint
         if checkpoint is True:
             checkpoint = get_last_checkpoint(self.args.output_dir)
-        if isinstance(checkpoint, str | Path) and not load_average(self.average, checkpoint):
+        if (
+            isinstance(checkpoint, str | Path)
+            and not load_average(self.average, checkpoint)
+            and self.is_world_process_zero()
+        ):
             logger.warning(
                 "The checkpoint %s holds no weight average (%s): the average starts from its weights.",
                 checkpoint,
@@ -125,7 +129,12 @@ class WeightAveraging(Trainer):
             )
         result = super().train(resume_from_checkpoint, *args, **kwargs)
         best = self.state.best_model_checkpoint
-        if self.args.load_best_model_at_end and best and not load_average(self.average, best):
+        if (
+            self.args.load_best_model_at_end
+            and best
+            and not load_average(self.average, best)
+            and self.is_world_process_zero()
+        ):
             logger.warning("The best checkpoint %s holds no weight average: the model keeps its last one.", best)
         copy_parameters(self.average.module, self.model)
         self.holds_average = True

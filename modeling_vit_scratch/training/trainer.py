@@ -373,11 +373,14 @@ def train_in_claimed_folder(
             training_args.output_dir,
             ", ".join(unfinished),
         )
+    # read now: --save_total_limit may rotate the resumed checkpoint away while training; nothing after reads it
+    resumed_at = steps_trained(checkpoint) if checkpoint else None
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     check_finished(trainer)
     metrics = {**train_result.metrics}
-    if checkpoint and steps_trained(checkpoint) == trainer.state.global_step:  # a resume that only finishes the run
+    if resumed_at == trainer.state.global_step:  # a resume that only finishes the run
         metrics.pop("train_loss", None)  # no step trained now: the Trainer's 0 is no loss
+    if resumed_at == trainer.state.global_step and trainer.is_world_process_zero():  # said once per run
         logger.warning(  # said whatever the run marker says: "Model saved" alone would read as new training
             "Trained no step: %s is the run's last step (%d), so this resume only evaluates it and writes its model "
             "folder.",

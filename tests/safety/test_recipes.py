@@ -522,7 +522,9 @@ def test_text_after_the_end_of_a_yaml_document_says_to_remove_the_end_marker(tmp
 
 @pytest.mark.parametrize("streaming", [False, True])
 @pytest.mark.parametrize("in_recipe", [False, True], ids=["command-line", "recipe"])
-def test_epochs_given_beside_max_steps_are_named_as_unused_in_one_warning(tmp_path, capsys, in_recipe, streaming):
+def test_epochs_given_beside_max_steps_are_named_as_unused_in_one_warning(
+    tmp_path, capsys, monkeypatch, in_recipe, streaming
+):
     """--max_steps sets the run's length, streamed or not: epochs given beside it (typed, or a recipe's, with
     --max_steps added on the command line: a legitimate override) are named in one warning line, never ignored
     without a word (before: `--streaming true --max_steps 5 --num_train_epochs 3` trained 5 steps silently)."""
@@ -543,3 +545,6 @@ def test_epochs_given_beside_max_steps_are_named_as_unused_in_one_warning(tmp_pa
     )
     parse_arguments(["--num_train_epochs", "3", "--max_steps", "-1", "--output_dir", str(tmp_path / "out")])
     assert capsys.readouterr().err == ""  # the epochs set the length
+    monkeypatch.setenv("RANK", "1")  # another process of the run (torchrun): said once, by the first (before: by each)
+    parse_arguments(argv)
+    assert capsys.readouterr().err == ""

@@ -363,7 +363,12 @@ def test_ctrl_c_keeps_everything_names_the_last_checkpoint_and_the_command_that_
     line = stderr.strip().splitlines()[-1]
     assert "Traceback" not in stderr
     last = [path for path in checkpoints(output) if is_complete_checkpoint(path)][-1]
-    assert line.startswith(f"Interrupted: everything in {output} is kept; the last checkpoint is {last}; resume with: ")
+    found = checkpoints(output)  # one the signal cut off mid-save is named: a resume starts from `last`
+    cut = ", ".join(path.name for path in found[found.index(last) + 1 :])
+    said = f" ({cut} was cut off mid-save: a resume starts from the last complete one)" if cut else ""
+    assert line.startswith(
+        f"Interrupted: everything in {output} is kept{said}; the last checkpoint is {last}; resume with: "
+    )
     resume = shlex.split(line.split("resume with: ", 1)[1])
     assert resume[-2:] == ["--resume_from_checkpoint", "true"] and resume.count("--resume_from_checkpoint") == 1
     assert resume[-4:-2] == ["--overwrite_output_dir", "false"] and resume.count("--overwrite_output_dir") == 1
@@ -771,10 +776,19 @@ def test_the_command_printed_on_interrupt_resumes_a_run_whose_architecture_took_
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert json.loads((output / "checkpoint-2" / "config.json").read_text())["num_channels"] == 1
     resume = shlex.split(line.split("resume with: ", 1)[1])
-    monkeypatch.setattr(Trainer, "train", original)
+
+    def train_then_rotate(self, *args, **kwargs):  # --save_total_limit 1 removes the checkpoint resumed from
+        result = original(self, *args, **kwargs)
+        shutil.rmtree(output / "checkpoint-2")
+        return result
+
+    monkeypatch.setattr(Trainer, "train", train_then_rotate)
     args = resume[resume.index("train") + 1 :]  # the printed command: it finishes the run
-    resumed = outcome("train", args)
+    # rotation may remove the checkpoint resumed from (before: its trainer_state.json read again, and no model)
+    resumed = outcome("train", [*args, "--save_total_limit", "1"])
     assert resumed.code == 0, resumed
+    assert (output / "model.safetensors").is_file()
+    monkeypatch.setattr(Trainer, "train", original)
     assert "Trained no step: " in caplog.text  # said, whatever the run marker holds
     assert json.loads((output / "config.json").read_text())["num_channels"] == 1
     overridden = outcome("train", [*args, "--config_overrides", "num_channels=3"])
@@ -829,6 +843,14 @@ def test_the_interrupt_line_of_a_weights_only_checkpoint_says_how_to_start_from_
     )
     for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
         (checkpoint / name).write_bytes(b"")
+    (tmp_path / "checkpoint-3").mkdir()  # cut off mid-save: a resume starts from checkpoint-2, as the line says
+    (tmp_path / "checkpoint-3" / "model.safetensors").write_bytes(b"")
+    assert interrupted_line(
+        SimpleNamespace(output_dir=str(tmp_path)), SimpleNamespace(overwrite_output_dir=False), 0
+    ).startswith(
+        f"Interrupted: everything in {tmp_path} is kept (checkpoint-3 was cut off mid-save: a resume starts from the "
+        f"last complete one); the last checkpoint is {checkpoint}; resume with: "
+    )
     assert "resume with: " in interrupted_line(
         SimpleNamespace(output_dir=str(tmp_path)), SimpleNamespace(overwrite_output_dir=False), 0
     )

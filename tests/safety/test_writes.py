@@ -6,6 +6,7 @@ home folder or a checkout's root, and a refused run removes nothing. Each rule i
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -466,3 +467,33 @@ def test_a_file_named_as_explains_figure_is_removed_only_when_explain_wrote_it(t
         result = outcome(command, argv)
         assert result.one_line and f"nothing shows that vit-scratch wrote {name} as it is now" in result.error, result
         assert snapshot(folder) == before
+
+
+@pytest.mark.parametrize("marker", ["written by vit-scratch\n", '{"written_by": "vit-scratch"}\n'])
+def test_an_older_explains_folder_is_refused_with_the_command_that_removes_it(tmp_path, marker):
+    """A folder an older explain wrote (its marker keeps no digest of the figures) holds nothing that shows who
+    wrote them: train --overwrite_output_dir and explain refuse it, changing nothing, and where the folder holds only
+    those figures and the marker the line gives the exact command that removes it (the user's to run; before: only
+    'move them out', file by file); with any other file in it, no such command."""
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "older explain"  # a name the printed command must quote
+    assert outcome("explain", with_argument(scenario.argv("explain"), "--out", folder)).code == 0
+    (folder / MARKER_FILE).write_text(marker)
+    train = with_argument(scenario.argv("train"), "--output_dir", folder) + ["--overwrite_output_dir", "true"]
+    explain = with_argument(scenario.argv("explain"), "--out", folder)
+    before = snapshot(folder)
+    (folder / "notes.txt").write_text("mine")
+    for command, argv in (("train", train), ("explain", explain)):
+        result = outcome(command, argv)
+        assert (
+            result.one_line and "nothing shows that vit-scratch wrote " in result.error and "rm -- " not in result.error
+        )
+    (folder / "notes.txt").unlink()
+    for command, argv in (("train", train), ("explain", explain)):
+        result = outcome(command, argv)
+        assert result.one_line and "the folder holds nothing else but its marker" in result.error, result
+        assert snapshot(folder) == before
+    removal = result.error.split("remove the folder with: ", 1)[1].split(", then run this again", 1)[0]
+    subprocess.run(["bash", "-c", removal], check=True)
+    assert not folder.exists()
+    assert outcome("explain", explain).code == 0
