@@ -375,7 +375,8 @@ def left_out_line(source: str) -> str | None:
 
 def check_imagefolder_names(path: Path, secrets: list[str]) -> None:
     """No file or folder name under `path` holds a token: `datasets` keeps every path in its cache, and a class
-    folder's name becomes a label in config.json and the card (never echoed)."""
+    folder's name becomes a label in config.json and the card (never echoed); no two class folders are one name
+    (`check_label_forms`), refused before datasets reads the folder."""
     for entry in sorted(path.rglob("*")):
         check_utf8_name(entry, path)
         if entry.parent == path and entry.is_dir():
@@ -388,6 +389,7 @@ def check_imagefolder_names(path: Path, secrets: list[str]) -> None:
                 f"rename the file ({redact(str(entry.relative_to(path)), secrets)}) before training",
             )
         refuse_secret(what, str(entry.relative_to(path)), secrets, fix)
+    check_label_forms(sorted({file.parent.name for file in imagefolder_files(path)}), str(path))
 
 
 def check_utf8_name(entry: Path, path: Path) -> None:
@@ -420,19 +422,37 @@ def check_label_text(label: str, dataset: str) -> None:
 
 
 def check_label_forms(labels: list[str], dataset: str) -> None:
-    """A one-line ValueError when two class names are the same text in two Unicode forms (NFC "\u00e9" and NFD
-    "e\u0301": folders written on macOS and on Linux, or copied between them): they would train as two classes that
-    print alike. Both are shown escaped, so the line tells them apart."""
-    seen = {}
-    for label in map(str, labels):
-        same = seen.setdefault(unicodedata.normalize("NFC", label), label)
-        if same != label:
-            raise ValueError(
-                f"The class names {same!a} and {label!a} of the data set {shown_name(dataset)} are one name "
-                "written in two Unicode forms (composed and decomposed characters: folders made on different "
-                "systems), and would train as two classes that print alike: give both the same form (rename one folder, e.g. "
-                "`convmv -r -f utf8 -t utf8 --nfc --notest FOLDER`, or its label), or merge them."
-            )
+    """A one-line ValueError when two class names are one name that differs only in its Unicode form (NFC "\u00e9"
+    and NFD "e\u0301": folders written on macOS and on Linux), in surrounding spaces (`cat` and `cat `) or in case
+    (`cat` and `Cat`, one folder on macOS and Windows): they would train as two classes that print or read alike,
+    whether the names come from folders or from a label column. Both are shown escaped, so the line tells them
+    apart."""
+    unicode_fix = " (e.g. `convmv -r -f utf8 -t utf8 --nfc --notest FOLDER`)"
+    forms = [
+        (
+            lambda label: unicodedata.normalize("NFC", label),
+            "written in two Unicode forms (composed and decomposed characters: folders made on different systems)",
+            unicode_fix,
+        ),
+        (lambda label: unicodedata.normalize("NFC", label).strip(), "that differs only in spaces around it", ""),
+        (
+            lambda label: unicodedata.normalize("NFC", label).strip().casefold(),
+            "that differs only in case (one folder on macOS and Windows)",
+            "",
+        ),
+    ]
+    labels = list(map(str, labels))
+    for key, how, example in forms:
+        seen = {}
+        for label in labels:
+            same = seen.setdefault(key(label), label)
+            if same != label:
+                raise ValueError(
+                    f"The class names {same!a} and {label!a} of the data set {shown_name(dataset)} are one name "
+                    f"{how}, and would train as two classes that print alike: merge them (move one folder's images "
+                    f"into the other, or give their rows one label), or rename one so that they differ plainly"
+                    f"{example}."
+                )
 
 
 def metadata_rows(path: Path) -> list[tuple[Path, int, str, str | None]]:
@@ -473,7 +493,9 @@ def check_metadata_files(path: Path) -> None:
     leaves an image without one out without a word)."""
     root = os.path.realpath(path)
     disagree, named, covering = [], set(), set()
-    for metadata, row, file_name, label in metadata_rows(path):
+    rows = metadata_rows(path)
+    check_label_forms(sorted({label for *_, label in rows if label is not None}), str(path))
+    for metadata, row, file_name, label in rows:
         covering.add(metadata.parent)
         where = f"Row {row} of {shown_name(metadata)} in the data set folder '{shown_name(path)}'"
         image = os.path.normpath(path / metadata.parent / file_name)
@@ -527,25 +549,6 @@ def is_split_folder(folder: Path) -> bool:
         for keyword in SPLIT_ROLES
     ]
     return len(folder.parts) == 1 and any(fnmatchcase(f"/{folder.as_posix()}/image", pattern) for pattern in patterns)
-
-
-def case_alike_lines(labels: list[str]) -> list[str]:
-    """A warning line when two class names differ only in case (`cat` and `Cat`): two classes here, but one folder
-    on a case-insensitive file system (macOS, Windows), and likely a typo. Not refused: they may be meant."""
-    seen, alike = {}, []
-    for label in map(str, labels):
-        same = seen.setdefault(unicodedata.normalize("NFC", label).casefold(), label)
-        if same != label:
-            alike.append((same, label))
-    if not alike:
-        return []
-    (one, other), more = alike[0], f" (and {len(alike) - 1} more pairs)" if len(alike) > 1 else ""
-    line = (
-        f"Warning: the class names {shown_name(one)!r} and {shown_name(other)!r}{more} differ only in case: they train "
-        "as two classes, but are one folder on a case-insensitive file system (macOS, Windows) and likely a typo; "
-        "merge them or rename one if they are one class."
-    )
-    return [line]
 
 
 def check_imagefolder_depths(path: Path) -> None:
