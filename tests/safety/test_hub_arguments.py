@@ -116,6 +116,30 @@ def test_a_push_without_a_token_is_one_line_before_any_load(tmp_path, monkeypatc
     )
 
 
+@pytest.mark.usefixtures("logged_in")
+@pytest.mark.parametrize("value, held", [("", "empty"), (" \t", "only whitespace")])
+@pytest.mark.parametrize("command", ["push", "train"])
+def test_a_blank_token_variable_or_hub_token_is_named_as_blank_not_as_missing(
+    tmp_path, monkeypatch, value, held, command
+):
+    monkeypatch.setattr(push, "load_verified", fail_if_reached)
+    monkeypatch.setenv("HF_TOKEN", value)  # set, but no token: huggingface_hub reads it as none
+    scenario = Scenario(tmp_path)
+    argv = scenario.argv(command)
+    if command == "train":
+        argv += ["--push_to_hub", "true", "--hub_model_id", "local-user/x"]
+    result = outcome(command, argv)
+    assert result.one_line, result
+    assert f"none was found: HF_TOKEN is set but {held}, which gives no token: unset it (`unset HF_TOKEN`) or set " in (
+        result.error
+    )
+    if command == "train":
+        monkeypatch.delenv("HF_TOKEN")
+        given = outcome(command, argv + ["--hub_token", value])
+        assert given.error.startswith(f"error: --push_to_hub true: --hub_token is {held}, which is no token: give a ")
+        assert not (tmp_path / "out-train").exists()
+
+
 class PublicRepos:
     """A Hub client on which every repo exists and is public."""
 
