@@ -15,7 +15,7 @@ from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled, RepositoryNotFoundError, RevisionNotFoundError
 from huggingface_hub.serialization._base import parse_size_to_int
 
-from modeling_vit_scratch.common.secrets import known_secrets, redact, refuse_secret
+from modeling_vit_scratch.common.secrets import known_secrets, redact, refuse_secret, shown_url
 from modeling_vit_scratch.common.sources import check_hub_endpoint, check_not_url
 from modeling_vit_scratch.common.sources import check_repo_id as check_hub_repo_id
 
@@ -230,7 +230,7 @@ def check_access(token: str | None, secrets: list[str], names: Names) -> str | N
         what, fix = (
             ("does not accept the token", refused_token_fix(token, names))
             if refused
-            else ("cannot be reached", f"check the network{names.later}")
+            else unreached(error, f"{names.later}")
         )
         if isinstance(error, OfflineModeIsEnabled):  # the network is not to blame: the setting is
             what, fix = "was not asked, as HF_HUB_OFFLINE is set", f"unset HF_HUB_OFFLINE{names.later}"
@@ -279,9 +279,10 @@ def check_private(repo_id: str, token: str | None, secrets: list[str], names: Na
     except RepositoryNotFoundError:
         return  # created private by the push
     except HUB_ERRORS as error:
+        what, fix = unreached(error, " and run again")
         raise ValueError(
-            f"{start(names, 'reading')} {repo_id} on the Hub failed ({describe(error, secrets)}): check the network "
-            "and run again."
+            f"{start(names, 'reading')} {repo_id} on the Hub failed: the Hub at {shown_url(HfApi().endpoint)} {what} "
+            f"({describe(error, secrets)}): {fix}."
         ) from None
     if info.private is False:
         raise ValueError(
@@ -307,6 +308,19 @@ def refused_token_fix(token: str | None, names: Names) -> str:
 
 def give_token(names: Names) -> str:
     return "give a valid --hub_token or HF_TOKEN" if names is TRAIN else "set a valid HF_TOKEN"
+
+
+def unreached(error: BaseException, then: str) -> tuple[str, str]:
+    """What happened when the Hub was asked and gave no usable answer, and the fix: where a server answered (an HTTP
+    error status), what it answered to which URL (no user name, password or query) and that HF_ENDPOINT may not
+    point at a Hub API; the network is blamed only where nothing answered."""
+    response = getattr(error, "response", None)
+    if isinstance(error, HfHubHTTPError) and response is not None:
+        request = getattr(response, "request", None)
+        asked = f" to {request.method} {shown_url(str(request.url))}" if request is not None else ""
+        fix = f"HF_ENDPOINT may not point at a Hub API: give the Hub's address (or unset HF_ENDPOINT for huggingface.co){then}"
+        return f"answered HTTP {response.status_code}{asked}", fix
+    return "cannot be reached", f"check the network{then}"
 
 
 def describe(error: BaseException, secrets: list[str]) -> str:

@@ -574,3 +574,49 @@ def test_offline_a_hub_id_the_cache_lacks_is_one_line_naming_hf_hub_offline(tmp_
     assert "HF_HUB_OFFLINE is set" in result.error and "unset HF_HUB_OFFLINE" in result.error, result
     assert "check the network" not in result.error
     assert not any(path.name.startswith("out-") for path in tmp_path.iterdir())
+
+
+@pytest.fixture
+def answering_501(monkeypatch):
+    """A server under a path (a mirror's address) that answers every request with HTTP 501, as HF_ENDPOINT."""
+    import http.server
+    import threading
+
+    from huggingface_hub import constants
+
+    class NotImplementedHere(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(501)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), NotImplementedHere)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{server.server_port}/mirror"
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    monkeypatch.setattr(constants, "ENDPOINT", endpoint)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    yield endpoint
+    server.shutdown()
+
+
+@pytest.mark.usefixtures("logged_in")
+@pytest.mark.parametrize("command", ["push", "train"])
+def test_a_hub_endpoint_that_answers_an_error_status_is_named_with_its_answer_not_the_network(
+    tmp_path, monkeypatch, answering_501, command
+):
+    monkeypatch.setattr(push, "load_verified", fail_if_reached)
+    scenario = Scenario(tmp_path)
+    argv = scenario.argv(command)
+    if command == "train":
+        argv += ["--push_to_hub", "true", "--hub_model_id", "local-user/x"]
+    result = outcome(command, argv)
+    assert result.one_line, result
+    assert (
+        f" at {answering_501} answered HTTP 501 to GET {answering_501}/api/whoami-v2 (HTTP 501): HF_ENDPOINT may "
+        "not point at a Hub API: give the Hub's address (or unset HF_ENDPOINT for huggingface.co)"
+    ) in result.error
+    assert "check the network" not in result.error
+    assert not (tmp_path / "out-train").exists()
