@@ -116,6 +116,12 @@ def test_a_push_without_a_token_is_one_line_before_any_load(tmp_path, monkeypatc
     )
 
 
+def pushing_argv(scenario: Scenario, command: str) -> list[str]:
+    """A working command line of `push`, or of `train` with --push_to_hub true."""
+    argv = scenario.argv(command)
+    return argv + ["--push_to_hub", "true", "--hub_model_id", "local-user/x"] if command == "train" else argv
+
+
 @pytest.mark.usefixtures("logged_in")
 @pytest.mark.parametrize("value, held", [("", "empty"), (" \t", "only whitespace")])
 @pytest.mark.parametrize("command", ["push", "train"])
@@ -124,10 +130,7 @@ def test_a_blank_token_variable_or_hub_token_is_named_as_blank_not_as_missing(
 ):
     monkeypatch.setattr(push, "load_verified", fail_if_reached)
     monkeypatch.setenv("HF_TOKEN", value)  # set, but no token: huggingface_hub reads it as none
-    scenario = Scenario(tmp_path)
-    argv = scenario.argv(command)
-    if command == "train":
-        argv += ["--push_to_hub", "true", "--hub_model_id", "local-user/x"]
+    argv = pushing_argv(Scenario(tmp_path), command)
     result = outcome(command, argv)
     assert result.one_line, result
     assert f"none was found: HF_TOKEN is set but {held}, which gives no token: unset it (`unset HF_TOKEN`) or set " in (
@@ -608,10 +611,7 @@ def test_a_hub_endpoint_that_answers_an_error_status_is_named_with_its_answer_no
     tmp_path, monkeypatch, answering_501, command
 ):
     monkeypatch.setattr(push, "load_verified", fail_if_reached)
-    scenario = Scenario(tmp_path)
-    argv = scenario.argv(command)
-    if command == "train":
-        argv += ["--push_to_hub", "true", "--hub_model_id", "local-user/x"]
+    argv = pushing_argv(Scenario(tmp_path), command)
     result = outcome(command, argv)
     assert result.one_line, result
     assert (
