@@ -579,6 +579,7 @@ def imagefolder_data_files(path: Path) -> dict[str, list[str]]:
     from datasets.data_files import DEFAULT_PATTERNS_ALL, DataFilesDict, get_data_patterns
     from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
 
+    check_shards_beside_images(path)
     base = path.resolve().as_posix()
     patterns = get_data_patterns(base)
     found = DataFilesDict.from_patterns(patterns, base_path=base)
@@ -645,6 +646,62 @@ def shards_line(path: Path, what: str) -> str | None:
         f"Data set folder '{shown_name(path)}' holds {' and '.join(kinds)} shards, {what}, and shards are read as a "
         "stream: give --streaming true --max_steps N, or load them with datasets and save_to_disk the result, "
         "then give that folder."
+    )
+
+
+def images_named_by_shards(path: Path, shards: list[Path]) -> set[str]:
+    """The image paths (relative to `path`, POSIX) that the text columns of the parquet `shards` under `path` name:
+    shards whose image column holds paths read those images, which are then not left out. A shard that cannot be
+    read names none (its own check says why)."""
+    import pyarrow
+    import pyarrow.parquet
+
+    named = set()
+    for shard in shards:
+        if shard.suffix != ".parquet":
+            continue
+        try:
+            schema = pyarrow.parquet.read_schema(path / shard)
+            columns = [
+                field.name
+                for field in schema
+                if pyarrow.types.is_string(field.type) or pyarrow.types.is_large_string(field.type)
+            ]
+            table = pyarrow.parquet.read_table(path / shard, columns=columns)
+        except Exception:  # noqa: BLE001, S112 pyarrow raises its own: the shard check names the file
+            continue
+        for column in table.columns:
+            for value in column.to_pylist():
+                if isinstance(value, str) and value:
+                    inside = os.path.relpath(os.path.join(path, value), path)
+                    named.add(Path(inside).as_posix())
+    return named
+
+
+def check_shards_beside_images(path: Path) -> None:
+    """A data set folder holds shards (parquet, WebDataset .tar) or images, not both: datasets reads the shards and
+    leaves every image beside them out, streamed or not. One line naming both, with the folder of the images to give
+    where they all lie in one sub-folder, and the way to train on the shards."""
+    shards = [file for file in folder_files(path).not_images if file.suffix in SHARD_KINDS]
+    if not shards:
+        return
+    named = images_named_by_shards(path, shards)  # a shard's column of image paths reads these
+    images = [image for image in imagefolder_files(path) if image.as_posix() not in named]
+    if not images:
+        return
+    tops = {image.parts[0] for image in images}
+    (top,) = tops if len(tops) == 1 and min(len(image.parts) for image in images) >= 3 else (None,)
+    images_fix = (
+        f"give --dataset '{path / top}' (the folder of the class folders)"
+        if top
+        else "move the shards out of the folder"
+    )
+    kinds = " and ".join(sorted({SHARD_KINDS[file.suffix] for file in shards}))
+    raise ValueError(
+        f"Data set folder '{shown_name(path)}' holds {kinds} shards ({shown_files(shards)}) beside "
+        f"{count(len(images), 'image')} (e.g. {shown_files(images)}), and datasets reads the shards only, leaving the "
+        f"images out: to train on the images, {images_fix}; to train on the shards, move them into a folder of "
+        "their own and give it with --streaming true --max_steps N."
     )
 
 
