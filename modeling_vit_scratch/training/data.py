@@ -732,6 +732,7 @@ def load_imagefolder(path: Path) -> DatasetDict:
         raise empty from None
     if not data_files:
         raise empty
+    check_train_split_folder(path, list(data_files))
     loaded = with_folder_labels(load_dataset("imagefolder", data_files=data_files), path)
     if any("label" in split.features for split in loaded.values()):
         if all(isinstance(split.features.get("label"), ClassLabel) for split in loaded.values()):
@@ -757,6 +758,22 @@ def load_imagefolder(path: Path) -> DatasetDict:
             "classes: add a sub-folder of images of another class."
         )
     return loaded
+
+
+def check_train_split_folder(path: Path, splits: list[str]) -> None:
+    """An image folder whose folders are read as splits (`test/`, `validation_all/`) has a train split: one whose
+    only split folder is another (`imgs/test/cat/1.png`) is most likely class folders one level too deep. One line
+    naming the split folders and the folder to give (the one holding the class folders) or the train folder to add."""
+    splits = sorted(str(split) for split in splits)  # datasets names them with NamedSplit
+    if any(SPLIT_ROLES.get(split.lower()) == "train" for split in splits):
+        return
+    folders = sorted({file.parts[0] for file in imagefolder_files(path) if len(file.parts) > 2})
+    give = f"give --dataset '{path / folders[0]}' if it holds your class folders, or " if len(folders) == 1 else ""
+    raise ValueError(
+        f"The data set folder '{shown_name(path)}' has folders read as the {' and '.join(splits)} split"
+        f"{'s' * (len(splits) > 1)} ({', '.join(map(repr, folders))}) and no train split: {give}add a 'train' "
+        "folder of class folders beside them."
+    )
 
 
 def class_folders(path: Path) -> list[str] | None:

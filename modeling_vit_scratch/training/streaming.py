@@ -53,6 +53,7 @@ from modeling_vit_scratch.training.data import (
     check_own_splits,
     check_shards_beside_images,
     check_split_files,
+    check_train_split_folder,
     class_folders,
     count,
     entry_kind,
@@ -305,6 +306,8 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
         raise hub_data_set_error(data_args.dataset, error, "could not be opened as a stream") from None
     roles, unused_splits = split_roles(dict.fromkeys(splits))
     if "train" not in roles.values():
+        if source.kind == "imagefolder":
+            check_train_split_folder(Path(source.path), list(splits))
         raise ValueError(f"The data set has no 'train' split (splits: {list(splits)}): provide one.")
     splits = {role: splits[name] for name, role in roles.items()}
     if source.kind == "imagefolder":  # a metadata file without labels hides the class folders: read them
