@@ -757,7 +757,29 @@ def load_imagefolder(path: Path) -> DatasetDict:
             f"Data set folder '{shown_name(path)}' has only one class ({folder.name!r}){note}: a classifier needs at least two "
             "classes: add a sub-folder of images of another class."
         )
+    check_class_folders_one_level_up(path)
     return loaded
+
+
+def check_class_folders_one_level_up(path: Path) -> None:
+    """Images in folders of one name under several folders (`imgs/x/cat/1.png`, `imgs/y/cat/1.png`): datasets reads
+    the folder holding each image as its class, finds one, and adds no label column (which surfaced later as "no
+    label column found"). One line naming the folders that hold the class folders, to give one of them, or to move
+    the class folders up. Called where datasets added no label column (`imgs/all/cat`, `imgs/all/dog` has two)."""
+    files = imagefolder_files(path)
+    names = sorted({file.parent.name for file in files})
+    if len(names) != 1 or min(len(file.parts) for file in files) < 3:
+        return
+    tops = sorted({file.parts[0] for file in files})
+    folders = ", ".join(f"'{path / top}'" for top in tops[:3]) + (
+        f", ... {len(tops) - 3} more" if len(tops) > 3 else ""
+    )
+    raise ValueError(
+        f"The images in '{shown_name(path)}' lie in class folders of {count(len(names), 'name')} "
+        f"({shown_labels(names)}) inside {count(len(tops), 'folder')} ({', '.join(map(repr, tops[:3]))}), and a class "
+        f"is the folder that holds its images: give --dataset the folder whose sub-folders are the classes (e.g. "
+        f"{folders}), or move the class folders up into '{shown_name(path)}'."
+    )
 
 
 def check_train_split_folder(path: Path, splits: list[str]) -> None:

@@ -206,3 +206,21 @@ def test_split_folders_without_a_train_split_name_the_folder_to_give(tmp_path, s
             "cat",
             "dog",
         ]
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_class_folders_of_one_name_under_several_folders_name_the_folders_to_give(tmp_path, streaming):
+    """`imgs/x/cat/*.png` and `imgs/y/cat/*.png`: datasets reads one class, `cat`, and adds no label column (before:
+    "No label column found ... name it with --label_column", a fix that cannot work). `imgs/all/cat` and
+    `imgs/all/dog` are two classes, as datasets reads them: trained."""
+    root = tmp_path / "imgs"
+    write_imagefolder(root / "x", classes=("cat",), per_class=10)
+    write_imagefolder(root / "y", classes=("cat",), per_class=10)
+    error = refused(tmp_path, root, *(["--streaming", "true", "--max_steps", "1"] if streaming else []))
+    assert error == (
+        f"error: The images in '{root}' lie in class folders of 1 name (cat) inside 2 folders ('x', 'y'), and a class "
+        f"is the folder that holds its images: give --dataset the folder whose sub-folders are the classes (e.g. "
+        f"'{root / 'x'}', '{root / 'y'}'), or move the class folders up into '{root}'."
+    )
+    deep = write_imagefolder(tmp_path / "deep" / "all", classes=("cat", "dog"), per_class=5).parent
+    assert data_module.load_image_dataset(str(deep))["train"].features["label"].names == ["cat", "dog"]
