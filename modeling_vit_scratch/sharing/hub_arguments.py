@@ -16,7 +16,7 @@ from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled, Reposit
 from huggingface_hub.serialization._base import parse_size_to_int
 
 from modeling_vit_scratch.common.secrets import known_secrets, redact, refuse_secret, shown_url
-from modeling_vit_scratch.common.sources import check_hub_endpoint, check_not_url
+from modeling_vit_scratch.common.sources import check_hub_endpoint, check_not_url, unreached
 from modeling_vit_scratch.common.sources import check_repo_id as check_hub_repo_id
 
 # huggingface_hub's errors (HfHubHTTPError is an OSError) and its HTTP client's transport errors.
@@ -308,19 +308,6 @@ def refused_token_fix(token: str | None, names: Names) -> str:
 
 def give_token(names: Names) -> str:
     return "give a valid --hub_token or HF_TOKEN" if names is TRAIN else "set a valid HF_TOKEN"
-
-
-def unreached(error: BaseException, then: str) -> tuple[str, str]:
-    """What happened when the Hub was asked and gave no usable answer, and the fix: where a server answered (an HTTP
-    error status), what it answered to which URL (no user name, password or query) and that HF_ENDPOINT may not
-    point at a Hub API; the network is blamed only where nothing answered."""
-    response = getattr(error, "response", None)
-    if isinstance(error, HfHubHTTPError) and response is not None:
-        request = getattr(response, "request", None)
-        asked = f" to {request.method} {shown_url(str(request.url))}" if request is not None else ""
-        fix = f"HF_ENDPOINT may not point at a Hub API: give the Hub's address (or unset HF_ENDPOINT for huggingface.co){then}"
-        return f"answered HTTP {response.status_code}{asked}", fix
-    return "cannot be reached", f"check the network{then}"
 
 
 def describe(error: BaseException, secrets: list[str]) -> str:

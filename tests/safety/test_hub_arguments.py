@@ -620,3 +620,35 @@ def test_a_hub_endpoint_that_answers_an_error_status_is_named_with_its_answer_no
     ) in result.error
     assert "check the network" not in result.error
     assert not (tmp_path / "out-train").exists()
+
+
+def test_a_hub_data_set_the_hub_address_answers_with_an_error_status_is_named_with_that_answer(monkeypatch):
+    """datasets wraps the server's answer (HTTP 501 from a mirror's path) in its own FileNotFoundError: the line
+    still says what the server answered, to which URL (no password), and HF_ENDPOINT, not "check the path"."""
+    from huggingface_hub import constants
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from modeling_vit_scratch.training.data import hub_data_set_error
+
+    def answered(status: int, method: str, url: str) -> HfHubHTTPError:
+        request = SimpleNamespace(method=method, url=url)
+        return HfHubHTTPError(
+            f"{status} Server Error", response=SimpleNamespace(status_code=status, request=request, headers={})
+        )
+
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9/mirror")
+    url = "http://u:pw@127.0.0.1:9/mirror/datasets/someone/data/resolve/main/README.md"
+    try:
+        try:
+            raise answered(501, "HEAD", url)
+        except HfHubHTTPError as answer:
+            raise FileNotFoundError("Couldn't find 'someone/data' on the Hugging Face Hub either") from answer
+    except FileNotFoundError as wrapped:
+        line = str(hub_data_set_error("someone/data", wrapped, "could not be loaded from the hub"))
+    assert line == (
+        "Data set 'someone/data' could not be loaded from the hub: the Hub at http://127.0.0.1:9/mirror answered HTTP "
+        "501 to HEAD http://***@127.0.0.1:9/mirror/datasets/someone/data/resolve/main/README.md: HF_ENDPOINT may not "
+        "point at a Hub API: give the Hub's address (or unset HF_ENDPOINT for huggingface.co)."
+    )
+    missing = answered(404, "GET", url)  # a Hub without the set: the name is to check
+    assert "check the path" in str(hub_data_set_error("someone/data", missing, "could not be loaded"))
