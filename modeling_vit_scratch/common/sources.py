@@ -371,3 +371,32 @@ def hub_commit(source: str, argument: str, revision: str | None, revision_named:
     except Exception:  # noqa: BLE001 - the load that follows says why
         return revision
     return str(resolved.resolved)
+
+
+def hub_answer(error: BaseException):
+    """The HTTP response a Hub server gave, found along `error`'s causes (datasets and transformers wrap
+    huggingface_hub's HfHubHTTPError in their own errors), or None where nothing answered."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, HfHubHTTPError) and getattr(error, "response", None) is not None:
+            return error.response
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def unreached(error: BaseException, then: str) -> tuple[str, str]:
+    """What happened when the Hub was asked and gave no usable answer, and the fix: where a server answered (an HTTP
+    error status), what it answered to which URL (no user name, password or query) and that HF_ENDPOINT may not
+    point at a Hub API; the network is blamed only where nothing answered."""
+    from modeling_vit_scratch.common.secrets import shown_url
+
+    response = hub_answer(error)
+    if response is not None:
+        request = getattr(response, "request", None)
+        asked = f" to {request.method} {shown_url(str(request.url))}" if request is not None else ""
+        fix = f"HF_ENDPOINT may not point at a Hub API: give the Hub's address (or unset HF_ENDPOINT for huggingface.co){then}"
+        return f"answered HTTP {response.status_code}{asked}", fix
+    return "cannot be reached", f"check the network{then}"

@@ -15,8 +15,8 @@ from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled, RepositoryNotFoundError, RevisionNotFoundError
 from huggingface_hub.serialization._base import parse_size_to_int
 
-from modeling_vit_scratch.common.secrets import known_secrets, redact, refuse_secret
-from modeling_vit_scratch.common.sources import check_hub_endpoint, check_not_url
+from modeling_vit_scratch.common.secrets import known_secrets, redact, refuse_secret, shown_url
+from modeling_vit_scratch.common.sources import check_hub_endpoint, check_not_url, unreached
 from modeling_vit_scratch.common.sources import check_repo_id as check_hub_repo_id
 
 # huggingface_hub's errors (HfHubHTTPError is an OSError) and its HTTP client's transport errors.
@@ -197,11 +197,29 @@ def shard_size(value: str | int) -> int:
     return size
 
 
+# The variables huggingface_hub reads a token from, first wins; a blank one (empty or whitespace) gives none.
+HUB_TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+
+
 def check_access(token: str | None, secrets: list[str], names: Names) -> str | None:
     """A token at hand that the Hub (HF_ENDPOINT) accepts; returns the name of its owner as the Hub says it (None
     if the Hub's answer names none)."""
-    if not (token or get_token()):
-        who = names.lead.rstrip(": ") if names.lead else "A push"
+    who = names.lead.rstrip(": ") if names.lead else "A push"
+    if token is not None and not token.strip():
+        raise ValueError(
+            f"{who}: --hub_token is {'empty' if token == '' else 'only whitespace'}, which is no token: give a token, "
+            f"or leave --hub_token out to use HF_TOKEN or the saved login{names.later}."
+        )
+    if not get_token() and not token:
+        blank = next(
+            (name for name in HUB_TOKEN_VARIABLES if name in os.environ and not os.environ[name].strip()), None
+        )
+        if blank:
+            held = "empty" if os.environ[blank] == "" else "only whitespace"
+            raise ValueError(
+                f"{who} needs a Hub token and none was found: {blank} is set but {held}, which gives no token: "
+                f"unset it (`unset {blank}`) or set it to a token, or log in with `hf auth login`{names.later}."
+            )
         raise ValueError(f"{who} needs a Hub token and none was found: {names.token}{names.later}.")
     api = HfApi(token=token)
     try:
@@ -212,7 +230,7 @@ def check_access(token: str | None, secrets: list[str], names: Names) -> str | N
         what, fix = (
             ("does not accept the token", refused_token_fix(token, names))
             if refused
-            else ("cannot be reached", f"check the network{names.later}")
+            else unreached(error, f"{names.later}")
         )
         if isinstance(error, OfflineModeIsEnabled):  # the network is not to blame: the setting is
             what, fix = "was not asked, as HF_HUB_OFFLINE is set", f"unset HF_HUB_OFFLINE{names.later}"
@@ -261,9 +279,10 @@ def check_private(repo_id: str, token: str | None, secrets: list[str], names: Na
     except RepositoryNotFoundError:
         return  # created private by the push
     except HUB_ERRORS as error:
+        what, fix = unreached(error, " and run again")
         raise ValueError(
-            f"{start(names, 'reading')} {repo_id} on the Hub failed ({describe(error, secrets)}): check the network "
-            "and run again."
+            f"{start(names, 'reading')} {repo_id} on the Hub failed: the Hub at {shown_url(HfApi().endpoint)} {what} "
+            f"({describe(error, secrets)}): {fix}."
         ) from None
     if info.private is False:
         raise ValueError(
@@ -278,7 +297,7 @@ def refused_token_fix(token: str | None, names: Names) -> str:
     (--hub_token), then the environment (HF_TOKEN wins over the saved login), then the saved login."""
     if token:
         return "the token given with --hub_token: give a valid one, or leave it out to use HF_TOKEN or the saved login"
-    variable = next((name for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN") if os.environ.get(name)), None)
+    variable = next((name for name in HUB_TOKEN_VARIABLES if os.environ.get(name, "").strip()), None)
     if variable:
         return (
             f"the token is {variable}'s, which wins over a saved login: unset {variable} (to use the saved login) "

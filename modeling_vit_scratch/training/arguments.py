@@ -46,7 +46,7 @@ from modeling_vit_scratch.training.limits import LIMITS
 from modeling_vit_scratch.training.packages import check_argument_packages
 from modeling_vit_scratch.training.precision import BF16_MIN_SPEEDUP
 from modeling_vit_scratch.training.preflight import DECODE_UP_FRONT_MAX_IMAGES
-from modeling_vit_scratch.training.recipes import key_line, load_recipe
+from modeling_vit_scratch.training.recipes import key_line, load_json, load_recipe, load_yaml
 
 
 @dataclass
@@ -469,11 +469,36 @@ def refuse_a_non_recipe(value: str) -> None:
         raise ValueError(
             f"{value} is a folder, and a recipe is a .json, .yaml or .yml file given first: give a recipe file in it{example}."
         )
-    if path.is_file():
+    if path.is_file() and reads_as_recipe(path):
         raise ValueError(
             f"{value} is not named .json, .yaml or .yml, as a recipe must be: rename it "
             f"(e.g. {path.with_suffix('.json')}) or give a recipe file."
         )
+    if path.is_file():
+        raise ValueError(
+            f"{value} is a file given without an argument name, and no recipe (a .json, .yaml or .yml file of argument "
+            "names and values): give it after the argument it is for, e.g. --model takes a saved model folder, a "
+            "preset name or an architecture .json file; --dataset an image folder."
+        )
+
+
+def reads_as_recipe(path: Path) -> bool:
+    """Whether the file at `path` holds a recipe's text (a JSON or YAML mapping naming an argument) under another
+    name: only then is renaming it the fix; a README or an image given where an argument's value belongs is not."""
+    if path.stat().st_size > 1_000_000:
+        return False
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return False
+    for load in (load_json, load_yaml):
+        try:
+            recipe = load(path, text)
+        except ValueError:
+            continue
+        if isinstance(recipe, dict) and set(map(str, recipe)) & set(argument_names()):
+            return True
+    return False
 
 
 # Arguments that take "key=value,..." text, which a recipe may write as the mapping it stands for (read as JSON)

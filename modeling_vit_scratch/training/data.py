@@ -19,14 +19,16 @@ from datasets.data_files import SPLIT_KEYWORDS
 from PIL import Image
 
 from modeling_vit_scratch.common.names import is_unprintable, shown_name
-from modeling_vit_scratch.common.secrets import redact, refuse_secret
+from modeling_vit_scratch.common.secrets import redact, refuse_secret, shown_url
 from modeling_vit_scratch.common.sources import (
     DIGITS,
     check_hub_endpoint,
     check_offline_cached,
+    hub_answer,
     looks_like_local_path,
     not_cached_offline,
     offline_setting,
+    unreached,
 )
 from modeling_vit_scratch.common.user_paths import refuse_variable_reference
 from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
@@ -95,6 +97,14 @@ def hub_data_set_error(source: str, error: Exception, what: str) -> FileNotFound
     variable = offline_setting("dataset")
     if variable and isinstance(error, ConnectionError):  # the Hub it would have asked
         return FileNotFoundError(not_cached_offline(source, "--dataset", "dataset", variable))
+    answer = hub_answer(error)
+    if answer is not None and answer.status_code not in (401, 403, 404):  # a server answered, but as no Hub does
+        from huggingface_hub import constants
+
+        answered, fix = unreached(error, "")
+        return FileNotFoundError(
+            f"Data set {source!r} {what}: the Hub at {shown_url(constants.ENDPOINT)} {answered}: {fix}."
+        )
     return FileNotFoundError(
         f"Data set {source!r} {what} ({' '.join(str(error).split())}): check the path (a folder name needs ./ in "
         "front) or the hub data set name."
@@ -375,7 +385,8 @@ def left_out_line(source: str) -> str | None:
 
 def check_imagefolder_names(path: Path, secrets: list[str]) -> None:
     """No file or folder name under `path` holds a token: `datasets` keeps every path in its cache, and a class
-    folder's name becomes a label in config.json and the card (never echoed)."""
+    folder's name becomes a label in config.json and the card (never echoed); no two class folders are one name
+    (`check_label_forms`), refused before datasets reads the folder."""
     for entry in sorted(path.rglob("*")):
         check_utf8_name(entry, path)
         if entry.parent == path and entry.is_dir():
@@ -388,6 +399,7 @@ def check_imagefolder_names(path: Path, secrets: list[str]) -> None:
                 f"rename the file ({redact(str(entry.relative_to(path)), secrets)}) before training",
             )
         refuse_secret(what, str(entry.relative_to(path)), secrets, fix)
+    check_label_forms(sorted({file.parent.name for file in imagefolder_files(path)}), str(path))
 
 
 def check_utf8_name(entry: Path, path: Path) -> None:
@@ -420,19 +432,37 @@ def check_label_text(label: str, dataset: str) -> None:
 
 
 def check_label_forms(labels: list[str], dataset: str) -> None:
-    """A one-line ValueError when two class names are the same text in two Unicode forms (NFC "\u00e9" and NFD
-    "e\u0301": folders written on macOS and on Linux, or copied between them): they would train as two classes that
-    print alike. Both are shown escaped, so the line tells them apart."""
-    seen = {}
-    for label in map(str, labels):
-        same = seen.setdefault(unicodedata.normalize("NFC", label), label)
-        if same != label:
-            raise ValueError(
-                f"The class names {same!a} and {label!a} of the data set {shown_name(dataset)} are one name "
-                "written in two Unicode forms (composed and decomposed characters: folders made on different "
-                "systems), and would train as two classes that print alike: give both the same form (rename one folder, e.g. "
-                "`convmv -r -f utf8 -t utf8 --nfc --notest FOLDER`, or its label), or merge them."
-            )
+    """A one-line ValueError when two class names are one name that differs only in its Unicode form (NFC "\u00e9"
+    and NFD "e\u0301": folders written on macOS and on Linux), in surrounding spaces (`cat` and `cat `) or in case
+    (`cat` and `Cat`, one folder on macOS and Windows): they would train as two classes that print or read alike,
+    whether the names come from folders or from a label column. Both are shown escaped, so the line tells them
+    apart."""
+    unicode_fix = " (e.g. `convmv -r -f utf8 -t utf8 --nfc --notest FOLDER`)"
+    forms = [
+        (
+            lambda label: unicodedata.normalize("NFC", label),
+            "written in two Unicode forms (composed and decomposed characters: folders made on different systems)",
+            unicode_fix,
+        ),
+        (lambda label: unicodedata.normalize("NFC", label).strip(), "that differs only in spaces around it", ""),
+        (
+            lambda label: unicodedata.normalize("NFC", label).strip().casefold(),
+            "that differs only in case (one folder on macOS and Windows)",
+            "",
+        ),
+    ]
+    labels = list(map(str, labels))
+    for key, how, example in forms:
+        seen = {}
+        for label in labels:
+            same = seen.setdefault(key(label), label)
+            if same != label:
+                raise ValueError(
+                    f"The class names {same!a} and {label!a} of the data set {shown_name(dataset)} are one name "
+                    f"{how}, and would train as two classes that print alike: merge them (move one folder's images "
+                    f"into the other, or give their rows one label), or rename one so that they differ plainly"
+                    f"{example}."
+                )
 
 
 def metadata_rows(path: Path) -> list[tuple[Path, int, str, str | None]]:
@@ -473,7 +503,9 @@ def check_metadata_files(path: Path) -> None:
     leaves an image without one out without a word)."""
     root = os.path.realpath(path)
     disagree, named, covering = [], set(), set()
-    for metadata, row, file_name, label in metadata_rows(path):
+    rows = metadata_rows(path)
+    check_label_forms(sorted({label for *_, label in rows if label is not None}), str(path))
+    for metadata, row, file_name, label in rows:
         covering.add(metadata.parent)
         where = f"Row {row} of {shown_name(metadata)} in the data set folder '{shown_name(path)}'"
         image = os.path.normpath(path / metadata.parent / file_name)
@@ -529,25 +561,6 @@ def is_split_folder(folder: Path) -> bool:
     return len(folder.parts) == 1 and any(fnmatchcase(f"/{folder.as_posix()}/image", pattern) for pattern in patterns)
 
 
-def case_alike_lines(labels: list[str]) -> list[str]:
-    """A warning line when two class names differ only in case (`cat` and `Cat`): two classes here, but one folder
-    on a case-insensitive file system (macOS, Windows), and likely a typo. Not refused: they may be meant."""
-    seen, alike = {}, []
-    for label in map(str, labels):
-        same = seen.setdefault(unicodedata.normalize("NFC", label).casefold(), label)
-        if same != label:
-            alike.append((same, label))
-    if not alike:
-        return []
-    (one, other), more = alike[0], f" (and {len(alike) - 1} more pairs)" if len(alike) > 1 else ""
-    line = (
-        f"Warning: the class names {shown_name(one)!r} and {shown_name(other)!r}{more} differ only in case: they train "
-        "as two classes, but are one folder on a case-insensitive file system (macOS, Windows) and likely a typo; "
-        "merge them or rename one if they are one class."
-    )
-    return [line]
-
-
 def check_imagefolder_depths(path: Path) -> None:
     """All images at one depth below `path`: `datasets` infers the labels (the parent folders' names) only then,
     and otherwise loads the images without any, which surfaced later as "no label column found"."""
@@ -576,6 +589,7 @@ def imagefolder_data_files(path: Path) -> dict[str, list[str]]:
     from datasets.data_files import DEFAULT_PATTERNS_ALL, DataFilesDict, get_data_patterns
     from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
 
+    check_shards_beside_images(path)
     base = path.resolve().as_posix()
     patterns = get_data_patterns(base)
     found = DataFilesDict.from_patterns(patterns, base_path=base)
@@ -645,6 +659,62 @@ def shards_line(path: Path, what: str) -> str | None:
     )
 
 
+def images_named_by_shards(path: Path, shards: list[Path]) -> set[str]:
+    """The image paths (relative to `path`, POSIX) that the text columns of the parquet `shards` under `path` name:
+    shards whose image column holds paths read those images, which are then not left out. A shard that cannot be
+    read names none (its own check says why)."""
+    import pyarrow
+    import pyarrow.parquet
+
+    named = set()
+    for shard in shards:
+        if shard.suffix != ".parquet":
+            continue
+        try:
+            schema = pyarrow.parquet.read_schema(path / shard)
+            columns = [
+                field.name
+                for field in schema
+                if pyarrow.types.is_string(field.type) or pyarrow.types.is_large_string(field.type)
+            ]
+            table = pyarrow.parquet.read_table(path / shard, columns=columns)
+        except Exception:  # noqa: BLE001, S112 pyarrow raises its own: the shard check names the file
+            continue
+        for column in table.columns:
+            for value in column.to_pylist():
+                if isinstance(value, str) and value:
+                    inside = os.path.relpath(os.path.join(path, value), path)
+                    named.add(Path(inside).as_posix())
+    return named
+
+
+def check_shards_beside_images(path: Path) -> None:
+    """A data set folder holds shards (parquet, WebDataset .tar) or images, not both: datasets reads the shards and
+    leaves every image beside them out, streamed or not. One line naming both, with the folder of the images to give
+    where they all lie in one sub-folder, and the way to train on the shards."""
+    shards = [file for file in folder_files(path).not_images if file.suffix in SHARD_KINDS]
+    if not shards:
+        return
+    named = images_named_by_shards(path, shards)  # a shard's column of image paths reads these
+    images = [image for image in imagefolder_files(path) if image.as_posix() not in named]
+    if not images:
+        return
+    tops = {image.parts[0] for image in images}
+    (top,) = tops if len(tops) == 1 and min(len(image.parts) for image in images) >= 3 else (None,)
+    images_fix = (
+        f"give --dataset '{path / top}' (the folder of the class folders)"
+        if top
+        else "move the shards out of the folder"
+    )
+    kinds = " and ".join(sorted({SHARD_KINDS[file.suffix] for file in shards}))
+    raise ValueError(
+        f"Data set folder '{shown_name(path)}' holds {kinds} shards ({shown_files(shards)}) beside "
+        f"{count(len(images), 'image')} (e.g. {shown_files(images)}), and datasets reads the shards only, leaving the "
+        f"images out: to train on the images, {images_fix}; to train on the shards, move them into a folder of "
+        "their own and give it with --streaming true --max_steps N."
+    )
+
+
 def no_images_line(path: Path) -> str:
     """The line for an image folder holding no image: a folder of shards (parquet, WebDataset .tar) is named as one,
     with the two ways to train on it; any other folder, with how to lay out images."""
@@ -672,6 +742,7 @@ def load_imagefolder(path: Path) -> DatasetDict:
         raise empty from None
     if not data_files:
         raise empty
+    check_train_split_folder(path, list(data_files))
     loaded = with_folder_labels(load_dataset("imagefolder", data_files=data_files), path)
     if any("label" in split.features for split in loaded.values()):
         if all(isinstance(split.features.get("label"), ClassLabel) for split in loaded.values()):
@@ -696,7 +767,45 @@ def load_imagefolder(path: Path) -> DatasetDict:
             f"Data set folder '{shown_name(path)}' has only one class ({folder.name!r}){note}: a classifier needs at least two "
             "classes: add a sub-folder of images of another class."
         )
+    check_class_folders_one_level_up(path)
     return loaded
+
+
+def check_class_folders_one_level_up(path: Path) -> None:
+    """Images in folders of one name under several folders (`imgs/x/cat/1.png`, `imgs/y/cat/1.png`): datasets reads
+    the folder holding each image as its class, finds one, and adds no label column (which surfaced later as "no
+    label column found"). One line naming the folders that hold the class folders, to give one of them, or to move
+    the class folders up. Called where datasets added no label column (`imgs/all/cat`, `imgs/all/dog` has two)."""
+    files = imagefolder_files(path)
+    names = sorted({file.parent.name for file in files})
+    if len(names) != 1 or min(len(file.parts) for file in files) < 3:
+        return
+    tops = sorted({file.parts[0] for file in files})
+    folders = ", ".join(f"'{path / top}'" for top in tops[:3]) + (
+        f", ... {len(tops) - 3} more" if len(tops) > 3 else ""
+    )
+    raise ValueError(
+        f"The images in '{shown_name(path)}' lie in class folders of {count(len(names), 'name')} "
+        f"({shown_labels(names)}) inside {count(len(tops), 'folder')} ({', '.join(map(repr, tops[:3]))}), and a class "
+        f"is the folder that holds its images: give --dataset the folder whose sub-folders are the classes (e.g. "
+        f"{folders}), or move the class folders up into '{shown_name(path)}'."
+    )
+
+
+def check_train_split_folder(path: Path, splits: list[str]) -> None:
+    """An image folder whose folders are read as splits (`test/`, `validation_all/`) has a train split: one whose
+    only split folder is another (`imgs/test/cat/1.png`) is most likely class folders one level too deep. One line
+    naming the split folders and the folder to give (the one holding the class folders) or the train folder to add."""
+    splits = sorted(str(split) for split in splits)  # datasets names them with NamedSplit
+    if any(SPLIT_ROLES.get(split.lower()) == "train" for split in splits):
+        return
+    folders = sorted({file.parts[0] for file in imagefolder_files(path) if len(file.parts) > 2})
+    give = f"give --dataset '{path / folders[0]}' if it holds your class folders, or " if len(folders) == 1 else ""
+    raise ValueError(
+        f"The data set folder '{shown_name(path)}' has folders read as the {' and '.join(splits)} split"
+        f"{'s' * (len(splits) > 1)} ({', '.join(map(repr, folders))}) and no train split: {give}add a 'train' "
+        "folder of class folders beside them."
+    )
 
 
 def class_folders(path: Path) -> list[str] | None:

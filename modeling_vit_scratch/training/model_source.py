@@ -118,7 +118,10 @@ def model_input_kind(value: str, argument: str) -> str:
                 f"--teacher {value!r} is an architecture file, with no trained weights: train it first (--model "
                 f"{value}) and give --teacher that run's output folder."
             )
-        raise ValueError(f"{argument} {value!r} is a file, not a model; {argument} takes {takes}.")
+        folder = (
+            f" (or the model folder that holds it, '{path.parent}')" if (path.parent / "config.json").is_file() else ""
+        )
+        raise ValueError(f"{argument} {value!r} is a file, not a model; {argument} takes {takes}{folder}.")
     if value.endswith(".json") and argument == "--model":
         raise FileNotFoundError(f"Config file {value!r} does not exist: give an existing JSON file.")
     if looks_like_local_path(value) and argument == "--teacher":

@@ -9,6 +9,7 @@ This module is training glue, like `data.py`: the model code never imports it.
 
 import hashlib
 import io
+import itertools
 import math
 import os
 import re
@@ -59,33 +60,85 @@ def check_class_sizes(labels: list[int], names: list[str], carve_outs: list[tupl
                 f"--{name}_fraction {fraction:g} {makes}, and the data set has no {name} split of its own: a run "
                 f"needs one; give a share of the training images in (0, 1), e.g. --{name}_fraction 0.1."
             )
+    problem = carve_out_problem(counts, names, carve_outs)
+    if problem is None:
+        return
+    fractions = workable_fractions(counts, names, carve_outs)
+    if fractions:
+        fix = "give " + " ".join(
+            f"--{split}_fraction {fraction:g}" for (split, _), fraction in zip(carve_outs, fractions)
+        )
+    else:
+        least = least_class_size(counts, names, carve_outs)
+        shares = workable_fractions(filled(counts, least), names, carve_outs)
+        flags = " ".join(f"--{split}_fraction {fraction:g}" for (split, _), fraction in zip(carve_outs, shares))
+        fix = (
+            f"add images until each class has at least {least} (then {flags} works), or give the data set its own "
+            f"{' and '.join(split for split, _ in carve_outs)} split{'s' * (len(carve_outs) > 1)}"
+        )
+    raise ValueError(f"{problem}: {fix}.")
+
+
+# The shares tried for a fix that works (`workable_fractions`): a printed fix is one that passes when followed.
+FRACTION_GRID = [step / 100 for step in range(1, 51)]
+
+
+def carve_out_problem(counts: np.ndarray, names: list[str], carve_outs: list[tuple[str, float]]) -> str | None:
+    """What keeps the stratified carve-outs (`check_class_sizes`) of a train split of `counts` images per class from
+    being made, without its fix; None where they can be made."""
+    present = [index for index, count in enumerate(counts) if count > 0]
     smallest = min(present, key=lambda index: counts[index])
     minimum = minimum_class_size(int(counts.sum()), [fraction for _, fraction in carve_outs])
     count = int(counts[smallest])
     if carve_outs and count < minimum:
-        flags = " and ".join(f"--{split}_fraction" for split, _ in carve_outs)
-        raise ValueError(
+        return (
             f"Class {names[smallest]!r} has {count} image{'s' * (count != 1)}, fewer than the "
             f"{minimum} each class needs for the stratified {' and '.join(s for s, _ in carve_outs)} split"
-            f"{'s' * (len(carve_outs) > 1)}: add images of {names[smallest]!r}"
-            + (f" or lower {flags}." if minimum > 2 else " (a stratified split needs two per class).")
+            f"{'s' * (len(carve_outs) > 1)} (a stratified split needs two per class in what it cuts)"
         )
     num_rows, num_classes = int(counts.sum()), len(present)
-    for stage, (split, fraction) in enumerate(carve_outs):
+    for split, fraction in carve_outs:
         kept, carved = carve_out_sizes(num_rows, fraction)
         if carved < num_classes:
-            needed = math.ceil(100 * num_classes / num_rows) / 100
-            raise ValueError(
+            return (
                 f"--{split}_fraction {fraction:g} of {num_rows} training images makes a {split} split of {carved}, "
-                f"fewer than the {num_classes} classes (a stratified split needs one image per class): raise "
-                f"--{split}_fraction to at least {needed:g} or add images."
+                f"fewer than the {num_classes} classes (a stratified split needs one image per class)"
             )
         if kept < num_classes:
-            raise ValueError(
+            return (
                 f"--{split}_fraction {fraction:g} leaves {kept} of {num_rows} training images, fewer than the "
-                f"{num_classes} classes: lower --{split}_fraction or add images."
+                f"{num_classes} classes"
             )
         num_rows = kept
+    return None
+
+
+def workable_fractions(counts: np.ndarray, names: list[str], carve_outs: list[tuple[str, float]]) -> list[float]:
+    """The shares (of `FRACTION_GRID`, nearest the ones given) with which every carve-out of `counts` can be made,
+    or [] where none can: a line offers other fractions only where some work, so following it never leads back."""
+    given = [fraction for _, fraction in carve_outs]
+    candidates = sorted(
+        itertools.product(FRACTION_GRID, repeat=len(carve_outs)),
+        key=lambda shares: sum(abs(share - fraction) for share, fraction in zip(shares, given)),
+    )
+    for shares in candidates:
+        tried = [(split, share) for (split, _), share in zip(carve_outs, shares)]
+        if carve_out_problem(counts, names, tried) is None:
+            return list(shares)
+    return []
+
+
+def filled(counts: np.ndarray, least: int) -> np.ndarray:
+    """`counts` with every class present raised to at least `least` images."""
+    return np.where(counts > 0, np.maximum(counts, least), 0)
+
+
+def least_class_size(counts: np.ndarray, names: list[str], carve_outs: list[tuple[str, float]]) -> int:
+    """The fewest images per class (the smaller classes filled up to it) with which some shares make the carve-outs."""
+    least = int(counts[counts > 0].min()) + 1
+    while not workable_fractions(filled(counts, least), names, carve_outs):
+        least += 1
+    return least
 
 
 def check_training_classes(splits: DatasetDict, names: list[str], max_train_samples: int | None = None) -> None:

@@ -45,12 +45,16 @@ from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.training.data import (
     IMAGE_COLUMN_NAMES,
     LABEL_COLUMN_NAMES,
+    SPLIT_ALIASES,
     TEXT_DTYPES,
     PreparedData,
+    check_class_folders_one_level_up,
     check_imagefolder_names,
     check_metadata_files,
     check_own_splits,
+    check_shards_beside_images,
     check_split_files,
+    check_train_split_folder,
     class_folders,
     count,
     entry_kind,
@@ -67,6 +71,7 @@ from modeling_vit_scratch.training.data import (
     left_out_line,
     metadata_without_labels,
     names_in_order,
+    other_split_names,
     outside_paths_lines,
     saved_to_disk,
     shown_files,
@@ -115,7 +120,10 @@ def stream_source(dataset: str, config_name: str | None = None) -> StreamSource:
             shards = [item for item in files if item.suffix == suffix]
             if shards:
                 check_split_files(path)
-                return StreamSource(str(path), kind, shards)
+                check_shards_beside_images(path)
+                source = StreamSource(str(path), kind, shards)
+                check_every_shard_in_a_split(source)
+                return source
         return StreamSource(str(path), "imagefolder", [path / file for file in imagefolder_files(path)])
     if path.exists() or looks_like_local_path(dataset):
         raise FileNotFoundError(
@@ -146,14 +154,6 @@ def stream_left_out_line(dataset: str) -> str | None:
     many = len(others) != 1
     parts = [f"{count(len(others), 'file')} that {'are not' if many else 'is not a'} {source.kind} shard{'s' * many}"]
     parts = [f"{parts[0]} (e.g. {shown_files(others)})"] if others else []
-    unsplit = shards_of_no_split(source)
-    if unsplit:
-        many = len(unsplit) != 1
-        parts.append(
-            f"{count(len(unsplit), 'shard')} named as no split (e.g. {shown_files(unsplit)}: datasets reads only "
-            f"those named train, validation or test and their other names; rename {'them' if many else 'it'} to use "
-            f"{'them' if many else 'it'})"
-        )
     parts += folder_files(path).unread_parts()
     return f"Left out {' and '.join(parts)}." if parts else None
 
@@ -166,7 +166,26 @@ def shards_of_no_split(source: StreamSource) -> list[Path]:
     base = Path(source.path).resolve()
     found = DataFilesDict.from_patterns(get_data_patterns(base.as_posix()), base_path=base.as_posix())
     read = {Path(file).resolve() for files in found.values() for file in files}
-    return [file.resolve().relative_to(base) for file in source.files if file.resolve() not in read]
+    return [  # a shard that is not there (a broken link) is named by `check_shards`
+        file.relative_to(source.path) for file in source.files if file.exists() and file.resolve() not in read
+    ]
+
+
+def check_every_shard_in_a_split(source: StreamSource) -> None:
+    """Where shards are named as splits (`train-0.parquet`), every shard is in one: datasets reads a shard that no
+    split name matches (`holdout-0.parquet`) in no split, without a word. One line naming them and the names
+    datasets reads as splits."""
+    unsplit = shards_of_no_split(source)
+    if not unsplit:
+        return
+    many = len(unsplit) != 1
+    them = "them" if many else "it"
+    raise ValueError(
+        f"Data set folder '{shown_name(source.path)}' has shards named as splits, and {count(len(unsplit), 'shard')} "
+        f"named as no split ({shown_files(unsplit)}), which datasets would leave out without a word: rename {them} "
+        f"to a split name ({', '.join(SPLIT_ALIASES)}, or another name of one: {other_split_names()}), or move {them} "
+        "out of the folder."
+    )
 
 
 def check_shards(source: StreamSource) -> None:
@@ -288,12 +307,16 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
         raise hub_data_set_error(data_args.dataset, error, "could not be opened as a stream") from None
     roles, unused_splits = split_roles(dict.fromkeys(splits))
     if "train" not in roles.values():
+        if source.kind == "imagefolder":
+            check_train_split_folder(Path(source.path), list(splits))
         raise ValueError(f"The data set has no 'train' split (splits: {list(splits)}): provide one.")
     splits = {role: splits[name] for name, role in roles.items()}
     if source.kind == "imagefolder":  # a metadata file without labels hides the class folders: read them
         names = class_folders(Path(source.path))
         if names is not None and metadata_without_labels(Path(source.path), splits["train"].features or {}):
             splits = {name: with_stream_folder_labels(split, ClassLabel(names=names)) for name, split in splits.items()}
+    if source.kind == "imagefolder" and "label" not in (splits["train"].features or {}):
+        check_class_folders_one_level_up(Path(source.path))
     train = splits["train"]
     if train.features is None:
         raise ValueError(

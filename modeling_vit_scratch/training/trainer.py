@@ -50,7 +50,6 @@ from modeling_vit_scratch.training.augmentation import AugmentedViews, Augmentin
 from modeling_vit_scratch.training.class_metrics import class_metrics
 from modeling_vit_scratch.training.data import (
     PreparedData,
-    case_alike_lines,
     check_dataset_source,
     check_label_forms,
     check_label_text,
@@ -254,7 +253,6 @@ def train_in_claimed_folder(
         check_training_steps(training_args, len(data.splits["train"]))
     check_metric_name(training_args, len(data.labels))
     check_label_names(data.id2label, data_args.dataset, known_secrets(hub_token))
-    data.notes += case_alike_lines(data.labels)  # `cat` and `Cat`: said, not refused
     if checkpoint:  # before the pre-flight: a resumed run trains the labels its checkpoint's head was trained on
         check_resumed_labels(checkpoint, data.labels, data_args.dataset)
         if architecture is not None:  # and the architecture this command resolves to with this data
@@ -472,7 +470,7 @@ def check_images_together(splits, decode: bool | None, progress: bool, carved_fr
 
 def check_label_names(id2label: dict, dataset: str, secrets: list[str]) -> None:
     """No class name holds a token (it would be written to config.json, the card and the logs; never echoed) or an
-    unprintable character (`check_label_text`), and no two are one name in two Unicode forms (`check_label_forms`),
+    unprintable character (`check_label_text`), and no two are one name in two Unicode forms, spacings or cases (`check_label_forms`),
     wherever the names came from: folders, class names or numbers."""
     check_label_forms(list(id2label.values()), dataset)
     for label in id2label.values():

@@ -15,7 +15,7 @@ from entry_points import Scenario, outcome, with_argument
 from PIL import Image
 
 from modeling_vit_scratch.training.data import (
-    case_alike_lines,
+    check_label_forms,
     check_metadata_files,
     outside_paths_lines,
     prepare_splits,
@@ -231,27 +231,55 @@ def test_a_fraction_for_a_split_the_set_has_is_one_line(tmp_path, streaming, spl
 
 
 @pytest.mark.parametrize(
-    "labels, pair",
-    [(["Cat", "cat", "dog"], ("Cat", "cat")), (["STRASSE", "stra\u00dfe", "x"], ("STRASSE", "stra\u00dfe"))],
+    "labels, pair, how",
+    [
+        (["Cat", "cat", "dog"], ("Cat", "cat"), "that differs only in case"),
+        (["STRASSE", "stra\u00dfe", "x"], ("STRASSE", "stra\\xdfe"), "that differs only in case"),
+        (["cat", "cat ", "dog"], ("cat", "cat "), "that differs only in spaces around it"),
+        ([" Cat", "cat"], (" Cat", "cat"), "that differs only in case"),
+        (["caf\u00e9", "cafe\u0301"], ("caf\\xe9", "cafe\\u0301"), "written in two Unicode forms"),
+    ],
 )
-def test_class_names_that_differ_only_in_case_get_one_warning_line(labels, pair):
-    (line,) = case_alike_lines(labels)
-    assert line.startswith(f"Warning: the class names {pair[0]!r} and {pair[1]!r} differ only in case: they train")
-    assert case_alike_lines(["cat", "dog", "cats"]) == []
+def test_class_names_alike_but_for_form_spaces_or_case_are_one_line_naming_both(labels, pair, how):
+    with pytest.raises(ValueError) as error:
+        check_label_forms(labels, "W/imgs")
+    assert str(error.value).startswith(
+        f"The class names '{pair[0]}' and '{pair[1]}' of the data set W/imgs are one name {how}"
+    )
+    check_label_forms(["cat", "dog", "cats", "Cat-2"], "W/imgs")  # plainly different names pass
 
 
 @pytest.mark.parametrize("streaming", [False, True])
-def test_a_run_on_class_folders_cat_and_Cat_warns_before_the_model_is_built(tmp_path, monkeypatch, capsys, streaming):
-    import modeling_vit_scratch.training.trainer as trainer_module
+@pytest.mark.parametrize("source", ["folder-space", "folder-case", "metadata-space"])
+def test_a_run_on_classes_cat_and_cat_space_or_Cat_is_refused_before_datasets_reads_them(
+    tmp_path, monkeypatch, streaming, source
+):
+    import modeling_vit_scratch.training.data as data_module
 
-    monkeypatch.setattr(trainer_module, "build_model", lambda *a: pytest.fail("reached the model"))
+    monkeypatch.setattr(data_module, "load_dataset", lambda *a, **k: pytest.fail("datasets read the folder"))
     scenario = Scenario(tmp_path)
     images = scenario.images()
-    (images / "fox").rename(images / "Cat")
+    if source == "metadata-space":
+        rows = ["file_name,label"] + [
+            f"{folder.name}/{file.name},{'cat ' if folder.name == 'fox' else folder.name}"
+            for folder in sorted(images.iterdir())
+            for file in sorted(folder.iterdir())
+        ]
+        (images / "metadata.csv").write_text("\n".join(rows) + "\n")
+        for folder in [folder for folder in images.iterdir() if folder.is_dir()]:  # flat: labels from the rows
+            for file in folder.iterdir():
+                file.rename(images / f"{folder.name}-{file.name}")
+            folder.rmdir()
+        (images / "metadata.csv").write_text((images / "metadata.csv").read_text().replace("/", "-"))
+    else:
+        (images / "fox").rename(images / ("cat " if source == "folder-space" else "Cat"))
     argv = with_argument(scenario.argv("train"), "--dataset", images)
     argv += ["--streaming", "true", "--max_steps", "1"] if streaming else []
-    assert "reached the model" in str(outcome("train", argv).traceback)  # stopped there: nothing trained
-    assert "Warning: the class names 'Cat' and 'cat' differ only in case" in capsys.readouterr().out
+    result = outcome("train", argv)
+    assert result.one_line, result
+    pair = "'Cat' and 'cat'" if source == "folder-case" else "'cat' and 'cat '"
+    assert result.error.startswith(f"error: The class names {pair} of the data set {images} are one name that ")
+    assert not (tmp_path / "out-train").exists()
 
 
 def test_a_recipes_fraction_for_a_split_the_set_has_is_said_to_be_unused():

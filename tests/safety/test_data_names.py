@@ -183,3 +183,44 @@ def test_a_column_that_holds_another_kind_is_one_line_naming_it(tmp_path, saved,
 def test_a_dataset_path_not_in_utf8_is_checked_from_its_name_alone():
     with pytest.raises(ValueError, match="is not valid UTF-8"):
         data_module.check_dataset_source(os.fsdecode(b"no-such-\xff"))
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("folders", [("test",), ("validation_all",), ("test", "validation")])
+def test_split_folders_without_a_train_split_name_the_folder_to_give(tmp_path, streaming, folders):
+    """Class folders one level too deep, in a folder datasets reads as a split (`imgs/test/cat/1.png`): no train
+    split (before: a KeyError traceback, streamed: "no 'train' split"). The line names the split folders and, where
+    there is one, the folder to give; following it trains."""
+    root = tmp_path / "imgs"
+    for folder in folders:
+        write_imagefolder(root / folder, classes=("cat", "dog"), per_class=10)
+    error = refused(tmp_path, root, *(["--streaming", "true", "--max_steps", "1"] if streaming else []))
+    roles = " and ".join(sorted({"validation_all": "validation"}.get(folder, folder) for folder in folders))
+    give = f"give --dataset '{root / folders[0]}' if it holds your class folders, or " if len(folders) == 1 else ""
+    assert error == (
+        f"error: The data set folder '{root}' has folders read as the {roles} split{'s' * (len(folders) > 1)} "
+        f"({', '.join(map(repr, folders))}) and no train split: {give}add a 'train' folder of class folders beside them."
+    )
+    if len(folders) == 1 and not streaming:  # the printed fix works
+        assert sorted(data_module.load_image_dataset(str(root / folders[0]))["train"].features["label"].names) == [
+            "cat",
+            "dog",
+        ]
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_class_folders_of_one_name_under_several_folders_name_the_folders_to_give(tmp_path, streaming):
+    """`imgs/x/cat/*.png` and `imgs/y/cat/*.png`: datasets reads one class, `cat`, and adds no label column (before:
+    "No label column found ... name it with --label_column", a fix that cannot work). `imgs/all/cat` and
+    `imgs/all/dog` are two classes, as datasets reads them: trained."""
+    root = tmp_path / "imgs"
+    write_imagefolder(root / "x", classes=("cat",), per_class=10)
+    write_imagefolder(root / "y", classes=("cat",), per_class=10)
+    error = refused(tmp_path, root, *(["--streaming", "true", "--max_steps", "1"] if streaming else []))
+    assert error == (
+        f"error: The images in '{root}' lie in class folders of 1 name (cat) inside 2 folders ('x', 'y'), and a class "
+        f"is the folder that holds its images: give --dataset the folder whose sub-folders are the classes (e.g. "
+        f"'{root / 'x'}', '{root / 'y'}'), or move the class folders up into '{root}'."
+    )
+    deep = write_imagefolder(tmp_path / "deep" / "all", classes=("cat", "dog"), per_class=5).parent
+    assert data_module.load_image_dataset(str(deep))["train"].features["label"].names == ["cat", "dog"]

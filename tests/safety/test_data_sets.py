@@ -309,10 +309,46 @@ def test_a_streamed_runs_record_holds_the_images_seen_never_them_as_the_sets_siz
     assert (whole["num_train"], whole["streamed_images"], whole["steps"]) == (30, None, None)
 
 
-def test_a_streamed_shard_named_as_no_split_is_named_as_left_out(tmp_path):
-    folder = written(tmp_path / "set", {"train": 12, "extra": 3}, streaming=True)
-    assert stream_left_out_line(str(folder)) == (
-        "Left out 1 shard named as no split (e.g. extra-0.parquet: datasets reads only those named train, validation "
-        "or test and their other names; rename it to use it)."
-    )
+@pytest.mark.parametrize("streaming", [True, False])
+def test_a_shard_named_as_no_split_beside_split_named_shards_is_refused_naming_it(tmp_path, streaming):
+    """Beside `train-0.parquet`, datasets reads `holdout-0.parquet` (or `extra-`) in no split: one line naming it
+    and the split names, streamed; not streamed, the shards are refused as needing a stream first."""
+    folder = written(tmp_path / "set", {"train": 12, "holdout": 3, "test": 3}, streaming=True)
+    if streaming:
+        with pytest.raises(ValueError) as refused:
+            stream_source(str(folder))
+        assert str(refused.value).startswith(
+            f"Data set folder '{folder}' has shards named as splits, and 1 shard named as no split "
+            "(holdout-0.parquet), which datasets would leave out without a word: rename it to a split name (train, "
+            "validation, test, or another name of one: "
+        )
+        assert str(refused.value).endswith("), or move it out of the folder.")
+    else:
+        with pytest.raises(FileNotFoundError, match="shards are read as a stream: give --streaming true"):
+            load_image_dataset(str(folder))
     assert stream_left_out_line(str(written(tmp_path / "named", {"train": 12, "eval": 3}, streaming=True))) is None
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("nested", [False, True])
+def test_shards_beside_class_folders_are_one_line_naming_both(tmp_path, streaming, nested):
+    """Parquet shards beside class folders of images: datasets reads the shards only, and the images would be left
+    out without a word, streamed or not. The line names both; the fix for the images is the folder to give where
+    they lie in one sub-folder, else moving the shards out."""
+    folder = tmp_path / "set"
+    images = write_imagefolder(folder / "all" if nested else folder, classes=("cat", "dog"), per_class=3)
+    tiny_split(6).to_parquet(folder / "train-0.parquet")
+    with pytest.raises(ValueError) as refused:
+        stream_source(str(folder)) if streaming else load_image_dataset(str(folder))
+    fix = (
+        f"give --dataset '{images}' (the folder of the class folders)"
+        if nested
+        else "move the shards out of the folder"
+    )
+    shown = "all/cat/0.png, all/cat/1.png" if nested else "cat/0.png, cat/1.png"
+    assert str(refused.value) == (
+        f"Data set folder '{folder}' holds parquet shards (train-0.parquet) beside 6 images (e.g. {shown}, "
+        f"{'all/' * nested}cat/2.png, ... 3 more), and datasets reads the shards only, leaving the images out: to "
+        f"train on the images, {fix}; to train on the shards, move them into a folder of their own and give it with "
+        "--streaming true --max_steps N."
+    )

@@ -116,6 +116,33 @@ def test_a_push_without_a_token_is_one_line_before_any_load(tmp_path, monkeypatc
     )
 
 
+def pushing_argv(scenario: Scenario, command: str) -> list[str]:
+    """A working command line of `push`, or of `train` with --push_to_hub true."""
+    argv = scenario.argv(command)
+    return argv + ["--push_to_hub", "true", "--hub_model_id", "local-user/x"] if command == "train" else argv
+
+
+@pytest.mark.usefixtures("logged_in")
+@pytest.mark.parametrize("value, held", [("", "empty"), (" \t", "only whitespace")])
+@pytest.mark.parametrize("command", ["push", "train"])
+def test_a_blank_token_variable_or_hub_token_is_named_as_blank_not_as_missing(
+    tmp_path, monkeypatch, value, held, command
+):
+    monkeypatch.setattr(push, "load_verified", fail_if_reached)
+    monkeypatch.setenv("HF_TOKEN", value)  # set, but no token: huggingface_hub reads it as none
+    argv = pushing_argv(Scenario(tmp_path), command)
+    result = outcome(command, argv)
+    assert result.one_line, result
+    assert f"none was found: HF_TOKEN is set but {held}, which gives no token: unset it (`unset HF_TOKEN`) or set " in (
+        result.error
+    )
+    if command == "train":
+        monkeypatch.delenv("HF_TOKEN")
+        given = outcome(command, argv + ["--hub_token", value])
+        assert given.error.startswith(f"error: --push_to_hub true: --hub_token is {held}, which is no token: give a ")
+        assert not (tmp_path / "out-train").exists()
+
+
 class PublicRepos:
     """A Hub client on which every repo exists and is public."""
 
@@ -550,3 +577,78 @@ def test_offline_a_hub_id_the_cache_lacks_is_one_line_naming_hf_hub_offline(tmp_
     assert "HF_HUB_OFFLINE is set" in result.error and "unset HF_HUB_OFFLINE" in result.error, result
     assert "check the network" not in result.error
     assert not any(path.name.startswith("out-") for path in tmp_path.iterdir())
+
+
+@pytest.fixture
+def answering_501(monkeypatch):
+    """A server under a path (a mirror's address) that answers every request with HTTP 501, as HF_ENDPOINT."""
+    import http.server
+    import threading
+
+    from huggingface_hub import constants
+
+    class NotImplementedHere(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(501)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), NotImplementedHere)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{server.server_port}/mirror"
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    monkeypatch.setattr(constants, "ENDPOINT", endpoint)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    yield endpoint
+    server.shutdown()
+
+
+@pytest.mark.usefixtures("logged_in")
+@pytest.mark.parametrize("command", ["push", "train"])
+def test_a_hub_endpoint_that_answers_an_error_status_is_named_with_its_answer_not_the_network(
+    tmp_path, monkeypatch, answering_501, command
+):
+    monkeypatch.setattr(push, "load_verified", fail_if_reached)
+    argv = pushing_argv(Scenario(tmp_path), command)
+    result = outcome(command, argv)
+    assert result.one_line, result
+    assert (
+        f" at {answering_501} answered HTTP 501 to GET {answering_501}/api/whoami-v2 (HTTP 501): HF_ENDPOINT may "
+        "not point at a Hub API: give the Hub's address (or unset HF_ENDPOINT for huggingface.co)"
+    ) in result.error
+    assert "check the network" not in result.error
+    assert not (tmp_path / "out-train").exists()
+
+
+def test_a_hub_data_set_the_hub_address_answers_with_an_error_status_is_named_with_that_answer(monkeypatch):
+    """datasets wraps the server's answer (HTTP 501 from a mirror's path) in its own FileNotFoundError: the line
+    still says what the server answered, to which URL (no password), and HF_ENDPOINT, not "check the path"."""
+    from huggingface_hub import constants
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from modeling_vit_scratch.training.data import hub_data_set_error
+
+    def answered(status: int, method: str, url: str) -> HfHubHTTPError:
+        request = SimpleNamespace(method=method, url=url)
+        return HfHubHTTPError(
+            f"{status} Server Error", response=SimpleNamespace(status_code=status, request=request, headers={})
+        )
+
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9/mirror")
+    url = "http://u:pw@127.0.0.1:9/mirror/datasets/someone/data/resolve/main/README.md"
+    try:
+        try:
+            raise answered(501, "HEAD", url)
+        except HfHubHTTPError as answer:
+            raise FileNotFoundError("Couldn't find 'someone/data' on the Hugging Face Hub either") from answer
+    except FileNotFoundError as wrapped:
+        line = str(hub_data_set_error("someone/data", wrapped, "could not be loaded from the hub"))
+    assert line == (
+        "Data set 'someone/data' could not be loaded from the hub: the Hub at http://127.0.0.1:9/mirror answered HTTP "
+        "501 to HEAD http://***@127.0.0.1:9/mirror/datasets/someone/data/resolve/main/README.md: HF_ENDPOINT may not "
+        "point at a Hub API: give the Hub's address (or unset HF_ENDPOINT for huggingface.co)."
+    )
+    missing = answered(404, "GET", url)  # a Hub without the set: the name is to check
+    assert "check the path" in str(hub_data_set_error("someone/data", missing, "could not be loaded"))

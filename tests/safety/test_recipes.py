@@ -220,6 +220,22 @@ def test_a_folder_or_a_file_not_named_as_a_recipe_is_named_so(tmp_path, name, fi
     assert sorted(tmp_path.rglob("*")) == before
 
 
+# a file given first (or bare) that holds no recipe (a model card, an architecture, an image): renaming it is no fix
+@pytest.mark.parametrize(
+    "name, text", [("README.md", "# My model\n\nTrained on cats.\n"), ("arch.txt", '{"image_size": 8}'), ("x.png", "")]
+)
+def test_a_file_that_holds_no_recipe_is_told_to_follow_its_argument_name(tmp_path, name, text):
+    given = tmp_path / name
+    given.write_text(text)
+    result = outcome("train", [str(given), "--output_dir", str(tmp_path / "out")])
+    assert result.one_line, result
+    assert result.error == (
+        f"error: {given} is a file given without an argument name, and no recipe (a .json, .yaml or .yml file of "
+        "argument names and values): give it after the argument it is for, e.g. --model takes a saved model folder, "
+        "a preset name or an architecture .json file; --dataset an image folder."
+    )
+
+
 # Trainer arguments the package replaces with its own way, given with another value
 OVERRIDDEN = [
     (["--push_to_hub", "true", "--hub_strategy", "all_checkpoints"], "hub_strategy", "pushes the final, checked model"),

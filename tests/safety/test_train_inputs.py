@@ -47,6 +47,18 @@ def test_a_file_that_is_no_model_is_one_line_saying_what_the_argument_takes(tmp_
     assert not (tmp_path / "out-train").exists()
 
 
+@pytest.mark.parametrize("argument", MODEL_INPUTS)
+def test_a_file_inside_a_model_folder_names_the_folder_to_give(tmp_path, argument, never_trains):
+    scenario = Scenario(tmp_path)
+    readme = scenario.model() / "README.md"
+    readme.write_text("# a model card, not a model\n")
+    result = outcome("train", with_argument(scenario.argv("train"), argument, readme))
+    assert result.code == 1 and result.one_line, result
+    assert f"is a file, not a model; {argument} takes {MODEL_TAKES[argument]}" in result.error
+    assert result.error.endswith(f" (or the model folder that holds it, '{scenario.model()}').")
+    assert "rename" not in result.error
+
+
 def test_a_preset_as_teacher_is_an_architecture_without_weights(tmp_path, never_trains):
     preset = min(PRESETS)
     result = outcome("train", with_argument(Scenario(tmp_path).argv("train"), "--teacher", preset))

@@ -163,15 +163,17 @@ def test_a_class_too_small_for_the_stratified_splits_is_named_with_its_count_and
     with pytest.raises(ValueError) as error:
         prepare_splits(raw)
     assert str(error.value) == (
-        "Class 'fox' has 2 images, fewer than the 3 each class needs for the stratified test and validation splits: "
-        "add images of 'fox' or lower --test_fraction and --validation_fraction."
+        "Class 'fox' has 2 images, fewer than the 3 each class needs for the stratified test and validation splits "
+        "(a stratified split needs two per class in what it cuts): add images until each class has at least 3 (then "
+        "--test_fraction 0.1 --validation_fraction 0.11 works), or give the data set its own test and validation splits."
     )
     with_test = rows([Image.new("L", (4, 4))] * 11, [0] * 5 + [1] * 5 + [2], names=("cat", "dog", "fox"))
     with_test["test"] = with_test["train"]  # only the validation split is carved: two per class suffice
     with pytest.raises(
         ValueError,
         match=r"^Class 'fox' has 1 image, fewer than the 2 each class needs for the "
-        r"stratified validation split: add images of 'fox' \(a stratified split",
+        r"stratified validation split \(a stratified split needs two per class in what it cuts\): add images until "
+        r"each class has at least 2",
     ):
         prepare_splits(with_test, validation_fraction=0.3)
 
@@ -180,11 +182,11 @@ def test_a_split_smaller_than_the_number_of_classes_names_the_fraction_to_raise(
     raw = load_image_dataset(str(write_imagefolder(tmp_path / "pets", per_class=4)))  # 3 classes, 12 images
     expected = (
         r"^--test_fraction 0.1 of 12 training images makes a test split of 2, fewer than the 3 classes .*: "
-        r"raise --test_fraction to at least 0.25 or add images"
+        r"give --test_fraction 0.17 --validation_fraction 0.4\.$"
     )
     with pytest.raises(ValueError, match=expected):
         prepare_splits(raw, test_fraction=0.1, validation_fraction=0.4)
-    data = prepare_splits(raw, test_fraction=0.25, validation_fraction=0.4)  # the suggested fraction works
+    data = prepare_splits(raw, test_fraction=0.17, validation_fraction=0.4)  # the suggested fraction works
     assert len(data.splits["test"]) == 3
 
 

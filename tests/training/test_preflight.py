@@ -1,6 +1,7 @@
 """Pre-flight class-size rule against the `datasets` splits it predicts: it never lets through a split that fails."""
 
 import random
+import re
 
 import datasets
 import pytest
@@ -35,3 +36,41 @@ def test_the_class_size_check_never_passes_a_split_datasets_refuses():
 @pytest.mark.parametrize("fractions, minimum", [([0.1], 2), ([0.1, 0.1], 3), ([0.5, 0.1], 4), ([0.3, 0.3], 3)])
 def test_minimum_class_size_keeps_two_images_for_the_last_carve_out(fractions, minimum):
     assert minimum_class_size(1000, fractions) == minimum
+
+
+@pytest.mark.parametrize(
+    "counts, carve_outs",
+    [
+        ([1, 1], [("test", 0.1), ("validation", 0.1)]),  # one image per class
+        ([1, 1, 1], [("test", 0.1), ("validation", 0.1)]),
+        ([2, 2], [("test", 0.1), ("validation", 0.1)]),
+        ([10, 10, 10], [("test", 0.1), ("validation", 0.01)]),  # a validation split smaller than the classes
+        ([10, 10, 10], [("test", 0.01), ("validation", 0.01)]),  # lowering made both too small
+        ([4, 4, 4], [("test", 0.1), ("validation", 0.4)]),
+        ([500, 2], [("test", 0.1), ("validation", 0.1)]),
+        ([1, 1], [("validation", 0.3)]),
+    ],
+)
+def test_following_each_printed_fix_reaches_splits_datasets_makes(counts, carve_outs):
+    """Each line's fix, followed as printed (the fractions it gives, the images it asks for), leads to splits that
+    `datasets` makes, without coming back to a line already seen."""
+    datasets.disable_progress_bars()
+    names = [f"class{i}" for i in range(len(counts))]
+    seen = []
+    while True:
+        labels = [index for index, count in enumerate(counts) for _ in range(count)]
+        try:
+            check_class_sizes(labels, names, carve_outs)
+            break
+        except ValueError as error:
+            line = str(error)
+        assert line not in seen and len(seen) < 3, seen + [line]
+        seen.append(line)
+        given = dict(re.findall(r"--(\w+)_fraction (\d+(?:\.\d+)?)", line.split(": ", 1)[1]))
+        if least := re.search(r"each class has at least (\d+)", line):
+            counts = [max(count, int(least.group(1))) for count in counts]
+        assert given, line
+        carve_outs = [(split, float(given[split])) for split, _ in carve_outs]
+    full = Dataset.from_dict({"label": labels}, features=Features(label=ClassLabel(names=names)))
+    for split, fraction in carve_outs:  # as prepare_splits does: test first, then validation from what is left
+        full = full.train_test_split(test_size=fraction, seed=0, stratify_by_column="label")["train"]
