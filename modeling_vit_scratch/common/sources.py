@@ -387,6 +387,22 @@ def hub_answer(error: BaseException):
     return None
 
 
+def hub_misanswered(what: str, error: BaseException) -> str | None:
+    """The one line for `what` (e.g. "Cannot load --model 'owner/name'") when the Hub address answered with an HTTP
+    error status that no Hub gives a missing or private repo (a mirror's path that is no Hub API, a server error):
+    what it answered, to which request, and HF_ENDPOINT as the likely cause. None where no server answered so, or it
+    answered 401, 403 or 404 (no such repo, no access: the caller's own words)."""
+    from huggingface_hub import constants
+
+    from modeling_vit_scratch.common.secrets import shown_url
+
+    answer = hub_answer(error)
+    if answer is None or answer.status_code in (401, 403, 404):
+        return None
+    answered, fix = unreached(error, "")
+    return f"{what}: the Hub at {shown_url(constants.ENDPOINT)} {answered}: {fix}."
+
+
 def unreached(error: BaseException, then: str) -> tuple[str, str]:
     """What happened when the Hub was asked and gave no usable answer, and the fix: where a server answered (an HTTP
     error status), what it answered to which URL (no user name, password or query) and that HF_ENDPOINT may not

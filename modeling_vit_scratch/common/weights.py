@@ -130,11 +130,16 @@ def _hub_cause(repo_id: str) -> str | None:
     from huggingface_hub import constants, hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
+    from modeling_vit_scratch.common.sources import hub_misanswered
+
     for name in (SAFETENSORS, SAFETENSORS_INDEX):
         try:
             hf_hub_download(repo_id, name)
             return None  # there, and readable: the loader's own words stand
         except LocalEntryNotFoundError as error:  # not in the cache, and not downloaded
+            misanswered = hub_misanswered(f"its {name} was not downloaded", error)  # an answer no Hub gives
+            if misanswered:
+                return misanswered
             if constants.HF_HUB_OFFLINE:
                 return (
                     f"its {name} is not in the Hugging Face cache and HF_HUB_OFFLINE is set, so it was not "
@@ -144,6 +149,9 @@ def _hub_cause(repo_id: str) -> str | None:
         except EntryNotFoundError:
             continue
         except Exception as error:  # noqa: BLE001 - whatever stopped the download is the cause to show
+            misanswered = hub_misanswered(f"getting its {name} failed", error)
+            if misanswered:
+                return misanswered
             return (
                 f"getting its {name} failed ({type(error).__name__}: {_first_line(error)}): check the repo id, "
                 "your access and the network, then run again."

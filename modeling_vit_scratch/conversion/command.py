@@ -38,7 +38,7 @@ from modeling_vit_scratch.common.dtypes import parse_dtype
 from modeling_vit_scratch.common.folders import check_replaceable
 from modeling_vit_scratch.common.provenance import input_history, public_name
 from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
-from modeling_vit_scratch.common.sources import looks_like_local_path
+from modeling_vit_scratch.common.sources import hub_misanswered, looks_like_local_path
 from modeling_vit_scratch.common.user_paths import user_path
 from modeling_vit_scratch.common.weights import check_safetensors, weight_files
 from modeling_vit_scratch.conversion.convert import (
@@ -118,6 +118,9 @@ def convert(args: argparse.Namespace) -> None:
     try:
         model, processor, reference = read_source(args)
     except OSError as error:
+        misanswered = hub_misanswered(f"Cannot read --input {args.input!r}", error)  # an answer no Hub gives
+        if misanswered:
+            raise ValueError(misanswered) from None
         if error.errno is None:  # one of ours, or a library's, that already says what is wrong
             raise
         raise ValueError(unreadable_source(args.input, error)) from None

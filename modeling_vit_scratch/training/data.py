@@ -19,16 +19,15 @@ from datasets.data_files import SPLIT_KEYWORDS
 from PIL import Image
 
 from modeling_vit_scratch.common.names import is_unprintable, shown_name
-from modeling_vit_scratch.common.secrets import redact, refuse_secret, shown_url
+from modeling_vit_scratch.common.secrets import redact, refuse_secret
 from modeling_vit_scratch.common.sources import (
     DIGITS,
     check_hub_endpoint,
     check_offline_cached,
-    hub_answer,
+    hub_misanswered,
     looks_like_local_path,
     not_cached_offline,
     offline_setting,
-    unreached,
 )
 from modeling_vit_scratch.common.user_paths import refuse_variable_reference
 from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
@@ -97,14 +96,9 @@ def hub_data_set_error(source: str, error: Exception, what: str) -> FileNotFound
     variable = offline_setting("dataset")
     if variable and isinstance(error, ConnectionError):  # the Hub it would have asked
         return FileNotFoundError(not_cached_offline(source, "--dataset", "dataset", variable))
-    answer = hub_answer(error)
-    if answer is not None and answer.status_code not in (401, 403, 404):  # a server answered, but as no Hub does
-        from huggingface_hub import constants
-
-        answered, fix = unreached(error, "")
-        return FileNotFoundError(
-            f"Data set {source!r} {what}: the Hub at {shown_url(constants.ENDPOINT)} {answered}: {fix}."
-        )
+    misanswered = hub_misanswered(f"Data set {source!r} {what}", error)  # a server answered, but as no Hub does
+    if misanswered:
+        return FileNotFoundError(misanswered)
     return FileNotFoundError(
         f"Data set {source!r} {what} ({' '.join(str(error).split())}): check the path (a folder name needs ./ in "
         "front) or the hub data set name."

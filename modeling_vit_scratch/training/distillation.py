@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from transformers import AutoImageProcessor, AutoModelForImageClassification
 
+from modeling_vit_scratch.common.sources import hub_misanswered
 from modeling_vit_scratch.common.weights import check_finite
 from modeling_vit_scratch.training.augmentation import AugmentingTrainer, per_channel
 from modeling_vit_scratch.training.data import shown_labels
@@ -97,6 +98,9 @@ def load_teacher(
         )
         teacher_processor = AutoImageProcessor.from_pretrained(source, trust_remote_code=False, revision=revision)
     except (OSError, ValueError) as error:
+        misanswered = hub_misanswered(f"Cannot load the teacher {source!r}", error)  # an answer no Hub gives
+        if misanswered:
+            raise ValueError(misanswered) from None
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ValueError(
             f"Cannot load the teacher {source!r} ({first_line}): give a folder or hub repo of an image "

@@ -22,6 +22,7 @@ from modeling_vit_scratch.common.sources import (
     check_not_url,
     check_repo_id,
     hub_commit,
+    hub_misanswered,
     looks_like_local_path,
     path_or_id_fix,
 )
@@ -199,6 +200,9 @@ def named_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
     try:
         return AutoConfig.from_pretrained(args.model, trust_remote_code=False, revision=args.model_revision), False
     except OSError as error:
+        misanswered = hub_misanswered(f"Cannot load the checkpoint {args.model!r}", error)
+        if misanswered:
+            raise FileNotFoundError(misanswered) from None
         raise FileNotFoundError(
             f"Cannot load the checkpoint {args.model!r}: it is no folder here and no reachable hub repo "
             f"({str(error).splitlines()[0]}). Check the path (a folder name needs ./ in front) or the repo id."

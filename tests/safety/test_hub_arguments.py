@@ -11,7 +11,7 @@ import re
 from types import SimpleNamespace
 
 import pytest
-from entry_points import Scenario, hub_repo, outcome, with_argument
+from entry_points import MODEL_FOLDER_READERS, Scenario, hub_repo, outcome, with_argument
 from helpers import REPO
 from hub_server import LocalHub
 from hypothesis import given
@@ -600,6 +600,8 @@ def answering_501(monkeypatch):
     endpoint = f"http://127.0.0.1:{server.server_port}/mirror"
     monkeypatch.setenv("HF_ENDPOINT", endpoint)
     monkeypatch.setattr(constants, "ENDPOINT", endpoint)
+    template = f"{endpoint}/{{repo_id}}/resolve/{{revision}}/{{filename}}"  # made of HF_ENDPOINT at import
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", template)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     yield endpoint
     server.shutdown()
@@ -652,3 +654,19 @@ def test_a_hub_data_set_the_hub_address_answers_with_an_error_status_is_named_wi
     )
     missing = answered(404, "GET", url)  # a Hub without the set: the name is to check
     assert "check the path" in str(hub_data_set_error("someone/data", missing, "could not be loaded"))
+
+
+@pytest.mark.parametrize(
+    "name, argument", [(name, argument) for name, argument in MODEL_FOLDER_READERS if argument is not None]
+)
+def test_a_hub_model_the_hub_address_answers_with_an_error_status_for_is_named_with_that_answer(
+    tmp_path, answering_501, name, argument
+):
+    """Every reader of a model (train's --model and --teacher, convert, explain) names what a mirror's path that is
+    no Hub API answered, as the data set and push lines do, not the network nor the repo id."""
+    scenario = Scenario(tmp_path)
+    result = outcome(name, with_argument(scenario.argv(name), argument, "someone/model"))
+    assert result.one_line, result
+    assert f": the Hub at {answering_501} answered HTTP 501 to HEAD {answering_501}/someone/model/" in result.error
+    assert "HF_ENDPOINT may not point at a Hub API" in result.error and "network" not in result.error, result
+    assert not any(path.name.startswith("out-") for path in tmp_path.iterdir())
