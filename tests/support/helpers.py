@@ -22,6 +22,19 @@ from modeling_vit_scratch import ViTScratchConfig
 
 REPO = Path(__file__).resolve().parents[2]
 SUPPORT = Path(__file__).resolve().parent  # this folder, for the PYTHONPATH of test files run as scripts
+# what a trained model folder holds: weights, config, the remote code, the processor, card, results, record, figures
+MODEL_FOLDER_FILES = (
+    "model.safetensors",
+    "config.json",
+    "modeling_vit_scratch.py",
+    "configuration_vit_scratch.py",
+    "preprocessor_config.json",
+    "README.md",
+    "all_results.json",
+    "training_record.json",
+    "training_curves.png",
+    "confusion_matrix.png",
+)
 TINY_MODEL = dict(
     image_size=8, patch_size=4, hidden_size=24, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37
 )
