@@ -56,14 +56,15 @@ def check_hub_endpoint() -> None:
     and the Hub's refusal be blamed on the token. Spaces around it reach the HTTP client as they are, and a path
     ending in `/api` (or holding `/api/`) doubles the `/api/` huggingface_hub adds itself: both would read as the
     network's fault too. Other paths stay allowed: a mirror may sit under one."""
-    from modeling_vit_scratch.common.secrets import shown_url
+    from modeling_vit_scratch.common.secrets import MASK, shown_url
 
     value = os.environ.get("HF_ENDPOINT")
     if value is None:
         return
     parts = urlsplit(value.strip())
-    # the value as every line below prints it: no user name, password, query (masked) or fragment, nor a known token
-    shown = shown_url(value.strip())
+    # the value as every line below prints it: no user name, password, query (masked) or fragment, nor a known token;
+    # a user name and password are masked first also where no scheme lets urlsplit find them (`user:pw@host`)
+    shown = shown_url(re.sub(r"^([^/?#]*//)?[^/@?#]*@", rf"\1{MASK}@", value.strip()))
     address = shown.split("?", 1)[0]  # without its query: the value to set, where the line gives one
     as_set = value.replace(value.strip(), shown)  # with the spaces around it
     if not (parts.scheme in ("http", "https") and parts.hostname):
