@@ -121,7 +121,8 @@ def titles(hub, revision: str = "main") -> list[str]:
 @pytest.fixture(scope="module")
 def pushed(tmp_path_factory):
     """One hub and one pushing process for the tests that read a first push: a trained folder (sharded, with a commit
-    message), then a newer model to the same repo, then a bare saved folder (no training files) to another repo."""
+    message), then a newer model to the same repo, then a bare saved folder (no training files) to another repo. The
+    token is given to each push (the one the Hub accepts), and another one is in HF_TOKEN: neither may be shown."""
     root = tmp_path_factory.mktemp("pushed")
     model = saved_folder(root / "run")
     newer = saved_folder(root / "run2", seed=1)
@@ -130,9 +131,10 @@ def pushed(tmp_path_factory):
         first, second, bare = push(
             hub,
             root,
-            dict(max_shard_size="40KB", commit_message="first model\n\nwhy it was trained\nand how"),
-            dict(folder=root / "run2"),
-            dict(folder=root / "bare", repo_id=BARE_REPO_ID),
+            dict(max_shard_size="40KB", commit_message="first model\n\nwhy it was trained\nand how", token=TOKEN),
+            dict(folder=root / "run2", token=TOKEN),
+            dict(folder=root / "bare", repo_id=BARE_REPO_ID, token=TOKEN),
+            env={"HF_TOKEN": GIVEN_TOKEN},  # push() checks that no output holds either token
         )
         yield SimpleNamespace(hub=hub, model=model, newer=newer, first=first, second=second, bare=bare)
 
@@ -468,11 +470,10 @@ def test_a_folder_holding_the_token_is_refused(tmp_path, monkeypatch, secret):
     assert secret not in refused
 
 
-def test_the_token_is_in_no_pushed_file_and_no_output(local_hub, tmp_path):  # noqa: F811
-    saved_folder(tmp_path / "run")
-    # the token given is the one the Hub accepts (the push checks it first); another one is in HF_TOKEN
-    (result,) = push(local_hub, tmp_path, dict(token=TOKEN), env={"HF_TOKEN": GIVEN_TOKEN})  # output checked too
-    files = local_hub.files(REPO_ID, result["commit_id"])
+def test_the_token_is_in_no_pushed_file_and_no_output(pushed):
+    # the token given is the one the Hub accepts (the push checks it first); another one is in HF_TOKEN, and the
+    # pushing process's output holds neither (checked by `push`)
+    files = pushed.hub.files(REPO_ID, pushed.first["commit_id"])
     assert len(files) >= 10
     for path, content in files.items():
         assert TOKEN.encode() not in content and GIVEN_TOKEN.encode() not in content, path
