@@ -42,6 +42,9 @@ from .configuration_vit_scratch import ViTScratchConfig, auto_map_entry, to_pair
 EIGHT_BIT_MODES = ("1", "L", "P", "RGB", "CMYK", "YCbCr", "LAB", "HSV")
 WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I", "F")  # more than 8 bits per pixel: scaled by `unit_scale`
 FLOAT_SLACK = 0.05  # how far outside [0, 1] a float image may go and be clipped (a resampling filter's overshoot)
+# formats PIL never opens a user's file as, whatever its name says (a `x.png` may hold PostScript): EPS's decoder runs
+# Ghostscript on the file, and PostScript is a program. Read here and by common/images.py (training data, explain)
+REFUSED_FORMATS = ("EPS",)
 
 
 def unit_scale(array: np.ndarray) -> np.ndarray:
@@ -319,7 +322,7 @@ class ViTScratchImageClassificationPipeline(ImageClassificationPipeline):
     def preprocess(self, image, timeout=None):
         if isinstance(image, str) and os.path.isfile(image):
             Image.init()  # every plugin registered, so the list below names them all (empty before)
-            image = Image.open(image, formats=[name for name in Image.OPEN if name != "EPS"])  # no Ghostscript
+            image = Image.open(image, formats=[name for name in Image.OPEN if name not in REFUSED_FORMATS])
         if isinstance(image, Image.Image):
             image = ImageOps.exif_transpose(image)
             return self.image_processor(images=image, return_tensors="pt").to(self.dtype)

@@ -9,12 +9,14 @@ import warnings
 
 from PIL import Image
 
+from modeling_vit_scratch.image_processing_vit_scratch import REFUSED_FORMATS
+
 
 def openers() -> list[str]:
-    """The formats PIL may open a user's file as: every one it knows but EPS, whose decoder runs Ghostscript on the
-    file (PostScript is a program), whatever the file's name says: a `x.png` may hold PostScript."""
-    Image.init()
-    return [name for name in Image.OPEN if name not in ("EPS",)]
+    """The formats PIL may open a user's file as: every one it knows but `REFUSED_FORMATS` (EPS, whose decoder runs
+    Ghostscript on the file), whatever the file's name says: a `x.png` may hold PostScript."""
+    Image.init()  # every plugin registered, so the list names them all (empty before)
+    return [name for name in Image.OPEN if name not in REFUSED_FORMATS]
 
 
 class ImageTooLarge(ValueError):

@@ -56,39 +56,41 @@ def check_hub_endpoint() -> None:
     and the Hub's refusal be blamed on the token. Spaces around it reach the HTTP client as they are, and a path
     ending in `/api` (or holding `/api/`) doubles the `/api/` huggingface_hub adds itself: both would read as the
     network's fault too. Other paths stay allowed: a mirror may sit under one."""
-    from modeling_vit_scratch.common.secrets import shown_url
+    from modeling_vit_scratch.common.secrets import MASK, shown_url
 
     value = os.environ.get("HF_ENDPOINT")
     if value is None:
         return
     parts = urlsplit(value.strip())
+    # the value as every line below prints it: no user name, password, query (masked) or fragment, nor a known token;
+    # a user name and password are masked first also where no scheme lets urlsplit find them (`user:pw@host`)
+    shown = shown_url(re.sub(r"^([^/?#]*//)?[^/@?#]*@", rf"\1{MASK}@", value.strip()))
+    address = shown.split("?", 1)[0]  # without its query: the value to set, where the line gives one
+    as_set = value.replace(value.strip(), shown)  # with the spaces around it
     if not (parts.scheme in ("http", "https") and parts.hostname):
-        shown = re.sub(r"^([^/]*//)?[^/@]*@", r"\1", value.split("?", 1)[0])  # a password in it is never echoed
         raise ValueError(
-            f"HF_ENDPOINT is {shown!r}, which is no http(s) URL with a host, so no Hub could be reached at it: set it "
+            f"HF_ENDPOINT is {as_set!r}, which is no http(s) URL with a host, so no Hub could be reached at it: set it "
             "to the Hub's address with its scheme (e.g. HF_ENDPOINT=https://huggingface.co, or http://localhost:8000 "
             "for a local mirror), or unset it (unset HF_ENDPOINT) for huggingface.co."
         )
     if "@" in parts.netloc:  # the Hub reads the token from HF_TOKEN or the login; a password here goes to every request
         raise ValueError(
-            f"HF_ENDPOINT {shown_url(value.strip())} carries a user name or password: the Hub takes the token from "
-            "HF_TOKEN or `hf auth login`; remove them from HF_ENDPOINT."
+            f"HF_ENDPOINT {shown} carries a user name or password: the Hub takes the token from HF_TOKEN or "
+            "`hf auth login`; remove them from HF_ENDPOINT."
         )
-    shown = shown_url(value.strip())
     if value != value.strip():
         raise ValueError(
-            f"HF_ENDPOINT {value.replace(value.strip(), shown)!r} has spaces around it, which the HTTP client does not "
+            f"HF_ENDPOINT {as_set!r} has spaces around it, which the HTTP client does not "
             f"strip: set it without them (HF_ENDPOINT={shown})."
         )
     if parts.query or parts.fragment or "#" in value or "?" in value:  # huggingface_hub appends its paths after it
-        base = parts._replace(query="", fragment="").geturl().strip()
         raise ValueError(
             "HF_ENDPOINT holds a query or fragment ('?...' or '#...'), before which huggingface_hub would add the "
-            f"paths it asks: set it to the address alone (HF_ENDPOINT={shown_url(base)})."
+            f"paths it asks: set it to the address alone (HF_ENDPOINT={address})."
         )
     path = parts.path.rstrip("/")
     if path.endswith("/api") or "/api/" in path:
-        asked = shown.split("?", 1)[0].rstrip("/")
+        asked = address.rstrip("/")
         base = asked[: re.search(r"/api(/|$)", asked.split("://", 1)[1]).start() + len(parts.scheme) + 3]
         raise ValueError(
             f"HF_ENDPOINT {shown} holds the path /api, which huggingface_hub adds to it itself (it would ask "

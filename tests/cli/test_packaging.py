@@ -9,7 +9,8 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
-from helpers import PROCESS_TIMEOUT, REPO
+from helpers import MODEL_FOLDER_FILES, PROCESS_TIMEOUT, REPO
+from PIL import Image
 
 BASE_REQUIREMENTS = {"torch", "transformers", "safetensors", "pillow", "numpy"}
 TRAINING_ONLY = ("datasets", "accelerate", "sklearn", "matplotlib", "tensorboard", "jinja2")
@@ -89,7 +90,9 @@ def test_the_base_install_is_the_model_and_extras_bring_training(wheel):
 
 def test_the_model_runs_without_the_training_packages(tmp_path):
     """Import, build, save, reload through the Auto classes and classify with `pipeline`, with every training-only
-    package made unimportable."""
+    package made unimportable; and the package's pipeline class classifies a PNG named by its path in a process
+    that has opened no image before (PIL registers its plugins on first use: its list of formats starts empty)."""
+    Image.new("L", (9, 7), 128).save(tmp_path / "digit.png")  # written here: the new process has opened no image
     code = f"""
 import sys
 for name in {TRAINING_ONLY!r}:
@@ -97,16 +100,21 @@ for name in {TRAINING_ONLY!r}:
 import torch
 from PIL import Image
 from transformers import AutoModelForImageClassification, pipeline
-from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchImageProcessor
+from modeling_vit_scratch import (
+    ViTScratchConfig, ViTScratchForImageClassification, ViTScratchImageClassificationPipeline, ViTScratchImageProcessor
+)
 config = ViTScratchConfig(image_size=8, patch_size=4, hidden_size=12, num_hidden_layers=1, num_attention_heads=2,
                           intermediate_size=16, num_channels=1, num_labels=3)
 ViTScratchForImageClassification(config).save_pretrained("model")
 ViTScratchImageProcessor.for_config(config).save_pretrained("model")
+classify = pipeline("image-classification", model="model", pipeline_class=ViTScratchImageClassificationPipeline)
+print("file:", len(classify("digit.png")))  # a local path, the first image this process opens
 model = AutoModelForImageClassification.from_pretrained("model")
 print("result:", type(model).__name__, len(pipeline("image-classification", model="model")(Image.new("L", (9, 7)))))
 """
     result = run_outside_checkout(code, REPO, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split("file:")[-1].split()[0] == "3"
     assert result.stdout.split("result:")[-1].split() == ["ViTScratchForImageClassification", "3"]
     assert "custom code" not in result.stdout + result.stderr  # no consent prompt: the installed classes serve
 
@@ -159,17 +167,7 @@ def test_the_installed_command_trains_the_digits_recipe_into_a_folder_that_loads
         config["stem"] == json.loads((REPO / "configs" / "models" / "model_digits_convstem.json").read_text())["stem"]
     )
     out = tmp_path / "out"
-    for name in (
-        "model.safetensors",
-        "config.json",
-        "modeling_vit_scratch.py",
-        "configuration_vit_scratch.py",
-        "preprocessor_config.json",
-        "all_results.json",
-        "training_record.json",
-        "training_curves.png",
-        "confusion_matrix.png",
-    ):
+    for name in MODEL_FOLDER_FILES:
         assert (out / name).is_file(), name
     card = (out / "README.md").read_text()
     assert card.startswith("---\n") and "## Training procedure" in card and "{{" not in card

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from helpers import one_by_default, run_fresh, tiny_config
+from helpers import run_fresh_loads, tiny_config
 from PIL import Image
 from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForImageClassification, pipeline
 from transformers.image_utils import load_image
@@ -105,11 +105,38 @@ def test_the_code_a_saved_folder_ships_imports_nothing_else_of_the_package(saved
     assert set(shipped) == SHIPPED_CODE, f"save_pretrained also copied {sorted(set(shipped) - SHIPPED_CODE)}"
 
 
+HYBRIDS = {
+    "resnetv2": dict(stem="resnetv2", stem_width=32, stem_depths=[1, 1], image_size=24, patch_size=1),
+    "conv": dict(stem="conv", stem_channels=[5, 7], image_size=20, patch_size=1),
+}
+
+
+@pytest.fixture(scope="module")
+def fresh_loads(tmp_path_factory) -> dict:
+    """name -> (model, folder, pixel_values, what a new process without the package loaded): a plain model, a hybrid
+    of each stem and a sharded save, all loaded in ONE new process (`run_fresh_loads`: one process start for the
+    tests below, each of which reads its own folder's part)."""
+    root = tmp_path_factory.mktemp("fresh")
+    saved = {}
+    configs = {
+        "plain": tiny_config(num_channels=1, id2label={i: f"digit {i}" for i in range(5)}),
+        **{stem: tiny_config(**fields) for stem, fields in HYBRIDS.items()},
+        "sharded": tiny_config(),
+    }
+    torch.manual_seed(0)
+    for name, config in configs.items():
+        model = ViTScratchForImageClassification(config).eval()
+        model.save_pretrained(root / name, **({"max_shard_size": "20KB"} if name == "sharded" else {}))
+        ViTScratchImageProcessor.for_config(config).save_pretrained(root / name)
+        pixel_values = torch.randn(2, config.num_channels, config.image_size, config.image_size)
+        saved[name] = (model, root / name, pixel_values)
+    loaded = run_fresh_loads([(folder, None, pixel_values) for _, folder, pixel_values in saved.values()], root / "new")
+    return {name: (*saved[name], result) for name, result in zip(saved, loaded)}
+
+
 @pytest.mark.integration
-def test_fresh_process_without_the_package_loads_by_trust_remote_code(saved_folder, tmp_path):
-    model, folder = saved_folder
-    pixel_values = torch.randn(3, 1, 20, 20)
-    loaded = run_fresh(folder, pixel_values, tmp_path)
+def test_fresh_process_without_the_package_loads_by_trust_remote_code(fresh_loads):
+    model, _, pixel_values, loaded = fresh_loads["plain"]
     with torch.no_grad():
         assert torch.equal(loaded["logits"], model(pixel_values).logits)
         assert torch.equal(loaded["tokens"], model.vit(pixel_values).last_hidden_state)
@@ -117,42 +144,25 @@ def test_fresh_process_without_the_package_loads_by_trust_remote_code(saved_fold
     assert [p["label"] for p in loaded["pipeline"]][:1][0].startswith("digit ")
 
 
-HYBRIDS = {
-    "resnetv2": dict(stem="resnetv2", stem_width=32, stem_depths=[1, 1], image_size=24, patch_size=1),
-    "conv": dict(stem="conv", stem_channels=[5, 7], image_size=20, patch_size=1),
-}
-
-
-@pytest.mark.parametrize("stem", one_by_default(sorted(HYBRIDS)))  # a new process each; both stems ship in one file
+@pytest.mark.parametrize("stem", sorted(HYBRIDS))  # loaded in the one process of `fresh_loads`
 @pytest.mark.integration
-def test_a_hybrid_loads_by_the_auto_classes_in_a_fresh_process_without_the_package(tmp_path, stem):
+def test_a_hybrid_loads_by_the_auto_classes_in_a_fresh_process_without_the_package(fresh_loads, stem):
     """The stems live in their own shipped file: a saved hybrid carries it and reloads from it alone."""
-    config = tiny_config(**HYBRIDS[stem])
-    model = ViTScratchForImageClassification(config).eval()
-    folder = tmp_path / "hybrid"
-    model.save_pretrained(folder)
-    ViTScratchImageProcessor.for_config(config).save_pretrained(folder)
+    model, folder, pixel_values, loaded = fresh_loads[stem]
     assert (folder / "stems_vit_scratch.py").is_file()
     assert type(AutoModelForImageClassification.from_pretrained(folder)) is ViTScratchForImageClassification
-    pixel_values = torch.randn(2, 3, config.image_size, config.image_size)
-    loaded = run_fresh(folder, pixel_values, tmp_path / "fresh")
     with torch.no_grad():
         assert torch.equal(loaded["logits"], model(pixel_values).logits)
     assert len(loaded["pipeline"]) == 5  # the pipeline resizes a 40x30 image to the hybrid's input
 
 
 @pytest.mark.integration
-def test_sharded_save_loads_in_a_fresh_process(tmp_path):
-    config = tiny_config()
-    model = ViTScratchForImageClassification(config).eval()
-    folder = tmp_path / "sharded"
-    model.save_pretrained(folder, max_shard_size="20KB")
-    ViTScratchImageProcessor.for_config(config).save_pretrained(folder)
+def test_sharded_save_loads_in_a_fresh_process(fresh_loads):
+    model, folder, pixel_values, loaded = fresh_loads["sharded"]
     shards = sorted(p.name for p in folder.glob("model-*.safetensors"))
     assert len(shards) > 1 and (folder / "model.safetensors.index.json").exists()
-    pixel_values = torch.randn(2, 3, 20, 20)
     with torch.no_grad():
-        assert torch.equal(run_fresh(folder, pixel_values, tmp_path)["logits"], model(pixel_values).logits)
+        assert torch.equal(loaded["logits"], model(pixel_values).logits)
 
 
 def test_pipeline_classifies_pil_images_of_any_size_and_mode(saved_folder):

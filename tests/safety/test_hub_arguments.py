@@ -474,7 +474,13 @@ def test_a_printed_url_never_shows_its_user_name_or_password(url):
 
 
 @pytest.mark.parametrize(
-    "endpoint, shown", [("", ""), ("localhost:8000", "localhost:8000"), ("ftp://u:pw@h?t=1", "ftp://h")]
+    "endpoint, shown",
+    [
+        ("", ""),
+        ("localhost:8000", "localhost:8000"),
+        ("ftp://u:pw@h?t=1", "ftp://***@h?***"),
+        ("u:pw@localhost:8000", "***@localhost:8000"),
+    ],
 )
 @pytest.mark.parametrize("command", ["train --dataset", "train --model", "explain", "convert", "push"])
 def test_an_hf_endpoint_that_is_no_url_is_one_line_naming_it_before_any_hub_call(

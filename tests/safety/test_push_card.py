@@ -7,14 +7,14 @@ import json
 
 import pytest
 from entry_points import Scenario, command_env, hub_repo, outcome, run_command, with_argument
-from helpers import REPO
+from helpers import REPO, pushed_card
 from hub_server import local_hub  # noqa: F401  (the fixture)
 
 from modeling_vit_scratch import ViTScratchForImageClassification
 from modeling_vit_scratch.common.model_folder import content_sha256, described_sha256
 from modeling_vit_scratch.common.secrets import weights_sha256
 from modeling_vit_scratch.sharing.card import render_model_card
-from modeling_vit_scratch.sharing.push import card_sources, local_card_note, measured_training_files, metrics_note
+from modeling_vit_scratch.sharing.push import local_card_note, measured_training_files, metrics_note
 from modeling_vit_scratch.training.output import write_model_card
 
 
@@ -164,21 +164,13 @@ def test_a_pushed_repo_downloaded_again_pushes_again(local_hub, tmp_path):  # no
     assert "0.2500" in local_hub.files("local-user/again")["README.md"].decode()  # measured: its metrics published
 
 
-def card_of(folder) -> str:
-    """The card a push of `folder` renders, from what the push reads (`card_sources`), in one line of words."""
-    metrics, record, measured, origin = card_sources(folder, weights_sha256(folder), allow_unmeasured_weights=False)
-    config = ViTScratchForImageClassification.from_pretrained(folder).config
-    card = render_model_card(config, metrics, record, unmeasured=not measured, conversion=origin)
-    return " ".join(str(card).split())
-
-
 def test_the_card_of_a_runs_checkpoint_names_its_step_run_and_the_metrics_logged_there(tmp_path):
     checkpoint = tmp_path / "run" / "checkpoint-4"
     checkpoint.parent.mkdir()
     Scenario(tmp_path).model().rename(checkpoint)
     log = [{"step": 2, "eval_accuracy": 0.25}, {"step": 4, "loss": 1.0}, {"step": 4, "eval_accuracy": 0.75}]
     (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 4, "epoch": 2.0, "log_history": log}))
-    card = card_of(checkpoint)
+    card = pushed_card(checkpoint)
     assert "saved at step 4, epoch 2 of the vit-scratch training run in `run` (a checkpoint of that run, not" in card
     assert "| validation | accuracy | 0.7500 |" in card and "0.2500" not in card and "unknown origin" not in card
 
@@ -196,7 +188,7 @@ def round_trip(folder, root):
 
 def test_a_round_trip_card_says_trained_then_converted_and_names_no_local_path(tmp_path):
     back = round_trip(trained_folder(tmp_path / "runs"), tmp_path)
-    card = card_of(back)
+    card = pushed_card(back)
     assert (
         "trained by vit-scratch (the run in `model`), exported to transformers from `model`, then converted by "
         "vit-scratch from `exported` (a transformers model), its weights unchanged by each conversion" in card
@@ -212,7 +204,7 @@ def test_a_round_trip_of_a_runs_checkpoint_says_which_run_and_step_trained_it(tm
     checkpoint.parent.mkdir()
     Scenario(tmp_path).model().rename(checkpoint)
     (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 9, "epoch": 3.0, "log_history": []}))
-    card = card_of(round_trip(checkpoint, tmp_path))
+    card = pushed_card(round_trip(checkpoint, tmp_path))
     assert (
         "trained by vit-scratch (the run in `run`, checkpoint at step 9), exported to transformers from "
         "`checkpoint-9`, then converted by vit-scratch from `exported`" in card
@@ -246,7 +238,7 @@ def test_a_card_names_local_paths_by_their_last_part(tmp_path):
     record |= dict(dataset="/home/me/data/images", initial_weights="/home/me/runs/base")
     record |= dict(command="vit-scratch train --dataset /home/me/data/images --output_dir=/home/me/runs/x --seed 0")
     (folder / "training_record.json").write_text(json.dumps(record))
-    card = card_of(folder)
+    card = pushed_card(folder)
     assert "/home/me" not in card
     assert "vit-scratch train --dataset images --output_dir=x --seed 0" in card
     assert "The image-classification data set `images`" in card and "from the weights of `base`" in card

@@ -6,13 +6,14 @@ come before any request, run in this process, which is offline."""
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 import yaml
 from entry_points import outcome
-from helpers import run_fresh, run_fresh_revisions, tiny_config
-from hub_server import TOKEN, Store, local_hub  # noqa: F401  (the fixture)
+from helpers import pushed_card, run_fresh, run_fresh_revisions, tiny_config
+from hub_server import TOKEN, LocalHub, Store, local_hub  # noqa: F401  (the fixture)
 from huggingface_hub import ModelCard, constants
 
 from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchImageProcessor
@@ -117,19 +118,33 @@ def titles(hub, revision: str = "main") -> list[str]:
     return [title for _, title in hub.commits(REPO_ID, revision)]
 
 
-def test_push_uploads_everything_and_loads_back_without_the_package(local_hub, tmp_path):  # noqa: F811
-    model = saved_folder(tmp_path / "run")
-    newer = saved_folder(tmp_path / "run2", seed=1)
-    first, second = push(
-        local_hub,
-        tmp_path,
-        dict(max_shard_size="40KB", commit_message="first model\n\nwhy it was trained\nand how"),
-        dict(folder=tmp_path / "run2"),
-    )
+@pytest.fixture(scope="module")
+def pushed(tmp_path_factory):
+    """One hub and one pushing process for the tests that read a first push: a trained folder (sharded, with a commit
+    message), then a newer model to the same repo, then a bare saved folder (no training files) to another repo. The
+    token is given to each push (the one the Hub accepts), and another one is in HF_TOKEN: neither may be shown."""
+    root = tmp_path_factory.mktemp("pushed")
+    model = saved_folder(root / "run")
+    newer = saved_folder(root / "run2", seed=1)
+    saved_folder(root / "bare", with_training_files=False)
+    with LocalHub(root / "hub") as hub:
+        first, second, bare = push(
+            hub,
+            root,
+            dict(max_shard_size="40KB", commit_message="first model\n\nwhy it was trained\nand how", token=TOKEN),
+            dict(folder=root / "run2", token=TOKEN),
+            dict(folder=root / "bare", repo_id=BARE_REPO_ID, token=TOKEN),
+            env={"HF_TOKEN": GIVEN_TOKEN},  # push() checks that no output holds either token
+        )
+        yield SimpleNamespace(hub=hub, model=model, newer=newer, first=first, second=second, bare=bare)
+
+
+def test_push_uploads_everything_and_loads_back_without_the_package(pushed, tmp_path):
+    hub, first, second = pushed.hub, pushed.first, pushed.second
     assert len(first["commit_id"]) == 40 and first["repo_url"].endswith(REPO_ID)
-    model_commit = Store(local_hub.root).open(REPO_ID).history(first["commit_id"])[1][1]  # before the card's pin
+    model_commit = Store(hub.root).open(REPO_ID).history(first["commit_id"])[1][1]  # before the card's pin
     assert (model_commit["title"], model_commit["message"]) == ("first model", "why it was trained\nand how")
-    files = local_hub.files(REPO_ID, first["commit_id"])
+    files = hub.files(REPO_ID, first["commit_id"])
     assert {
         "config.json",
         "modeling_vit_scratch.py",
@@ -148,29 +163,29 @@ def test_push_uploads_everything_and_loads_back_without_the_package(local_hub, t
         "AutoModel",
         "AutoModelForImageClassification",
     }
+    # vit-scratch never writes a pipeline of its own (a folder that declares one is refused: see below)
+    assert "custom_pipelines" not in json.loads(files["config.json"])
 
     # a new model on the same repo: the new revision loads, and the old one, pinned, still does
     assert second["commit_id"] != first["commit_id"]
     pixel_values = torch.randn(2, 1, 20, 20)
-    env = local_hub.env(tmp_path / "hf_home_fresh")
+    env = hub.env(tmp_path / "hf_home_fresh")
     pinned, latest = run_fresh_revisions(REPO_ID, pixel_values, tmp_path / "fresh", env, [first["commit_id"], None])
     with torch.no_grad():
-        assert torch.equal(pinned["logits"], model(pixel_values).logits)
-        assert torch.equal(latest["logits"], newer(pixel_values).logits)
+        assert torch.equal(pinned["logits"], pushed.model(pixel_values).logits)
+        assert torch.equal(latest["logits"], pushed.newer(pixel_values).logits)
     assert (pinned["config_class"], pinned["processor_class"]) == ("ViTScratchConfig", "ViTScratchImageProcessor")
     assert pinned["pipeline"][0]["label"].startswith("digit ")
-    files = set(local_hub.files(REPO_ID))  # the first push's shards went with the new unsharded model
+    files = set(hub.files(REPO_ID, second["commit_id"]))  # the first push's shards went with the new model
     assert "model.safetensors" in files and not any(name.startswith("model-") for name in files)
     assert "model.safetensors.index.json" not in files
-    assert local_hub.unknown_routes == []
+    assert hub.unknown_routes == []
 
 
-def test_model_card_is_valid_and_its_metrics_are_the_measured_ones_or_absent(local_hub, tmp_path):  # noqa: F811
+def test_model_card_is_valid_and_its_metrics_are_the_measured_ones_or_absent(pushed):
     """The card of a training output holds its measured metrics; that of a bare saved folder leaves them out."""
-    saved_folder(tmp_path / "run")
-    saved_folder(tmp_path / "bare", with_training_files=False)
-    result, bare = push(local_hub, tmp_path, {}, dict(folder=tmp_path / "bare", repo_id=BARE_REPO_ID))
-    card_text = card_at(local_hub, result["commit_id"])  # the push's commits posted it to validate-yaml first
+    hub, result, bare = pushed.hub, pushed.first, pushed.bare
+    card_text = card_at(hub, result["commit_id"])  # the push's commits posted it to validate-yaml first
     assert "{{" not in card_text and "{%" not in card_text
     assert ModelCard(card_text).data.license == "apache-2.0"
     front = yaml.safe_load(card_text.split("---")[1])
@@ -178,38 +193,28 @@ def test_model_card_is_valid_and_its_metrics_are_the_measured_ones_or_absent(loc
     assert {"vision-transformer", "custom_code"} <= set(front["tags"]) and front["license"] == "apache-2.0"
     metrics = {m["type"]: m["value"] for m in front["model-index"][0]["results"][0]["metrics"]}
     assert metrics == {"accuracy": round(0.91234, 4), "top5_accuracy": 1.0}
-    model_commit = local_hub.commits(REPO_ID)[1][0]  # the card pins the commit holding the weights
+    model_commit = hub.commits(REPO_ID, result["commit_id"])[1][0]  # the card pins the commit holding the weights
     assert f'revision="{model_commit}"' in card_text and "dosovitskiy2021an" in card_text
     assert TOKEN not in card_text
 
-    card_text = local_hub.files(BARE_REPO_ID, bare["commit_id"])["README.md"].decode()
+    card_text = hub.files(BARE_REPO_ID, bare["commit_id"])["README.md"].decode()
     assert "## Training procedure" not in card_text and "## Results" not in card_text
     assert "model-index" not in card_text and "## Architecture" in card_text
     assert "of unknown origin: its folder holds no training or conversion record" in card_text
 
 
-def test_the_card_of_a_converted_folder_says_what_it_was_converted_from_while_the_weights_are_those(
-    local_hub,  # noqa: F811
-    tmp_path,
-):
-    """convert's record names the source; weights changed after the conversion make it claim nothing."""
-    from modeling_vit_scratch.common.secrets import weights_sha256
-
+def test_the_card_of_a_converted_folder_says_what_it_was_converted_from_while_the_weights_are_those(tmp_path):
+    """convert's record names the source; weights changed after the conversion make it claim nothing. The card is
+    the one a push renders from what it reads (`pushed_card`); that the Hub gets that card is tried above."""
     for name, digest in (("converted", None), ("edited", "0" * 64)):
         saved_folder(tmp_path / name, with_training_files=False)
         record = {"input": "google/vit-base-patch16-224", "from": "transformers"}
         record["weights_sha256"] = digest or weights_sha256(tmp_path / name)
         (tmp_path / name / "conversion_record.json").write_text(json.dumps(record))
-    converted, edited = push(
-        local_hub,
-        tmp_path,
-        dict(folder=tmp_path / "converted", repo_id=BARE_REPO_ID),
-        dict(folder=tmp_path / "edited", repo_id=REPO_ID),
-    )
-    card_text = " ".join(local_hub.files(BARE_REPO_ID, converted["commit_id"])["README.md"].decode().split())
+    card_text = pushed_card(tmp_path / "converted")
     assert "converted by vit-scratch from `google/vit-base-patch16-224` (a transformers model)" in card_text
     assert "trained with" not in card_text and "## Training procedure" not in card_text
-    card_text = " ".join(local_hub.files(REPO_ID, edited["commit_id"])["README.md"].decode().split())
+    card_text = pushed_card(tmp_path / "edited")
     assert "converted by" not in card_text and "of unknown origin" in card_text
 
 
@@ -465,11 +470,10 @@ def test_a_folder_holding_the_token_is_refused(tmp_path, monkeypatch, secret):
     assert secret not in refused
 
 
-def test_the_token_is_in_no_pushed_file_and_no_output(local_hub, tmp_path):  # noqa: F811
-    saved_folder(tmp_path / "run")
-    # the token given is the one the Hub accepts (the push checks it first); another one is in HF_TOKEN
-    (result,) = push(local_hub, tmp_path, dict(token=TOKEN), env={"HF_TOKEN": GIVEN_TOKEN})  # output checked too
-    files = local_hub.files(REPO_ID, result["commit_id"])
+def test_the_token_is_in_no_pushed_file_and_no_output(pushed):
+    # the token given is the one the Hub accepts (the push checks it first); another one is in HF_TOKEN, and the
+    # pushing process's output holds neither (checked by `push`)
+    files = pushed.hub.files(REPO_ID, pushed.first["commit_id"])
     assert len(files) >= 10
     for path, content in files.items():
         assert TOKEN.encode() not in content and GIVEN_TOKEN.encode() not in content, path
@@ -582,16 +586,12 @@ def test_a_pull_request_whose_pin_failed_is_finished_on_its_ref(local_hub, tmp_p
     assert finished["commits"] == first["commits"]  # main untouched
 
 
-def test_a_folder_that_declares_a_pipeline_of_its_own_is_refused(local_hub, tmp_path):  # noqa: F811
+def test_a_folder_that_declares_a_pipeline_of_its_own_is_refused(tmp_path):
     """vit-scratch never writes `custom_pipelines` (transformers would ask every user for remote-code consent and
-    run the folder's pipeline class), so any such entry, even naming the package's own class, is foreign."""
-    own, other = tmp_path / "run", tmp_path / "other"
-    saved_folder(own)
-    shutil.copytree(own, other)
+    run the folder's pipeline class), so any such entry, even naming the package's own class, is foreign: refused
+    before any request (the first push above shows the pushed config holds none)."""
+    other = tmp_path / "other"
+    saved_folder(other)
     pipeline = {"impl": "image_processing_vit_scratch.ViTScratchImageClassificationPipeline", "pt": [], "type": "image"}
     write_json(other / "config.json", custom_pipelines={"image-classification": pipeline})
-    pushed, refused = push(local_hub, tmp_path, dict(folder=own), dict(folder=other))
-    config = json.loads(local_hub.files(REPO_ID, pushed["commit_id"])["config.json"])
-    assert "custom_pipelines" not in config
-    assert refused["error"] == "ValueError"
-    assert "declares custom_pipelines; refusing to run or push it" in refused["message"]
+    assert "declares custom_pipelines; refusing to run or push it" in refusal(other)

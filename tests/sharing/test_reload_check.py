@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from helpers import tiny_config
+from helpers import one_by_default, tiny_config
 from safetensors.torch import load_file, save_file
 
 from modeling_vit_scratch import ViTScratchForImageClassification
@@ -24,7 +24,9 @@ def nudge_one_weight(folder):
     save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
 
 
-@pytest.mark.parametrize("own_code", [False, True])
+# with its own code (a new process): in the slow tier, since the thread-count test below and every push in
+# tests/sharing/test_hub.py run that same check bit for bit in a new process
+@pytest.mark.parametrize("own_code", one_by_default([False, True]))
 @pytest.mark.integration
 def test_a_saved_folder_reloads_bit_for_bit(saved, own_code):
     model, folder, pixel_values = saved
@@ -33,7 +35,8 @@ def test_a_saved_folder_reloads_bit_for_bit(saved, own_code):
         assert torch.equal(reloaded_logits(folder, pixel_values, own_code=own_code), model(pixel_values).logits)
 
 
-@pytest.mark.parametrize("own_code", [False, True])
+# the comparison is the same function whichever process computed the logits: own_code=False tries it by default
+@pytest.mark.parametrize("own_code", one_by_default([False, True]))
 @pytest.mark.integration
 def test_other_weights_on_disk_are_caught_with_the_difference(saved, own_code):
     model, folder, pixel_values = saved

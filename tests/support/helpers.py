@@ -22,6 +22,19 @@ from modeling_vit_scratch import ViTScratchConfig
 
 REPO = Path(__file__).resolve().parents[2]
 SUPPORT = Path(__file__).resolve().parent  # this folder, for the PYTHONPATH of test files run as scripts
+# what a trained model folder holds: weights, config, the remote code, the processor, card, results, record, figures
+MODEL_FOLDER_FILES = (
+    "model.safetensors",
+    "config.json",
+    "modeling_vit_scratch.py",
+    "configuration_vit_scratch.py",
+    "preprocessor_config.json",
+    "README.md",
+    "all_results.json",
+    "training_record.json",
+    "training_curves.png",
+    "confusion_matrix.png",
+)
 TINY_MODEL = dict(
     image_size=8, patch_size=4, hidden_size=24, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37
 )
@@ -137,11 +150,10 @@ FRESH_PROCESS = textwrap.dedent(
     import numpy as np, torch
     from PIL import Image
     from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForImageClassification, pipeline
-    folder, inputs, outputs, revisions = *sys.argv[1:4], json.loads(sys.argv[4])
-    pixel_values = torch.load(inputs)
+    loads, inputs, outputs = json.loads(sys.argv[1]), *sys.argv[2:4]
     image = Image.fromarray(np.arange(30 * 40 * 3, dtype=np.uint8).reshape(30, 40, 3))
     loaded = []
-    for revision in revisions:
+    for (folder, revision), pixel_values in zip(loads, torch.load(inputs)):
         load = dict(trust_remote_code=True, revision=revision)
         model = AutoModelForImageClassification.from_pretrained(folder, **load).eval()
         assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
@@ -170,15 +182,22 @@ def run_fresh(folder, pixel_values, tmp_path, env: dict | None = None, revision:
 
 def run_fresh_revisions(folder, pixel_values, tmp_path, env: dict | None, revisions: list[str | None]) -> list[dict]:
     """`run_fresh` for each revision of a repo (None: the default branch), in one new process."""
+    return run_fresh_loads([(folder, revision, pixel_values) for revision in revisions], tmp_path, env)
+
+
+def run_fresh_loads(loads: list[tuple], tmp_path, env: dict | None = None) -> list[dict]:
+    """`run_fresh` for each (folder or repo id, revision, pixel_values) of `loads`, in one new process: tests that
+    each load a folder of their own share one process start."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     script, inputs, outputs = tmp_path / "load.py", tmp_path / "inputs.pt", tmp_path / "outputs.pt"
     script.write_text(FRESH_PROCESS)
-    torch.save(pixel_values, inputs)
+    torch.save([pixel_values for _, _, pixel_values in loads], inputs)
     # one thread, as this process computes (conftest): the same summation order, so logits compare bit for bit
     offline = {"HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1"}
     env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or offline)}
+    folders = json.dumps([[str(folder), revision] for folder, revision, _ in loads])
     result = subprocess.run(
-        [sys.executable, str(script), str(folder), str(inputs), str(outputs), json.dumps(revisions)],
+        [sys.executable, str(script), folders, str(inputs), str(outputs)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -187,3 +206,16 @@ def run_fresh_revisions(folder, pixel_values, tmp_path, env: dict | None, revisi
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return torch.load(outputs)
+
+
+def pushed_card(folder: Path) -> str:
+    """The card a push of `folder` renders, from what the push reads (`card_sources`), in one line of words."""
+    from modeling_vit_scratch import ViTScratchForImageClassification
+    from modeling_vit_scratch.common.secrets import weights_sha256
+    from modeling_vit_scratch.sharing.card import render_model_card
+    from modeling_vit_scratch.sharing.push import card_sources
+
+    metrics, record, measured, origin = card_sources(folder, weights_sha256(folder), allow_unmeasured_weights=False)
+    config = ViTScratchForImageClassification.from_pretrained(folder).config
+    card = render_model_card(config, metrics, record, unmeasured=not measured, conversion=origin)
+    return " ".join(str(card).split())

@@ -9,7 +9,7 @@ import pytest
 import torch
 import yaml
 from entry_points import outcome, with_arguments
-from helpers import run_script, tiny_model_file, training_args, write_imagefolder
+from helpers import MODEL_FOLDER_FILES, run_script, tiny_model_file, training_args, write_imagefolder
 from hub_server import TOKEN, LocalHub
 from PIL import Image
 from safetensors.torch import load_file
@@ -61,17 +61,7 @@ def test_loss_falls_and_the_folder_holds_everything(trained_imagefolder):
         if "loss" in entry
     ]
     assert len(history) >= 5 and history[-1] < history[0]
-    for name in (
-        "model.safetensors",
-        "config.json",
-        "modeling_vit_scratch.py",
-        "configuration_vit_scratch.py",
-        "preprocessor_config.json",
-        "README.md",
-        "training_curves.png",
-        "confusion_matrix.png",
-        "all_results.json",
-    ):
+    for name in MODEL_FOLDER_FILES:
         assert (output_dir / name).is_file(), name
     config = json.loads((output_dir / "config.json").read_text())
     assert config["id2label"] == {"0": "cat", "1": "dog", "2": "fox"}
