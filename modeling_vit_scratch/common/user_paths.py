@@ -54,11 +54,17 @@ def expand_user_paths(values: dict, names: tuple[str, ...]) -> None:
 VARIABLE_REFERENCE = re.compile(r"\$(\w|\{)")
 
 
-def refuse_variable_reference(name: str, what: str) -> None:
-    """A one-line ValueError when `name` (`what` says which: a class folder, a file, --dataset) holds `$NAME` or
-    `${NAME}`: datasets would read it as that environment variable's value, a path that is not there."""
+DATASETS_READS_IT = (
+    "which datasets reads as an environment variable ($HOME, ${HOME}) in every path it opens, so its images would be "
+    "looked for elsewhere"
+)
+
+
+def refuse_variable_reference(
+    name: str, what: str, why: str = DATASETS_READS_IT, fix: str = "rename it without '$'"
+) -> None:
+    """A one-line ValueError when `name` (`what` says which: a class folder, a file, --dataset, a recipe's path) holds
+    `$NAME` or `${NAME}`, saying `why` that is wrong there (datasets would read it as that environment variable's
+    value, a path that is not there; a recipe, read by no shell, would keep it as is) and the `fix`."""
     if VARIABLE_REFERENCE.search(name):
-        raise ValueError(
-            f"{what} ({name!r}) holds '$' before a name, which datasets reads as an environment variable ($HOME, "
-            "${HOME}) in every path it opens, so its images would be looked for elsewhere: rename it without '$'."
-        )
+        raise ValueError(f"{what} ({name!r}) holds '$' before a name, {why}: {fix}.")

@@ -39,7 +39,7 @@ from modeling_vit_scratch.common.secrets import (
     secrets_in_argv,
 )
 from modeling_vit_scratch.common.sources import DIGITS
-from modeling_vit_scratch.common.user_paths import expand_user_paths
+from modeling_vit_scratch.common.user_paths import expand_user_paths, refuse_variable_reference
 from modeling_vit_scratch.training.distillation import Distillation
 from modeling_vit_scratch.training.distributed import first_process
 from modeling_vit_scratch.training.limits import LIMITS
@@ -317,6 +317,11 @@ def refuse_blank_recipe_value(path: Path, key: str, value) -> None:
 RECIPE_PATH_KEYS = ("model", "teacher", "dataset")
 # every argument that names a file or folder: a leading `~` is a home folder, on the command line and in a recipe
 PATH_ARGUMENTS = (*RECIPE_PATH_KEYS, "output_dir", "resume_from_checkpoint", "deepspeed", "fsdp_config")
+# a recipe is read by no shell: `$HOME/x` would stay a folder named '$HOME' in the working folder, and `~` is expanded
+RECIPE_IS_NO_SHELL = (
+    "which a recipe keeps as written (no shell reads it), so it would name a path of that very name, not the "
+    "variable's value"
+)
 RECIPE_PATHS = (
     "Train from a recipe (RECIPE.json or .yaml, given first) and/or arguments; the command line wins. Relative paths "
     "in a recipe: what it reads (model, teacher, dataset) is found from the working folder or beside the recipe (two "
@@ -448,6 +453,13 @@ def recipe_to_argv(argv: list[str]) -> list[str]:
             refuse_blank_recipe_value(path, key, value)
         if value is None:
             continue
+        if key in PATH_ARGUMENTS and isinstance(value, str):
+            refuse_variable_reference(
+                value,
+                f"Key {key!r} in the recipe {path}{key_line(path, key)}",
+                RECIPE_IS_NO_SHELL,
+                "write the path out, or use ~ for your home folder",
+            )
         if key in RECIPE_PATH_KEYS and key not in overridden and not isinstance(value, (dict, list)):
             value, _ = path_in_recipe(path, key, str(value))  # a mapping or list is refused as such, never a path
         written = recipe_words(path, key, value)

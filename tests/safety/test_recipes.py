@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modeling_vit_scratch.common.overrides import parse_overrides
-from modeling_vit_scratch.training.arguments import parse_arguments
+from modeling_vit_scratch.training.arguments import PATH_ARGUMENTS, parse_arguments
 from modeling_vit_scratch.training.recipes import load_recipe
 
 # plain arguments and values a recipe may hold
@@ -564,3 +564,25 @@ def test_epochs_given_beside_max_steps_are_named_as_unused_in_one_warning(
     monkeypatch.setenv("RANK", "1")  # another process of the run (torchrun): said once, by the first (before: by each)
     parse_arguments(argv)
     assert capsys.readouterr().err == ""
+
+
+# each path argument once, in turn with each spelling of a variable and each recipe syntax
+VARIABLES = [(".yaml", "$HOME/x"), (".json", "${HOME}/x"), (".yaml", "runs/$RUN")]
+
+
+@pytest.mark.parametrize(
+    ("key", "suffix", "written"),
+    [(key, *VARIABLES[index % len(VARIABLES)]) for index, key in enumerate(PATH_ARGUMENTS)],
+)
+def test_a_variable_in_a_recipe_path_is_refused_naming_the_key_and_line(tmp_path, monkeypatch, key, suffix, written):
+    """A recipe is read by no shell: `output_dir: $HOME/x` trained into a folder literally named '$HOME'. Every path
+    argument of a recipe holding `$NAME` or `${NAME}` is one line naming the file, key and line, and the fix."""
+    monkeypatch.chdir(tmp_path)
+    error = refusal(tmp_path, suffix, recipe_lines([("seed", 3), (key, written)], suffix))
+    line = 2 if suffix == ".yaml" else 3
+    assert error == (
+        f"error: Key {key!r} in the recipe {tmp_path / f'recipe{suffix}'} line {line} ({written!r}) holds '$' before a "
+        "name, which a recipe keeps as written (no shell reads it), so it would name a path of that very name, not the "
+        "variable's value: write the path out, or use ~ for your home folder."
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == [f"recipe{suffix}"]
