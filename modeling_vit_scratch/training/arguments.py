@@ -38,8 +38,13 @@ from modeling_vit_scratch.common.secrets import (
     redact,
     secrets_in_argv,
 )
-from modeling_vit_scratch.common.sources import DIGITS
-from modeling_vit_scratch.common.user_paths import expand_user_paths, refuse_variable_reference
+from modeling_vit_scratch.common.sources import DIGITS, looks_like_local_path
+from modeling_vit_scratch.common.user_paths import (
+    NotALocalPath,
+    expand_user_paths,
+    refuse_variable_reference,
+    user_path,
+)
 from modeling_vit_scratch.training.distillation import Distillation
 from modeling_vit_scratch.training.distributed import first_process
 from modeling_vit_scratch.training.limits import LIMITS
@@ -324,8 +329,8 @@ RECIPE_IS_NO_SHELL = (
 )
 RECIPE_PATHS = (
     "Train from a recipe (RECIPE.json or .yaml, given first) and/or arguments; the command line wins. Relative paths "
-    "in a recipe: what it reads (model, teacher, dataset) is found from the working folder or beside the recipe (two "
-    "different ones are refused; the one read is printed); what it writes (output_dir, always named) is relative to "
+    "in a recipe: what it reads (model, teacher, dataset) is found from the working folder or beside the recipe (or "
+    "the file it links to; two different ones are refused; the one read is printed); what it writes (output_dir, always named) is relative to "
     "the working folder, as on the command line. The resolved output folder is printed at the start."
 )
 
@@ -333,27 +338,62 @@ RECIPE_PATHS = (
 def path_in_recipe(recipe: Path, key: str, value: str) -> tuple[str, str | None]:
     """A path that a recipe names to read (`RECIPE_PATH_KEYS`), as the command line gets it, and where it was found.
 
-    A relative path is found from the working directory (a recipe written for one place) or beside the recipe (so
-    `configs/train_digits.json` finds `models/...` beside it from anywhere): where it exists in only one of the two,
-    that one, and `where` says which ("from the working folder", "beside the recipe"); where it exists in both and
-    they differ (two files with other bytes, two folders), a ValueError naming both, since taking either silently
-    may train on what the user did not mean. An absolute path, or a name that is no local path (a preset, a hub id,
-    the digits), is kept, with `where` None."""
-    here, beside = Path(value), recipe.parent / value
-    if here.is_absolute() or (key == "dataset" and value == DIGITS):
+    A relative path is found from the working directory (a recipe written for one place), beside the recipe as given
+    (so `configs/train_digits.json` finds `models/...` beside it from anywhere), or, for a recipe given through a
+    symbolic link, beside the file it links to (where its neighbours are): where it exists in one of these, that
+    one, and `where` says which; where it exists in several and they differ (two files with other bytes, two
+    folders), a ValueError naming each, since taking either silently may train on what the user did not mean; where
+    a name that can only be a local path (`looks_like_local_path`, or an architecture `.json`) exists in none, a
+    FileNotFoundError naming the recipe, the key and each place looked. An absolute path, or a name that is no local
+    path (a preset, a hub id, the digits), is kept, with `where` None."""
+    if is_absolute_path(value) or (key == "dataset" and value == DIGITS):
         return value, None
-    found = [path for path in (here, beside) if path.exists()]
-    if len(found) == 2 and not same_input(here, beside):
+    places = recipe_places(recipe, value)
+    written = f"Key {key!r} in the recipe {recipe}{key_line(recipe, key)} is {value!r}"
+    found = [(path, where) for path, where in places.items() if path.exists()]
+    if any(not same_input(found[0][0], path) for path, _ in found[1:]):
+        shown = listed([f"{os.path.abspath(path)} ({where})" for path, where in found])
         raise ValueError(
-            f"Key {key!r} in the recipe {recipe}{key_line(recipe, key)} is {value!r}, which names two different "
-            f"inputs: {os.path.abspath(here)} (from the working folder) and {os.path.abspath(beside)} (beside the "
-            f"recipe): write the one you mean as an absolute path in the recipe, or give --{key} on the command line."
+            f"{written}, which names {NUMBER_WORDS[len(found)]} different inputs: {shown}: write the one you mean as an absolute "
+            f"path in the recipe, or give --{key} on the command line."
         )
-    if not found:
-        return value, None
-    if found[0] is here:
-        return value, "from the working folder"
-    return str(beside), "beside the recipe"
+    if found:
+        path, where = found[0]
+        return (value if where == HERE else str(path)), where
+    if looks_like_local_path(value) or (key != "dataset" and value.endswith(".json")):
+        shown = listed([f"{os.path.abspath(path)} ({where})" for path, where in places.items()])
+        raise FileNotFoundError(
+            f"{written}, which is in none of the places a recipe's path is read from: {shown}: write the path of an "
+            f"existing file or folder, or give --{key} on the command line."
+        )
+    return value, None
+
+
+HERE = "from the working folder"
+NUMBER_WORDS = {2: "two", 3: "three"}
+
+
+def listed(items: list[str]) -> str:
+    """`a`, `a and b`, `a, b and c`."""
+    return " and ".join([", ".join(items[:-1]), items[-1]] if len(items) > 1 else items)
+
+
+def is_absolute_path(value: str) -> bool:
+    """Whether `value` names a path from the root once a leading `~` or a file URL is read (`user_path`)."""
+    try:
+        return Path(user_path(value)).is_absolute()
+    except NotALocalPath:  # another host's file URL: refused with its own line when the argument is read
+        return True
+
+
+def recipe_places(recipe: Path, value: str) -> dict[Path, str]:
+    """Where a recipe's relative `value` is looked for, in order, each with the words that say where: the working
+    folder, beside the recipe as given, and beside the file it links to when it is (or sits in) a symbolic link."""
+    places = {Path(value): HERE, recipe.parent / value: "beside the recipe"}
+    target = Path(os.path.realpath(recipe))
+    if target.parent != Path(os.path.realpath(recipe.parent)):
+        places.setdefault(target.parent / value, f"beside {target}, which the recipe links to")
+    return places
 
 
 def same_input(first: Path, second: Path) -> bool:

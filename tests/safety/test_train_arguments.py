@@ -5,7 +5,8 @@
   ./trainer_output in the working folder; every recipe in configs/ and `make train` name one;
 - a recipe's relative input (model, teacher, dataset) that exists both from the working folder and beside the recipe,
   as two different files or folders, is refused naming both; where it exists in one place only (or both are one
-  file), the path read is printed at the start.
+  file), the path read is printed at the start; a recipe given through a symbolic link finds it beside the file it
+  links to as well, and one found nowhere names the recipe, the key and every place looked.
 """
 
 import json
@@ -153,3 +154,41 @@ def test_the_recipe_input_read_is_printed_at_the_start(tmp_path, monkeypatch, ca
     assert line in capsys.readouterr().out.splitlines()
     assert recipe_inputs_read([str(recipe)]) == [line]
     assert recipe_inputs_read([str(recipe), "--model", "vit-tiny-patch16-224"]) == []
+
+
+@pytest.mark.parametrize("where", ["beside the linked file", "in both, different", "nowhere"])
+def test_a_recipe_given_through_a_link_reads_beside_the_file_it_links_to(tmp_path, monkeypatch, capsys, where):
+    """`rl/link.yaml -> ../recipes/real.yaml` with `model: arch2.json` beside the real file: before, "Config file
+    'arch2.json' does not exist", naming neither the recipe nor where it looked."""
+    real = tmp_path / "recipes" / "real.yaml"
+    real.parent.mkdir()
+    real.write_text(f"output_dir: {tmp_path / 'out'}\nmodel: arch2.json\n")
+    link = tmp_path / "rl" / "link.yaml"
+    link.parent.mkdir()
+    link.symlink_to("../recipes/real.yaml")
+    beside_real, beside_link = tmp_path / "recipes" / "arch2.json", tmp_path / "rl" / "arch2.json"
+    if where != "nowhere":
+        beside_real.write_text(json.dumps({"image_size": 8, "patch_size": 4, "hidden_size": 12}))
+    if where == "in both, different":
+        beside_link.write_text(json.dumps({"image_size": 8, "patch_size": 2}))
+    monkeypatch.chdir(tmp_path)
+    linked = f"beside {real}, which the recipe links to"
+    if where == "beside the linked file":
+        assert recipe_inputs_read([str(link)]) == [f"--model from the recipe: {beside_real} (found {linked})."]
+        assert recipe_to_argv([str(link)])[-2:] == ["--model", str(beside_real)]
+        return
+    result = outcome("train", [str(link)])
+    assert result.code == 1 and result.one_line, result
+    said = f"error: Key 'model' in the recipe {link} line 2 is 'arch2.json', which "
+    if where == "in both, different":
+        assert result.error == (
+            f"{said}names two different inputs: {beside_link} (beside the recipe) and {beside_real} ({linked}): write "
+            "the one you mean as an absolute path in the recipe, or give --model on the command line."
+        )
+    else:
+        assert result.error == (
+            f"{said}is in none of the places a recipe's path is read from: {tmp_path / 'arch2.json'} (from the working "
+            f"folder), {beside_link} (beside the recipe) and {beside_real} ({linked}): write the path of an existing "
+            "file or folder, or give --model on the command line."
+        )
+    assert not (tmp_path / "out").exists()
