@@ -841,24 +841,67 @@ def resolve_checkpoint(
         if not complete:
             named = f" (incomplete, cut off mid-save: {', '.join(incomplete)})" if incomplete else ""
             raise ValueError(
-                f"--resume_from_checkpoint true: {str(folder)!r} has no complete checkpoint{named}; start a new run "
-                "with --overwrite_output_dir true, or give a checkpoint folder."
+                f"--resume_from_checkpoint true: {str(folder)!r} has no complete checkpoint{named}; start the run "
+                "anew with --overwrite_output_dir true in place of --resume_from_checkpoint true, or give a checkpoint "
+                "folder."
             )
         return str(complete[-1])
     path = Path(requested)
     if not path.is_dir():
         raise ValueError(f"--resume_from_checkpoint {requested!r} is not a folder: give a checkpoint-N folder or true.")
+    refuse_a_run_folder(path, new_run)
     if not is_complete_checkpoint(path):
         way_on = (
             f"the last complete one is {complete[-1]}: resume with --resume_from_checkpoint {complete[-1]}"
             if complete
-            else f"{str(folder)!r} has no complete checkpoint: start a new run with --overwrite_output_dir true"
+            else f"{shown_folder(folder)!r} has no complete checkpoint: start the run anew without "
+            "--resume_from_checkpoint (with --overwrite_output_dir true where --output_dir is that run's folder)"
         )
         raise ValueError(
             f"Checkpoint {requested!r} is incomplete (no readable trainer_state.json or weights: the run was stopped "
             f"while saving it); {way_on}."
         )
     return str(path)
+
+
+def shown_folder(folder: Path) -> str:
+    """`folder` as a line names it: the working folder by its absolute path, never '.'."""
+    return os.path.abspath(folder) if str(folder) in ("", ".") else str(folder)
+
+
+def refuse_a_run_folder(path: Path, new_run: Callable[[Path], str] | None) -> None:
+    """A ValueError when `--resume_from_checkpoint` names a run's folder (one holding its model or its checkpoints),
+    not one of its `checkpoint-N`: what that folder is, and a way on that runs as printed. A finished run (its model
+    is there) is fine-tuned from with --model, or resumed from its newest complete checkpoint where that one stopped
+    before the run's last step; an interrupted run is resumed from its newest complete checkpoint, or started anew
+    where it has none."""
+    from modeling_vit_scratch.common.run_state import checkpoint_steps  # run_state reads this module's folders
+
+    below = checkpoints(path)
+    finished = any((path / name).is_file() for name in MODEL_FILES)
+    if CHECKPOINT.match(path.name) or not (finished or below):
+        return
+    complete = [checkpoint for checkpoint in below if is_complete_checkpoint(checkpoint)]
+    newest = complete[-1] if complete else None
+    go_on = f"--resume_from_checkpoint {newest}, its newest complete checkpoint"
+    if finished:
+        step, planned = checkpoint_steps(newest) if newest else (0, None)
+        fine_tune = new_run(path) if new_run else f"--model {path} without --resume_from_checkpoint"
+        more = f"; to go on training it, give {go_on}" if newest and planned and step < planned else ""
+        raise ValueError(
+            f"--resume_from_checkpoint {str(path)!r} is the folder of a finished run (its model is there), not a "
+            f"checkpoint: to train on from its model, start a new run from its weights (set --num_train_epochs or "
+            f"--max_steps to the length you want): {fine_tune}{more}"
+        )
+    way_on = (
+        f"resume it with {go_on}"
+        if newest
+        else f"it has no complete checkpoint (cut off mid-save: {', '.join(item.name for item in below)}): start "
+        "the run anew without --resume_from_checkpoint"
+    )
+    raise ValueError(
+        f"--resume_from_checkpoint {str(path)!r} is the folder of an interrupted run, not a checkpoint: {way_on}."
+    )
 
 
 @contextmanager

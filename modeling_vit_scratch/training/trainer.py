@@ -168,12 +168,13 @@ def train(
     inputs = {"--dataset": data_args.dataset, "--model": model_args.model, "--teacher": model_args.teacher}
     if resuming and resume not in (True, "true", "True"):  # a checkpoint's path: read, so never written over
         inputs["--resume_from_checkpoint"] = resume
-    if resuming and not output_args.overwrite_output_dir and not os.path.isdir(training_args.output_dir):
-        # before the claim makes it: there is no run to resume (both at once are refused by the claim)
-        resolve_checkpoint(training_args.output_dir, resume)
 
     def new_run(model: Path) -> str:  # a new run from a finished run's weights, as printed fixes give it
         return new_run_command(model, training_args.output_dir)
+
+    if resuming and not output_args.overwrite_output_dir and not os.path.isdir(training_args.output_dir):
+        # before the claim makes it: there is no run to resume (both at once are refused by the claim)
+        resolve_checkpoint(training_args.output_dir, resume, new_run)
 
     rotating = bool(training_args.save_total_limit)  # the Trainer then removes old checkpoints as it saves
     claim = claim_output_folder(training_args.output_dir, output_args.overwrite_output_dir, resuming, inputs, rotating)

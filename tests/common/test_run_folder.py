@@ -164,8 +164,9 @@ def test_an_incomplete_checkpoint_named_by_path_points_to_the_way_on(tmp_path):
     incomplete = fake_checkpoint(tmp_path / "run", 4, complete=False)
     with pytest.raises(ValueError) as refused:
         resolve_checkpoint(tmp_path / "elsewhere", str(incomplete))
-    assert f"'{tmp_path / 'run'}' has no complete checkpoint: start a new run with --overwrite_output_dir true" in str(
-        refused.value
+    assert (
+        f"'{tmp_path / 'run'}' has no complete checkpoint: start the run anew without --resume_from_checkpoint ("
+        in (str(refused.value))
     )
     complete = fake_checkpoint(tmp_path / "run", 2)
     with pytest.raises(ValueError, match=f"resume with --resume_from_checkpoint {complete}"):

@@ -258,10 +258,108 @@ def test_resuming_a_finished_run_is_one_line_whose_command_runs_as_printed(train
     printed = shlex.split(result.error.split("from its weights, ")[1].split("; or give")[0])
     assert outcome("train", printed[printed.index("train") + 1 :]).code == 0
     assert (tmp_path / "bare-2" / "model.safetensors").is_file()
+    # the run's folder itself, not a checkpoint of it, into a new folder (before: "'.' has no complete checkpoint:
+    # start a new run with --overwrite_output_dir true", which was false and refused in turn)
+    fresh = with_argument(argv, "--output_dir", tmp_path / "o_new")
+    result = outcome("train", [*fresh, "--resume_from_checkpoint", str(finished)])
+    assert result.code == 1 and result.one_line, result
+    assert result.error.startswith(
+        f"error: --resume_from_checkpoint {str(finished)!r} is the folder of a finished run (its model is there), not "
+        "a checkpoint: to train on from its model, start a new run from its weights"
+    )
+    printed = shlex.split(result.error.split("to the length you want): ")[1])
+    assert outcome("train", printed[printed.index("train") + 1 :]).code == 0
+    assert (tmp_path / "o_new-2" / "model.safetensors").is_file() and snapshot(finished, lock=True) == before
     result = outcome("train", [*argv, "--resume_from_checkpoint", str(finished / "checkpoint-1")])
     assert result.code == 0, result
     leg = json.loads((finished / "training_record.json").read_text())["legs"][-1]
     assert (leg["resumed_from_step"], leg["finished_at_step"]) == (1, 2)
+
+
+def run_folder_with(folder: Path, steps: dict[int, bool], max_steps: int, model: bool) -> Path:
+    """A run's folder holding a checkpoint-N for each step (complete or cut off mid-save), of a run that planned
+    `max_steps`, and the run's model where it finished."""
+    for step, complete in steps.items():
+        checkpoint = folder / f"checkpoint-{step}"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "model.safetensors").write_bytes(b"weights")
+        if complete:
+            (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": step, "max_steps": max_steps}))
+    if model:
+        (folder / "config.json").write_text("{}")
+        (folder / "model.safetensors").write_bytes(b"weights")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("steps", "max_steps", "model", "said"),
+    [
+        (
+            {2: True, 4: True},
+            4,
+            True,
+            (
+                "finished run (its model is there), not a checkpoint: to train on from its model, "
+                "start a new run from its weights (set --num_train_epochs or --max_steps to the length you want): --model "
+                "{run} without --resume_from_checkpoint"
+            ),
+        ),
+        (
+            {2: True},
+            4,
+            True,
+            (
+                "finished run (its model is there), not a checkpoint: to train on from its model, start "
+                "a new run from its weights (set --num_train_epochs or --max_steps to the length you want): --model {run} "
+                "without --resume_from_checkpoint; to go on training it, give --resume_from_checkpoint {run}/checkpoint-2, "
+                "its newest complete checkpoint"
+            ),
+        ),
+        (
+            {2: True, 4: False},
+            6,
+            False,
+            (
+                "interrupted run, not a checkpoint: resume it with --resume_from_checkpoint "
+                "{run}/checkpoint-2, its newest complete checkpoint."
+            ),
+        ),
+        (
+            {2: False},
+            6,
+            False,
+            (
+                "interrupted run, not a checkpoint: it has no complete checkpoint (cut off mid-save: "
+                "checkpoint-2): start the run anew without --resume_from_checkpoint."
+            ),
+        ),
+    ],
+)
+def test_resuming_from_a_run_folder_names_what_it_is_and_a_way_on(tmp_path, steps, max_steps, model, said):
+    """--resume_from_checkpoint naming a run's folder, not one of its checkpoints, says what the folder is: never
+    "is incomplete (the run was stopped while saving it)", never '.'."""
+    from modeling_vit_scratch.common.folders import resolve_checkpoint
+
+    run = run_folder_with(tmp_path / "o2", steps, max_steps, model)
+    with pytest.raises(ValueError) as refused:
+        resolve_checkpoint(tmp_path / "o_new", str(run))
+    assert str(refused.value) == (
+        f"--resume_from_checkpoint {str(run)!r} is the folder of a{'' if model else 'n'} " + said.format(run=run)
+    )
+
+
+def test_an_incomplete_checkpoint_named_from_inside_its_run_names_the_run_by_its_path(tmp_path, monkeypatch):
+    from modeling_vit_scratch.common.folders import resolve_checkpoint
+
+    run_folder_with(tmp_path, {3: False}, 6, False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError) as refused:
+        resolve_checkpoint("out", "checkpoint-3")
+    assert str(refused.value) == (
+        f"Checkpoint 'checkpoint-3' is incomplete (no readable trainer_state.json or weights: the run was stopped while "
+        f"saving it); {str(tmp_path)!r} has no complete checkpoint: start the run anew without --resume_from_checkpoint "
+        "(with --overwrite_output_dir true where --output_dir is that run's folder)."
+    )
 
 
 @pytest.mark.parametrize("name, argument", [("train", "--output_dir"), *MODEL_FOLDER_READERS])
