@@ -1,6 +1,6 @@
-"""The first module the `vit-scratch` command and `scripts/*.py` run: Ctrl-C (SIGINT), SIGTERM and SIGHUP (the
-terminal closed) are one line from
-the process's first instant to its exit, then the command is imported and run.
+"""The first module the `vit-scratch` command and `scripts/*.py` run (and the package's `__init__` under `python -m
+modeling_vit_scratch.cli`): Ctrl-C (SIGINT), SIGTERM and SIGHUP (the terminal closed) are one line from the process's
+first instant to its exit, then the command is imported and run.
 
 Before any command's code runs, Python spends seconds importing torch and transformers: importing anything in
 `modeling_vit_scratch` imports the package, which imports them. This module imports only the standard library and
@@ -68,12 +68,55 @@ def holds_signals() -> bool:
     return threading.current_thread() is threading.main_thread() and _started[0]
 
 
+def take_start_up() -> None:
+    """From now on this process is a command's: SIGINT, SIGTERM and SIGHUP end it at once with the line that nothing
+    was done (a signal it was started ignoring stays ignored), until the command's `entry_point` takes them."""
+    if not _started[0]:
+        _started[0] = True
+        _ignored.update(number for number in SIGNALS if signal.getsignal(number) is signal.SIG_IGN)
+    exit_on_signal(NOTHING_DONE)
+
+
+# the package whose commands `python -m` may start (`modeling_vit_scratch.cli`, `modeling_vit_scratch.benchmark.command`)
+PACKAGE = "modeling_vit_scratch"
+TAKING_A_VALUE = "WX"  # interpreter options whose value follows (`-X dev`, `-Werror`)
+
+
+def started_module(orig_argv: list[str]) -> str | None:
+    """The module the interpreter was started to run with `-m` (`python -X dev -Bm pkg.cli ...` -> "pkg.cli"), or
+    None: a script, `-c`, stdin or an interactive interpreter. Short options may be joined (`-Bm`), and `-m`'s, `-W`'s
+    and `-X`'s values follow them or are the next word, as Python reads its command line."""
+    words = iter(orig_argv[1:])
+    for word in words:
+        if word == "-" or not word.startswith("-") or word.startswith("--"):
+            if word.startswith("--") and word != "--":
+                continue  # --version, --help and the like
+            return None
+        for index, letter in enumerate(word[1:], start=2):
+            if letter in "mc" + TAKING_A_VALUE:
+                value = word[index:] or next(words, None)
+                if letter == "m":
+                    return value
+                if letter == "c":
+                    return None
+                break
+    return None
+
+
+def take_start_up_of_package_command() -> None:
+    """Called by the package's `__init__` before it imports torch and transformers: where the interpreter was
+    started to run one of the package's commands (`python -m modeling_vit_scratch.cli ...`), and is locating it now
+    (`sys.argv[0]` is "-m" until then), the signals are one line from here, as for `vit-scratch` and the scripts;
+    an import of the package by anything else leaves the process's signal handling as it was."""
+    module = started_module(getattr(sys, "orig_argv", []))
+    if sys.argv[:1] == ["-m"] and module and (module == PACKAGE or module.startswith(f"{PACKAGE}.")):
+        take_start_up()
+
+
 def run(module: str, argv: list[str] | None = None) -> None:
     """Import `module` (torch and transformers with it) with signals already one line, and run its `main(argv)`
     (default: the process's arguments)."""
-    _started[0] = True
-    _ignored.update(number for number in SIGNALS if signal.getsignal(number) is signal.SIG_IGN)
-    exit_on_signal(NOTHING_DONE)
+    take_start_up()
     main = importlib.import_module(module).main
     try:
         main(sys.argv[1:] if argv is None else argv)

@@ -378,5 +378,7 @@ def run_end_to_end(args, argv: list[str]) -> None:
     write_results(args.json, dict(machine=header, argv=mask_token_values(argv), rows=rows, bars=verdicts), secrets)
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
+if __name__ == "__main__":  # python -m modeling_vit_scratch.benchmark.command: as `vit-scratch benchmark` runs it
+    from vit_scratch_command import run
+
+    run("modeling_vit_scratch.benchmark.command")

@@ -50,8 +50,9 @@ from modeling_vit_scratch.common.commands import (
     take_signals,
 )
 from modeling_vit_scratch.common.secrets import MASK, redact
-from vit_scratch_command import ENDED
+from vit_scratch_command import ENDED, exit_at_once, started_module, take_start_up_of_package_command
 
+CLI = "modeling_vit_scratch.cli"  # `python -m` runs it as the `vit-scratch` command
 SHAPED = "hf_" + "Q" * 34  # a value shaped like a token that no variable holds
 OWN = "hf_own.token-of-a-local-hub"  # a known token of no Hub shape (an Enterprise Hub's, a local one's)
 NAME_TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/\\\x00"), max_size=10)
@@ -252,16 +253,73 @@ def stopped_when(run: subprocess.Popen, stream, said: bytes, sent: int) -> tuple
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("sent, code", [(signal.SIGINT, INTERRUPTED), (signal.SIGTERM, TERMINATED)])
-def test_a_signal_while_python_imports_torch_for_a_script_is_the_line_that_nothing_was_done(tmp_path, sent, code):
-    """scripts/train.py stopped while Python imports the package's libraries (numpy imported, torch and transformers
-    on their way; `-X importtime` says so as it goes): before, Python's KeyboardInterrupt traceback."""
+@pytest.mark.parametrize(
+    "command, sent, code",
+    [
+        ([str(REPO / "scripts" / "train.py"), "--help"], signal.SIGINT, INTERRUPTED),
+        (["-m", CLI, "train", "--help"], signal.SIGTERM, TERMINATED),
+    ],
+    ids=["script", "python -m"],
+)
+def test_a_signal_while_python_imports_torch_for_a_script_is_the_line_that_nothing_was_done(
+    tmp_path, command, sent, code
+):
+    """scripts/train.py or `python -m modeling_vit_scratch.cli` stopped while Python imports the package's libraries
+    (numpy imported, torch and transformers on their way; `-X importtime` says so as it goes): before, Python's
+    KeyboardInterrupt traceback, and through `python -m` SIGTERM's exit 143 with no line."""
     env = command_env(tmp_path)
-    run = started([sys.executable, "-X", "importtime", str(REPO / "scripts" / "train.py"), "--help"], env)
+    run = started([sys.executable, "-X", "importtime", *command], env)
     _, stderr = stopped_when(run, run.stderr, b" numpy\n", sent)
     assert run.returncode == code, stderr[-3000:]
     said = [line for line in stderr.splitlines() if not line.startswith("import time:")]
     assert said == [NOTHING_DONE]
+
+
+@pytest.mark.parametrize(
+    ("orig_argv", "module"),
+    [
+        (["python", "-m", CLI, "train"], CLI),
+        (
+            ["python", "-X", "importtime", "-Bm", "modeling_vit_scratch.benchmark.command"],
+            "modeling_vit_scratch.benchmark.command",
+        ),
+        (["python", "-Wignore", f"-m{CLI}"], CLI),
+        (["python", "scripts/train.py", "-m", CLI], None),
+        (["python", "-c", "import modeling_vit_scratch", "-m", CLI], None),
+        (["python"], None),
+    ],
+)
+def test_the_module_python_was_started_to_run_is_read_as_python_reads_its_command_line(orig_argv, module):
+    assert started_module(orig_argv) == module
+
+
+@pytest.mark.parametrize(
+    ("orig_argv", "argv0", "takes"),
+    [
+        (["python", "-m", CLI, "train"], "-m", True),  # the package's command, being located: its import
+        (["python", "-m", "modeling_vit_scratch"], "-m", True),
+        (["python", "-m", "pytest"], "-m", False),  # another tool importing the package
+        (["python", "-m", CLI, "train"], CLI, False),  # located already: any later import is a library's
+        (["python", "app.py"], "app.py", False),
+    ],
+)
+def test_importing_the_package_takes_the_signals_only_for_its_own_command(monkeypatch, orig_argv, argv0, takes):
+    """`python -m modeling_vit_scratch.cli` imports the package (and torch with it) before the CLI's first line: the
+    package's `__init__` takes the signals then, and for nothing else (a library import keeps the user's handling)."""
+    import vit_scratch_command
+
+    monkeypatch.setattr(sys, "orig_argv", orig_argv)
+    monkeypatch.setattr(sys, "argv", [argv0])
+    monkeypatch.setattr(vit_scratch_command, "_started", [False])
+    monkeypatch.setattr(vit_scratch_command, "_ignored", set())
+    before = {number: signal.getsignal(number) for number in vit_scratch_command.SIGNALS}
+    try:
+        take_start_up_of_package_command()
+        now = {number: signal.getsignal(number) for number in vit_scratch_command.SIGNALS}
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+    assert now == ({number: exit_at_once for number in before} if takes else before)
 
 
 # the installed `vit-scratch` command as pip writes it, with a clean-up that runs while the interpreter exits (as a
