@@ -23,6 +23,11 @@ PROCESSOR_FILE = "preprocessor_config.json"
 DESCRIBING_FILES = (CONFIG_FILE, PROCESSOR_FILE)
 # The transformers model types `vit-scratch convert --from transformers` reads, and their names in words.
 TRANSFORMERS_TYPES = {"vit": "ViT", "deit": "DeiT"}
+# What a user does about a settings file that does not read as JSON.
+DAMAGED_FIX = (
+    "the folder is damaged; restore the file (from a backup, or the repo the folder came from), or save the folder "
+    "again with save_pretrained"
+)
 
 
 def check_settings_files(folder: str | Path, named: str) -> None:
@@ -39,15 +44,14 @@ def check_settings_files(folder: str | Path, named: str) -> None:
 
 
 def read_json(path: Path) -> dict:
-    """A JSON object from `path`; a one-line ValueError naming it when it is not one."""
+    """A JSON object from `path`; a one-line ValueError naming it when it is not one (truncated, another file's
+    text, a link to one): the folder is damaged, and the fix is to restore it or save it again."""
     try:
         value = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(
-            f"{path} is not readable JSON ({error}): save the folder again with save_pretrained."
-        ) from None
+        raise ValueError(f"{path} is not readable JSON ({error}): {DAMAGED_FIX}.") from None
     if not isinstance(value, dict):
-        raise ValueError(f"{path} is not a JSON object: save the folder again with save_pretrained.")
+        raise ValueError(f"{path} is not a JSON object: {DAMAGED_FIX}.")
     return value
 
 
