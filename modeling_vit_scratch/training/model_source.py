@@ -4,8 +4,7 @@ image processor that goes with it. Every error in the model arguments surfaces i
 is read."""
 
 import json
-import logging
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
 
 from datasets import Image as ImageFeature
@@ -29,6 +28,7 @@ from modeling_vit_scratch.common.sources import (
 from modeling_vit_scratch.common.weights import check_finite, check_finite_files, unreadable_weights
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
+from modeling_vit_scratch.loading_vit_scratch import without_load_report
 from modeling_vit_scratch.modeling_vit_scratch import (
     ViTScratchForImageClassification,
     ViTScratchForImageClassificationWithTeacher,
@@ -492,25 +492,6 @@ def fine_tuned_model(
     except OSError:  # a checkpoint saved without its processor
         processor = ViTScratchImageProcessor.for_config(model.config)
     return model, processor
-
-
-class LoadReportFilter(logging.Filter):
-    """Drops transformers' LOAD REPORT table (a multi-line warning) while a fine-tuned model loads."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "LOAD REPORT" not in str(record.msg)
-
-
-@contextmanager
-def without_load_report():
-    """While inside, transformers' loading logs no LOAD REPORT: fine-tuning replaces the head on purpose, and
-    `fine_tuned_model` refuses every other weight that does not load as saved."""
-    logger, report_filter = logging.getLogger("transformers.modeling_utils"), LoadReportFilter()
-    logger.addFilter(report_filter)
-    try:
-        yield
-    finally:
-        logger.removeFilter(report_filter)
 
 
 def fine_tuning_line(source: str, saved: PreTrainedConfig, labels: list[str]) -> str | None:

@@ -295,3 +295,28 @@ def test_weights_that_cannot_be_used_as_saved_are_one_line_at_every_reader(tmp_p
     said = said if how == "NaN" else "stores the floating-point parameter 'classifier.weight' (I64) as integers"
     assert said in result.error, result.error
     assert not any((tmp_path / f"out-{name}").glob("*"))
+
+
+@pytest.mark.parametrize(("name", "argument"), MODEL_FOLDER_READERS)
+@pytest.mark.parametrize("edit", ["intermediate_size", "labels"])
+def test_a_config_that_disagrees_with_the_weights_is_our_one_line_never_transformers_load_report(
+    tmp_path, capfd, name, argument, edit
+):
+    """transformers logs a multi-line LOAD REPORT table (with escape codes) for weights that do not fit the config;
+    every reader names the mismatch in one line of its own, and the table never reaches the terminal."""
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "edited"
+    shutil.copytree(scenario.model(), folder)
+    config = json.loads((folder / "config.json").read_text())
+    if edit == "intermediate_size":
+        config["intermediate_size"] += 1
+    else:  # more classes than the head was saved with
+        config["id2label"] = {str(index): f"c{index}" for index in range(50)}
+        config["label2id"] = {f"c{index}": index for index in range(50)}
+    (folder / "config.json").write_text(json.dumps(config))
+    capfd.readouterr()
+    result = outcome(name, argv_reading(scenario, name, argument, folder))
+    printed = capfd.readouterr()
+    fine_tunes = (name, argument, edit) == ("train", "--model", "labels")  # another label set: a new head, on purpose
+    assert result.code == 0 if fine_tunes else result.one_line, result
+    assert "LOAD REPORT" not in printed.err + printed.out and "\x1b[" not in printed.err + printed.out
