@@ -12,7 +12,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForImageClassification, PreTrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES
 
-from modeling_vit_scratch.common.model_folder import check_processor_fits
+from modeling_vit_scratch.common.model_folder import check_model_size, check_processor_fits
 from modeling_vit_scratch.common.overrides import check_config_overrides, parse_overrides
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.run_state import check_run_state
@@ -140,35 +140,6 @@ def model_input_kind(value: str, argument: str) -> str:
         raise ValueError(f"--teacher {value!r} is no folder here and no hub repo id: --teacher takes {takes}.")
     check_repo_id(value, f"The repo id of {argument}", f"{argument} takes {takes}")
     return "hub"
-
-
-# What this trainer builds in memory (one process, no model parallelism): tokens per image (attention memory grows
-# with their square) and parameters (float32 weights, gradients and two AdamW moments take 16 bytes each).
-MAX_TOKENS = 65_536
-MAX_PARAMETERS = 10**10
-
-
-def check_model_size(config: ViTScratchConfig) -> None:
-    """A one-line ValueError for an architecture too large to build (`image_size=1048576`), before any memory is
-    taken. The config itself allows any size (a user of from_pretrained may have the memory); training refuses
-    what no single process can hold."""
-    (grid_h, grid_w), hidden = config.grid_size, config.hidden_size
-    tokens = grid_h * grid_w + config.num_prefix_tokens
-    if tokens > MAX_TOKENS:
-        raise ValueError(
-            f"image_size {config.image_size} with patch_size {config.patch_size} makes {tokens:,} tokens per image "
-            f"(a {grid_h}x{grid_w} grid), more than the {MAX_TOKENS:,} training builds: lower image_size or raise "
-            "patch_size."
-        )
-    cell_h, cell_w = config.cell_size
-    layer = 4 * hidden * hidden + 2 * hidden * config.intermediate_size
-    parameters = config.num_hidden_layers * layer + tokens * hidden + cell_h * cell_w * config.num_channels * hidden
-    if parameters > MAX_PARAMETERS:
-        raise ValueError(
-            f"hidden_size {hidden}, intermediate_size {config.intermediate_size} and {config.num_hidden_layers} "
-            f"layers make about {parameters:,} parameters, more than the {MAX_PARAMETERS:,} training builds: "
-            "lower hidden_size, intermediate_size or num_hidden_layers."
-        )
 
 
 def named_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
