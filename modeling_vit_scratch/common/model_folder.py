@@ -30,6 +30,22 @@ DAMAGED_FIX = (
 )
 
 
+def model_folder_signs(folder: str | Path) -> list[str]:
+    """The files that make `folder` a saved model's folder, not a data set's: config.json beside weights
+    (safetensors, an index of shards, or a pickle), or a record the package writes beside a model (a training run's,
+    a conversion's). Empty for any other folder."""
+    from modeling_vit_scratch.common.folders import CONVERSION_FILE, RECORD_FILE
+    from modeling_vit_scratch.common.weights import PICKLE_SUFFIXES, SAFETENSORS, SAFETENSORS_INDEX
+
+    folder = Path(folder)
+    if not (folder / CONFIG_FILE).is_file():
+        return []
+    weights = [SAFETENSORS, SAFETENSORS_INDEX, RECORD_FILE, CONVERSION_FILE]
+    found = [name for name in weights if (folder / name).is_file()]
+    found += sorted(path.name for path in folder.glob("pytorch_model*") if path.suffix in PICKLE_SUFFIXES)
+    return [CONFIG_FILE, *found] if found else []
+
+
 def check_settings_files(folder: str | Path, named: str) -> None:
     """A FileNotFoundError naming the first of config.json and preprocessor_config.json that the local folder
     `folder` (as `named`, the argument the user gave) lacks: without it no model or processor can be loaded, and a

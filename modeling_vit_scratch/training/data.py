@@ -18,6 +18,7 @@ from datasets import Image as ImageFeature
 from datasets.data_files import SPLIT_KEYWORDS
 from PIL import Image
 
+from modeling_vit_scratch.common.model_folder import model_folder_signs
 from modeling_vit_scratch.common.names import is_unprintable, shown_name
 from modeling_vit_scratch.common.secrets import redact, refuse_secret
 from modeling_vit_scratch.common.sources import (
@@ -144,6 +145,12 @@ def check_dataset_source(source: str, config_name: str | None = None) -> None:
         place = {os.path.realpath(os.sep): "the root folder", os.path.realpath(Path.home()): "your home folder"}
         if real in place:
             raise ValueError(f"--dataset {source!r} is {place[real]}, not a data set: give {DATA_SET_TAKES}.")
+        signs = model_folder_signs(path)
+        if signs:
+            raise ValueError(
+                f"--dataset {shown_name(source)!r} is a saved model's folder ({', '.join(signs)}), not a data set: "
+                f"to train from that model give it to --model, and give --dataset {DATA_SET_TAKES}."
+            )
         check_imagefolder_links(path)
     elif path.is_symlink():  # a link to nothing, or a loop: named as such, not as a folder that does not exist
         raise FileNotFoundError(

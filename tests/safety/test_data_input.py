@@ -54,6 +54,27 @@ def test_a_dataset_that_is_a_file_is_named_as_a_file(tmp_path, never_loaded):
     assert not (tmp_path / "out-train" / "config.json").exists()
 
 
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("folder", ["saved model", "run with a record"])
+def test_a_dataset_that_is_a_model_folder_is_named_as_one_with_the_model_argument(
+    tmp_path, never_loaded, folder, streaming
+):
+    """A trained model's folder given as --dataset (its training_curves.png and checkpoint files look like splits)
+    is named as a model folder, with --model as the likely intent, before datasets reads anything."""
+    scenario = Scenario(tmp_path)
+    given = tmp_path / "o2"
+    shutil.copytree(scenario.model(), given)
+    if folder == "run with a record":  # a run's folder: config.json and its record, weights elsewhere
+        (given / "model.safetensors").unlink()
+        (given / "training_record.json").write_text("{}")
+    (given / "training_curves.png").write_bytes(b"")
+    done = outcome("train", train_on(scenario, given, *(["--streaming", "true", "--max_steps", "2"] * streaming)))
+    assert done.one_line, done
+    assert done.error.startswith(f"error: --dataset '{given}' is a saved model's folder (config.json, "), done.error
+    assert "not a data set: to train from that model give it to --model, and give --dataset a folder" in done.error
+    assert not (tmp_path / "out-train" / "config.json").exists()
+
+
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(extra_levels=st.lists(st.sampled_from(["deep", "er", "x y"]), min_size=1, max_size=3, unique=True))
 def test_images_at_mixed_depths_are_named_with_an_example_of_each(tmp_path_factory, never_loaded, extra_levels):
