@@ -6,7 +6,9 @@ it imports only the standard library.
 """
 
 import json
+import logging
 import os
+from contextlib import contextmanager, nullcontext
 
 
 def weights_file_name(folder: str) -> str:
@@ -62,6 +64,33 @@ def integer_stored_parameter(folder: str, model) -> str | None:
     return None
 
 
+class LoadReportFilter(logging.Filter):
+    """Keeps transformers' LOAD REPORT (a multi-line table with terminal escape codes) out of the log, in `held`."""
+
+    def __init__(self):
+        super().__init__()
+        self.held: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "LOAD REPORT" in str(record.msg):
+            self.held.append(record)
+            return False
+        return True
+
+
+@contextmanager
+def without_load_report():
+    """While inside, transformers' loading logs no LOAD REPORT: `checked_loading` names what does not load as saved
+    in one line, and fine-tuning replaces the head on purpose. Yields the filter, whose `held` records a caller may
+    log after all (when transformers' own error refers to the report)."""
+    logger, report_filter = logging.getLogger("transformers.modeling_utils"), LoadReportFilter()
+    logger.addFilter(report_filter)
+    try:
+        yield report_filter
+    finally:
+        logger.removeFilter(report_filter)
+
+
 class WeightsShapeMismatchError(ValueError, RuntimeError):
     """A tensor of the weights has another shape than config.json asks for. A `ValueError` naming it, and the
     `RuntimeError` transformers raises for a size mismatch, so code written for either catches it."""
@@ -83,9 +112,14 @@ def checked_loading(load, pretrained_model_name_or_path, *args, **kwargs):
     wants_info = kwargs.pop("output_loading_info", False)
     kwargs["ignore_mismatched_sizes"] = True  # transformers raises a RuntimeError without names; the check is below
     try:
-        model, info = load(pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs)
+        # what the report would say is checked below and said in one line; a caller that asked to ignore
+        # mismatched sizes (a new head) gets transformers' report, as transformers promises
+        with nullcontext(LoadReportFilter()) if new_head else without_load_report() as report:
+            model, info = load(pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs)
     except Exception as error:
         if type(error).__name__ != "SafetensorError":  # safetensors' error names no file
+            for record in report.held:  # an error of transformers' own may refer to "the above report"
+                logging.getLogger("transformers.modeling_utils").handle(record)
             raise
         where = incomplete_weights_file(str(pretrained_model_name_or_path))
         fix = "re-save the model or download it again"

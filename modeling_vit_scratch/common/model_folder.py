@@ -23,6 +23,27 @@ PROCESSOR_FILE = "preprocessor_config.json"
 DESCRIBING_FILES = (CONFIG_FILE, PROCESSOR_FILE)
 # The transformers model types `vit-scratch convert --from transformers` reads, and their names in words.
 TRANSFORMERS_TYPES = {"vit": "ViT", "deit": "DeiT"}
+# What a user does about a settings file that does not read as JSON.
+DAMAGED_FIX = (
+    "the folder is damaged; restore the file (from a backup, or the repo the folder came from), or save the folder "
+    "again with save_pretrained"
+)
+
+
+def model_folder_signs(folder: str | Path) -> list[str]:
+    """The files that make `folder` a saved model's folder, not a data set's: config.json beside weights
+    (safetensors, an index of shards, or a pickle), or a record the package writes beside a model (a training run's,
+    a conversion's). Empty for any other folder."""
+    from modeling_vit_scratch.common.folders import CONVERSION_FILE, RECORD_FILE
+    from modeling_vit_scratch.common.weights import PICKLE_SUFFIXES, SAFETENSORS, SAFETENSORS_INDEX
+
+    folder = Path(folder)
+    if not (folder / CONFIG_FILE).is_file():
+        return []
+    weights = [SAFETENSORS, SAFETENSORS_INDEX, RECORD_FILE, CONVERSION_FILE]
+    found = [name for name in weights if (folder / name).is_file()]
+    found += sorted(path.name for path in folder.glob("pytorch_model*") if path.suffix in PICKLE_SUFFIXES)
+    return [CONFIG_FILE, *found] if found else []
 
 
 def check_settings_files(folder: str | Path, named: str) -> None:
@@ -39,15 +60,14 @@ def check_settings_files(folder: str | Path, named: str) -> None:
 
 
 def read_json(path: Path) -> dict:
-    """A JSON object from `path`; a one-line ValueError naming it when it is not one."""
+    """A JSON object from `path`; a one-line ValueError naming it when it is not one (truncated, another file's
+    text, a link to one): the folder is damaged, and the fix is to restore it or save it again."""
     try:
         value = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(
-            f"{path} is not readable JSON ({error}): save the folder again with save_pretrained."
-        ) from None
+        raise ValueError(f"{path} is not readable JSON ({error}): {DAMAGED_FIX}.") from None
     if not isinstance(value, dict):
-        raise ValueError(f"{path} is not a JSON object: save the folder again with save_pretrained.")
+        raise ValueError(f"{path} is not a JSON object: {DAMAGED_FIX}.")
     return value
 
 
@@ -68,6 +88,58 @@ def check_vit_scratch_type(folder: str | Path, shown: str, then: str, other: str
     else:
         what, fix = "not a vit_scratch model", other
     raise ValueError(f"{shown} is {what} (config.json's model_type is {model_type!r}): {fix}.")
+
+
+# What a command builds in memory (one process, no model parallelism): tokens per image (attention memory grows
+# with their square) and parameters (float32 weights, gradients and two AdamW moments take 16 bytes each).
+MAX_TOKENS = 65_536
+MAX_PARAMETERS = 10**10
+
+
+def check_model_size(config, fix: str | None = None) -> None:
+    """A one-line ValueError for an architecture too large to build (`image_size=1048576`), before any memory is
+    taken. The config itself allows any size (a user of from_pretrained may have the memory); the commands refuse
+    what no single process can hold. `fix`: the fix in the reader's words (default: a new architecture's)."""
+    (grid_h, grid_w), hidden = config.grid_size, config.hidden_size
+    tokens = grid_h * grid_w + config.num_prefix_tokens
+    if tokens > MAX_TOKENS:
+        raise ValueError(
+            f"image_size {config.image_size} with patch_size {config.patch_size} makes {tokens:,} tokens per image "
+            f"(a {grid_h}x{grid_w} grid), more than the {MAX_TOKENS:,} a command builds: "
+            f"{fix or 'lower image_size or raise patch_size'}."
+        )
+    cell_h, cell_w = config.cell_size
+    layer = 4 * hidden * hidden + 2 * hidden * config.intermediate_size
+    parameters = config.num_hidden_layers * layer + tokens * hidden + cell_h * cell_w * config.num_channels * hidden
+    if parameters > MAX_PARAMETERS:
+        raise ValueError(
+            f"hidden_size {hidden}, intermediate_size {config.intermediate_size} and {config.num_hidden_layers} "
+            f"layers make about {parameters:,} parameters, more than the {MAX_PARAMETERS:,} a command builds: "
+            f"{fix or 'lower hidden_size, intermediate_size or num_hidden_layers'}."
+        )
+
+
+def check_buildable(folder: str | Path) -> None:
+    """Refuse, before any model is built, a vit_scratch folder (or a hub repo's settings fetched to one) whose
+    config.json describes a model too large for one process (`check_model_size`): an edited size would allocate
+    terabytes before any load could say the weights do not fit. Other model types, and configs that do not load,
+    are left to the load, which says why."""
+    path = Path(folder) / CONFIG_FILE
+    if not path.is_file():
+        return
+    content = read_json(path)
+    if content.get("model_type") != "vit_scratch":
+        return
+    from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
+
+    try:
+        config = ViTScratchConfig.from_dict(content)
+    except (TypeError, ValueError, KeyError):
+        return
+    try:
+        check_model_size(config, "restore config.json (from a backup, or the repo the folder came from)")
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
 
 
 def _pair(value) -> tuple[int, int] | None:

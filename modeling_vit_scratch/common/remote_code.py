@@ -7,9 +7,9 @@ in one line and before anything loads, a folder whose `auto_map` names anything 
 unless the user asked for remote code (only `explain --trust_remote_code` can).
 """
 
-import json
 from pathlib import Path
 
+from modeling_vit_scratch.common.model_folder import check_buildable, read_json
 from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig, auto_map_entry
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor, ViTScratchImageProcessorFast
@@ -38,17 +38,14 @@ OWN_AUTO_MAP = {
 def foreign_code(folder: str | Path) -> str | None:
     """What in `folder` names code other than the package's own, in words ("FOLDER/config.json maps X to 'm.C',
     which is not vit-scratch's own code"), or None when its auto_map names only the package's classes (or it has
-    none). Reads JSON only; nothing is imported."""
+    none). Reads JSON only; nothing is imported. A file that is not readable JSON is a damaged folder, not a question
+    of trust: `read_json`'s one-line ValueError says so and how to restore it, with no remote-code advice."""
     folder = Path(folder)
     for name, allowed in OWN_AUTO_MAP.items():
         path = folder / name
         if not path.is_file():
             continue
-        try:
-            settings = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, ValueError) as error:
-            return f"{path} cannot be read as JSON ({error}), so what code it asks to run is unknown"
-        auto_map = settings.get("auto_map") if isinstance(settings, dict) else None
+        auto_map = read_json(path).get("auto_map")
         if auto_map is None:
             continue
         if not isinstance(auto_map, dict):
@@ -64,13 +61,17 @@ def check_no_foreign_code(
 ) -> None:
     """Raise a one-line ValueError ending in `fix` when `source` (a local folder, or a hub repo id whose two JSON
     files are fetched first, at `revision`) names code other than the package's own, unless the user asked to trust it. A repo
-    that cannot be fetched is left to the load, which gets `trust_remote_code` explicitly and so never prompts."""
-    if trust_remote_code:
+    that cannot be fetched is left to the load, which gets `trust_remote_code` explicitly and so never prompts.
+    Every command that reads a model passes here before building it, so the settings' size is checked here too,
+    trusted or not (`check_buildable`): a model no process can hold is refused before any memory is taken."""
+    if trust_remote_code and not Path(source).is_dir():  # a trusted repo's settings are fetched by its load
         return
     folder = source if Path(source).is_dir() else settings_of_repo(str(source), revision)
-    found = foreign_code(folder) if folder else None
+    found = foreign_code(folder) if folder and not trust_remote_code else None
     if found:
         raise ValueError(f"{found}; refusing to run it: {fix}.")
+    if folder:
+        check_buildable(folder)
 
 
 def settings_of_repo(repo_id: str, revision: str | None = None) -> Path | None:

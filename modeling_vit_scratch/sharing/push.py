@@ -46,6 +46,7 @@ from modeling_vit_scratch.common.folders import (
     RESULTS_FILE,
 )
 from modeling_vit_scratch.common.model_folder import (
+    check_buildable,
     check_processor_fits,
     check_settings_files,
     check_vit_scratch_type,
@@ -182,6 +183,7 @@ def check_folder(folder: Path) -> None:
     check_no_links(folder)  # before anything reads the folder: a link would be followed
     check_own_code(folder)  # before anything loads the folder: no code but the package's own may run
     check_vit_scratch_folder(folder)
+    check_buildable(folder)  # before the reload check builds the model
     check_code_files(folder)  # a vit_scratch folder's users load it with its own code
     refuse_secrets_in_settings(folder)  # its labels go into the card and the Hub's config.json
     check_finite_files(folder)  # NaN weights would be published as a model

@@ -5,6 +5,7 @@ images and an integer label column with names, so the embedded default and a use
 This module is training glue: the model code never imports it (it needs `datasets`, scikit-learn and PIL).
 """
 
+import json
 import os
 import stat
 import unicodedata
@@ -18,6 +19,7 @@ from datasets import Image as ImageFeature
 from datasets.data_files import SPLIT_KEYWORDS
 from PIL import Image
 
+from modeling_vit_scratch.common.model_folder import model_folder_signs
 from modeling_vit_scratch.common.names import is_unprintable, shown_name
 from modeling_vit_scratch.common.secrets import redact, refuse_secret
 from modeling_vit_scratch.common.sources import (
@@ -61,8 +63,46 @@ def digits_dataset(test_size: float = 0.2) -> DatasetDict:
 
 
 def saved_to_disk(path: Path) -> bool:
-    """Whether `path` is a folder written by `datasets`' `save_to_disk` (arrow files and their JSON description)."""
-    return (path / "dataset_dict.json").exists() or (path / "dataset_info.json").exists()
+    """Whether `path` is a folder written by `datasets`' `save_to_disk` (arrow files and their JSON description).
+    A folder that says it is one (its `dataset_dict.json` or `dataset_info.json`) but lacks what that file promises
+    is one line naming the file (`check_saved_parts`): read and streamed sets alike pass here."""
+    marked = (path / "dataset_dict.json").exists() or (path / "dataset_info.json").exists()
+    if marked:
+        check_saved_parts(path)
+    return marked
+
+
+def check_saved_parts(path: Path) -> None:
+    """Refuse a folder whose `dataset_dict.json` names splits that are no saved splits beside it (or whose
+    `dataset_info.json` has no `state.json` beside it), in one line naming that file: a stray copy in an image
+    folder, or a save_to_disk folder with a split moved away, else datasets' "Expected to load a `Dataset`"."""
+    shown = shown_name(str(path))
+    fix = (
+        "remove {file} to read the class folders as an image folder, or give --dataset the folder save_to_disk "
+        "wrote (with each split's folder)"
+    )
+    if (path / "dataset_dict.json").exists():
+        try:
+            splits = json.loads((path / "dataset_dict.json").read_text())["splits"]
+            splits = [str(split) for split in splits]
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as error:
+            raise ValueError(
+                f"--dataset '{shown}' has a dataset_dict.json that lists no splits ({error!r}), so it is read as a "
+                f"save_to_disk folder it is not: {fix.format(file='dataset_dict.json')}."
+            ) from None
+        missing = [split for split in splits if not (path / split / "state.json").is_file()]
+        if missing:
+            raise ValueError(
+                f"--dataset '{shown}' has a dataset_dict.json, so it is read as a save_to_disk folder, but its "
+                f"split{'s' * (len(missing) > 1)} {', '.join(map(repr, missing))} "
+                f"{'are' if len(missing) > 1 else 'is'} not saved there (no {missing[0]}/state.json): "
+                f"{fix.format(file='dataset_dict.json')}."
+            )
+    elif not (path / "state.json").is_file():
+        raise ValueError(
+            f"--dataset '{shown}' has a dataset_info.json, so it is read as a save_to_disk folder, but it has no "
+            f"state.json beside it: {fix.format(file='dataset_info.json')}."
+        )
 
 
 def load_image_dataset(source: str, config_name: str | None = None, secrets: list[str] = ()) -> DatasetDict:
@@ -144,6 +184,12 @@ def check_dataset_source(source: str, config_name: str | None = None) -> None:
         place = {os.path.realpath(os.sep): "the root folder", os.path.realpath(Path.home()): "your home folder"}
         if real in place:
             raise ValueError(f"--dataset {source!r} is {place[real]}, not a data set: give {DATA_SET_TAKES}.")
+        signs = model_folder_signs(path)
+        if signs:
+            raise ValueError(
+                f"--dataset {shown_name(source)!r} is a saved model's folder ({', '.join(signs)}), not a data set: "
+                f"to train from that model give it to --model, and give --dataset {DATA_SET_TAKES}."
+            )
         check_imagefolder_links(path)
     elif path.is_symlink():  # a link to nothing, or a loop: named as such, not as a folder that does not exist
         raise FileNotFoundError(

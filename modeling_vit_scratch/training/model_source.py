@@ -4,8 +4,7 @@ image processor that goes with it. Every error in the model arguments surfaces i
 is read."""
 
 import json
-import logging
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
 
 from datasets import Image as ImageFeature
@@ -13,7 +12,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForImageClassification, PreTrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES
 
-from modeling_vit_scratch.common.model_folder import check_processor_fits
+from modeling_vit_scratch.common.model_folder import check_model_size, check_processor_fits
 from modeling_vit_scratch.common.overrides import check_config_overrides, parse_overrides
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.run_state import check_run_state
@@ -29,6 +28,7 @@ from modeling_vit_scratch.common.sources import (
 from modeling_vit_scratch.common.weights import check_finite, check_finite_files, unreadable_weights
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
+from modeling_vit_scratch.loading_vit_scratch import without_load_report
 from modeling_vit_scratch.modeling_vit_scratch import (
     ViTScratchForImageClassification,
     ViTScratchForImageClassificationWithTeacher,
@@ -140,35 +140,6 @@ def model_input_kind(value: str, argument: str) -> str:
         raise ValueError(f"--teacher {value!r} is no folder here and no hub repo id: --teacher takes {takes}.")
     check_repo_id(value, f"The repo id of {argument}", f"{argument} takes {takes}")
     return "hub"
-
-
-# What this trainer builds in memory (one process, no model parallelism): tokens per image (attention memory grows
-# with their square) and parameters (float32 weights, gradients and two AdamW moments take 16 bytes each).
-MAX_TOKENS = 65_536
-MAX_PARAMETERS = 10**10
-
-
-def check_model_size(config: ViTScratchConfig) -> None:
-    """A one-line ValueError for an architecture too large to build (`image_size=1048576`), before any memory is
-    taken. The config itself allows any size (a user of from_pretrained may have the memory); training refuses
-    what no single process can hold."""
-    (grid_h, grid_w), hidden = config.grid_size, config.hidden_size
-    tokens = grid_h * grid_w + config.num_prefix_tokens
-    if tokens > MAX_TOKENS:
-        raise ValueError(
-            f"image_size {config.image_size} with patch_size {config.patch_size} makes {tokens:,} tokens per image "
-            f"(a {grid_h}x{grid_w} grid), more than the {MAX_TOKENS:,} training builds: lower image_size or raise "
-            "patch_size."
-        )
-    cell_h, cell_w = config.cell_size
-    layer = 4 * hidden * hidden + 2 * hidden * config.intermediate_size
-    parameters = config.num_hidden_layers * layer + tokens * hidden + cell_h * cell_w * config.num_channels * hidden
-    if parameters > MAX_PARAMETERS:
-        raise ValueError(
-            f"hidden_size {hidden}, intermediate_size {config.intermediate_size} and {config.num_hidden_layers} "
-            f"layers make about {parameters:,} parameters, more than the {MAX_PARAMETERS:,} training builds: "
-            "lower hidden_size, intermediate_size or num_hidden_layers."
-        )
 
 
 def named_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
@@ -492,25 +463,6 @@ def fine_tuned_model(
     except OSError:  # a checkpoint saved without its processor
         processor = ViTScratchImageProcessor.for_config(model.config)
     return model, processor
-
-
-class LoadReportFilter(logging.Filter):
-    """Drops transformers' LOAD REPORT table (a multi-line warning) while a fine-tuned model loads."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "LOAD REPORT" not in str(record.msg)
-
-
-@contextmanager
-def without_load_report():
-    """While inside, transformers' loading logs no LOAD REPORT: fine-tuning replaces the head on purpose, and
-    `fine_tuned_model` refuses every other weight that does not load as saved."""
-    logger, report_filter = logging.getLogger("transformers.modeling_utils"), LoadReportFilter()
-    logger.addFilter(report_filter)
-    try:
-        yield
-    finally:
-        logger.removeFilter(report_filter)
 
 
 def fine_tuning_line(source: str, saved: PreTrainedConfig, labels: list[str]) -> str | None:

@@ -176,3 +176,47 @@ def test_a_hub_repo_naming_foreign_code_is_one_line_and_never_prompts(local_hub,
     argv[argv.index(argument) + 1] = "local-user/evil"
     line = refused_answering_yes(name, argv, command_env(tmp_path, **local_hub.env(tmp_path / "hf_home")), marker)
     assert "'evil.EvilConfig', which is not vit-scratch's own code" in line, line
+
+
+# how a settings file is damaged: (file, what it holds); "LINK" makes it a link to a text file that is not JSON
+DAMAGED = {
+    "truncated config": ("config.json", '{"model_type": "vit_scratch",'),
+    "processor not JSON": ("preprocessor_config.json", "hello"),
+    "config a link to text": ("config.json", "LINK"),
+    "config not an object": ("config.json", "[1, 2]"),
+}
+
+
+def damaged_folder(scenario: Scenario, damage: str) -> Path:
+    folder = scenario.root / f"damaged-{damage.replace(' ', '-')}"
+    shutil.copytree(scenario.model(), folder)
+    name, content = DAMAGED[damage]
+    (folder / name).unlink()
+    if content == "LINK":
+        (scenario.root / "text.txt").write_text("root:x:0:0:root:/root:/bin/bash\n")
+        (folder / name).symlink_to(scenario.root / "text.txt")
+    else:
+        (folder / name).write_text(content)
+    return folder
+
+
+@pytest.mark.parametrize("damage", DAMAGED)
+@pytest.mark.parametrize(
+    ("name", "argument", "extra"),
+    [*[(*reader, []) for reader in MODEL_FOLDER_READERS], ("explain", "--model", ["--trust_remote_code"])],
+)
+def test_a_settings_file_that_is_not_json_is_one_line_naming_the_damage_never_remote_code_advice(
+    tmp_path, name, argument, extra, damage
+):
+    scenario = Scenario(tmp_path)
+    folder = damaged_folder(scenario, damage)
+    before = snapshot(folder)
+    result = outcome(name, [*argv_reading(scenario, name, argument, folder), *extra])
+    assert result.one_line, result
+    assert "trust_remote_code" not in result.error and "refusing to run" not in result.error, result.error
+    if name == "push" and DAMAGED[damage][1] == "LINK":  # push refuses any link first, naming it
+        assert "symbolic link" in result.error
+    else:
+        assert f"{folder / DAMAGED[damage][0]} is not " in result.error and "JSON" in result.error, result.error
+        assert "damaged" in result.error and "save the folder again" in result.error, result.error
+    assert snapshot(folder) == before

@@ -14,6 +14,7 @@
   error from the Trainer after the pre-flight).
 """
 
+import json
 import shutil
 from pathlib import Path
 
@@ -51,6 +52,44 @@ def test_a_dataset_that_is_a_file_is_named_as_a_file(tmp_path, never_loaded):
     assert done.one_line, done
     assert done.error.startswith(f"error: --dataset '{image}' is a file, not a data set: give a folder with one")
     assert "a save_to_disk folder, a hub data set name or 'digits'." in done.error
+    assert not (tmp_path / "out-train" / "config.json").exists()
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("folder", ["saved model", "run with a record"])
+def test_a_dataset_that_is_a_model_folder_is_named_as_one_with_the_model_argument(
+    tmp_path, never_loaded, folder, streaming
+):
+    """A trained model's folder given as --dataset (its training_curves.png and checkpoint files look like splits)
+    is named as a model folder, with --model as the likely intent, before datasets reads anything."""
+    scenario = Scenario(tmp_path)
+    given = tmp_path / "o2"
+    shutil.copytree(scenario.model(), given)
+    if folder == "run with a record":  # a run's folder: config.json and its record, weights elsewhere
+        (given / "model.safetensors").unlink()
+        (given / "training_record.json").write_text("{}")
+    (given / "training_curves.png").write_bytes(b"")
+    done = outcome("train", train_on(scenario, given, *(["--streaming", "true", "--max_steps", "2"] * streaming)))
+    assert done.one_line, done
+    assert done.error.startswith(f"error: --dataset '{given}' is a saved model's folder (config.json, "), done.error
+    assert "not a data set: to train from that model give it to --model, and give --dataset a folder" in done.error
+    assert not (tmp_path / "out-train" / "config.json").exists()
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("stray", ["dataset_dict.json", "dataset_info.json"])
+def test_an_image_folder_with_a_stray_save_to_disk_file_is_one_line_naming_that_file(
+    tmp_path, never_loaded, stray, streaming
+):
+    """An image folder holding a save_to_disk description file (but none of the splits it promises) is read as a
+    save_to_disk set: one line names the file and both fixes, never datasets' "Expected to load a `Dataset`"."""
+    scenario = Scenario(tmp_path)
+    images = scenario.images()
+    (images / stray).write_text(json.dumps({"splits": ["train", "test"]}) if stray == "dataset_dict.json" else "{}")
+    done = outcome("train", train_on(scenario, images, *(["--streaming", "true", "--max_steps", "2"] * streaming)))
+    assert done.one_line, done
+    assert done.error.startswith(f"error: --dataset '{images}' has a {stray}, so it is read as a save_to_disk"), done
+    assert f"remove {stray} to read the class folders as an image folder, or give --dataset the folder" in done.error
     assert not (tmp_path / "out-train" / "config.json").exists()
 
 

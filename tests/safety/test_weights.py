@@ -295,3 +295,71 @@ def test_weights_that_cannot_be_used_as_saved_are_one_line_at_every_reader(tmp_p
     said = said if how == "NaN" else "stores the floating-point parameter 'classifier.weight' (I64) as integers"
     assert said in result.error, result.error
     assert not any((tmp_path / f"out-{name}").glob("*"))
+
+
+@pytest.mark.parametrize(("name", "argument"), MODEL_FOLDER_READERS)
+@pytest.mark.parametrize("edit", ["intermediate_size", "labels"])
+def test_a_config_that_disagrees_with_the_weights_is_our_one_line_never_transformers_load_report(
+    tmp_path, capfd, name, argument, edit
+):
+    """transformers logs a multi-line LOAD REPORT table (with escape codes) for weights that do not fit the config;
+    every reader names the mismatch in one line of its own, and the table never reaches the terminal."""
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "edited"
+    shutil.copytree(scenario.model(), folder)
+    config = json.loads((folder / "config.json").read_text())
+    if edit == "intermediate_size":
+        config["intermediate_size"] += 1
+    else:  # more classes than the head was saved with
+        config["id2label"] = {str(index): f"c{index}" for index in range(50)}
+        config["label2id"] = {f"c{index}": index for index in range(50)}
+    (folder / "config.json").write_text(json.dumps(config))
+    capfd.readouterr()
+    result = outcome(name, argv_reading(scenario, name, argument, folder))
+    printed = capfd.readouterr()
+    fine_tunes = (name, argument, edit) == ("train", "--model", "labels")  # another label set: a new head, on purpose
+    assert result.code == 0 if fine_tunes else result.one_line, result
+    assert "LOAD REPORT" not in printed.err + printed.out and "\x1b[" not in printed.err + printed.out
+
+
+@pytest.fixture
+def address_space_cap():
+    """A limit on this process's address space (what it holds now and 4 GiB more) while the test runs: a check that
+    failed would get a MemoryError, never thrash the machine."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    held = (
+        int(
+            next(
+                line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmSize")
+            ).split()[1]
+        )
+        * 1024
+    )
+    resource.setrlimit(resource.RLIMIT_AS, (held + 4 * 2**30, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+@pytest.mark.parametrize(
+    ("name", "argument", "extra"),
+    [*[(*reader, []) for reader in MODEL_FOLDER_READERS], ("explain", "--model", ["--trust_remote_code"])],
+)
+def test_a_config_too_large_to_build_is_one_line_at_every_reader_before_any_allocation(
+    tmp_path, monkeypatch, address_space_cap, name, argument, extra
+):
+    """An edited config.json (intermediate_size 2^36: 6.6 TB of weights) is refused by the size check training
+    applies to a new architecture, at every reader of a model folder, before the model is built."""
+    monkeypatch.setattr("modeling_vit_scratch.sharing.hub_arguments.check_access", lambda *args: "local-user")
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "huge"
+    shutil.copytree(scenario.model(), folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "intermediate_size": 2**36}))
+    result = outcome(name, [*argv_reading(scenario, name, argument, folder), *extra])
+    assert result.one_line, result
+    assert result.error.startswith(f"error: {folder / 'config.json'}: ") and "parameters, more than the" in result.error
+    assert "restore config.json" in result.error, result.error
