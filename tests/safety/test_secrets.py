@@ -359,3 +359,61 @@ def test_a_refused_token_line_names_where_the_token_came_from(source, fix, tmp_p
     with pytest.raises(ValueError, match="does not accept the token") as refused:
         hub_arguments.check_access("not-the-token-of-anyone" if source == "given" else None, [SECRET], names)
     assert str(refused.value).endswith(fix)
+
+
+def png_hiding(path: Path, where: str, text: str) -> None:
+    """A picture that holds `text` only where a reader decodes it, never in its raw bytes: the zlib-compressed ICC
+    profile (iCCP), EXIF (eXIf, as UTF-16), a private chunk's zlib stream."""
+    import struct
+    import zlib
+
+    from PIL import Image
+
+    image = Image.new("RGB", (4, 4))
+    if where == "iCCP":
+        image.save(path, icc_profile=f"desc: {text} ".encode())
+    elif where == "eXIf UTF-16":
+        exif = image.getexif()
+        exif[0x9C9C] = f"made with {text}".encode("utf-16-le")  # XPComment, as Windows writes it
+        image.save(path, exif=exif)
+    elif where == "private chunk":
+        image.save(path)
+        body = b"note\0\0" + zlib.compress(text.encode())
+        chunk = struct.pack(">I4s", len(body), b"prVt") + body + struct.pack(">I", zlib.crc32(b"prVt" + body))
+        data = path.read_bytes()
+        path.write_bytes(data[:33] + chunk + data[33:])  # after IHDR
+    assert text.encode() not in path.read_bytes()
+
+
+HIDING_PLACES = ["iCCP", "eXIf UTF-16", "private chunk"]
+
+
+@pytest.mark.parametrize("where", HIDING_PLACES)
+def test_the_staged_file_scan_reads_every_part_of_a_picture_a_reader_decodes(where, tmp_path):
+    """`find_secrets` reads what a reader decodes from a picture (every zlib stream of a PNG, the metadata PIL
+    gives), by its format; a clean picture with the same parts is not listed."""
+    png_hiding(tmp_path / "figure.png", where, SHAPED)
+    png_hiding(tmp_path / "clean.png", where, "nothing to see here, a plain note")
+    assert find_secrets(tmp_path, []) == [tmp_path / "figure.png"]
+
+
+def test_a_push_of_a_figure_hiding_a_token_is_refused_naming_the_file(tmp_path, logged_in, monkeypatch):
+    """`push m1 local-user/x` with a token in training_curves.png's ICC profile (zlib-compressed: its bytes hold no
+    token; before: pushed, and the Hub's copy gave it back to `Image.open(...).info['icc_profile']`): refused before
+    the repo is asked for, naming the file. The Hub arguments are taken as the Hub would accept them (this process
+    is offline)."""
+    from types import SimpleNamespace
+
+    from test_push_card import trained_folder
+
+    from modeling_vit_scratch.sharing import push
+
+    accepted = SimpleNamespace(repo_id="local-user/x", revision=None, max_shard_size="2GB")
+    monkeypatch.setattr(push, "check_hub_arguments", lambda *args, **kwargs: accepted)
+    monkeypatch.setattr(push.HfApi, "repo_exists", lambda *args, **kwargs: pytest.fail("the Hub was asked"))
+    folder = trained_folder(tmp_path)
+    png_hiding(folder / "training_curves.png", "iCCP", SECRET)
+    result = outcome("push", [str(folder), "local-user/x"])
+    assert result.one_line, result
+    assert result.error.startswith(f"error: A Hub token is in {folder / 'training_curves.png'} (as staged for upload")
+    assert SECRET not in result.error
