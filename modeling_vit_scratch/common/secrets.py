@@ -144,15 +144,21 @@ def refuse_secret(what: str, value: str | None, secrets: list[str], fix: str) ->
         )
 
 
-def refuse_token_in_path(argument: str, path: str | os.PathLike) -> None:
-    """A ValueError when a path a command writes (`argument`: --output_dir, --out, --output, --json) holds or looks
-    like a token: the token would become a file name, printed in every line that names the file. Not echoed."""
+def refuse_token_in_path(argument: str, path: str | os.PathLike, *, read: bool = False) -> None:
+    """A ValueError when a path a command is given holds or looks like a token, checked before any work: one it
+    writes (`argument`: --output_dir, --out, --output, --json), where the token would become a file name, or with
+    `read` one it reads (a model folder: convert --input, explain --model, push FOLDER), whose name is printed in
+    every line naming it and copied into what is made from it. Names the argument; never echoed."""
+    fix = (
+        f"give {argument} a path without it: rename the folder, or give it by a path that does not hold the token"
+        if read
+        else f"give {argument} a name without it (a token never becomes a file or folder name)"
+    )
     refuse_secret(
         f"The value of {argument}",
         os.fspath(path),
         known_secrets(),
-        f"give {argument} a name without it (a token never becomes a file or folder name); tokens belong in "
-        "HF_TOKEN or `hf auth login`",
+        f"{fix}; tokens belong in HF_TOKEN or `hf auth login`",
     )
 
 

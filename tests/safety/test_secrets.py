@@ -212,9 +212,9 @@ def test_the_hub_refusing_the_token_stops_the_run_before_training(tmp_path):
     ids=["reaching-the-hub", None],
 )
 def test_a_token_reaches_no_commit_file_or_line_of_a_push(tmp_path, wheres):
-    """Against the local Hub: a folder named after the token is pushed with the name redacted in the commit title;
-    the token in the commit message, the revision or the repo id is refused before any request; a class name
-    holding it is refused by the gate. Nothing on the server and no printed line holds the token."""
+    """Against the local Hub: a folder whose path holds the token is refused before it is read (`FOLDER`); the
+    token in the commit message, the revision or the repo id is refused before any request; a class name holding it
+    is refused by the gate. Nothing on the server and no printed line holds the token."""
     scenario = Scenario(tmp_path)
     named = tmp_path / f"run-{TOKEN}"
     shutil.copytree(scenario.model(), named)
@@ -232,23 +232,21 @@ def test_a_token_reaches_no_commit_file_or_line_of_a_push(tmp_path, wheres):
     with LocalHub(tmp_path / "hub") as hub:
         env = hub.env(tmp_path / "hf_home")
         done = {where: run_command("push", calls[where], env=env) for where in wheres}
-        titles = [title for _, title in hub.commits("local-user/named")] if "folder name" in wheres else []
     for where, result in done.items():
         assert TOKEN not in result.stdout + result.stderr, where
         assert "Traceback" not in result.stderr, (where, result.stderr[-2000:])
-    if "folder name" in done:
-        assert done["folder name"].returncode == 0, done["folder name"].stderr[-2000:]
-        assert "Upload vit_scratch model from run-***" in titles
-    for where in {"commit message", "revision", "repo id", "label name"} & set(done):
+    for where in {"folder name", "commit message", "revision", "repo id", "label name"} & set(done):
         assert done[where].returncode == 1 and done[where].stderr.strip().splitlines()[-1].startswith("error: "), where
     if "commit message" in done:
         assert "error: The commit message holds or looks like a Hub token" in done["commit message"].stderr
+    if "folder name" in done:
+        assert "error: The value of FOLDER holds or looks like a Hub token" in done["folder name"].stderr
     if "label name" in done:
         assert "/config.json holds or looks like a Hub token at key 'id2label.1'" in done["label name"].stderr
     stored = [path for path in (tmp_path / "hub").rglob("*") if path.is_file()]
     assert not [path for path in stored if TOKEN.encode() in path.read_bytes() or TOKEN in str(path)]
     repos = tmp_path / "hub" / "models" / "local-user"
-    assert sorted(os.listdir(repos) if repos.is_dir() else []) == (["named"] if "folder name" in done else [])
+    assert sorted(os.listdir(repos) if repos.is_dir() else []) == []
 
 
 SHAPED = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345"  # shaped like a token, and not one this process knows
@@ -279,6 +277,29 @@ def test_a_model_folder_whose_settings_hold_a_token_is_refused_by_every_reader(
     assert result.one_line, result
     assert f"{folder / 'config.json'} holds or looks like a Hub token at key '{key}'" in result.error
     assert SECRET not in result.error and SHAPED not in result.error
+    assert files_of(tmp_path) == before
+
+
+@pytest.mark.parametrize("name, argument", MODEL_FOLDER_READERS)
+@pytest.mark.parametrize("token", [SECRET, SHAPED])
+def test_a_model_folder_whose_path_holds_a_token_is_refused_by_every_reader_naming_the_argument(
+    name, argument, token, tmp_path, logged_in, monkeypatch
+):
+    """`convert --to transformers --input W/m-TOKEN --output cv` (before: refused only after loading, converting and
+    the parity check, sent to "its config.json labels"), and every other reader of a model folder: one line naming
+    the argument, before the folder is read; the token never echoed."""
+    from modeling_vit_scratch.common import model_folder
+
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / f"m-{token}"
+    shutil.copytree(scenario.model(), folder)
+    monkeypatch.setattr(model_folder, "check_processor_fits", lambda *a, **k: pytest.fail("the folder was read"))
+    argv = argv_reading(scenario, name, argument, folder)
+    before = files_of(tmp_path)
+    result = outcome(name, argv)
+    assert result.one_line, result
+    assert result.error.startswith(f"error: The value of {argument or 'FOLDER'} holds or looks like a Hub token")
+    assert token not in result.error
     assert files_of(tmp_path) == before
 
 
