@@ -303,6 +303,27 @@ def test_a_model_folder_whose_path_holds_a_token_is_refused_by_every_reader_nami
     assert files_of(tmp_path) == before
 
 
+@pytest.mark.parametrize("name, argument", [("explain", "--image"), ("train", "RECIPE")])
+def test_an_input_file_whose_path_holds_a_token_is_refused_naming_the_argument(name, argument, tmp_path, logged_in):
+    """The other files a command reads by path: explain's picture, train's recipe (before: explained, and trained,
+    with the token-shaped name in their lines and records)."""
+    scenario = Scenario(tmp_path)
+    argv = scenario.argv(name)
+    if argument == "--image":
+        picture = tmp_path / f"p-{SHAPED}.png"
+        shutil.copy(scenario.picture(), picture)
+        argv = with_argument(argv, "--image", picture)
+    else:
+        recipe = tmp_path / f"r-{SHAPED}.json"
+        recipe.write_text(json.dumps({"num_train_epochs": 1}))
+        argv = [str(recipe), *argv]
+    before = files_of(tmp_path)
+    result = outcome(name, argv)
+    assert result.one_line, result
+    assert result.error.startswith(f"error: The value of {argument} holds or looks like a Hub token"), result.error
+    assert SHAPED not in result.error and files_of(tmp_path) == before
+
+
 @pytest.mark.parametrize("encoding", ["utf-8", "utf-16-le"])
 def test_the_staged_file_scan_finds_a_token_shaped_string_it_was_not_told(encoding, tmp_path):
     """What push, train and convert scan before a folder is sent or written (`find_secrets`) lists a file holding
