@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from modeling_vit_scratch.common.folders import check_place
+from modeling_vit_scratch.common.folders import check_output_file, check_place, read_regular
 from modeling_vit_scratch.common.secrets import redact
 
 RESULT_KEYS = {"machine", "argv", "rows", "bars"}  # in every result `run_measurements` and `run_end_to_end` write
@@ -21,7 +21,7 @@ RESULT_KEYS = {"machine", "argv", "rows", "bars"}  # in every result `run_measur
 def written_by_benchmark(path: Path) -> bool:
     """Whether `path` holds a benchmark result: a JSON object with every key of `RESULT_KEYS`."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_regular(path))  # never waits on a fifo
     except (OSError, ValueError):
         return False
     return isinstance(data, dict) and RESULT_KEYS <= data.keys()
@@ -47,6 +47,7 @@ def check_results_path(value: str) -> Path:
         raise ValueError(
             f"--json {value!r} is a folder: give a file, e.g. --json {os.path.join(value, 'results.json')}."
         )
+    check_output_file(value, "--json")  # a fifo, device or socket: never opened
     folder = path.parent
     if not folder.is_dir():
         raise ValueError(f"--json {value!r}: the folder {str(folder)!r} does not exist: make it, or give another file.")

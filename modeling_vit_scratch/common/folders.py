@@ -76,6 +76,8 @@ HELD_LOCKS: set[tuple[int, int]] = set()  # (device, inode) of the locks this pr
 # Moved last into the output folder: weights first, then what describes them, so a kill between two moves never
 # leaves a record or card that describes weights which are not there (the digest in the record would not match).
 DESCRIBING_FILES = (RECORD_FILE, RESULTS_FILE, "README.md")
+# Every argument of every command that names a FILE the command writes (the others write folders): `check_output_file`
+OUTPUT_FILE_ARGUMENTS = {"benchmark": ("--json",)}
 
 
 def read_regular(path: Path) -> str:
@@ -86,6 +88,18 @@ def read_regular(path: Path) -> str:
         if not stat.S_ISREG(os.fstat(descriptor).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
         return stream.read().decode()
+
+
+def check_output_file(value: str, argument: str) -> None:
+    """One line when the file an argument names for a command to write (`OUTPUT_FILE_ARGUMENTS`) is already there as
+    something other than a regular file: a folder, a fifo, a device or a socket, which no write can replace (and a
+    fifo would hold the command for ever when opened). Checked before any work; never opens the path."""
+    if os.path.lexists(value) and not os.path.islink(value) and not stat.S_ISREG(os.lstat(value).st_mode):
+        kind = "a folder" if os.path.isdir(value) else "not a regular file (a device, fifo or socket)"
+        raise ValueError(
+            f"{argument} {value!r} is {kind}, and {argument} names a file to write: nothing was read or changed; give "
+            "a new file name, or a file this command wrote."
+        )
 
 
 def not_regular_files(folder: Path) -> list[str]:

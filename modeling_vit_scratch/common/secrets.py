@@ -144,15 +144,21 @@ def refuse_secret(what: str, value: str | None, secrets: list[str], fix: str) ->
         )
 
 
-def refuse_token_in_path(argument: str, path: str | os.PathLike) -> None:
-    """A ValueError when a path a command writes (`argument`: --output_dir, --out, --output, --json) holds or looks
-    like a token: the token would become a file name, printed in every line that names the file. Not echoed."""
+def refuse_token_in_path(argument: str, path: str | os.PathLike, *, read: bool = False) -> None:
+    """A ValueError when a path a command is given holds or looks like a token, checked before any work: one it
+    writes (`argument`: --output_dir, --out, --output, --json), where the token would become a file name, or with
+    `read` one it reads (a model folder: convert --input, explain --model, push FOLDER), whose name is printed in
+    every line naming it and copied into what is made from it. Names the argument; never echoed."""
+    fix = (
+        f"give {argument} a path without it: rename the folder, or give it by a path that does not hold the token"
+        if read
+        else f"give {argument} a name without it (a token never becomes a file or folder name)"
+    )
     refuse_secret(
         f"The value of {argument}",
         os.fspath(path),
         known_secrets(),
-        f"give {argument} a name without it (a token never becomes a file or folder name); tokens belong in "
-        "HF_TOKEN or `hf auth login`",
+        f"{fix}; tokens belong in HF_TOKEN or `hf auth login`",
     )
 
 
@@ -208,24 +214,81 @@ def redacting_logs(secrets: list[str]):
 
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# The most a scan decompresses of one file (a zlib bomb is read this far, never whole): far above any figure the
+# package writes or pushes
+MAX_DECODED_BYTES = 64 << 20
 
 
 def find_secrets(folder: str | Path, secrets: list[str]) -> list[Path]:
     """Files under `folder` (recursively) that hold a secret or anything shaped like a Hub token (`holds_secret`)
-    in what they say as text: their bytes, as text or UTF-16, and for a PNG also its text chunks as PIL reads them
-    (a zTXt or compressed iTXt chunk is zlib-compressed, so its bytes never show the token)."""
+    in what they say as text: their bytes, and every part a reader decodes from them (`decoded_parts`), each as
+    text or UTF-16."""
     needles = [form for secret in secrets for form in (secret.encode(), secret.encode("utf-16-le"))]
     found = []
     for path in sorted(Path(folder).rglob("*")):
         if path.is_file() and not path.is_symlink():
             data = path.read_bytes()
-            if (
-                any(needle in data for needle in needles)
-                or any(shape.search(data) for shape in TOKEN_SHAPE_BYTES)
-                or holds_secret(png_text(path, data), secrets)
+            if any(
+                any(needle in part for needle in needles) or any(shape.search(part) for shape in TOKEN_SHAPE_BYTES)
+                for part in [data, *decoded_parts(path, data)]
             ):
                 found.append(path)
     return found
+
+
+def decoded_parts(path: Path, data: bytes) -> list[bytes]:
+    """What a reader decodes from a file beyond its raw bytes, by the file's format (its first bytes, never its
+    name): for a PNG every zlib stream of every chunk (iCCP's profile, zTXt, compressed iTXt, a private chunk's,
+    the pixels of IDAT), and for any picture PIL opens (PNG, JPEG, WebP, GIF, TIFF, ...) the metadata it gives
+    (`info`: the ICC profile put back together, EXIF, XMP, comments; a PNG's text), each decompressed up to
+    `MAX_DECODED_BYTES`. A token there is in the file for anyone who opens it, though its bytes never show it."""
+    parts = png_zlib_streams(data) if data.startswith(PNG_SIGNATURE) else []
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            info = dict(image.info)
+            if data.startswith(PNG_SIGNATURE):
+                info.update(image.text)  # the text chunks after the pixels: read once the image is loaded
+    except Exception:  # noqa: BLE001 (not a picture PIL reads, or a broken one: its raw bytes are scanned)
+        return parts
+    for value in info.values():
+        if isinstance(value, bytes):
+            parts.append(value)
+        elif isinstance(value, str):
+            parts.append(value.encode("utf-8", "replace"))
+    return parts
+
+
+def png_zlib_streams(data: bytes) -> list[bytes]:
+    """Every zlib stream in a PNG's chunks, decompressed (at most `MAX_DECODED_BYTES` in all): the IDAT chunks as
+    one stream, and in every other chunk each place a zlib header starts (iCCP, zTXt and iTXt put theirs after a
+    keyword; a private chunk may put one anywhere)."""
+    import struct
+    import zlib
+
+    streams, pixels, offset, budget = [], [], len(PNG_SIGNATURE), MAX_DECODED_BYTES
+    while offset + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[offset : offset + 8])
+        body = data[offset + 8 : offset + 8 + length]
+        offset += 12 + length
+        if kind == b"IDAT":
+            pixels.append(body)
+            continue
+        for start in range(len(body) - 1):
+            if budget > 0 and body[start] & 0x0F == 8 and (body[start] << 8 | body[start + 1]) % 31 == 0:
+                try:
+                    part = zlib.decompressobj().decompress(body[start:], budget)
+                except zlib.error:
+                    continue
+                streams.append(part)
+                budget -= len(part)
+    if pixels and budget > 0:
+        try:
+            streams.append(zlib.decompressobj().decompress(b"".join(pixels), budget))
+        except zlib.error:
+            pass
+    return streams
 
 
 def secret_keys(value, secrets: list[str], key: str = "") -> list[str]:
@@ -262,21 +325,6 @@ def refuse_secrets_in_settings(folder: str | Path, shown: str | None = None) -> 
             f"{shown or folder}/{name} holds or looks like a Hub token{where}, which would be copied into every file "
             "written from it: remove it from that file (tokens belong in HF_TOKEN or `hf auth login`)."
         )
-
-
-def png_text(path: Path, data: bytes) -> str:
-    """The text chunks of a PNG (tEXt, zTXt, iTXt; keys and values, decompressed), as one text; '' for any other
-    file. A PNG whose text PIL cannot read (a broken or oversized chunk) is scanned as bytes only."""
-    if not data.startswith(PNG_SIGNATURE):
-        return ""
-    from PIL import Image
-
-    try:
-        with Image.open(path, formats=["PNG"]) as image:
-            chunks = image.text
-    except Exception:  # noqa: BLE001 (no readable text chunk: nothing is hidden there)
-        return ""
-    return "\n".join(f"{key}\n{value}" for key, value in chunks.items())
 
 
 def weights_sha256(folder: str | Path) -> str:

@@ -176,7 +176,13 @@ def looks_like_local_path(text: str) -> bool:
 def check_folder_path(source: str, argument: str, command: str) -> None:
     """Refuse, before any work, a model source that is a local file (a folder is read: name the one that holds it),
     a local path that does not exist (never looked up on the Hub as a repo id), or a folder whose run is live or
-    was interrupted, as `check_run_state` says for `command`."""
+    was interrupted, as `check_run_state` says for `command`. First, a local path holding or shaped like a token
+    (`refuse_token_in_path`): it would be printed in every line naming the folder, and its name written into what is
+    made from it (a hub repo id is the Hub fields' rule, `refuse_sent_secrets`)."""
+    from modeling_vit_scratch.common.secrets import refuse_token_in_path
+
+    if os.path.exists(source) or looks_like_local_path(source):
+        refuse_token_in_path(argument, source, read=True)
     if os.path.isfile(source):
         raise ValueError(
             f"{argument} {source!r} is a file, not a folder: give the folder that holds it "

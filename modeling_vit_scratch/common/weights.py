@@ -11,12 +11,29 @@ those are read with `weights_only=True`, and one that is more than tensors is re
 
 import json
 import math
+import os
 from pathlib import Path
 
 SAFETENSORS, SAFETENSORS_INDEX = "model.safetensors", "model.safetensors.index.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 # the Trainer's own states in a checkpoint, which it reads with torch.load(weights_only=True)
 CHECKPOINT_STATES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state*.pth")
+
+
+PICKLE_MAGIC = (b"PK\x03\x04", b"\x80")  # torch.save's zip archive, a bare pickle (protocol 2 and later)
+
+
+def weights_format(path: str | Path) -> str | None:
+    """The format of a weights file, "safetensors", "pickle" or None (neither), by `path`'s first bytes, never its name: safetensors when its
+    8-byte little-endian header length fits the file and the header starts with `{`; only otherwise a pickle by
+    its magic (a safetensors header length whose first byte is 0x80, pickle's PROTO opcode, is no pickle). The one
+    sniff of a weights file's format."""
+    with open(path, "rb") as file:
+        head = file.read(9)
+        size = os.fstat(file.fileno()).st_size
+    if len(head) == 9 and 2 <= int.from_bytes(head[:8], "little") <= size - 8 and head[8:] == b"{":
+        return "safetensors"
+    return "pickle" if head.startswith(PICKLE_MAGIC) else None
 
 
 def check_safetensors(path: str | Path) -> None:

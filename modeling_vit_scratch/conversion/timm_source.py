@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 from modeling_vit_scratch.common.overrides import parse_overrides
-from modeling_vit_scratch.common.weights import PICKLE_SUFFIXES
+from modeling_vit_scratch.common.weights import PICKLE_SUFFIXES, weights_format
 
 FLAG = "--timm_kwargs"
 # create_model's and timm's builder's own arguments: each loads weights or a config, reads a file or downloads, or
@@ -39,7 +39,6 @@ REFUSED = {
 # VisionTransformer arguments that take a class or a device, which key=value text cannot give
 NOT_TEXT = {"self", "embed_layer", "embed_norm_layer", "norm_layer", "act_layer", "block_fn", "mlp_layer"}
 NOT_TEXT |= {"attn_layer", "device", "dtype"}
-PICKLE_MAGIC = (b"PK\x03\x04", b"\x80")  # torch.save's zip archive, a bare pickle (protocol 2 and later)
 
 
 def timm_kwargs(text: str | None) -> dict:
@@ -69,14 +68,16 @@ def timm_kwargs(text: str | None) -> dict:
 
 
 def check_not_pickle(path: str | Path) -> None:
-    """A weights file named or shaped as a pickle (torch.save's zip, a bare pickle) is a ValueError saying it was not
-    read, with the command that converts it to safetensors, for whoever trusts it. Only its first bytes are read."""
+    """A weights file shaped as a pickle (torch.save's zip, a bare pickle; `weights_format`), or named as one and
+    not safetensors, is a ValueError saying it was not read, with the command that converts it to safetensors (into
+    another file), for whoever trusts it. Only its first bytes are read."""
     path = Path(path)
-    with path.open("rb") as file:
-        head = file.read(4)
-    if path.suffix not in PICKLE_SUFFIXES and not head.startswith(PICKLE_MAGIC):
+    found = weights_format(path)
+    if found != "pickle" and (found == "safetensors" or path.suffix not in PICKLE_SUFFIXES):
         return
     target = path.with_suffix(".safetensors")
+    if target == path:  # a pickle named .safetensors: never convert a file onto itself
+        target = path.with_name(f"{path.stem}-converted.safetensors")
     command = (
         'python -c "import timm.models as m, safetensors.torch as s; '
         f"s.save_file(m.load_state_dict('{path}'), '{target}')\""

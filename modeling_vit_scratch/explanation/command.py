@@ -15,7 +15,7 @@ from pathlib import Path
 
 from modeling_vit_scratch.common.commands import entry_point, when_interrupted
 from modeling_vit_scratch.common.numbers import Allowed, check_numbers
-from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
+from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line, refuse_token_in_path
 from modeling_vit_scratch.common.user_paths import user_path
 from modeling_vit_scratch.explanation.attention import HEAD_FUSIONS
 from modeling_vit_scratch.explanation.prediction import explain_image
@@ -49,6 +49,7 @@ def main(argv: list[str]) -> None:
     started = time.time()
     when_interrupted(lambda: interrupted_line(Path(args.out), started))
     try:
+        refuse_token_in_path("--image", args.image, read=True)  # read, and named in every line
         check_numbers(vars(args), EXPLAIN_LIMITS)
         paths = explain_image(
             args.model,

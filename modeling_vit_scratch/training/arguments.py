@@ -36,6 +36,7 @@ from modeling_vit_scratch.common.secrets import (
     known_secrets,
     mask_token_values,
     redact,
+    refuse_token_in_path,
     secrets_in_argv,
 )
 from modeling_vit_scratch.common.sources import DIGITS, looks_like_local_path
@@ -843,6 +844,8 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     if remaining:
         refuse_a_non_recipe(remaining[0])
         refuse_stray_values(argv, remaining)
+    if argv and argv[0].endswith(RECIPE_SUFFIXES):  # the recipe's own path: read, and named in every line
+        refuse_token_in_path("RECIPE", argv[0], read=True)
     refuse_misplaced_tokens(recipe_to_argv(argv), command_secrets(argv))
     values = vars(namespace)
     refuse_blank_arguments(argv, values)

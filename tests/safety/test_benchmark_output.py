@@ -4,12 +4,14 @@ replaced by a staged write that never follows a link and leaves no partial file.
 
 import json
 import os
+import socket
 
 import pytest
 from entry_points import Scenario, outcome, with_argument
 
 from modeling_vit_scratch.benchmark import command
 from modeling_vit_scratch.benchmark.results_file import RESULT_KEYS, write_results
+from modeling_vit_scratch.common.folders import OUTPUT_FILE_ARGUMENTS
 
 RESULT = {"machine": "a CPU", "argv": [], "rows": [], "bars": []}
 
@@ -72,6 +74,36 @@ def test_an_output_file_the_benchmark_did_not_write_is_one_line_before_measuring
     assert result.error.startswith(f"error: --json {str(path)!r}") and SAID[kind] in result.error
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
     assert not (tmp_path / "results").exists()
+
+
+def not_a_file(tmp_path, kind: str):
+    """A path that is there as something no write can replace: a fifo, a socket, a device."""
+    if kind == "device":
+        return "/dev/null"
+    path = tmp_path / "out.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        socket.socket(socket.AF_UNIX).bind(str(path))
+    return str(path)
+
+
+@pytest.mark.usefixtures("nothing_measured")
+@pytest.mark.parametrize("kind", ["fifo", "socket", "device"])
+@pytest.mark.parametrize(
+    "command_name, argument", [(name, argument) for name, names in OUTPUT_FILE_ARGUMENTS.items() for argument in names]
+)
+def test_an_output_file_that_is_no_regular_file_is_one_line_and_never_opened(tmp_path, kind, command_name, argument):
+    """Every argument of every command that names a file to write (`OUTPUT_FILE_ARGUMENTS`): a fifo, socket or
+    device already there is one line before any work, and never opened (before: `--json fifo.json` waited for ever in
+    open(), before the rest of the command line was checked)."""
+    path = not_a_file(tmp_path, kind)
+    result = outcome(command_name, with_argument(Scenario(tmp_path).argv(command_name), argument, path))
+    assert result.one_line, result
+    assert result.error.startswith(
+        f"error: {argument} {path!r} is not a regular file (a device, fifo or socket), and {argument} names a file to "
+        "write: nothing was read or changed"
+    ), result.error
 
 
 def test_a_result_of_its_own_is_replaced_whole_and_a_new_one_written(tmp_path, monkeypatch):

@@ -3,12 +3,17 @@ makes timm read a file or download (`checkpoint_path`, `pretrained`, `pretrained
 take is one line naming it, and weights of another size are one line naming the `--timm_kwargs` that fit them,
 each before timm builds or loads anything."""
 
+import json
 import pickle
 
 import pytest
 import torch
 from entry_points import outcome
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from safetensors.torch import save_file
+
+from modeling_vit_scratch.common.weights import check_safetensors, weights_format
 
 
 class Payload:
@@ -38,8 +43,34 @@ def test_a_pickle_as_input_is_one_line_and_never_unpickled(tmp_path, name, how):
     result = convert(weights, tmp_path)
     assert result.one_line, result
     assert "is a pickle, which vit-scratch never reads" in result.error
-    assert f"--input {weights.with_suffix('.safetensors')}" in result.error  # where the converted file goes
+    target = weights.with_suffix(".safetensors")  # where the converted file goes: never onto the input
+    target = tmp_path / "evil-converted.safetensors" if target == weights else target
+    assert f"--input {target}" in result.error and f"s.save_file(m.load_state_dict('{weights}'), '{target}')" in (
+        result.error
+    )
     assert not marker.exists() and not (tmp_path / "out").exists()
+
+
+def safetensors_with_header_length(path, length: int) -> None:
+    """A valid safetensors file (one float32 tensor) whose header, padded with spaces as safetensors pads it, is
+    `length` bytes long."""
+    header = json.dumps({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
+    path.write_bytes(length.to_bytes(8, "little") + header.ljust(length) + bytes(4))
+
+
+@settings(max_examples=20, deadline=None)
+@given(pages=st.integers(0, 400))
+def test_a_safetensors_file_whose_header_length_starts_with_pickles_proto_byte_is_safetensors(tmp_path_factory, pages):
+    """A header length whose first byte is 0x80 (pickle's PROTO opcode: 1 file in 256, e.g. timm's vit_tiny at 32 px,
+    0x3580; before: refused "as a pickle", with a fix that converted the file onto itself) is read as safetensors:
+    the format is sniffed by the length and the `{` after it, the pickle magic only otherwise."""
+    weights = tmp_path_factory.mktemp("w") / "w.safetensors"
+    safetensors_with_header_length(weights, 256 * pages + 0x80)
+    assert weights.read_bytes()[:1] == b"\x80"
+    check_safetensors(weights)  # safetensors reads it
+    assert weights_format(weights) == "safetensors"
+    result = convert(weights, weights.parent)
+    assert "is a pickle" not in (result.error or ""), result
 
 
 @pytest.mark.parametrize(
