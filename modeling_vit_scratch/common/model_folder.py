@@ -15,6 +15,7 @@
 
 import hashlib
 import json
+import math
 from pathlib import Path
 
 CONFIG_FILE = "config.json"
@@ -59,16 +60,47 @@ def check_settings_files(folder: str | Path, named: str) -> None:
             )
 
 
+# The largest settings file a command reads: far above any real one (a config of 300,000 labels is about 11 MB), far
+# below what would take gigabytes of memory to parse.
+MAX_SETTINGS_BYTES = 64 * 2**20
+
+
 def read_json(path: Path) -> dict:
     """A JSON object from `path`; a one-line ValueError naming it when it is not one (truncated, another file's
-    text, a link to one): the folder is damaged, and the fix is to restore it or save it again."""
+    text, a link to one, nested too deeply to parse, larger than `MAX_SETTINGS_BYTES`, judged from its size before
+    it is read): the folder is damaged, and the fix is to restore it or save it again."""
+    try:
+        size = path.stat().st_size
+    except OSError as error:
+        raise ValueError(f"{path} is not readable JSON ({error}): {DAMAGED_FIX}.") from None
+    if size > MAX_SETTINGS_BYTES:
+        raise ValueError(
+            f"{path} is {size:,} bytes, more than the {MAX_SETTINGS_BYTES:,} a settings file may be: {DAMAGED_FIX}."
+        )
     try:
         value = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"{path} is not readable JSON ({error}): {DAMAGED_FIX}.") from None
+    except RecursionError:
+        raise ValueError(f"{path} is not readable JSON (nested too deeply to parse): {DAMAGED_FIX}.") from None
     if not isinstance(value, dict):
         raise ValueError(f"{path} is not a JSON object: {DAMAGED_FIX}.")
     return value
+
+
+def check_finite(content: dict, path: Path) -> None:
+    """A one-line ValueError naming the first key of `content` (read from `path`) holding NaN or an infinity
+    (Python's json reads `NaN`, `Infinity` and `1e999`): a model or processor computing with it gives `nan`
+    scores, and nothing in a settings file means one."""
+    stack = [(key, value) for key, value in content.items()]
+    while stack:
+        key, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{path} gives {key} the value {value}, which is not a finite number: {DAMAGED_FIX}.")
+        if isinstance(value, dict):
+            stack += [(f"{key}.{inner}", item) for inner, item in value.items()]
+        elif isinstance(value, list):
+            stack += [(f"{key}[{index}]", item) for index, item in enumerate(value)]
 
 
 def check_vit_scratch_type(folder: str | Path, shown: str, then: str, other: str) -> None:
@@ -119,27 +151,88 @@ def check_model_size(config, fix: str | None = None) -> None:
         )
 
 
+# Config keys that make transformers load code or packages besides the model's own: a quantization backend
+# (bitsandbytes, ...) and an attention kernel named by hub repo (fetched and run as compiled code).
+FOREIGN_LOADER_KEYS = ("quantization_config",)
+ATTENTION_KEYS = ("attn_implementation", "_attn_implementation")
+REMOVE_KEY_FIX = "remove the key from the file (or save the folder again)"
+
+
+def supported_attention() -> set[str]:
+    """The attention implementations the installed transformers runs by itself ("eager", "sdpa", flash and flex
+    attention): any other name (a hub repo's kernel) is code fetched from elsewhere."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    return {"eager", *ALL_ATTENTION_FUNCTIONS.valid_keys()}
+
+
+def check_loader_keys(content: dict, path: Path) -> None:
+    """A one-line ValueError naming a key of config.json (`content`, from `path`) that would make transformers
+    load code besides the model's own: refused as foreign code is, whatever the model type."""
+    for key in FOREIGN_LOADER_KEYS:
+        if content.get(key) is not None:
+            raise ValueError(
+                f"{path} has {key} ({content[key]!r}), which makes transformers load other code or packages; "
+                f"refusing to run it: {REMOVE_KEY_FIX}."
+            )
+    for key in ATTENTION_KEYS:
+        value = content.get(key)
+        if value is not None and value not in supported_attention():
+            raise ValueError(
+                f"{path} has {key} {value!r}, an attention kernel transformers would fetch and run as code; "
+                f"refusing to run it: {REMOVE_KEY_FIX}, or name one transformers runs itself "
+                f"({', '.join(sorted(supported_attention()))})."
+            )
+
+
 def check_buildable(folder: str | Path) -> None:
-    """Refuse, before any model is built, a vit_scratch folder (or a hub repo's settings fetched to one) whose
-    config.json describes a model too large for one process (`check_model_size`): an edited size would allocate
-    terabytes before any load could say the weights do not fit. Other model types, and configs that do not load,
-    are left to the load, which says why."""
-    path = Path(folder) / CONFIG_FILE
+    """Refuse, before any model is built, a folder (or a hub repo's settings fetched to one) whose config.json or
+    preprocessor_config.json holds a value no model should be built from: one line naming the file, the key, the
+    value and the fix (restore the file, or save the folder again), never a traceback or a later symptom. Every
+    command that reads a model folder passes here (through `check_no_foreign_code`, or push's checks):
+
+    - both files: readable JSON objects of a sane size and depth (`read_json`), every number finite (`check_finite`);
+    - config.json: no key that loads other code (`check_loader_keys`); a vit_scratch config builds
+      (`ViTScratchConfig`: any of its ValueErrors, such as a head count that does not divide hidden_size, or labels
+      whose ids are not integers) and describes a model one process can hold (`check_model_size`): an edited size
+      would allocate terabytes before any load could say the weights do not fit."""
+    folder = Path(folder)
+    for name in DESCRIBING_FILES:
+        if (folder / name).is_file():
+            check_finite(read_json(folder / name), folder / name)
+    path = folder / CONFIG_FILE
     if not path.is_file():
         return
     content = read_json(path)
+    check_loader_keys(content, path)
     if content.get("model_type") != "vit_scratch":
         return
     from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
 
+    for key in ("id2label", "label2id"):  # transformers reads id2label's keys with int(), naming neither
+        labels = content.get(key)
+        ids = labels.keys() if key == "id2label" and isinstance(labels, dict) else (labels or {}).values()
+        bad = [label_id for label_id in ids if not _is_label_id(label_id)] if isinstance(labels, dict) else []
+        if bad:
+            raise ValueError(f"{path} gives {key} the id {bad[0]!r}, which is not an integer: {DAMAGED_FIX}.")
     try:
         config = ViTScratchConfig.from_dict(content)
-    except (TypeError, ValueError, KeyError):
-        return
-    try:
         check_model_size(config, "restore config.json (from a backup, or the repo the folder came from)")
-    except ValueError as error:
-        raise ValueError(f"{path}: {error}") from None
+    except (TypeError, ValueError, KeyError) as error:
+        # the config's own line ends in the fix for a new architecture ("pick a head count"): a saved one is restored
+        message = str(error).strip().rstrip(".")
+        if "restore" in message:
+            raise ValueError(f"{path}: {message}.") from None
+        what = message.split(": ")[0] if " must " in message.split(": ")[0] else message
+        raise ValueError(f"{path} does not build a model ({what}): {DAMAGED_FIX}.") from None
+
+
+def _is_label_id(value) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, str) and value.strip().lstrip("-").isdigit()
 
 
 def _pair(value) -> tuple[int, int] | None:

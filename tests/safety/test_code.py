@@ -220,3 +220,56 @@ def test_a_settings_file_that_is_not_json_is_one_line_naming_the_damage_never_re
         assert f"{folder / DAMAGED[damage][0]} is not " in result.error and "JSON" in result.error, result.error
         assert "damaged" in result.error and "save the folder again" in result.error, result.error
     assert snapshot(folder) == before
+
+
+# a value of a saved folder's settings no model is built from: (file, key, value, words of the line)
+BAD_VALUES = {
+    "NaN eps": ("config.json", "layer_norm_eps", float("nan"), "layer_norm_eps the value nan"),
+    "inf rescale": ("preprocessor_config.json", "rescale_factor", float("inf"), "rescale_factor the value inf"),
+    "NaN mean": ("preprocessor_config.json", "image_mean", [0.5, float("nan"), 0.5], "image_mean[1] the value nan"),
+    "head count": ("config.json", "num_attention_heads", 5, "num_attention_heads (5)"),
+    "label ids": ("config.json", "id2label", {"a": "x", "b": "y", "c": "z"}, "id2label the id 'a'"),
+    "quantization": ("config.json", "quantization_config", {"quant_method": "bitsandbytes"}, "quantization_config"),
+    "hub kernel": ("config.json", "_attn_implementation", "kernels-community/flash-attn", "'kernels-community/"),
+}
+
+
+@pytest.mark.parametrize("bad", BAD_VALUES)
+@pytest.mark.parametrize(("name", "argument"), MODEL_FOLDER_READERS)
+def test_a_bad_settings_value_is_one_line_naming_file_key_and_restore_at_every_reader(tmp_path, name, argument, bad):
+    """Every value of config.json and preprocessor_config.json is checked before a model is built, by every reader:
+    one line naming the file, the key and the value, with the settings' fix (never training's, never a traceback,
+    never `nan` scores or a publish)."""
+    scenario = Scenario(tmp_path)
+    file, key, value, words = BAD_VALUES[bad]
+    folder = tmp_path / "bad"
+    shutil.copytree(scenario.model(), folder)
+    content = json.loads((folder / file).read_text())
+    (folder / file).write_text(json.dumps({**content, key: value}))
+    before = snapshot(folder)
+    result = outcome(name, argv_reading(scenario, name, argument, folder))
+    assert result.one_line, result
+    assert f"{folder / file} " in result.error and words in result.error, result.error
+    assert ("remove the key" if key in ("quantization_config", "_attn_implementation") else "restore") in result.error
+    assert "pick a head count" not in result.error, result.error
+    assert snapshot(folder) == before
+
+
+def test_a_settings_file_too_deep_or_too_large_is_one_line_before_it_is_parsed(tmp_path, monkeypatch):
+    from modeling_vit_scratch.common import model_folder
+
+    (tmp_path / "config.json").write_text('{"model_type": "vit_scratch", "x": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    with pytest.raises(ValueError, match="nested too deeply.*save the folder again"):
+        model_folder.check_buildable(tmp_path)
+    monkeypatch.setattr(model_folder, "MAX_SETTINGS_BYTES", 100)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "vit_scratch", "x": "y" * 100}))
+    with pytest.raises(ValueError, match=r"config.json is 1\d\d bytes, more than the 100"):
+        model_folder.check_buildable(tmp_path)
+
+
+def test_an_attention_implementation_transformers_runs_itself_passes(tmp_path):
+    from modeling_vit_scratch.common.model_folder import check_buildable
+
+    for value in ("eager", "sdpa"):
+        (tmp_path / "config.json").write_text(json.dumps({"model_type": "vit", "_attn_implementation": value}))
+        check_buildable(tmp_path)
