@@ -27,6 +27,7 @@ from modeling_vit_scratch.common.folders import (
 )
 from modeling_vit_scratch.common.images import open_bounded
 from modeling_vit_scratch.common.model_folder import (
+    PROCESSOR_FILE,
     check_processor_fits,
     check_processor_fits_config,
     check_settings_files,
@@ -268,6 +269,7 @@ def explain_image(
     model, processor = load_model(model_source, trust_remote_code, torch_dtype, revision)
     config = model.config
     pixel_values, shown = explain.model_inputs(image, processor, config.num_channels)
+    check_unresized(pixel_values, model, processor, model_source)
     pixel_values = pixel_values.to(model.dtype)
     embeddings = model.base_model.embeddings
 
@@ -317,6 +319,23 @@ def explain_image(
     remove_stale_figures(out, written)
     mark_as_ours(out, {path.name: file_sha256(path) for path in written})  # vouches for them: explain's own
     return written
+
+
+def check_unresized(pixel_values: torch.Tensor, model, processor, model_source: str) -> None:
+    """A one-line ValueError, before the model runs, where the folder's processor does not resize (`do_resize`
+    false in its preprocessor_config.json) and the image is not the size the model takes: the line names the key,
+    the file and the fixes explain can take (an image of that size, or the file restored)."""
+    made = tuple(pixel_values.shape[-2:])
+    size = model.config.image_size
+    wanted = (size, size) if isinstance(size, int) else tuple(size)
+    if made == wanted or getattr(processor, "do_resize", True):
+        return
+    where = Path(model_source) / PROCESSOR_FILE if Path(model_source).is_dir() else f"{model_source}'s {PROCESSOR_FILE}"
+    raise ValueError(
+        f"{where} gives do_resize false, so the {made[1]}x{made[0]} image is not resized to the {wanted[1]}x{wanted[0]} "
+        f"the model takes: give --image a {wanted[1]}x{wanted[0]} image, or set do_resize to true in that file "
+        "(restore it, or save the folder again)."
+    )
 
 
 def remove_stale_figures(out: Path, written: list[Path]) -> None:

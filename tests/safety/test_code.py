@@ -273,3 +273,15 @@ def test_an_attention_implementation_transformers_runs_itself_passes(tmp_path):
     for value in ("eager", "sdpa"):
         (tmp_path / "config.json").write_text(json.dumps({"model_type": "vit", "_attn_implementation": value}))
         check_buildable(tmp_path)
+
+
+def test_explain_of_a_folder_that_does_not_resize_names_do_resize_its_file_and_a_fix_explain_takes(tmp_path):
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "unresized"
+    shutil.copytree(scenario.model(), folder)
+    content = json.loads((folder / "preprocessor_config.json").read_text())
+    (folder / "preprocessor_config.json").write_text(json.dumps({**content, "do_resize": False}))
+    result = outcome("explain", argv_reading(scenario, "explain", "--model", folder))  # a 40x30 picture, an 8x8 model
+    assert result.one_line, result
+    assert f"{folder / 'preprocessor_config.json'} gives do_resize false" in result.error, result.error
+    assert "give --image a 8x8 image" in result.error and "interpolate_pos_encoding" not in result.error
