@@ -158,12 +158,12 @@ ATTENTION_KEYS = ("attn_implementation", "_attn_implementation")
 REMOVE_KEY_FIX = "remove the key from the file (or save the folder again)"
 
 
-def supported_attention() -> set[str]:
+def supported_attention() -> list[str]:
     """The attention implementations the installed transformers runs by itself ("eager", "sdpa", flash and flex
     attention): any other name (a hub repo's kernel) is code fetched from elsewhere."""
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-    return {"eager", *ALL_ATTENTION_FUNCTIONS.valid_keys()}
+    return sorted({"eager", *ALL_ATTENTION_FUNCTIONS.valid_keys()})
 
 
 def check_loader_keys(content: dict, path: Path) -> None:
@@ -176,12 +176,13 @@ def check_loader_keys(content: dict, path: Path) -> None:
                 f"refusing to run it: {REMOVE_KEY_FIX}."
             )
     for key in ATTENTION_KEYS:
-        value = content.get(key)
-        if value is not None and value not in supported_attention():
+        value = content.get(key)  # a name, or {sub-config: name}
+        names = list(value.values()) if isinstance(value, dict) else [value]
+        if any(name is not None and name not in supported_attention() for name in names):
             raise ValueError(
                 f"{path} has {key} {value!r}, an attention kernel transformers would fetch and run as code; "
                 f"refusing to run it: {REMOVE_KEY_FIX}, or name one transformers runs itself "
-                f"({', '.join(sorted(supported_attention()))})."
+                f"({', '.join(supported_attention())})."
             )
 
 

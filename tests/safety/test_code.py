@@ -270,9 +270,13 @@ def test_a_settings_file_too_deep_or_too_large_is_one_line_before_it_is_parsed(t
 def test_an_attention_implementation_transformers_runs_itself_passes(tmp_path):
     from modeling_vit_scratch.common.model_folder import check_buildable
 
-    for value in ("eager", "sdpa"):
+    for value in ("eager", "sdpa", {"": "sdpa"}):
         (tmp_path / "config.json").write_text(json.dumps({"model_type": "vit", "_attn_implementation": value}))
         check_buildable(tmp_path)
+    for value in ({"": "kernels-community/flash-attn"}, ["sdpa"]):  # a per-sub-config mapping, a value of no name
+        (tmp_path / "config.json").write_text(json.dumps({"model_type": "vit", "attn_implementation": value}))
+        with pytest.raises(ValueError, match="attn_implementation .*remove the key"):
+            check_buildable(tmp_path)
 
 
 def test_explain_of_a_folder_that_does_not_resize_names_do_resize_its_file_and_a_fix_explain_takes(tmp_path):
