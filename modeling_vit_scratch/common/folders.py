@@ -830,6 +830,7 @@ def resolve_checkpoint(
     if requested in RESUME_OFF:
         return None
     last = requested in (True, "true", "True")
+    output = Path(folder)  # where the resumed run writes its checkpoints
     folder = Path(folder) if last else Path(requested).parent  # a named checkpoint: the run it belongs to
     complete = [path for path in checkpoints(folder) if is_complete_checkpoint(path)]
     incomplete = [path.name for path in checkpoints(folder) if not is_complete_checkpoint(path)]
@@ -875,7 +876,31 @@ def resolve_checkpoint(
             f"Checkpoint {requested!r} is incomplete (no readable trainer_state.json or weights: the run was stopped "
             f"while saving it); {way_on}."
         )
+    refuse_newer_checkpoints(path, output)
     return str(path)
+
+
+def refuse_newer_checkpoints(checkpoint: Path, output: Path) -> None:
+    """A ValueError when `output` (the resumed run's --output_dir) holds complete checkpoints of later steps than
+    `checkpoint`: the resumed run would save over them, one by one, without a word. The line names them and the two
+    fixes: resume from the newest, or move the newer ones out of the folder first."""
+    from modeling_vit_scratch.common.run_state import checkpoint_steps  # run_state reads this module's folders
+
+    step = checkpoint_steps(checkpoint)[0]
+    newer = [
+        path
+        for path in checkpoints(output)
+        if is_complete_checkpoint(path)
+        and int(CHECKPOINT.match(path.name).group(1)) > step
+        and path.resolve() != checkpoint.resolve()
+    ]
+    if not newer:
+        return
+    raise ValueError(
+        f"--resume_from_checkpoint {str(checkpoint)!r} is at step {step}, but {shown_folder(output)!r} holds newer "
+        f"checkpoints ({', '.join(path.name for path in newer)}) that the resumed run would save over: resume from "
+        f"the newest with --resume_from_checkpoint true, or move the newer ones out of {shown_folder(output)!r} first."
+    )
 
 
 def shown_folder(folder: Path) -> str:

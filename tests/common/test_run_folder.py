@@ -119,6 +119,27 @@ def test_resume_true_picks_the_last_complete_checkpoint(tmp_path):
     assert f"the last complete one is {tmp_path / 'checkpoint-10'}" in str(refused.value)
 
 
+@pytest.mark.parametrize("elsewhere", [False, True])
+def test_a_resume_from_an_older_checkpoint_never_saves_over_the_newer_ones(tmp_path, elsewhere):
+    """Resuming from checkpoint-6 while checkpoint-12 is in the output folder would write the new leg's checkpoints
+    over it: one line naming the newer ones and both fixes, whether the checkpoint lies in the output folder or not.
+    A checkpoint cut off mid-save is no run's state: it is not named."""
+    output = tmp_path / "out"
+    older = fake_checkpoint(tmp_path / "other" if elsewhere else output, 6)
+    fake_checkpoint(output, 12)
+    fake_checkpoint(output, 18)
+    fake_checkpoint(output, 24, complete=False)
+    with pytest.raises(ValueError) as refused:
+        resolve_checkpoint(output, str(older))
+    assert str(refused.value) == (
+        f"--resume_from_checkpoint {str(older)!r} is at step 6, but {str(output)!r} holds newer checkpoints "
+        "(checkpoint-12, checkpoint-18) that the resumed run would save over: resume from the newest with "
+        f"--resume_from_checkpoint true, or move the newer ones out of {str(output)!r} first."
+    )
+    assert resolve_checkpoint(output, str(output / "checkpoint-18")) == str(output / "checkpoint-18")  # the newest
+    assert resolve_checkpoint(output, "true") == str(output / "checkpoint-18")
+
+
 def test_resume_true_without_a_complete_checkpoint_names_the_incomplete_ones(tmp_path):
     fake_checkpoint(tmp_path, 7, complete=False)
     (tmp_path / "checkpoint-8").mkdir()
