@@ -863,7 +863,7 @@ def resolve_checkpoint(
         return str(complete[-1])
     path = Path(requested)
     if not path.is_dir():
-        raise ValueError(f"--resume_from_checkpoint {requested!r} is not a folder: give a checkpoint-N folder or true.")
+        missing_checkpoint(path, output)
     refuse_a_run_folder(path, new_run)
     if not is_complete_checkpoint(path):
         way_on = (
@@ -878,6 +878,21 @@ def resolve_checkpoint(
         )
     refuse_newer_checkpoints(path, output)
     return str(path)
+
+
+def missing_checkpoint(path: Path, output: Path) -> None:
+    """The ValueError for a `--resume_from_checkpoint` path that is no folder: a file is not a folder; a path that
+    does not exist says so, and offers the checkpoint of that name in `output` (the resumed run's --output_dir)
+    where there is one: a name given relative to the working folder, not to the run's."""
+    if os.path.lexists(path):
+        raise ValueError(f"--resume_from_checkpoint {str(path)!r} is not a folder: give a checkpoint-N folder or true.")
+    inside = output / path
+    offer = (
+        f"resume with --resume_from_checkpoint {inside} (paths are read from the working folder, not --output_dir)"
+        if not path.is_absolute() and inside.is_dir()
+        else "give a checkpoint-N folder or true"
+    )
+    raise ValueError(f"--resume_from_checkpoint {str(path)!r} does not exist: {offer}.")
 
 
 def refuse_newer_checkpoints(checkpoint: Path, output: Path) -> None:

@@ -140,6 +140,25 @@ def test_a_resume_from_an_older_checkpoint_never_saves_over_the_newer_ones(tmp_p
     assert resolve_checkpoint(output, "true") == str(output / "checkpoint-18")
 
 
+def test_a_checkpoint_named_relative_to_the_output_folder_is_offered_there(tmp_path, monkeypatch):
+    """`--resume_from_checkpoint checkpoint-20` from a working folder where it does not exist, OUT/checkpoint-20
+    does: it does not exist, and the one in OUT is offered; a path that exists nowhere, or a file, says what it is."""
+    monkeypatch.chdir(tmp_path)
+    fake_checkpoint(tmp_path / "out", 20)
+    with pytest.raises(ValueError) as refused:
+        resolve_checkpoint("out", "checkpoint-20")
+    assert str(refused.value) == (
+        "--resume_from_checkpoint 'checkpoint-20' does not exist: resume with --resume_from_checkpoint "
+        "out/checkpoint-20 (paths are read from the working folder, not --output_dir)."
+    )
+    assert resolve_checkpoint("out", "out/checkpoint-20") == "out/checkpoint-20"  # the offer resumes
+    with pytest.raises(ValueError, match="'checkpoint-30' does not exist: give a checkpoint-N folder or true.$"):
+        resolve_checkpoint("out", "checkpoint-30")
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(ValueError, match="'a_file' is not a folder"):
+        resolve_checkpoint("out", "a_file")
+
+
 def test_resume_true_without_a_complete_checkpoint_names_the_incomplete_ones(tmp_path):
     fake_checkpoint(tmp_path, 7, complete=False)
     (tmp_path / "checkpoint-8").mkdir()
