@@ -137,6 +137,12 @@ def checkpoints(folder: Path) -> list[Path]:
     return sorted(found, key=lambda path: int(CHECKPOINT.match(path.name).group(1)))
 
 
+def is_checkpoint(path: Path) -> bool:
+    """A Trainer checkpoint, by its content, whatever its name (`cp -r OUT/checkpoint-80 ck80`): its
+    `trainer_state.json`, which no run folder holds, or by its `checkpoint-N` name (one cut off mid-save)."""
+    return bool(CHECKPOINT.match(path.name)) or (path / "trainer_state.json").is_file()
+
+
 def is_complete_checkpoint(path: Path) -> bool:
     """The Trainer writes `trainer_state.json` last: a checkpoint without a readable one was cut off mid-save."""
     try:
@@ -865,6 +871,12 @@ def resolve_checkpoint(
     if not path.is_dir():
         missing_checkpoint(path, output)
     refuse_a_run_folder(path, new_run)
+    if is_checkpoint(path) and (path / "pytorch_model.bin").is_file() and not is_complete_checkpoint(path):
+        raise ValueError(
+            f"--resume_from_checkpoint {requested!r} holds its weights as a pickle (pytorch_model.bin, no "
+            "model.safetensors), and pickles are never read (they can run code): resume from a checkpoint this "
+            "package wrote (safetensors), or start the run anew without --resume_from_checkpoint."
+        )
     if not is_complete_checkpoint(path):
         way_on = (
             f"the last complete one is {complete[-1]}: resume with --resume_from_checkpoint {complete[-1]}"
@@ -933,7 +945,7 @@ def refuse_a_run_folder(path: Path, new_run: Callable[[Path], str] | None) -> No
 
     below = checkpoints(path)
     finished = any((path / name).is_file() for name in MODEL_FILES)
-    if CHECKPOINT.match(path.name) or not (finished or below):
+    if is_checkpoint(path) or not (finished or below):
         return
     complete = [checkpoint for checkpoint in below if is_complete_checkpoint(checkpoint)]
     newest = complete[-1] if complete else None

@@ -159,6 +159,24 @@ def test_a_checkpoint_named_relative_to_the_output_folder_is_offered_there(tmp_p
         resolve_checkpoint("out", "a_file")
 
 
+def test_a_checkpoint_is_known_by_its_content_not_its_name(tmp_path):
+    """`cp -r OUT/checkpoint-80 ck80`: a complete checkpoint under another name (it holds config.json, as a model
+    folder does) resumes; one whose weights are a pickle is told so, never called a finished run or cut off."""
+    copied = fake_checkpoint(tmp_path, 80).rename(tmp_path / "ck80")
+    (copied / "config.json").write_text("{}")
+    assert resolve_checkpoint(tmp_path / "out", str(copied)) == str(copied)
+    pickled = fake_checkpoint(tmp_path, 40).rename(tmp_path / "ck40")
+    (pickled / "config.json").write_text("{}")
+    (pickled / "model.safetensors").rename(pickled / "pytorch_model.bin")
+    with pytest.raises(ValueError) as refused:
+        resolve_checkpoint(tmp_path / "out", str(pickled))
+    assert str(refused.value) == (
+        f"--resume_from_checkpoint {str(pickled)!r} holds its weights as a pickle (pytorch_model.bin, no "
+        "model.safetensors), and pickles are never read (they can run code): resume from a checkpoint this package "
+        "wrote (safetensors), or start the run anew without --resume_from_checkpoint."
+    )
+
+
 def test_resume_true_without_a_complete_checkpoint_names_the_incomplete_ones(tmp_path):
     fake_checkpoint(tmp_path, 7, complete=False)
     (tmp_path / "checkpoint-8").mkdir()
