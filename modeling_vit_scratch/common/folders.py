@@ -755,9 +755,14 @@ def live_owner(folder: str | Path) -> str | None:
 
 
 def holds_a_model(folder: Path) -> bool:
-    """Whether `folder` holds a model: weights, or checkpoints of a run of the package."""
+    """Whether `folder` holds a model, by its own files: weights, or checkpoints beside a run's own marker, lock or
+    record. A `checkpoint-N` alone (a stray copy in the working folder) never makes its parent a model folder."""
     weights = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
-    return any((folder / name).is_file() for name in weights) or (bool(checkpoints(folder)) and written_by_us(folder))
+    if any((folder / name).is_file() for name in weights):
+        return True
+    return bool(checkpoints(folder)) and any(
+        (folder / name).is_file() for name in (MARKER_FILE, LOCK_FILE, RECORD_FILE)
+    )
 
 
 def check_place(real: str, argument: str, value: str | Path, live: bool = True) -> None:

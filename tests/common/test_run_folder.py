@@ -14,6 +14,7 @@ from modeling_vit_scratch.common.folders import (
     LOCK_FILE,
     MARKER_FILE,
     changed_since_written,
+    check_place,
     claim_output_folder,
     file_sha256,
     mark_as_ours,
@@ -175,6 +176,18 @@ def test_a_checkpoint_is_known_by_its_content_not_its_name(tmp_path):
         "model.safetensors), and pickles are never read (they can run code): resume from a checkpoint this package "
         "wrote (safetensors), or start the run anew without --resume_from_checkpoint."
     )
+
+
+def test_a_stray_checkpoint_never_makes_its_folder_a_model_folder(tmp_path):
+    """`cp -r o/checkpoint-80 .` left in the working folder: a relative --output_dir there is no place inside a model
+    folder; a folder is a model folder by its own files (weights, a run's marker, lock or record beside its
+    checkpoints)."""
+    stray = fake_checkpoint(tmp_path, 80)
+    (stray / "config.json").write_text("{}")
+    check_place(str(tmp_path / "o"), "--output_dir", "o")
+    (tmp_path / LOCK_FILE).write_text("")  # a run's folder: its checkpoints are its model's
+    with pytest.raises(ValueError, match=f"--output_dir 'o' is inside the model folder {str(tmp_path)!r} "):
+        check_place(str(tmp_path / "o"), "--output_dir", "o")
 
 
 def test_resume_true_without_a_complete_checkpoint_names_the_incomplete_ones(tmp_path):
