@@ -137,6 +137,12 @@ def checkpoints(folder: Path) -> list[Path]:
     return sorted(found, key=lambda path: int(CHECKPOINT.match(path.name).group(1)))
 
 
+def is_checkpoint(path: Path) -> bool:
+    """A Trainer checkpoint, by its content, whatever its name (`cp -r OUT/checkpoint-80 ck80`): its
+    `trainer_state.json`, which no run folder holds, or by its `checkpoint-N` name (one cut off mid-save)."""
+    return bool(CHECKPOINT.match(path.name)) or (path / "trainer_state.json").is_file()
+
+
 def is_complete_checkpoint(path: Path) -> bool:
     """The Trainer writes `trainer_state.json` last: a checkpoint without a readable one was cut off mid-save."""
     try:
@@ -749,9 +755,14 @@ def live_owner(folder: str | Path) -> str | None:
 
 
 def holds_a_model(folder: Path) -> bool:
-    """Whether `folder` holds a model: weights, or checkpoints of a run of the package."""
+    """Whether `folder` holds a model, by its own files: weights, or checkpoints beside a run's own marker, lock or
+    record. A `checkpoint-N` alone (a stray copy in the working folder) never makes its parent a model folder."""
     weights = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
-    return any((folder / name).is_file() for name in weights) or (bool(checkpoints(folder)) and written_by_us(folder))
+    if any((folder / name).is_file() for name in weights):
+        return True
+    return bool(checkpoints(folder)) and any(
+        (folder / name).is_file() for name in (MARKER_FILE, LOCK_FILE, RECORD_FILE)
+    )
 
 
 def check_place(real: str, argument: str, value: str | Path, live: bool = True) -> None:
@@ -830,6 +841,7 @@ def resolve_checkpoint(
     if requested in RESUME_OFF:
         return None
     last = requested in (True, "true", "True")
+    output = Path(folder)  # where the resumed run writes its checkpoints
     folder = Path(folder) if last else Path(requested).parent  # a named checkpoint: the run it belongs to
     complete = [path for path in checkpoints(folder) if is_complete_checkpoint(path)]
     incomplete = [path.name for path in checkpoints(folder) if not is_complete_checkpoint(path)]
@@ -862,8 +874,14 @@ def resolve_checkpoint(
         return str(complete[-1])
     path = Path(requested)
     if not path.is_dir():
-        raise ValueError(f"--resume_from_checkpoint {requested!r} is not a folder: give a checkpoint-N folder or true.")
+        missing_checkpoint(path, output)
     refuse_a_run_folder(path, new_run)
+    if is_checkpoint(path) and (path / "pytorch_model.bin").is_file() and not is_complete_checkpoint(path):
+        raise ValueError(
+            f"--resume_from_checkpoint {requested!r} holds its weights as a pickle (pytorch_model.bin, no "
+            "model.safetensors), and pickles are never read (they can run code): resume from a checkpoint this "
+            "package wrote (safetensors), or start the run anew without --resume_from_checkpoint."
+        )
     if not is_complete_checkpoint(path):
         way_on = (
             f"the last complete one is {complete[-1]}: resume with --resume_from_checkpoint {complete[-1]}"
@@ -875,7 +893,46 @@ def resolve_checkpoint(
             f"Checkpoint {requested!r} is incomplete (no readable trainer_state.json or weights: the run was stopped "
             f"while saving it); {way_on}."
         )
+    refuse_newer_checkpoints(path, output)
     return str(path)
+
+
+def missing_checkpoint(path: Path, output: Path) -> None:
+    """The ValueError for a `--resume_from_checkpoint` path that is no folder: a file is not a folder; a path that
+    does not exist says so, and offers the checkpoint of that name in `output` (the resumed run's --output_dir)
+    where there is one: a name given relative to the working folder, not to the run's."""
+    if os.path.lexists(path):
+        raise ValueError(f"--resume_from_checkpoint {str(path)!r} is not a folder: give a checkpoint-N folder or true.")
+    inside = output / path
+    offer = (
+        f"resume with --resume_from_checkpoint {inside} (paths are read from the working folder, not --output_dir)"
+        if not path.is_absolute() and inside.is_dir()
+        else "give a checkpoint-N folder or true"
+    )
+    raise ValueError(f"--resume_from_checkpoint {str(path)!r} does not exist: {offer}.")
+
+
+def refuse_newer_checkpoints(checkpoint: Path, output: Path) -> None:
+    """A ValueError when `output` (the resumed run's --output_dir) holds complete checkpoints of later steps than
+    `checkpoint`: the resumed run would save over them, one by one, without a word. The line names them and the two
+    fixes: resume from the newest, or move the newer ones out of the folder first."""
+    from modeling_vit_scratch.common.run_state import checkpoint_steps  # run_state reads this module's folders
+
+    step = checkpoint_steps(checkpoint)[0]
+    newer = [
+        path
+        for path in checkpoints(output)
+        if is_complete_checkpoint(path)
+        and int(CHECKPOINT.match(path.name).group(1)) > step
+        and path.resolve() != checkpoint.resolve()
+    ]
+    if not newer:
+        return
+    raise ValueError(
+        f"--resume_from_checkpoint {str(checkpoint)!r} is at step {step}, but {shown_folder(output)!r} holds newer "
+        f"checkpoints ({', '.join(path.name for path in newer)}) that the resumed run would save over: resume from "
+        f"the newest with --resume_from_checkpoint true, or move the newer ones out of {shown_folder(output)!r} first."
+    )
 
 
 def shown_folder(folder: Path) -> str:
@@ -893,7 +950,7 @@ def refuse_a_run_folder(path: Path, new_run: Callable[[Path], str] | None) -> No
 
     below = checkpoints(path)
     finished = any((path / name).is_file() for name in MODEL_FILES)
-    if CHECKPOINT.match(path.name) or not (finished or below):
+    if is_checkpoint(path) or not (finished or below):
         return
     complete = [checkpoint for checkpoint in below if is_complete_checkpoint(checkpoint)]
     newest = complete[-1] if complete else None

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import sys
 import types
 import typing
@@ -808,13 +809,23 @@ def shown_value(value) -> str:
     return " ".join(plain_word(item) for item in value) if isinstance(value, list) else plain_word(value)
 
 
+def printed_python() -> str:
+    """The interpreter every printed command starts with: `python` where that name finds this interpreter (the same
+    file), else this interpreter's path, quoted, so a command printed by a run started as `.venv/bin/python ...`
+    runs as pasted where `python` is another interpreter (or none)."""
+    found = shutil.which("python")
+    if found and os.path.realpath(found) == os.path.realpath(sys.executable):
+        return "python"
+    return shlex.quote(sys.executable) if sys.executable else "python"
+
+
 def program_name() -> str:
     """The command as the user ran it, for argparse's `prog` and the help hint of every refusal: `vit-scratch train`
     (`cli.main` names it in sys.argv[0]) or `python scripts/train.py` (the script, by the path it was run by)."""
     program = sys.argv[0]
     if program.startswith(f"{COMMAND} "):
         return program
-    return f"python {program}" if Path(program).name == "train.py" else f"{COMMAND} train"
+    return f"{printed_python()} {program}" if Path(program).name == "train.py" else f"{COMMAND} train"
 
 
 def raise_value_error(message: str):
@@ -964,7 +975,7 @@ def plain_command(args: list[str] | None = None) -> str:
     if program.startswith(f"{COMMAND} "):  # the installed command: run as it is, by torchrun without python
         words, launcher = program.split(), torchrun and f"{torchrun}--no-python "
     else:
-        words, launcher = [program], torchrun or "python "
+        words, launcher = [program], torchrun or f"{printed_python()} "
     return redact(launcher + shlex.join(words + mask_token_values(args)), command_secrets(args))
 
 

@@ -29,7 +29,7 @@ from modeling_vit_scratch.common.run_state import finish_run
 from modeling_vit_scratch.common.secrets import find_secrets, weights_sha256
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
 from modeling_vit_scratch.sharing.reload_check import FolderReloadError, check_reloads_to, model_logits
-from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, plain_command
+from modeling_vit_scratch.training.arguments import DataArguments, ModelArguments, plain_command, printed_python
 from modeling_vit_scratch.training.data import ImageTransform, PreparedData, collate_images, transformed
 from modeling_vit_scratch.training.distributed import full_state_dict, is_sharded, sharded_runner, unsharded_copy
 from modeling_vit_scratch.training.policies import augmentation_policy, describe_policy
@@ -260,7 +260,7 @@ def push_trained_folder(training_args: TrainingArguments, hub_token: str | None)
     except (PushError, ValueError, FileNotFoundError) as error:
         raise PushError(
             f"The trained model is saved in {folder}, but pushing it failed: {error} (to push it again without "
-            f"training: vit-scratch push {folder} {repo_id} (or python scripts/push_to_hub.py {folder} {repo_id} "
+            f"training: vit-scratch push {folder} {repo_id} (or {printed_python()} scripts/push_to_hub.py {folder} {repo_id} "
             "from a clone))"
         ) from None
     print(f"Pushed to {result.repo_url} (commit {result.commit_id})")

@@ -63,6 +63,50 @@ def image_identity(cell: dict | None, root: str | None = None) -> str:
     return f"{os.path.realpath(given)}:{size}"
 
 
+# a checkpoint keeps the names of its set's images up to this many (a few hundred KB), so a resume on a set that
+# changed can name the images added or removed; a larger set keeps only the number in each split
+KEPT_IMAGES = 20_000
+
+
+def image_names(splits: DatasetDict, root: str | None) -> dict:
+    """What a checkpoint keeps to name a change of its set: the rows of each split and, for a set of at most
+    `KEPT_IMAGES`, each image's name (`image_identity` inside `root`), sorted."""
+    rows = {name: len(splits[name]) for name in sorted(splits)}
+    kept = {"split_rows": rows}
+    if sum(rows.values()) <= KEPT_IMAGES:
+        names = []
+        for name in sorted(splits):
+            split = splits[name].select_columns(["image"]).cast_column("image", ImageFeature(decode=False))
+            names += [image_identity(cell, root) for cell in split["image"]]
+        kept["images"] = sorted(names)
+    return kept
+
+
+def shown_change(kept: dict, now: dict) -> str:
+    """The change between the images a checkpoint kept (`image_names`) and this run's, in words: how many images
+    fewer or more, and some of their names; empty where the checkpoint kept no count (or the counts are equal and
+    no names were kept)."""
+    if "split_rows" not in kept:
+        return ""
+    before, after = sum(kept["split_rows"].values()), sum(now["split_rows"].values())
+    if "images" in kept and "images" in now:
+        gone = sorted(set(kept["images"]) - set(now["images"]))
+        new = sorted(set(now["images"]) - set(kept["images"]))
+        named = [
+            f"{len(items)} image{'s' if len(items) != 1 else ''} {word} ("
+            + ", ".join(item.rsplit(":", 1)[0] if len(item) != 64 else "an image's bytes" for item in items[:3])
+            + (", ..." if len(items) > 3 else "")
+            + ")"
+            for items, word in ((gone, "fewer"), (new, "more"))
+            if items
+        ]
+        if named:
+            return " and ".join(named)
+    if before != after:
+        return f"{abs(before - after)} image{'s' if abs(before - after) != 1 else ''} {'fewer' if after < before else 'more'}"
+    return ""
+
+
 def data_root(dataset: str) -> str | None:
     """The folder a `--dataset` names (its files' paths are fingerprinted from it), or None (the digits, a hub set)."""
     path = os.path.expanduser(dataset)
@@ -290,8 +334,10 @@ class KeepDataIdentity(TrainerCallback):
         fingerprint: str | None,
         settings: dict | None = None,
         legs: tuple[list[dict], str, float] | None = None,
+        images: dict | None = None,
     ):
         self.identity = {"dataset": dataset, "splits_fingerprint": fingerprint, "settings": settings or {}}
+        self.identity.update(images or {})  # `image_names`: to name what changed, should a resume read another set
         self.legs = legs
         if fingerprint is not None:
             self.identity["fingerprint_rule"] = FINGERPRINT_RULE
@@ -431,7 +477,9 @@ def shown_setting(value) -> str:
     return str(value)
 
 
-def check_resumed_data(checkpoint: str, dataset: str, fingerprint: str, splits: DatasetDict | None = None) -> None:
+def check_resumed_data(
+    checkpoint: str, dataset: str, fingerprint: str, splits: DatasetDict | None = None, images: dict | None = None
+) -> None:
     """A resumed run's splits are those its checkpoint was trained on, or one line naming both data sets and the fix.
     A checkpoint without `DATA_FILE` (written before it was kept) is not compared; one written under the earlier
     rule (real paths, no `fingerprint_rule`) is compared with `splits` fingerprinted by that rule."""
@@ -445,6 +493,13 @@ def check_resumed_data(checkpoint: str, dataset: str, fingerprint: str, splits: 
         fingerprint = splits_fingerprint(splits)  # as it was written then: the images' real paths
         if identity.get("splits_fingerprint") == fingerprint:
             return
+    change = shown_change(identity, images) if images else ""
+    if change and identity.get("dataset") == dataset:
+        raise ValueError(
+            f"--resume_from_checkpoint: --dataset {dataset!r} changed since {checkpoint} was written: {change}; a "
+            "resumed run could test on images it trained on: put the set back as it was, or start a new run in "
+            "another --output_dir."
+        )
     raise ValueError(
         f"--resume_from_checkpoint: {checkpoint} was trained on --dataset {identity.get('dataset')!r} (splits "
         f"{identity.get('splits_fingerprint')}), and this run reads --dataset {dataset!r} whose splits differ "

@@ -115,6 +115,7 @@ from modeling_vit_scratch.training.resumed_data import (
     check_resumed_settings,
     data_root,
     earlier_legs,
+    image_names,
     resumed_leg,
     run_legs,
     run_settings,
@@ -239,11 +240,12 @@ def train_in_claimed_folder(
     if data_args.streaming:  # read while training, never held whole: streaming.py
         stream = open_stream(data_args, training_args, known_secrets(hub_token))
         data = stream.held_out  # validation and test only, bounded
-        fingerprint = whole_splits = None  # a stream resumes from its place in it
+        fingerprint = whole_splits = kept_names = None  # a stream resumes from its place in it
     else:
         data = once_per_node(lambda: load_and_split(data_args, known_secrets(hub_token)))
         fingerprint = splits_fingerprint(data.splits, data_root(data_args.dataset))  # before --max_train_samples
         whole_splits = DatasetDict(data.splits)  # as fingerprinted: an older checkpoint's rule is asked of them
+        kept_names = image_names(whole_splits, data_root(data_args.dataset))  # kept, to name a change on resume
         check_training_classes(data.splits, data.labels, data_args.max_train_samples)  # every scored class trained
         if data_args.max_train_samples is not None:
             data.splits["train"] = data.splits["train"].select(
@@ -260,7 +262,7 @@ def train_in_claimed_folder(
             config, new = architecture
             check_resumed_architecture(checkpoint, with_data_fields(copy.deepcopy(config), new, model_args, data))
         if not data_args.streaming:  # and on the splits it started with, for as many steps
-            check_resumed_data(checkpoint, data_args.dataset, fingerprint, whole_splits)
+            check_resumed_data(checkpoint, data_args.dataset, fingerprint, whole_splits, kept_names)
             check_resumed_steps(training_args, len(data.splits["train"]), checkpoint)
         check_trains_on(checkpoint, training_args.output_dir)  # once the run is known to be the same: no step left?
     main_process = training_args.process_index == 0
@@ -349,7 +351,7 @@ def train_in_claimed_folder(
         trainer.add_callback(KeepPrecisionChoice(choice))
     # each checkpoint names its data and settings, so a resumed run reads the same splits and goes on as it started
     legs = (earlier_legs(checkpoint), plain_command(), started, resumed_leg(checkpoint))  # commands, times, steps
-    trainer.add_callback(KeepDataIdentity(data_args.dataset, fingerprint, settings, legs))
+    trainer.add_callback(KeepDataIdentity(data_args.dataset, fingerprint, settings, legs, kept_names))
     removed = remove_leftovers()
     replaced = [name for name in removed if CHECKPOINT.match(name)]  # the earlier run's checkpoints
     figures = [name for name in removed if not CHECKPOINT.match(name) and not name.startswith(STAGING_PREFIX)]

@@ -14,6 +14,7 @@ from modeling_vit_scratch.common.folders import (
     LOCK_FILE,
     MARKER_FILE,
     changed_since_written,
+    check_place,
     claim_output_folder,
     file_sha256,
     mark_as_ours,
@@ -117,6 +118,76 @@ def test_resume_true_picks_the_last_complete_checkpoint(tmp_path):
         resolve_checkpoint(tmp_path, str(tmp_path / "checkpoint-15"))
     assert "checkpoint-15' is incomplete" in str(refused.value)
     assert f"the last complete one is {tmp_path / 'checkpoint-10'}" in str(refused.value)
+
+
+@pytest.mark.parametrize("elsewhere", [False, True])
+def test_a_resume_from_an_older_checkpoint_never_saves_over_the_newer_ones(tmp_path, elsewhere):
+    """Resuming from checkpoint-6 while checkpoint-12 is in the output folder would write the new leg's checkpoints
+    over it: one line naming the newer ones and both fixes, whether the checkpoint lies in the output folder or not.
+    A checkpoint cut off mid-save is no run's state: it is not named."""
+    output = tmp_path / "out"
+    older = fake_checkpoint(tmp_path / "other" if elsewhere else output, 6)
+    fake_checkpoint(output, 12)
+    fake_checkpoint(output, 18)
+    fake_checkpoint(output, 24, complete=False)
+    with pytest.raises(ValueError) as refused:
+        resolve_checkpoint(output, str(older))
+    assert str(refused.value) == (
+        f"--resume_from_checkpoint {str(older)!r} is at step 6, but {str(output)!r} holds newer checkpoints "
+        "(checkpoint-12, checkpoint-18) that the resumed run would save over: resume from the newest with "
+        f"--resume_from_checkpoint true, or move the newer ones out of {str(output)!r} first."
+    )
+    assert resolve_checkpoint(output, str(output / "checkpoint-18")) == str(output / "checkpoint-18")  # the newest
+    assert resolve_checkpoint(output, "true") == str(output / "checkpoint-18")
+
+
+def test_a_checkpoint_named_relative_to_the_output_folder_is_offered_there(tmp_path, monkeypatch):
+    """`--resume_from_checkpoint checkpoint-20` from a working folder where it does not exist, OUT/checkpoint-20
+    does: it does not exist, and the one in OUT is offered; a path that exists nowhere, or a file, says what it is."""
+    monkeypatch.chdir(tmp_path)
+    fake_checkpoint(tmp_path / "out", 20)
+    with pytest.raises(ValueError) as refused:
+        resolve_checkpoint("out", "checkpoint-20")
+    assert str(refused.value) == (
+        "--resume_from_checkpoint 'checkpoint-20' does not exist: resume with --resume_from_checkpoint "
+        "out/checkpoint-20 (paths are read from the working folder, not --output_dir)."
+    )
+    assert resolve_checkpoint("out", "out/checkpoint-20") == "out/checkpoint-20"  # the offer resumes
+    with pytest.raises(ValueError, match="'checkpoint-30' does not exist: give a checkpoint-N folder or true.$"):
+        resolve_checkpoint("out", "checkpoint-30")
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(ValueError, match="'a_file' is not a folder"):
+        resolve_checkpoint("out", "a_file")
+
+
+def test_a_checkpoint_is_known_by_its_content_not_its_name(tmp_path):
+    """`cp -r OUT/checkpoint-80 ck80`: a complete checkpoint under another name (it holds config.json, as a model
+    folder does) resumes; one whose weights are a pickle is told so, never called a finished run or cut off."""
+    copied = fake_checkpoint(tmp_path, 80).rename(tmp_path / "ck80")
+    (copied / "config.json").write_text("{}")
+    assert resolve_checkpoint(tmp_path / "out", str(copied)) == str(copied)
+    pickled = fake_checkpoint(tmp_path, 40).rename(tmp_path / "ck40")
+    (pickled / "config.json").write_text("{}")
+    (pickled / "model.safetensors").rename(pickled / "pytorch_model.bin")
+    with pytest.raises(ValueError) as refused:
+        resolve_checkpoint(tmp_path / "out", str(pickled))
+    assert str(refused.value) == (
+        f"--resume_from_checkpoint {str(pickled)!r} holds its weights as a pickle (pytorch_model.bin, no "
+        "model.safetensors), and pickles are never read (they can run code): resume from a checkpoint this package "
+        "wrote (safetensors), or start the run anew without --resume_from_checkpoint."
+    )
+
+
+def test_a_stray_checkpoint_never_makes_its_folder_a_model_folder(tmp_path):
+    """`cp -r o/checkpoint-80 .` left in the working folder: a relative --output_dir there is no place inside a model
+    folder; a folder is a model folder by its own files (weights, a run's marker, lock or record beside its
+    checkpoints)."""
+    stray = fake_checkpoint(tmp_path, 80)
+    (stray / "config.json").write_text("{}")
+    check_place(str(tmp_path / "o"), "--output_dir", "o")
+    (tmp_path / LOCK_FILE).write_text("")  # a run's folder: its checkpoints are its model's
+    with pytest.raises(ValueError, match=f"--output_dir 'o' is inside the model folder {str(tmp_path)!r} "):
+        check_place(str(tmp_path / "o"), "--output_dir", "o")
 
 
 def test_resume_true_without_a_complete_checkpoint_names_the_incomplete_ones(tmp_path):

@@ -190,6 +190,45 @@ def test_the_splits_fingerprint_does_not_depend_on_where_the_set_lies(tmp_path):
         check_resumed_data(str(checkpoint), str(root), here)
 
 
+@pytest.mark.parametrize("change", ["removed", "added", "unnamed"])
+def test_a_set_changed_between_interrupt_and_resume_names_the_change_and_the_fixes(tmp_path, change):
+    """The same --dataset with an image deleted (or added) since the checkpoint: how many and which, never "resume
+    with the same --dataset"; a set too large to keep its names (`KEPT_IMAGES`) is told by the number alone."""
+    import json
+
+    from modeling_vit_scratch.training import resumed_data
+    from modeling_vit_scratch.training.resumed_data import DATA_FILE, check_resumed_data, image_names
+
+    def read(root):
+        splits = data_module.prepare_splits(
+            data_module.load_image_dataset(str(root)), validation_fraction=0.2, test_fraction=0.2
+        ).splits
+        return resumed_data.splits_fingerprint(splits, str(root)), image_names(splits, str(root))
+
+    root = write_imagefolder(tmp_path / "images", per_class=6)
+    fingerprint, kept = read(root)
+    checkpoint = tmp_path / "checkpoint-1"
+    checkpoint.mkdir()
+    (checkpoint / DATA_FILE).write_text(json.dumps({"dataset": str(root), "splits_fingerprint": fingerprint, **kept}))
+    check_resumed_data(str(checkpoint), str(root), *read(root)[:1], None, read(root)[1])  # the same set: resumes
+    if change == "added":
+        shutil.copy(root / "cat" / "1.png", root / "cat" / "9.png")
+    else:
+        (root / "cat" / "1.png").unlink()
+    if change == "unnamed":
+        (checkpoint / DATA_FILE).write_text(
+            json.dumps({"dataset": str(root), "splits_fingerprint": fingerprint, "split_rows": kept["split_rows"]})
+        )
+    said = {"removed": "1 image fewer (cat/1.png)", "added": "1 image more (cat/9.png)", "unnamed": "1 image fewer"}
+    with pytest.raises(ValueError) as refused:
+        check_resumed_data(str(checkpoint), str(root), *read(root)[:1], None, read(root)[1])
+    assert str(refused.value) == (
+        f"--resume_from_checkpoint: --dataset {str(root)!r} changed since {checkpoint} was written: {said[change]}; a "
+        "resumed run could test on images it trained on: put the set back as it was, or start a new run in another "
+        "--output_dir."
+    )
+
+
 def test_identical_files_under_two_classes_or_across_train_and_held_out_splits_are_one_warning_each(tmp_path):
     from datasets import DatasetDict
 

@@ -349,9 +349,11 @@ def test_a_yaml_boolean_word_for_an_argument_that_takes_it_as_text_says_to_quote
     "program, hint", [("vit-scratch train", "vit-scratch train"), ("scripts/train.py", "python scripts/train.py")]
 )
 def test_the_help_hint_names_the_command_the_user_ran(monkeypatch, program, hint):
+    import shutil
     import sys
 
     monkeypatch.setattr(sys, "argv", [program])
+    monkeypatch.setattr(shutil, "which", lambda name: sys.executable)  # `python` is this interpreter
     result = outcome("train", ["--learning_rate", "fast"])
     assert result.one_line and result.error.endswith(f"; `{hint} --help` lists the arguments."), result
 

@@ -270,10 +270,23 @@ def test_resuming_a_finished_run_is_one_line_whose_command_runs_as_printed(train
     printed = shlex.split(result.error.split("to the length you want): ")[1])
     assert outcome("train", printed[printed.index("train") + 1 :]).code == 0
     assert (tmp_path / "o_new-2" / "model.safetensors").is_file() and snapshot(finished, lock=True) == before
+    # an older checkpoint while a newer one is in the folder: the resumed run would save over it, so one line
+    # naming it and the fixes, and nothing changed; once the newer one is moved out, it trains on from there
+    result = outcome("train", [*argv, "--resume_from_checkpoint", str(finished / "checkpoint-1")])
+    assert result.code == 1 and result.one_line, result
+    assert result.error == (
+        f"error: --resume_from_checkpoint {str(finished / 'checkpoint-1')!r} is at step 1, but {str(finished)!r} "
+        "holds newer checkpoints (checkpoint-2) that the resumed run would save over: resume from the newest with "
+        f"--resume_from_checkpoint true, or move the newer ones out of {str(finished)!r} first."
+    )
+    assert snapshot(finished, lock=True) == before
+    (tmp_path / "kept").mkdir()
+    shutil.move(finished / "checkpoint-2", tmp_path / "kept" / "checkpoint-2")
     result = outcome("train", [*argv, "--resume_from_checkpoint", str(finished / "checkpoint-1")])
     assert result.code == 0, result
     leg = json.loads((finished / "training_record.json").read_text())["legs"][-1]
-    assert (leg["resumed_from_step"], leg["finished_at_step"]) == (1, 2)
+    assert leg["resumed_from_step"] == 1 and is_complete_checkpoint(finished / "checkpoint-2")
+    assert (tmp_path / "kept" / "checkpoint-2" / "trainer_state.json").is_file()  # the moved one, as it was
 
 
 def run_folder_with(folder: Path, steps: dict[int, bool], max_steps: int, model: bool) -> Path:
@@ -420,7 +433,8 @@ def test_a_data_set_moved_between_interrupt_and_resume_is_the_same_data_set(trai
     scenario, argv = trained
     moved, output = tmp_path / "elsewhere" / "images", tmp_path / "out"
     shutil.copytree(scenario.images(), moved)
-    shutil.copytree(scenario.root / "out-train", output)
+    # the run's first checkpoint alone: a resume never saves over a newer checkpoint in its folder
+    shutil.copytree(scenario.root / "out-train" / "checkpoint-1", output / "checkpoint-1")
     argv = with_argument(with_argument(argv, "--dataset", moved), "--output_dir", output)
     result = outcome("train", with_argument(argv, "--resume_from_checkpoint", str(output / "checkpoint-1")))
     assert result.code == 0, result

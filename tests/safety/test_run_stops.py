@@ -171,8 +171,8 @@ def test_a_run_whose_folder_moved_or_whose_disk_filled_stops_in_one_line_with_it
 
 
 def test_a_run_resumed_in_a_hard_linked_copy_never_writes_into_the_original(tmp_path):
-    """`cp -al RUN COPY`, then a resume in COPY from an earlier checkpoint saves its later checkpoints again: as new
-    files (the Trainer would rewrite them in place, through the links, into RUN)."""
+    """`cp -al RUN COPY`, then a resume in COPY from an earlier checkpoint (its later one cut off mid-save) saves the
+    later checkpoint again: as new files (the Trainer would rewrite them in place, through the links, into RUN)."""
     scenario = Scenario(tmp_path)
     run, copy = tmp_path / "run", tmp_path / "copy"
     argv = with_argument(scenario.argv("train", run), "--num_train_epochs", "2")
@@ -187,6 +187,9 @@ def test_a_run_resumed_in_a_hard_linked_copy_never_writes_into_the_original(tmp_
     before = {path: (path.stat().st_ino, path.stat().st_mtime_ns) for path in last.iterdir()}
     resumed = with_argument(argv, "--output_dir", copy)
     done = outcome("train", [*resumed, "--save_strategy", "epoch", "--resume_from_checkpoint", str(copy / first.name)])
+    assert done.code == 1 and f"holds newer checkpoints ({last.name})" in done.error, done  # never saved over
+    (copy / last.name / "trainer_state.json").unlink()  # the copy's last checkpoint cut off mid-save: saved again
+    done = outcome("train", [*resumed, "--save_strategy", "epoch", "--resume_from_checkpoint", "true"])
     assert done.code == 0, done
     assert {path: (path.stat().st_ino, path.stat().st_mtime_ns) for path in last.iterdir()} == before
     assert is_complete_checkpoint(copy / last.name)

@@ -68,6 +68,7 @@ def test_the_recorded_command_is_one_a_user_can_paste(monkeypatch, start, world_
 
     argv, pasted = STARTS[start]
     monkeypatch.setattr(sys, "argv", list(argv))
+    monkeypatch.setattr(arguments.shutil, "which", lambda name: sys.executable)  # `python` is this interpreter
     monkeypatch.setenv("WORLD_SIZE", str(world_size))
     recorded = []
     monkeypatch.setattr(command, "main", lambda rest: recorded.append(arguments.plain_command()))
@@ -79,6 +80,28 @@ def test_the_recorded_command_is_one_a_user_can_paste(monkeypatch, start, world_
         launcher = "torchrun --nproc_per_node 2 " if world_size > 1 else ""
     expected = launcher + (pasted.removeprefix("python ") if world_size > 1 else pasted)
     assert recorded == [expected]
+
+
+@pytest.mark.parametrize("on_path", ["this interpreter", "another interpreter", "none"])
+def test_a_printed_command_starts_with_the_interpreter_that_ran_it(monkeypatch, tmp_path, on_path):
+    """A run started as `/path/to/.venv/bin/python scripts/train.py ...` prints commands (the record's, the resume
+    and fix lines) that run as pasted: bare `python` only where that name finds this same interpreter (a link to it
+    too), else this interpreter's path, quoted."""
+    from modeling_vit_scratch.training import arguments
+
+    executable = tmp_path / "my venv" / "bin" / "python3"
+    executable.parent.mkdir(parents=True)
+    executable.write_text("")
+    (executable.parent / "python").symlink_to(executable)
+    found = {"this interpreter": executable.parent / "python", "another interpreter": "/usr/bin/python", "none": None}
+    monkeypatch.setattr(arguments.shutil, "which", lambda name: found[on_path] and str(found[on_path]))
+    monkeypatch.setattr(sys, "executable", str(executable))
+    monkeypatch.setattr(sys, "argv", ["scripts/train.py", "--output_dir", "o", "--resume_from_checkpoint", "o/c"])
+    python = "python" if on_path == "this interpreter" else f"'{executable}'"
+    assert arguments.plain_command() == f"{python} scripts/train.py --output_dir o --resume_from_checkpoint o/c"
+    assert arguments.resume_command() == f"{python} scripts/train.py --output_dir o --resume_from_checkpoint true"
+    assert arguments.new_run_command("o", "o").startswith(f"{python} scripts/train.py --model o --output_dir o-2")
+    assert arguments.program_name() == f"{python} scripts/train.py"
 
 
 @pytest.mark.integration
