@@ -540,10 +540,10 @@ def check_metadata_files(path: Path) -> None:
     image inside the folder that is there (one line naming the metadata file and the row, not a long
     DatasetGenerationError, and no file read from outside the set); and where an image lies in a class folder and
     its row gives a `label` too, the two agree (else one line: which is right is the user's to say; images all in
-    one folder have no class folder); and every image under a metadata file's folder is named by a row (datasets
-    leaves an image without one out without a word)."""
+    one folder have no class folder); and every image under a metadata file's folder is named by one row (datasets
+    leaves an image without one out without a word, and reads an image of two rows as two items)."""
     root = os.path.realpath(path)
-    disagree, named, covering = [], set(), set()
+    disagree, named, covering = [], {}, set()
     rows = metadata_rows(path)
     check_label_forms(sorted({label for *_, label in rows if label is not None}), str(path))
     for metadata, row, file_name, label in rows:
@@ -561,7 +561,13 @@ def check_metadata_files(path: Path) -> None:
                 f"{where} names the image '{shown_name(file_name)}', which is not there: restore the image or remove "
                 "the row."
             )
-        named.add(Path(inside))
+        if Path(inside) in named:
+            first = named[Path(inside)]
+            raise ValueError(
+                f"{where} names the image '{shown_name(inside)}', which {first} names too, and datasets would read "
+                "the one file as two items: keep one row per image (remove one of the two rows)."
+            )
+        named[Path(inside)] = f"row {row} of {shown_name(metadata)}"
         if label is not None and Path(inside).parent.name != label and not is_split_folder(Path(inside).parent):
             disagree.append((metadata, label, Path(inside)))
     unnamed = [
