@@ -283,7 +283,7 @@ def unknown_revision(
     )
     names = f" ({', '.join(known[:MAX_BRANCHES_LOOKED_AT])})" if known else ""
     fix = (
-        f"give one the cache holds{names}, or run online (unset HF_HUB_OFFLINE)"
+        f"give one the cache holds{names}, or run online (unset {offline_setting() or 'HF_HUB_OFFLINE'})"
         if where
         else f"give one of its branches or tags{names}, or a full commit id"
     )
@@ -315,7 +315,8 @@ def check_cached_revision(source: str, revision: str | None, argument: str, revi
     commits = {path.name for path in (cached / "snapshots").glob("*")}
     if revision in refs or revision in commits:
         return
-    where = " in the Hugging Face cache (the Hub was not asked: HF_HUB_OFFLINE is set or it is out of reach)"
+    variable = offline_setting() or "HF_HUB_OFFLINE"
+    where = f" in the Hugging Face cache (the Hub was not asked: {variable} is set or it is out of reach)"
     raise ValueError(unknown_revision(source, revision, argument, refs, where, revision_named))
 
 
@@ -324,7 +325,8 @@ OFFLINE_KINDS = {"model": "repo", "dataset": "data set"}  # how a line names a H
 
 def offline_setting(kind: str = "model") -> str | None:
     """The variable that keeps the Hub from being asked for a repo of `kind` ("model" or "dataset"), or None when it
-    may be asked: HF_HUB_OFFLINE, or for a data set also `datasets`' own HF_DATASETS_OFFLINE."""
+    may be asked: HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE, `hub_offline_variable`), or for a data set also `datasets`'
+    own HF_DATASETS_OFFLINE."""
     from huggingface_hub import constants
 
     if kind == "dataset":
@@ -332,8 +334,15 @@ def offline_setting(kind: str = "model") -> str | None:
 
         if not datasets.config.HF_HUB_OFFLINE:  # set by either variable when datasets starts
             return None
-        return "HF_DATASETS_OFFLINE" if os.environ.get("HF_DATASETS_OFFLINE") is not None else "HF_HUB_OFFLINE"
-    return "HF_HUB_OFFLINE" if constants.HF_HUB_OFFLINE else None
+        return "HF_DATASETS_OFFLINE" if os.environ.get("HF_DATASETS_OFFLINE") is not None else hub_offline_variable()
+    return hub_offline_variable() if constants.HF_HUB_OFFLINE else None
+
+
+def hub_offline_variable() -> str:
+    """The variable huggingface_hub read its offline setting from: HF_HUB_OFFLINE, or where that is unset or empty,
+    the older TRANSFORMERS_OFFLINE (`huggingface_hub.constants` reads them in that order). A line names the one
+    really set, so that unsetting it is a fix that works."""
+    return "HF_HUB_OFFLINE" if os.environ.get("HF_HUB_OFFLINE") else "TRANSFORMERS_OFFLINE"
 
 
 def not_cached_offline(source: str, argument: str, kind: str, variable: str) -> str:

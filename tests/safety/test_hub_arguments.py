@@ -571,6 +571,7 @@ def test_offline_a_hub_id_the_cache_lacks_is_one_line_naming_hf_hub_offline(tmp_
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the variable huggingface_hub read it from
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "datasets-cache")
     monkeypatch.setenv("HF_TOKEN", "hf_" + "a" * 34)
