@@ -48,6 +48,25 @@ def check_not_url(value: str, named: str, revision: str | None = "--revision") -
     raise ValueError(f"{named} {value!r} is the Hub URL of a repo: give its id, {names[0]}/{names[1]}{branch}.")
 
 
+CACHE_VARIABLES = ("HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE")  # the folders the Hub's and datasets' caches live in
+
+
+def check_cache_folders() -> None:
+    """A cache variable (`CACHE_VARIABLES`) naming something that exists and is no folder (a file) is one line naming
+    the variable, its value and the fix, checked with HF_ENDPOINT before any Hub call: the libraries would log a
+    stray "corrupted cache" line and then blame the repo id, the access or the network. A path not yet there is
+    fine: the libraries make the folder."""
+    from modeling_vit_scratch.common.names import shown_name
+
+    for variable in CACHE_VARIABLES:
+        value = os.environ.get(variable)
+        if value and os.path.exists(os.path.expanduser(value)) and not os.path.isdir(os.path.expanduser(value)):
+            raise ValueError(
+                f"{variable} is '{shown_name(value)}', which is not a folder, so the Hugging Face cache cannot be "
+                f"kept there: set {variable} to a folder (a new path is made), or unset it for the default cache."
+            )
+
+
 def check_hub_endpoint() -> None:
     """The one check of HF_ENDPOINT, made before any Hub call by every command that reaches the Hub (a Hub model,
     teacher, data set or input; a push): set, it must be an http(s) URL with a host, else one line naming it, its
@@ -58,6 +77,7 @@ def check_hub_endpoint() -> None:
     network's fault too. Other paths stay allowed: a mirror may sit under one."""
     from modeling_vit_scratch.common.secrets import MASK, shown_url
 
+    check_cache_folders()
     value = os.environ.get("HF_ENDPOINT")
     if value is None:
         return
