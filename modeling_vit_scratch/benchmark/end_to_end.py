@@ -53,10 +53,57 @@ SET_BY_BENCHMARK = {
 }
 
 
+# what a benchmark run never does, given in a recipe or in --train_args: it trains a few steps into a temporary folder
+NEVER_IN_BENCHMARK = {
+    "push_to_hub": "the benchmark never pushes (its runs are a few steps into a temporary folder)",
+    "hub_": "the benchmark never pushes (its runs are a few steps into a temporary folder)",
+    "resume_from_checkpoint": "the benchmark never resumes (each round trains afresh into a temporary folder)",
+}
+OFF_VALUES = (False, None, "false", "False", "none", "None", "")
+
+
+def never_in_benchmark(name: str) -> str | None:
+    """Why the argument `name` (without dashes) has no place in a benchmark run, or None."""
+    for key, why in NEVER_IN_BENCHMARK.items():
+        if name == key or (key.endswith("_") and name.startswith(key)):
+            return why
+    return None
+
+
+def check_never_in_benchmark(recipes: list[str], extra: list[str]) -> None:
+    """One line for a recipe key or a --train_args option that would push the benchmark's model to the hub or resume
+    a run (`NEVER_IN_BENCHMARK`), set to anything but false/null: the run would push a model of a few steps to the
+    user's repository without a word. Said before any run, naming the key and where it is."""
+    from modeling_vit_scratch.training.recipes import load_recipe
+
+    for index, arg in enumerate(extra):
+        name, _, inline = arg.partition("=")
+        if not name.startswith("--") or not never_in_benchmark(name[2:]):
+            continue
+        following = extra[index + 1] if index + 1 < len(extra) and not extra[index + 1].startswith("--") else "true"
+        if (inline if "=" in arg else following) not in OFF_VALUES:
+            raise ValueError(f"--train_args {name}: {never_in_benchmark(name[2:])}: drop {name} from --train_args.")
+    for recipe in recipes:
+        try:
+            values = load_recipe(Path(recipe))
+        except (OSError, ValueError):
+            continue  # the recipe's own line, as train says it
+        for key, value in values.items():
+            why = never_in_benchmark(str(key))
+            if why and value not in OFF_VALUES:
+                raise ValueError(
+                    f"--end_to_end {recipe} sets {key!r}: {why}: drop {key!r} from the recipe (or benchmark a copy "
+                    "without it)."
+                )
+
+
 def check_train_args(recipes: list[str], steps: int | None, extra: list[str]) -> None:
     """One line (ValueError) for `--train_args` that the training command would refuse, before any run (the
     training command runs only once measuring has begun): an option `training_run` sets itself (`SET_BY_BENCHMARK`),
-    said as such; anything else as train's own parser says it of the very command each recipe runs."""
+    said as such; a push or a resume, in a recipe or in --train_args (`check_never_in_benchmark`); anything else as
+    train's own parser says it of the very command each recipe runs. A recipe's own output_dir, report_to, ... are
+    overridden by the benchmark's (given after it), as in the shipped recipes."""
+    check_never_in_benchmark(recipes, extra)
     for arg in extra:
         name = arg.split("=", 1)[0]
         if name in SET_BY_BENCHMARK:

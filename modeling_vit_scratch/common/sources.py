@@ -48,6 +48,25 @@ def check_not_url(value: str, named: str, revision: str | None = "--revision") -
     raise ValueError(f"{named} {value!r} is the Hub URL of a repo: give its id, {names[0]}/{names[1]}{branch}.")
 
 
+CACHE_VARIABLES = ("HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE")  # the folders the Hub's and datasets' caches live in
+
+
+def check_cache_folders() -> None:
+    """A cache variable (`CACHE_VARIABLES`) naming something that exists and is no folder (a file) is one line naming
+    the variable, its value and the fix, checked with HF_ENDPOINT before any Hub call: the libraries would log a
+    stray "corrupted cache" line and then blame the repo id, the access or the network. A path not yet there is
+    fine: the libraries make the folder."""
+    from modeling_vit_scratch.common.names import shown_name
+
+    for variable in CACHE_VARIABLES:
+        value = os.environ.get(variable)
+        if value and os.path.exists(os.path.expanduser(value)) and not os.path.isdir(os.path.expanduser(value)):
+            raise ValueError(
+                f"{variable} is '{shown_name(value)}', which is not a folder, so the Hugging Face cache cannot be "
+                f"kept there: set {variable} to a folder (a new path is made), or unset it for the default cache."
+            )
+
+
 def check_hub_endpoint() -> None:
     """The one check of HF_ENDPOINT, made before any Hub call by every command that reaches the Hub (a Hub model,
     teacher, data set or input; a push): set, it must be an http(s) URL with a host, else one line naming it, its
@@ -58,6 +77,7 @@ def check_hub_endpoint() -> None:
     network's fault too. Other paths stay allowed: a mirror may sit under one."""
     from modeling_vit_scratch.common.secrets import MASK, shown_url
 
+    check_cache_folders()
     value = os.environ.get("HF_ENDPOINT")
     if value is None:
         return
@@ -283,7 +303,7 @@ def unknown_revision(
     )
     names = f" ({', '.join(known[:MAX_BRANCHES_LOOKED_AT])})" if known else ""
     fix = (
-        f"give one the cache holds{names}, or run online (unset HF_HUB_OFFLINE)"
+        f"give one the cache holds{names}, or run online (unset {offline_setting() or 'HF_HUB_OFFLINE'})"
         if where
         else f"give one of its branches or tags{names}, or a full commit id"
     )
@@ -315,7 +335,8 @@ def check_cached_revision(source: str, revision: str | None, argument: str, revi
     commits = {path.name for path in (cached / "snapshots").glob("*")}
     if revision in refs or revision in commits:
         return
-    where = " in the Hugging Face cache (the Hub was not asked: HF_HUB_OFFLINE is set or it is out of reach)"
+    variable = offline_setting() or "HF_HUB_OFFLINE"
+    where = f" in the Hugging Face cache (the Hub was not asked: {variable} is set or it is out of reach)"
     raise ValueError(unknown_revision(source, revision, argument, refs, where, revision_named))
 
 
@@ -324,7 +345,8 @@ OFFLINE_KINDS = {"model": "repo", "dataset": "data set"}  # how a line names a H
 
 def offline_setting(kind: str = "model") -> str | None:
     """The variable that keeps the Hub from being asked for a repo of `kind` ("model" or "dataset"), or None when it
-    may be asked: HF_HUB_OFFLINE, or for a data set also `datasets`' own HF_DATASETS_OFFLINE."""
+    may be asked: HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE, `hub_offline_variable`), or for a data set also `datasets`'
+    own HF_DATASETS_OFFLINE."""
     from huggingface_hub import constants
 
     if kind == "dataset":
@@ -332,8 +354,15 @@ def offline_setting(kind: str = "model") -> str | None:
 
         if not datasets.config.HF_HUB_OFFLINE:  # set by either variable when datasets starts
             return None
-        return "HF_DATASETS_OFFLINE" if os.environ.get("HF_DATASETS_OFFLINE") is not None else "HF_HUB_OFFLINE"
-    return "HF_HUB_OFFLINE" if constants.HF_HUB_OFFLINE else None
+        return "HF_DATASETS_OFFLINE" if os.environ.get("HF_DATASETS_OFFLINE") is not None else hub_offline_variable()
+    return hub_offline_variable() if constants.HF_HUB_OFFLINE else None
+
+
+def hub_offline_variable() -> str:
+    """The variable huggingface_hub read its offline setting from: HF_HUB_OFFLINE, or where that is unset or empty,
+    the older TRANSFORMERS_OFFLINE (`huggingface_hub.constants` reads them in that order). A line names the one
+    really set, so that unsetting it is a fix that works."""
+    return "HF_HUB_OFFLINE" if os.environ.get("HF_HUB_OFFLINE") else "TRANSFORMERS_OFFLINE"
 
 
 def not_cached_offline(source: str, argument: str, kind: str, variable: str) -> str:

@@ -91,12 +91,20 @@ def check_not_pickle(path: str | Path) -> None:
 
 def check_weight_shapes(model, path: str | Path, timm_model: str) -> None:
     """Compare the shapes in the weights' header with the model timm built (no tensor loaded): weights of another
-    size are a ValueError naming the `--timm_kwargs` that builds theirs (img_size from the position embeddings)."""
+    size are a ValueError naming the `--timm_kwargs` that builds theirs (img_size from the position embeddings), and
+    weights without a classifier head (`head.weight`) are refused before anything is written: the package's models
+    classify, and one of no labels would fail in the pipeline."""
     from safetensors import safe_open
 
     built = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
     with safe_open(path, framework="pt") as weights:
         saved = {name: tuple(weights.get_slice(name).get_shape()) for name in weights.keys()}  # noqa: SIM118
+    if "head.weight" not in saved:
+        raise ValueError(
+            f"--input {str(path)!r} holds no classifier head (no head.weight; a feature extractor's weights): "
+            "vit-scratch models classify, and a model without a head would convert with no labels and fail in the "
+            f"pipeline: give {timm_model}'s weights with their head (a classifier, num_classes > 0)."
+        )
     differ = sorted(name for name in saved.keys() & built.keys() if saved[name] != built[name])
     if not differ:
         return

@@ -120,6 +120,7 @@ def load_image_dataset(source: str, config_name: str | None = None, secrets: lis
             check_imagefolder_names(path, list(secrets))
             check_imagefolder_depths(path)
             check_metadata_files(path)
+            check_one_folder_per_class(path)
             loaded = load_imagefolder(path)
     else:
         try:
@@ -539,10 +540,10 @@ def check_metadata_files(path: Path) -> None:
     image inside the folder that is there (one line naming the metadata file and the row, not a long
     DatasetGenerationError, and no file read from outside the set); and where an image lies in a class folder and
     its row gives a `label` too, the two agree (else one line: which is right is the user's to say; images all in
-    one folder have no class folder); and every image under a metadata file's folder is named by a row (datasets
-    leaves an image without one out without a word)."""
+    one folder have no class folder); and every image under a metadata file's folder is named by one row (datasets
+    leaves an image without one out without a word, and reads an image of two rows as two items)."""
     root = os.path.realpath(path)
-    disagree, named, covering = [], set(), set()
+    disagree, named, covering = [], {}, set()
     rows = metadata_rows(path)
     check_label_forms(sorted({label for *_, label in rows if label is not None}), str(path))
     for metadata, row, file_name, label in rows:
@@ -560,7 +561,13 @@ def check_metadata_files(path: Path) -> None:
                 f"{where} names the image '{shown_name(file_name)}', which is not there: restore the image or remove "
                 "the row."
             )
-        named.add(Path(inside))
+        if Path(inside) in named:
+            first = named[Path(inside)]
+            raise ValueError(
+                f"{where} names the image '{shown_name(inside)}', which {first} names too, and datasets would read "
+                "the one file as two items: keep one row per image (remove one of the two rows)."
+            )
+        named[Path(inside)] = f"row {row} of {shown_name(metadata)}"
         if label is not None and Path(inside).parent.name != label and not is_split_folder(Path(inside).parent):
             disagree.append((metadata, label, Path(inside)))
     unnamed = [
@@ -807,29 +814,39 @@ def load_imagefolder(path: Path) -> DatasetDict:
             f"Data set folder '{shown_name(path)}' has only one class ({folder.name!r}){note}: a classifier needs at least two "
             "classes: add a sub-folder of images of another class."
         )
-    check_class_folders_one_level_up(path)
     return loaded
 
 
-def check_class_folders_one_level_up(path: Path) -> None:
-    """Images in folders of one name under several folders (`imgs/x/cat/1.png`, `imgs/y/cat/1.png`): datasets reads
-    the folder holding each image as its class, finds one, and adds no label column (which surfaced later as "no
-    label column found"). One line naming the folders that hold the class folders, to give one of them, or to move
-    the class folders up. Called where datasets added no label column (`imgs/all/cat`, `imgs/all/dog` has two)."""
-    files = imagefolder_files(path)
-    names = sorted({file.parent.name for file in files})
-    if len(names) != 1 or min(len(file.parts) for file in files) < 3:
+def check_one_folder_per_class(path: Path) -> None:
+    """One class name, one folder: datasets labels each image by the name of the folder holding it, so images in
+    folders of one name under different paths (`cat/batch1`, `dog/batch1`; `zoo/cat`, `wild/cat`) would be merged
+    into one class (or labelled by the wrong level of folders) without a word. One line naming two such folders and
+    the fix. Split folders (`train/cat`, `test/cat`) are one class in two splits: checked split by split. Images
+    labelled by a metadata file's `label` column are not labelled by their folders: not checked."""
+    from datasets.data_files import EmptyDatasetError
+
+    if any(label is not None for *_, label in metadata_rows(path)):
         return
-    tops = sorted({file.parts[0] for file in files})
-    folders = ", ".join(f"'{path / top}'" for top in tops[:3]) + (
-        f", ... {len(tops) - 3} more" if len(tops) > 3 else ""
-    )
-    raise ValueError(
-        f"The images in '{shown_name(path)}' lie in class folders of {count(len(names), 'name')} "
-        f"({shown_labels(names)}) inside {count(len(tops), 'folder')} ({', '.join(map(repr, tops[:3]))}), and a class "
-        f"is the folder that holds its images: give --dataset the folder whose sub-folders are the classes (e.g. "
-        f"{folders}), or move the class folders up into '{shown_name(path)}'."
-    )
+    try:
+        data_files = imagefolder_data_files(path)
+    except EmptyDatasetError:
+        return  # no image: the empty folder's own line
+    base = path.resolve()
+    for files in data_files.values():
+        holders: dict[str, set[Path]] = {}
+        for file in files:
+            if is_image_file(file):
+                folder = Path(file).relative_to(base).parent
+                holders.setdefault(folder.name, set()).add(folder)
+        for name, folders in sorted(holders.items()):
+            if len(folders) > 1:
+                first, second = sorted(folders)[:2]
+                raise ValueError(
+                    f"The images of the class {name!r} in '{shown_name(path)}' lie in "
+                    f"{count(len(folders), 'folder')} of that name ('{path / first}', '{path / second}'), and a class "
+                    "is one folder: the class folders must hold their images directly: move the sub-folders' images "
+                    "up into their class folder, or give --dataset the folder whose sub-folders are the classes."
+                )
 
 
 def check_train_split_folder(path: Path, splits: list[str]) -> None:

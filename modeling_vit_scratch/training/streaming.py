@@ -48,9 +48,9 @@ from modeling_vit_scratch.training.data import (
     SPLIT_ALIASES,
     TEXT_DTYPES,
     PreparedData,
-    check_class_folders_one_level_up,
     check_imagefolder_names,
     check_metadata_files,
+    check_one_folder_per_class,
     check_own_splits,
     check_shards_beside_images,
     check_split_files,
@@ -300,6 +300,7 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
     if source.kind == "imagefolder":
         check_imagefolder_names(Path(source.path), list(secrets))
         check_metadata_files(Path(source.path))
+        check_one_folder_per_class(Path(source.path))
     check_shards(source)
     try:
         splits = stream_splits(source)
@@ -315,8 +316,6 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
         names = class_folders(Path(source.path))
         if names is not None and metadata_without_labels(Path(source.path), splits["train"].features or {}):
             splits = {name: with_stream_folder_labels(split, ClassLabel(names=names)) for name, split in splits.items()}
-    if source.kind == "imagefolder" and "label" not in (splits["train"].features or {}):
-        check_class_folders_one_level_up(Path(source.path))
     train = splits["train"]
     if train.features is None:
         raise ValueError(

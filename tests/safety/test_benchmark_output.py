@@ -133,7 +133,7 @@ def test_a_link_made_after_the_check_is_replaced_not_followed(tmp_path):
 TOKEN = "my-own-token-AbCdEfGhIjKl0123"  # not shaped like a Hub token: only knowing it masks it
 
 
-# with --push_to_hub true, which the token goes with: train refuses a token alone, and so does the benchmark
+# with --push_to_hub true, which the token goes with (train refuses a token alone), which the benchmark refuses
 @pytest.mark.parametrize(
     "given", [["--push_to_hub", "true", "--hub_token", TOKEN], ["--push_to_hub=true", f"--hub_token={TOKEN}"]]
 )
@@ -154,6 +154,10 @@ def test_a_token_in_the_training_arguments_is_in_no_line_and_no_file(given, tmp_
     monkeypatch.setattr(command, "end_to_end", lambda args: [row])
     results = tmp_path / "e2e.json"
     argv = ["--end_to_end", "configs/train_digits.json", "--json", str(results), "--train_args", *given]
+    refused = outcome("benchmark", argv)  # the benchmark never pushes: one line, the token not in it
+    assert refused.one_line and "never pushes" in refused.error and TOKEN not in refused.error, refused
+    assert not results.exists()
+    monkeypatch.setattr(command, "check_train_args", lambda *args: None)  # as if given past it: still masked
     assert outcome("benchmark", argv).code == 0
     printed = capsys.readouterr()
     assert "configs/train_digits.json" in printed.out and TOKEN not in printed.out + printed.err

@@ -2,7 +2,9 @@
 argument without its value, and the benchmark's own argument checks, tried over every entry point (ENTRY_POINTS).
 Each runs in this process and is refused before any work."""
 
+import json
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -118,3 +120,40 @@ def test_an_option_the_benchmark_gives_train_itself_is_one_line_saying_so(tmp_pa
         "'--output_dir'?): arguments are matched exactly, not abbreviated."
     )
     assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.usefixtures("nothing_runs")
+@pytest.mark.parametrize(
+    "key, value, why",
+    [
+        ("push_to_hub", True, "the benchmark never pushes (its runs are a few steps into a temporary folder)"),
+        ("hub_model_id", "me/model", "the benchmark never pushes (its runs are a few steps into a temporary folder)"),
+        (
+            "resume_from_checkpoint",
+            True,
+            "the benchmark never resumes (each round trains afresh into a temporary folder)",
+        ),
+    ],
+    ids=["push", "hub-id", "resume"],
+)
+def test_a_push_or_resume_in_a_benchmarked_recipe_or_train_args_is_one_line(tmp_path, key, value, why):
+    """A recipe with `push_to_hub: true` (and a token) pushed the benchmark's model of a few steps to the user's
+    repository without a word; `resume_from_checkpoint: true` named a temporary folder and a fix the benchmark
+    refuses. In a recipe or in --train_args, one line before any run; false is no push (benchmarked)."""
+    recipe = tmp_path / "r_push.json"
+    recipe.write_text(json.dumps({**json.loads(Path("configs/train_digits.json").read_text()), key: value}))
+    argv = ["--end_to_end", str(recipe), "--json", str(tmp_path / "r.json")]
+    refused = outcome("benchmark", argv)
+    assert refused.one_line, refused
+    assert refused.error == (
+        f"error: --end_to_end {recipe} sets {key!r}: {why}: drop {key!r} from the recipe (or benchmark a copy without "
+        "it)."
+    )
+    given = ["--end_to_end", "configs/train_digits.json", "--json", str(tmp_path / "r.json"), "--train_args"]
+    refused = outcome("benchmark", [*given, f"--{key}", str(value).lower()])
+    assert refused.error == f"error: --train_args --{key}: {why}: drop --{key} from --train_args."
+    assert not (tmp_path / "r.json").exists()
+    from modeling_vit_scratch.benchmark.end_to_end import check_never_in_benchmark
+
+    recipe.write_text(json.dumps({"model": "m.json", "push_to_hub": False}))
+    check_never_in_benchmark([str(recipe)], ["--push_to_hub", "false"])  # no push: nothing to refuse

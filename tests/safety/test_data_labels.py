@@ -143,6 +143,26 @@ def test_a_metadata_file_name_outside_the_set_or_missing_is_one_line_naming_the_
     )
 
 
+@pytest.mark.parametrize("streaming", [False, True])
+def test_an_image_named_by_two_metadata_rows_is_one_line_naming_the_rows(tmp_path, streaming):
+    """A flat folder whose metadata.csv names `c0.png` twice (cat and dog) trained on 25 items from 24 files, the
+    warning blaming "identical files": one file, one row."""
+    scenario = Scenario(tmp_path)
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for index, image in enumerate(sorted(scenario.images().rglob("*.png"))):
+        (flat / f"c{index}.png").write_bytes(image.read_bytes())
+    files = sorted(file.name for file in flat.glob("*.png"))
+    rows = [f"{name},{('cat', 'dog')[index % 2]}" for index, name in enumerate(files)]
+    with_metadata(flat, [*rows, f"{files[0]},dog"])
+    error = refused_training(scenario, flat, streaming)
+    assert error == (
+        f"error: Row {len(rows) + 1} of metadata.csv in the data set folder '{flat}' names the image '{files[0]}', "
+        "which row 1 of metadata.csv names too, and datasets would read the one file as two items: keep one row per "
+        "image (remove one of the two rows)."
+    )
+
+
 def parquet_shard(path, labels, feature, rows: int = 12) -> None:
     columns = {"image": tiny_images(rows)} | ({} if labels is None else {"label": labels})
     features = Features(image=ImageFeature(), **({} if feature is None else {"label": feature}))

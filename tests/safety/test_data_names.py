@@ -13,6 +13,7 @@
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 from entry_points import Scenario, outcome, with_arguments
@@ -208,19 +209,34 @@ def test_split_folders_without_a_train_split_name_the_folder_to_give(tmp_path, s
         ]
 
 
-@pytest.mark.parametrize("streaming", [False, True])
-def test_class_folders_of_one_name_under_several_folders_name_the_folders_to_give(tmp_path, streaming):
-    """`imgs/x/cat/*.png` and `imgs/y/cat/*.png`: datasets reads one class, `cat`, and adds no label column (before:
-    "No label column found ... name it with --label_column", a fix that cannot work). `imgs/all/cat` and
-    `imgs/all/dog` are two classes, as datasets reads them: trained."""
+@pytest.mark.parametrize(
+    "layout, name, streaming",
+    [
+        ({"x/cat": 10, "y/cat": 10}, "cat", True),  # one class name under two folders
+        ({"cat/batch1": 5, "cat/batch2": 5, "dog/batch1": 5, "dog/batch2": 5}, "batch1", False),  # classes too deep
+        ({"cat/batch1": 5, "cat/batch2": 5, "dog/batch1": 5, "dog/batch2": 5}, "batch1", True),
+        ({"zoo/cat": 5, "zoo/dog": 5, "wild/cat": 5, "wild/fox": 5}, "cat", False),  # two `cat` folders merged
+    ],
+    ids=["one-name-streamed", "batches", "batches-streamed", "two-cats"],
+)
+def test_a_class_name_held_by_two_folders_is_refused(tmp_path, layout, name, streaming):
+    """One class name, one folder: datasets labels an image by the folder holding it, so `cat/batch1` and
+    `dog/batch1` trained as the classes batch1 and batch2, and `zoo/cat` and `wild/cat` as one class, without a
+    word. A single wrapper folder (`all/cat`, `all/dog`) and split folders (`train/cat`, `test/cat`) train."""
     root = tmp_path / "imgs"
-    write_imagefolder(root / "x", classes=("cat",), per_class=10)
-    write_imagefolder(root / "y", classes=("cat",), per_class=10)
+    for folder, number in layout.items():
+        write_imagefolder(root / Path(folder).parent, classes=(Path(folder).name,), per_class=number)
     error = refused(tmp_path, root, *(["--streaming", "true", "--max_steps", "1"] if streaming else []))
+    first, second = sorted(Path(folder) for folder in layout if Path(folder).name == name)[:2]
     assert error == (
-        f"error: The images in '{root}' lie in class folders of 1 name (cat) inside 2 folders ('x', 'y'), and a class "
-        f"is the folder that holds its images: give --dataset the folder whose sub-folders are the classes (e.g. "
-        f"'{root / 'x'}', '{root / 'y'}'), or move the class folders up into '{root}'."
+        f"error: The images of the class {name!r} in '{root}' lie in 2 folders of that name ('{root / first}', "
+        f"'{root / second}'), and a class is one folder: the class folders must hold their images directly: move the "
+        "sub-folders' images up into their class folder, or give --dataset the folder whose sub-folders are the "
+        "classes."
     )
     deep = write_imagefolder(tmp_path / "deep" / "all", classes=("cat", "dog"), per_class=5).parent
     assert data_module.load_image_dataset(str(deep))["train"].features["label"].names == ["cat", "dog"]
+    splits = tmp_path / "splits"
+    write_imagefolder(splits / "train", classes=("cat", "dog"), per_class=5)
+    write_imagefolder(splits / "test", classes=("cat", "dog"), per_class=2)
+    assert data_module.load_image_dataset(str(splits))["test"].features["label"].names == ["cat", "dog"]

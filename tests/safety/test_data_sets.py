@@ -218,6 +218,7 @@ def test_a_hub_set_not_in_the_cache_while_offline_is_one_line_naming_the_variabl
         monkeypatch.setenv(variable, "1")
     else:
         monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+        monkeypatch.setenv(variable, "1")
     done = outcome("train", training(Scenario(tmp_path), "someone/not-cached-set", streaming))
     assert done.error == (
         "error: --dataset 'someone/not-cached-set': there is no folder 'someone/not-cached-set' here, and no Hub data "

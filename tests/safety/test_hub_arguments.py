@@ -571,6 +571,7 @@ def test_offline_a_hub_id_the_cache_lacks_is_one_line_naming_hf_hub_offline(tmp_
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the variable huggingface_hub read it from
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "datasets-cache")
     monkeypatch.setenv("HF_TOKEN", "hf_" + "a" * 34)
@@ -676,3 +677,29 @@ def test_a_hub_model_the_hub_address_answers_with_an_error_status_for_is_named_w
     assert f": the Hub at {answering_501} answered HTTP 501 to HEAD {answering_501}/someone/model/" in result.error
     assert "HF_ENDPOINT may not point at a Hub API" in result.error and "network" not in result.error, result
     assert not any(path.name.startswith("out-") for path in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "variable, command",
+    [("HF_HUB_CACHE", "explain"), ("HF_HOME", "push"), ("HF_DATASETS_CACHE", "train --dataset")],
+)
+def test_a_cache_variable_naming_a_file_is_one_line_before_any_hub_call(tmp_path, monkeypatch, variable, command):
+    """HF_HUB_CACHE naming a regular file gave a stray "Ignoring corrupted tree cache file" line, then "check the repo
+    id, your access and the network": each cache variable naming something that is no folder is one line naming it,
+    checked with HF_ENDPOINT by every command that reaches the Hub. A path not yet there is made: no line."""
+    cache = tmp_path / "cache-file"
+    cache.write_text("not a folder")
+    monkeypatch.setenv(variable, str(cache))
+    scenario = Scenario(tmp_path)
+    name, _, argument = command.partition(" ")
+    argv = [str(scenario.model()), "someone/model"] if name == "push" else scenario.argv(name)
+    argv = argv if name == "push" else with_argument(argv, argument or "--model", "someone/model")
+    result = outcome(name, argv)
+    assert result.error == (
+        f"error: {variable} is '{cache}', which is not a folder, so the Hugging Face cache cannot be kept there: set "
+        f"{variable} to a folder (a new path is made), or unset it for the default cache."
+    ), result
+    assert cache.read_text() == "not a folder"
+    assert not any(path.name.startswith("out-") for path in tmp_path.iterdir())
+    monkeypatch.setenv(variable, str(tmp_path / "not-yet"))
+    check_hub_endpoint()  # a path not there yet is made by the libraries

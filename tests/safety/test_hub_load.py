@@ -34,6 +34,7 @@ def test_a_name_neither_a_folder_nor_cached_while_offline_says_both(name, argume
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.chdir(tmp_path)
     result = outcome(name, with_argument(Scenario(tmp_path).argv(name), argument, source))
@@ -45,4 +46,24 @@ def test_a_name_neither_a_folder_nor_cached_while_offline_says_both(name, argume
         f"error: {argument} {source!r}: there is no folder {source!r} here, and no Hub repo {source!r} in the Hugging "
         "Face cache (HF_HUB_OFFLINE is set, so the Hub was not asked): check the folder's path (a folder name needs "
         "./ in front), or unset HF_HUB_OFFLINE to download the repo once (it is then read from the cache)."
+    )
+
+
+@pytest.mark.parametrize("name, argument", [("explain", "--model"), ("convert", "--input")])
+def test_offline_by_transformers_offline_alone_names_that_variable(name, argument, tmp_path, monkeypatch):
+    """With only TRANSFORMERS_OFFLINE=1 (huggingface_hub reads it where HF_HUB_OFFLINE is unset), the line said
+    "HF_HUB_OFFLINE is set ... unset HF_HUB_OFFLINE", a fix that changes nothing: it names the variable really set."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # as huggingface_hub reads TRANSFORMERS_OFFLINE at import
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.chdir(tmp_path)
+    result = outcome(name, with_argument(Scenario(tmp_path).argv(name), argument, "someone/m1"))
+    assert result.error == (
+        f"error: {argument} 'someone/m1': there is no folder 'someone/m1' here, and no Hub repo 'someone/m1' in the "
+        "Hugging Face cache (TRANSFORMERS_OFFLINE is set, so the Hub was not asked): check the folder's path (a folder "
+        "name needs ./ in front), or unset TRANSFORMERS_OFFLINE to download the repo once (it is then read from the "
+        "cache)."
     )

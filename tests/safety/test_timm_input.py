@@ -116,3 +116,22 @@ def test_weights_of_another_size_name_the_timm_kwargs_that_fit(tmp_path):
     assert "pos_embed is [1, 5, 192] in the file, [1, 197, 192] in the model" in result.error
     assert "pass --timm_kwargs 'img_size=32'" in result.error
     assert convert(weights, tmp_path, "img_size=32").code == 0  # the line's fix works
+
+
+@pytest.mark.timm
+def test_weights_without_a_classifier_head_are_refused_before_writing(tmp_path):
+    """timm weights without `head.*` (a feature extractor, num_classes=0) converted silently to a model of no labels
+    (explain then a KeyError traceback; the push succeeded, the pipeline failed): the package's models classify."""
+    import timm
+
+    reference = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, num_classes=0)
+    weights = tmp_path / "weights.safetensors"
+    save_file({name: tensor.contiguous() for name, tensor in reference.state_dict().items()}, weights)
+    result = convert(weights, tmp_path, "img_size=32")
+    assert result.one_line, result
+    assert result.error == (
+        f"error: --input '{weights}' holds no classifier head (no head.weight; a feature extractor's weights): "
+        "vit-scratch models classify, and a model without a head would convert with no labels and fail in the "
+        "pipeline: give vit_tiny_patch16_224's weights with their head (a classifier, num_classes > 0)."
+    )
+    assert not (tmp_path / "out").exists()
