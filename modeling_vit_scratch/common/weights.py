@@ -147,7 +147,7 @@ def _hub_cause(repo_id: str) -> str | None:
     from huggingface_hub import constants, hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
-    from modeling_vit_scratch.common.sources import hub_misanswered
+    from modeling_vit_scratch.common.sources import hub_misanswered, hub_offline_variable
 
     for name in (SAFETENSORS, SAFETENSORS_INDEX):
         try:
@@ -158,9 +158,10 @@ def _hub_cause(repo_id: str) -> str | None:
             if misanswered:
                 return misanswered
             if constants.HF_HUB_OFFLINE:
+                variable = hub_offline_variable()  # the one really set: unsetting it works
                 return (
-                    f"its {name} is not in the Hugging Face cache and HF_HUB_OFFLINE is set, so it was not "
-                    "downloaded: run once online (unset HF_HUB_OFFLINE), or give a local folder."
+                    f"its {name} is not in the Hugging Face cache and {variable} is set, so it was not "
+                    f"downloaded: run once online (unset {variable}), or give a local folder."
                 )
             return f"its {name} could not be downloaded ({_first_line(error)}): check the network, then run again."
         except EntryNotFoundError:

@@ -16,7 +16,7 @@ from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled, Reposit
 from huggingface_hub.serialization._base import parse_size_to_int
 
 from modeling_vit_scratch.common.secrets import known_secrets, redact, refuse_secret, shown_url
-from modeling_vit_scratch.common.sources import check_hub_endpoint, check_not_url, unreached
+from modeling_vit_scratch.common.sources import check_hub_endpoint, check_not_url, hub_offline_variable, unreached
 from modeling_vit_scratch.common.sources import check_repo_id as check_hub_repo_id
 
 # huggingface_hub's errors (HfHubHTTPError is an OSError) and its HTTP client's transport errors.
@@ -233,7 +233,11 @@ def check_access(token: str | None, secrets: list[str], names: Names) -> str | N
             else unreached(error, f"{names.later}")
         )
         if isinstance(error, OfflineModeIsEnabled):  # the network is not to blame: the setting is
-            what, fix = "was not asked, as HF_HUB_OFFLINE is set", f"unset HF_HUB_OFFLINE{names.later}"
+            variable = hub_offline_variable()  # the one really set: unsetting it works (the library names its own)
+            raise ValueError(
+                f"{start(names, 'the Hub')} at {api.endpoint} was not asked, as {variable} is set: unset "
+                f"{variable}{names.later}."
+            ) from None
         raise ValueError(
             f"{start(names, 'the Hub')} at {api.endpoint} {what} ({describe(error, secrets)}): {fix}."
         ) from None

@@ -67,3 +67,17 @@ def test_offline_by_transformers_offline_alone_names_that_variable(name, argumen
         "name needs ./ in front), or unset TRANSFORMERS_OFFLINE to download the repo once (it is then read from the "
         "cache)."
     )
+
+
+def test_a_push_offline_by_transformers_offline_alone_names_that_variable(tmp_path, monkeypatch):
+    """The push's token check offline: the variable really set, so that unsetting it is a fix that works."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "a" * 34)
+    result = outcome("push", Scenario(tmp_path).argv("push"))
+    assert result.one_line, result
+    assert "was not asked, as TRANSFORMERS_OFFLINE is set" in result.error, result
+    assert "unset TRANSFORMERS_OFFLINE" in result.error and "HF_HUB_OFFLINE" not in result.error
