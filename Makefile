@@ -71,7 +71,7 @@ test-fast: install
 	$(PY) $(PYTEST) -m "not slow and not timm and not int8 and not integration" $(PYTEST_ARGS)
 
 test-integration: install
-	$(PY) $(PYTEST) -m "integration and not slow and not timm and not int8" $(PYTEST_ARGS)
+	$(PY) $(PYTEST) -m "integration and not slow and not timm and not int8" --durations=15 $(PYTEST_ARGS)
 
 test-timm: install-timm
 	$(TIMM_VENV)/bin/python $(PYTEST) -m "timm or int8" $(PYTEST_ARGS)

@@ -5,6 +5,7 @@ images and an integer label column with names, so the embedded default and a use
 This module is training glue: the model code never imports it (it needs `datasets`, scikit-learn and PIL).
 """
 
+import glob
 import json
 import os
 import stat
@@ -628,18 +629,32 @@ def shown_labels(labels: list[str], shown: int = 5) -> str:
     return ", ".join(map(str, labels[:shown])) + more
 
 
+def split_files(base: str):
+    """datasets' split patterns for the folder `base` and the files each finds. datasets reads a path as a glob
+    pattern: `[`, `]`, `*` and `?` in a folder's name are escaped (`glob.escape`), or `data [v2]` would find nothing."""
+    from datasets.data_files import DataFilesDict, get_data_patterns
+
+    patterns = get_data_patterns(glob.escape(base))
+    return patterns, DataFilesDict.from_patterns(patterns, base_path=glob.escape(base))
+
+
+def as_patterns(data_files: dict[str, list[str]]) -> dict[str, list[str]]:
+    """`data_files` as datasets reads them, as glob patterns: each file's name escaped, or `photo [0].png` (a
+    character class) would match no file and be left out without a word."""
+    return {split: [glob.escape(file) for file in files] for split, files in data_files.items()}
+
+
 def imagefolder_data_files(path: Path) -> dict[str, list[str]]:
     """The files of each split `datasets`' imagefolder finds under `path` (its own split patterns: `train/`,
     `test/`, ... or one split), less those that are not `folder_files`' images (no image by their last extension,
     `is_image_file`; no regular file; a broken link) and are not its metadata files: given `data_dir`, it would read `fox/0.png.bak` as an image of class fox (a copy could land in
     train and its original in test), and a class folder holding only such files would fail its generation."""
-    from datasets.data_files import DEFAULT_PATTERNS_ALL, DataFilesDict, get_data_patterns
+    from datasets.data_files import DEFAULT_PATTERNS_ALL
     from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
 
     check_shards_beside_images(path)
     base = path.resolve().as_posix()
-    patterns = get_data_patterns(base)
-    found = DataFilesDict.from_patterns(patterns, base_path=base)
+    patterns, found = split_files(base)
     readable = {Path(base) / file for file in folder_files(path).images}  # no pipe, device or broken link
     kept = {
         split: [file for file in files if Path(file) in readable or Path(file).name in ImageFolder.METADATA_FILENAMES]
@@ -790,7 +805,7 @@ def load_imagefolder(path: Path) -> DatasetDict:
     if not data_files:
         raise empty
     check_train_split_folder(path, list(data_files))
-    loaded = with_folder_labels(load_dataset("imagefolder", data_files=data_files), path)
+    loaded = with_folder_labels(load_dataset("imagefolder", data_files=as_patterns(data_files)), path)
     if any("label" in split.features for split in loaded.values()):
         if all(isinstance(split.features.get("label"), ClassLabel) for split in loaded.values()):
             return numbers_in_order(loaded)  # class folders named 0..11: in numerical order

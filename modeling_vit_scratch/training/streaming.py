@@ -76,6 +76,7 @@ from modeling_vit_scratch.training.data import (
     saved_to_disk,
     shown_files,
     shown_labels,
+    split_files,
     split_roles,
     unlearnt_classes_lines,
 )
@@ -161,10 +162,9 @@ def stream_left_out_line(dataset: str) -> str | None:
 def shards_of_no_split(source: StreamSource) -> list[Path]:
     """The local shards of `source` that none of the splits datasets finds (by its split names) reads: beside
     `train-0.parquet`, `extra-0.parquet` is read by no split."""
-    from datasets.data_files import DataFilesDict, get_data_patterns
 
     base = Path(source.path).resolve()
-    found = DataFilesDict.from_patterns(get_data_patterns(base.as_posix()), base_path=base.as_posix())
+    _, found = split_files(base.as_posix())
     read = {Path(file).resolve() for files in found.values() for file in files}
     return [  # a shard that is not there (a broken link) is named by `check_shards`
         file.relative_to(source.path) for file in source.files if file.exists() and file.resolve() not in read
@@ -423,7 +423,6 @@ def stream_unlearnt_lines(source: StreamSource, column: str, labels: ClassLabel)
 
 def stream_train_class_names(source: StreamSource, column: str) -> list[str] | None:
     """The class name of every training row of a local stream, read without its images, or None."""
-    from datasets.data_files import DataFilesDict, get_data_patterns
 
     base = Path(source.path).resolve().as_posix()
     if source.kind == "imagefolder":
@@ -434,7 +433,7 @@ def stream_train_class_names(source: StreamSource, column: str) -> list[str] | N
     if source.kind != "parquet":
         return None
     names = []
-    for file in DataFilesDict.from_patterns(get_data_patterns(base), base_path=base).get("train", []):
+    for file in split_files(base)[1].get("train", []):
         feature, values = shard_features(file).get(column), shard_column(file, column).to_pylist()
         names += [feature.int2str(v) if isinstance(feature, ClassLabel) else str(v) for v in values if v is not None]
     return names

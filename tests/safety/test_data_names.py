@@ -240,3 +240,28 @@ def test_a_class_name_held_by_two_folders_is_refused(tmp_path, layout, name, str
     write_imagefolder(splits / "train", classes=("cat", "dog"), per_class=5)
     write_imagefolder(splits / "test", classes=("cat", "dog"), per_class=2)
     assert data_module.load_image_dataset(str(splits))["test"].features["label"].names == ["cat", "dog"]
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_glob_characters_in_folder_and_file_names_are_read_as_names(tmp_path, streaming):
+    """datasets reads each path as a glob pattern: `dog [old]`, `photo [0].png` and a data set folder `data [v2]`
+    matched nothing (a class and images left out without a word, or "holds no image files")."""
+    from PIL import Image
+
+    root = tmp_path / "data [v2]"
+    for label in ("cat", "dog [old]", "fish*?"):
+        (root / label).mkdir(parents=True)
+        for index in range(3):
+            Image.new("RGB", (8, 8), (index * 60, 0, 0)).save(root / label / f"photo [{index}].png")
+    if streaming:
+        from modeling_vit_scratch.training import streaming as streaming_module
+
+        source = streaming_module.stream_source(str(root))
+        labels = streaming_module.stream_train_class_names(source, "label")
+        assert sorted(labels) == sorted(["cat", "dog [old]", "fish*?"] * 3), labels
+        return
+    loaded = data_module.load_image_dataset(str(root))
+    split = loaded["train"]
+    names = split.features["label"].names
+    assert sorted(names) == ["cat", "dog [old]", "fish*?"]
+    assert sorted(names[label] for label in split["label"]) == sorted(["cat", "dog [old]", "fish*?"] * 3)
