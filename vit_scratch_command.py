@@ -117,7 +117,10 @@ def run(module: str, argv: list[str] | None = None) -> None:
     """Import `module` (torch and transformers with it) with signals already one line, and run its `main(argv)`
     (default: the process's arguments)."""
     take_start_up()
-    main = importlib.import_module(module).main
+    try:
+        main = importlib.import_module(module).main
+    except Exception as error:  # noqa: BLE001 - a library that cannot start: one line, not its traceback
+        sys.exit(start_failure(module, error))
     try:
         main(sys.argv[1:] if argv is None else argv)
         sys.stdout.flush()  # here, not at exit: a reader gone is met where it can be handled
@@ -126,6 +129,30 @@ def run(module: str, argv: list[str] | None = None) -> None:
     finally:
         if _line[0] == NOTHING_DONE:  # no command took the signals (`--help`, an unknown command): it has ended
             exit_on_signal(ENDED)
+
+
+def start_failure(module: str, error: Exception) -> str:
+    """The line for a command whose libraries failed while being imported, before any of its code ran: most often a
+    setting they read from the environment at import (`HF_HUB_ETAG_TIMEOUT=abc`), named where its value is in the
+    error."""
+    said = " ".join(str(error).split())
+    settings = sorted(
+        name
+        for name, value in os.environ.items()
+        if name.startswith(("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCH", "PYTORCH_"))
+        and value
+        and repr(value) in said
+    )
+    fix = (
+        f"{' and '.join(settings)} holds a value the libraries cannot read: correct or unset it"
+        if settings
+        else "check the environment variables the libraries read (HF_*, TRANSFORMERS_*, TORCH*) and the installed "
+        "packages (`pip check`)"
+    )
+    return (
+        f"error: {os.path.basename(sys.argv[0]) or module} could not start: importing its libraries failed ({type(error).__name__}: "
+        f"{said}): {fix}, then run the command again. Nothing was written or sent."
+    )
 
 
 def reader_gone() -> None:

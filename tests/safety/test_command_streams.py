@@ -612,3 +612,33 @@ def test_the_line_a_stopped_command_ends_with_is_printed_after_its_progress_bars
         main([])
     gc.collect()  # the stopped frame and its bar are gone: an open bar would print here
     assert capsys.readouterr().err.strip().splitlines()[-1] == NOTHING_DONE
+
+
+@pytest.mark.parametrize(
+    ("environment", "names"),
+    [({"HF_HUB_ETAG_TIMEOUT": "abc"}, "HF_HUB_ETAG_TIMEOUT holds a value"), ({}, "check the environment variables")],
+)
+def test_libraries_that_fail_while_imported_are_one_line_naming_the_setting(monkeypatch, environment, names):
+    """A library that cannot start (huggingface_hub reads `HF_HUB_ETAG_TIMEOUT=abc` with int() at import) was a
+    37-line traceback before any of the command's code ran: one line naming the variable whose value is in the error."""
+    import vit_scratch_command
+
+    def failing_import(name):
+        raise ValueError("invalid literal for int() with base 10: 'abc'")
+
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(vit_scratch_command, "importlib", SimpleNamespace(import_module=failing_import))
+    monkeypatch.setattr(sys, "argv", ["scripts/explain.py"])
+    monkeypatch.setattr(vit_scratch_command, "_started", [False])
+    before = {number: signal.getsignal(number) for number in vit_scratch_command.SIGNALS}
+    try:
+        with pytest.raises(SystemExit) as stop:
+            vit_scratch_command.run("modeling_vit_scratch.explanation.command")
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+    line = str(stop.value.code)
+    assert line.startswith("error: explain.py could not start: importing its libraries failed (ValueError: ")
+    assert names in line and line.endswith("then run the command again. Nothing was written or sent.")
+    assert "\n" not in line
