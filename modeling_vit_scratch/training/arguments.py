@@ -868,6 +868,7 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     note_overridden(argv, values)
     check_argument_packages(values)  # --deepspeed fails inside TrainingArguments itself
     check_output_dir_named(argv, values["output_dir"])
+    check_best_model_strategies(values)
     parsed = tuple(
         kind(**{item.name: values[item.name] for item in fields(kind) if item.init}) for kind in ARGUMENT_TYPES
     )
@@ -880,6 +881,24 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
         if f"{name}_fraction" in read
     }
     return parsed
+
+
+def check_best_model_strategies(values: dict) -> None:
+    """--load_best_model_at_end loads the best of the checkpoints saved when the model was evaluated, so checkpoints
+    must be saved when it is evaluated (or by --save_strategy best): one line naming the option to give, before
+    TrainingArguments' own multi-line refusal with its enum names."""
+    if not values.get("load_best_model_at_end"):
+        return
+    save, evaluation = (
+        str(getattr(values[name], "value", values[name])) for name in ("save_strategy", "eval_strategy")
+    )
+    if save not in ("best", evaluation):
+        raise ValueError(
+            f"--load_best_model_at_end true keeps the best of the checkpoints saved when the model is evaluated, but "
+            f"--eval_strategy is {evaluation} and --save_strategy {save}: give "
+            + (f"--eval_strategy {save}" if evaluation == "no" else f"--save_strategy {evaluation}")
+            + ", or leave --load_best_model_at_end out."
+        )
 
 
 def refuse_stray_values(argv: list[str], remaining: list[str]) -> None:

@@ -118,3 +118,23 @@ def test_a_run_through_the_command_records_it_in_the_record_and_the_card(tmp_pat
     # the card publishes it with each absolute path cut to its last part: what the run did, not where
     published = shlex.join(["vit-scratch", "train", *(Path(a).name if a.startswith("/") else a for a in argv)])
     assert f"```bash\n{published}\n```" in (output / "README.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("given", "fix"),
+    [
+        (["--eval_strategy", "epoch"], "--save_strategy steps: give --save_strategy epoch, or leave"),
+        (["--eval_strategy", "no"], "--save_strategy steps: give --eval_strategy steps, or leave"),
+        (["--eval_strategy", "steps", "--save_strategy", "epoch"], "give --save_strategy steps, or leave"),
+    ],
+)
+def test_best_model_at_end_with_strategies_that_differ_is_one_line_naming_the_option_to_give(given, fix):
+    """transformers' own refusal is three lines of enum names (`IntervalStrategy.EPOCH`) and no fix."""
+    argv = ["--output_dir", "/tmp/unused-out", *given, "--load_best_model_at_end", "true"]
+    with pytest.raises(ValueError) as refused:
+        parse_arguments([*argv, "--metric_for_best_model", "accuracy"])
+    line = str(refused.value)
+    assert line.startswith("--load_best_model_at_end true keeps the best of the checkpoints saved when the model is ")
+    assert fix in line and "\n" not in line and "Strategy." not in line
+    if "--save_strategy" not in given:  # checkpoints saved by the best metric: no evaluation to match
+        parse_arguments([*argv, "--save_strategy", "best", "--metric_for_best_model", "accuracy"])
