@@ -42,9 +42,20 @@ def load_json(path: Path, text: str) -> dict:
     try:
         return json.loads(text, object_pairs_hook=unique)
     except json.JSONDecodeError as error:
-        raise ValueError(f"Recipe {path} line {error.lineno}: {error.msg}: fix the JSON there.") from None
+        raise ValueError(f"Recipe {path} line {error.lineno}: {error.msg}: {json_fix(text, error.pos)}.") from None
     except RecursionError:
         raise too_deep(path) from None
+
+
+def json_fix(text: str, position: int) -> str:
+    """The fix for JSON that does not parse at `position`: what people write that JSON lacks (comments, a comma
+    before a closing bracket) named as such, else "fix the JSON there"."""
+    rest, before = text[position:].lstrip(), text[:position].rstrip()
+    if rest.startswith(("//", "/*", "#")):
+        return "JSON holds no comments: remove it, or write the recipe as YAML (.yaml), where comments start with #"
+    if before.endswith(",") and rest[:1] in ("}", "]"):
+        return "JSON allows no comma before a closing bracket: remove it"
+    return "fix the JSON there"
 
 
 def too_deep(path: Path) -> ValueError:

@@ -588,3 +588,26 @@ def test_a_variable_in_a_recipe_path_is_refused_naming_the_key_and_line(tmp_path
         "variable's value: write the path out, or use ~ for your home folder."
     )
     assert sorted(path.name for path in tmp_path.iterdir()) == [f"recipe{suffix}"]
+
+
+@pytest.mark.parametrize(
+    ("text", "fix"),
+    [
+        (
+            '{ // my first recipe\n  "num_train_epochs": 1\n}',
+            "JSON holds no comments: remove it, or write the recipe as YAML",
+        ),
+        ('{"num_train_epochs": 1 /* one */}', "JSON holds no comments"),
+        ('{\n  "num_train_epochs": 1,\n}', "JSON allows no comma before a closing bracket: remove it."),
+        ('{"num_train_epochs" 1}', "fix the JSON there."),
+    ],
+)
+def test_json_a_recipe_lacks_is_named_as_such(tmp_path, text, fix):
+    """Comments and trailing commas, which people write and JSON lacks, are named with their fix, not only where
+    the parser stopped."""
+    recipe = tmp_path / "r.json"
+    recipe.write_text(text)
+    with pytest.raises(ValueError) as refused:
+        load_recipe(recipe)
+    line = str(refused.value)
+    assert line.startswith(f"Recipe {recipe} line ") and fix in line and "\n" not in line
