@@ -88,7 +88,7 @@ def read_json(path: Path) -> dict:
     return value
 
 
-def check_finite(content: dict, path: Path) -> None:
+def check_settings_finite(content: dict, path: Path) -> None:
     """A one-line ValueError naming the first key of `content` (read from `path`) holding NaN or an infinity
     (Python's json reads `NaN`, `Infinity` and `1e999`): a model or processor computing with it gives `nan`
     scores, and nothing in a settings file means one."""
@@ -192,7 +192,7 @@ def check_buildable(folder: str | Path) -> None:
     value and the fix (restore the file, or save the folder again), never a traceback or a later symptom. Every
     command that reads a model folder passes here (through `check_no_foreign_code`, or push's checks):
 
-    - both files: readable JSON objects of a sane size and depth (`read_json`), every number finite (`check_finite`);
+    - both files: readable JSON objects of a sane size and depth (`read_json`), every number finite (`check_settings_finite`);
     - config.json: no key that loads other code (`check_loader_keys`); a vit_scratch config builds
       (`ViTScratchConfig`: any of its ValueErrors, such as a head count that does not divide hidden_size, or labels
       whose ids are not integers) and describes a model one process can hold (`check_model_size`): an edited size
@@ -200,7 +200,7 @@ def check_buildable(folder: str | Path) -> None:
     folder = Path(folder)
     for name in DESCRIBING_FILES:
         if (folder / name).is_file():
-            check_finite(read_json(folder / name), folder / name)
+            check_settings_finite(read_json(folder / name), folder / name)
     path = folder / CONFIG_FILE
     if not path.is_file():
         return
