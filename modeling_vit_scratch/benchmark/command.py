@@ -58,6 +58,7 @@ from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_l
 from modeling_vit_scratch.common.user_paths import user_path
 from modeling_vit_scratch.training.arguments import command_secrets, mask_token_values
 from modeling_vit_scratch.training.precision import slow_bf16_warning
+from modeling_vit_scratch.training.recipes import shipped_recipe
 
 from .end_to_end import check_train_args, end_to_end, end_to_end_bars, end_to_end_markdown, model_only_seconds
 from .measure import benchmark, matmul_sizes, measure_matmul_rates, serve
@@ -101,6 +102,14 @@ BENCHMARK_LIMITS = {
 }
 
 
+def recipe_path(text: str) -> str:
+    """A recipe path as train reads it: `user_path`, or the recipe the package ships that it names
+    (`train_digits`, `configs/train_digits.json` outside a checkout)."""
+    path = user_path(text)
+    shipped = shipped_recipe(path)
+    return str(shipped) if shipped else path
+
+
 def main_parser() -> argparse.ArgumentParser:
     parser = RedactingArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -114,7 +123,7 @@ def main_parser() -> argparse.ArgumentParser:
         "of its model alone; e.g. --end_to_end configs/train_digits.json --rounds 3",
     )
     end.add_argument(
-        "--end_to_end", nargs="+", type=user_path, metavar="RECIPE", help="recipes to run end to end (this mode only)"
+        "--end_to_end", nargs="+", type=recipe_path, metavar="RECIPE", help="recipes to run end to end (this mode only)"
     )
     end.add_argument(
         "--end_to_end_steps",

@@ -53,7 +53,14 @@ from modeling_vit_scratch.training.limits import LIMITS
 from modeling_vit_scratch.training.packages import check_argument_packages
 from modeling_vit_scratch.training.precision import BF16_MIN_SPEEDUP
 from modeling_vit_scratch.training.preflight import DECODE_UP_FRONT_MAX_IMAGES
-from modeling_vit_scratch.training.recipes import key_line, load_json, load_recipe, load_yaml
+from modeling_vit_scratch.training.recipes import (
+    key_line,
+    load_json,
+    load_recipe,
+    load_yaml,
+    shipped_recipe,
+    shipped_recipes,
+)
 
 
 @dataclass
@@ -466,6 +473,16 @@ def given_names(argv: list[str]) -> set[str]:
 RECIPE_SUFFIXES = (".json", ".yaml", ".yml")
 
 
+def with_shipped_recipe(argv: list[str]) -> tuple[list[str], str | None]:
+    """`argv` with its first word, when it names a recipe the package ships and no file here (`train_digits`,
+    `configs/train_digits.json` outside a checkout), replaced by the shipped file's path, and the line that says so
+    (None when nothing was replaced)."""
+    found = shipped_recipe(argv[0]) if argv and not argv[0].startswith("-") else None
+    if found is None:
+        return argv, None
+    return [str(found), *argv[1:]], f"Recipe {argv[0]}: the one the package ships, {found}"
+
+
 def recipe_to_argv(argv: list[str]) -> list[str]:
     """`[recipe.json, --key value, ...]` -> the recipe's arguments as command-line arguments, then the rest.
 
@@ -481,7 +498,8 @@ def recipe_to_argv(argv: list[str]) -> list[str]:
     path = Path(argv[0])
     if not path.is_file():
         raise FileNotFoundError(
-            f"Recipe {argv[0]!r} not found: give a JSON or YAML file such as configs/train_digits.json."
+            f"Recipe {argv[0]!r} not found: give a JSON or YAML file, or the name of one the package ships "
+            f"({', '.join(shipped_recipes())})."
         )
     recipe = load_recipe(path)
     names, overridden = argument_names(), given_names(argv[1:])

@@ -25,9 +25,11 @@ from modeling_vit_scratch.training.arguments import (
     parse_arguments,
     recipe_lines,
     resume_command,
+    with_shipped_recipe,
 )
 from modeling_vit_scratch.training.data import ImageChanged
 from modeling_vit_scratch.training.distributed import (
+    first_process,
     leave_process_group,
     lost_peer,
     use_cpu_processes_without_accelerator,
@@ -44,6 +46,9 @@ def main(argv: list[str]) -> None:
     """Train as `argv` (the arguments after the command's name) says, and say where the model is."""
     use_cpu_processes_without_accelerator()
     started = time.time()
+    argv, shipped = with_shipped_recipe(argv)
+    if shipped and first_process():
+        print(shipped)
     try:
         model_args, data_args, output_args, training_args = parse_arguments(argv)
     except (ValueError, FileNotFoundError) as error:

@@ -11,6 +11,25 @@ from pathlib import Path
 import yaml
 
 EXAMPLE = 'e.g. {"learning_rate": 0.0003, "num_train_epochs": 10}'
+# the repository's configs/ as the package ships it (a link in a checkout, a folder in an installed wheel)
+SHIPPED = Path(__file__).resolve().parent.parent / "configs"
+
+
+def shipped_recipes() -> list[str]:
+    """The names of the recipes the package ships (`train_digits`, ...), for `vit-scratch train NAME`."""
+    return sorted(path.stem for path in SHIPPED.glob("*.json"))
+
+
+def shipped_recipe(value: str) -> Path | None:
+    """The recipe the package ships that `value` names, when no file `value` exists here: its name (`train_digits`),
+    its file name, or its path in a checkout (`configs/train_digits.json`), so that the README's command lines work
+    from an installed package. None for anything else: a path that exists here is always the user's own file."""
+    path = Path(value)
+    if path.exists() or path.parent not in (Path("."), Path("configs")):
+        return None
+    name = path.name if path.suffix == ".json" else f"{path.name}.json" if not path.suffix else None
+    found = SHIPPED / name if name else None
+    return found if found is not None and found.is_file() else None
 
 
 def load_recipe(path: Path) -> dict:

@@ -80,6 +80,9 @@ def test_the_base_install_is_the_model_and_extras_bring_training(wheel):
     for room in ("training", "sharing", "conversion", "explanation", "benchmark", "common"):
         assert f"modeling_vit_scratch/{room}/__init__.py" in files, room
     assert not [name for name in files if name.startswith(("lab/", "scripts/", "tests/"))]  # the lab stays out
+    # every recipe and architecture of configs/, so that the README's recipe commands work from an installed package
+    shipped = sorted(str(path.relative_to(REPO)) for path in (REPO / "configs").rglob("*.json"))
+    assert sorted(name.removeprefix("modeling_vit_scratch/") for name in files if "/configs/" in name) == shipped
     requirements = metadata.get_all("Requires-Dist")
     base = {line.split(";")[0].split("<")[0].split(">")[0].strip().lower() for line in requirements if ";" not in line}
     assert base == BASE_REQUIREMENTS
@@ -145,15 +148,16 @@ ViTForImageClassification(config)(torch.zeros(1, 3, 8, 8))"""
 def test_the_installed_command_trains_the_digits_recipe_into_a_folder_that_loads_without_the_package(
     installed, tmp_path
 ):
-    """`pip install` of the wheel gives `vit-scratch`; `vit-scratch train` with the repository's digits recipe, run
-    outside the checkout with the installed copy (not the checkout), writes a complete folder with its card, which
-    loads through its own code where the package cannot be imported."""
+    """`pip install` of the wheel gives `vit-scratch`; `vit-scratch train configs/train_digits.json`, the README's
+    command, run outside the checkout with the installed copy (not the checkout), reads the recipe the wheel ships
+    and writes a complete folder with its card, which loads through its own code where the package cannot be
+    imported."""
     site = installed
     command = site / "bin" / "vit-scratch"
     env = {**os.environ, "PYTHONPATH": str(site), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     short = ["--num_train_epochs", "1", "--max_train_samples", "64", "--report_to", "none", "--disable_tqdm", "true"]
     trained = subprocess.run(
-        [str(command), "train", str(REPO / "configs" / "train_digits.json"), "--output_dir", "out", *short],
+        [str(command), "train", "configs/train_digits.json", "--output_dir", "out", *short],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -161,6 +165,11 @@ def test_the_installed_command_trains_the_digits_recipe_into_a_folder_that_loads
         timeout=PROCESS_TIMEOUT,
     )
     assert trained.returncode == 0, trained.stderr[-3000:]
+    shipped = site / "modeling_vit_scratch" / "configs"
+    assert f"Recipe configs/train_digits.json: the one the package ships, {shipped / 'train_digits.json'}" in (
+        trained.stdout
+    )
+    assert f"--model from the recipe: {shipped / 'models' / 'model_digits_convstem.json'}" in trained.stdout
     assert "Test accuracy" in trained.stdout
     config = json.loads((tmp_path / "out" / "config.json").read_text())
     assert (

@@ -48,6 +48,35 @@ def test_a_recipe_finds_the_model_file_beside_it_from_any_working_directory(tmp_
     assert recipe_to_argv([str(recipe)]) == ["--model", "vit-tiny-patch16-224"]
 
 
+@pytest.mark.parametrize("given", ["train_small_images", "train_small_images.json", "configs/train_small_images.json"])
+def test_a_recipe_the_package_ships_is_found_by_name_where_no_such_file_exists(tmp_path, monkeypatch, given):
+    """Outside a checkout (an installed package), the README's `configs/train_small_images.json`, its file name or
+    its name read the recipe the package ships, and its model file beside it; a file of that path here is the
+    user's own and wins; a path elsewhere or another name is not replaced (its line lists the shipped names)."""
+    from modeling_vit_scratch.training.arguments import recipe_to_argv, with_shipped_recipe
+    from modeling_vit_scratch.training.recipes import SHIPPED
+
+    monkeypatch.chdir(tmp_path)
+    argv, line = with_shipped_recipe([given, "--seed", "3"])
+    assert argv == [str(SHIPPED / "train_small_images.json"), "--seed", "3"]
+    assert line == f"Recipe {given}: the one the package ships, {SHIPPED / 'train_small_images.json'}"
+    expanded = recipe_to_argv(argv)
+    assert expanded[expanded.index("--model") + 1] == str(SHIPPED / "models" / "model_28px_convstem.json")
+    assert expanded[-2:] == ["--seed", "3"]
+    own = tmp_path / given
+    own.parent.mkdir(parents=True, exist_ok=True)
+    own.write_text(json.dumps({"seed": 1}))
+    assert with_shipped_recipe([given]) == ([given], None)  # the user's own file of that path
+    for other in ("elsewhere/train_small_images.json", "train_small_images.yaml", "train_nothing"):
+        assert with_shipped_recipe([other]) == ([other], None)
+    with pytest.raises(FileNotFoundError, match=r"or the name of one the package ships \(train_color_images, "):
+        recipe_to_argv(["elsewhere/train_small_images.json"])
+    own.unlink()
+    from modeling_vit_scratch.benchmark.command import main_parser  # the benchmark's --end_to_end reads them alike
+
+    assert main_parser().parse_args(["--end_to_end", given]).end_to_end == [str(SHIPPED / "train_small_images.json")]
+
+
 # how a user started training -> (sys.argv the process sees, the command a user can paste to run it again)
 STARTS = {
     "installed command": (
