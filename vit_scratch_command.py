@@ -111,12 +111,30 @@ def take_start_up_of_package_command() -> None:
     module = started_module(getattr(sys, "orig_argv", []))
     if sys.argv[:1] == ["-m"] and module and (module == PACKAGE or module.startswith(f"{PACKAGE}.")):
         take_start_up()
+        sys.excepthook = failed_start(
+            module
+        )  # until `run` imports the command: the package's libraries fail as one line
+
+
+def failed_start(module: str):
+    """An excepthook for the package's own import under `python -m`: a library that fails while imported (a setting
+    it cannot read) is `start_failure`'s line, as under `vit-scratch`, not a traceback through the package's
+    `__init__`. Anything but an `Exception` (Ctrl-C, an exit) is Python's as before."""
+
+    def hook(kind, error, traceback) -> None:
+        if not issubclass(kind, Exception):
+            sys.__excepthook__(kind, error, traceback)
+            return
+        print(start_failure(module, error), file=sys.stderr)
+
+    return hook
 
 
 def run(module: str, argv: list[str] | None = None) -> None:
     """Import `module` (torch and transformers with it) with signals already one line, and run its `main(argv)`
     (default: the process's arguments)."""
     take_start_up()
+    sys.excepthook = sys.__excepthook__  # the package has been imported: from here a failure is the command's own
     try:
         main = importlib.import_module(module).main
     except Exception as error:  # noqa: BLE001 - a library that cannot start: one line, not its traceback
@@ -150,9 +168,16 @@ def start_failure(module: str, error: Exception) -> str:
         "packages (`pip check`)"
     )
     return (
-        f"error: {os.path.basename(sys.argv[0]) or module} could not start: importing its libraries failed ({type(error).__name__}: "
+        f"error: {started_as(module)} could not start: importing its libraries failed ({type(error).__name__}: "
         f"{said}): {fix}, then run the command again. Nothing was written or sent."
     )
+
+
+def started_as(module: str) -> str:
+    """The command as the user started it: the script's or installed command's name, or `python -m MODULE` (while
+    Python locates a `-m` module, `sys.argv[0]` is "-m")."""
+    name = os.path.basename(sys.argv[0]) if sys.argv else ""
+    return name if name not in ("", "-m", "-c") else f"python -m {module}"
 
 
 def reader_gone() -> None:

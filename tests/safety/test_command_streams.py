@@ -642,3 +642,34 @@ def test_libraries_that_fail_while_imported_are_one_line_naming_the_setting(monk
     assert line.startswith("error: explain.py could not start: importing its libraries failed (ValueError: ")
     assert names in line and line.endswith("then run the command again. Nothing was written or sent.")
     assert "\n" not in line
+
+
+def test_the_package_failing_while_imported_under_python_m_is_the_same_one_line(monkeypatch, capsys):
+    """`python -m modeling_vit_scratch.cli` imports the package (torch, transformers) before any command code: a
+    library failing there was Python's traceback through the package's `__init__`; it is `start_failure`'s line,
+    naming the command as started, and only until `run` has imported the command."""
+    import vit_scratch_command
+
+    monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "abc")
+    monkeypatch.setattr(sys, "orig_argv", [sys.executable, "-m", "modeling_vit_scratch.cli", "train"], raising=False)
+    monkeypatch.setattr(sys, "argv", ["-m"])
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    monkeypatch.setattr(vit_scratch_command, "_started", [False])
+    before = {number: signal.getsignal(number) for number in vit_scratch_command.SIGNALS}
+    try:
+        vit_scratch_command.take_start_up_of_package_command()
+        hook = sys.excepthook
+        error = ValueError("invalid literal for int() with base 10: 'abc'")
+        hook(ValueError, error, None)
+        line = capsys.readouterr().err
+        assert line.startswith("error: python -m modeling_vit_scratch.cli could not start: importing its libraries")
+        assert "HF_HUB_ETAG_TIMEOUT holds a value the libraries cannot read" in line and line.count("\n") == 1
+        hook(KeyboardInterrupt, KeyboardInterrupt(), None)  # not an Exception: Python's own report
+        assert capsys.readouterr().err.strip() == "KeyboardInterrupt"  # sys.__excepthook__'s, not our line
+        monkeypatch.setattr(vit_scratch_command, "importlib", SimpleNamespace(import_module=lambda name: 1 / 0))
+        with pytest.raises(SystemExit):
+            vit_scratch_command.run("modeling_vit_scratch.cli", [])
+        assert sys.excepthook is sys.__excepthook__  # the command's own failures are its own from here
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
