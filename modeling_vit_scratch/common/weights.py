@@ -14,6 +14,8 @@ import math
 import os
 from pathlib import Path
 
+from modeling_vit_scratch.common.commands import printed_python
+
 SAFETENSORS, SAFETENSORS_INDEX = "model.safetensors", "model.safetensors.index.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 # the Trainer's own states in a checkpoint, which it reads with torch.load(weights_only=True)
@@ -116,7 +118,7 @@ def _shards(index: Path) -> list[str]:
 def _pickle_only(folder: Path, pickles: list[str]) -> str:
     """The refusal of a pickle-only folder, with the command that converts it (which unpickles it)."""
     convert = (
-        'python -c "import modeling_vit_scratch; from transformers import AutoModelForImageClassification as M; '
+        f'{printed_python()} -c "import modeling_vit_scratch; from transformers import AutoModelForImageClassification as M; '
         f"M.from_pretrained('{folder}', use_safetensors=False).save_pretrained('{folder}')\""
     )
     return (

@@ -7,6 +7,7 @@ import json
 import math
 import pickle
 import random
+import shlex
 import shutil
 import struct
 import subprocess
@@ -228,9 +229,10 @@ def test_the_conversion_command_named_in_the_refusal_makes_a_folder_every_comman
     torch.save(model.state_dict(), folder / "pytorch_model.bin")
     refused = outcome("explain", argv_reading(scenario, "explain", "--model", folder))
     command = refused.error.split("convert it to safetensors with ", 1)[1].split(" (this unpickles it", 1)[0]
-    assert command.startswith('python -c "') and command.endswith('"')
+    python, code = command.split(' -c "', 1)  # the interpreter that ran (common/commands.py printed_python)
+    assert python in ("python", shlex.quote(sys.executable)) and code.endswith('"')
     converted = subprocess.run(
-        [sys.executable, "-c", command[len('python -c "') : -1]],
+        [sys.executable, "-c", code[:-1]],
         capture_output=True,
         text=True,
         cwd=REPO,
