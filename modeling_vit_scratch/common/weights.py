@@ -243,22 +243,26 @@ def check_weights_fit(folder: str | Path, config) -> None:
     classes = {
         cls.__name__: cls for cls in (models.ViTScratchModel, models.ViTScratchForImageClassificationWithTeacher)
     }
+    if not config.distillation_token:  # the two-headed class reads a distillation token (its load says so)
+        classes.pop(models.ViTScratchForImageClassificationWithTeacher.__name__)
     model_class = next(
         (classes[name] for name in config.architectures or [] if name in classes),
         models.ViTScratchForImageClassification,
     )
     with torch.device("meta"):
         expected = {name: tuple(tensor.shape) for name, tensor in model_class(config).state_dict().items()}
-    plain = lambda names: {name.removeprefix("vit."): names[name] for name in names}
+    plain = lambda names: {name.removeprefix("vit."): (name, names[name]) for name in names}
     stored, expected = plain(stored), plain(expected)
     is_head = lambda name: name.split(".")[0] in HEAD_NAMES
     where = Path(folder) / (SAFETENSORS if (Path(folder) / SAFETENSORS).is_file() else SAFETENSORS_INDEX)
     for name in sorted(stored.keys() | expected.keys()):
-        in_file, implied = stored.get(name), expected.get(name)
+        (shown, in_file), (wanted, implied) = stored.get(name, (None, None)), expected.get(name, (None, None))
         if in_file == implied or (is_head(name) and (in_file is None or implied is None or in_file[1:] == implied[1:])):
             continue
-        shown = lambda shape: "none" if shape is None else str(shape)
-        raise ValueError(
-            f"{where} holds tensor {name!r} of shape {shown(in_file)} where config.json implies "
-            f"{shown(implied)}: {DIFFERENT_MODELS_FIX}."
-        )
+        if in_file is None:
+            differs = f"has no tensor {wanted!r}, which config.json implies (of shape {implied})"
+        elif implied is None:
+            differs = f"holds tensor {shown!r} (of shape {in_file}), for which config.json implies no place"
+        else:
+            differs = f"holds tensor {shown!r} of shape {in_file} where config.json implies {implied}"
+        raise ValueError(f"{where} {differs}: {DIFFERENT_MODELS_FIX}.")

@@ -401,7 +401,9 @@ def test_weights_are_compared_with_the_config_by_name_and_shape(tmp_path, edit):
 
     if edit == "layers":
         folder = tiny_folder(tmp_path / "m", num_hidden_layers=3)
-        with pytest.raises(ValueError, match=r"'layers\.2\.[a-z_.]+' of shape none where config.json implies \("):
+        with pytest.raises(
+            ValueError, match=r"has no tensor 'vit\.layers\.2\.[a-z_.]+', which config.json implies \(of shape \("
+        ):
             check_buildable(folder)
         return
     labels = {"id2label": {str(i): f"c{i}" for i in range(7)}, "label2id": {f"c{i}": i for i in range(7)}}
