@@ -16,6 +16,7 @@ A signal the process was started ignoring (SIGINT in a shell's background job, S
 """
 
 import importlib
+import logging
 import os
 import signal
 import sys
@@ -70,11 +71,26 @@ def holds_signals() -> bool:
 
 def take_start_up() -> None:
     """From now on this process is a command's: SIGINT, SIGTERM and SIGHUP end it at once with the line that nothing
-    was done (a signal it was started ignoring stays ignored), until the command's `entry_point` takes them."""
+    was done (a signal it was started ignoring stays ignored), until the command's `entry_point` takes them; and
+    library notices addressed to library authors are kept from the user (`LibraryNoticeFilter`)."""
     if not _started[0]:
         _started[0] = True
         _ignored.update(number for number in SIGNALS if signal.getsignal(number) is signal.SIG_IGN)
+        logging.getLogger(PYTREE_LOGGER).addFilter(LibraryNoticeFilter())
     exit_on_signal(NOTHING_DONE)
+
+
+# torch's pytree logs a deprecation for each Enum a library (torchao, imported by transformers where installed)
+# registers as a constant: a note to that library's authors, printed before a command's first line
+PYTREE_LOGGER = "torch.utils._pytree"
+PYTREE_ENUM_NOTICE = "is an Enum subclass and is now natively supported by torch.compile"
+
+
+class LibraryNoticeFilter(logging.Filter):
+    """Drops torch pytree's Enum `register_constant` deprecation records (that logger, that message), nothing else."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return PYTREE_ENUM_NOTICE not in record.getMessage()
 
 
 # the package whose commands `python -m` may start (`modeling_vit_scratch.cli`, `modeling_vit_scratch.benchmark.command`)

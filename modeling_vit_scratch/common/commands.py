@@ -22,7 +22,10 @@ Training glue, never imported by the model files.
 import functools
 import io
 import logging
+import os
 import re
+import shlex
+import shutil
 import signal
 import sys
 import threading
@@ -311,3 +314,13 @@ def entry_point(secrets: Callable[[list[str]], list[str]] | None = None):
         return run
 
     return decorate
+
+
+def printed_python() -> str:
+    """The interpreter every printed command starts with: `python` where that name finds this interpreter (the same
+    file), else this interpreter's path, quoted, so a command printed by a run started as `.venv/bin/python ...`
+    runs as pasted where `python` is another interpreter (or none)."""
+    found = shutil.which("python")
+    if found and os.path.realpath(found) == os.path.realpath(sys.executable):
+        return "python"
+    return shlex.quote(sys.executable) if sys.executable else "python"

@@ -196,7 +196,10 @@ def check_buildable(folder: str | Path) -> None:
     - config.json: no key that loads other code (`check_loader_keys`); a vit_scratch config builds
       (`ViTScratchConfig`: any of its ValueErrors, such as a head count that does not divide hidden_size, or labels
       whose ids are not integers) and describes a model one process can hold (`check_model_size`): an edited size
-      would allocate terabytes before any load could say the weights do not fit."""
+      would allocate terabytes before any load could say the weights do not fit;
+    - its safetensors weights, where the folder holds them, are the model config.json describes: names and shapes
+      from their headers against that model built on the `meta` device (`check_weights_fit`), so a config edited to
+      a model the machine could hold but the weights do not fill is refused before any memory is taken."""
     folder = Path(folder)
     for name in DESCRIBING_FILES:
         if (folder / name).is_file():
@@ -226,6 +229,9 @@ def check_buildable(folder: str | Path) -> None:
             raise ValueError(f"{path}: {message}.") from None
         what = message.split(": ")[0] if " must " in message.split(": ")[0] else message
         raise ValueError(f"{path} does not build a model ({what}): {DAMAGED_FIX}.") from None
+    from modeling_vit_scratch.common.weights import check_weights_fit
+
+    check_weights_fit(folder, config)
 
 
 def _is_label_id(value) -> bool:

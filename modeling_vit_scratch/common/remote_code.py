@@ -63,9 +63,8 @@ def check_no_foreign_code(
     files are fetched first, at `revision`) names code other than the package's own, unless the user asked to trust it. A repo
     that cannot be fetched is left to the load, which gets `trust_remote_code` explicitly and so never prompts.
     Every command that reads a model passes here before building it, so the settings' size is checked here too,
-    trusted or not (`check_buildable`): a model no process can hold is refused before any memory is taken."""
-    if trust_remote_code and not Path(source).is_dir():  # a trusted repo's settings are fetched by its load
-        return
+    trusted or not, a local folder or a repo's fetched settings alike (`check_buildable`): a model no process can hold
+    is refused before any memory is taken."""
     folder = source if Path(source).is_dir() else settings_of_repo(str(source), revision)
     found = foreign_code(folder) if folder and not trust_remote_code else None
     if found:

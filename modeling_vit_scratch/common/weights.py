@@ -14,6 +14,8 @@ import math
 import os
 from pathlib import Path
 
+from modeling_vit_scratch.common.commands import printed_python
+
 SAFETENSORS, SAFETENSORS_INDEX = "model.safetensors", "model.safetensors.index.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 # the Trainer's own states in a checkpoint, which it reads with torch.load(weights_only=True)
@@ -116,7 +118,7 @@ def _shards(index: Path) -> list[str]:
 def _pickle_only(folder: Path, pickles: list[str]) -> str:
     """The refusal of a pickle-only folder, with the command that converts it (which unpickles it)."""
     convert = (
-        'python -c "import modeling_vit_scratch; from transformers import AutoModelForImageClassification as M; '
+        f'{printed_python()} -c "import modeling_vit_scratch; from transformers import AutoModelForImageClassification as M; '
         f"M.from_pretrained('{folder}', use_safetensors=False).save_pretrained('{folder}')\""
     )
     return (
@@ -200,3 +202,67 @@ def check_checkpoint(checkpoint: str | Path) -> None:
                 "it was not unpickled: resume from another checkpoint, or start a new run with "
                 "--overwrite_output_dir true."
             ) from None
+
+
+# A model's heads: the encoder alone may be saved (no head), and a classifier loads it with a new head.
+HEAD_NAMES = ("classifier", "distillation_classifier")
+DIFFERENT_MODELS_FIX = "the weights and config.json are from different models: restore the folder or save it again"
+
+
+def stored_shapes(folder: str | Path) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> shape, from the headers of a saved folder's safetensors files (`weight_files`): read by
+    safetensors' own header reader, no tensor read. Empty for a folder with no weights."""
+    from safetensors import safe_open
+
+    folder = Path(folder)
+    if not any((folder / name).is_file() for name in (SAFETENSORS, SAFETENSORS_INDEX)):
+        return {}
+    shapes = {}
+    for path in weight_files(folder):
+        with safe_open(path, framework="np") as weights:
+            shapes |= {name: tuple(weights.get_slice(name).get_shape()) for name in weights.keys()}  # noqa: SIM118
+    return shapes
+
+
+def check_weights_fit(folder: str | Path, config) -> None:
+    """Refuse, in one line naming the file and the first tensor that differs (its name, its shape in the file, the
+    shape `config` implies), a folder whose safetensors weights are not the model its vit_scratch `config` describes:
+    a tensor missing, one the model has no place for, or of another shape. Checked before any model is built: a
+    config.json edited to a huge model beside small weights would otherwise allocate that model before transformers
+    compares the shapes. The model is built on the `meta` device (shapes only, no memory); the names are compared
+    with the `vit.` prefix dropped (the encoder saved alone loads into a classifier), and a head the weights lack or
+    the model has not is left to the load (fine-tuning adds one), as is a head's count of labels (fine-tuning on
+    other labels replaces the head: its input side is still compared)."""
+    import torch
+
+    from modeling_vit_scratch import modeling_vit_scratch as models
+
+    stored = stored_shapes(folder)
+    if not stored:
+        return
+    classes = {
+        cls.__name__: cls for cls in (models.ViTScratchModel, models.ViTScratchForImageClassificationWithTeacher)
+    }
+    if not config.distillation_token:  # the two-headed class reads a distillation token (its load says so)
+        classes.pop(models.ViTScratchForImageClassificationWithTeacher.__name__)
+    model_class = next(
+        (classes[name] for name in config.architectures or [] if name in classes),
+        models.ViTScratchForImageClassification,
+    )
+    with torch.device("meta"):
+        expected = {name: tuple(tensor.shape) for name, tensor in model_class(config).state_dict().items()}
+    plain = lambda names: {name.removeprefix("vit."): (name, names[name]) for name in names}
+    stored, expected = plain(stored), plain(expected)
+    is_head = lambda name: name.split(".")[0] in HEAD_NAMES
+    where = Path(folder) / (SAFETENSORS if (Path(folder) / SAFETENSORS).is_file() else SAFETENSORS_INDEX)
+    for name in sorted(stored.keys() | expected.keys()):
+        (shown, in_file), (wanted, implied) = stored.get(name, (None, None)), expected.get(name, (None, None))
+        if in_file == implied or (is_head(name) and (in_file is None or implied is None or in_file[1:] == implied[1:])):
+            continue
+        if in_file is None:
+            differs = f"has no tensor {wanted!r}, which config.json implies (of shape {implied})"
+        elif implied is None:
+            differs = f"holds tensor {shown!r} (of shape {in_file}), for which config.json implies no place"
+        else:
+            differs = f"holds tensor {shown!r} of shape {in_file} where config.json implies {implied}"
+        raise ValueError(f"{where} {differs}: {DIFFERENT_MODELS_FIX}.")

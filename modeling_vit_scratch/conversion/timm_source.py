@@ -13,6 +13,7 @@ import inspect
 import math
 from pathlib import Path
 
+from modeling_vit_scratch.common.commands import printed_python
 from modeling_vit_scratch.common.overrides import parse_overrides
 from modeling_vit_scratch.common.weights import PICKLE_SUFFIXES, weights_format
 
@@ -79,7 +80,7 @@ def check_not_pickle(path: str | Path) -> None:
     if target == path:  # a pickle named .safetensors: never convert a file onto itself
         target = path.with_name(f"{path.stem}-converted.safetensors")
     command = (
-        'python -c "import timm.models as m, safetensors.torch as s; '
+        f'{printed_python()} -c "import timm.models as m, safetensors.torch as s; '
         f"s.save_file(m.load_state_dict('{path}'), '{target}')\""
     )
     raise ValueError(

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import sys
 import types
 import typing
@@ -29,6 +28,7 @@ from transformers import HfArgumentParser, TrainingArguments
 
 from modeling_vit_scratch.cli import COMMAND
 from modeling_vit_scratch.common.blank import blank_argument_line, is_blank, shown_blank
+from modeling_vit_scratch.common.commands import printed_python
 from modeling_vit_scratch.common.numbers import check_numbers
 from modeling_vit_scratch.common.overrides import parse_overrides
 from modeling_vit_scratch.common.repeated import repeated_option
@@ -827,16 +827,6 @@ def shown_value(value) -> str:
     return " ".join(plain_word(item) for item in value) if isinstance(value, list) else plain_word(value)
 
 
-def printed_python() -> str:
-    """The interpreter every printed command starts with: `python` where that name finds this interpreter (the same
-    file), else this interpreter's path, quoted, so a command printed by a run started as `.venv/bin/python ...`
-    runs as pasted where `python` is another interpreter (or none)."""
-    found = shutil.which("python")
-    if found and os.path.realpath(found) == os.path.realpath(sys.executable):
-        return "python"
-    return shlex.quote(sys.executable) if sys.executable else "python"
-
-
 def program_name() -> str:
     """The command as the user ran it, for argparse's `prog` and the help hint of every refusal: `vit-scratch train`
     (`cli.main` names it in sys.argv[0]) or `python scripts/train.py` (the script, by the path it was run by)."""
@@ -1008,7 +998,8 @@ def plain_command(args: list[str] | None = None) -> str:
     arguments it was given."""
     program, args = sys.argv[0], sys.argv[1:] if args is None else args
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    torchrun = f"torchrun --nproc_per_node {world_size} " if world_size > 1 else ""
+    # torchrun as a module of the interpreter that ran (`printed_python`), as every printed command starts
+    torchrun = f"{printed_python()} -m torch.distributed.run --nproc_per_node {world_size} " if world_size > 1 else ""
     if program.startswith(f"{COMMAND} "):  # the installed command: run as it is, by torchrun without python
         words, launcher = program.split(), torchrun and f"{torchrun}--no-python "
     else:

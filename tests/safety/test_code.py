@@ -289,3 +289,18 @@ def test_explain_of_a_folder_that_does_not_resize_names_do_resize_its_file_and_a
     assert result.one_line, result
     assert f"{folder / 'preprocessor_config.json'} gives do_resize false" in result.error, result.error
     assert "give --image a 8x8 image" in result.error and "interpolate_pos_encoding" not in result.error
+
+
+def test_a_trusted_hub_repo_s_settings_are_checked_as_a_local_folder_s(tmp_path, monkeypatch):
+    """explain --trust_remote_code with a hub repo id: the repo's fetched settings pass the same check
+    (`check_buildable`) as a local folder's, trusting its code or not."""
+    from modeling_vit_scratch.common import remote_code
+
+    snapshot_folder = tmp_path / "snapshot"
+    snapshot_folder.mkdir()
+    config = {"model_type": "vit_scratch", "layer_norm_eps": float("nan")}
+    (snapshot_folder / "config.json").write_text(json.dumps(config))
+    monkeypatch.setattr(remote_code, "settings_of_repo", lambda repo_id, revision=None: snapshot_folder)
+    for trusted in (False, True):
+        with pytest.raises(ValueError, match=r"config\.json gives layer_norm_eps the value nan"):
+            remote_code.check_no_foreign_code("local-user/repo", "fix", trust_remote_code=trusted)

@@ -622,7 +622,8 @@ def test_a_process_whose_run_lost_another_under_torchrun_says_so_in_one_line(tmp
             f"Interrupted: everything in {output} is kept; the last checkpoint is",
         )
     ), lines[0]
-    assert f"the last checkpoint is {last}; resume with: torchrun --nproc_per_node 2 " in lines[0]
+    assert f"the last checkpoint is {last}; resume with: " in lines[0]
+    assert " -m torch.distributed.run --nproc_per_node 2 " in lines[0]
     assert lines[0].endswith("--resume_from_checkpoint true")
 
 

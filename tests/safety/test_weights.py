@@ -7,6 +7,7 @@ import json
 import math
 import pickle
 import random
+import shlex
 import shutil
 import struct
 import subprocess
@@ -228,9 +229,10 @@ def test_the_conversion_command_named_in_the_refusal_makes_a_folder_every_comman
     torch.save(model.state_dict(), folder / "pytorch_model.bin")
     refused = outcome("explain", argv_reading(scenario, "explain", "--model", folder))
     command = refused.error.split("convert it to safetensors with ", 1)[1].split(" (this unpickles it", 1)[0]
-    assert command.startswith('python -c "') and command.endswith('"')
+    python, code = command.split(' -c "', 1)  # the interpreter that ran (common/commands.py printed_python)
+    assert python in ("python", shlex.quote(sys.executable)) and code.endswith('"')
     converted = subprocess.run(
-        [sys.executable, "-c", command[len('python -c "') : -1]],
+        [sys.executable, "-c", code[:-1]],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -363,3 +365,54 @@ def test_a_config_too_large_to_build_is_one_line_at_every_reader_before_any_allo
     assert result.one_line, result
     assert result.error.startswith(f"error: {folder / 'config.json'}: ") and "parameters, more than the" in result.error
     assert "restore config.json" in result.error, result.error
+
+
+def tiny_folder(folder: Path, **config) -> Path:
+    """A saved vit_scratch classifier (8x8 images, 2 layers of width 24), its config.json then given `config`."""
+    from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
+    from modeling_vit_scratch.modeling_vit_scratch import ViTScratchForImageClassification
+
+    architecture = {"image_size": 8, "patch_size": 4, "hidden_size": 24, "num_hidden_layers": 2}
+    model_config = ViTScratchConfig(**architecture, num_attention_heads=2, intermediate_size=37, num_labels=3)
+    ViTScratchForImageClassification(model_config).save_pretrained(folder)
+    saved = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**saved, **config}))
+    return folder
+
+
+def test_a_config_larger_than_its_weights_is_one_line_before_the_model_is_built(tmp_path, address_space_cap):
+    """config.json edited to 200 layers of width 2000 (under the parameter cap, 19 GB in float32) beside the tiny
+    weights: refused from the weights' header and a model built on the meta device, naming the first tensor that
+    differs, with no memory taken for the model."""
+    from modeling_vit_scratch.common.model_folder import check_buildable
+
+    folder = tiny_folder(tmp_path / "m", num_hidden_layers=200, hidden_size=2000, intermediate_size=2000)
+    with pytest.raises(ValueError, match="from different models") as raised:
+        check_buildable(folder)
+    message = str(raised.value)
+    assert message.startswith(f"{folder / 'model.safetensors'} holds tensor 'classifier.weight' of shape (3, 24) ")
+    assert "where config.json implies (3, 2000)" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("edit", ["layers", "labels", "sharded"])
+def test_weights_are_compared_with_the_config_by_name_and_shape(tmp_path, edit):
+    """A missing layer is named; a head of another label count (fine-tuning replaces it) and sharded weights pass."""
+    from modeling_vit_scratch.common.model_folder import check_buildable
+
+    if edit == "layers":
+        folder = tiny_folder(tmp_path / "m", num_hidden_layers=3)
+        with pytest.raises(
+            ValueError, match=r"has no tensor 'vit\.layers\.2\.[a-z_.]+', which config.json implies \(of shape \("
+        ):
+            check_buildable(folder)
+        return
+    labels = {"id2label": {str(i): f"c{i}" for i in range(7)}, "label2id": {f"c{i}": i for i in range(7)}}
+    folder = tiny_folder(tmp_path / "m", **(labels if edit == "labels" else {}))
+    if edit == "sharded":
+        from modeling_vit_scratch.modeling_vit_scratch import ViTScratchForImageClassification
+
+        model = ViTScratchForImageClassification.from_pretrained(folder)
+        folder = tmp_path / "sharded"
+        model.save_pretrained(folder, max_shard_size="20KB")
+        assert (folder / "model.safetensors.index.json").is_file() and not (folder / "model.safetensors").exists()
+    check_buildable(folder)

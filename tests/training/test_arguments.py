@@ -2,11 +2,13 @@
 
 import json
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
+from modeling_vit_scratch.common.weights import weight_files
 from modeling_vit_scratch.training.arguments import parse_arguments
 
 
@@ -97,16 +99,16 @@ def test_the_recorded_command_is_one_a_user_can_paste(monkeypatch, start, world_
 
     argv, pasted = STARTS[start]
     monkeypatch.setattr(sys, "argv", list(argv))
-    monkeypatch.setattr(arguments.shutil, "which", lambda name: sys.executable)  # `python` is this interpreter
+    monkeypatch.setattr(shutil, "which", lambda name: sys.executable)  # `python` is this interpreter
     monkeypatch.setenv("WORLD_SIZE", str(world_size))
     recorded = []
     monkeypatch.setattr(command, "main", lambda rest: recorded.append(arguments.plain_command()))
     if start == "installed command":
         cli.main()
-        launcher = "torchrun --nproc_per_node 2 --no-python " if world_size > 1 else ""
+        launcher = "python -m torch.distributed.run --nproc_per_node 2 --no-python " if world_size > 1 else ""
     else:
         command.main(argv[1:])
-        launcher = "torchrun --nproc_per_node 2 " if world_size > 1 else ""
+        launcher = "python -m torch.distributed.run --nproc_per_node 2 " if world_size > 1 else ""
     expected = launcher + (pasted.removeprefix("python ") if world_size > 1 else pasted)
     assert recorded == [expected]
 
@@ -123,7 +125,7 @@ def test_a_printed_command_starts_with_the_interpreter_that_ran_it(monkeypatch, 
     executable.write_text("")
     (executable.parent / "python").symlink_to(executable)
     found = {"this interpreter": executable.parent / "python", "another interpreter": "/usr/bin/python", "none": None}
-    monkeypatch.setattr(arguments.shutil, "which", lambda name: found[on_path] and str(found[on_path]))
+    monkeypatch.setattr(shutil, "which", lambda name: found[on_path] and str(found[on_path]))
     monkeypatch.setattr(sys, "executable", str(executable))
     monkeypatch.setattr(sys, "argv", ["scripts/train.py", "--output_dir", "o", "--resume_from_checkpoint", "o/c"])
     python = "python" if on_path == "this interpreter" else f"'{executable}'"
@@ -131,6 +133,14 @@ def test_a_printed_command_starts_with_the_interpreter_that_ran_it(monkeypatch, 
     assert arguments.resume_command() == f"{python} scripts/train.py --output_dir o --resume_from_checkpoint true"
     assert arguments.new_run_command("o", "o").startswith(f"{python} scripts/train.py --model o --output_dir o-2")
     assert arguments.program_name() == f"{python} scripts/train.py"
+    monkeypatch.setenv("WORLD_SIZE", "2")  # under torchrun: the launcher as a module of the same interpreter
+    torchrun = f"{python} -m torch.distributed.run --nproc_per_node 2 scripts/train.py"
+    assert arguments.plain_command().startswith(torchrun)
+    (tmp_path / "pickled").mkdir()
+    (tmp_path / "pickled" / "pytorch_model.bin").write_bytes(b"\x80")
+    with pytest.raises(ValueError, match="convert it to safetensors with ") as refused:  # common/weights.py's fix
+        weight_files(tmp_path / "pickled")
+    assert f"convert it to safetensors with {python} -c " in str(refused.value)
 
 
 @pytest.mark.integration
