@@ -128,7 +128,7 @@ RECORD_FIELDS = {
     ),
     **dict.fromkeys(("precision_choice", "distillation", "layer_decay", "weight_average"), (maybe(is_text), "text")),
     "batch_asked": (maybe(is_number), "a number"),
-    **dict.fromkeys(("streamed_images", "steps"), (maybe(is_number), "a number")),
+    **dict.fromkeys(("streamed_images", "steps", "finished_at_step"), (maybe(is_number), "a number")),
     "wall_time_seconds": (maybe(is_number), "a number of seconds"),
     "legs": (
         lambda value: isinstance(value, list) and all(map(is_leg, value)),
