@@ -2,7 +2,10 @@
 can declare a huge image (a decompression bomb: a 20000x20000 PNG of one colour is a few kB) that would take
 gigabytes to decode. The bound is PIL's `Image.MAX_IMAGE_PIXELS` (about 89 million pixels unless a program sets
 another, or None for none), read from the header, before any pixel is decoded; above it the image is refused in one
-line naming the file, its size and the limit, where PIL would warn up to twice the limit and raise above it."""
+line naming the file, its size and the limit, where PIL would warn up to twice the limit and raise above it.
+
+An image of several frames (an animated GIF, APNG or WebP, a multi-page TIFF) is read from its first frame, as PIL
+opens it; `frame_count` lets each reader say so (explain for its image, training once for the data set)."""
 
 import re
 import warnings
@@ -17,6 +20,11 @@ def openers() -> list[str]:
     Ghostscript on the file), whatever the file's name says: a `x.png` may hold PostScript."""
     Image.init()  # every plugin registered, so the list names them all (empty before)
     return [name for name in Image.OPEN if name not in REFUSED_FORMATS]
+
+
+def frame_count(image: Image.Image) -> int:
+    """How many frames (pages) `image` holds: 1 for a still image; only frame 1 is ever read."""
+    return getattr(image, "n_frames", 1)
 
 
 class ImageTooLarge(ValueError):

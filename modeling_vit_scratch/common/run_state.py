@@ -128,11 +128,19 @@ def here(command: str | None, named: str | None, folder: Path) -> str | None:
 
 def finished_at(folder: str | Path) -> int | None:
     """The step at which the run of `folder` (a run folder or one of its checkpoints) finished, or None: a run
-    finished when it published its model (its record is there, its run marker gone); its last complete checkpoint
-    says at which step. A run that was stopped, or one of before checkpoints, is not finished at any step."""
+    finished when it published its model (its record is there, its run marker gone). Its record says at which step
+    (`finished_at_step`, the final state's global step), never a checkpoint's name: checkpoints may have been moved
+    out since. Only a record written before it kept that step falls back to the last complete checkpoint. A run that
+    was stopped, or one of before checkpoints, is not finished at any step."""
     run = run_folder(Path(folder))
     if not (run / RECORD_FILE).is_file() or run_marker(run) is not None or live_owner(run):
         return None
+    try:
+        step = json.loads((run / RECORD_FILE).read_text()).get("finished_at_step")
+    except (OSError, ValueError, AttributeError):
+        step = None
+    if isinstance(step, int) and not isinstance(step, bool) and step >= 0:
+        return step
     complete = [path for path in checkpoints(run) if is_complete_checkpoint(path)]
     return checkpoint_steps(complete[-1])[0] if complete else None
 

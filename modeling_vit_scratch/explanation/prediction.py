@@ -6,6 +6,7 @@ import io
 import re
 import socket
 import ssl
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -25,7 +26,7 @@ from modeling_vit_scratch.common.folders import (
     model_contents,
     refuse_unvouched_figures,
 )
-from modeling_vit_scratch.common.images import open_bounded
+from modeling_vit_scratch.common.images import frame_count, open_bounded
 from modeling_vit_scratch.common.model_folder import (
     PROCESSOR_FILE,
     check_processor_fits,
@@ -150,6 +151,9 @@ def load_image(source: str) -> Image.Image:
     except ValueError as error:
         shown = shown_url(source) if source.startswith(("http://", "https://")) else source
         raise ValueError(f"Image {shown!r} cannot be used: {error}") from None
+    if frame_count(image) > 1:  # an animation or a multi-page file: only its first frame is explained, and said so
+        shown = shown_url(source) if source.startswith(("http://", "https://")) else source
+        print(f"{shown} has {frame_count(image)} frames: explained frame 1", file=sys.stderr)
     return image
 
 

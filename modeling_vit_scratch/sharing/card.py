@@ -7,11 +7,15 @@ fails if the template refers to anything that was not given, so no placeholder s
 
 User text (label names, the data set's path, the command, the repo id) is data: it reaches the template only as
 values, which jinja never parses, and the check for a leftover placeholder reads the template's own output with each
-value held out (`render_template`), so a class named `{{ x }}` is written as it is.
+value held out (`render_template`), so a class named `{{ x }}` is written as it is. Every such value goes through
+`user_text` once, which writes it as text (Markdown and HTML escaped, or a code span or block that holds it whole),
+so a name holding `<script>`, a link or an image shows as the characters it is and renders nothing on the Hub.
 """
 
+import html
 import json
 import math
+import re
 import uuid
 from pathlib import Path
 
@@ -124,7 +128,7 @@ RECORD_FIELDS = {
     ),
     **dict.fromkeys(("precision_choice", "distillation", "layer_decay", "weight_average"), (maybe(is_text), "text")),
     "batch_asked": (maybe(is_number), "a number"),
-    **dict.fromkeys(("streamed_images", "steps"), (maybe(is_number), "a number")),
+    **dict.fromkeys(("streamed_images", "steps", "finished_at_step"), (maybe(is_number), "a number")),
     "wall_time_seconds": (maybe(is_number), "a number of seconds"),
     "legs": (
         lambda value: isinstance(value, list) and all(map(is_leg, value)),
@@ -170,9 +174,32 @@ def result_rows(metrics: dict) -> list[dict]:
     return rows
 
 
+# what Markdown reads in running text: emphasis, code, links and images (`[`), a table cell's end, strikethrough, a
+# heading's closing `#`, and the backslash itself (`<`, `>`, `&` are HTML-escaped instead)
+MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]|~#])")
+
+
+def user_text(value, form: str = "text") -> str:
+    """User text (a label, a path, a name, a command) as the card writes it: shown as the characters it is, never
+    read as Markdown or HTML (the Hub renders a card's HTML, so a label `<b onmouseover=...>` would be live).
+
+    `form` "text": on one line, each Markdown punctuation character backslash-escaped and `<`, `>`, `&`, quotes
+    HTML-escaped (so it also holds in a table cell); "code": a code span on one line, fenced by more backticks than
+    the text holds; "block": a fenced `bash` code block whose fence is longer than any backtick run in the text."""
+    text = str(value)
+    if form == "block":
+        fence = "`" * max(3, 1 + max(map(len, re.findall("`+", text)), default=0))
+        return f"{fence}bash\n{text}\n{fence}"
+    text = " ".join(text.split())
+    if form == "code":
+        ticks = "`" * (1 + max(map(len, re.findall("`+", text)), default=0))
+        return f"{ticks} {text} {ticks}" if "`" in text else f"{ticks}{text}{ticks}"
+    return html.escape(MARKDOWN_PUNCTUATION.sub(r"\\\1", text))
+
+
 def table_cell(text: str) -> str:
-    """User text (a class name) as one cell of a Markdown table: on one line, its `|` escaped."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """User text (a class name) as one cell of a Markdown table (`user_text`: one line, `|` escaped)."""
+    return user_text(text)
 
 
 def class_rows(metrics: dict) -> list[dict]:
@@ -303,7 +330,7 @@ def origin_text(record: dict, conversion: dict | None) -> str:
         epoch = conversion.get("epoch")
         at = f"step {conversion['checkpoint']}" + (f", epoch {epoch:g}" if isinstance(epoch, (int, float)) else "")
         return (
-            f"saved at {at} of the vit-scratch training run in `{conversion['run']}` (a checkpoint of that run, not "
+            f"saved at {at} of the vit-scratch training run in {user_text(conversion['run'], 'code')} (a checkpoint of that run, not "
             "its final model); vit-scratch is"
         )
     if conversion:
@@ -327,20 +354,20 @@ def history_step(step: dict) -> str:
     """One step of a converted model's history (`common/provenance.py` `folder_history`) in words."""
     if "trained" in step:
         checkpoint = f", checkpoint at step {step['checkpoint']}" if "checkpoint" in step else ""
-        return f"trained by vit-scratch (the run in `{step['trained']}`{checkpoint})"
+        return f"trained by vit-scratch (the run in {user_text(step['trained'], 'code')}{checkpoint})"
     if step.get("converted") == "to transformers":
-        return f"exported to transformers from `{step.get('input')}`"
-    return f"converted {step.get('converted', '')} from `{step.get('input')}`"
+        return f"exported to transformers from {user_text(step.get('input'), 'code')}"
+    return f"converted {step.get('converted', '')} from {user_text(step.get('input'), 'code')}"
 
 
 def conversion_source(conversion: dict) -> str:
     """The converted model in words: `NAME` (a transformers ViT), or `FILE` (timm's ARCHITECTURE)."""
-    source = f"`{public_name(conversion.get('input'))}`"
+    source = user_text(public_name(conversion.get("input")), "code")
     if conversion.get("revision"):
-        source += f" at revision `{conversion['revision']}`"
+        source += f" at revision {user_text(conversion['revision'], 'code')}"
     if conversion.get("timm_model"):
-        return f"{source} (timm's `{conversion['timm_model']}`)"
-    return f"{source} (a {conversion.get('from', 'another library')} model)"
+        return f"{source} (timm's {user_text(conversion['timm_model'], 'code')})"
+    return f"{source} (a {user_text(conversion.get('from', 'another library'))} model)"
 
 
 def scale_text(record: dict, num_parameters: int) -> str:
@@ -397,12 +424,12 @@ def render_model_card(
             wall_time=f"{minutes} min {seconds} s",
             dataset_text=DIGITS_TEXT
             if dataset == DIGITS
-            else f"The image-classification data set `{public_name(dataset)}`.",
-            command=public_command(record.get("command") or ""),
+            else f"The image-classification data set {user_text(public_name(dataset), 'code')}.",
+            command=user_text(public_command(record.get("command") or ""), "block"),
         )
     values = dict(
         card_data=card_data(config, metrics, dataset, model_name).to_yaml(),
-        model_name=model_name,
+        model_name=user_text(model_name),
         origin_text=origin_text(record, conversion),
         scale_text=scale_text(record, parameter_count(config)),
         size_name=size_name(config),
@@ -421,7 +448,7 @@ def render_model_card(
         position_embedding=config.position_embedding,
         distillation_token=config.distillation_token,
         num_labels=len(labels),
-        label_preview=", ".join(labels[:10]) + (", ..." if len(labels) > 10 else ""),
+        label_preview=", ".join(map(user_text, labels[:10])) + (", ..." if len(labels) > 10 else ""),
         num_parameters=parameter_count(config),
         record=record,
         result_rows=result_rows(metrics),
@@ -443,7 +470,10 @@ def leg_rows(legs: list[dict]) -> list[dict]:
         seconds = leg.get("wall_time_seconds")
         rows.append(
             dict(
-                command=leg.get("command") or "(not recorded: its checkpoint was written before commands were kept)",
+                command=user_text(
+                    leg.get("command") or "(not recorded: its checkpoint was written before commands were kept)",
+                    "block",
+                ),
                 wall_time="time not recorded" if seconds is None else "{} min {} s".format(*divmod(int(seconds), 60)),
                 how=leg_how(leg),
             )
@@ -508,11 +538,11 @@ def render_other_model_card(config, metrics: dict, record: dict) -> ModelCard:
     precision = precision_words(record.get("precision") or "float32", record.get("precision_choice"))
     text = (
         f"---\n{data.to_yaml()}\n---\n\n# {config.model_type} image classifier\n\n"
-        f"A transformers `{config.architectures[0] if config.architectures else config.model_type}` trained"
-        f"{other_start(record)} by vit-scratch's `scripts/train.py` on `{public_name(record['dataset'])}` ({splits_text(record)}), "
+        f"A transformers {user_text(config.architectures[0] if config.architectures else config.model_type, 'code')} trained"
+        f"{other_start(record)} by vit-scratch's `scripts/train.py` on {user_text(public_name(record['dataset']), 'code')} ({splits_text(record)}), "
         f"for {schedule_text(record)}, seed {record['seed']}, {precision}, e.g. as a teacher for a distilled ViT. The "
         "command:\n\n"
-        f"```bash\n{public_command(record['command'])}\n```\n\n## Results\n\n| split | metric | value |\n| --- | --- | --- |\n{rows}"
+        f"{user_text(public_command(record['command']), 'block')}\n\n## Results\n\n| split | metric | value |\n| --- | --- | --- |\n{rows}"
     )
     return ModelCard(text)
 
@@ -532,4 +562,4 @@ def starting_weights(record: dict) -> str | None:
     if not start:
         return None
     commit = record.get("initial_weights_commit")
-    return f"`{start}`" + (f" at commit `{commit}`" if commit else "")
+    return user_text(start, "code") + (f" at commit {user_text(commit, 'code')}" if commit else "")

@@ -172,6 +172,7 @@ def write_model_folder(
         record = training_record(
             plain_command(), data_args.dataset, splits, trainer.args, metrics, augmentation_text(data_args)
         )
+        record["finished_at_step"] = trainer.state.global_step  # the step training reached, whatever is kept
         record["validation_views"] = data_args.validation_views  # selection scored this many views of each image
         record.update(notes or {})
         record["weights_sha256"] = weights_sha256(staging)  # the weights the metrics above were measured on

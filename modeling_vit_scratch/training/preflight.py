@@ -22,7 +22,7 @@ from datasets import Image as ImageFeature
 from PIL import Image
 from tqdm.auto import tqdm
 
-from modeling_vit_scratch.common.images import ImageTooLarge, open_bounded
+from modeling_vit_scratch.common.images import ImageTooLarge, frame_count, open_bounded
 from modeling_vit_scratch.common.names import shown_name
 from modeling_vit_scratch.image_processing_vit_scratch import WIDE_MODES, to_model_mode
 
@@ -193,6 +193,7 @@ class ImageCheck:
     decoded: bool
     seconds: float
     places: dict[str, list[tuple[str, int, str]]] = field(default_factory=dict)  # digest -> [(split, label, name)]
+    several_frames: int = 0  # files holding several frames (an animation, a multi-page TIFF): frame 1 is read
 
     @classmethod
     def combined(cls, checks: list["ImageCheck"]) -> "ImageCheck":
@@ -202,11 +203,18 @@ class ImageCheck:
             for digest, where in check.places.items():
                 places.setdefault(digest, []).extend(where)
         seconds = max(c.seconds for c in checks)
-        return cls(sum(check.num_images for check in checks), checks[0].decoded, seconds, places)
+        several = sum(check.several_frames for check in checks)
+        return cls(sum(check.num_images for check in checks), checks[0].decoded, seconds, places, several)
 
     def summary(self) -> str:
         how = "decoded" if self.decoded else "found with readable headers (not decoded: pass --check_images to decode)"
-        return f"Pre-flight: {self.num_images} images {how} in {self.seconds:.1f} s."
+        frames = (
+            f" {self.several_frames:,} file{'s hold' if self.several_frames != 1 else ' holds'} several frames (an "
+            "animation or a multi-page file): frame 1 of each is trained on, the others are not read."
+            if self.several_frames
+            else ""
+        )
+        return f"Pre-flight: {self.num_images} images {how} in {self.seconds:.1f} s.{frames}"
 
     def copies_lines(self, labels: list[str]) -> list[str]:
         """A warning line for files with identical bytes under two class names (the model is taught two labels for
@@ -279,7 +287,7 @@ def check_images(
     total = sum(len(split) for split in splits.values())
     decode = total <= DECODE_UP_FRONT_MAX_IMAGES if decode is None else decode
     index, parts = part
-    checked, places = 0, {}
+    checked, places, several = 0, {}, 0
     with tqdm(
         total=total, desc="Decoding images" if decode else "Opening images", unit="image", disable=not progress
     ) as bar:
@@ -294,13 +302,14 @@ def check_images(
                 rows = cells[start : start + BATCH_ROWS]
                 block = rows[image_column]
                 for offset, (cell, label) in enumerate(zip(block, rows["label"] if labelled else [-1] * len(block))):
-                    digest = check_one(cell, decode, set_split, set_row(split, start + offset))
+                    digest, frames = check_one(cell, decode, set_split, set_row(split, start + offset))
+                    several += frames > 1
                     if digest is not None:
                         name = (cell or {}).get("path") or f"row {start + offset} of split {split_name!r}"
                         places.setdefault(digest, []).append((split_name, label, name))
                 checked += len(block)
                 bar.update(min(len(block) * parts, total - bar.n))  # the other parts keep pace: the whole set
-    return ImageCheck(checked, decode, time.time() - started, places)
+    return ImageCheck(checked, decode, time.time() - started, places, several)
 
 
 def set_row(split, row: int) -> int:
@@ -310,9 +319,9 @@ def set_row(split, row: int) -> int:
     return row if indices is None else indices.column(0)[row].as_py()
 
 
-def check_one(cell: dict | None, decode: bool, split_name: str, row: int) -> str | None:
+def check_one(cell: dict | None, decode: bool, split_name: str, row: int) -> tuple[str | None, int]:
     """One cell opened (and decoded): or a `ValueError` naming the split, row, file and fix. Decoded, the digest of
-    its bytes (a file is read once, then decoded from those bytes), else None."""
+    its bytes (a file is read once, then decoded from those bytes), else None; and its number of frames."""
     path = (cell or {}).get("path")
     where = f"Image {row} of split {split_name!r}" + (f" ({shown_name(path)})" if path else "")
     if cell is None:
@@ -322,6 +331,7 @@ def check_one(cell: dict | None, decode: bool, split_name: str, row: int) -> str
             with open(path, "rb") as file:
                 cell = {"bytes": file.read(), "path": path}
         with open_image(cell, where) as image:
+            frames = frame_count(image)
             if decode:
                 image.load()
                 if image.mode in WIDE_MODES:
@@ -334,7 +344,7 @@ def check_one(cell: dict | None, decode: bool, split_name: str, row: int) -> str
         raise ValueError(f"{where} cannot be used ({str(error).rstrip('.')}).") from None
     except Exception as error:  # noqa: BLE001 PIL raises OSError, SyntaxError, struct.error, ... for damaged files
         raise ValueError(f"{where} cannot be decoded ({pil_reason(error)}): remove or replace the file.") from None
-    return hashlib.blake2b(cell["bytes"], digest_size=16).hexdigest() if decode else None
+    return (hashlib.blake2b(cell["bytes"], digest_size=16).hexdigest() if decode else None), frames
 
 
 def pil_reason(error: Exception) -> str:

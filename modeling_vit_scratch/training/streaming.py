@@ -40,6 +40,7 @@ from datasets import ClassLabel, Dataset, Features, IterableDataset, load_datase
 from datasets import Image as ImageFeature
 from datasets.distributed import split_dataset_by_node
 
+from modeling_vit_scratch.common.images import frame_count
 from modeling_vit_scratch.common.names import shown_name
 from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.training.data import (
@@ -700,6 +701,7 @@ class StreamedImages(torch.utils.data.IterableDataset):
 
     def __init__(self, stream: Stream, transform):
         self.stream, self.transform = stream, transform
+        self.frames_said = False  # an image of several frames is said once per process: frame 1 is trained on
         self.state = {"epoch": 0, "window": 0, "window_start": None, "taken": 0, "bad": []}
 
     def state_dict(self) -> dict:
@@ -770,6 +772,14 @@ class StreamedImages(torch.utils.data.IterableDataset):
         try:
             with open_image(cell, shown_name(str(cell.get("path") or "A streamed image"))) as image:
                 image.load()
+                if frame_count(image) > 1 and not self.frames_said:
+                    self.frames_said = True
+                    logger.warning(
+                        "%s has %d frames (an animation or a multi-page file): frame 1 of it, and of every streamed "
+                        "image of several frames, is trained on; the others are not read.",
+                        shown_name(str(cell.get("path") or "A streamed image")),
+                        frame_count(image),
+                    )
                 item = self.transform({"image": [image], "label": [row["label"]]})
         except Exception as error:  # noqa: BLE001 PIL raises OSError, SyntaxError, ... for damaged images
             return self.skip(cell, error)

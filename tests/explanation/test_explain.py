@@ -337,3 +337,17 @@ def test_per_layer_attention_plot_says_it_shows_the_class_token_row_of_each_laye
         assert len(figure.axes) == 12 and not any(axis.axison for axis in figure.axes if not axis.images)
     finally:
         plt.close(figure)
+
+
+@pytest.mark.parametrize("form, name", [("GIF", "anim.gif"), ("PNG", "anim.png"), ("WEBP", "anim.webp")])
+def test_an_image_of_several_frames_is_explained_from_frame_1_and_said_once(tmp_path, capsys, form, name):
+    from modeling_vit_scratch.explanation.prediction import load_image
+
+    frames = [Image.new("RGB", (8, 8), color) for color in ("red", "green", "blue")]
+    frames[0].save(tmp_path / name, format=form, save_all=True, append_images=frames[1:], duration=100, loop=0)
+    image = load_image(str(tmp_path / name))
+    assert image.tell() == 0 and image.convert("RGB").getpixel((0, 0))[0] > 200  # frame 1, the red one
+    assert capsys.readouterr().err == f"{tmp_path / name} has 3 frames: explained frame 1\n"
+    frames[0].save(tmp_path / "still.png")
+    load_image(str(tmp_path / "still.png"))
+    assert capsys.readouterr().err == ""

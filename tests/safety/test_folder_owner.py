@@ -322,3 +322,28 @@ def test_a_damaged_run_marker_is_one_line_naming_it_and_the_fix_for_every_comman
         "remove that file, then run this again."
     ), result
     assert snapshot(folder) == before
+
+
+@pytest.mark.parametrize("kept", [["checkpoint-5"], ["checkpoint-5", "checkpoint-10"], []])
+def test_a_finished_run_s_step_is_the_one_its_record_states_never_its_newest_checkpoint(tmp_path, kept):
+    """A run trained to step 20, its checkpoint-10 (and -15, -20) moved out since: a resume from checkpoint-5 says
+    the run finished at 20, whichever checkpoints are left; a record from before it kept the step reads the last
+    checkpoint, as before."""
+    import json
+
+    from modeling_vit_scratch.common.run_state import finished_at
+    from modeling_vit_scratch.training.resumed_data import resumed_leg
+
+    run = tmp_path / "run"
+    for name in kept:
+        (run / name).mkdir(parents=True)
+        step = int(name.split("-")[1])
+        (run / name / "trainer_state.json").write_text(json.dumps({"global_step": step, "max_steps": 20}))
+        (run / name / "model.safetensors").write_bytes(b"")
+    run.mkdir(exist_ok=True)
+    (run / "training_record.json").write_text(json.dumps({"finished_at_step": 20}))
+    assert finished_at(run) == 20
+    if kept:
+        assert resumed_leg(str(run / "checkpoint-5")) == {"resumed_from_step": 5, "finished_at_step": 20}
+    (run / "training_record.json").write_text(json.dumps({}))  # written before the record kept the step
+    assert finished_at(run) == (int(kept[-1].split("-")[1]) if kept else None)

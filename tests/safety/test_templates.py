@@ -37,22 +37,89 @@ RECORD = dict(
 )
 
 
-@settings(max_examples=25)
+# HTML, Markdown links, images, code and table syntax: what would render as a tag, a link or an image on the Hub
+MARKUP = st.sampled_from(
+    [
+        "<",
+        ">",
+        "&",
+        "&amp;",
+        '"',
+        "`",
+        "``",
+        "```",
+        "[x](y)",
+        "![x](y)",
+        "<b onmouseover=alert(1)>x</b>",
+        "<script>",
+        "*",
+        "_",
+        "|",
+        "~~",
+        "#",
+        "\\",
+        "<http://x>",
+    ]
+)
+USER_TEXT = st.lists(st.one_of(SYNTAX, MARKUP, USER_TEXT), min_size=1, max_size=6).map("".join)
+
+
+def rendered(card: str) -> list:
+    """The card's body parsed as CommonMark with tables and strikethrough (what the Hub renders): its tokens."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(ModelCard(card).text)
+
+
+def shown(tokens: list) -> list[str]:
+    """What a reader sees, one string per paragraph, heading, table cell or code block."""
+    texts = []
+    for token in tokens:
+        if token.type == "inline":
+            texts.append("".join(child.content if child.type != "softbreak" else " " for child in token.children))
+        elif token.type == "fence":
+            texts.append(token.content)
+    return texts
+
+
+@settings(max_examples=25, deadline=None)
 @given(
     labels=st.lists(USER_TEXT.filter(str.strip), min_size=2, max_size=3, unique=True),
     # a command's absolute paths are published as their last part (tests/safety/test_push_card.py): none here
     command=USER_TEXT.filter(lambda text: "/" not in text and "~" not in text),
-    dataset=USER_TEXT,
+    dataset=USER_TEXT.filter(lambda text: "/" not in text and text.strip()),
+    start=USER_TEXT.filter(lambda text: "/" not in text and text.strip()),
     repo_name=st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,40}", fullmatch=True),
 )
-def test_user_text_is_rendered_literally_in_the_card(labels, command, dataset, repo_name):
+def test_user_text_is_rendered_as_text_in_the_card_never_as_markup(labels, command, dataset, start, repo_name):
     config = tiny_config(num_labels=len(labels), id2label=dict(enumerate(labels)))
-    record = dict(RECORD, command=f"python scripts/train.py --run_name {command}", dataset=dataset)
-    card = str(render_model_card(config, {"test_accuracy": 0.5}, record, model_id=f"me/{repo_name}"))
-    assert f"({', '.join(labels)})" in card  # the label preview, each name as given
-    assert f"python scripts/train.py --run_name {command}" in card
-    assert f"# {repo_name}\n" in card and f'model="me/{repo_name}"' in card
-    assert ModelCard(card).data.license == "apache-2.0"  # the front matter still parses
+    record = dict(
+        RECORD, command=f"python scripts/train.py --run_name {command}", dataset=dataset, initial_weights=start
+    )
+    metrics = {
+        "test_accuracy": 0.5,
+        "test_confusion_matrix": {"labels": labels, "matrix": [[1] * len(labels)] * len(labels)},
+        "test_per_class_accuracy": dict.fromkeys(labels, 0.5),
+    }
+    for model_id in (f"me/{repo_name}", None):  # without a repo the card is named after the data set
+        card = str(render_model_card(config, metrics, record, model_id=model_id))
+        tokens = rendered(card)
+        every = [token for token in tokens for token in [token, *(token.children or [])]]
+        assert not {"html_block", "html_inline", "link_open", "image"} & {token.type for token in every}
+        texts, one_line = shown(tokens), lambda text: " ".join(text.split())
+        assert f"({', '.join(map(one_line, labels))})." in " ".join(texts)  # the label preview, as given
+        assert {one_line(label) for label in labels} <= set(texts)  # each a cell of the per-class table
+        assert f"python scripts/train.py --run_name {command}\n" in texts  # the command's code block
+        assert f"The image-classification data set {one_line(dataset)}. Splits:" in " ".join(texts)
+        assert f"starting from the weights of {one_line(start)}," in " ".join(texts)
+        assert (one_line(f"vit-scratch-{Path(dataset).name}") if model_id is None else repo_name) == texts[
+            0
+        ]  # the heading
+        data = ModelCard(card).data  # the front matter still parses, and names the model exactly
+        assert (data.license, data.model_name) == (
+            "apache-2.0",
+            model_id.split("/")[-1] if model_id else f"vit-scratch-{Path(dataset).name}",
+        )
 
 
 def test_a_placeholder_the_template_itself_leaves_is_still_refused():

@@ -74,3 +74,32 @@ def test_following_each_printed_fix_reaches_splits_datasets_makes(counts, carve_
     full = Dataset.from_dict({"label": labels}, features=Features(label=ClassLabel(names=names)))
     for split, fraction in carve_outs:  # as prepare_splits does: test first, then validation from what is left
         full = full.train_test_split(test_size=fraction, seed=0, stratify_by_column="label")["train"]
+
+
+def frames_file(path, form: str):
+    """A 3-frame 8x8 image at `path`: an animated GIF or APNG, made by Pillow."""
+    from PIL import Image
+
+    frames = [Image.new("RGB", (8, 8), color) for color in ("red", "green", "blue")]
+    frames[0].save(path, format=form, save_all=True, append_images=frames[1:], duration=100, loop=0)
+    return str(path)
+
+
+@pytest.mark.parametrize("decode", [True, False])
+def test_files_of_several_frames_are_counted_once_and_said_frame_1_is_trained_on(tmp_path, decode):
+    from datasets import Image as ImageFeature
+
+    from modeling_vit_scratch.training.preflight import check_images
+
+    still = tmp_path / "still.png"
+    __import__("PIL.Image").Image.new("RGB", (8, 8)).save(still)
+    paths = [frames_file(tmp_path / "a.gif", "GIF"), frames_file(tmp_path / "b.png", "PNG"), str(still)]
+    split = Dataset.from_dict({"image": paths, "label": [0, 1, 0]}).cast_column("image", ImageFeature())
+    check = check_images(datasets.DatasetDict(train=split), decode=decode, progress=False)
+    assert check.several_frames == 2
+    assert check.summary().endswith(
+        " 2 files hold several frames (an animation or a multi-page file): frame 1 of each is trained on, the others "
+        "are not read."
+    )
+    still_only = check_images(datasets.DatasetDict(train=split.select([2])), decode=decode, progress=False)
+    assert still_only.several_frames == 0 and still_only.summary().endswith(" s.")

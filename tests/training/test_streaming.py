@@ -364,3 +364,30 @@ def test_the_left_out_line_of_a_streamed_folder_never_names_a_shard_it_reads(tmp
     (folder / "notes.txt").write_text("about the set\n")
     (folder / "README.md").write_text("# the set\n")  # datasets reads it for the features
     assert stream_left_out_line(str(folder)) == "Left out 1 file that is not a parquet shard (e.g. notes.txt)."
+
+
+def test_a_streamed_image_of_several_frames_is_trained_from_frame_1_and_said_once(tmp_path, caplog):
+    from PIL import Image
+
+    from modeling_vit_scratch.training.streaming import StreamedImages
+
+    frames = [Image.new("RGB", (8, 8), color) for color in ("red", "green", "blue")]
+    frames[0].save(tmp_path / "a.gif", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    frames[0].save(tmp_path / "b.png", save_all=True, append_images=frames[1:], duration=100)
+    seen = []
+
+    def transform(batch):
+        seen.append(batch["image"][0].convert("RGB").getpixel((0, 0)))
+        return {"pixel_values": [0], "labels": batch["label"]}
+
+    images = StreamedImages(None, transform)
+    with caplog.at_level("WARNING", logger="modeling_vit_scratch.training.streaming"):
+        for name in ("a.gif", "b.png", "a.gif"):
+            assert images.processed({"image": {"path": str(tmp_path / name), "bytes": None}, "label": 0})
+    said = [record.getMessage() for record in caplog.records if "frames" in record.getMessage()]
+    line = (
+        f"{tmp_path / 'a.gif'} has 3 frames (an animation or a multi-page file): frame 1 of it, and of every "
+        "streamed image of several frames, is trained on; the others are not read."
+    )
+    assert said == [line]
+    assert seen == [(255, 0, 0)] * 3  # frame 1 of each, the red one
