@@ -9,7 +9,7 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
-from helpers import MODEL_FOLDER_FILES, PROCESS_TIMEOUT, REPO
+from helpers import MODEL_FOLDER_FILES, PROCESS_TIMEOUT, REPO, made_once
 from PIL import Image
 
 BASE_REQUIREMENTS = {"torch", "transformers", "safetensors", "pillow", "numpy"}
@@ -22,43 +22,48 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """The wheel pip builds from the checkout, as `pip install .` would."""
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--quiet",
-            "--disable-pip-version-check",
-            "-w",
-            str(out),
-            str(REPO),
-        ],
-        check=True,
-        capture_output=True,
-        cwd=out,
-        timeout=PROCESS_TIMEOUT,
-    )
-    (path,) = out.glob("vit_scratch-*.whl")
+    """The wheel pip builds from the checkout, as `pip install .` would (built once per test run: `made_once`)."""
+
+    def build(out: Path) -> None:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--no-deps",
+                "--no-build-isolation",
+                "--quiet",
+                "--disable-pip-version-check",
+                "-w",
+                str(out),
+                str(REPO),
+            ],
+            check=True,
+            capture_output=True,
+            cwd=out,
+            timeout=PROCESS_TIMEOUT,
+        )
+
+    (path,) = made_once(tmp_path_factory, "test_packaging-wheel", build).glob("vit_scratch-*.whl")
     return path
 
 
 @pytest.fixture(scope="module")
 def installed(wheel, tmp_path_factory) -> Path:
-    """A folder the wheel is installed into (`pip install --target`), shared by the tests that only run from it."""
-    site = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--disable-pip-version-check"]
-        + ["--target", str(site), str(wheel)],
-        check=True,
-        capture_output=True,
-        timeout=PROCESS_TIMEOUT,
-    )
-    return site
+    """A folder the wheel is installed into (`pip install --target`), shared by the tests that only run from it
+    (installed once per test run: `made_once`)."""
+
+    def install(site: Path) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--disable-pip-version-check"]
+            + ["--target", str(site), str(wheel)],
+            check=True,
+            capture_output=True,
+            timeout=PROCESS_TIMEOUT,
+        )
+
+    return made_once(tmp_path_factory, "test_packaging-site", install)
 
 
 def run_outside_checkout(code: str, site: Path, cwd: Path) -> subprocess.CompletedProcess:

@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 from entry_points import outcome
-from helpers import pushed_card, run_fresh, run_fresh_revisions, tiny_config
+from helpers import made_once, pushed_card, run_fresh, run_fresh_revisions, tiny_config
 from hub_server import TOKEN, LocalHub, Store, local_hub  # noqa: F401  (the fixture)
 from huggingface_hub import ModelCard, constants
 
@@ -122,21 +122,39 @@ def titles(hub, revision: str = "main") -> list[str]:
 def pushed(tmp_path_factory):
     """One hub and one pushing process for the tests that read a first push: a trained folder (sharded, with a commit
     message), then a newer model to the same repo, then a bare saved folder (no training files) to another repo. The
-    token is given to each push (the one the Hub accepts), and another one is in HF_TOKEN: neither may be shown."""
-    root = tmp_path_factory.mktemp("pushed")
-    model = saved_folder(root / "run")
-    newer = saved_folder(root / "run2", seed=1)
-    saved_folder(root / "bare", with_training_files=False)
+    token is given to each push (the one the Hub accepts), and another one is in HF_TOKEN: neither may be shown.
+    Pushed once per test run (`made_once`): each worker serves the pushed store with a hub of its own."""
+
+    def make(root: Path) -> None:
+        saved_folder(root / "run")
+        saved_folder(root / "run2", seed=1)
+        saved_folder(root / "bare", with_training_files=False)
+        with LocalHub(root / "hub") as hub:
+            outcomes = push(
+                hub,
+                root,
+                dict(max_shard_size="40KB", commit_message="first model\n\nwhy it was trained\nand how", token=TOKEN),
+                dict(folder=root / "run2", token=TOKEN),
+                dict(folder=root / "bare", repo_id=BARE_REPO_ID, token=TOKEN),
+                env={"HF_TOKEN": GIVEN_TOKEN},  # push() checks that no output holds either token
+            )
+            (root / "pushes.json").write_text(json.dumps(dict(outcomes=outcomes, unknown_routes=hub.unknown_routes)))
+
+    root = made_once(tmp_path_factory, "test_hub-pushed", make)
+    pushes = json.loads((root / "pushes.json").read_text())
+    first, second, bare = pushes["outcomes"]
+    own = tmp_path_factory.mktemp("pushed")  # the pushed models again (the same seeds), as objects in this worker
+    model, newer = saved_folder(own / "run"), saved_folder(own / "run2", seed=1)
     with LocalHub(root / "hub") as hub:
-        first, second, bare = push(
-            hub,
-            root,
-            dict(max_shard_size="40KB", commit_message="first model\n\nwhy it was trained\nand how", token=TOKEN),
-            dict(folder=root / "run2", token=TOKEN),
-            dict(folder=root / "bare", repo_id=BARE_REPO_ID, token=TOKEN),
-            env={"HF_TOKEN": GIVEN_TOKEN},  # push() checks that no output holds either token
+        yield SimpleNamespace(
+            hub=hub,
+            model=model,
+            newer=newer,
+            first=first,
+            second=second,
+            bare=bare,
+            push_unknown_routes=pushes["unknown_routes"],
         )
-        yield SimpleNamespace(hub=hub, model=model, newer=newer, first=first, second=second, bare=bare)
 
 
 def test_push_uploads_everything_and_loads_back_without_the_package(pushed, tmp_path):
@@ -179,7 +197,7 @@ def test_push_uploads_everything_and_loads_back_without_the_package(pushed, tmp_
     files = set(hub.files(REPO_ID, second["commit_id"]))  # the first push's shards went with the new model
     assert "model.safetensors" in files and not any(name.startswith("model-") for name in files)
     assert "model.safetensors.index.json" not in files
-    assert hub.unknown_routes == []
+    assert pushed.push_unknown_routes == [] and hub.unknown_routes == []
 
 
 def test_model_card_is_valid_and_its_metrics_are_the_measured_ones_or_absent(pushed):

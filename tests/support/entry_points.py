@@ -48,6 +48,12 @@ class Outcome:
         """Refused with one clear line: `error: ...` on one line, no traceback."""
         return self.traceback is None and self.error is not None and "\n" not in self.error.strip()
 
+    def refused(self, *unwritten: Path) -> str:
+        """The one line of a refusal that wrote none of `unwritten` (the paths a working run would write)."""
+        assert self.one_line, self
+        assert not [path for path in unwritten if path.exists()], (self, unwritten)
+        return self.error
+
 
 def outcome(name: str, argv: list[str]) -> Outcome:
     """Run entry point `name` with `argv` in this process; never raises."""

@@ -7,14 +7,17 @@ as a script in a new process (the torchrun worker in tests/training/test_distrib
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from filelock import FileLock
 from PIL import Image
 from transformers import TrainingArguments
 
@@ -113,6 +116,23 @@ def one_by_default(cases: list) -> list:
 
 def _as_tuple(case) -> tuple:
     return case if isinstance(case, tuple) else (case,)
+
+
+def made_once(tmp_path_factory, name: str, make: Callable[[Path], None]) -> Path:
+    """The folder `name`, filled by `make(folder)` once per test run, for a module-scoped fixture whose set-up is
+    costly (a training, a push, a pip install). pytest-xdist spreads a module's tests over its workers, and each
+    worker would run the fixture again: the first worker to need the folder makes it under a lock, the others wait
+    and read it. The tests only read it (a test that changes it would change it for the others)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name  # the run's, not the worker's
+    made = folder.with_name(f"{name}.made")  # beside the folder: the folder holds only what `make` wrote
+    with FileLock(f"{folder}.lock"):
+        if not made.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a failed attempt left
+            folder.mkdir()
+            make(folder)
+            made.touch()
+    return folder
 
 
 # How long a test waits for a process it started: long enough for a 2-core machine running other jobs (a timeout is

@@ -4,11 +4,12 @@ through scripts/train.py (a ResNet teacher trained by the same script, on one pr
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
 from entry_points import outcome
-from helpers import run_script, tiny_model_file, training_args
+from helpers import made_once, run_script, tiny_model_file, training_args
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForImageClassification, ResNetConfig, ResNetForImageClassification
 
@@ -153,14 +154,17 @@ def tiny_teacher_file(tmp_path) -> str:
 @pytest.fixture(scope="module")
 def trained_teacher(tmp_path_factory):
     """A small ResNet trained on 64 digits by `train`, from a config file with `model_type: resnet`, choosing its
-    precision as `make teacher` does (the digits recipe sets --bf16_when_faster)."""
-    tmp_path = tmp_path_factory.mktemp("teacher")
-    train(
-        ModelArguments(model=tiny_teacher_file(tmp_path), bf16_when_faster=True),
-        DataArguments(dataset="digits", max_train_samples=64),
-        training_args(tmp_path / "teacher", num_train_epochs=1),
-    )
-    return tmp_path / "teacher"
+    precision as `make teacher` does (the digits recipe sets --bf16_when_faster). Trained once per test run
+    (`made_once`)."""
+
+    def make(tmp_path: Path) -> None:
+        train(
+            ModelArguments(model=tiny_teacher_file(tmp_path), bf16_when_faster=True),
+            DataArguments(dataset="digits", max_train_samples=64),
+            training_args(tmp_path / "teacher", num_train_epochs=1),
+        )
+
+    return made_once(tmp_path_factory, "test_distillation-teacher", make) / "teacher"
 
 
 def test_the_script_trains_a_transformers_cnn_from_a_config_file(trained_teacher):

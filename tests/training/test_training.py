@@ -9,7 +9,7 @@ import pytest
 import torch
 import yaml
 from entry_points import outcome, with_arguments
-from helpers import MODEL_FOLDER_FILES, run_script, tiny_model_file, training_args, write_imagefolder
+from helpers import MODEL_FOLDER_FILES, made_once, run_script, tiny_model_file, training_args, write_imagefolder
 from hub_server import TOKEN, LocalHub
 from PIL import Image
 from safetensors.torch import load_file
@@ -41,15 +41,20 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def trained_imagefolder(tmp_path_factory):
-    """A 3-channel model trained on a grayscale imagefolder (converted, not rejected) through the Trainer."""
-    tmp_path = tmp_path_factory.mktemp("run")
-    folder = write_imagefolder(tmp_path / "pets", per_class=12, mode="L")
-    metrics = train(
-        ModelArguments(model=tiny_model_file(tmp_path, num_channels=3)),
-        DataArguments(dataset=str(folder), validation_fraction=0.25, test_fraction=0.25),
-        training_args(tmp_path / "out", num_train_epochs=6),
-    )
-    return tmp_path / "out", metrics
+    """A 3-channel model trained on a grayscale imagefolder (converted, not rejected) through the Trainer, and the
+    metrics `train` returned. Trained once per test run (`made_once`)."""
+
+    def make(tmp_path: Path) -> None:
+        folder = write_imagefolder(tmp_path / "pets", per_class=12, mode="L")
+        metrics = train(
+            ModelArguments(model=tiny_model_file(tmp_path, num_channels=3)),
+            DataArguments(dataset=str(folder), validation_fraction=0.25, test_fraction=0.25),
+            training_args(tmp_path / "out", num_train_epochs=6),
+        )
+        (tmp_path / "returned_metrics.json").write_text(json.dumps(metrics))
+
+    tmp_path = made_once(tmp_path_factory, "test_training-run", make)
+    return tmp_path / "out", json.loads((tmp_path / "returned_metrics.json").read_text())
 
 
 def test_loss_falls_and_the_folder_holds_everything(trained_imagefolder):
