@@ -259,10 +259,11 @@ def check_weights_fit(folder: str | Path, config) -> None:
         (shown, in_file), (wanted, implied) = stored.get(name, (None, None)), expected.get(name, (None, None))
         if in_file == implied or (is_head(name) and (in_file is None or implied is None or in_file[1:] == implied[1:])):
             continue
+        # worded as the model's own load words them (loading_vit_scratch.py `checked_loading`)
         if in_file is None:
-            differs = f"has no tensor {wanted!r}, which config.json implies (of shape {implied})"
+            differs = f"has no tensor {wanted!r} that config.json asks for (of shape {implied})"
         elif implied is None:
-            differs = f"holds tensor {shown!r} (of shape {in_file}), for which config.json implies no place"
+            differs = f"has a tensor {shown!r} (of shape {in_file}) that config.json has no place for"
         else:
-            differs = f"holds tensor {shown!r} of shape {in_file} where config.json implies {implied}"
+            differs = f"holds {shown!r} of shape {in_file} where config.json asks for {implied}"
         raise ValueError(f"{where} {differs}: {DIFFERENT_MODELS_FIX}.")
