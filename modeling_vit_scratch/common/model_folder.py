@@ -29,6 +29,10 @@ DAMAGED_FIX = (
     "the folder is damaged; restore the file (from a backup, or the repo the folder came from), or save the folder "
     "again with save_pretrained"
 )
+# A PEFT adapter's files: transformers finds adapter_config.json beside (or instead of) a model and loads the adapter
+# over it, or loads the base model the adapter names from another repo; no from_pretrained option turns that off.
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "adapter_model.*"
 
 
 def model_folder_signs(folder: str | Path) -> list[str]:
@@ -101,6 +105,23 @@ def check_settings_finite(content: dict, path: Path) -> None:
             stack += [(f"{key}.{inner}", item) for inner, item in value.items()]
         elif isinstance(value, list):
             stack += [(f"{key}[{index}]", item) for index, item in enumerate(value)]
+
+
+def check_no_adapter(folder: str | Path) -> None:
+    """A one-line ValueError naming the PEFT adapter file in `folder` (a model folder, or a hub repo's settings fetched
+    to one): a command reads the folder's own model only, and transformers would load the adapter over it (or the
+    base model the adapter names, from another repo) without a word. The fix: merge the adapter into the model, or
+    remove its files."""
+    folder = Path(folder)
+    found = sorted(path.name for path in folder.glob(ADAPTER_WEIGHTS) if path.is_file())
+    found = [ADAPTER_CONFIG] * (folder / ADAPTER_CONFIG).is_file() + found
+    if found:
+        raise ValueError(
+            f"{folder / found[0]} is a PEFT adapter beside the model, which transformers would load over the model "
+            "(or load the base model it names instead); a command reads the folder's own model only: merge it into "
+            "the model (peft's `merge_and_unload()`, then `save_pretrained`), or remove the adapter files "
+            f"({', '.join(found)})."
+        )
 
 
 def check_vit_scratch_type(folder: str | Path, shown: str, then: str, other: str) -> None:
@@ -192,6 +213,8 @@ def check_buildable(folder: str | Path) -> None:
     value and the fix (restore the file, or save the folder again), never a traceback or a later symptom. Every
     command that reads a model folder passes here (through `check_no_foreign_code`, or push's checks):
 
+    - no PEFT adapter (`check_no_adapter`): the model read is the folder's own, never an adapter over it or another
+      repo's;
     - both files: readable JSON objects of a sane size and depth (`read_json`), every number finite (`check_settings_finite`);
     - config.json: no key that loads other code (`check_loader_keys`); a vit_scratch config builds
       (`ViTScratchConfig`: any of its ValueErrors, such as a head count that does not divide hidden_size, or labels
@@ -201,6 +224,7 @@ def check_buildable(folder: str | Path) -> None:
       from their headers against that model built on the `meta` device (`check_weights_fit`), so a config edited to
       a model the machine could hold but the weights do not fill is refused before any memory is taken."""
     folder = Path(folder)
+    check_no_adapter(folder)
     for name in DESCRIBING_FILES:
         if (folder / name).is_file():
             check_settings_finite(read_json(folder / name), folder / name)

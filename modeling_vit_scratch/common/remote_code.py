@@ -9,7 +9,7 @@ unless the user asked for remote code (only `explain --trust_remote_code` can).
 
 from pathlib import Path
 
-from modeling_vit_scratch.common.model_folder import check_buildable, read_json
+from modeling_vit_scratch.common.model_folder import ADAPTER_CONFIG, check_buildable, read_json
 from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig, auto_map_entry
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor, ViTScratchImageProcessorFast
@@ -74,13 +74,13 @@ def check_no_foreign_code(
 
 
 def settings_of_repo(repo_id: str, revision: str | None = None) -> Path | None:
-    """A local copy of a hub repo's config.json and preprocessor_config.json at `revision` (default: main; from the
-    cache, or downloaded), or None where `repo_id` names no repo that can be reached."""
+    """A local copy of a hub repo's config.json, preprocessor_config.json and adapter_config.json (where it has one:
+    `check_buildable` refuses an adapter) at `revision` (default: main; from the cache, or downloaded), or None where `repo_id` names no repo that can be reached."""
     if looks_like_local_path(repo_id):
         return None
     from huggingface_hub import snapshot_download
 
     try:
-        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=list(OWN_AUTO_MAP)))
+        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=[*OWN_AUTO_MAP, ADAPTER_CONFIG]))
     except Exception:  # noqa: BLE001 - an unknown or unreachable repo: the load that follows says why
         return None

@@ -304,3 +304,68 @@ def test_a_trusted_hub_repo_s_settings_are_checked_as_a_local_folder_s(tmp_path,
     for trusted in (False, True):
         with pytest.raises(ValueError, match=r"config\.json gives layer_norm_eps the value nan"):
             remote_code.check_no_foreign_code("local-user/repo", "fix", trust_remote_code=trusted)
+
+
+def write_adapter(folder: Path, parts: tuple[str, ...], base: str = "whatever") -> None:
+    """A LoRA adapter of the scenario's classifier beside a model's files: its config, its weights, or both."""
+    import torch
+    from safetensors.torch import save_file
+
+    if "config" in parts:
+        adapter = {"peft_type": "LORA", "base_model_name_or_path": base, "target_modules": ["classifier"]}
+        (folder / "adapter_config.json").write_text(json.dumps({**adapter, "r": 2, "lora_alpha": 4}))
+    if "weights" in parts:
+        prefix = "base_model.model.classifier"
+        tensors = {f"{prefix}.lora_A.weight": torch.ones(2, 24), f"{prefix}.lora_B.weight": torch.ones(3, 2)}
+        save_file(tensors, folder / "adapter_model.safetensors")
+
+
+# an adapter beside a model, whole or in part (config only: transformers finds it by its config; weights only)
+ADAPTERS = {"whole": ("config", "weights"), "config only": ("config",), "weights only": ("weights",)}
+
+
+@pytest.mark.parametrize("parts", ADAPTERS)
+@pytest.mark.parametrize(("name", "argument"), MODEL_FOLDER_READERS)
+def test_a_folder_holding_an_adapter_is_one_line_naming_it_and_the_merge_at_every_reader(
+    tmp_path, name, argument, parts
+):
+    """A command reads a folder's own model only: a PEFT adapter beside it (which transformers would load over the
+    model, or load another repo's base model for) is one line naming its file and the fix, before anything loads."""
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "adapted"
+    shutil.copytree(scenario.model(), folder)
+    write_adapter(folder, ADAPTERS[parts])
+    before = snapshot(folder)
+    result = outcome(name, argv_reading(scenario, name, argument, folder))
+    assert result.one_line, result
+    first = "adapter_config.json" if "config" in ADAPTERS[parts] else "adapter_model.safetensors"
+    assert f"{folder / first} is a PEFT adapter" in result.error, result.error
+    assert "merge_and_unload()" in result.error and "remove the adapter files" in result.error, result.error
+    assert snapshot(folder) == before
+
+
+def test_a_hub_repo_holding_an_adapter_is_refused_from_its_fetched_settings(tmp_path, monkeypatch):
+    """A hub repo's settings fetch takes its adapter_config.json too, so a repo whose adapter names another repo's
+    base model is refused as a local folder is, trusted or not."""
+    from modeling_vit_scratch.common import remote_code
+
+    snapshot_folder = tmp_path / "snapshot"
+    shutil.copytree(Scenario(tmp_path).model(), snapshot_folder)
+    write_adapter(snapshot_folder, ("config",), base="local-user/m1")
+    monkeypatch.setattr(remote_code, "settings_of_repo", lambda repo_id, revision=None: snapshot_folder)
+    for trusted in (False, True):
+        with pytest.raises(ValueError, match=r"adapter_config\.json is a PEFT adapter.*merge_and_unload"):
+            remote_code.check_no_foreign_code("local-user/repo", "fix", trust_remote_code=trusted)
+
+
+def test_the_hub_settings_fetch_takes_the_adapter_config(monkeypatch, tmp_path):
+    import huggingface_hub
+
+    from modeling_vit_scratch.common import remote_code
+
+    asked = {}
+    monkeypatch.setattr(
+        huggingface_hub, "snapshot_download", lambda repo_id, **kwargs: asked.update(kwargs) or tmp_path
+    )
+    remote_code.settings_of_repo("local-user/repo")
+    assert "adapter_config.json" in asked["allow_patterns"], asked
