@@ -32,6 +32,10 @@ DAMAGED_FIX = (
 # A PEFT adapter's files: transformers finds adapter_config.json beside (or instead of) a model and loads the adapter
 # over it, or loads the base model the adapter names from another repo; no from_pretrained option turns that off.
 ADAPTER_CONFIG = "adapter_config.json"
+# The image processors a vit_scratch folder may name: the package's own (what save_pretrained writes), and
+# transformers' ViT processor, whose RGB output explain's `model_inputs` brings to a grayscale model's one channel.
+OWN_PROCESSOR_TYPES = ("ViTScratchImageProcessor", "ViTScratchImageProcessorFast")
+BRIDGED_PROCESSOR_TYPES = ("ViTImageProcessor", "ViTImageProcessorFast")
 ADAPTER_WEIGHTS = "adapter_model.*"
 
 
@@ -220,6 +224,8 @@ def check_buildable(folder: str | Path) -> None:
       (`ViTScratchConfig`: any of its ValueErrors, such as a head count that does not divide hidden_size, or labels
       whose ids are not integers) and describes a model one process can hold (`check_model_size`): an edited size
       would allocate terabytes before any load could say the weights do not fit;
+    - its preprocessor_config.json names a processor the model reads through, with a mean and std per channel
+      (`check_processor_kind`);
     - its safetensors weights, where the folder holds them, are the model config.json describes: names and shapes
       from their headers against that model built on the `meta` device (`check_weights_fit`), so a config edited to
       a model the machine could hold but the weights do not fill is refused before any memory is taken."""
@@ -253,9 +259,33 @@ def check_buildable(folder: str | Path) -> None:
             raise ValueError(f"{path}: {message}.") from None
         what = message.split(": ")[0] if " must " in message.split(": ")[0] else message
         raise ValueError(f"{path} does not build a model ({what}): {DAMAGED_FIX}.") from None
+    if (folder / PROCESSOR_FILE).is_file():
+        check_processor_kind(read_json(folder / PROCESSOR_FILE), folder / PROCESSOR_FILE, config.num_channels)
     from modeling_vit_scratch.common.weights import check_weights_fit
 
     check_weights_fit(folder, config)
+
+
+def check_processor_kind(processor: dict, path: Path, channels: int) -> None:
+    """A one-line ValueError naming `path` (a vit_scratch folder's preprocessor_config.json, as `processor`), the key
+    and its value where the processor is not one the model reads through: an `image_processor_type` other than the
+    package's own (or transformers' ViT one, which explain bridges), or an `image_mean` / `image_std` with another
+    length than the model's `channels` (1 or 3 for transformers' ViT processor). Another processor class would be
+    loaded and fail on the model's channels naming nothing ("mean must have 3 elements")."""
+    kind = processor.get("image_processor_type")  # absent: the loader takes the model type's own processor
+    if kind is not None and kind not in OWN_PROCESSOR_TYPES + BRIDGED_PROCESSOR_TYPES:
+        raise ValueError(
+            f"{path} gives image_processor_type {kind!r}, which is not vit-scratch's own processor "
+            f"({' or '.join(OWN_PROCESSOR_TYPES)}): {DAMAGED_FIX}."
+        )
+    lengths = {channels, 1, 3} if kind in BRIDGED_PROCESSOR_TYPES else {channels}
+    for name in ("image_mean", "image_std"):
+        values = processor.get(name)
+        if isinstance(values, list) and len(values) not in lengths:
+            raise ValueError(
+                f"{path} gives {name} {values}, but config.json's num_channels is {channels}, so it must give "
+                f"{channels} values: {DAMAGED_FIX}."
+            )
 
 
 def _is_label_id(value) -> bool:

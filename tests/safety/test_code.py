@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from entry_points import MODEL_FOLDER_READERS, Scenario, argv_reading, command_env, hub_repo, outcome
-from helpers import PROCESS_TIMEOUT, REPO, one_by_default
+from helpers import PROCESS_TIMEOUT, REPO, TINY_MODEL, one_by_default
 from hub_server import local_hub  # noqa: F401  (the fixture)
 
 from modeling_vit_scratch.common.remote_code import foreign_code
@@ -231,6 +231,19 @@ BAD_VALUES = {
     "label ids": ("config.json", "id2label", {"a": "x", "b": "y", "c": "z"}, "id2label the id 'a'"),
     "quantization": ("config.json", "quantization_config", {"quant_method": "bitsandbytes"}, "quantization_config"),
     "hub kernel": ("config.json", "_attn_implementation", "kernels-community/flash-attn", "'kernels-community/"),
+    "processor type": (
+        "preprocessor_config.json",
+        "image_processor_type",
+        "CLIPImageProcessor",
+        "'CLIPImageProcessor'",
+    ),
+    "mean length": (
+        "preprocessor_config.json",
+        "image_mean",
+        [0.5, 0.5],
+        "image_mean [0.5, 0.5], but config.json's num_channels is 3",
+    ),
+    "std length": ("preprocessor_config.json", "image_std", [0.5], "image_std [0.5], but"),
 }
 
 
@@ -369,3 +382,26 @@ def test_the_hub_settings_fetch_takes_the_adapter_config(monkeypatch, tmp_path):
     )
     remote_code.settings_of_repo("local-user/repo")
     assert "adapter_config.json" in asked["allow_patterns"], asked
+
+
+def test_a_grayscale_folder_naming_another_processor_is_one_line_and_the_package_s_own_pass(tmp_path):
+    """A 1-channel model whose preprocessor_config.json names CLIP's processor (which would be loaded, then fail on
+    the 1-value mean naming nothing) is refused naming the file and the key; the package's own processors, slow or
+    fast, and transformers' ViT one (whose RGB output explain brings to one channel) pass."""
+    from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchImageProcessor
+    from modeling_vit_scratch.common.model_folder import check_buildable
+
+    config = ViTScratchConfig(**TINY_MODEL, num_labels=3, num_channels=1)
+    ViTScratchForImageClassification(config).save_pretrained(tmp_path)
+    ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path)
+    path = tmp_path / "preprocessor_config.json"
+    content = json.loads(path.read_text())
+    for kind in ("ViTScratchImageProcessor", "ViTScratchImageProcessorFast", "ViTImageProcessor"):
+        path.write_text(json.dumps({**content, "image_processor_type": kind}))
+        check_buildable(tmp_path)
+    path.write_text(json.dumps({**content, "image_processor_type": "CLIPImageProcessor"}))
+    with pytest.raises(ValueError, match=r"preprocessor_config\.json gives image_processor_type 'CLIPImageProcessor'"):
+        check_buildable(tmp_path)
+    path.write_text(json.dumps({**content, "image_std": [0.5, 0.5, 0.5]}))
+    with pytest.raises(ValueError, match=r"image_std \[0.5, 0.5, 0.5\], but config.json's num_channels is 1"):
+        check_buildable(tmp_path)
