@@ -52,18 +52,32 @@ CACHE_VARIABLES = ("HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE")  # the folder
 
 
 def check_cache_folders() -> None:
-    """A cache variable (`CACHE_VARIABLES`) naming something that exists and is no folder (a file) is one line naming
+    """A cache variable (`CACHE_VARIABLES`) naming a path that is no folder and cannot become one is one line naming
     the variable, its value and the fix, checked with HF_ENDPOINT before any Hub call: the libraries would log a
-    stray "corrupted cache" line and then blame the repo id, the access or the network. A path not yet there is
-    fine: the libraries make the folder."""
+    stray "corrupted cache" line, or fail on a file below it (`HF_HOME/token`), and then blame the repo id, the
+    access or the network. The path, or where it is not there yet its nearest existing parent, must be a folder
+    (`/dev/null/x` is below a file); a path not yet there is made by the libraries, so that parent must be writable."""
     from modeling_vit_scratch.common.names import shown_name
 
     for variable in CACHE_VARIABLES:
         value = os.environ.get(variable)
-        if value and os.path.exists(os.path.expanduser(value)) and not os.path.isdir(os.path.expanduser(value)):
+        if not value:
+            continue
+        path = Path(os.path.expanduser(value))
+        existing = next((parent for parent in (path, *path.parents) if os.path.lexists(parent)), None)
+        if existing is None:
+            continue
+        fix = f"set {variable} to a folder (a new path is made), or unset it for the default cache"
+        below = "" if existing == path else f", below '{shown_name(str(existing))}'"
+        if not existing.is_dir():
             raise ValueError(
-                f"{variable} is '{shown_name(value)}', which is not a folder, so the Hugging Face cache cannot be "
-                f"kept there: set {variable} to a folder (a new path is made), or unset it for the default cache."
+                f"{variable} is '{shown_name(value)}'{below}, which is not a folder, so the Hugging Face cache cannot "
+                f"be kept there: {fix}."
+            )
+        if existing != path and not os.access(existing, os.W_OK | os.X_OK):
+            raise ValueError(
+                f"{variable} is '{shown_name(value)}', which is not there and cannot be made: "
+                f"'{shown_name(str(existing))}' is not writable, so the Hugging Face cache cannot be kept there: {fix}."
             )
 
 

@@ -679,27 +679,49 @@ def test_a_hub_model_the_hub_address_answers_with_an_error_status_for_is_named_w
     assert not any(path.name.startswith("out-") for path in tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("below", [False, True])
 @pytest.mark.parametrize(
     "variable, command",
     [("HF_HUB_CACHE", "explain"), ("HF_HOME", "push"), ("HF_DATASETS_CACHE", "train --dataset")],
 )
-def test_a_cache_variable_naming_a_file_is_one_line_before_any_hub_call(tmp_path, monkeypatch, variable, command):
+def test_a_cache_variable_naming_a_file_is_one_line_before_any_hub_call(
+    tmp_path, monkeypatch, variable, command, below
+):
     """HF_HUB_CACHE naming a regular file gave a stray "Ignoring corrupted tree cache file" line, then "check the repo
-    id, your access and the network": each cache variable naming something that is no folder is one line naming it,
-    checked with HF_ENDPOINT by every command that reaches the Hub. A path not yet there is made: no line."""
+    id, your access and the network", and HF_HOME below a file (`/dev/null/x`) a NotADirectoryError blamed on them:
+    each cache variable naming something that is no folder, or a path whose nearest existing parent is none, is one
+    line naming it, checked with HF_ENDPOINT by every command that reaches the Hub. A path not yet there is made."""
     cache = tmp_path / "cache-file"
     cache.write_text("not a folder")
-    monkeypatch.setenv(variable, str(cache))
+    value = cache / "x" / "y" if below else cache
+    monkeypatch.setenv(variable, str(value))
     scenario = Scenario(tmp_path)
     name, _, argument = command.partition(" ")
     argv = [str(scenario.model()), "someone/model"] if name == "push" else scenario.argv(name)
     argv = argv if name == "push" else with_argument(argv, argument or "--model", "someone/model")
     result = outcome(name, argv)
+    where = f", below '{cache}'" if below else ""
     assert result.error == (
-        f"error: {variable} is '{cache}', which is not a folder, so the Hugging Face cache cannot be kept there: set "
-        f"{variable} to a folder (a new path is made), or unset it for the default cache."
+        f"error: {variable} is '{value}'{where}, which is not a folder, so the Hugging "
+        f"Face cache cannot be kept there: set {variable} to a folder (a new path is made), or unset it for the "
+        "default cache."
     ), result
     assert cache.read_text() == "not a folder"
     assert not any(path.name.startswith("out-") for path in tmp_path.iterdir())
-    monkeypatch.setenv(variable, str(tmp_path / "not-yet"))
+    monkeypatch.setenv(variable, str(tmp_path / "not-yet" / "deeper"))
     check_hub_endpoint()  # a path not there yet is made by the libraries
+
+
+def test_a_cache_variable_whose_parent_cannot_be_written_is_one_line(tmp_path, monkeypatch):
+    """A cache path not there yet is made by the libraries: its nearest existing parent must be writable, else one
+    line naming the variable and that parent (a folder already there may be a read-only cache: no line)."""
+    from modeling_vit_scratch.common import sources
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "new" / "cache"))
+    monkeypatch.setattr(sources.os, "access", lambda path, mode: str(path) != str(tmp_path))
+    with pytest.raises(
+        ValueError, match=rf"HF_HOME is '{tmp_path}/new/cache', which is not there and cannot be made: "
+    ):
+        check_hub_endpoint()
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    check_hub_endpoint()
