@@ -37,8 +37,14 @@ from modeling_vit_scratch.common.commands import entry_point, when_interrupted
 from modeling_vit_scratch.common.dtypes import parse_dtype
 from modeling_vit_scratch.common.folders import check_replaceable
 from modeling_vit_scratch.common.provenance import input_history, public_name
-from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line
-from modeling_vit_scratch.common.sources import hub_misanswered, looks_like_local_path
+from modeling_vit_scratch.common.secrets import (
+    RedactingArgumentParser,
+    error_line,
+    known_secrets,
+    refuse_secret,
+    refuse_token_in_path,
+)
+from modeling_vit_scratch.common.sources import SENT_FIX, hub_misanswered, looks_like_local_path
 from modeling_vit_scratch.common.user_paths import user_path
 from modeling_vit_scratch.common.weights import check_safetensors, weight_files
 from modeling_vit_scratch.conversion.convert import (
@@ -51,7 +57,12 @@ from modeling_vit_scratch.conversion.convert import (
 )
 from modeling_vit_scratch.conversion.inputs import check_input
 from modeling_vit_scratch.conversion.parity import check_parity
-from modeling_vit_scratch.conversion.timm_source import check_not_pickle, check_weight_shapes, timm_kwargs
+from modeling_vit_scratch.conversion.timm_source import (
+    check_architecture,
+    check_not_pickle,
+    check_weight_shapes,
+    timm_kwargs,
+)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -84,6 +95,27 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def refuse_token_arguments(args: argparse.Namespace) -> None:
+    """A ValueError naming the argument (never its value) when any argument's text holds or looks like a Hub token:
+    a path (--input, --output) would be printed and named in the folder's records, the rest is handed to timm or
+    the Hub (--timm_model, --timm_kwargs, --revision) or written into the records. Every argument, checked before
+    any work, so one added later is covered too."""
+    secrets = known_secrets()
+    for dest, value in vars(args).items():
+        if not isinstance(value, str):
+            continue
+        option = f"--{dest}"  # each argument's first spelling
+        if dest == "output" or (dest == "input" and (args.source == "timm" or is_local(value))):
+            refuse_token_in_path(option, value, read=dest == "input")
+        else:  # a hub repo id --input is sent, as the rest is sent or written
+            refuse_secret(f"The {'repo id' if dest == 'input' else 'value'} of {option}", value, secrets, SENT_FIX)
+
+
+def is_local(value: str) -> bool:
+    """Whether --input names a local path (else a hub repo id, which is sent)."""
+    return Path(value).exists() or looks_like_local_path(value)
+
+
 # the arguments that only some directions read (a dest -> its option, and the directions that read it); every other
 # argument is read by every direction
 DIRECTION_ONLY = {
@@ -108,6 +140,7 @@ def refuse_unused_arguments(args: argparse.Namespace, parser: argparse.ArgumentP
 def convert(args: argparse.Namespace) -> None:
     """Every check of the arguments first, then the source read and checked (finite weights), then the folder
     written beside --output and compared with its source; it replaces --output only once that check has passed."""
+    refuse_token_arguments(args)  # first: no later line or check sees the token
     dtype = parse_dtype(args.dtype)  # a typo is refused before any work
     if args.source == "timm":
         check_timm_arguments(args)
@@ -166,7 +199,7 @@ def conversion_source(args: argparse.Namespace) -> dict:
 
 
 def check_timm_arguments(args: argparse.Namespace) -> None:
-    """`--from timm`'s own needs, before any work: an architecture name, a weights file that is no pickle and whose
+    """`--from timm`'s own needs, before any work: an architecture name of timm's registry, a weights file that is no pickle and whose
     header holds, timm importable, and `--timm_kwargs` that build an architecture only."""
     if not args.timm_model:
         raise ValueError("--from timm needs --timm_model NAME (e.g. vit_base_patch16_224) to know the architecture.")
@@ -182,6 +215,7 @@ def check_timm_arguments(args: argparse.Namespace) -> None:
             f"--from timm needs the timm package, which cannot be imported ({error}): install it with "
             "pip install 'vit-scratch[timm]'."
         ) from None
+    check_architecture(args.timm_model)  # a name of timm's registry: no Hub repo, no local folder
 
 
 def read_source(args: argparse.Namespace):

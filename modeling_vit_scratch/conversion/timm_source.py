@@ -1,5 +1,9 @@
-"""What `convert --from timm` hands timm, checked before timm builds anything: the weights file and
-`--timm_kwargs`.
+"""What `convert --from timm` hands timm, checked before timm builds anything: the architecture name
+(`--timm_model`), the weights file and `--timm_kwargs`.
+
+`--timm_model` names an architecture of timm's registry, optionally with a pretrained tag timm knows (the tag may
+change the default config): never a model source (`hf-hub:` would reach the Hub, `local-dir:` would read a config
+from disk and its path would be written into the folder's records), checked with timm's own registry.
 
 timm's `create_model` reads files and downloads when asked (`pretrained`, `checkpoint_path`, `pretrained_cfg*`, a
 cache folder), and `checkpoint_path` unpickles its file. The conversion builds timm's architecture only, without
@@ -9,6 +13,7 @@ past its first bytes. Weights saved for another size (image size, class count) a
 `--timm_kwargs` that builds their size, read from the file's header before any tensor is loaded.
 """
 
+import difflib
 import inspect
 import math
 from pathlib import Path
@@ -66,6 +71,36 @@ def timm_kwargs(text: str | None) -> dict:
                 f"e.g. img_size=384 (known: {', '.join(known)})."
             )
     return kwargs
+
+
+def check_architecture(name: str) -> None:
+    """Refuse, with timm importable and before timm builds anything, a `--timm_model` that is no architecture of
+    timm's registry: a model source or path (`hf-hub:owner/name`, `local-dir:DIR`), an unknown name (the closest
+    names timm knows), or a pretrained tag timm does not know for it (the tags it knows). Each is a ValueError naming
+    the value and the fix: the architecture name, with the weights in --input."""
+    import timm
+    from timm.models import split_model_name_tag
+
+    fix = "give timm's architecture name (e.g. vit_tiny_patch16_224) and the weights as --input (safetensors)"
+    if any(mark in name for mark in ":/\\"):  # timm reads `source:id` and a path as a model source
+        raise ValueError(
+            f"--timm_model {name!r} is a model source or a path, which timm would download or read (a Hub repo, a "
+            f"local folder's config.json), not an architecture name: {fix}."
+        )
+    architecture, tag = split_model_name_tag(name)
+    if not timm.is_model(architecture):
+        close = difflib.get_close_matches(architecture, timm.list_models(), n=3)
+        hint = f" (closest: {', '.join(close)})" if close else " (`timm.list_models()` lists them)"
+        raise ValueError(f"--timm_model {name!r} is not an architecture timm knows{hint}: {fix}.")
+    known = timm.list_models(architecture, include_tags=True)  # the architecture with each tag it has
+    if tag and name not in known:
+        tags = [model.partition(".")[2] for model in known if "." in model]
+        close = difflib.get_close_matches(tag, tags, n=3) or tags
+        hint = f"its tags: {', '.join(close)}" if close else "it has none"
+        raise ValueError(
+            f"--timm_model {name!r}: timm knows no pretrained tag {tag!r} for {architecture} ({hint}): give "
+            f"{architecture} or one of its tags, with the weights as --input."
+        )
 
 
 def check_not_pickle(path: str | Path) -> None:

@@ -132,3 +132,108 @@ def test_weights_without_a_classifier_head_are_refused_before_writing(tmp_path):
         "vit-scratch models classify, and a model without a head would convert with no labels and fail in the "
         "pipeline: give vit_tiny_patch16_224's weights with their head (a classifier, num_classes > 0)."
     )
+
+
+def convert_model(model: str, weights, tmp_path, *extra: str):
+    argv = ["--from", "timm", "--timm_model", model, "--input", str(weights), "--output", str(tmp_path / "out")]
+    return outcome("convert", [*argv, *extra])
+
+
+def tiny_timm_weights(tmp_path):
+    """A vit_tiny_patch16_224 classifier of 3 classes at 32 px, as safetensors: what --input is."""
+    import timm
+
+    reference = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, num_classes=3)
+    weights = tmp_path / "weights.safetensors"
+    save_file({name: tensor.contiguous() for name, tensor in reference.state_dict().items()}, weights)
+    return weights
+
+
+@pytest.mark.timm
+@pytest.mark.parametrize(
+    "model, line",
+    [
+        ("hf-hub:local-user/m1", "is a model source or a path, which timm would download or read"),
+        ("local-dir:{tdir}", "is a model source or a path, which timm would download or read"),
+        ("hf_hub:timm/vit_tiny_patch16_224", "is a model source or a path, which timm would download or read"),
+        ("{tdir}", "is a model source or a path, which timm would download or read"),
+        ("vit_tiny_patch16_224.nosuchtag", "timm knows no pretrained tag 'nosuchtag' for vit_tiny_patch16_224"),
+        ("vit_tiny_patch16_22", "is not an architecture timm knows (closest: vit_tiny_patch16_224"),
+    ],
+)
+def test_timm_model_is_an_architecture_name_checked_before_any_work(tmp_path, monkeypatch, model, line):
+    """`--timm_model` names an architecture of timm's registry (with a tag timm knows): a Hub repo or a local folder
+    (before: the Hub contacted; the folder's config read and its absolute path written into the pushed records), an
+    unknown tag or a typo (before: timm's RuntimeError traceback) is one line naming the value and the fix, before
+    timm builds anything."""
+    import timm
+
+    tdir = tmp_path / "tdir"
+    tdir.mkdir()
+    (tdir / "config.json").write_text(json.dumps({"architecture": "vit_tiny_patch16_224", "num_classes": 3}))
+    weights = tiny_timm_weights(tmp_path)
+    monkeypatch.setattr(timm, "create_model", lambda *a, **k: pytest.fail("timm built a model"))
+    model = model.format(tdir=tdir)
+    error = convert_model(model, weights, tmp_path, "--timm_kwargs", "img_size=32").refused(tmp_path / "out")
+    assert error.startswith(f"error: --timm_model {model!r}") and line in error, error
+    assert error.endswith(("with the weights as --input.", "the weights as --input (safetensors).")), error
+
+
+@pytest.mark.timm
+def test_a_timm_model_with_a_tag_timm_knows_converts_and_is_recorded_by_that_name(tmp_path):
+    """The rule lets through what timm's registry knows: an architecture with one of its pretrained tags."""
+    import timm
+
+    model = timm.list_models("vit_tiny_patch16_224", include_tags=True)[0]  # e.g. vit_tiny_patch16_224.augreg_in21k
+    weights = tiny_timm_weights(tmp_path)
+    assert convert_model(model, weights, tmp_path, "--timm_kwargs", "img_size=32").code == 0
+    record = json.loads((tmp_path / "out" / "conversion_record.json").read_text())
+    assert model in json.dumps(record) and str(tmp_path) not in json.dumps(record)
+
+
+TOKEN_SHAPED = "hf_" + "Q" * 34  # shaped like a token, held by no variable
+
+
+@pytest.mark.parametrize(
+    "argument, value",
+    [
+        ("--timm_model", TOKEN_SHAPED),
+        ("--timm_model", f"vit_tiny_patch16_224.{TOKEN_SHAPED}"),
+        ("--timm_model", f"local-dir:td-{TOKEN_SHAPED}"),
+        ("--timm_kwargs", f"weight_init={TOKEN_SHAPED}"),
+        ("--input", f"w-{TOKEN_SHAPED}.safetensors"),
+        ("--dtype", TOKEN_SHAPED),
+    ],
+)
+def test_a_token_shaped_value_in_any_convert_argument_is_refused_first_naming_it(tmp_path, argument, value):
+    """Every argument of convert, checked before any work (before: --timm_model's went to timm, a local folder's
+    was refused only after converting, blaming "its config.json labels"; --input's of --from timm was not looked at):
+    one line naming the argument, never the token; nothing written."""
+    weights = tmp_path / "weights.safetensors"
+    save_file({"head.weight": torch.zeros(3, 4)}, weights)
+    values = {"--timm_model": "vit_tiny_patch16_224", "--input": str(weights), "--dtype": "float32"}
+    values[argument] = str(tmp_path / value) if argument == "--input" else value
+    if argument == "--input":
+        weights.rename(values["--input"])
+    argv = ["--from", "timm", *[item for pair in values.items() for item in pair], "--output", str(tmp_path / "out")]
+    error = outcome("convert", argv).refused(tmp_path / "out")
+    assert error.startswith(f"error: The value of {argument} holds or looks like a Hub token"), error
+    assert TOKEN_SHAPED not in error
+
+
+@pytest.mark.timm
+@pytest.mark.parametrize(
+    "key, line",
+    [
+        ("file", "'file' is not an argument of timm's VisionTransformer"),
+        ("model_cfg", "model_cfg=... is refused: it replaces the architecture that --timm_model names"),
+        ("device", "'device' is not an argument of timm's VisionTransformer"),
+    ],
+)
+def test_a_timm_kwarg_that_names_a_file_or_a_build_setting_is_refused_naming_it(tmp_path, key, line):
+    """What else create_model takes beside the architecture: `file` (a pretrained_cfg field, never an argument of
+    its own), `model_cfg`, a device: each refused naming the key, before timm builds anything."""
+    weights = tmp_path / "weights.safetensors"
+    save_file({"head.weight": torch.zeros(3, 4)}, weights)
+    error = convert(weights, tmp_path, f"img_size=32,{key}={tmp_path / 'x.pth'}").refused(tmp_path / "out")
+    assert error.startswith(f"error: --timm_kwargs {line}"), error
