@@ -125,3 +125,14 @@ def test_any_text_is_a_mapping_or_one_line_naming_the_argument(text):
         assert str(refused).startswith("--lr_scheduler_kwargs ") and "\n" not in str(refused)
     else:
         assert content == json.loads(text)
+
+
+@pytest.mark.parametrize("name", file_arguments())
+def test_a_settings_file_by_a_token_bearing_path_is_refused_without_echoing_it(tmp_path, monkeypatch, name):
+    secret = "team-token-0f1e2d3c4b5a"
+    monkeypatch.setenv("HF_TOKEN", secret)
+    (tmp_path / secret).mkdir()
+    (tmp_path / secret / "settings.json").write_text("{}")
+    given = str(tmp_path / secret / "settings.json")
+    message = refusal(["--output_dir", str(tmp_path / "out"), *COMPANIONS.get(name, []), f"--{name}", given])
+    assert f"--{name}" in message and "token" in message and secret not in message
