@@ -61,6 +61,7 @@ from modeling_vit_scratch.training.recipes import (
     shipped_recipe,
     shipped_recipes,
 )
+from modeling_vit_scratch.training.trainer_settings import add_word_choices, check_mapping_arguments, file_arguments
 
 
 @dataclass
@@ -330,7 +331,7 @@ def refuse_blank_recipe_value(path: Path, key: str, value) -> None:
 # Recipe keys that name a file or folder to read: relative to the working directory, or else to the recipe's folder
 RECIPE_PATH_KEYS = ("model", "teacher", "dataset")
 # every argument that names a file or folder: a leading `~` is a home folder, on the command line and in a recipe
-PATH_ARGUMENTS = (*RECIPE_PATH_KEYS, "output_dir", "resume_from_checkpoint", "deepspeed", "fsdp_config")
+PATH_ARGUMENTS = (*RECIPE_PATH_KEYS, "output_dir", "resume_from_checkpoint", *file_arguments())
 # a recipe is read by no shell: `$HOME/x` would stay a folder named '$HOME' in the working folder, and `~` is expanded
 RECIPE_IS_NO_SHELL = (
     "which a recipe keeps as written (no shell reads it), so it would name a path of that very name, not the "
@@ -628,6 +629,7 @@ INSTEAD_OF_MAPPING = {
 def argument_actions() -> dict:
     """argparse's action of every argument, by name: its `type` converter and `choices`, as the parser applies them."""
     parser = HfArgumentParser(ARGUMENT_TYPES, allow_abbrev=False)  # as `parse_arguments` reads them
+    add_word_choices(parser)
     return {option[2:]: action for action in parser._actions for option in action.option_strings}
 
 
@@ -771,6 +773,7 @@ APPLIES_ONLY_WITH = {
     "hub_private_repo": "--push_to_hub true",
     "hub_revision": "--push_to_hub true",
     "hub_token": "--push_to_hub true",
+    "fsdp_config": "--fsdp full_shard",
 }
 
 
@@ -846,6 +849,7 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     refuse_one_dash_names(argv)
     parser = HfArgumentParser(ARGUMENT_TYPES, allow_abbrev=False, description=RECIPE_PATHS, prog=program_name())
     parser.error = raise_value_error
+    add_word_choices(parser)  # a word checked only once the run starts is checked here, its choices listed
     # Without a GPU (or other accelerator) the CPU is the device: saying so lets `--bf16 true` train under the CPU's
     # autocast, which TrainingArguments refuses unless `use_cpu` is set.
     parser.set_defaults(use_cpu=not torch.accelerator.is_available())
@@ -874,6 +878,7 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     check_numbers(values, LIMITS)  # before any group is built: its own checks then see only finite, in-range numbers
     refuse_unused_companions(argv, values)
     note_overridden(argv, values)
+    check_mapping_arguments(values, values["output_dir"])  # transformers reads them only once the run starts
     check_argument_packages(values)  # --deepspeed fails inside TrainingArguments itself
     check_output_dir_named(argv, values["output_dir"])
     check_best_model_strategies(values)

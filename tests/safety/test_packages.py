@@ -98,7 +98,9 @@ def test_an_argument_whose_package_is_missing_is_one_line_before_any_work(
 
     monkeypatch.setattr(target, (lambda: False) if how == "false" else missing)
     monkeypatch.setattr(torch.accelerator, "is_available", lambda: False)
-    value = tmp_path / value if argument == "--deepspeed" else value
+    if argument == "--deepspeed":  # a settings file that reads as one, so that only the package is missing
+        value = tmp_path / value
+        value.write_text("{}")
     result = outcome("train", with_argument(Scenario(tmp_path).argv("train"), argument, value))
     assert result.code == 1 and result.one_line, result
     assert result.error.startswith(said)
