@@ -1346,6 +1346,7 @@ def read_image(image) -> Image.Image:
     after the pre-flight read it, is an `ImageChanged`."""
     if isinstance(image, Image.Image):
         return image
+    from modeling_vit_scratch.common.images import upright
     from modeling_vit_scratch.training.preflight import open_image, pil_reason
 
     path = (image or {}).get("path")
@@ -1353,7 +1354,7 @@ def read_image(image) -> Image.Image:
     try:
         opened = open_image(image or {}, name)
         opened.load()  # PIL closes a file it opened itself once the pixels are read
-        return opened
+        return upright(opened)  # as `datasets` decodes an in-memory set's images
     except FileNotFoundError:
         what = "was deleted" if path and not os.path.lexists(path) else "is no longer a regular file"
     except Image.UnidentifiedImageError:

@@ -40,7 +40,7 @@ from datasets import ClassLabel, Dataset, Features, IterableDataset, load_datase
 from datasets import Image as ImageFeature
 from datasets.distributed import split_dataset_by_node
 
-from modeling_vit_scratch.common.images import frame_count
+from modeling_vit_scratch.common.images import frame_count, upright
 from modeling_vit_scratch.common.names import shown_name
 from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.training.data import (
@@ -780,7 +780,7 @@ class StreamedImages(torch.utils.data.IterableDataset):
                         shown_name(str(cell.get("path") or "A streamed image")),
                         frame_count(image),
                     )
-                item = self.transform({"image": [image], "label": [row["label"]]})
+                item = self.transform({"image": [upright(image)], "label": [row["label"]]})
         except Exception as error:  # noqa: BLE001 PIL raises OSError, SyntaxError, ... for damaged images
             return self.skip(cell, error)
         return {"pixel_values": item["pixel_values"][0], "labels": item["labels"][0]}
