@@ -15,7 +15,6 @@ import functools
 import json
 import os
 import re
-import shlex
 import sys
 import types
 import typing
@@ -28,7 +27,7 @@ from transformers import HfArgumentParser, TrainingArguments
 
 from modeling_vit_scratch.cli import COMMAND
 from modeling_vit_scratch.common.blank import blank_argument_line, is_blank, shown_blank
-from modeling_vit_scratch.common.commands import printed_python
+from modeling_vit_scratch.common.commands import printed_command, printed_python
 from modeling_vit_scratch.common.numbers import check_numbers
 from modeling_vit_scratch.common.overrides import parse_overrides
 from modeling_vit_scratch.common.repeated import repeated_option
@@ -1004,7 +1003,7 @@ def plain_command(args: list[str] | None = None) -> str:
         words, launcher = program.split(), torchrun and f"{torchrun}--no-python "
     else:
         words, launcher = [program], torchrun or f"{printed_python()} "
-    return redact(launcher + shlex.join(words + mask_token_values(args)), command_secrets(args))
+    return redact(printed_command(launcher, words + mask_token_values(args)), command_secrets(args))
 
 
 # Arguments that start a run afresh or name a checkpoint: left out of the command that resumes a run
