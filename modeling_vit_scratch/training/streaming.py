@@ -62,6 +62,7 @@ from modeling_vit_scratch.training.data import (
     feature_kind,
     find_column,
     folder_files,
+    folders_left_unread,
     hub_data_set_error,
     image_path,
     imagefolder_data_files,
@@ -70,7 +71,6 @@ from modeling_vit_scratch.training.data import (
     is_image_file,
     is_integer_column,
     left_out_line,
-    metadata_without_labels,
     names_in_order,
     other_split_names,
     outside_paths_lines,
@@ -313,9 +313,9 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
             check_train_split_folder(Path(source.path), list(splits))
         raise ValueError(f"The data set has no 'train' split (splits: {list(splits)}): provide one.")
     splits = {role: splits[name] for name, role in roles.items()}
-    if source.kind == "imagefolder":  # a metadata file without labels hides the class folders: read them
+    if source.kind == "imagefolder":  # class folders datasets left unread (a metadata file, a backslash): read them
         names = class_folders(Path(source.path))
-        if names is not None and metadata_without_labels(Path(source.path), splits["train"].features or {}):
+        if names is not None and folders_left_unread(splits["train"].features or {}):
             splits = {name: with_stream_folder_labels(split, ClassLabel(names=names)) for name, split in splits.items()}
     train = splits["train"]
     if train.features is None:

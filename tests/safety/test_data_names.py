@@ -265,3 +265,38 @@ def test_glob_characters_in_folder_and_file_names_are_read_as_names(tmp_path, st
     names = split.features["label"].names
     assert sorted(names) == ["cat", "dog [old]", "fish*?"]
     assert sorted(names[label] for label in split["label"]) == sorted(["cat", "dog [old]", "fish*?"] * 3)
+
+
+ODD_CHARACTERS = "\\ !\"#%&'()*+,-;<=>?@[]^`{|}~é€\u00a0"  # every printable ASCII sign but / and $, and a few others
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_odd_characters_in_class_folder_names_are_read_as_names(tmp_path_factory, streaming):
+    """A class folder `c\\` beside `cat` and `dog` (before: `No label column found`, as datasets counts a backslash as
+    a path separator and so read no folder as a class), and any name of signs, is a class of that very name."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+    from PIL import Image
+
+    @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.text(ODD_CHARACTERS, min_size=1, max_size=4).map(lambda odd: "c" + odd))
+    def check(odd):
+        root = tmp_path_factory.mktemp("odd") / "imgs"
+        for label in ("cat", "dog", odd):
+            (root / label).mkdir(parents=True)
+            for index in range(3):
+                Image.new("RGB", (8, 8), (index * 60, 0, 0)).save(root / label / f"{index}.png")
+        if streaming:
+            from modeling_vit_scratch.training import streaming as streaming_module
+
+            source = streaming_module.stream_source(str(root))
+            labels = streaming_module.stream_train_class_names(source, "label")
+            assert sorted(labels) == sorted(["cat", "dog", odd] * 3), labels
+            return
+        split = data_module.load_image_dataset(str(root))["train"]
+        names = split.features["label"].names
+        assert sorted(names) == sorted(["cat", "dog", odd])
+        assert sorted(names[label] for label in split["label"]) == sorted(["cat", "dog", odd] * 3)
+
+    check()
+    check.hypothesis.inner_test("c\\")  # the reviewer's name, every run
