@@ -246,7 +246,6 @@ def test_a_class_name_held_by_two_folders_is_refused(tmp_path, layout, name, str
 def test_glob_characters_in_folder_and_file_names_are_read_as_names(tmp_path, streaming):
     """datasets reads each path as a glob pattern: `dog [old]`, `photo [0].png` and a data set folder `data [v2]`
     matched nothing (a class and images left out without a word, or "holds no image files")."""
-
     assert_classes_read(tmp_path / "data [v2]", ("cat", "dog [old]", "fish*?"), streaming, "photo [{}].png")
 
 
