@@ -801,6 +801,21 @@ OVERRIDDEN_BY = {
 }
 
 
+# Set by a command that runs train for the user (the benchmark): a JSON map from an argument it added (`--max_steps`)
+# to what the user gave for it (`--end_to_end_steps 3`), so that train's lines name what the user typed
+GIVEN_AS_ENV = "VIT_SCRATCH_GIVEN_AS"
+
+
+def given_as(option: str, value: str) -> str:
+    """`option value` as the user gave it: as typed, or what the command that runs train for them says (`GIVEN_AS_ENV`)."""
+    try:
+        said = json.loads(os.environ.get(GIVEN_AS_ENV) or "{}")
+    except ValueError:
+        said = {}
+    shown = said.get(option) if isinstance(said, dict) else None
+    return shown if isinstance(shown, str) else f"{option} {value}"
+
+
 def note_overridden(argv: list[str], values: dict) -> None:
     """One warning line (stderr) for an argument given (on the command line, or in the recipe `argv` starts with,
     named with its line) that another given argument overrides (`OVERRIDDEN_BY`), before any work. A warning, not a
@@ -815,8 +830,8 @@ def note_overridden(argv: list[str], values: dict) -> None:
             value = f"{values[name]:g}" if isinstance(values[name], float) else value  # 3, as given, not 3.0
             where = f"--{name} {value}" if name in typed else f"Key {name!r} ({value}) in the recipe {path}"
             print(
-                f"warning: {where}{'' if name in typed else key_line(path, name)} has no effect: --{winner} "
-                f"{shown_value(values[winner])} sets the length of the run ({why}).",
+                f"warning: {where}{'' if name in typed else key_line(path, name)} has no effect: "
+                f"{given_as(f'--{winner}', shown_value(values[winner]))} sets the length of the run ({why}).",
                 file=sys.stderr,
             )
 
