@@ -26,6 +26,7 @@ composited onto white, as transformers' `convert_to_rgb` does. Colour becomes gr
 
 import copy
 import os
+import re
 import warnings
 
 import numpy as np
@@ -45,6 +46,66 @@ FLOAT_SLACK = 0.05  # how far outside [0, 1] a float image may go and be clipped
 # formats PIL never opens a user's file as, whatever its name says (a `x.png` may hold PostScript): EPS's decoder runs
 # Ghostscript on the file, and PostScript is a program. Read here and by common/images.py (training data, explain)
 REFUSED_FORMATS = ("EPS",)
+ORIENTATION = 0x0112  # the EXIF tag saying how a photo is to be turned upright
+
+
+def openers() -> list[str]:
+    """The formats PIL may open a user's file as: every one it knows but `REFUSED_FORMATS` (EPS, whose decoder runs
+    Ghostscript on the file), whatever the file's name says: a `x.png` may hold PostScript."""
+    Image.init()  # every plugin registered, so the list names them all (empty before)
+    return [name for name in Image.OPEN if name not in REFUSED_FORMATS]
+
+
+def frame_count(image: Image.Image) -> int:
+    """How many frames (pages) `image` holds: 1 for a still image; only frame 1 is ever read."""
+    return getattr(image, "n_frames", 1)
+
+
+class ImageTooLarge(ValueError):
+    """An image that declares more pixels than allowed; the message names it, its size, the limit and the fix."""
+
+
+def too_large(name: str, size: str, pixels: int, limit: int) -> ImageTooLarge:
+    side = int(limit**0.5)
+    return ImageTooLarge(
+        f"{name} is {size}{pixels:,} pixels, more than the {limit:,} allowed (PIL's Image.MAX_IMAGE_PIXELS, a guard "
+        f"against decompression bombs): resize it, e.g. to at most {side}x{side}, or remove it."
+    )
+
+
+def open_bounded(source, name: str) -> Image.Image:
+    """The one `Image.open` of the package: `Image.open(source)` (a path or file object), refused with a one-line ValueError naming `name` when the image
+    declares more pixels than `Image.MAX_IMAGE_PIXELS`. Nothing is decoded yet: call `load()` for that."""
+    limit = Image.MAX_IMAGE_PIXELS
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # refused below, in one line
+        try:
+            image = Image.open(source, formats=openers())
+        except Image.DecompressionBombError as error:  # above twice the limit PIL refuses before giving the size
+            found = re.search(r"\((\d+) pixels\)", str(error))
+            raise too_large(name, "", int(found.group(1)) if found else 2 * limit, limit) from None
+    if limit and image.width * image.height > limit:
+        image.close()
+        raise too_large(name, f"{image.width}x{image.height}: ", image.width * image.height, limit)
+    return image
+
+
+def upright(image: Image.Image) -> Image.Image:
+    """`image` turned upright by its EXIF orientation (a phone's JPEG stores its pixels as the sensor saw them and
+    says how to turn them), as `datasets` decodes a training image and transformers' pipeline reads a file: every
+    reader of pixels calls this, so training, explain and the pipeline see one picture. An untagged image is itself."""
+    if image.getexif().get(ORIENTATION) is not None:
+        return ImageOps.exif_transpose(image)
+    return image
+
+
+def read_image_file(source, name: str) -> tuple[Image.Image, int]:
+    """The one way a user's image file (a path or file object) is read for its pixels: opened with the size bound
+    (`open_bounded`), decoded, turned `upright`; with its number of frames (only frame 1 is kept)."""
+    image = open_bounded(source, name)
+    frames = frame_count(image)
+    image.load()
+    return upright(image), frames
 
 
 def unit_scale(array: np.ndarray) -> np.ndarray:
@@ -321,10 +382,9 @@ class ViTScratchImageClassificationPipeline(ImageClassificationPipeline):
 
     def preprocess(self, image, timeout=None):
         if isinstance(image, str) and os.path.isfile(image):
-            Image.init()  # every plugin registered, so the list below names them all (empty before)
-            image = Image.open(image, formats=[name for name in Image.OPEN if name not in REFUSED_FORMATS])
+            image, _ = read_image_file(image, f"Image {image!r}")
         if isinstance(image, Image.Image):
-            image = ImageOps.exif_transpose(image)
+            image = upright(image)
             return self.image_processor(images=image, return_tensors="pt").to(self.dtype)
         return super().preprocess(image, timeout=timeout)
 

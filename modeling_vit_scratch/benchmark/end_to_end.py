@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from modeling_vit_scratch.common.children import module_command
-from modeling_vit_scratch.training.arguments import mask_token_values, parse_arguments
+from modeling_vit_scratch.training.arguments import GIVEN_AS_ENV, mask_token_values, parse_arguments
 from modeling_vit_scratch.training.precision import training_steps_seconds
 
 from .measure import package_command, worker_environment
@@ -125,11 +125,18 @@ def training_arguments(recipe: str, steps: int | None, extra: list[str], folder:
     return [recipe, *extra, *steps_given, "--output_dir", str(folder), "--report_to", "none", "--disable_tqdm", "true"]
 
 
+def training_environment(steps: int | None, args) -> dict[str, str]:
+    """The training command's environment: the workers', and that its `--max_steps` is the user's
+    `--end_to_end_steps`, so a line of it names what the user gave (`GIVEN_AS_ENV`)."""
+    given = {"--max_steps": f"--end_to_end_steps {steps}"} if steps else {}
+    return {**worker_environment(args), GIVEN_AS_ENV: json.dumps(given)}
+
+
 def training_run(recipe: str, steps: int | None, extra: list[str], folder: Path, args) -> dict:
     """The training command with `recipe` into `folder`, for `steps` steps or (None) the whole recipe: the Trainer's
     `train_runtime` with the run's `data_preparation_seconds`, the global batch and the number of steps."""
     command = [*TRAINING_COMMAND, *training_arguments(recipe, steps, extra, folder)]
-    done = subprocess.run(command, check=False, capture_output=True, text=True, env=worker_environment(args))
+    done = subprocess.run(command, check=False, capture_output=True, text=True, env=training_environment(steps, args))
     if done.returncode != 0:
         raise RuntimeError(f"{TRAINING_COMMAND_NAME} {recipe} failed:\n{done.stderr[-3000:]}")
     metrics = json.loads((folder / "all_results.json").read_text())

@@ -324,3 +324,33 @@ def printed_python() -> str:
     if found and os.path.realpath(found) == os.path.realpath(sys.executable):
         return "python"
     return shlex.quote(sys.executable) if sys.executable else "python"
+
+
+FOLDERS_MADE = ("--output_dir", "--logging_dir")  # options naming a folder that need not exist yet
+
+
+def relative_path_in(words: list[str]) -> str | None:
+    """The first word of a command that a shell would read as a path relative to the working folder: one that names
+    a file or folder here, or the value of an option naming a folder the command will make (`FOLDERS_MADE`); never an option, an
+    absolute path or a URL. None when every path the command holds is absolute."""
+    option = ""
+    for word in words:
+        name, given, value = word.partition("=") if word.startswith("--") else (option, "", word)
+        if word.startswith("-") and not given:
+            option = word
+            continue
+        option = ""
+        relative = value and not value.startswith(("-", "/")) and "://" not in value
+        if relative and (os.path.lexists(value) or name.replace("-", "_") in FOLDERS_MADE):
+            return value
+    return None
+
+
+def printed_command(launcher: str, words: list[str]) -> str:
+    """The one form of every command a line tells the user to run: `launcher` (the interpreter, torchrun; already
+    quoted) and `words` shell-quoted, after `cd WORKING_FOLDER && ` when a word is a relative path
+    (`relative_path_in`), so the command holds pasted in any folder, as it held in the one the run started in."""
+    command = launcher + shlex.join(words)
+    if relative_path_in(words) is None:
+        return command
+    return f"cd {shlex.quote(os.getcwd())} && {command}"

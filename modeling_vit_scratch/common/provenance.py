@@ -31,6 +31,8 @@ def public_name(text: str | None) -> str | None:
 
 def public_command(command: str) -> str:
     """A command line with each absolute path (`/...`, `~/...`) cut to its last part: what it did, not where."""
+    if command.startswith("cd ") and " && " in command:  # the folder it ran from (`printed_command`): where, not what
+        command = command.partition(" && ")[2]
     return ABSOLUTE.sub(lambda found: Path(found.group(0).rstrip("/")).name or found.group(0), command)
 
 

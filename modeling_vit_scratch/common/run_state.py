@@ -112,8 +112,11 @@ def here(command: str | None, named: str | None, folder: Path) -> str | None:
     where the folder is now, when it was moved since (`mv OUT OUT2`): the command printed resumes the folder read."""
     if not command or not named or os.path.abspath(folder) == named:
         return command
+    folder_of, and_then, rest = command.partition(" && ") if command.startswith("cd ") else ("", "", command)
+    if and_then:  # run from the folder it names (`printed_command`): the moved folder named absolutely
+        folder = Path(os.path.abspath(folder))
     try:
-        words = shlex.split(command)
+        words = shlex.split(rest)
     except ValueError:
         return command
     named_at = [index for index, word in enumerate(words) if word.partition("=")[0] in ("--output_dir", "--output-dir")]
@@ -123,7 +126,9 @@ def here(command: str | None, named: str | None, folder: Path) -> str | None:
             words[index] = f"{name}={folder}"
         elif index + 1 < len(words):
             words[index + 1] = str(folder)
-    return shlex.join(words if named_at else [*words, "--output_dir", str(folder)])  # a recipe named it
+    return (
+        folder_of + and_then + shlex.join(words if named_at else [*words, "--output_dir", str(folder)])
+    )  # or a recipe
 
 
 def finished_at(folder: str | Path) -> int | None:

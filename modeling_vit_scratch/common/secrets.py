@@ -243,10 +243,10 @@ def decoded_parts(path: Path, data: bytes) -> list[bytes]:
     (`info`: the ICC profile put back together, EXIF, XMP, comments; a PNG's text), each decompressed up to
     `MAX_DECODED_BYTES`. A token there is in the file for anyone who opens it, though its bytes never show it."""
     parts = png_zlib_streams(data) if data.startswith(PNG_SIGNATURE) else []
-    from PIL import Image
+    from modeling_vit_scratch.common.images import open_bounded
 
     try:
-        with Image.open(path) as image:
+        with open_bounded(path, str(path)) as image:
             info = dict(image.info)
             if data.startswith(PNG_SIGNATURE):
                 info.update(image.text)  # the text chunks after the pixels: read once the image is loaded

@@ -26,7 +26,7 @@ from modeling_vit_scratch.common.folders import (
     model_contents,
     refuse_unvouched_figures,
 )
-from modeling_vit_scratch.common.images import frame_count, open_bounded
+from modeling_vit_scratch.common.images import frame_count, open_bounded, upright
 from modeling_vit_scratch.common.model_folder import (
     PROCESSOR_FILE,
     check_processor_fits,
@@ -139,7 +139,9 @@ def load_image(source: str) -> Image.Image:
             if not Path(source).is_file():
                 raise FileNotFoundError(f"Image {source!r} does not exist: give an image file or an http(s) URL.")
             image = open_bounded(source, f"Image {source!r}")
+        frames = frame_count(image)
         image.load()
+        image = upright(image)  # as training and the pipeline see it: a phone's photo turned by its EXIF orientation
     except (UnidentifiedImageError, OSError) as error:
         if isinstance(error, FileNotFoundError):
             raise
@@ -151,9 +153,9 @@ def load_image(source: str) -> Image.Image:
     except ValueError as error:
         shown = shown_url(source) if source.startswith(("http://", "https://")) else source
         raise ValueError(f"Image {shown!r} cannot be used: {error}") from None
-    if frame_count(image) > 1:  # an animation or a multi-page file: only its first frame is explained, and said so
+    if frames > 1:  # an animation or a multi-page file: only its first frame is explained, and said so
         shown = shown_url(source) if source.startswith(("http://", "https://")) else source
-        print(f"{shown} has {frame_count(image)} frames: explained frame 1", file=sys.stderr)
+        print(f"{shown} has {frames} frames: explained frame 1", file=sys.stderr)
     return image
 
 

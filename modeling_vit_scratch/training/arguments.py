@@ -15,7 +15,6 @@ import functools
 import json
 import os
 import re
-import shlex
 import sys
 import types
 import typing
@@ -28,7 +27,7 @@ from transformers import HfArgumentParser, TrainingArguments
 
 from modeling_vit_scratch.cli import COMMAND
 from modeling_vit_scratch.common.blank import blank_argument_line, is_blank, shown_blank
-from modeling_vit_scratch.common.commands import printed_python
+from modeling_vit_scratch.common.commands import printed_command, printed_python
 from modeling_vit_scratch.common.numbers import check_numbers
 from modeling_vit_scratch.common.overrides import parse_overrides
 from modeling_vit_scratch.common.repeated import repeated_option
@@ -805,6 +804,21 @@ OVERRIDDEN_BY = {
 }
 
 
+# Set by a command that runs train for the user (the benchmark): a JSON map from an argument it added (`--max_steps`)
+# to what the user gave for it (`--end_to_end_steps 3`), so that train's lines name what the user typed
+GIVEN_AS_ENV = "VIT_SCRATCH_GIVEN_AS"
+
+
+def given_as(option: str, value: str) -> str:
+    """`option value` as the user gave it: as typed, or what the command that runs train for them says (`GIVEN_AS_ENV`)."""
+    try:
+        said = json.loads(os.environ.get(GIVEN_AS_ENV) or "{}")
+    except ValueError:
+        said = {}
+    shown = said.get(option) if isinstance(said, dict) else None
+    return shown if isinstance(shown, str) else f"{option} {value}"
+
+
 def note_overridden(argv: list[str], values: dict) -> None:
     """One warning line (stderr) for an argument given (on the command line, or in the recipe `argv` starts with,
     named with its line) that another given argument overrides (`OVERRIDDEN_BY`), before any work. A warning, not a
@@ -819,8 +833,8 @@ def note_overridden(argv: list[str], values: dict) -> None:
             value = f"{values[name]:g}" if isinstance(values[name], float) else value  # 3, as given, not 3.0
             where = f"--{name} {value}" if name in typed else f"Key {name!r} ({value}) in the recipe {path}"
             print(
-                f"warning: {where}{'' if name in typed else key_line(path, name)} has no effect: --{winner} "
-                f"{shown_value(values[winner])} sets the length of the run ({why}).",
+                f"warning: {where}{'' if name in typed else key_line(path, name)} has no effect: "
+                f"{given_as(f'--{winner}', shown_value(values[winner]))} sets the length of the run ({why}).",
                 file=sys.stderr,
             )
 
@@ -1009,7 +1023,7 @@ def plain_command(args: list[str] | None = None) -> str:
         words, launcher = program.split(), torchrun and f"{torchrun}--no-python "
     else:
         words, launcher = [program], torchrun or f"{printed_python()} "
-    return redact(launcher + shlex.join(words + mask_token_values(args)), command_secrets(args))
+    return redact(printed_command(launcher, words + mask_token_values(args)), command_secrets(args))
 
 
 # Arguments that start a run afresh or name a checkpoint: left out of the command that resumes a run

@@ -887,21 +887,19 @@ def class_folders(path: Path) -> list[str] | None:
     return names_in_order(names) if len(names) > 1 else None
 
 
-def metadata_without_labels(path: Path, columns) -> bool:
-    """Whether the image folder `path` has metadata files (`metadata.csv`, ...) that give no `label` column: datasets
-    then reads their columns and leaves the class folders unread."""
-    from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
-
-    found = any(set(files) & set(ImageFolder.METADATA_FILENAMES) for _, _, files in os.walk(path))
-    return found and "label" not in columns
+def folders_left_unread(columns) -> bool:
+    """Whether datasets gave an image folder's images no `label` column, though its class folders name classes: it
+    reads the folders only where no metadata file (`metadata.csv`, ...) lies, and only where every image seems to lie
+    at one depth, counting a backslash in a name as a separator (so a class folder `c\\` seems one level deeper)."""
+    return "label" not in columns
 
 
 def with_folder_labels(loaded: DatasetDict, path: Path) -> DatasetDict:
-    """`loaded` with a `label` column read from the class folders where the folder's metadata files give none
-    (`metadata_without_labels`): datasets labels images by their folders only where there is no metadata file, so a
-    metadata.csv of captions would hide the classes. The metadata's own columns are kept (--label_column picks one)."""
+    """`loaded` with a `label` column read from the class folders where datasets left them unread
+    (`folders_left_unread`): a metadata.csv of captions would hide the classes, and a backslash in a folder's name
+    would drop them. The metadata's own columns are kept (--label_column picks one)."""
     names = class_folders(path)
-    if names is None or not metadata_without_labels(path, next(iter(loaded.values())).features):
+    if names is None or not folders_left_unread(next(iter(loaded.values())).features):
         return loaded
     feature = ClassLabel(names=names)
 
@@ -1346,6 +1344,7 @@ def read_image(image) -> Image.Image:
     after the pre-flight read it, is an `ImageChanged`."""
     if isinstance(image, Image.Image):
         return image
+    from modeling_vit_scratch.common.images import upright
     from modeling_vit_scratch.training.preflight import open_image, pil_reason
 
     path = (image or {}).get("path")
@@ -1353,7 +1352,7 @@ def read_image(image) -> Image.Image:
     try:
         opened = open_image(image or {}, name)
         opened.load()  # PIL closes a file it opened itself once the pixels are read
-        return opened
+        return upright(opened)  # as `datasets` decodes an in-memory set's images
     except FileNotFoundError:
         what = "was deleted" if path and not os.path.lexists(path) else "is no longer a regular file"
     except Image.UnidentifiedImageError:

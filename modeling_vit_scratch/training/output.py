@@ -9,7 +9,6 @@ weights: the model is written without it and the error line names what is missin
 
 import json
 import os
-import shlex
 from collections.abc import Callable
 from pathlib import Path
 
@@ -231,7 +230,7 @@ def check_push_ready(training_args: TrainingArguments, hub_token: str | None) ->
 def push_trained_folder(training_args: TrainingArguments, hub_token: str | None) -> None:
     """`--push_to_hub`: the saved folder through the same gate as `vit-scratch push` (scripts/push_to_hub.py). A
     failure says the model is saved and how to push it again, without training again."""
-    from modeling_vit_scratch.common.commands import when_interrupted
+    from modeling_vit_scratch.common.commands import printed_command, when_interrupted
     from modeling_vit_scratch.sharing.command import STOPPED_AT
     from modeling_vit_scratch.sharing.push import PushError, push_to_hub
 
@@ -245,7 +244,7 @@ def push_trained_folder(training_args: TrainingArguments, hub_token: str | None)
         where = STOPPED_AT[stage].format(repo=repo_id, commit=commit)
         when_interrupted(
             f"Training is done and the model is saved in {folder} (nothing is left to train). "
-            + where.replace("run the same command again", f"finish with: {shlex.join(push)}")
+            + where.replace("run the same command again", f"finish with: {printed_command('', push)}")
         )
 
     stopped("preparing")
@@ -261,8 +260,8 @@ def push_trained_folder(training_args: TrainingArguments, hub_token: str | None)
     except (PushError, ValueError, FileNotFoundError) as error:
         raise PushError(
             f"The trained model is saved in {folder}, but pushing it failed: {error} (to push it again without "
-            f"training: vit-scratch push {folder} {repo_id} (or {printed_python()} scripts/push_to_hub.py {folder} {repo_id} "
-            "from a clone))"
+            f"training: {printed_command('', push)} (or {printed_python()} scripts/push_to_hub.py with the same "
+            "arguments, from a clone))"
         ) from None
     print(f"Pushed to {result.repo_url} (commit {result.commit_id})")
     for note in result.notes:

@@ -40,7 +40,7 @@ from datasets import ClassLabel, Dataset, Features, IterableDataset, load_datase
 from datasets import Image as ImageFeature
 from datasets.distributed import split_dataset_by_node
 
-from modeling_vit_scratch.common.images import frame_count
+from modeling_vit_scratch.common.images import frame_count, upright
 from modeling_vit_scratch.common.names import shown_name
 from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.training.data import (
@@ -62,6 +62,7 @@ from modeling_vit_scratch.training.data import (
     feature_kind,
     find_column,
     folder_files,
+    folders_left_unread,
     hub_data_set_error,
     image_path,
     imagefolder_data_files,
@@ -70,7 +71,6 @@ from modeling_vit_scratch.training.data import (
     is_image_file,
     is_integer_column,
     left_out_line,
-    metadata_without_labels,
     names_in_order,
     other_split_names,
     outside_paths_lines,
@@ -313,9 +313,9 @@ def open_stream(data_args, training_args, secrets: list[str] = ()) -> Stream:
             check_train_split_folder(Path(source.path), list(splits))
         raise ValueError(f"The data set has no 'train' split (splits: {list(splits)}): provide one.")
     splits = {role: splits[name] for name, role in roles.items()}
-    if source.kind == "imagefolder":  # a metadata file without labels hides the class folders: read them
+    if source.kind == "imagefolder":  # class folders datasets left unread (a metadata file, a backslash): read them
         names = class_folders(Path(source.path))
-        if names is not None and metadata_without_labels(Path(source.path), splits["train"].features or {}):
+        if names is not None and folders_left_unread(splits["train"].features or {}):
             splits = {name: with_stream_folder_labels(split, ClassLabel(names=names)) for name, split in splits.items()}
     train = splits["train"]
     if train.features is None:
@@ -780,7 +780,7 @@ class StreamedImages(torch.utils.data.IterableDataset):
                         shown_name(str(cell.get("path") or "A streamed image")),
                         frame_count(image),
                     )
-                item = self.transform({"image": [image], "label": [row["label"]]})
+                item = self.transform({"image": [upright(image)], "label": [row["label"]]})
         except Exception as error:  # noqa: BLE001 PIL raises OSError, SyntaxError, ... for damaged images
             return self.skip(cell, error)
         return {"pixel_values": item["pixel_values"][0], "labels": item["labels"][0]}

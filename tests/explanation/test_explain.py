@@ -351,3 +351,56 @@ def test_an_image_of_several_frames_is_explained_from_frame_1_and_said_once(tmp_
     frames[0].save(tmp_path / "still.png")
     load_image(str(tmp_path / "still.png"))
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("orientation", [3, 6, 8])
+def test_every_reader_sees_a_photo_upright_by_its_exif_orientation(tmp_path, orientation):
+    """explain's --image, the package's pipeline, a streamed or undecoded training image and `datasets`' own decoding
+    give the same pixels for a JPEG whose EXIF says to turn it: the image processor's on the upright picture."""
+    from datasets import Image as ImageFeature
+    from PIL import ImageOps
+
+    from modeling_vit_scratch import ViTScratchImageClassificationPipeline
+    from modeling_vit_scratch.explanation.prediction import load_image
+    from modeling_vit_scratch.training.data import read_image
+
+    levels = np.random.default_rng(orientation).integers(0, 256, (20, 40, 3), dtype=np.uint8)
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    path = tmp_path / "turned.jpg"
+    Image.fromarray(levels).save(path, exif=exif, quality=95)
+    config = tiny_config(image_size=16, patch_size=4)
+    processor = ViTScratchImageProcessor.for_config(config)
+    with Image.open(path) as raw:
+        expected = processor(images=ImageOps.exif_transpose(raw), return_tensors="pt")["pixel_values"]
+        unturned = processor(images=raw, return_tensors="pt")["pixel_values"]
+    assert not torch.equal(expected, unturned)  # the orientation matters to what the model sees
+    explained, _ = explain.model_inputs(load_image(str(path)), processor, 3)
+    torch.testing.assert_close(explained, expected, atol=0, rtol=0)
+    piped = ViTScratchImageClassificationPipeline.preprocess(
+        type("Pipe", (), {"image_processor": processor, "dtype": torch.float32})(), str(path)
+    )
+    torch.testing.assert_close(piped["pixel_values"], expected, atol=0, rtol=0)
+    trained = processor(images=read_image({"bytes": None, "path": str(path)}), return_tensors="pt")["pixel_values"]
+    torch.testing.assert_close(trained, expected, atol=0, rtol=0)
+    decoded = ImageFeature().decode_example({"bytes": None, "path": str(path)})
+    torch.testing.assert_close(processor(images=decoded, return_tensors="pt")["pixel_values"], expected, atol=0, rtol=0)
+
+
+def test_the_package_opens_image_files_in_one_place():
+    """Every image file is opened by `open_bounded` (format list, size bound) and read for pixels via `upright`:
+    no other `Image.open` in the package."""
+    import re
+    from pathlib import Path
+
+    package = Path(REPO) / "modeling_vit_scratch"
+    calls = [
+        f"{path.relative_to(package)}:{number}"
+        for path in sorted(package.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"\bImage\.open\(", line) and not line.lstrip().startswith(("#", '"'))
+    ]
+    assert len(calls) == 1 and calls[0].startswith("image_processing_vit_scratch.py:"), calls
+    source = (package / "image_processing_vit_scratch.py").read_text()
+    assert source.index("Image.open(") > source.index("def open_bounded(") > 0
+    assert source.index("Image.open(") < source.index("\ndef ", source.index("def open_bounded("))

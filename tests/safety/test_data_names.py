@@ -246,22 +246,44 @@ def test_a_class_name_held_by_two_folders_is_refused(tmp_path, layout, name, str
 def test_glob_characters_in_folder_and_file_names_are_read_as_names(tmp_path, streaming):
     """datasets reads each path as a glob pattern: `dog [old]`, `photo [0].png` and a data set folder `data [v2]`
     matched nothing (a class and images left out without a word, or "holds no image files")."""
+    assert_classes_read(tmp_path / "data [v2]", ("cat", "dog [old]", "fish*?"), streaming, "photo [{}].png")
+
+
+def assert_classes_read(root: Path, classes: tuple[str, ...], streaming: bool, file_name: str = "{}.png") -> None:
+    """Three images in a class folder of each name under `root`, read (or streamed): each image labelled with its
+    folder's very name."""
     from PIL import Image
 
-    root = tmp_path / "data [v2]"
-    for label in ("cat", "dog [old]", "fish*?"):
+    for label in classes:
         (root / label).mkdir(parents=True)
         for index in range(3):
-            Image.new("RGB", (8, 8), (index * 60, 0, 0)).save(root / label / f"photo [{index}].png")
+            Image.new("RGB", (8, 8), (index * 60, 0, 0)).save(root / label / file_name.format(index))
     if streaming:
         from modeling_vit_scratch.training import streaming as streaming_module
 
-        source = streaming_module.stream_source(str(root))
-        labels = streaming_module.stream_train_class_names(source, "label")
-        assert sorted(labels) == sorted(["cat", "dog [old]", "fish*?"] * 3), labels
+        labels = streaming_module.stream_train_class_names(streaming_module.stream_source(str(root)), "label")
+        assert sorted(labels) == sorted([*classes] * 3), labels
         return
-    loaded = data_module.load_image_dataset(str(root))
-    split = loaded["train"]
+    split = data_module.load_image_dataset(str(root))["train"]
     names = split.features["label"].names
-    assert sorted(names) == ["cat", "dog [old]", "fish*?"]
-    assert sorted(names[label] for label in split["label"]) == sorted(["cat", "dog [old]", "fish*?"] * 3)
+    assert sorted(names) == sorted(classes)
+    assert sorted(names[label] for label in split["label"]) == sorted([*classes] * 3)
+
+
+ODD_CHARACTERS = "\\ !\"#%&'()*+,-;<=>?@[]^`{|}~é€\u00a0"  # every printable ASCII sign but / and $, and a few others
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_odd_characters_in_class_folder_names_are_read_as_names(tmp_path_factory, streaming):
+    """A class folder `c\\` beside `cat` and `dog` (before: `No label column found`, as datasets counts a backslash as
+    a path separator and so read no folder as a class), and any name of signs, is a class of that very name."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.text(ODD_CHARACTERS, min_size=1, max_size=4).map(lambda odd: "c" + odd))
+    def check(odd):
+        assert_classes_read(tmp_path_factory.mktemp("odd") / "imgs", ("cat", "dog", odd), streaming)
+
+    check()
+    check.hypothesis.inner_test("c\\")  # the reviewer's name, every run

@@ -568,6 +568,30 @@ def test_epochs_given_beside_max_steps_are_named_as_unused_in_one_warning(
     assert capsys.readouterr().err == ""
 
 
+def test_a_benchmark_runs_warning_names_the_steps_the_user_gave(tmp_path, capsys, monkeypatch):
+    """`benchmark --end_to_end r.yaml --end_to_end_steps 3` with the recipe's `num_train_epochs`: the training
+    command's warning names --end_to_end_steps 3, what the user gave (before: `--max_steps 3`, which the benchmark
+    added), as the benchmark runs it (its arguments and environment)."""
+    from types import SimpleNamespace
+
+    from modeling_vit_scratch.benchmark.end_to_end import training_arguments, training_environment
+    from modeling_vit_scratch.training.arguments import GIVEN_AS_ENV
+
+    (tmp_path / "r.yaml").write_text("num_train_epochs: 1\n")
+    argv = training_arguments(str(tmp_path / "r.yaml"), 3, [], tmp_path / "out")
+    workers = SimpleNamespace(glibc_malloc_defaults=True)
+    monkeypatch.setenv(GIVEN_AS_ENV, training_environment(3, workers)[GIVEN_AS_ENV])
+    parse_arguments(argv)
+    assert capsys.readouterr().err == (
+        f"warning: Key 'num_train_epochs' (1) in the recipe {tmp_path / 'r.yaml'} line 1 has no effect: "
+        "--end_to_end_steps 3 sets the length of the run (the Trainer stops at that step, whatever the epochs, "
+        "streamed or not).\n"
+    )
+    monkeypatch.setenv(GIVEN_AS_ENV, training_environment(None, workers)[GIVEN_AS_ENV])
+    parse_arguments(training_arguments(str(tmp_path / "r.yaml"), None, [], tmp_path / "out"))
+    assert capsys.readouterr().err == ""  # the whole recipe: its epochs set the length
+
+
 # each path argument once, in turn with each spelling of a variable and each recipe syntax
 VARIABLES = [(".yaml", "$HOME/x"), (".json", "${HOME}/x"), (".yaml", "runs/$RUN")]
 

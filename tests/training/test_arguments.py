@@ -1,6 +1,7 @@
 """`modeling_vit_scratch.training.arguments`: what `scripts/train.py` refuses on its command line before any work."""
 
 import json
+import os
 import shlex
 import shutil
 import sys
@@ -110,7 +111,8 @@ def test_the_recorded_command_is_one_a_user_can_paste(monkeypatch, start, world_
         command.main(argv[1:])
         launcher = "python -m torch.distributed.run --nproc_per_node 2 " if world_size > 1 else ""
     expected = launcher + (pasted.removeprefix("python ") if world_size > 1 else pasted)
-    assert recorded == [expected]
+    here = f"cd {shlex.quote(os.getcwd())} && " if start == "script" else ""  # scripts/train.py: from this folder
+    assert recorded == [here + expected]
 
 
 @pytest.mark.parametrize("on_path", ["this interpreter", "another interpreter", "none"])
@@ -129,12 +131,13 @@ def test_a_printed_command_starts_with_the_interpreter_that_ran_it(monkeypatch, 
     monkeypatch.setattr(sys, "executable", str(executable))
     monkeypatch.setattr(sys, "argv", ["scripts/train.py", "--output_dir", "o", "--resume_from_checkpoint", "o/c"])
     python = "python" if on_path == "this interpreter" else f"'{executable}'"
-    assert arguments.plain_command() == f"{python} scripts/train.py --output_dir o --resume_from_checkpoint o/c"
-    assert arguments.resume_command() == f"{python} scripts/train.py --output_dir o --resume_from_checkpoint true"
-    assert arguments.new_run_command("o", "o").startswith(f"{python} scripts/train.py --model o --output_dir o-2")
+    here = f"cd {shlex.quote(os.getcwd())} && "  # scripts/train.py and --output_dir o: run from this folder
+    assert arguments.plain_command() == f"{here}{python} scripts/train.py --output_dir o --resume_from_checkpoint o/c"
+    assert arguments.resume_command() == f"{here}{python} scripts/train.py --output_dir o --resume_from_checkpoint true"
+    assert arguments.new_run_command("o", "o").startswith(f"{here}{python} scripts/train.py --model o --output_dir o-2")
     assert arguments.program_name() == f"{python} scripts/train.py"
     monkeypatch.setenv("WORLD_SIZE", "2")  # under torchrun: the launcher as a module of the same interpreter
-    torchrun = f"{python} -m torch.distributed.run --nproc_per_node 2 scripts/train.py"
+    torchrun = f"{here}{python} -m torch.distributed.run --nproc_per_node 2 scripts/train.py"
     assert arguments.plain_command().startswith(torchrun)
     (tmp_path / "pickled").mkdir()
     (tmp_path / "pickled" / "pytorch_model.bin").write_bytes(b"\x80")
@@ -177,3 +180,29 @@ def test_best_model_at_end_with_strategies_that_differ_is_one_line_naming_the_op
     assert fix in line and "\n" not in line and "Strategy." not in line
     if "--save_strategy" not in given:  # checkpoints saved by the best metric: no evaluation to match
         parse_arguments([*argv, "--save_strategy", "best", "--metric_for_best_model", "accuracy"])
+
+
+def test_a_printed_command_with_relative_paths_runs_from_the_folder_it_names(monkeypatch, tmp_path):
+    """Every printed command (the record's, the resume and new-run lines, a push's) holding a relative path starts
+    with `cd FOLDER && `, the folder the run started in, quoted; with absolute paths only it is the command alone."""
+    from modeling_vit_scratch.common.commands import printed_command
+    from modeling_vit_scratch.common.run_state import here
+    from modeling_vit_scratch.training import arguments
+
+    work = tmp_path / "my work"
+    (work / "big").mkdir(parents=True)
+    (work / "tiny.json").write_text("{}")
+    monkeypatch.chdir(work)
+    given = ["r.yaml", "--dataset", "./big", "--output_dir", "r3", "--model=tiny.json"]
+    monkeypatch.setattr(sys, "argv", ["vit-scratch train", *given])
+    resume = arguments.resume_command()
+    assert resume == f"cd '{work}' && vit-scratch train {' '.join(given)} --resume_from_checkpoint true"
+    assert arguments.new_run_command("r3/checkpoint-2", "r3").startswith(f"cd '{work}' && vit-scratch train ")
+    (work / "r3").mkdir()  # the run folder a failed push names, saved
+    assert printed_command("", ["vit-scratch", "push", "r3", "me/x"]) == f"cd '{work}' && vit-scratch push r3 me/x"
+    absolute = ["r.yaml", "--dataset", str(work / "big"), "--output_dir", str(work / "r3"), "--seed", "3"]
+    monkeypatch.setattr(sys, "argv", ["vit-scratch train", *absolute])
+    assert arguments.plain_command() == shlex.join(["vit-scratch", "train", *absolute])  # r.yaml: not here
+    moved = here(resume, str(work / "r3"), Path("r4"))  # the run folder moved since: still from that folder
+    words = ["vit-scratch", "train", *[str(work / "r4") if word == "r3" else word for word in given]]
+    assert moved == f"cd '{work}' && {shlex.join([*words, '--resume_from_checkpoint', 'true'])}"

@@ -638,7 +638,7 @@ def test_push_to_hub_goes_through_the_gate_and_a_failed_push_keeps_the_trained_m
     again = f"{tmp_path / 'b'} local-user/b"
     # the interpreter as printed_python names it: `python` where that is the one that ran, else its path
     assert f"(to push it again without training: vit-scratch push {again} (or " in line
-    assert line.endswith(f" scripts/push_to_hub.py {again} from a clone))")
+    assert line.endswith(" scripts/push_to_hub.py with the same arguments, from a clone))")
     assert json.loads((tmp_path / "b" / "training_record.json").read_text())["weights_sha256"] == weights_sha256(
         tmp_path / "b"
     )
