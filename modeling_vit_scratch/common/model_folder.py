@@ -224,8 +224,8 @@ def check_buildable(folder: str | Path) -> None:
       (`ViTScratchConfig`: any of its ValueErrors, such as a head count that does not divide hidden_size, or labels
       whose ids are not integers) and describes a model one process can hold (`check_model_size`): an edited size
       would allocate terabytes before any load could say the weights do not fit;
-    - its preprocessor_config.json names a processor the model reads through, with a mean and std per channel
-      (`check_processor_kind`);
+    - its preprocessor_config.json names a processor the model reads through (`check_processor_kind`) and fits its
+      config: size, channels, a mean and std per channel (`check_processor_fits_config`);
     - its safetensors weights, where the folder holds them, are the model config.json describes: names and shapes
       from their headers against that model built on the `meta` device (`check_weights_fit`), so a config edited to
       a model the machine could hold but the weights do not fill is refused before any memory is taken."""
@@ -260,32 +260,25 @@ def check_buildable(folder: str | Path) -> None:
         what = message.split(": ")[0] if " must " in message.split(": ")[0] else message
         raise ValueError(f"{path} does not build a model ({what}): {DAMAGED_FIX}.") from None
     if (folder / PROCESSOR_FILE).is_file():
-        check_processor_kind(read_json(folder / PROCESSOR_FILE), folder / PROCESSOR_FILE, config.num_channels)
+        processor = read_json(folder / PROCESSOR_FILE)
+        check_processor_kind(processor, folder / PROCESSOR_FILE)
+        check_processor_fits_config(content, processor, str(folder / PROCESSOR_FILE))
     from modeling_vit_scratch.common.weights import check_weights_fit
 
     check_weights_fit(folder, config)
 
 
-def check_processor_kind(processor: dict, path: Path, channels: int) -> None:
-    """A one-line ValueError naming `path` (a vit_scratch folder's preprocessor_config.json, as `processor`), the key
-    and its value where the processor is not one the model reads through: an `image_processor_type` other than the
-    package's own (or transformers' ViT one, which explain bridges), or an `image_mean` / `image_std` with another
-    length than the model's `channels` (1 or 3 for transformers' ViT processor). Another processor class would be
-    loaded and fail on the model's channels naming nothing ("mean must have 3 elements")."""
+def check_processor_kind(processor: dict, path: Path) -> None:
+    """A one-line ValueError naming `path` (a vit_scratch folder's preprocessor_config.json, as `processor`) where
+    its `image_processor_type` is not one the model reads through: the package's own, or transformers' ViT one, which
+    explain bridges. Another processor class would be loaded and fail on the model's channels naming nothing ("mean
+    must have 3 elements"). Its values are `check_processor_fits_config`'s."""
     kind = processor.get("image_processor_type")  # absent: the loader takes the model type's own processor
     if kind is not None and kind not in OWN_PROCESSOR_TYPES + BRIDGED_PROCESSOR_TYPES:
         raise ValueError(
             f"{path} gives image_processor_type {kind!r}, which is not vit-scratch's own processor "
             f"({' or '.join(OWN_PROCESSOR_TYPES)}): {DAMAGED_FIX}."
         )
-    lengths = {channels, 1, 3} if kind in BRIDGED_PROCESSOR_TYPES else {channels}
-    for name in ("image_mean", "image_std"):
-        values = processor.get(name)
-        if isinstance(values, list) and len(values) not in lengths:
-            raise ValueError(
-                f"{path} gives {name} {values}, but config.json's num_channels is {channels}, so it must give "
-                f"{channels} values: {DAMAGED_FIX}."
-            )
 
 
 def _is_label_id(value) -> bool:
@@ -322,8 +315,8 @@ def check_processor_fits_config(config: dict, processor: dict, where: str) -> No
     such as transformers' RGB `ViTImageProcessor` beside a converted grayscale model, is bridged by explain's
     `model_inputs`, which brings its channels to the model's)."""
     fix = (
-        "save the processor again with ViTScratchImageProcessor.for_config(config).save_pretrained(folder), or "
-        "undo the edit"
+        "restore the file (from a backup, or the repo the folder came from), or save the processor again with "
+        "ViTScratchImageProcessor.for_config(config).save_pretrained(folder)"
     )
     image_size = config.get("image_size", 224)
     height, width = _pair(image_size) or (None, None)
@@ -338,17 +331,17 @@ def check_processor_fits_config(config: dict, processor: dict, where: str) -> No
         raise ValueError(
             f"{where} gives {field} {found}, but config.json's image_size is {image_size} (it must be {wanted}): {fix}."
         )
-    if not str(processor.get("image_processor_type", "")).startswith("ViTScratch"):
-        return
+    own = str(processor.get("image_processor_type") or "ViTScratch").startswith("ViTScratch")  # absent: the own one
     channels = config.get("num_channels", 3)
+    lengths = {channels} if own else {channels, 1, 3}  # transformers' ViT processor: explain bridges 1 or 3
     for name in ("image_mean", "image_std"):
         values = processor.get(name)
-        if isinstance(values, list) and len(values) != channels:
+        if isinstance(values, list) and len(values) not in lengths:
             raise ValueError(
                 f"{where} gives {name} {len(values)} values, but config.json's num_channels is {channels} "
                 f"(it must give {channels}): {fix}."
             )
-    if processor.get("num_channels", channels) != channels:
+    if own and processor.get("num_channels", channels) != channels:
         raise ValueError(
             f"{where} gives num_channels {processor['num_channels']}, but config.json's num_channels is "
             f"{channels}: {fix}."
