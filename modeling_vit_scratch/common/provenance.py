@@ -65,24 +65,34 @@ def input_history(source: str, revision: str | None = None) -> list[dict]:
         digest = weights_sha256(folder)
     except (OSError, ValueError):  # no safetensors weights: nothing the records could vouch for
         return []
-    return folder_history(folder, digest, name)
+    return folder_history(folder, digest, name, folder.name if name else None)  # a snapshot is named by its commit
 
 
-def folder_history(folder: str | Path, digest: str | None, name: str | None = None) -> list[dict]:
+def folder_history(
+    folder: str | Path, digest: str | None, name: str | None = None, commit: str | None = None
+) -> list[dict]:
     """What `folder`'s weights (SHA-256 `digest`, `common/secrets.py` `weights_sha256`) went through, oldest first, as
     its records vouch for them: `{"trained": RUN}` (a vit-scratch run: `name`, else its folder's name; with
-    `"checkpoint": STEP` for a run's `checkpoint-N`, as its `trainer_state.json` says), then each conversion
-    `{"converted": "to transformers" | "from transformers" | "from timm", "input": NAME}`. Empty for a folder without
-    records, or weights other than those recorded."""
+    `"commit"`, the hub repo `name`'s commit that was read; `"from"` / `"from_commit"`, the weights the run started
+    from, as its record names them; `"checkpoint": STEP` for a run's `checkpoint-N`, as its `trainer_state.json`
+    says), then each conversion `{"converted": "to transformers" | "from transformers" | "from timm", "input": NAME}`
+    (with the `"commit"` and `"revision"` of a hub input). Empty for a folder without records, or weights other than
+    those recorded."""
     folder = Path(folder)
     if digest is None or not folder.is_dir():
         return []
     trained = read_record(folder / RECORD_FILE)
     if trained and trained.get("weights_sha256") == digest:
-        return [{"trained": name or public_name(str(folder.resolve()))}]
+        step = {"trained": name or public_name(str(folder.resolve())), "commit": commit}
+        step |= {
+            "from": public_name(trained.get("initial_weights")),
+            "from_commit": trained.get("initial_weights_commit"),
+        }
+        return [{key: value for key, value in step.items() if value}]
     converted = read_record(folder / CONVERSION_FILE)
     if converted and converted.get("weights_sha256") == digest:
         step = {"converted": conversion_direction(converted), "input": public_name(converted.get("input"))}
+        step |= {key: converted[key] for key in ("commit", "revision") if converted.get(key)}
         return [*(converted.get("history") or []), step]
     checkpoint = None if name else checkpoint_origin(folder)
     if checkpoint:

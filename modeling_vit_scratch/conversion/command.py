@@ -146,7 +146,7 @@ def convert(args: argparse.Namespace) -> None:
         check_timm_arguments(args)
     else:
         direction = "to transformers" if args.target == "transformers" else "from transformers"
-        check_input(args.input, direction, args.revision)
+        args.input_commit = check_input(args.input, direction, args.revision)  # a hub repo's: every read is of it
     check_replaceable(args.output, args.overwrite, {"--input": args.input})  # before any download or conversion
     try:
         model, processor, reference = read_source(args)
@@ -184,15 +184,19 @@ def convert(args: argparse.Namespace) -> None:
 def conversion_source(args: argparse.Namespace) -> dict:
     """What the conversion record of the written folder says it was converted from: the input by its public name
     (a local folder or file by its last part), the direction, and what the input's own records vouch for
-    (`input_history`, a local folder's or a hub repo's: trained by vit-scratch, converted before), so a round trip's card still says it was trained."""
+    (`input_history`, a local folder's or a hub repo's: trained by vit-scratch, converted before), so a round trip's card still says it was trained.
+    A hub repo is named with the full commit it was read at (`commit`) beside the revision given, if any."""
     source = {"input": public_name(args.input)}
     source.update({"to": "transformers"} if args.target == "transformers" else {"from": args.source})
     if args.source == "timm":
         source["timm_model"] = args.timm_model
-    if args.revision is not None:  # the version of the repo it was converted from
+    commit = getattr(args, "input_commit", None)
+    if commit:  # the full commit of the hub repo that was read: a branch, a tag or a `refs/pr/N` moves
+        source["commit"] = commit
+    if args.revision is not None:  # the version as the user named it, kept beside its commit
         source["revision"] = args.revision
     if args.source != "timm":  # a timm file carries no records
-        history = input_history(args.input, args.revision)
+        history = input_history(args.input, commit or args.revision)
         if history:
             source["history"] = history
     return source
@@ -220,17 +224,19 @@ def check_timm_arguments(args: argparse.Namespace) -> None:
 
 def read_source(args: argparse.Namespace):
     """The model to write, its processor, and the reference its written folder must compute the same as. Weights
-    that are not finite are refused here, before any conversion."""
+    that are not finite are refused here, before any conversion. A hub repo is read at the one commit its revision
+    resolved to (`check_input`)."""
+    revision = getattr(args, "input_commit", None) or args.revision
     if args.target == "transformers":
-        check_convertible(args.input, args.revision)
+        check_convertible(args.input, revision)
         if Path(args.input).is_dir():
             for path in weight_files(args.input):
                 check_finite(load_file(path), path)
-        model = saved_class(args.input, args.revision).from_pretrained(
-            args.input, trust_remote_code=False, use_safetensors=True, revision=args.revision
+        model = saved_class(args.input, revision).from_pretrained(
+            args.input, trust_remote_code=False, use_safetensors=True, revision=revision
         )
         check_finite(model.state_dict(), args.input)  # a hub repo's, downloaded by from_pretrained
-        return model, ViTScratchImageProcessor.from_pretrained(args.input, revision=args.revision), model
+        return model, ViTScratchImageProcessor.from_pretrained(args.input, revision=revision), model
     if args.source == "timm":
         import timm
 
@@ -241,10 +247,10 @@ def read_source(args: argparse.Namespace):
         model, processor = from_timm(reference, weights)
         reference.load_state_dict(weights)
         return model, processor, reference
-    model, processor = from_transformers(args.input, args.revision)  # its weights checked as they are read
+    model, processor = from_transformers(args.input, revision)  # its weights checked as they are read
     reference_class = AutoModelForImageClassification if model.config.num_labels else AutoModel
     reference = reference_class.from_pretrained(
-        args.input, trust_remote_code=False, use_safetensors=True, revision=args.revision
+        args.input, trust_remote_code=False, use_safetensors=True, revision=revision
     )
     return model, processor, reference
 

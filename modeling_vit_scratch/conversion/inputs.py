@@ -7,21 +7,24 @@ from pathlib import Path
 
 from modeling_vit_scratch.common.model_folder import TRANSFORMERS_TYPES, read_json
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
-from modeling_vit_scratch.common.sources import check_folder_path, check_hub_model, check_not_url
+from modeling_vit_scratch.common.sources import check_folder_path, check_hub_model, check_not_url, hub_commit
 from modeling_vit_scratch.conversion.convert import NO_CODE_RUNS
 
 
-def check_input(source: str, direction: str, revision: str | None = None) -> None:
+def check_input(source: str, direction: str, revision: str | None = None) -> str | None:
     """Refuse an `--input` of the wrong kind for `direction` ("from transformers", "to transformers"; `--from
     timm` has its own check of a weights file) with a ValueError or FileNotFoundError naming the fix; a hub repo
-    is looked at `revision` (default: main)."""
+    is looked at `revision` (default: main). Returns the full commit a hub repo's `revision` resolves to, which the
+    conversion reads and records (a branch or a `refs/pr/N` moves; a commit does not); None for a local folder."""
     if not source.strip():
         raise ValueError("--input is empty: give a model folder or a hub repo id.")
     check_not_url(source, "--input")
     check_folder_path(source, "--input", "convert")
-    check_hub_model(source, "--input", revision)
-    if Path(source).is_dir():
-        check_folder_kind(Path(source), source, direction)
+    if not Path(source).is_dir():
+        return hub_commit(source, "--input", revision, "--revision")
+    check_hub_model(source, "--input", revision)  # a --revision given with a local folder: one line
+    check_folder_kind(Path(source), source, direction)
+    return None
 
 
 def check_folder_kind(folder: Path, source: str, direction: str) -> None:

@@ -354,17 +354,32 @@ def history_step(step: dict) -> str:
     """One step of a converted model's history (`common/provenance.py` `folder_history`) in words."""
     if "trained" in step:
         checkpoint = f", checkpoint at step {step['checkpoint']}" if "checkpoint" in step else ""
-        return f"trained by vit-scratch (the run in {user_text(step['trained'], 'code')}{checkpoint})"
+        start = starting_weights(
+            {"initial_weights": step.get("from"), "initial_weights_commit": step.get("from_commit")}
+        )
+        start = f", starting from the weights of {start}" if start else ""
+        return f"trained by vit-scratch (the run in {hub_version(step, step['trained'])}{checkpoint}{start})"
     if step.get("converted") == "to transformers":
-        return f"exported to transformers from {user_text(step.get('input'), 'code')}"
-    return f"converted {step.get('converted', '')} from {user_text(step.get('input'), 'code')}"
+        return f"exported to transformers from {hub_version(step, step.get('input'))}"
+    return f"converted {step.get('converted', '')} from {hub_version(step, step.get('input'))}"
+
+
+def hub_version(step: dict, name: str | None) -> str:
+    """`name` as a card names a model it read: a hub repo at the full commit that was read (`commit`), with the
+    revision the user gave beside it (a branch, tag or `refs/pr/N`, which moves); a local folder by its name."""
+    text = user_text(public_name(name), "code")
+    if step.get("commit"):
+        text += f" at commit {user_text(step['commit'], 'code')}"
+    revision = step.get("revision")
+    if revision and revision != step.get("commit"):
+        shown = user_text(revision, "code")
+        text += f" (revision {shown})" if step.get("commit") else f" at revision {shown}"
+    return text
 
 
 def conversion_source(conversion: dict) -> str:
     """The converted model in words: `NAME` (a transformers ViT), or `FILE` (timm's ARCHITECTURE)."""
-    source = user_text(public_name(conversion.get("input")), "code")
-    if conversion.get("revision"):
-        source += f" at revision {user_text(conversion['revision'], 'code')}"
+    source = hub_version(conversion, conversion.get("input"))
     if conversion.get("timm_model"):
         return f"{source} (timm's {user_text(conversion['timm_model'], 'code')})"
     return f"{source} (a {user_text(conversion.get('from', 'another library'))} model)"

@@ -4,6 +4,7 @@ it; an unedited card is not mentioned. A pull request that would change nothing 
 opened, and the push says so."""
 
 import json
+import re
 
 import pytest
 from entry_points import Scenario, command_env, hub_repo, outcome, run_command, with_argument
@@ -228,7 +229,47 @@ def test_a_conversion_from_a_hub_repo_keeps_the_history_its_records_vouch_for(lo
     written = (
         json.loads((tmp_path / name / "hf" / "conversion_record.json").read_text()) for name in ("trained", "other")
     )
-    assert [record.get("history") for record in written] == [[{"trained": "local-user/trained"}], None]
+    trained, other = written
+    assert re.fullmatch("[0-9a-f]{40}", trained["commit"]) and "revision" not in trained  # main, by its commit
+    assert [trained.get("history"), other.get("history")] == [
+        [{"trained": "local-user/trained", "commit": trained["commit"]}],
+        None,
+    ]
+
+
+def test_a_hub_input_is_recorded_by_its_commit_and_the_card_keeps_its_own_lineage(tmp_path, monkeypatch):
+    """`convert --input REPO --revision refs/pr/2`: the record names the commit read beside the revision given (a
+    ref moves), and the history keeps what the repo's own record says (the weights its run started from), through
+    a second conversion into the card."""
+    import argparse
+
+    import huggingface_hub
+
+    from modeling_vit_scratch.common.provenance import folder_history
+    from modeling_vit_scratch.conversion.command import conversion_source
+    from modeling_vit_scratch.sharing.card import origin_text
+
+    commit, start = "c" * 40, "a" * 40
+    snapshot = trained_folder(tmp_path).rename(tmp_path / commit)  # a hub snapshot is named by its commit
+    record = json.loads((snapshot / "training_record.json").read_text())
+    record |= {"initial_weights": "local-user/m1", "initial_weights_commit": start}
+    (snapshot / "training_record.json").write_text(json.dumps(record))
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo, revision, **_: str(tmp_path / revision))
+    args = argparse.Namespace(input="local-user/t1", target="transformers", source=None, revision="refs/pr/2")
+    written = conversion_source(argparse.Namespace(**vars(args), input_commit=commit))
+    trained = {"trained": "local-user/t1", "commit": commit, "from": "local-user/m1", "from_commit": start}
+    assert written == {"input": "local-user/t1", "to": "transformers", "commit": commit, "revision": "refs/pr/2"} | {
+        "history": [trained]
+    }
+    exported = Scenario(tmp_path / "hf87").model()  # the exported folder, converted back from transformers
+    (exported / "conversion_record.json").write_text(json.dumps(written | {"weights_sha256": weights_sha256(exported)}))
+    history = folder_history(exported, weights_sha256(exported))
+    card = origin_text({}, {"input": "hf87", "from": "transformers", "history": history})
+    assert card.startswith(
+        f"trained by vit-scratch (the run in `local-user/t1` at commit `{commit}`, starting from the weights of "
+        f"`local-user/m1` at commit `{start}`), exported to transformers from `local-user/t1` at commit `{commit}` "
+        "(revision `refs/pr/2`), then converted by vit-scratch from `hf87` (a transformers model)"
+    )
 
 
 def test_a_card_names_local_paths_by_their_last_part(tmp_path):
