@@ -527,6 +527,17 @@ def card_pinned_already(api: HfApi, repo_id: str, head: str, staging: Path, card
     return False
 
 
+def open_pull_request_holding(api: HfApi, repo_id: str, staging: Path):
+    """The first open pull request of `repo_id` (newest first) whose head holds the staged model (`holds_model`: the
+    same files), with that head commit: a second `--create_pr` of the same model names it instead of opening
+    another. None where no open pull request holds it."""
+    for pull in api.get_repo_discussions(repo_id, discussion_type="pull_request", discussion_status="open"):
+        head = api.repo_info(repo_id, revision=pull.git_reference).sha
+        if holds_model(remote_files(api, repo_id, head), staging):
+            return pull, head
+    return None
+
+
 def push_to_hub(
     folder: str | Path,
     repo_id: str,
@@ -546,7 +557,8 @@ def push_to_hub(
     Two commits: the model with its card, then the card pinned to that model commit, so the loading example names
     a real revision. If the repo already holds these model files (a push that was interrupted, or repeated), no
     model commit is made again: only the pin (or nothing). `revision` may be a pull request ref (`refs/pr/1`), to
-    finish an interrupted pull request. A README.md on the repo that no push wrote (or that was edited since) is kept
+    finish an interrupted pull request. A pull request is opened only where neither main nor an open pull request
+    holds these files already: one that does is named in a note (and its card pinned if that was cut short). A README.md on the repo that no push wrote (or that was edited since) is kept
     unless `overwrite_card`. Returns the repo URL, the last commit and a line for each file already on the repo that
     the push removed or kept.
 
@@ -599,6 +611,7 @@ def push_to_hub(
             if keep_card:  # the user's card stays: nothing of this push's card is sent
                 (staging / "README.md").unlink()
             model_commit = head if holds_model(remote, staging) else None
+            open_pull = open_pull_request_holding(api, repo_id, staging) if create_pr and not model_commit else None
         except HUB_ERRORS as error:
             raise PushError(
                 f"Preparing {repo_id} on the Hub failed ({describe(error, secrets)}): nothing was "
@@ -615,6 +628,13 @@ def push_to_hub(
         if create_pr and model_commit is not None:  # a pull request would change nothing
             notes.append(f"{repo_id}'s main already holds this model (the same files): no pull request was opened.")
             return PushResult(repo_url, model_commit, f"{repo_url}/commit/{model_commit}", notes=notes)
+        if open_pull is not None:  # as main: named, no other opened; its card pinned below if that was cut short
+            pull, model_commit = open_pull
+            pull_request_url, card_revision = pull.url, pull.git_reference
+            notes.append(
+                f"{repo_id}'s open pull request #{pull.num} ({pull.url}) already holds this model (the same files): "
+                "no new pull request was opened."
+            )
         if model_commit is None:
             try:
                 # One commit, all or nothing (upload_folder may split a large folder into several commits).
@@ -650,7 +670,7 @@ def push_to_hub(
             card_revision = commit.pr_revision if create_pr else target
         else:
             if keep_card:
-                return PushResult(repo_url, model_commit, f"{repo_url}/commit/{model_commit}", notes=notes)
+                return PushResult(repo_url, model_commit, f"{repo_url}/commit/{model_commit}", pull_request_url, notes)
             try:  # the model is there: its card may already be pinned, to this commit or to the model commit before
 
                 def card_for(commit: str) -> bytes:
@@ -665,7 +685,7 @@ def push_to_hub(
                     "committed; re-run the same command."
                 ) from None
             if done:
-                return PushResult(repo_url, model_commit, f"{repo_url}/commit/{model_commit}", notes=notes)
+                return PushResult(repo_url, model_commit, f"{repo_url}/commit/{model_commit}", pull_request_url, notes)
         if keep_card:
             return PushResult(repo_url, model_commit, commit.commit_url, pull_request_url, notes)
 

@@ -115,8 +115,8 @@ PUSHES = """
 import json, sys
 from modeling_vit_scratch.sharing.push import push_to_hub
 outcomes = []
-for kwargs in ({}, {"create_pr": True}):
-    result = push_to_hub(sys.argv[1], "local-user/same", **kwargs)
+for folder, kwargs in ((1, {}), (1, {"create_pr": True}), (2, {"create_pr": True}), (2, {"create_pr": True})):
+    result = push_to_hub(sys.argv[folder], "local-user/same", **kwargs)
     outcomes.append(dict(notes=result.notes, commit=result.commit_id, pr=result.pull_request_url))
 print(json.dumps(outcomes))
 """
@@ -124,13 +124,18 @@ print(json.dumps(outcomes))
 
 @pytest.mark.integration
 def test_a_pull_request_that_would_change_nothing_is_not_opened(local_hub, tmp_path):  # noqa: F811
-    model = Scenario(tmp_path).model()
-    done = local_hub.run("-c", PUSHES, model, hf_home=tmp_path / "hf_home", env={"PYTHONPATH": str(REPO)})
+    """Nor is one whose files an open pull request holds already: `--create_pr` run twice opens one, names it."""
+    model, other = Scenario(tmp_path / "a").model(), Scenario(tmp_path / "b").model()  # other weights
+    done = local_hub.run("-c", PUSHES, model, other, hf_home=tmp_path / "hf_home", env={"PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr[-3000:]
-    pushed, again = json.loads(done.stdout.splitlines()[-1])
+    pushed, again, opened, twice = json.loads(done.stdout.splitlines()[-1])
     line = "local-user/same's main already holds this model (the same files): no pull request was opened."
     assert again["pr"] is None and again["notes"] == [line], again
-    assert pushed["pr"] is None and local_hub.commit_requests == 2  # the model and its card's pin, to main: no more
+    assert pushed["pr"] is None
+    assert opened["pr"].endswith("/local-user/same/discussions/1") and twice["pr"] == opened["pr"], twice
+    named = f"local-user/same's open pull request #1 ({opened['pr']}) already holds this model (the same files)"
+    assert twice["notes"] == [f"{named}: no new pull request was opened."] and twice["commit"] == opened["commit"]
+    assert local_hub.commit_requests == 4  # each model and its card's pin: no more
 
 
 PUSH_DOWNLOAD_PUSH = """

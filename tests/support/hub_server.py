@@ -270,6 +270,7 @@ class HubApp:
         ("POST", REPO + r"/paths-info/" + REV, "paths_info"),
         ("GET", REPO + r"/commits/" + REV, "list_commits"),
         ("GET", REPO + r"/refs", "list_refs"),
+        ("GET", REPO + r"/discussions", "list_discussions"),
         ("GET HEAD", r"/(?P<ns>[^/]+)/(?P<name>[^/]+)/resolve/" + REV + r"/(?P<path>.+)", "resolve_file"),
     )
 
@@ -367,6 +368,27 @@ class HubApp:
             if ref.startswith("refs/heads/")
         ]
         return json_response({"branches": branches, "converts": [], "tags": []})
+
+    def list_discussions(self, request: Request) -> Response:
+        """GET /api/models/{repo_id}/discussions: its pull requests, newest first, all open (none is ever merged or
+        closed here), on one page; a filter other than type=pull_request, status=open is not served."""
+        for name, served in (("type", "pull_request"), ("status", "open")):
+            if request.query.get(name, [served]) != [served]:
+                raise unsupported(f"discussions with {name}={request.query[name][0]}")
+        repo = self.repo(request)
+        found = [
+            {
+                "num": int(num),
+                "title": pull["title"],
+                "author": {"name": "local-user"},
+                "createdAt": pull["createdAt"],
+                "status": "open",
+                "repo": {"name": repo.id, "type": "model"},
+                "isPullRequest": True,
+            }
+            for num, pull in sorted(repo.state["pull_requests"].items(), key=lambda item: -int(item[0]))
+        ]
+        return json_response({"count": len(found), "start": 0, "discussions": found})
 
     def repo_info(self, request: Request) -> Response:
         """GET /api/models/{repo_id}[/revision/{revision}]: id, sha, siblings (their names)."""
