@@ -15,12 +15,19 @@ import re
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
+# URL schemes are case-insensitive (RFC 3986, 3.1): `FILE:///x`, `HTTP://host/a.png` are the same URLs lower-cased
 FILE_URL = re.compile(r"file:/", re.IGNORECASE)
+HTTP_URL = re.compile(r"https?://", re.IGNORECASE)
 THIS_MACHINE = ("", "localhost")  # the hosts a file URL may name for a file here
 
 
 class NotALocalPath(ValueError, argparse.ArgumentTypeError):
     """A path argument that names no file on this machine; argparse prints its message as is."""
+
+
+def is_http_url(text: str) -> bool:
+    """Whether `text` is an http or https URL, its scheme in any case: what a command downloads rather than opens."""
+    return bool(HTTP_URL.match(text))
 
 
 def user_path(text: str) -> str:

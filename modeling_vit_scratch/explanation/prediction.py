@@ -37,6 +37,7 @@ from modeling_vit_scratch.common.model_folder import (
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code, foreign_code, settings_of_repo
 from modeling_vit_scratch.common.secrets import refuse_secrets_in_settings, shown_url
 from modeling_vit_scratch.common.sources import check_folder_path, check_hub_model, check_not_url
+from modeling_vit_scratch.common.user_paths import is_http_url
 from modeling_vit_scratch.common.weights import check_finite, unreadable_weights, weight_files
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS
 from modeling_vit_scratch.explanation import attention as explain
@@ -118,7 +119,7 @@ def downloaded_image(url: str) -> Image.Image:
 def load_image(source: str) -> Image.Image:
     """A local file or an http(s) URL, as a PIL image; a clear error if it cannot be read as one."""
     try:
-        if source.startswith(("http://", "https://")):
+        if is_http_url(source):
             image = downloaded_image(source)
         else:
             if Path(source).is_dir():
@@ -151,10 +152,10 @@ def load_image(source: str) -> Image.Image:
     try:  # its values checked as the processor will read them, before any model is loaded
         to_model_mode(image, 3)
     except ValueError as error:
-        shown = shown_url(source) if source.startswith(("http://", "https://")) else source
+        shown = shown_url(source) if is_http_url(source) else source
         raise ValueError(f"Image {shown!r} cannot be used: {error}") from None
     if frames > 1:  # an animation or a multi-page file: only its first frame is explained, and said so
-        shown = shown_url(source) if source.startswith(("http://", "https://")) else source
+        shown = shown_url(source) if is_http_url(source) else source
         print(f"{shown} has {frames} frames: explained frame 1", file=sys.stderr)
     return image
 

@@ -72,7 +72,7 @@ def test_a_file_url_is_read_as_the_path_it_names(tmp_path, capsys):
     argv = ["--model", scenario.model().as_uri(), "--image", url, "--out", f"file://localhost{tmp_path}/figs"]
     assert outcome("explain", argv).code == 0
     assert f"{tmp_path / 'figs'}/attention_rollout.png" in capsys.readouterr().out
-    missing = outcome("push", [f"file://{tmp_path}/missing", "local-user/a"])
+    missing = outcome("push", [f"FILE://{tmp_path}/missing", "local-user/a"])  # a scheme in any case (RFC 3986)
     assert missing.error.startswith(f"error: FOLDER '{tmp_path / 'missing'}' does not exist"), missing
 
 

@@ -139,13 +139,16 @@ class Loaded(Exception):
     """The model load was reached: the image was taken."""
 
 
-def test_a_downloaded_image_is_said_to_be_taken_from_its_url(server, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("scheme", ["http", "HTTP"])  # a URL's scheme is case-insensitive (RFC 3986)
+def test_a_downloaded_image_is_said_to_be_taken_from_its_url(scheme, server, tmp_path, monkeypatch, capsys):
     def loaded(*args, **kwargs):
         raise Loaded
 
     monkeypatch.setattr(prediction, "load_model", loaded)
-    result = outcome("explain", explain_argv(Scenario(tmp_path), f"{server}/cat.png?signature=s3cr3t"))
+    url = scheme + server.removeprefix("http")
+    result = outcome("explain", explain_argv(Scenario(tmp_path), f"{url}/cat.png?signature=s3cr3t"))
     assert isinstance(result.traceback, Loaded), result
+    # the URL as read, its scheme lower-cased
     assert capsys.readouterr().out.splitlines()[-1] == (
         f"image: downloaded from {server}/cat.png?*** (image/png, {len(CAT_PNG)} bytes), a PNG of 4x3 pixels"
     )
