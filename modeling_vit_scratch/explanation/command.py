@@ -30,7 +30,9 @@ def main(argv: list[str]) -> None:
         "--model", required=True, type=user_path, help="saved folder or hub repo id of a vit_scratch model"
     )
     parser.add_argument("--revision", help="branch, tag or commit of a hub repo --model (default: main)")
-    parser.add_argument("--image", required=True, type=user_path, help="image file or http(s) URL")
+    parser.add_argument(  # several are taken here only to be refused with the way to explain each
+        "--image", required=True, nargs="+", type=user_path, help="image file or http(s) URL (one per run)"
+    )
     parser.add_argument(
         "--out",
         required=True,
@@ -49,7 +51,9 @@ def main(argv: list[str]) -> None:
     started = time.time()
     when_interrupted(lambda: interrupted_line(Path(args.out), started))
     try:
-        refuse_token_in_path("--image", args.image, read=True)  # read, and named in every line
+        for image in args.image:
+            refuse_token_in_path("--image", image, read=True)  # read, and named in every line
+        args.image = one_image(args.image)
         check_numbers(vars(args), EXPLAIN_LIMITS)
         paths = explain_image(
             args.model,
@@ -64,6 +68,18 @@ def main(argv: list[str]) -> None:
     except (ValueError, FileNotFoundError) as error:
         sys.exit(error_line(error))
     print("wrote:\n" + "\n".join(f"  {path}" for path in paths))
+
+
+def one_image(images: list[str]) -> str:
+    """The one image a run explains: each run writes one set of pictures into its --out, so several images are one
+    line saying how to explain each (a shell loop, one --out per image), before any work."""
+    if len(images) == 1:
+        return images[0]
+    raise ValueError(
+        f"--image takes one image per run, and {len(images)} were given ({', '.join(map(repr, images))}): explain "
+        "each in its own run with its own --out, e.g. for image in a.png b.png; do vit-scratch explain --model M "
+        '--image "$image" --out "figs/${image%.*}"; done.'
+    )
 
 
 def interrupted_line(out: Path, started: float) -> str:

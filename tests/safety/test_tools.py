@@ -163,6 +163,20 @@ def test_an_image_url_of_another_scheme_is_one_line(tmp_path, monkeypatch):
     )
 
 
+def test_several_images_are_one_line_saying_one_per_run_and_how_to_explain_each(tmp_path, monkeypatch):
+    monkeypatch.setattr(prediction, "load_model", fail_if_reached)
+    scenario = Scenario(tmp_path)
+    argv = explain_argv(scenario, "a.png")
+    argv.insert(argv.index("a.png") + 1, "b.png")
+    result = outcome("explain", argv)
+    assert result.error == (
+        "error: --image takes one image per run, and 2 were given ('a.png', 'b.png'): explain each in its own run "
+        'with its own --out, e.g. for image in a.png b.png; do vit-scratch explain --model M --image "$image" --out '
+        '"figs/${image%.*}"; done.'
+    )
+    assert not (scenario.root / "out").exists()
+
+
 def free_port() -> int:
     """A loopback port nothing listens on (bound, then released)."""
     with socket.socket() as probe:
