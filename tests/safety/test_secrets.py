@@ -74,6 +74,14 @@ SENT_FIELDS = [
 ]
 
 
+def with_sent_field(argv: list[str], template: list[str] | None, value: str) -> list[str]:
+    """`argv` with `value` in the sent field that `template` (a SENT_FIELDS entry) names."""
+    if template is None:
+        return [argv[0], value, *argv[2:]]
+    option, shape = template
+    return with_argument(argv, option, shape.format(value))
+
+
 @pytest.mark.parametrize("name, field, template", SENT_FIELDS, ids=[f"{n}-{f}" for n, f, _ in SENT_FIELDS])
 @settings(max_examples=10, suppress_health_check=[HealthCheck.function_scoped_fixture])  # the same login throughout
 @given(before=TEXT.filter(lambda text: not text.startswith("-")), after=TEXT)  # "-..." is an option: see below
@@ -81,13 +89,7 @@ def test_a_token_typed_into_a_sent_field_is_refused_without_echoing_it(
     name, field, template, before, after, tmp_path_factory, logged_in
 ):
     root = tmp_path_factory.mktemp("scenario")
-    argv = Scenario(root).argv(name)
-    value = f"{before}{SECRET}{after}"
-    if template is None:
-        argv[1] = value
-    else:
-        option, shape = template
-        argv = with_argument(argv, option, shape.format(value))
+    argv = with_sent_field(Scenario(root).argv(name), template, f"{before}{SECRET}{after}")
     on_disk = files_of(root)
     done = outcome(name, argv)
     assert done.one_line, done
@@ -103,13 +105,7 @@ def test_every_stored_login_is_a_known_secret_at_every_sent_field(
 ):
     """Every token this machine holds is a known secret, wherever it is kept: each entry of stored_tokens, active or
     not and whatever its shape, is refused in a sent field like HF_TOKEN."""
-    argv = Scenario(tmp_path).argv(name)
-    value = f"msg {STORED[stored]}"
-    if template is None:
-        argv[1] = value
-    else:
-        option, shape = template
-        argv = with_argument(argv, option, shape.format(value))
+    argv = with_sent_field(Scenario(tmp_path).argv(name), template, f"msg {STORED[stored]}")
     done = outcome(name, argv)
     assert done.one_line, done
     assert field in done.error and "Hub token" in done.error and STORED[stored] not in done.error
