@@ -158,19 +158,31 @@ def refuse_secret(what: str, value: str | None, secrets: list[str], fix: str) ->
 def refuse_token_in_path(argument: str, path: str | os.PathLike, *, read: bool = False) -> None:
     """A ValueError when a path a command is given holds or looks like a token, checked before any work: one it
     writes (`argument`: --output_dir, --out, --output, --json), where the token would become a file name, or with
-    `read` one it reads (a model folder: convert --input, explain --model, push FOLDER), whose name is printed in
-    every line naming it and copied into what is made from it. Names the argument; never echoed."""
+    `read` one it reads (a model folder: convert --input, explain --model, push FOLDER; a file: explain --image, a
+    recipe), whose name is printed in every line naming it and copied into what is made from it. Names the argument;
+    never echoed; the fix fits the kind of value (`token_in_path_fix`)."""
+    secrets = known_secrets()
+    text = os.fspath(path)
     fix = (
-        f"give {argument} a path without it: rename the folder, or give it by a path that does not hold the token"
+        token_in_path_fix(argument, text, secrets)
         if read
         else f"give {argument} a name without it (a token never becomes a file or folder name)"
     )
-    refuse_secret(
-        f"The value of {argument}",
-        os.fspath(path),
-        known_secrets(),
-        f"{fix}; tokens belong in HF_TOKEN or `hf auth login`",
-    )
+    refuse_secret(f"The value of {argument}", text, secrets, f"{fix}; tokens belong in HF_TOKEN or `hf auth login`")
+
+
+def token_in_path_fix(argument: str, value: str, secrets: list[str]) -> str:
+    """What to do with a read path or URL holding a token, by what it is: a URL (its query is where a signed URL
+    keeps its key) loses the token, or is downloaded and given by path; a file whose own name holds it is renamed; a
+    folder (the value's last name, or one above it) is renamed or given by another path."""
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", value):
+        return (
+            f"remove the token from the URL of {argument} (a signed URL: download the file and give {argument} its "
+            "path)"
+        )
+    if holds_secret(os.path.basename(value.rstrip("/")), secrets) and os.path.isfile(value):
+        return f"rename the file, or give {argument} a path that does not hold the token"
+    return f"give {argument} a path without it: rename the folder, or give it by a path that does not hold the token"
 
 
 def token_value_positions(argv: list[str]) -> list[tuple[int, str]]:

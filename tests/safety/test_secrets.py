@@ -377,6 +377,34 @@ def test_an_input_file_whose_path_holds_a_token_is_refused_naming_the_argument(n
     assert SHAPED not in result.error and files_of(tmp_path) == before
 
 
+@pytest.mark.parametrize(
+    "kind, fix",
+    [
+        ("a signed URL", "remove the token from the URL of --image (a signed URL: download the file and give --image"),
+        ("the file's name", "rename the file, or give --image a path that does not hold the token"),
+        ("a folder above", "give --image a path without it: rename the folder, or give it by a path that does not"),
+    ],
+)
+def test_a_token_in_a_read_path_or_url_is_refused_with_the_fix_of_its_kind(kind, fix, tmp_path, logged_in):
+    """explain --image takes a path or a URL: a token in a URL's query is no folder to rename."""
+    scenario = Scenario(tmp_path)
+    argv = scenario.argv("explain")
+    image = {
+        "a signed URL": f"http://host/a.png?sig={SECRET}",
+        "the file's name": tmp_path / f"p-{SECRET}.png",
+        "a folder above": tmp_path / f"d-{SECRET}" / "p.png",
+    }[kind]
+    if not isinstance(image, str):
+        image.parent.mkdir(exist_ok=True)
+        shutil.copy(scenario.picture(), image)
+    argv = with_argument(argv, "--image", image)
+    before = files_of(tmp_path)
+    result = outcome("explain", argv)
+    assert result.one_line, result
+    assert result.error.startswith("error: The value of --image holds or looks like a Hub token"), result.error
+    assert fix in result.error and SECRET not in result.error and files_of(tmp_path) == before
+
+
 @pytest.mark.parametrize("encoding", ["utf-8", "utf-16-le"])
 def test_the_staged_file_scan_finds_a_token_shaped_string_it_was_not_told(encoding, tmp_path):
     """What push, train and convert scan before a folder is sent or written (`find_secrets`) lists a file holding
