@@ -53,6 +53,7 @@ from modeling_vit_scratch.common.model_folder import (
     content_sha256,
     described_sha256,
 )
+from modeling_vit_scratch.common.names import shown_name
 from modeling_vit_scratch.common.provenance import checkpoint_origin
 from modeling_vit_scratch.common.remote_code import OWN_AUTO_MAP, foreign_code
 from modeling_vit_scratch.common.secrets import (
@@ -100,6 +101,8 @@ REPLACED_PATTERNS = [
     CONVERSION_FILE,
     "*_results.json",
 ]
+# The most names a line about the folder's files lists; the rest are counted
+MAX_NAMES_SHOWN = 5
 # The last line of a card a push writes: a card whose text no longer has this digest was edited, and is kept.
 CARD_MARK = "<!-- written by vit-scratch push; sha256 of the text above: {digest} -->"
 
@@ -482,6 +485,22 @@ def foreign_card(api: HfApi, repo_id: str, head: str, remote: dict[str, RepoFile
     return not written_by_push(Path(path).read_bytes())
 
 
+def left_out_note(folder: Path, staging: Path) -> list[str]:
+    """A line naming the entries of `folder` the push does not send (notes, `.env`, a run's checkpoints: anything
+    that is not part of the model), so the user knows what stayed behind: names only, `MAX_NAMES_SHOWN` at most, the
+    rest counted. README.md has its own line (`local_card_note`); the weights are sent, though sharded anew."""
+    sent = {path.name for path in staging.iterdir()} | {"README.md"}
+    left = sorted(
+        shown_name(entry.name) + ("/" if entry.is_dir() and not entry.is_symlink() else "")
+        for entry in folder.iterdir()
+        if entry.name not in sent and not any(fnmatch(entry.name, p) for p in ("*.safetensors", "*.safetensors.*"))
+    )
+    if not left:
+        return []
+    more = f" and {len(left) - MAX_NAMES_SHOWN} more" if len(left) > MAX_NAMES_SHOWN else ""
+    return [f"Not sent (not part of the model): {', '.join(left[:MAX_NAMES_SHOWN])}{more}, in {folder.resolve()}."]
+
+
 def files_notes(repo_id: str, remote: dict[str, RepoFile], staging: Path, keep_card: bool) -> list[str]:
     """One line for each kind of file already on the repo that this push does not bring: removed (files a loader
     would follow instead of the pushed model's; an earlier model's weights and results), kept (the user's other files), and the user's card kept."""
@@ -608,7 +627,8 @@ def push_to_hub(
 
         pull_request_url, card_revision = None, target
         notes = (
-            local_card_note(folder, model.config)
+            left_out_note(folder, staging)
+            + local_card_note(folder, model.config)
             + metrics_note(folder, metrics, record, measured)
             + files_notes(repo_id, remote, staging, keep_card)
         )
