@@ -346,14 +346,29 @@ def local_card_note(folder: Path, config) -> list[str]:
 
 
 def model_card_text(
-    config, metrics: dict, record: dict, measured: bool, repo_id: str, revision: str | None, conversion: dict | None
+    config,
+    metrics: dict,
+    record: dict,
+    measured: bool,
+    repo_id: str,
+    revision: str | None,
+    conversion: dict | None,
+    files: list[str],
 ) -> str:
     """The card (loading example pinned to `revision` if given); for unmeasured weights, without metrics and with
-    a note that says why; for a converted folder (`conversion`), what it was converted from. Its last line marks it
-    as the push's own (`written_by_push`)."""
+    a note that says why; for a converted folder (`conversion`), what it was converted from. It speaks only of the
+    describing files the push sends (`files`, `sent_files`). Its last line marks it as the push's own
+    (`written_by_push`)."""
     text = str(
         render_model_card(
-            config, metrics, record, model_id=repo_id, revision=revision, unmeasured=not measured, conversion=conversion
+            config,
+            metrics,
+            record,
+            model_id=repo_id,
+            revision=revision,
+            unmeasured=not measured,
+            conversion=conversion,
+            files=files,
         )
     )
     text = text if text.endswith("\n") else text + "\n"
@@ -384,14 +399,20 @@ def stage_repo(
     vouches for these weights (`conversion` holds its digest), so a conversion from the repo keeps the history."""
     model.save_pretrained(staging, max_shard_size=max_shard_size)
     processor.save_pretrained(staging)
+    for name in sent_files(folder, measured, conversion):
+        shutil.copy2(folder / name, staging / name, follow_symlinks=False)
+    (staging / "README.md").write_text(card)
+
+
+def sent_files(folder: Path, measured: bool, conversion: dict | None) -> list[str]:
+    """The training and conversion files of `folder` a push sends, those that are there: the metrics, pictures and
+    record (only the record when the metrics were not measured on these weights), and the conversion record while
+    it vouches for these weights. The card names no other (`model_card_text`)."""
     names = [
         *(SHARED_FILES if measured else (RECORD_FILE,)),
         *([CONVERSION_FILE] if conversion_vouches(conversion) else []),
     ]
-    for name in names:
-        if (folder / name).is_file():
-            shutil.copy2(folder / name, staging / name, follow_symlinks=False)
-    (staging / "README.md").write_text(card)
+    return [name for name in names if (folder / name).is_file()]
 
 
 def title_and_description(message: str) -> tuple[str, str]:
@@ -599,8 +620,9 @@ def push_to_hub(
         model, processor = load_verified(folder)  # its reload check copies the folder's code
     api = HfApi(token=token)
     target = None if create_pr else revision or "main"
+    sent = sent_files(folder, measured, conversion)
     with ExitStack() as scratch:
-        card = model_card_text(model.config, metrics, record, measured, repo_id, None, conversion)
+        card = model_card_text(model.config, metrics, record, measured, repo_id, None, conversion, sent)
         with refused_writes_named(copies, kept, TEMPORARY_FIX):  # making the folder is a write too
             staging = scratch.enter_context(scratch_folder("push"))  # a kill leaves it to the next command
             stage_repo(folder, staging, model, processor, card, measured, max_shard_size, conversion)
@@ -675,7 +697,7 @@ def push_to_hub(
 
                 def card_for(commit: str) -> bytes:
                     return model_card_text(
-                        model.config, metrics, record, measured, repo_id, commit, conversion
+                        model.config, metrics, record, measured, repo_id, commit, conversion, sent
                     ).encode()
 
                 done = card_pinned_already(api, repo_id, model_commit, staging, card_for)
@@ -689,7 +711,7 @@ def push_to_hub(
         if keep_card:
             return PushResult(repo_url, model_commit, commit.commit_url, pull_request_url, notes)
 
-        pinned_card = model_card_text(model.config, metrics, record, measured, repo_id, model_commit, conversion)
+        pinned_card = model_card_text(model.config, metrics, record, measured, repo_id, model_commit, conversion, sent)
         if any(secret in pinned_card for secret in secrets):
             raise ValueError(f"The model card of {folder} would hold a Hub token; refusing to push it.")
         try:

@@ -275,7 +275,7 @@ def test_a_revision_git_would_refuse_is_refused(before, bad, after):
 
 
 def test_a_card_is_ours_until_edited(config):
-    card = model_card_text(config, {}, {}, True, "local-user/x", None, None).encode()
+    card = model_card_text(config, {}, {}, True, "local-user/x", None, None, []).encode()
     assert written_by_push(card)
     assert not written_by_push(card.replace(b"Vision Transformer", b"Vision transformer", 1))
     assert not written_by_push(b"# My model\n\nWritten by hand.\n")
