@@ -1,7 +1,7 @@
 """What keeps a model folder trustworthy: secrets kept out of it, and a digest that says which weights it holds.
 
-- `known_secrets` collects every Hub token this process can see (given explicitly, `HF_TOKEN`, the saved login),
-  `redact` removes them from a text, and `find_secrets` lists the files of a folder that contain one, so a writer
+- `known_secrets` collects every Hub token this machine holds (given explicitly, `HF_TOKEN`, the token files, every
+  stored login), `redact` removes them from a text, and `find_secrets` lists the files of a folder that contain one, so a writer
   can refuse before anything is published. This is the one redaction path: files, printed and error lines, log
   records (`redacting_logs`) and the strings a push sends go through it. `refuse_secret` refuses a value the user
   typed into a field that is sent or written (a commit message, a repo id, a label name) without echoing it;
@@ -43,15 +43,26 @@ SECRET_WORDS = ("token", "password", "passwd", "secret", "key")
 
 
 def known_secrets(*given: str | None) -> list[str]:
-    """Token values given explicitly, in the environment, or saved by `hf auth login`: longest first."""
-    from huggingface_hub import get_token
+    """Every token this machine holds, wherever it is kept, longest first: given explicitly (`--hub_token`), the
+    token variables, the active login (`get_token`), the token files (HF_TOKEN_PATH's and HF_HOME/token, which
+    HF_TOKEN hides from `get_token`) and every login `hf auth login` stored (`stored_tokens`, active or not, whatever
+    its shape: an old `api_org_...` token is no Hub-token shape)."""
+    from huggingface_hub import constants, get_token
+    from huggingface_hub.utils import get_stored_tokens
 
     values = set(given) | {os.environ.get(name) for name in TOKEN_VARIABLES}
-    try:
-        values.add(get_token())
-    except Exception:  # noqa: BLE001, S110 (a broken login, e.g. an OIDC exchange that fails, holds no secret)
-        pass
-    return sorted((v.strip() for v in values if v and len(v.strip()) >= MIN_SECRET_LENGTH), key=len, reverse=True)
+    for read in (get_token, get_stored_tokens):
+        try:
+            found = read()
+        except Exception:  # noqa: BLE001, S112 (a broken login, e.g. an OIDC exchange that fails, holds no secret)
+            continue
+        values |= set(found.values()) if isinstance(found, dict) else {found}
+    for path in {constants.HF_TOKEN_PATH, os.path.join(constants.HF_HOME, "token")}:
+        try:
+            values.add(Path(path).read_text(errors="replace"))
+        except OSError:  # no such file (no login), or one this user cannot read
+            pass
+    return sorted({v.strip() for v in values if v and len(v.strip()) >= MIN_SECRET_LENGTH}, key=len, reverse=True)
 
 
 def redact(text: str, secrets: list[str]) -> str:
@@ -147,19 +158,31 @@ def refuse_secret(what: str, value: str | None, secrets: list[str], fix: str) ->
 def refuse_token_in_path(argument: str, path: str | os.PathLike, *, read: bool = False) -> None:
     """A ValueError when a path a command is given holds or looks like a token, checked before any work: one it
     writes (`argument`: --output_dir, --out, --output, --json), where the token would become a file name, or with
-    `read` one it reads (a model folder: convert --input, explain --model, push FOLDER), whose name is printed in
-    every line naming it and copied into what is made from it. Names the argument; never echoed."""
+    `read` one it reads (a model folder: convert --input, explain --model, push FOLDER; a file: explain --image, a
+    recipe), whose name is printed in every line naming it and copied into what is made from it. Names the argument;
+    never echoed; the fix fits the kind of value (`token_in_path_fix`)."""
+    secrets = known_secrets()
+    text = os.fspath(path)
     fix = (
-        f"give {argument} a path without it: rename the folder, or give it by a path that does not hold the token"
+        token_in_path_fix(argument, text, secrets)
         if read
         else f"give {argument} a name without it (a token never becomes a file or folder name)"
     )
-    refuse_secret(
-        f"The value of {argument}",
-        os.fspath(path),
-        known_secrets(),
-        f"{fix}; tokens belong in HF_TOKEN or `hf auth login`",
-    )
+    refuse_secret(f"The value of {argument}", text, secrets, f"{fix}; tokens belong in HF_TOKEN or `hf auth login`")
+
+
+def token_in_path_fix(argument: str, value: str, secrets: list[str]) -> str:
+    """What to do with a read path or URL holding a token, by what it is: a URL (its query is where a signed URL
+    keeps its key) loses the token, or is downloaded and given by path; a file whose own name holds it is renamed; a
+    folder (the value's last name, or one above it) is renamed or given by another path."""
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", value):
+        return (
+            f"remove the token from the URL of {argument} (a signed URL: download the file and give {argument} its "
+            "path)"
+        )
+    if holds_secret(os.path.basename(value.rstrip("/")), secrets) and os.path.isfile(value):
+        return f"rename the file, or give {argument} a path that does not hold the token"
+    return f"give {argument} a path without it: rename the folder, or give it by a path that does not hold the token"
 
 
 def token_value_positions(argv: list[str]) -> list[tuple[int, str]]:

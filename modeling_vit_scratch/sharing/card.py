@@ -17,11 +17,13 @@ import json
 import math
 import re
 import uuid
+from collections.abc import Collection
 from pathlib import Path
 
 import jinja2
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from modeling_vit_scratch.common.folders import CONFUSION_FILE, CURVES_FILE, RESULTS_FILE
 from modeling_vit_scratch.common.provenance import public_command, public_name
 from modeling_vit_scratch.common.sources import DIGITS
 from modeling_vit_scratch.configuration_vit_scratch import MODEL_SIZES, ViTScratchConfig, to_pair
@@ -37,6 +39,8 @@ DIGITS_TEXT = (
     "`train_test_split(..., stratify=y, random_state=0)`; the validation split comes from the training part only."
 )
 METRIC_NAMES = {"accuracy": "accuracy", "top5_accuracy": "top-5 accuracy", "loss": "cross-entropy loss"}
+# the files the card may point at, as a training run writes them: the numbers, the curves, the confusion matrix
+DESCRIBING_FILES = (RESULTS_FILE, CURVES_FILE, CONFUSION_FILE)
 CARD_CLASSES = 10  # the per-class table lists every class up to this many, else this many of the worst
 
 
@@ -411,13 +415,15 @@ def render_model_card(
     template: str | Path = TEMPLATE,
     unmeasured: bool = False,
     conversion: dict | None = None,
+    files: Collection[str] | None = None,
 ) -> ModelCard:
     """The card for a model folder. `metrics` (all_results.json) and `record` (training_record.json) are left out
     of the card when unknown; `model_id`/`revision` fill the loading example once the repo is known; `unmeasured`
     says the weights were changed after training, so the training metrics are not theirs; a record without metrics
     (all_results.json lost) makes the card say the metrics are not known; `conversion`
     (conversion_record.json, for a folder without a training record) says what the weights were converted from.
-    A folder with neither record gets a card that claims no training."""
+    A folder with neither record gets a card that claims no training. `files` names the describing files the folder
+    (or the pushed repo) holds: the card speaks only of those (`files_sentences`); None: all of them."""
     template = Path(template)
     if not template.is_file():
         raise FileNotFoundError(f"Model card template {template} not found: reinstall vit-scratch.")
@@ -473,8 +479,36 @@ def render_model_card(
         revision=revision,
         unmeasured=unmeasured,
         metrics_unknown=bool(record) and not metrics and not unmeasured,  # a trained model whose results are lost
+        **files_sentences(DESCRIBING_FILES if files is None else files),
     )
     return ModelCard(render_template(template.read_text(), values, name=template.name))
+
+
+def files_sentences(files: Collection[str]) -> dict[str, str]:
+    """The card's words about the describing files (`DESCRIBING_FILES`), naming only those in `files`, so that a card
+    never points at a file its folder or repo does not hold: where the curves and the numbers are (`files_text`),
+    where every class is (`all_classes_in`) and where the confusion matrix is (`confusion_in`); empty where none is."""
+    results, curves, confusion = (name in files for name in DESCRIBING_FILES)
+    said = [
+        *([f"The curves of loss and accuracy per epoch are in `{CURVES_FILE}`"] if curves else []),
+        *([f"every number is in `{RESULTS_FILE}`"] if results else []),
+    ]
+    text = "; ".join(said)
+    return dict(
+        files_text=f"{text[:1].upper()}{text[1:]}." if text else "",
+        all_classes_in=" and ".join(
+            [
+                *([f"`{RESULTS_FILE}` (`test_per_class_accuracy`, `test_confusion_matrix`)"] if results else []),
+                *([f"`{CONFUSION_FILE}`"] if confusion else []),
+            ]
+        ),
+        confusion_in=" and ".join(
+            [
+                *([f"`{CONFUSION_FILE}`"] if confusion else []),
+                *([f"`{RESULTS_FILE}` (`test_confusion_matrix`)"] if results else []),
+            ]
+        ),
+    )
 
 
 def leg_rows(legs: list[dict]) -> list[dict]:

@@ -53,6 +53,7 @@ from modeling_vit_scratch.common.model_folder import (
     content_sha256,
     described_sha256,
 )
+from modeling_vit_scratch.common.names import shown_name
 from modeling_vit_scratch.common.provenance import checkpoint_origin
 from modeling_vit_scratch.common.remote_code import OWN_AUTO_MAP, foreign_code
 from modeling_vit_scratch.common.secrets import (
@@ -100,6 +101,8 @@ REPLACED_PATTERNS = [
     CONVERSION_FILE,
     "*_results.json",
 ]
+# The most names a line about the folder's files lists; the rest are counted
+MAX_NAMES_SHOWN = 5
 # The last line of a card a push writes: a card whose text no longer has this digest was edited, and is kept.
 CARD_MARK = "<!-- written by vit-scratch push; sha256 of the text above: {digest} -->"
 
@@ -343,14 +346,29 @@ def local_card_note(folder: Path, config) -> list[str]:
 
 
 def model_card_text(
-    config, metrics: dict, record: dict, measured: bool, repo_id: str, revision: str | None, conversion: dict | None
+    config,
+    metrics: dict,
+    record: dict,
+    measured: bool,
+    repo_id: str,
+    revision: str | None,
+    conversion: dict | None,
+    files: list[str],
 ) -> str:
     """The card (loading example pinned to `revision` if given); for unmeasured weights, without metrics and with
-    a note that says why; for a converted folder (`conversion`), what it was converted from. Its last line marks it
-    as the push's own (`written_by_push`)."""
+    a note that says why; for a converted folder (`conversion`), what it was converted from. It speaks only of the
+    describing files the push sends (`files`, `sent_files`). Its last line marks it as the push's own
+    (`written_by_push`)."""
     text = str(
         render_model_card(
-            config, metrics, record, model_id=repo_id, revision=revision, unmeasured=not measured, conversion=conversion
+            config,
+            metrics,
+            record,
+            model_id=repo_id,
+            revision=revision,
+            unmeasured=not measured,
+            conversion=conversion,
+            files=files,
         )
     )
     text = text if text.endswith("\n") else text + "\n"
@@ -381,14 +399,20 @@ def stage_repo(
     vouches for these weights (`conversion` holds its digest), so a conversion from the repo keeps the history."""
     model.save_pretrained(staging, max_shard_size=max_shard_size)
     processor.save_pretrained(staging)
+    for name in sent_files(folder, measured, conversion):
+        shutil.copy2(folder / name, staging / name, follow_symlinks=False)
+    (staging / "README.md").write_text(card)
+
+
+def sent_files(folder: Path, measured: bool, conversion: dict | None) -> list[str]:
+    """The training and conversion files of `folder` a push sends, those that are there: the metrics, pictures and
+    record (only the record when the metrics were not measured on these weights), and the conversion record while
+    it vouches for these weights. The card names no other (`model_card_text`)."""
     names = [
         *(SHARED_FILES if measured else (RECORD_FILE,)),
         *([CONVERSION_FILE] if conversion_vouches(conversion) else []),
     ]
-    for name in names:
-        if (folder / name).is_file():
-            shutil.copy2(folder / name, staging / name, follow_symlinks=False)
-    (staging / "README.md").write_text(card)
+    return [name for name in names if (folder / name).is_file()]
 
 
 def title_and_description(message: str) -> tuple[str, str]:
@@ -480,6 +504,22 @@ def foreign_card(api: HfApi, repo_id: str, head: str, remote: dict[str, RepoFile
         return False
     path = api.hf_hub_download(repo_id, "README.md", revision=head)
     return not written_by_push(Path(path).read_bytes())
+
+
+def left_out_note(folder: Path, staging: Path) -> list[str]:
+    """A line naming the entries of `folder` the push does not send (notes, `.env`, a run's checkpoints: anything
+    that is not part of the model), so the user knows what stayed behind: names only, `MAX_NAMES_SHOWN` at most, the
+    rest counted. README.md has its own line (`local_card_note`); the weights are sent, though sharded anew."""
+    sent = {path.name for path in staging.iterdir()} | {"README.md"}
+    left = sorted(
+        shown_name(entry.name) + ("/" if entry.is_dir() and not entry.is_symlink() else "")
+        for entry in folder.iterdir()
+        if entry.name not in sent and not any(fnmatch(entry.name, p) for p in ("*.safetensors", "*.safetensors.*"))
+    )
+    if not left:
+        return []
+    more = f" and {len(left) - MAX_NAMES_SHOWN} more" if len(left) > MAX_NAMES_SHOWN else ""
+    return [f"Not sent (not part of the model): {', '.join(left[:MAX_NAMES_SHOWN])}{more}, in {folder.resolve()}."]
 
 
 def files_notes(repo_id: str, remote: dict[str, RepoFile], staging: Path, keep_card: bool) -> list[str]:
@@ -592,8 +632,9 @@ def push_to_hub(
         model, processor = load_verified(folder)  # its reload check copies the folder's code
     api = HfApi(token=token)
     target = None if create_pr else revision or "main"
+    sent = sent_files(folder, measured, conversion)
     with ExitStack() as scratch:
-        card = model_card_text(model.config, metrics, record, measured, repo_id, None, conversion)
+        card = model_card_text(model.config, metrics, record, measured, repo_id, None, conversion, sent)
         with refused_writes_named(copies, kept, TEMPORARY_FIX):  # making the folder is a write too
             staging = scratch.enter_context(scratch_folder("push"))  # a kill leaves it to the next command
             stage_repo(folder, staging, model, processor, card, measured, max_shard_size, conversion)
@@ -621,7 +662,8 @@ def push_to_hub(
 
         pull_request_url, card_revision = None, target
         notes = (
-            local_card_note(folder, model.config)
+            left_out_note(folder, staging)
+            + local_card_note(folder, model.config)
             + metrics_note(folder, metrics, record, measured)
             + files_notes(repo_id, remote, staging, keep_card)
         )
@@ -675,7 +717,7 @@ def push_to_hub(
 
                 def card_for(commit: str) -> bytes:
                     return model_card_text(
-                        model.config, metrics, record, measured, repo_id, commit, conversion
+                        model.config, metrics, record, measured, repo_id, commit, conversion, sent
                     ).encode()
 
                 done = card_pinned_already(api, repo_id, model_commit, staging, card_for)
@@ -689,7 +731,7 @@ def push_to_hub(
         if keep_card:
             return PushResult(repo_url, model_commit, commit.commit_url, pull_request_url, notes)
 
-        pinned_card = model_card_text(model.config, metrics, record, measured, repo_id, model_commit, conversion)
+        pinned_card = model_card_text(model.config, metrics, record, measured, repo_id, model_commit, conversion, sent)
         if any(secret in pinned_card for secret in secrets):
             raise ValueError(f"The model card of {folder} would hold a Hub token; refusing to push it.")
         try:

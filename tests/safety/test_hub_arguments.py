@@ -275,7 +275,7 @@ def test_a_revision_git_would_refuse_is_refused(before, bad, after):
 
 
 def test_a_card_is_ours_until_edited(config):
-    card = model_card_text(config, {}, {}, True, "local-user/x", None, None).encode()
+    card = model_card_text(config, {}, {}, True, "local-user/x", None, None, []).encode()
     assert written_by_push(card)
     assert not written_by_push(card.replace(b"Vision Transformer", b"Vision transformer", 1))
     assert not written_by_push(b"# My model\n\nWritten by hand.\n")
@@ -307,6 +307,8 @@ def test_what_a_push_finds_on_the_repo_is_said_and_bad_arguments_create_nothing(
     titles its commit with the folder's name."""
     scenario = Scenario(tmp_path)
     model = scenario.model()
+    for not_model in ("notes.txt", ".env"):  # in the pushed folder: not sent, and said
+        (model / not_model).write_text("x")
     earlier = tmp_path / "earlier"
     earlier.mkdir()
     user_card = "# My model\n\nA card I wrote myself.\n"
@@ -347,9 +349,17 @@ def test_what_a_push_finds_on_the_repo_is_said_and_bad_arguments_create_nothing(
         "not pinned to the new weights. Pass --overwrite_card (Python: overwrite_card=True) to replace it with the "
         "generated card."
     )
-    assert kept["notes"] == [removed, "Kept on local-user/used, not written by vit-scratch: notes.md.", card_kept]
+    left_out = f"Not sent (not part of the model): .env, notes.txt, in {model.resolve()}."
+    assert kept["notes"] == [
+        left_out,
+        removed,
+        "Kept on local-user/used, not written by vit-scratch: notes.md.",
+        card_kept,
+    ]
+    assert replaced["notes"][0] == left_out
     assert files_after_first["README.md"].decode() == user_card and "pytorch_model.bin" not in files_after_first
     assert files_after_first["notes.md"] == b"x" and "eval_results.json" not in files_after_first
+    assert "notes.txt" not in final and ".env" not in final
     # a commit id is printed in full: a short one is no revision the Hub (or explain, convert) takes
     assert re.fullmatch(
         r"README\.md: the generated model card, its loading example pinned to [0-9a-f]{40}\.", replaced["notes"][-1]

@@ -40,6 +40,19 @@ def logged_in(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_TOKEN", SECRET)
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-login" / "token"))
     monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "no-login" / "stored_tokens"))
+    monkeypatch.setattr(constants, "HF_HOME", str(tmp_path / "no-login"))
+
+
+# two logins kept by `hf auth login`, neither active nor shaped like a Hub token (an old org token, an endpoint's)
+STORED = {"old-org": "api_org_PersonalSecretZZyy", "endpoint": "EndpointKey-0a1b2c3d4e5f"}
+
+
+@pytest.fixture
+def stored_logins(logged_in, tmp_path):
+    """`logged_in`, and a stored_tokens file of two entries that are not the active token."""
+    path = Path(constants.HF_STORED_TOKENS_PATH)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"[{name}]\nhf_token = {token}\n\n" for name, token in STORED.items()))
 
 
 def files_of(folder: Path) -> dict[str, bytes]:
@@ -61,6 +74,14 @@ SENT_FIELDS = [
 ]
 
 
+def with_sent_field(argv: list[str], template: list[str] | None, value: str) -> list[str]:
+    """`argv` with `value` in the sent field that `template` (a SENT_FIELDS entry) names."""
+    if template is None:
+        return [argv[0], value, *argv[2:]]
+    option, shape = template
+    return with_argument(argv, option, shape.format(value))
+
+
 @pytest.mark.parametrize("name, field, template", SENT_FIELDS, ids=[f"{n}-{f}" for n, f, _ in SENT_FIELDS])
 @settings(max_examples=10, suppress_health_check=[HealthCheck.function_scoped_fixture])  # the same login throughout
 @given(before=TEXT.filter(lambda text: not text.startswith("-")), after=TEXT)  # "-..." is an option: see below
@@ -68,19 +89,51 @@ def test_a_token_typed_into_a_sent_field_is_refused_without_echoing_it(
     name, field, template, before, after, tmp_path_factory, logged_in
 ):
     root = tmp_path_factory.mktemp("scenario")
-    argv = Scenario(root).argv(name)
-    value = f"{before}{SECRET}{after}"
-    if template is None:
-        argv[1] = value
-    else:
-        option, shape = template
-        argv = with_argument(argv, option, shape.format(value))
+    argv = with_sent_field(Scenario(root).argv(name), template, f"{before}{SECRET}{after}")
     on_disk = files_of(root)
     done = outcome(name, argv)
     assert done.one_line, done
     assert field in done.error and "Hub token" in done.error
     assert SECRET not in done.error
     assert files_of(root) == on_disk  # nothing written or changed, the output folder not even made
+
+
+@pytest.mark.parametrize("name, field, template", SENT_FIELDS, ids=[f"{n}-{f}" for n, f, _ in SENT_FIELDS])
+@pytest.mark.parametrize("stored", STORED)
+def test_every_stored_login_is_a_known_secret_at_every_sent_field(
+    name, field, template, stored, tmp_path, stored_logins
+):
+    """Every token this machine holds is a known secret, wherever it is kept: each entry of stored_tokens, active or
+    not and whatever its shape, is refused in a sent field like HF_TOKEN."""
+    argv = with_sent_field(Scenario(tmp_path).argv(name), template, f"msg {STORED[stored]}")
+    done = outcome(name, argv)
+    assert done.one_line, done
+    assert field in done.error and "Hub token" in done.error and STORED[stored] not in done.error
+
+
+@pytest.mark.parametrize("name, argument", MODEL_FOLDER_READERS)
+@pytest.mark.parametrize("where", ["stored_tokens", "HF_HOME/token"])
+def test_a_token_kept_in_any_login_file_is_refused_in_a_read_folders_settings(
+    name, argument, where, tmp_path, stored_logins, monkeypatch
+):
+    """A stored login and HF_HOME/token (which HF_TOKEN hides from huggingface_hub's `get_token`) are known secrets
+    at every reader's settings check too."""
+    token = STORED["old-org"]
+    if where == "HF_HOME/token":
+        token = "OldLoginOfThisUser-9z8y7x"
+        (Path(constants.HF_HOME) / "token").write_text(token)
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "with-token"
+    shutil.copytree(scenario.model(), folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["note"] = token
+    (folder / "config.json").write_text(json.dumps(config))
+    argv = argv_reading(scenario, name, argument, folder)
+    before = files_of(tmp_path)
+    result = outcome(name, argv)
+    assert result.one_line, result
+    assert f"{folder / 'config.json'} holds or looks like a Hub token at key 'note'" in result.error
+    assert token not in result.error and files_of(tmp_path) == before
 
 
 @pytest.mark.parametrize("name", ["train", "push", "explain", "convert"])
@@ -322,6 +375,34 @@ def test_an_input_file_whose_path_holds_a_token_is_refused_naming_the_argument(n
     assert result.one_line, result
     assert result.error.startswith(f"error: The value of {argument} holds or looks like a Hub token"), result.error
     assert SHAPED not in result.error and files_of(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    "kind, fix",
+    [
+        ("a signed URL", "remove the token from the URL of --image (a signed URL: download the file and give --image"),
+        ("the file's name", "rename the file, or give --image a path that does not hold the token"),
+        ("a folder above", "give --image a path without it: rename the folder, or give it by a path that does not"),
+    ],
+)
+def test_a_token_in_a_read_path_or_url_is_refused_with_the_fix_of_its_kind(kind, fix, tmp_path, logged_in):
+    """explain --image takes a path or a URL: a token in a URL's query is no folder to rename."""
+    scenario = Scenario(tmp_path)
+    argv = scenario.argv("explain")
+    image = {
+        "a signed URL": f"http://host/a.png?sig={SECRET}",
+        "the file's name": tmp_path / f"p-{SECRET}.png",
+        "a folder above": tmp_path / f"d-{SECRET}" / "p.png",
+    }[kind]
+    if not isinstance(image, str):
+        image.parent.mkdir(exist_ok=True)
+        shutil.copy(scenario.picture(), image)
+    argv = with_argument(argv, "--image", image)
+    before = files_of(tmp_path)
+    result = outcome("explain", argv)
+    assert result.one_line, result
+    assert result.error.startswith("error: The value of --image holds or looks like a Hub token"), result.error
+    assert fix in result.error and SECRET not in result.error and files_of(tmp_path) == before
 
 
 @pytest.mark.parametrize("encoding", ["utf-8", "utf-16-le"])

@@ -88,6 +88,25 @@ def test_with_many_classes_the_card_lists_the_ten_worst_and_says_so():
     assert " ".join(card.split()).count("The 10 classes with the lowest test accuracy, of 30;") == 1
 
 
+DESCRIBING = ("all_results.json", "training_curves.png", "confusion_matrix.png")
+
+
+@pytest.mark.parametrize("num_labels", [3, 30])  # every class listed, or the ten worst
+@pytest.mark.parametrize("held", [DESCRIBING, (), *[(name,) for name in DESCRIBING], DESCRIBING[:2], DESCRIBING[1:]])
+def test_the_card_names_only_the_describing_files_its_folder_holds(num_labels, held):
+    """A folder whose training_curves.png or confusion_matrix.png were deleted (or all_results.json, as for a
+    checkpoint whose metrics come from its run) gets a card that never points at them: each file is named exactly
+    where it is held; the card's sentences stay whole."""
+    names = [f"class {index}" for index in range(num_labels)]
+    matrix = [[1 if column == row else 0 for column in range(num_labels)] for row in range(num_labels)]
+    metrics = {**METRICS, **class_results(names, matrix)}
+    config = ViTScratchConfig(num_labels=num_labels, id2label=dict(enumerate(names)))
+    card = str(render_model_card(config, metrics, {}, files=held))
+    assert {name for name in DESCRIBING if name in card} == set(held)
+    assert "Every class." in card or "Every class;" in card or f"of {num_labels}" in card
+    assert "; ." not in card and " in ." not in card and "\n.\n" not in card
+
+
 def test_without_per_class_results_the_card_has_no_per_class_table():
     card = str(render_model_card(ViTScratchConfig(num_labels=3), METRICS, {}))
     assert "Per class" not in card and "| test | accuracy | 0.9500 |" in card
