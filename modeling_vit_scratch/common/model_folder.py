@@ -58,7 +58,9 @@ def model_folder_signs(folder: str | Path) -> list[str]:
 def check_settings_files(folder: str | Path, named: str) -> None:
     """A FileNotFoundError naming the first of config.json and preprocessor_config.json that the local folder
     `folder` (as `named`, the argument the user gave) lacks: without it no model or processor can be loaded, and a
-    loader's own message would blame something else."""
+    loader's own message would blame something else. An adapter saved alone is named as one (`check_no_adapter`)."""
+    if not (Path(folder) / CONFIG_FILE).is_file():
+        check_no_adapter(folder)
     for name in DESCRIBING_FILES:
         if not (Path(folder) / name).is_file():
             raise FileNotFoundError(
@@ -115,10 +117,17 @@ def check_no_adapter(folder: str | Path) -> None:
     """A one-line ValueError naming the PEFT adapter file in `folder` (a model folder, or a hub repo's settings fetched
     to one): a command reads the folder's own model only, and transformers would load the adapter over it (or the
     base model the adapter names, from another repo) without a word. The fix: merge the adapter into the model, or
-    remove its files."""
+    remove its files. A folder holding an adapter and no model (peft's `save_pretrained` before merging) is told so.
+    """
     folder = Path(folder)
     found = sorted(path.name for path in folder.glob(ADAPTER_WEIGHTS) if path.is_file())
     found = [ADAPTER_CONFIG] * (folder / ADAPTER_CONFIG).is_file() + found
+    if found and not (folder / CONFIG_FILE).is_file():  # peft's save_pretrained of an unmerged model: no model here
+        raise ValueError(
+            f"{folder} holds a PEFT adapter ({', '.join(found)}) and no model (no {CONFIG_FILE}): a command reads a "
+            "whole model: merge the adapter into its base model (peft's `merge_and_unload()`, then "
+            "`save_pretrained(FOLDER)`) and give that folder."
+        )
     if found:
         raise ValueError(
             f"{folder / found[0]} is a PEFT adapter beside the model, which transformers would load over the model "

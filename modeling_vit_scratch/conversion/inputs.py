@@ -5,7 +5,7 @@ transformers`), a local path that does not exist (never looked up on the Hub), a
 
 from pathlib import Path
 
-from modeling_vit_scratch.common.model_folder import TRANSFORMERS_TYPES, read_json
+from modeling_vit_scratch.common.model_folder import TRANSFORMERS_TYPES, check_no_adapter, read_json
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.sources import check_folder_path, check_hub_model, check_not_url, hub_commit
 from modeling_vit_scratch.conversion.convert import NO_CODE_RUNS
@@ -30,6 +30,7 @@ def check_input(source: str, direction: str, revision: str | None = None) -> str
 def check_folder_kind(folder: Path, source: str, direction: str) -> None:
     """A local folder's config.json says which side of the conversion it is on: refuse the other side, or neither."""
     if not (folder / "config.json").is_file():
+        check_no_adapter(folder)  # an unmerged adapter is a model's part, not a model: said as such
         raise FileNotFoundError(
             f"--input {source!r} has no config.json: give a folder written by save_pretrained (the model's "
             "config.json beside its weights)."

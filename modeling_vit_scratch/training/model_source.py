@@ -12,7 +12,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForImageClassification, PreTrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES
 
-from modeling_vit_scratch.common.model_folder import check_model_size, check_processor_fits
+from modeling_vit_scratch.common.model_folder import check_model_size, check_no_adapter, check_processor_fits
 from modeling_vit_scratch.common.overrides import check_config_overrides, parse_overrides
 from modeling_vit_scratch.common.remote_code import check_no_foreign_code
 from modeling_vit_scratch.common.run_state import check_run_state
@@ -166,6 +166,7 @@ def named_config(args: ModelArguments) -> tuple[PreTrainedConfig, bool]:
     if overrides:
         raise ValueError("--config_overrides applies to new models only; a checkpoint keeps its architecture.")
     if kind == "folder" and not (Path(args.model) / "config.json").exists():
+        check_no_adapter(args.model)  # an unmerged adapter is a model's part, not a model: said as such
         raise FileNotFoundError(f"{args.model!r} has no config.json: give a folder written by save_pretrained.")
     check_readable_folder(args.model, "--model", args.model_revision)  # a folder, or a repo id
     try:

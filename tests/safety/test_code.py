@@ -357,6 +357,24 @@ def test_a_folder_holding_an_adapter_is_one_line_naming_it_and_the_merge_at_ever
     assert snapshot(folder) == before
 
 
+@pytest.mark.parametrize(("name", "argument"), MODEL_FOLDER_READERS)
+def test_an_adapter_saved_alone_is_named_as_an_adapter_to_merge_at_every_reader(tmp_path, name, argument):
+    """peft's `save_pretrained` of an unmerged model writes the adapter alone (no config.json): every reader names it
+    as an adapter to merge into its base model, not as a folder that "has no config.json"."""
+    scenario = Scenario(tmp_path)
+    folder = tmp_path / "lora_adapter"
+    folder.mkdir()
+    write_adapter(folder, ("config", "weights"))
+    before = snapshot(folder)
+    result = outcome(name, argv_reading(scenario, name, argument, folder))
+    assert result.one_line, result
+    assert f"{folder} holds a PEFT adapter (adapter_config.json, adapter_model.safetensors) and no model" in (
+        result.error
+    ), result.error
+    assert "merge_and_unload()" in result.error, result.error
+    assert snapshot(folder) == before
+
+
 def test_a_hub_repo_holding_an_adapter_is_refused_from_its_fetched_settings(tmp_path, monkeypatch):
     """A hub repo's settings fetch takes its adapter_config.json too, so a repo whose adapter names another repo's
     base model is refused as a local folder is, trusted or not."""
