@@ -44,6 +44,7 @@ from modeling_vit_scratch.common.images import frame_count, upright
 from modeling_vit_scratch.common.names import shown_name
 from modeling_vit_scratch.common.sources import looks_like_local_path
 from modeling_vit_scratch.training.data import (
+    DIGITS,
     IMAGE_COLUMN_NAMES,
     LABEL_COLUMN_NAMES,
     SPLIT_ALIASES,
@@ -102,8 +103,14 @@ class StreamSource:
 
 def stream_source(dataset: str, config_name: str | None = None) -> StreamSource:
     """`--dataset` as a stream: a folder of `*.parquet` shards, of `*.tar` (WebDataset) shards, an imagefolder, or a
-    hub data set name. A file, or a local path that does not exist, is a one-line error."""
+    hub data set name. A file, or a local path that does not exist, is a one-line error; so are the embedded digits,
+    which are in memory already (no folder here named `digits`: that one is streamed)."""
     path = Path(dataset).expanduser()
+    if dataset == DIGITS and not path.exists():
+        raise ValueError(
+            f"--dataset {DIGITS!r} (the embedded digits, the default) is a small set held in memory, which cannot be "
+            "streamed: leave out --streaming, or stream a folder of images or parquet shards (--dataset ./FOLDER)."
+        )
     if path.is_dir() and saved_to_disk(path):
         raise ValueError(
             f"--dataset {dataset!r} is a save_to_disk folder (arrow files), which cannot be streamed: leave out "

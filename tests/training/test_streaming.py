@@ -391,3 +391,19 @@ def test_a_streamed_image_of_several_frames_is_trained_from_frame_1_and_said_onc
     )
     assert said == [line]
     assert seen == [(255, 0, 0)] * 3  # frame 1 of each, the red one
+
+
+def test_the_embedded_digits_are_not_streamed_and_a_folder_named_digits_is(tmp_path, monkeypatch):
+    """`--dataset digits --streaming true` named the built-in default set as a missing folder or hub set: it is said
+    to be held in memory, with the two fixes; a folder of that name in the working folder is streamed as any other."""
+    from modeling_vit_scratch.training.streaming import stream_source
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(
+        ValueError, match=r"--dataset 'digits' \(the embedded digits, the default\) is a small set held"
+    ):
+        stream_source("digits")
+    for label in ("a", "b"):
+        (tmp_path / "digits" / label).mkdir(parents=True)
+        Image.new("L", (8, 8)).save(tmp_path / "digits" / label / "1.png")
+    assert stream_source("digits") is not None
