@@ -234,6 +234,8 @@ def train_in_claimed_folder(
     checkpoint's once the data has filled its fields; `settings` (`run_settings`) is kept in each checkpoint;
     `claimed` is the output folder this process holds, the only one it writes into (`training/saving.py`)."""
     started = time.time()
+    if training_args.disable_tqdm:  # the libraries' own bars too (loading data, writing each checkpoint's shards)
+        quiet_progress_bars()
     policy = augmentation_policy(data_args)  # the augmentation's errors too
     check_mixing_batch(policy, training_args, data_args.total_train_batch_size)
     set_seed(training_args.seed)  # before the model is built, so the initial weights follow --seed
@@ -600,3 +602,15 @@ def accuracy_metrics(eval_prediction) -> dict[str, float]:
         top5 = np.argsort(-logits, axis=-1)[:, :5]
         metrics["top5_accuracy"] = float((top5 == labels[:, None]).any(-1).mean())
     return metrics
+
+
+def quiet_progress_bars() -> None:
+    """`--disable_tqdm true` silences every progress bar the run shows, not only the Trainer's: transformers'
+    (writing model shards at each checkpoint), datasets' and huggingface_hub's, each by its own switch."""
+    import datasets
+    import huggingface_hub
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    datasets.disable_progress_bars()
+    huggingface_hub.utils.disable_progress_bars()

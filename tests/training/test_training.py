@@ -661,3 +661,29 @@ def test_a_token_given_to_another_argument_is_refused_without_echoing_it(tmp_pat
     assert where[0].split("=")[0] in str(refused.value)
     pushing = ["--push_to_hub", "true", "--hub_token", token]  # where a token belongs: accepted
     parse_arguments(["--model", "vit-tiny-patch16-224", "--output_dir", str(tmp_path / "out"), *pushing])
+
+
+def test_disable_tqdm_silences_the_libraries_bars_too(tmp_path, capsys):
+    """`--disable_tqdm true` left transformers' "Writing model shards" bar at every checkpoint: the run turns off
+    transformers', datasets' and huggingface_hub's bars as well (restored here: they are process-wide switches)."""
+    import datasets
+    import huggingface_hub
+    import transformers
+
+    from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification
+    from modeling_vit_scratch.training.trainer import quiet_progress_bars
+
+    config = ViTScratchConfig(image_size=8, patch_size=4, hidden_size=8, num_hidden_layers=1, num_attention_heads=2)
+    try:
+        quiet_progress_bars()
+        assert not transformers.utils.logging.is_progress_bar_enabled()
+        assert not datasets.is_progress_bar_enabled()
+        assert huggingface_hub.utils.are_progress_bars_disabled()
+        ViTScratchForImageClassification(config).save_pretrained(tmp_path / "quiet")
+        assert "Writing model shards" not in capsys.readouterr().err
+    finally:
+        transformers.utils.logging.enable_progress_bar()
+        datasets.enable_progress_bars()
+        huggingface_hub.utils.enable_progress_bars()
+    ViTScratchForImageClassification(config).save_pretrained(tmp_path / "loud")  # the bar the switch turns off
+    assert "Writing model shards" in capsys.readouterr().err
