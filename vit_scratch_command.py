@@ -45,12 +45,19 @@ def exit_at_once(number: int, frame) -> None:
             stream.flush()
         except (OSError, RuntimeError, ValueError):  # a closed stream, or one the signal interrupted mid-write
             pass
-    if _line[0]:
+    if _line[0] and speaks_for_machine():
         try:
             os.write(2, f"{_line[0]}\n".encode())
         except OSError:
             pass
     os._exit(EXIT_CODES.get(number, INTERRUPTED))
+
+
+def speaks_for_machine() -> bool:
+    """Whether this process says the lines every process of a launched run would say alike (an argument error, a
+    stop before any work): the first process on its machine (`LOCAL_RANK` 0, as torchrun and accelerate set it), or a
+    process no launcher started. Each machine says them once, so one whose files differ still speaks."""
+    return os.environ.get("LOCAL_RANK", "0").strip() in ("", "0")
 
 
 def exit_on_signal(line: str | None) -> None:

@@ -37,6 +37,7 @@ from modeling_vit_scratch.training.distributed import (
 from modeling_vit_scratch.training.precision import precision_words, training_precision
 from modeling_vit_scratch.training.saving import RunStopped
 from modeling_vit_scratch.training.trainer import train
+from vit_scratch_command import speaks_for_machine
 
 OTHER_PROCESS_STOPPED = 1  # the exit code of a process whose run lost another of its processes
 
@@ -51,8 +52,8 @@ def main(argv: list[str]) -> None:
         print(shipped)
     try:
         model_args, data_args, output_args, training_args = parse_arguments(argv)
-    except (ValueError, FileNotFoundError) as error:
-        sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}")
+    except (ValueError, FileNotFoundError) as error:  # every process of a launched run finds the same: said once
+        sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}" if speaks_for_machine() else 1)
     if training_args.process_index == 0:
         for line in recipe_lines(argv):  # which file a recipe's relative path named, which override it lost: said
             print(redact(line, command_secrets(argv)))

@@ -673,3 +673,22 @@ def test_the_package_failing_while_imported_under_python_m_is_the_same_one_line(
     finally:
         for number, handler in before.items():
             signal.signal(number, handler)
+
+
+@pytest.mark.parametrize(("local_rank", "speaks"), [(None, True), ("0", True), ("1", False), (" 3 ", False)])
+def test_an_argument_error_of_a_launched_run_is_said_once_per_machine(monkeypatch, local_rank, speaks):
+    """Under torchrun every process parses the same arguments and met the same error: each printed it. The first
+    process on each machine says it; the others end with the same exit code, silently."""
+    from entry_points import outcome
+
+    import vit_scratch_command
+
+    if local_rank is None:
+        monkeypatch.delenv("LOCAL_RANK", raising=False)
+    else:
+        monkeypatch.setenv("LOCAL_RANK", local_rank)
+    assert vit_scratch_command.speaks_for_machine() is speaks
+    result = outcome("train", ["--max_steps", "0", "--output_dir", "never-made"])
+    assert result.code == 1
+    assert (result.error or "").startswith("error: --max_steps 0") is speaks
+    assert not Path("never-made").exists()
