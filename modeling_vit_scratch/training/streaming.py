@@ -723,21 +723,27 @@ class StreamedImages(torch.utils.data.IterableDataset):
         path.write_text(json.dumps(self.state_dict()) + "\n")
 
     def load(self, checkpoint: str | os.PathLike) -> None:
-        """The position saved in `checkpoint` by this process of a run with as many processes, or a one-line error."""
-        path = Path(checkpoint) / STATE_FILE.format(rank=self.stream.process_index)
+        """The position saved in `checkpoint` by this process of a run with as many processes, or a one-line error.
+        A process the run did not have (resumed with more processes) reads the run's count from the first
+        process's file, so every process says the count to resume with."""
+        own = Path(checkpoint) / STATE_FILE.format(rank=self.stream.process_index)
+        first = Path(checkpoint) / STATE_FILE.format(rank=0)
+        path = own if own.is_file() or not first.is_file() else first
         try:
             state = json.loads(path.read_text())
         except (OSError, ValueError):
-            raise ValueError(
-                f"Checkpoint '{checkpoint}' holds no stream position for process {self.stream.process_index} "
-                f"({path.name}): resume a run made with --streaming true, or start anew with --overwrite_output_dir "
-                "true."
-            ) from None
-        if state.get("world_size") != self.stream.world_size:
+            state = None
+        if state is not None and state.get("world_size") != self.stream.world_size:
             raise ValueError(
                 f"Checkpoint '{checkpoint}' was trained by {state.get('world_size')} processes, each reading its own "
                 f"shards; {self.stream.world_size} now would read others: resume with "
                 f"--nproc_per_node {state.get('world_size')}."
+            )
+        if state is None or path != own:
+            raise ValueError(
+                f"Checkpoint '{checkpoint}' holds no stream position for process {self.stream.process_index} "
+                f"({own.name}): resume a run made with --streaming true, or start anew with --overwrite_output_dir "
+                "true."
             )
         self.load_state_dict(state)
 

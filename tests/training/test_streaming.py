@@ -407,3 +407,28 @@ def test_the_embedded_digits_are_not_streamed_and_a_folder_named_digits_is(tmp_p
         (tmp_path / "digits" / label).mkdir(parents=True)
         Image.new("L", (8, 8)).save(tmp_path / "digits" / label / "1.png")
     assert stream_source("digits") is not None
+
+
+def test_every_process_of_a_resume_with_another_count_names_the_count_to_resume_with(tmp_path):
+    """A streamed run of one process resumed by two: the second process, which the run did not have, said "holds no
+    stream position ... resume a run made with --streaming true" (wrong: it was streamed); it reads the run's count
+    from the first process's file and says the same line as the first. A lost file of a process the run had is
+    still named as missing."""
+    from types import SimpleNamespace
+
+    from modeling_vit_scratch.training.streaming import StreamedImages
+
+    one = StreamedImages(SimpleNamespace(process_index=0, world_size=1), transform=None)
+    one.save(tmp_path)
+    for rank in (0, 1):
+        resumed = StreamedImages(SimpleNamespace(process_index=rank, world_size=2), transform=None)
+        with pytest.raises(ValueError, match=r"was trained by 1 processes, .*: resume with --nproc_per_node 1\.$"):
+            resumed.load(tmp_path)
+    two = tmp_path / "two"
+    two.mkdir()
+    for rank in (0, 1):
+        StreamedImages(SimpleNamespace(process_index=rank, world_size=2), transform=None).save(two)
+    (two / STATE_FILE.format(rank=1)).unlink()
+    with pytest.raises(ValueError, match=r"holds no stream position for process 1 \(stream_state_1\.json\)"):
+        StreamedImages(SimpleNamespace(process_index=1, world_size=2), transform=None).load(two)
+    StreamedImages(SimpleNamespace(process_index=0, world_size=2), transform=None).load(two)  # its own: resumes
