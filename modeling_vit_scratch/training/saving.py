@@ -6,7 +6,9 @@ folder it claimed only, never leaving a half-written checkpoint where a resume l
   run trains is never made again under its old name, and the run stops (`RunStopped`, saying where the folder is).
 - A write the system refuses (a full disk, a quota, a file size limit, an I/O error) stops the run with one line
   naming what was being written and the cause (`RunStopped`); an unfinished checkpoint is removed, so the last
-  complete one is what `--resume_from_checkpoint true` finds. SIGXFSZ is ignored by every command
+  complete one is what `--resume_from_checkpoint true` finds. The package's own records in a checkpoint (its data
+  record, `resumed_data.py`: any callback's `keep_in_checkpoint`) are written inside the same save, so a checkpoint
+  is never left looking complete without them. SIGXFSZ is ignored by every command
   (`common/commands.py` `take_signals`), so a file size limit is such an error, not a silent death.
 
 `training/command.py` turns `RunStopped` into the line, with the last checkpoint and the command that resumes.
@@ -108,6 +110,10 @@ class SavingIntoClaimedFolder(Trainer):
         try:
             with written_whole(path, folder, remove=self.args.should_save):
                 super()._save_checkpoint(model, trial)
+                for callback in self.callback_handler.callbacks:  # the package's records, inside the same save
+                    keep = getattr(callback, "keep_in_checkpoint", None)
+                    if keep is not None:
+                        keep(self.args, self.state)
         except BaseException:
             if aside is not None and not path.exists():
                 os.replace(aside, path)
