@@ -25,7 +25,7 @@ from pathlib import Path
 from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from modeling_vit_scratch.common.folders import LOCK_FILE, ClaimedFolder
+from modeling_vit_scratch.common.folders import LOCK_FILE, ClaimedFolder, not_a_runs_checkpoint
 from modeling_vit_scratch.common.write_errors import refused_write
 
 
@@ -101,6 +101,14 @@ class SavingIntoClaimedFolder(Trainer):
         check_held(self.claimed)
         folder = Path(self._get_output_dir(trial=trial))
         path = folder / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        foreign = not_a_runs_checkpoint(path)  # put there while the run trained (the claim refuses those before)
+        if foreign:
+            raise RunStopped(
+                f"{path} is in the way of the run's next checkpoint and was not written by vit-scratch ("
+                f"{', '.join(foreign[:4])}), and a run never moves or replaces what it did not write: the run stopped; "
+                "move it out of the output folder",
+                folder,
+            )
         existed = path.exists()
         self.accelerator.wait_for_everyone()  # every process has looked before the folder is moved
         aside = path.with_name(f".replaced-{path.name}-{os.getpid()}") if existed and self.args.should_save else None

@@ -195,3 +195,24 @@ def test_a_run_resumed_in_a_hard_linked_copy_never_writes_into_the_original(tmp_
     assert is_complete_checkpoint(copy / last.name)
     assert all((copy / last.name / name).stat().st_nlink == 1 for name in os.listdir(copy / last.name))
     assert not list(copy.glob(".replaced-*"))
+
+
+def test_a_file_put_at_the_next_checkpoints_path_while_training_stops_the_run_and_stays(tmp_path):
+    """A user's file at `checkpoint-N` made after the claim (before: moved to a hidden `.replaced-checkpoint-N-PID`
+    with no word): the save stops the run in one line naming it, and the file stays where it was."""
+    from types import SimpleNamespace
+
+    from modeling_vit_scratch.training.saving import SavingIntoClaimedFolder
+
+    (tmp_path / "checkpoint-150").write_text("notes\n")
+    trainer = SimpleNamespace(
+        claimed=None, state=SimpleNamespace(global_step=150), _get_output_dir=lambda trial: tmp_path
+    )
+    with pytest.raises(RunStopped) as stopped:
+        SavingIntoClaimedFolder._save_checkpoint(trainer, None, None)
+    assert stopped.value.why == (
+        f"{tmp_path}/checkpoint-150 is in the way of the run's next checkpoint and was not written by vit-scratch "
+        "(checkpoint-150), and a run never moves or replaces what it did not write: the run stopped; move it out of "
+        "the output folder"
+    )
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint-150"] and (tmp_path / "checkpoint-150").read_text() == "notes\n"
