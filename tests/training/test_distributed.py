@@ -238,3 +238,33 @@ def test_every_process_trains_in_the_precision_the_first_one_chose(tmp_path):
     assert sorted(choice["rank"] for choice in choices) == [0, 1] and {c["world_size"] for c in choices} == {2}
     assert all(choice["bf16"] for choice in choices)  # rank 1 measured float32 faster, and follows rank 0
     assert len({choice["why"] for choice in choices}) == 1 and "2.00x as fast" in choices[0]["why"]
+
+
+STALE = {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29661"}
+
+
+@pytest.mark.parametrize("launcher", [None, "TORCHELASTIC_RUN_ID", "ACCELERATE_MIXED_PRECISION", "ACCELERATE_USE_CPU"])
+def test_launcher_variables_left_in_a_shell_without_a_launcher_are_one_line_before_joining(
+    tmp_path, monkeypatch, launcher
+):
+    """`WORLD_SIZE=2 RANK=0 ... train` in a plain shell (before: waited for rank 1 with no line, until the group's
+    timeout): one line naming the variables and the fix, before any argument is parsed; under a launcher (torchrun's
+    or accelerate's variables) the check lets the process join. ACCELERATE_USE_CPU, which the package sets itself,
+    is no launcher."""
+    from modeling_vit_scratch.training.distributed import check_launched
+
+    environ = {**STALE, **({launcher: "x"} if launcher else {})}
+    if launcher in ("TORCHELASTIC_RUN_ID", "ACCELERATE_MIXED_PRECISION"):
+        check_launched(environ)
+        return
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    result = outcome("train", ["--output_dir", str(tmp_path / "out")])
+    assert result.code == 1 and result.error == (
+        "error: WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29661 is set, but no launcher "
+        "started this process (no torchrun or accelerate launch), so the other 1 process it would wait for never "
+        "comes: unset them (unset WORLD_SIZE RANK LOCAL_RANK MASTER_ADDR MASTER_PORT) to train in one process, or "
+        "start the command through torchrun (python -m torch.distributed.run --nproc_per_node 2 ...)."
+    ), result
+    assert not (tmp_path / "out").exists()
+    check_launched({"WORLD_SIZE": "1", "RANK": "0"})  # one process: nothing to join
