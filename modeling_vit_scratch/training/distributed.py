@@ -59,6 +59,20 @@ def check_launched(environ: dict | None = None) -> None:
     )
 
 
+def join_failed(error: BaseException) -> str | None:
+    """The line for a process that could not join its group (its rendezvous timed out waiting for the others, or
+    could not reach the first process), or None for any other error. The wait is the group's timeout
+    (`--ddp_timeout`): torch gives the rendezvous no timeout of its own, and a shorter group timeout would cut the
+    training collectives short too."""
+    if not isinstance(error, dist.DistStoreError | dist.DistNetworkError):
+        return None
+    return (
+        f"this process could not join the run's other processes ({' '.join(str(error).split())}): start them all "
+        "through one launcher (python -m torch.distributed.run --nproc_per_node N ...), with MASTER_ADDR and "
+        "MASTER_PORT reaching the first one; --ddp_timeout SECONDS sets how long a process waits for the others."
+    )
+
+
 def use_cpu_processes_without_accelerator() -> None:
     """Under torchrun with no GPU, make accelerate join the CPU processes (gloo) instead of running N separate copies.
 

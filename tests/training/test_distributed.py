@@ -268,3 +268,24 @@ def test_launcher_variables_left_in_a_shell_without_a_launcher_are_one_line_befo
     ), result
     assert not (tmp_path / "out").exists()
     check_launched({"WORLD_SIZE": "1", "RANK": "0"})  # one process: nothing to join
+
+
+def test_a_process_whose_others_never_join_says_so_in_one_line(tmp_path, monkeypatch):
+    """Under a launcher, the first process's rendezvous timing out (`--ddp_timeout`; before: a DistStoreError
+    traceback) is one line naming the cause and the fixes; another error is not taken for it."""
+    import torch.distributed as dist
+
+    def join(argv):
+        raise dist.DistStoreError("Timed out after 5 seconds waiting for clients. 1/2 clients joined.")
+
+    monkeypatch.setattr("modeling_vit_scratch.training.command.parse_arguments", join)
+    result = outcome("train", ["--output_dir", str(tmp_path / "out")])
+    assert result.code == 1 and result.error == (
+        "error: this process could not join the run's other processes (Timed out after 5 seconds waiting for "
+        "clients. 1/2 clients joined.): start them all through one launcher (python -m torch.distributed.run "
+        "--nproc_per_node N ...), with MASTER_ADDR and MASTER_PORT reaching the first one; --ddp_timeout SECONDS "
+        "sets how long a process waits for the others."
+    ), result
+    from modeling_vit_scratch.training.distributed import join_failed
+
+    assert join_failed(RuntimeError("CUDA out of memory")) is None
