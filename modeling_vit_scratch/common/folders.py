@@ -1176,9 +1176,38 @@ def removal_reason(overwrite: bool, resume: bool) -> str:
     return "--overwrite_output_dir true" if overwrite and not resume else "removing an interrupted run's saves"
 
 
+def not_a_runs_checkpoint(path: Path) -> list[str]:
+    """What at `path`, named like a checkpoint a run writes (`checkpoint-N`), the package did not write: the entry
+    itself when it is a file or a link, or the files of a folder without `trainer_state.json` (a checkpoint cut off
+    mid-save holds only what the run writes, so its files are not named; an empty folder holds nothing to lose). A
+    run saving its checkpoint there would move or replace them."""
+    if not os.path.lexists(path):
+        return []
+    if path.is_symlink() or not path.is_dir():
+        return [path.name]
+    return [] if (path / "trainer_state.json").is_file() else not_written_by_a_run(path)
+
+
+def check_checkpoint_names(folder: Path) -> None:
+    """A ValueError naming each entry of `folder` named like a checkpoint that the package did not write
+    (`not_a_runs_checkpoint`), and the fix: a run never moves or replaces a file it did not write, and a checkpoint
+    it saves at that name would."""
+    entries = sorted(folder.iterdir(), key=lambda path: path.name) if folder.is_dir() else []
+    found = [name for path in entries if CHECKPOINT.match(path.name) for name in not_a_runs_checkpoint(path)]
+    if found:
+        shown = ", ".join(found[:4]) + (f" and {len(found) - 4} more" if found[4:] else "")
+        raise ValueError(
+            f"--output_dir {str(folder)!r}: {shown} {'is' if len(found) == 1 else 'are'} named like a checkpoint the "
+            "run saves but not written by vit-scratch, and a run never moves or replaces what it did not write: "
+            f"nothing was changed; move {them(found)} out of the output folder, or choose another --output_dir."
+        )
+
+
 def check_removals(folder: Path, overwrite: bool, resume: bool, rotating: bool = False) -> None:
     """`check_removable` for all a run into `folder` may remove: its `leftovers`, and with `rotating` (the Trainer's
-    `--save_total_limit`) any checkpoint. Every process of a run asks it, so all refuse together."""
+    `--save_total_limit`) any checkpoint; and `check_checkpoint_names`, for what a checkpoint it saves would replace.
+    Every process of a run asks it, so all refuse together."""
+    check_checkpoint_names(folder)
     check_removable(folder, leftovers(folder, overwrite, resume), removal_reason(overwrite, resume))
     if rotating:
         reason = "--save_total_limit (the Trainer removes the oldest checkpoints as it saves new ones)"

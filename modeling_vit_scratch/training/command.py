@@ -30,6 +30,7 @@ from modeling_vit_scratch.training.arguments import (
 from modeling_vit_scratch.training.data import ImageChanged
 from modeling_vit_scratch.training.distributed import (
     first_process,
+    join_failed,
     leave_process_group,
     lost_peer,
     use_cpu_processes_without_accelerator,
@@ -54,6 +55,10 @@ def main(argv: list[str]) -> None:
         model_args, data_args, output_args, training_args = parse_arguments(argv)
     except (ValueError, FileNotFoundError) as error:  # every process of a launched run finds the same: said once
         sys.exit(f"error: {redact(' '.join(str(error).split()), command_secrets(argv))}" if speaks_for_machine() else 1)
+    except RuntimeError as error:  # the processes join as the Trainer's arguments are made
+        if (line := join_failed(error)) is None:
+            raise
+        sys.exit(f"error: {redact(line, command_secrets(argv))}")
     if training_args.process_index == 0:
         for line in recipe_lines(argv):  # which file a recipe's relative path named, which override it lost: said
             print(redact(line, command_secrets(argv)))

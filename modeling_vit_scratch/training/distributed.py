@@ -11,6 +11,7 @@ model (FSDP) is saved whole: its weights gathered from every process (`full_stat
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,12 +26,74 @@ from transformers import TrainingArguments
 T = TypeVar("T")
 
 
+# what a launcher sets in each process it starts, besides WORLD_SIZE and RANK: torchrun (torch/distributed/elastic/
+# agent/server/local_elastic_agent.py), which `accelerate launch` also runs under, and accelerate's own launch
+# (accelerate/utils/launch.py: the ACCELERATE_* settings of its processes)
+# what a launcher sets in the processes it starts: torchrun's; a cluster's task launcher (SLURM's srun) and MPI's
+# (mpirun: Open MPI, MPICH/Intel MPI's PMI), under which a job script sets WORLD_SIZE and RANK itself
+LAUNCHER_VARIABLES = (
+    "TORCHELASTIC_RUN_ID",
+    "GROUP_RANK",
+    "TORCHELASTIC_RESTART_COUNT",
+    "SLURM_PROCID",
+    "OMPI_COMM_WORLD_RANK",
+    "PMI_RANK",
+    "PMIX_RANK",
+)
+LAUNCHER_PREFIX = "ACCELERATE_"
+# the variables a process reads to join a group: left in a shell by an earlier launch, they say nothing of a launch
+JOIN_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def check_launched(environ: dict | None = None) -> None:
+    """A process told to join others (WORLD_SIZE over 1) was started by a launcher, or a ValueError naming the
+    variables and the fix: without one no other process is coming, and joining would wait for them until the
+    group's timeout (`--ddp_timeout`, half an hour by default), with no line. Asked before the process joins."""
+    environ = os.environ if environ is None else environ
+    try:
+        world_size = int(environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        world_size = 1
+    launched = any(name in environ for name in LAUNCHER_VARIABLES) or any(
+        name.startswith(LAUNCHER_PREFIX) and name != "ACCELERATE_USE_CPU" for name in environ
+    )  # ACCELERATE_USE_CPU: set by this module itself, so a process of an earlier run in the same shell may hold it
+    if world_size <= 1 or launched:
+        return
+    named = " ".join(f"{name}={environ[name]}" for name in JOIN_VARIABLES if name in environ)
+    unset = " ".join(name for name in JOIN_VARIABLES if name in environ)
+    raise ValueError(
+        f"{named} is set, but no launcher started this process (no torchrun or accelerate launch), so the other "
+        f"{world_size - 1} process{'es' if world_size > 2 else ''} it would wait for {'never come' if world_size > 2 else 'never comes'}: unset them (unset "
+        f"{unset}) to train in one process, or start the command through torchrun (python -m torch.distributed.run "
+        f"--nproc_per_node {world_size} ...)."
+    )
+
+
+def join_failed(error: BaseException) -> str | None:
+    """The line for a process that could not join its group (its rendezvous timed out waiting for the others, or
+    could not reach the first process), or None for any other error. The wait is the group's timeout
+    (`--ddp_timeout`): torch gives the rendezvous no timeout of its own, and a shorter group timeout would cut the
+    training collectives short too."""
+    if not isinstance(error, dist.DistStoreError | dist.DistNetworkError):
+        return None
+    return (
+        f"this process could not join the run's other processes ({' '.join(str(error).split())}): start them all "
+        "through one launcher (python -m torch.distributed.run --nproc_per_node N ...), with MASTER_ADDR and "
+        "MASTER_PORT reaching the first one; --ddp_timeout SECONDS sets how long a process waits for the others."
+    )
+
+
 def use_cpu_processes_without_accelerator() -> None:
     """Under torchrun with no GPU, make accelerate join the CPU processes (gloo) instead of running N separate copies.
 
     transformers only builds a multi-process CPU state when asked for the CPU; call this before `TrainingArguments`
-    is created. On machines with GPUs it does nothing.
+    is created. On machines with GPUs it does nothing. First, a process told to join others that no launcher
+    started is one line (`check_launched`), before it waits for them.
     """
+    try:
+        check_launched()
+    except ValueError as error:
+        sys.exit(f"error: {error}")
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
         os.environ.setdefault("ACCELERATE_USE_CPU", "true")
 

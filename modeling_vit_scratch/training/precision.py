@@ -233,15 +233,21 @@ class KeepPrecisionChoice(TrainerCallback):
     def __init__(self, choice: PrecisionChoice):
         self.choice = choice
 
-    def on_save(self, args, state, control, **kwargs):
+    def keep_in_checkpoint(self, args, state) -> None:
+        """Write the choice into the checkpoint of this step; the run's saving (`training/saving.py`) calls it
+        inside the checkpoint's own save, so a write the system refuses is one line and removes the checkpoint."""
         folder = Path(args.output_dir, f"checkpoint-{state.global_step}")
         if state.is_world_process_zero and folder.is_dir():
             self.choice.keep_in(folder)
 
+    def on_save(self, args, state, control, **kwargs):
+        """A checkpoint saved outside the run's saving gets the choice too."""
+        if not Path(args.output_dir, f"checkpoint-{state.global_step}", PRECISION_CHOICE_FILE).exists():
+            self.keep_in_checkpoint(args, state)
+
     def on_train_end(self, args, state, control, **kwargs):
         """The checkpoint the Trainer saves outside its saving (--enable_jit_checkpoint's, on SIGTERM) keeps it too."""
-        if not Path(args.output_dir, f"checkpoint-{state.global_step}", PRECISION_CHOICE_FILE).exists():
-            self.on_save(args, state, control, **kwargs)
+        self.on_save(args, state, control, **kwargs)
 
 
 def training_precision(training_args) -> str:

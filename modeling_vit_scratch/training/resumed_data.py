@@ -27,6 +27,7 @@ from datasets import DatasetDict
 from datasets import Image as ImageFeature
 from transformers import TrainerCallback
 
+from modeling_vit_scratch.common.folders import checkpoints, is_complete_checkpoint
 from modeling_vit_scratch.common.run_state import checkpoint_steps, finished_at
 
 DATA_FILE = "vit_scratch_data.json"  # in each checkpoint: {"dataset": ..., "splits_fingerprint": ..., "settings": ...}
@@ -342,19 +343,27 @@ class KeepDataIdentity(TrainerCallback):
         if fingerprint is not None:
             self.identity["fingerprint_rule"] = FINGERPRINT_RULE
 
-    def on_save(self, args, state, control, **kwargs):
+    def keep_in_checkpoint(self, args, state) -> None:
+        """Write the record into the checkpoint of this step, staged and moved into place whole (a resume reads all
+        of it or none). The run's saving (`training/saving.py`) calls it inside the checkpoint's own save, so a
+        write the system refuses stops the run in one line and removes the checkpoint: no checkpoint is left that
+        looks complete without its record."""
         folder = Path(args.output_dir, f"checkpoint-{state.global_step}")
         if state.is_world_process_zero and folder.is_dir():
             identity = {**self.identity, **({"legs": run_legs(*self.legs)} if self.legs else {})}
-            staged = folder / f".{DATA_FILE}.partial"  # moved into place whole: a resume reads all of it or none
+            staged = folder / f".{DATA_FILE}.partial"
             staged.write_text(json.dumps(identity, indent=2) + "\n")
             staged.replace(folder / DATA_FILE)
+
+    def on_save(self, args, state, control, **kwargs):
+        """A checkpoint saved outside the run's saving (none is, but a Trainer may add one) gets the record too."""
+        if not Path(args.output_dir, f"checkpoint-{state.global_step}", DATA_FILE).exists():
+            self.keep_in_checkpoint(args, state)
 
     def on_train_end(self, args, state, control, **kwargs):
         """The checkpoint the Trainer saves outside its saving (--enable_jit_checkpoint's, on SIGTERM), which no
         `on_save` sees, gets the file too."""
-        if not Path(args.output_dir, f"checkpoint-{state.global_step}", DATA_FILE).exists():
-            self.on_save(args, state, control, **kwargs)
+        self.on_save(args, state, control, **kwargs)
 
 
 def earlier_legs(checkpoint: str | None) -> list[dict]:
@@ -390,9 +399,10 @@ def run_legs(earlier: list[dict], command: str, started: float, resumed: dict | 
 def check_resumed_settings(checkpoint: str, settings: dict) -> None:
     """A resumed run gives the settings its checkpoint's run was given (`run_settings`), or one line naming each that
     differs (the checkpoint's value, then the one asked) and the fix. A checkpoint without them (written before they
-    were kept) is not compared; a setting it does not hold (added since) is not compared either."""
+    were kept) is refused (`check_record_kept`); a setting it does not hold (added since) is not compared."""
     kept = Path(checkpoint) / DATA_FILE
-    saved = json.loads(kept.read_text()).get("settings") if kept.is_file() else None
+    check_record_kept(checkpoint)
+    saved = json.loads(kept.read_text()).get("settings")
     if not saved:
         return
     if "held_out_rows" in settings and saved.get("streaming") and "held_out_rows" not in saved:
@@ -481,11 +491,10 @@ def check_resumed_data(
     checkpoint: str, dataset: str, fingerprint: str, splits: DatasetDict | None = None, images: dict | None = None
 ) -> None:
     """A resumed run's splits are those its checkpoint was trained on, or one line naming both data sets and the fix.
-    A checkpoint without `DATA_FILE` (written before it was kept) is not compared; one written under the earlier
-    rule (real paths, no `fingerprint_rule`) is compared with `splits` fingerprinted by that rule."""
+    A checkpoint without `DATA_FILE` is refused (`check_record_kept`); one written under the earlier rule (real
+    paths, no `fingerprint_rule`) is compared with `splits` fingerprinted by that rule."""
     kept = Path(checkpoint) / DATA_FILE
-    if not kept.is_file():
-        return
+    check_record_kept(checkpoint)
     identity = json.loads(kept.read_text())
     if identity.get("splits_fingerprint") == fingerprint:
         return
@@ -505,4 +514,29 @@ def check_resumed_data(
         f"{identity.get('splits_fingerprint')}), and this run reads --dataset {dataset!r} whose splits differ "
         f"({fingerprint}): a resumed run could test on images it trained on; resume with the same --dataset and "
         "split arguments, or start a new run in another --output_dir."
+    )
+
+
+def check_record_kept(checkpoint: str) -> None:
+    """A checkpoint to resume holds its record (`DATA_FILE`): without it nothing shows that the resumed run reads
+    the same data and settings, so it is never read as "nothing to compare" (a checkpoint cut off while saving, by
+    a full disk or a kill, or written by a version before the record). The line names the newest checkpoint of its
+    run that holds one, or the fixes."""
+    if (Path(checkpoint) / DATA_FILE).is_file():
+        return
+    kept = [
+        path
+        for path in checkpoints(Path(checkpoint).parent)
+        if is_complete_checkpoint(path) and (path / DATA_FILE).is_file()
+    ]
+    way_on = (
+        f"resume from the newest checkpoint that holds it, --resume_from_checkpoint {kept[-1]}, or"
+        if kept
+        else "start the run anew with --overwrite_output_dir true in place of --resume_from_checkpoint, or"
+    )
+    raise ValueError(
+        f"--resume_from_checkpoint: {checkpoint} has no {DATA_FILE} (it was cut off while saving, or written by an "
+        "earlier version), so nothing shows that the resumed run would read the same data and settings: "
+        f"{way_on} fine-tune from its weights with --model {checkpoint} (without --resume_from_checkpoint) into "
+        "another --output_dir."
     )

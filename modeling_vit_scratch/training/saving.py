@@ -6,7 +6,9 @@ folder it claimed only, never leaving a half-written checkpoint where a resume l
   run trains is never made again under its old name, and the run stops (`RunStopped`, saying where the folder is).
 - A write the system refuses (a full disk, a quota, a file size limit, an I/O error) stops the run with one line
   naming what was being written and the cause (`RunStopped`); an unfinished checkpoint is removed, so the last
-  complete one is what `--resume_from_checkpoint true` finds. SIGXFSZ is ignored by every command
+  complete one is what `--resume_from_checkpoint true` finds. The package's own records in a checkpoint (its data
+  record, `resumed_data.py`: any callback's `keep_in_checkpoint`) are written inside the same save, so a checkpoint
+  is never left looking complete without them. SIGXFSZ is ignored by every command
   (`common/commands.py` `take_signals`), so a file size limit is such an error, not a silent death.
 
 `training/command.py` turns `RunStopped` into the line, with the last checkpoint and the command that resumes.
@@ -23,7 +25,7 @@ from pathlib import Path
 from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from modeling_vit_scratch.common.folders import LOCK_FILE, ClaimedFolder
+from modeling_vit_scratch.common.folders import LOCK_FILE, ClaimedFolder, not_a_runs_checkpoint
 from modeling_vit_scratch.common.write_errors import refused_write
 
 
@@ -99,6 +101,14 @@ class SavingIntoClaimedFolder(Trainer):
         check_held(self.claimed)
         folder = Path(self._get_output_dir(trial=trial))
         path = folder / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        foreign = not_a_runs_checkpoint(path)  # put there while the run trained (the claim refuses those before)
+        if foreign:
+            raise RunStopped(
+                f"{path} is in the way of the run's next checkpoint and was not written by vit-scratch ("
+                f"{', '.join(foreign[:4])}), and a run never moves or replaces what it did not write: the run stopped; "
+                "move it out of the output folder",
+                folder,
+            )
         existed = path.exists()
         self.accelerator.wait_for_everyone()  # every process has looked before the folder is moved
         aside = path.with_name(f".replaced-{path.name}-{os.getpid()}") if existed and self.args.should_save else None
@@ -108,6 +118,10 @@ class SavingIntoClaimedFolder(Trainer):
         try:
             with written_whole(path, folder, remove=self.args.should_save):
                 super()._save_checkpoint(model, trial)
+                for callback in self.callback_handler.callbacks:  # the package's records, inside the same save
+                    keep = getattr(callback, "keep_in_checkpoint", None)
+                    if keep is not None:
+                        keep(self.args, self.state)
         except BaseException:
             if aside is not None and not path.exists():
                 os.replace(aside, path)

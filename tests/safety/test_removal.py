@@ -121,6 +121,34 @@ def test_a_run_whose_trainer_rotates_checkpoints_refuses_one_holding_a_users_fil
         pass
 
 
+@pytest.mark.parametrize("overwrite, resume", [(False, True), (True, False)])
+def test_an_entry_named_like_a_checkpoint_that_no_run_wrote_is_refused_before_any_work(tmp_path, overwrite, resume):
+    """`echo notes > OUT/checkpoint-150` in an interrupted run, then the resume (before: the file moved to a hidden
+    `.replaced-checkpoint-150-PID` when the run saved that step, with no word); a folder of that name holding the
+    user's files, without `trainer_state.json`, alike. A checkpoint cut off mid-save (the run's files only), an
+    empty one and a complete one holding a user's file (never replaced: a run saves only later steps) are the
+    run's."""
+    folder = tmp_path / "out"
+    run_folder(folder, [*WRITTEN_BY_A_RUN[:3], "notes.txt"])
+    (folder / "checkpoint-4").mkdir()
+    (folder / "checkpoint-4" / "model.safetensors").write_bytes(b"half")  # cut off mid-save
+    (folder / "checkpoint-5").mkdir()
+    with claim_output_folder(folder, overwrite=False, resume=True):
+        pass
+    (folder / "checkpoint-150").write_text("notes\n")
+    (folder / "checkpoint-7").mkdir()
+    (folder / "checkpoint-7" / "mine.txt").write_text("mine")
+    before = snapshot(folder)
+    with pytest.raises(ValueError) as refused, claim_output_folder(folder, overwrite=overwrite, resume=resume):
+        pytest.fail("claimed")
+    assert str(refused.value) == (
+        f"--output_dir {str(folder)!r}: checkpoint-150, checkpoint-7/mine.txt are named like a checkpoint the run "
+        "saves but not written by vit-scratch, and a run never moves or replaces what it did not write: nothing was "
+        "changed; move them out of the output folder, or choose another --output_dir."
+    )
+    assert snapshot(folder) == before and not list(folder.glob(".replaced-*"))
+
+
 @settings(max_examples=20, deadline=None)
 @given(name=st.text(st.characters(codec="ascii", categories=["L", "N"], include_characters="._-"), min_size=1))
 def test_a_name_is_a_runs_own_only_if_a_run_writes_it(tmp_path_factory, name):

@@ -1098,3 +1098,38 @@ def test_resuming_a_run_trained_with_a_teacher_without_it_says_to_give_it(tmp_pa
     assert str(refused.value).endswith(
         "trained with one): resume with --teacher, as it was trained, or start a new run in another --output_dir."
     )
+
+
+def test_a_checkpoint_without_its_data_record_is_never_resumed_as_nothing_to_compare(tmp_path):
+    """A checkpoint cut off before its record (a full disk, a kill) or of an earlier version: a resume from it would
+    compare neither data nor settings (before: it trained on a changed set with no word). The line names the newest
+    checkpoint that holds one, or the fixes."""
+    from modeling_vit_scratch.training.resumed_data import check_resumed_data, check_resumed_settings
+
+    for step in (1, 2):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+        (tmp_path / f"checkpoint-{step}" / "model.safetensors").write_bytes(b"weights")
+    cut_off = tmp_path / "checkpoint-2"
+    fixes = (
+        f"fine-tune from its weights with --model {cut_off} (without --resume_from_checkpoint) into another "
+        "--output_dir."
+    )
+    said = (
+        f"--resume_from_checkpoint: {cut_off} has no {DATA_FILE} (it was cut off while saving, or written by an "
+        "earlier version), so nothing shows that the resumed run would read the same data and settings: "
+    )
+    for check in (lambda: check_resumed_settings(str(cut_off), {}), lambda: check_resumed_data(str(cut_off), "x", "f")):
+        with pytest.raises(ValueError) as refused:
+            check()
+        assert str(refused.value) == (
+            f"{said}start the run anew with --overwrite_output_dir true in place of --resume_from_checkpoint, or {fixes}"
+        )
+    (tmp_path / "checkpoint-1" / DATA_FILE).write_text(json.dumps({"settings": {}}))
+    with pytest.raises(ValueError) as refused:
+        check_resumed_settings(str(cut_off), {})
+    assert str(refused.value) == (
+        f"{said}resume from the newest checkpoint that holds it, --resume_from_checkpoint "
+        f"{tmp_path / 'checkpoint-1'}, or {fixes}"
+    )
+    check_resumed_settings(str(tmp_path / "checkpoint-1"), {})  # one that holds it is compared

@@ -4,8 +4,9 @@
   and wrote its next checkpoints and its model there): the run stops at its next write, naming where the folder is
   now, its last checkpoint and how to resume (move it back, then the resume command); OUT is never made again.
 - A full disk, a quota or a file size limit while a checkpoint is written (before: a traceback, and a half-written
-  checkpoint that a resume tripped on): one line naming the checkpoint, the cause and the command that resumes; the
-  unfinished checkpoint is removed, so the last complete one is what a resume finds. SIGXFSZ is ignored, so a file
+  checkpoint that a resume tripped on, or one without its data record that a resume read as nothing to compare): one
+  line naming the checkpoint, the cause and the command that resumes; the unfinished checkpoint is removed, so the
+  last complete one is what a resume finds. SIGXFSZ is ignored, so a file
   over `ulimit -f` is such a write, not a silent death.
 """
 
@@ -17,7 +18,6 @@ from pathlib import Path
 import pytest
 from entry_points import Scenario, outcome, with_argument
 from safetensors import SafetensorError
-from transformers import Trainer
 
 from modeling_vit_scratch.common.commands import hand_back_signals, take_signals
 from modeling_vit_scratch.common.folders import checkpoints, claim_output_folder, is_complete_checkpoint
@@ -138,16 +138,16 @@ def test_a_run_whose_folder_moved_or_whose_disk_filled_stops_in_one_line_with_it
         if fault == "moved" and state.global_step == 1:
             out.rename(moved)
 
-    rng_state = Trainer._save_rng_state
+    keep = KeepDataIdentity.keep_in_checkpoint
 
-    def full_disk(self, output_dir):
-        if self.state.global_step == 2:
+    def full_disk(self, args, state):  # the record, the checkpoint's last write (before: kept without it, and a
+        if state.global_step == 2:  # resume from it compared nothing)
             raise OSError(errno.ENOSPC, "No space left on device")
-        rng_state(self, output_dir)
+        keep(self, args, state)
 
     monkeypatch.setattr(KeepDataIdentity, "on_save", on_save)
     if fault == "disk full":
-        monkeypatch.setattr(Trainer, "_save_rng_state", full_disk)
+        monkeypatch.setattr(KeepDataIdentity, "keep_in_checkpoint", full_disk)
     result = outcome("train", argv)
     assert result.code == 1 and result.one_line, result
     folder = moved if fault == "moved" else out
@@ -195,3 +195,24 @@ def test_a_run_resumed_in_a_hard_linked_copy_never_writes_into_the_original(tmp_
     assert is_complete_checkpoint(copy / last.name)
     assert all((copy / last.name / name).stat().st_nlink == 1 for name in os.listdir(copy / last.name))
     assert not list(copy.glob(".replaced-*"))
+
+
+def test_a_file_put_at_the_next_checkpoints_path_while_training_stops_the_run_and_stays(tmp_path):
+    """A user's file at `checkpoint-N` made after the claim (before: moved to a hidden `.replaced-checkpoint-N-PID`
+    with no word): the save stops the run in one line naming it, and the file stays where it was."""
+    from types import SimpleNamespace
+
+    from modeling_vit_scratch.training.saving import SavingIntoClaimedFolder
+
+    (tmp_path / "checkpoint-150").write_text("notes\n")
+    trainer = SimpleNamespace(
+        claimed=None, state=SimpleNamespace(global_step=150), _get_output_dir=lambda trial: tmp_path
+    )
+    with pytest.raises(RunStopped) as stopped:
+        SavingIntoClaimedFolder._save_checkpoint(trainer, None, None)
+    assert stopped.value.why == (
+        f"{tmp_path}/checkpoint-150 is in the way of the run's next checkpoint and was not written by vit-scratch "
+        "(checkpoint-150), and a run never moves or replaces what it did not write: the run stopped; move it out of "
+        "the output folder"
+    )
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint-150"] and (tmp_path / "checkpoint-150").read_text() == "notes\n"

@@ -238,3 +238,57 @@ def test_every_process_trains_in_the_precision_the_first_one_chose(tmp_path):
     assert sorted(choice["rank"] for choice in choices) == [0, 1] and {c["world_size"] for c in choices} == {2}
     assert all(choice["bf16"] for choice in choices)  # rank 1 measured float32 faster, and follows rank 0
     assert len({choice["why"] for choice in choices}) == 1 and "2.00x as fast" in choices[0]["why"]
+
+
+STALE = {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29661"}
+
+
+LAUNCHED_BY = ["TORCHELASTIC_RUN_ID", "ACCELERATE_MIXED_PRECISION", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"]
+
+
+@pytest.mark.parametrize("launcher", [None, *LAUNCHED_BY, "ACCELERATE_USE_CPU"])
+def test_launcher_variables_left_in_a_shell_without_a_launcher_are_one_line_before_joining(
+    tmp_path, monkeypatch, launcher
+):
+    """`WORLD_SIZE=2 RANK=0 ... train` in a plain shell (before: waited for rank 1 with no line, until the group's
+    timeout): one line naming the variables and the fix, before any argument is parsed; under a launcher (torchrun's,
+    accelerate's, SLURM's srun or MPI's variables) the check lets the process join. ACCELERATE_USE_CPU, which the package sets itself,
+    is no launcher."""
+    from modeling_vit_scratch.training.distributed import check_launched
+
+    environ = {**STALE, **({launcher: "x"} if launcher else {})}
+    if launcher in LAUNCHED_BY:  # torchrun, accelerate launch, srun, mpirun: a job script may set WORLD_SIZE itself
+        check_launched(environ)
+        return
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    result = outcome("train", ["--output_dir", str(tmp_path / "out")])
+    assert result.code == 1 and result.error == (
+        "error: WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29661 is set, but no launcher "
+        "started this process (no torchrun or accelerate launch), so the other 1 process it would wait for never "
+        "comes: unset them (unset WORLD_SIZE RANK LOCAL_RANK MASTER_ADDR MASTER_PORT) to train in one process, or "
+        "start the command through torchrun (python -m torch.distributed.run --nproc_per_node 2 ...)."
+    ), result
+    assert not (tmp_path / "out").exists()
+    check_launched({"WORLD_SIZE": "1", "RANK": "0"})  # one process: nothing to join
+
+
+def test_a_process_whose_others_never_join_says_so_in_one_line(tmp_path, monkeypatch):
+    """Under a launcher, the first process's rendezvous timing out (`--ddp_timeout`; before: a DistStoreError
+    traceback) is one line naming the cause and the fixes; another error is not taken for it."""
+    import torch.distributed as dist
+
+    def join(argv):
+        raise dist.DistStoreError("Timed out after 5 seconds waiting for clients. 1/2 clients joined.")
+
+    monkeypatch.setattr("modeling_vit_scratch.training.command.parse_arguments", join)
+    result = outcome("train", ["--output_dir", str(tmp_path / "out")])
+    assert result.code == 1 and result.error == (
+        "error: this process could not join the run's other processes (Timed out after 5 seconds waiting for "
+        "clients. 1/2 clients joined.): start them all through one launcher (python -m torch.distributed.run "
+        "--nproc_per_node N ...), with MASTER_ADDR and MASTER_PORT reaching the first one; --ddp_timeout SECONDS "
+        "sets how long a process waits for the others."
+    ), result
+    from modeling_vit_scratch.training.distributed import join_failed
+
+    assert join_failed(RuntimeError("CUDA out of memory")) is None
