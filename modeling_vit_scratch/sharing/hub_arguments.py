@@ -15,6 +15,7 @@ from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled, RepositoryNotFoundError, RevisionNotFoundError
 from huggingface_hub.serialization._base import parse_size_to_int
 
+from modeling_vit_scratch.common.names import escaped, is_unprintable
 from modeling_vit_scratch.common.secrets import known_secrets, redact, refuse_secret, shown_url
 from modeling_vit_scratch.common.sources import check_hub_endpoint, check_not_url, hub_offline_variable, unreached
 from modeling_vit_scratch.common.sources import check_repo_id as check_hub_repo_id
@@ -108,6 +109,7 @@ def check_hub_arguments(
             "--commit_message is blank (empty, or only spaces and line breaks), and a commit needs a title: give a "
             "message, or leave out --commit_message for the default title (Upload vit_scratch model from FOLDER)."
         )
+    check_message_characters(commit_message)
     check_repo_id(repo_id, names)
     revision = check_revision(revision, create_pr, names)
     shard_bytes = shard_size(max_shard_size)
@@ -321,3 +323,18 @@ def describe(error: BaseException, secrets: list[str]) -> str:
     else:
         text = f"{type(error).__name__}: {error}"
     return redact(" ".join(text.split()), secrets)
+
+
+def check_message_characters(commit_message: str | None) -> None:
+    """A ValueError naming the first character of `commit_message` that is not printable text (an escape sequence,
+    a carriage return, a tab, a bidi override, a zero-width character; a line break is what splits the title from the
+    body, and is kept): the Hub keeps it in the repo's history, and a clone's `git log` would send it to a terminal
+    raw, recolouring or hiding text there. Every line the package prints escapes such characters; what it sends
+    carries none."""
+    for position, character in enumerate(commit_message or ""):
+        if character != "\n" and is_unprintable(character):
+            raise ValueError(
+                f"--commit_message holds the control character {escaped(character)} at position {position + 1}, "
+                "which the Hub would keep in the repo's history and a clone's git log would send to a terminal "
+                "raw: remove it (a line break between title and body is kept)."
+            )

@@ -106,6 +106,31 @@ def test_a_blank_commit_message_reaching_the_hub_check_is_one_line_naming_the_de
     )
 
 
+@pytest.mark.usefixtures("logged_in", "nothing_loaded")
+@pytest.mark.parametrize(
+    ("message", "said"),
+    [
+        ("first\x1b[31m red\nline2", "\\x1b at position 6"),
+        ("a\rb", "\\r at position 2"),
+        ("x \u202e y", "\\u202e at position 3"),
+    ],
+)
+def test_a_commit_message_holding_a_control_character_is_one_line_before_any_load(message, said, tmp_path):
+    """A commit message is kept in the repo's history, and a clone's git log sends it to a terminal raw: an escape
+    sequence, a carriage return or a bidi override in it (before: sent as typed) is one line naming it, escaped."""
+    result = outcome("push", [*Scenario(tmp_path).argv("push"), "--commit_message", message])
+    assert result.one_line, result
+    assert result.error.startswith(f"error: --commit_message holds the control character {said}, "), result.error
+    assert "\x1b" not in result.error and "\r" not in result.error
+
+
+def test_a_commit_message_of_a_title_and_a_body_keeps_its_line_breaks():
+    from modeling_vit_scratch.sharing.hub_arguments import check_message_characters
+
+    check_message_characters("Fine-tuned on my photos\n\nSecond run, lower learning rate.")
+    check_message_characters(None)
+
+
 @pytest.mark.usefixtures("logged_in")
 def test_a_push_without_a_token_is_one_line_before_any_load(tmp_path, monkeypatch):
     monkeypatch.setattr(push, "load_verified", fail_if_reached)
