@@ -236,15 +236,16 @@ def train_in_claimed_folder(
     started = time.time()
     if training_args.disable_tqdm:  # the libraries' own bars too (loading data, writing each checkpoint's shards)
         quiet_progress_bars()
+    secrets = known_secrets(hub_token)  # read once: every login file and variable that holds a token
     policy = augmentation_policy(data_args)  # the augmentation's errors too
     check_mixing_batch(policy, training_args, data_args.total_train_batch_size)
     set_seed(training_args.seed)  # before the model is built, so the initial weights follow --seed
     if data_args.streaming:  # read while training, never held whole: streaming.py
-        stream = open_stream(data_args, training_args, known_secrets(hub_token))
+        stream = open_stream(data_args, training_args, secrets)
         data = stream.held_out  # validation and test only, bounded
         fingerprint = whole_splits = kept_names = None  # a stream resumes from its place in it
     else:
-        data = once_per_node(lambda: load_and_split(data_args, known_secrets(hub_token)))
+        data = once_per_node(lambda: load_and_split(data_args, secrets))
         fingerprint = splits_fingerprint(data.splits, data_root(data_args.dataset))  # before --max_train_samples
         whole_splits = DatasetDict(data.splits)  # as fingerprinted: an older checkpoint's rule is asked of them
         kept_names = image_names(whole_splits, data_root(data_args.dataset))  # kept, to name a change on resume
@@ -257,7 +258,7 @@ def train_in_claimed_folder(
     if not data_args.streaming:
         check_training_steps(training_args, len(data.splits["train"]))
     check_metric_name(training_args, len(data.labels))
-    check_label_names(data.id2label, data_args.dataset, known_secrets(hub_token))
+    check_label_names(data.id2label, data_args.dataset, secrets)
     if checkpoint:  # before the pre-flight: a resumed run trains the labels its checkpoint's head was trained on
         check_resumed_labels(checkpoint, data.labels, data_args.dataset)
         if architecture is not None:  # and the architecture this command resolves to with this data
@@ -429,7 +430,7 @@ def train_in_claimed_folder(
     check_held(claimed)
     output_dir = Path(training_args.output_dir)
     with written_whole(output_dir, output_dir):
-        write_model_folder(trainer, processor, data, data_args, metrics, known_secrets(hub_token), notes)
+        write_model_folder(trainer, processor, data, data_args, metrics, secrets, notes)
     if push and trainer.is_world_process_zero():
         push_trained_folder(training_args, hub_token)
     trainer.accelerator.wait_for_everyone()
