@@ -1,0 +1,145 @@
+"""One user-error type, and one place that turns the errors a user can cause into one line.
+
+Every command's `main(argv)` is decorated with `command`: a `UserError`, or an error one of the libraries raises for
+bad input or a machine's state (argparse, huggingface_hub's typed errors, safetensors, datasets, a config's
+validation, an `OSError` such as a full disk or a denied write), ends the command with exit status 1 and one line,
+`error: ...`, through `secrets.shown` (no token, no control character). Ctrl-C and SIGTERM end it with the line the
+room set with `on_interrupt` (130 / 143). Any other exception is a bug: its traceback is printed, redacted.
+
+Training glue, never imported by the model files.
+"""
+
+import argparse
+import errno
+import functools
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from .secrets import redact_logs, remember, secrets_in_argv, shown
+
+INTERRUPTED = 130
+NOTHING_DONE = "Interrupted before any work was done: nothing was written or sent; run the same command again."
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+DENIED = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+class UserError(Exception):
+    """Bad input, or a state of the machine the user can change: the message names the problem and the fix."""
+
+
+def library_errors() -> tuple[type[BaseException], ...]:
+    """The libraries' exception types that mean bad input or a state the user can fix, never a bug of ours."""
+    from huggingface_hub import errors as hub
+    from safetensors import SafetensorError
+
+    found = [
+        UserError,
+        argparse.ArgumentError,
+        argparse.ArgumentTypeError,
+        OSError,  # files: missing, denied, full disk, an unreadable picture (PIL's UnidentifiedImageError)
+        MemoryError,
+        SafetensorError,
+        hub.HFValidationError,
+        hub.HfHubHTTPError,  # RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError, ...
+        hub.LocalEntryNotFoundError,
+        hub.OfflineModeIsEnabled,
+        hub.StrictDataclassFieldValidationError,  # a config field of the wrong type or value
+        hub.StrictDataclassClassValidationError,  # a config whose fields do not fit together
+    ]
+    try:
+        from datasets import exceptions as data
+
+        found += [data.DatasetNotFoundError, data.DataFilesNotFoundError]
+    except ImportError:  # the model alone is installed: no data sets to read
+        pass
+    return tuple(found)
+
+
+def describe(error: BaseException) -> str | None:
+    """The one line for an error a user can cause (without `error: `), or None for a bug."""
+    if not isinstance(error, library_errors()):
+        return None
+    if isinstance(error, OSError) and error.errno is not None:
+        where = f" {error.filename}" if error.filename else ""
+        if error.errno in FULL_DISK:
+            return f"the disk is full (or a size limit was reached) writing{where}: free space, then run the same command again"
+        if error.errno in DENIED:
+            return f"permission denied for{where or ' a file'} ({error.strerror}): choose a folder you can write to"
+        if error.errno == errno.ENOENT:
+            return f"no such file or folder:{where or ' ' + str(error)}"
+    if isinstance(error, MemoryError):
+        return "the machine ran out of memory: use a smaller model, batch size or image size"
+    text = error.args[0] if isinstance(error, KeyError) and error.args else error
+    return " ".join(str(text).split()) or type(error).__name__
+
+
+_interrupt_line: list[str | Callable[[], str | None] | None] = [NOTHING_DONE]
+
+
+def on_interrupt(line: str | Callable[[], str | None] | None) -> None:
+    """What Ctrl-C or SIGTERM prints from now on (a callable is asked at the moment): how to go on."""
+    _interrupt_line[0] = line
+
+
+def speaks() -> bool:
+    """Whether this process says the lines every process of a launched run would say alike: the first on its machine."""
+    return os.environ.get("LOCAL_RANK", "0").strip() in ("", "0")
+
+
+def command(main: Callable[[list[str]], object]) -> Callable[[list[str] | None], object]:
+    """Run `main(argv)` as a command: secrets on its command line remembered, logs redacted, errors one line."""
+
+    @functools.wraps(main)
+    def run(argv: list[str] | None = None):
+        argv = sys.argv[1:] if argv is None else list(argv)
+        remember(*secrets_in_argv(argv))
+        redact_logs()
+        sys.excepthook = redacted_traceback
+        on_interrupt(NOTHING_DONE)
+        try:
+            return main(argv)
+        except KeyboardInterrupt as stop:
+            line = _interrupt_line[0]
+            line = line() if callable(line) else line
+            if line and speaks():
+                print(shown(line, keep="\n"), file=sys.stderr)
+            sys.exit(getattr(stop, "code", INTERRUPTED))
+        except SystemExit as stop:  # argparse's usage errors and --help
+            if isinstance(stop.code, str):
+                raise SystemExit(shown(stop.code, keep="\n")) from None
+            raise
+        except Exception as error:
+            line = describe(error)
+            if line is None:
+                raise
+            sys.exit(f"error: {shown(line)}" if speaks() else 1)
+
+    return run
+
+
+def redacted_traceback(kind, error, trace) -> None:
+    """sys.excepthook: a bug's traceback, as Python prints it, without a secret or a control character."""
+    sys.stderr.write(shown("".join(traceback.format_exception(kind, error, trace)), keep="\n\t"))
+
+
+def available_memory() -> int:
+    """Bytes of memory this process may still take: the system's free memory, or its cgroup's limit where lower."""
+    free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = int(Path("/sys/fs/cgroup/memory.current").read_text())
+        return min(free, int(limit) - used) if limit.isdigit() else free
+    except (OSError, ValueError):
+        return free
+
+
+def check_fits(needed: int, what: str, fix: str) -> None:
+    """One line before the work starts, instead of an allocation failure after it: `what` needs `needed` bytes."""
+    free = available_memory()
+    if needed > free:
+        raise UserError(
+            f"{what} needs about {needed / 2**30:.1f} GiB of memory and {free / 2**30:.1f} GiB is free: {fix}"
+        )
