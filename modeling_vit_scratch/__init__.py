@@ -1,16 +1,8 @@
 """vit-scratch: a Vision Transformer written from scratch, packaged as a Hugging Face model.
 
 Importing the package registers its classes with transformers' Auto classes (its only import-time side effect),
-and marks them so that `save_pretrained` writes the model code and an `auto_map` beside the weights. Only where the
-interpreter was started to run one of its commands (`python -m modeling_vit_scratch.cli`) does the import first take
-the signals, so that a stop while torch is imported is one line.
+and marks them so that `save_pretrained` writes the model code and an `auto_map` beside the weights.
 """
-
-# first, before torch and transformers (seconds): `python -m modeling_vit_scratch.cli ...` stopped meanwhile is one
-# line, as `vit-scratch` is; any other import of the package changes no signal handling
-from vit_scratch_command import take_start_up_of_package_command
-
-take_start_up_of_package_command()
 
 from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForImageClassification
 from transformers.utils import is_torchvision_available

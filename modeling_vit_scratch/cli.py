@@ -1,20 +1,17 @@
 """The `vit-scratch` command: `vit-scratch COMMAND [arguments]`, one sub-command per script, with its arguments.
 
-    vit-scratch train RECIPE.json --output_dir DIR      scripts/train.py
+    vit-scratch train RECIPE.json --output_dir DIR          scripts/train.py
     vit-scratch explain --model DIR --image PNG --out DIR   scripts/explain.py
-    vit-scratch push FOLDER REPO_ID                      scripts/push_to_hub.py
-    vit-scratch convert --from timm ... --output DIR     scripts/convert_checkpoint.py
-    vit-scratch benchmark [--configs ...]                scripts/benchmark.py
+    vit-scratch push FOLDER REPO_ID                         scripts/push_to_hub.py
+    vit-scratch convert --from timm ... --output DIR        scripts/convert_checkpoint.py
+    vit-scratch benchmark [--configs ...]                   scripts/benchmark.py
 
-Installed by `pip install "vit-scratch[train]"`. Each sub-command is the same function its script calls, imported
-only when asked for, so `vit-scratch --help` needs no training packages. Every command runs inside
-`common/commands.py`'s `entry_point`: what it prints is redacted, and Ctrl-C or SIGTERM is one line.
+Installed by `pip install "vit-scratch[train]"`. Each sub-command is the same `main(argv)` its script calls, imported
+only when asked for, so `vit-scratch --help` needs no training packages.
 """
 
 import importlib
 import sys
-
-from .common.commands import entry_point
 
 COMMAND = "vit-scratch"  # the installed command's name, as pyproject.toml's [project.scripts] gives it
 # sub-command -> (the module whose `main(argv)` runs it, what it does)
@@ -30,10 +27,15 @@ COMMANDS = {
 def usage() -> str:
     width = max(map(len, COMMANDS))
     lines = [f"  {name:<{width}}  {summary}" for name, (_, summary) in COMMANDS.items()]
-    return (
-        "usage: vit-scratch COMMAND [arguments]\n\ncommands:\n"
-        + "\n".join(lines)
-        + ("\n\n`vit-scratch COMMAND --help` lists a command's arguments.")
+    return "\n".join(
+        [
+            "usage: vit-scratch COMMAND [arguments]",
+            "",
+            "commands:",
+            *lines,
+            "",
+            "`vit-scratch COMMAND --help` lists a command's arguments.",
+        ]
     )
 
 
@@ -45,19 +47,11 @@ def main(argv: list[str] | None = None) -> None:
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         sys.exit(f"error: unknown command {name!r}: choose one of {', '.join(COMMANDS)} (vit-scratch --help).")
-    # argparse's usage line and the recorded command name the command as the user typed it, then its arguments
-    sys.argv[:] = [f"{COMMAND} {name}", *rest]
-    dispatch(argv)
+    sys.argv[:] = [f"{COMMAND} {name}", *rest]  # argparse's usage line names the command as the user typed it
+    importlib.import_module(COMMANDS[name][0]).main(rest)
 
 
-@entry_point()
-def dispatch(argv: list[str]) -> None:
-    """Import the command's room and run its `main` (itself an `entry_point`: its own line on Ctrl-C); this one
-    covers the import, which takes seconds (torch, transformers): Ctrl-C there is the line that nothing was done."""
-    importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:])
-
-
-if __name__ == "__main__":  # python -m modeling_vit_scratch.cli: the same signal handling as `vit-scratch` from here on
+if __name__ == "__main__":  # python -m modeling_vit_scratch.cli: the same signal handling as `vit-scratch`
     from vit_scratch_command import run
 
     run("modeling_vit_scratch.cli")
