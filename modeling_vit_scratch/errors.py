@@ -5,6 +5,7 @@ bad input or a machine's state (argparse, huggingface_hub's typed errors, safete
 validation, an `OSError` such as a full disk or a denied write), ends the command with exit status 1 and one line,
 `error: ...`, through `secrets.shown` (no token, no control character). Ctrl-C and SIGTERM end it with the line the
 room set with `on_interrupt` (130 / 143). Any other exception is a bug: its traceback is printed, redacted.
+What a library prints to stderr itself (argparse's usage error) is redacted too.
 
 Training glue, never imported by the model files.
 """
@@ -18,7 +19,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from .secrets import redact_logs, remember, secrets_in_argv, shown
+from .secrets import redact, redact_logs, remember, secrets_in_argv, shown
 
 INTERRUPTED = 130
 NOTHING_DONE = "Interrupted before any work was done: nothing was written or sent; run the same command again."
@@ -99,6 +100,7 @@ def command(main: Callable[[list[str]], object]) -> Callable[[list[str] | None],
         redact_logs()
         sys.excepthook = redacted_traceback
         on_interrupt(NOTHING_DONE)
+        stderr, sys.stderr = sys.stderr, RedactedStream(sys.stderr)
         try:
             return main(argv)
         except KeyboardInterrupt as stop:
@@ -116,8 +118,26 @@ def command(main: Callable[[list[str]], object]) -> Callable[[list[str] | None],
             if line is None:
                 raise
             sys.exit(f"error: {shown(line)}" if speaks() else 1)
+        finally:
+            sys.stderr = stderr
 
     return run
+
+
+class RedactedStream:
+    """sys.stderr while a command runs, each write redacted: what a library prints itself (argparse's usage error
+    echoes the command line, a token typed under a misspelt option too) holds no secret. Redacted only, not escaped:
+    progress bars draw with carriage returns and escape sequences."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text) if isinstance(text, str) else text)
+        return len(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 def redacted_traceback(kind, error, trace) -> None:

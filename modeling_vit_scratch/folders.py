@@ -160,8 +160,8 @@ class OutputFolder:
             if entry.is_file():
                 entry.chmod(0o644)  # staged files may be private (mkstemp); the folder is meant to be shared
             target = self.path / entry.name
-            if entry.is_dir() and target.is_dir() and not target.is_symlink():
-                remove_entry(target)  # a folder cannot replace a non-empty folder in one rename
+            if entry.is_dir() and (target.is_dir() or target.is_symlink()):
+                remove_entry(target)  # a folder cannot replace a non-empty folder or a link in one rename
             os.replace(entry, target)
         return sorted(names)
 

@@ -1,0 +1,110 @@
+"""A command's end: an error the user can cause is one line and exit status 1, Ctrl-C is its line and 130, no token in
+either; a bug stays a traceback."""
+
+import argparse
+import errno
+import io
+import sys
+from contextlib import redirect_stderr
+
+import pytest
+from huggingface_hub.utils import validate_repo_id
+from hypothesis import given
+from hypothesis import strategies as st
+from safetensors.torch import load as load_safetensors
+from test_secret_text import hub_tokens, knowing, tokens
+
+from modeling_vit_scratch.errors import UserError, command, on_interrupt
+
+
+def full_disk(token):
+    raise OSError(errno.ENOSPC, "No space left on device", f"/data/{token}/model.safetensors")
+
+
+def bad_repo_id(token):
+    validate_repo_id(f"{token}//../x")
+
+
+def damaged_weights(token):
+    load_safetensors(token.encode())
+
+
+def our_rule(token):
+    raise UserError(f"--hub_token {token} is wrong\nline two \x1b[31m: {token}")
+
+
+def bad_argument(token):
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    parser.add_argument("--steps", type=int)
+    parser.parse_args(["--steps", token])
+
+
+RAISING = [our_rule, full_disk, bad_repo_id, damaged_weights, bad_argument]
+
+
+@pytest.fixture(autouse=True)
+def _excepthook(monkeypatch):
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # `command` sets its own; put the test runner's back
+
+
+@given(token=tokens | hub_tokens, raising=st.sampled_from(RAISING), on_command_line=st.booleans())
+def test_a_users_error_is_one_line_and_status_1_without_the_token(token, raising, on_command_line):
+    main = command(lambda argv: raising(token))
+    with knowing(token, "remembered" if not on_command_line else "env"), pytest.raises(SystemExit) as ended:
+        main(["--hub_token", token] if on_command_line else [])
+    line = ended.value.code
+    assert isinstance(line, str) and line.startswith("error: ")  # Python exits 1 with it on stderr
+    assert "\n" not in line and "\x1b" not in line and token not in line
+
+
+@given(token=tokens | hub_tokens, at=st.sampled_from(["line", "callable", "none"]))
+def test_ctrl_c_is_its_line_and_130_without_the_token(token, at):
+    line = f"stopped at step 3 of {token}\nresume with --resume_from_checkpoint"
+
+    @command
+    def main(argv):
+        on_interrupt({"line": line, "callable": lambda: line, "none": None}[at])
+        raise KeyboardInterrupt
+
+    printed = io.StringIO()
+    with knowing(token, "remembered"), redirect_stderr(printed), pytest.raises(SystemExit) as ended:
+        main([])
+    assert ended.value.code == 130
+    assert token not in printed.getvalue() and ("resume" in printed.getvalue()) == (at != "none")
+
+
+def test_ctrl_c_line_is_printed_redacted(capsys):
+    token = "hf_" + "Q" * 34
+
+    @command
+    def main(argv):
+        on_interrupt(lambda: f"stopped in {token}; resume with the same command")
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as ended:
+        main([])
+    printed = capsys.readouterr().err
+    assert ended.value.code == 130 and "resume" in printed and token not in printed
+
+
+def test_argparse_usage_errors_pass_through_with_status_2_without_the_token(capsys):
+    token = "hf_" + "Q" * 34
+
+    @command
+    def main(argv):
+        argparse.ArgumentParser().parse_args(argv)
+
+    with pytest.raises(SystemExit) as ended:
+        main(["--hub_tok", token])
+    printed = capsys.readouterr().err
+    assert ended.value.code == 2 and "--hub_tok" in printed and token not in printed
+
+
+@pytest.mark.parametrize("bug", [ZeroDivisionError, KeyError, AttributeError, TypeError])
+def test_a_bug_stays_a_traceback(bug):
+    @command
+    def main(argv):
+        raise bug("a bug of ours")
+
+    with pytest.raises(bug):
+        main([])
