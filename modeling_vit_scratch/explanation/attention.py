@@ -26,16 +26,10 @@ def model_inputs(image: Image.Image, processor, num_channels: int) -> tuple[torc
     """
     image = to_model_mode(image, num_channels)
     mean = getattr(processor, "image_mean", None)
-    wanted = getattr(processor, "num_channels", None) or (
-        len(mean) if isinstance(mean, (list, tuple)) else num_channels
-    )
-    fed = image if wanted == num_channels or wanted not in (1, 3) else to_model_mode(image, wanted)
-    pixel_values = processor(fed, return_tensors="pt")["pixel_values"]
-    made = pixel_values.shape[1]
-    if made != num_channels and num_channels == 1:
-        pixel_values = pixel_values.mean(dim=1, keepdim=True)
-    elif made != num_channels and made == 1:
-        pixel_values = pixel_values.expand(-1, num_channels, -1, -1)
+    wanted = len(mean) if isinstance(mean, (list, tuple)) and len(mean) in (1, 3) else num_channels
+    pixel_values = processor(to_model_mode(image, wanted), return_tensors="pt")["pixel_values"]
+    if pixel_values.shape[1] != num_channels:  # three equal channels averaged to one, or one repeated
+        pixel_values = pixel_values.mean(dim=1, keepdim=True).expand(-1, num_channels, -1, -1)
     height, width = pixel_values.shape[-2:]
     return pixel_values, image.resize((width, height), Image.BILINEAR)
 
