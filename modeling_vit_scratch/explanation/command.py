@@ -37,17 +37,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--model", required=True, help="saved folder or hub repo id of a vit_scratch model")
     parser.add_argument("--revision", help="branch, tag or commit of a hub repo --model (default: main)")
     parser.add_argument("--image", required=True, type=os.path.expanduser, help="image file or http(s) URL")
-    parser.add_argument(
-        "--out", required=True, type=os.path.expanduser, help="folder for the PNG files: new, empty, or explain's own"
-    )
+    parser.add_argument("--out", required=True, type=os.path.expanduser, help="folder for the PNGs: new or explain's")
     parser.add_argument("--head_fusion", default="mean", choices=HEAD_FUSIONS)
     parser.add_argument("--discard_ratio", type=ratio, default=0.0, help="share of weakest attention to drop")
     parser.add_argument("--dtype", default="float32", choices=DTYPES, help="run the model in float32 or bfloat16")
-    parser.add_argument(
-        "--trust_remote_code",
-        action="store_true",
-        help="run the code that comes with the model (a model whose auto_map names code of its own)",
-    )
+    parser.add_argument("--trust_remote_code", action="store_true", help="run code the model brings (its auto_map)")
     ranking, written = explain_image(**vars(parser.parse_args(argv)))
     print("top classes:")
     for label, score in ranking:

@@ -43,15 +43,8 @@ def plot_overlay(image, patch_map, title: str, path: str | Path) -> Path:
     left.set_title("input")
     _show_image(right, image)
     width, height = image.size
-    right.imshow(
-        patch_map.numpy(),
-        cmap="inferno",
-        alpha=0.6,
-        extent=(-0.5, width - 0.5, height - 0.5, -0.5),
-        interpolation="bilinear",
-        vmin=0,
-        vmax=1,
-    )
+    stretched = dict(extent=(-0.5, width - 0.5, height - 0.5, -0.5), interpolation="bilinear")  # over the image
+    right.imshow(patch_map.numpy(), cmap="inferno", alpha=0.6, vmin=0, vmax=1, **stretched)
     right.set_title(title)
     return _save(figure, path)
 

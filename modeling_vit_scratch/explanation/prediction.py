@@ -39,7 +39,7 @@ def read_image(source: str):
         except (OSError, ValueError, http.client.HTTPException) as error:
             raise UserError(f"downloading {name} failed ({error}): check the URL, or download it and give the file")
         if len(body) > DOWNLOAD_BYTES:
-            raise UserError(f"{name} sends more than {DOWNLOAD_BYTES >> 20} MiB: download it and give the file")
+            raise UserError(f"{name} sends more than {DOWNLOAD_BYTES:,} bytes: download it and give the file")
         source = io.BytesIO(body)
     try:
         image, frames = read_image_file(source, name)
@@ -59,7 +59,10 @@ def load(spec: str, revision: str | None, trust_remote_code: bool, dtype: torch.
             f"--model {shown(spec)} is a {shown(kind)} model, not vit_scratch: convert it first "
             "(`vit-scratch convert --from transformers`) and explain the converted folder"
         )
-    model = load_model(folder, trust_remote_code=trust_remote_code, dtype=dtype)
+    try:
+        model = load_model(folder, trust_remote_code=trust_remote_code, dtype=dtype)
+    except ValueError as error:  # the model's loader names what does not fit (weights against config) and the fix
+        raise UserError(f"--model {shown(spec)}: {error}") from None
     return model.eval(), AutoImageProcessor.from_pretrained(folder, trust_remote_code=trust_remote_code)
 
 
