@@ -17,25 +17,16 @@ HEAD_FUSIONS = ("mean", "max", "min")
 
 
 def model_inputs(image: Image.Image, processor, num_channels: int) -> tuple[torch.Tensor, Image.Image]:
-    """`pixel_values` (1, num_channels, h, w) for a model of `num_channels`, and the image as the model sees it.
-
-    Any processor works: the image is first brought to the model's channels (8-bit gray or RGB, see
-    `to_model_mode`); a processor that makes RGB for a grayscale model (transformers' `ViTImageProcessor`, as
-    converted checkpoints carry) gives three equal channels, averaged back to one, and a grayscale one for an RGB
-    model is repeated.
-    """
+    """`pixel_values` (1, num_channels, h, w) for a model of `num_channels`, and the image as the model sees it. Any
+    processor works: it is fed the image in the channels it normalises (8-bit gray or RGB, `to_model_mode`), and its
+    output brought to the model's (three equal channels averaged, or one repeated): transformers' RGB
+    `ViTImageProcessor`, which converted checkpoints carry, serves a grayscale model."""
     image = to_model_mode(image, num_channels)
     mean = getattr(processor, "image_mean", None)
-    wanted = getattr(processor, "num_channels", None) or (
-        len(mean) if isinstance(mean, (list, tuple)) else num_channels
-    )
-    fed = image if wanted == num_channels or wanted not in (1, 3) else to_model_mode(image, wanted)
-    pixel_values = processor(fed, return_tensors="pt")["pixel_values"]
-    made = pixel_values.shape[1]
-    if made != num_channels and num_channels == 1:
-        pixel_values = pixel_values.mean(dim=1, keepdim=True)
-    elif made != num_channels and made == 1:
-        pixel_values = pixel_values.expand(-1, num_channels, -1, -1)
+    wanted = len(mean) if isinstance(mean, (list, tuple)) and len(mean) in (1, 3) else num_channels
+    pixel_values = processor(to_model_mode(image, wanted), return_tensors="pt")["pixel_values"]
+    if pixel_values.shape[1] != num_channels:  # three equal channels averaged to one, or one repeated
+        pixel_values = pixel_values.mean(dim=1, keepdim=True).expand(-1, num_channels, -1, -1)
     height, width = pixel_values.shape[-2:]
     return pixel_values, image.resize((width, height), Image.BILINEAR)
 
@@ -72,27 +63,22 @@ def discard_lowest(attention: torch.Tensor, discard_ratio: float) -> torch.Tenso
 def attention_rollout(
     attentions: tuple[torch.Tensor, ...], head_fusion: str = "mean", discard_ratio: float = 0.0
 ) -> torch.Tensor:
-    """Abnar & Zuidema (2020): how much each input token flows into each output token through all layers.
-
-    Per layer: fuse heads, add the identity for the residual path, renormalise rows; multiply the layers from the
-    first to the last. Returns (B, T, T) with non-negative rows that sum to 1.
-    """
+    """Abnar & Zuidema (2020): how much each input token flows into each output token through all layers. Per layer:
+    fuse heads, add the identity for the residual path, renormalise rows; multiply the layers from the first to the
+    last. Returns (B, T, T) with non-negative rows that sum to 1."""
     rollout = None
     for attention in attentions:
         fused = discard_lowest(fuse_heads(attention.float(), head_fusion), discard_ratio)
-        identity = torch.eye(fused.shape[-1], dtype=fused.dtype, device=fused.device)
-        fused = fused + identity
+        fused = fused + torch.eye(fused.shape[-1], dtype=fused.dtype, device=fused.device)  # the residual path
         fused = fused / fused.sum(dim=-1, keepdim=True)
         rollout = fused if rollout is None else fused @ rollout
     return rollout
 
 
 def gradient_rollout(model, pixel_values: torch.Tensor, target_class: int | torch.Tensor, **kwargs) -> torch.Tensor:
-    """Chefer et al. (2021): relevance of each token for `target_class`, (B, T, T).
-
-    Each layer's attention is weighted by its gradient for the class logit, only the positive part kept, averaged
-    over heads, and accumulated as R <- R + A_bar R from R = I. Parameters receive no gradient.
-    """
+    """Chefer et al. (2021): relevance of each token for `target_class`, (B, T, T). Each layer's attention is
+    weighted by its gradient for the class logit, only the positive part kept, averaged over heads, and accumulated
+    as R <- R + A_bar R from R = I. Parameters receive no gradient."""
     was_training = model.training
     model.eval()
     with torch.enable_grad():
@@ -110,11 +96,9 @@ def gradient_rollout(model, pixel_values: torch.Tensor, target_class: int | torc
 
 
 def token_to_patch_map(rollout: torch.Tensor, grid_size: tuple[int, int], pooling: str = "cls") -> torch.Tensor:
-    """(B, T, T) -> (B, gh, gw): what the pooled output draws from each patch, scaled to a maximum of 1.
-
-    The pooled output is the class token's row, or for `pooling="mean"` the mean of the patch tokens' rows. The
-    tokens before the patches (the class token, and a distillation token) are the T - gh*gw first.
-    """
+    """(B, T, T) -> (B, gh, gw): what the pooled output draws from each patch, scaled to a maximum of 1. The pooled
+    output is the class token's row, or for `pooling="mean"` the mean of the patch tokens' rows. The tokens before
+    the patches (the class token, and a distillation token) are the T - gh*gw first."""
     prefix = rollout.shape[-1] - grid_size[0] * grid_size[1]
     rows = rollout[:, 0] if pooling == "cls" else rollout[:, prefix:].mean(dim=1)  # (B, T)
     patches = rows[:, prefix:].reshape(-1, *grid_size)
@@ -127,8 +111,7 @@ def patch_embedding_components(model, count: int = 28) -> torch.Tensor:
     embeddings = model.base_model.embeddings.patch_embeddings
     if model.config.stem != "none":
         raise ValueError(
-            f"The patch embedding of a hybrid (stem={model.config.stem!r}) reads the stem's feature map, not pixels: "
-            "Fig. 7's filter components exist for models without a stem only."
+            f"a hybrid's (stem={model.config.stem!r}) patch embedding reads the stem's feature map, not pixels"
         )
     weight = embeddings.projection.weight.detach().float()
     filters = weight.reshape(weight.shape[0], -1)  # (D, C*P*P): conv kernel or linear rows, same order
@@ -160,11 +143,9 @@ def patch_distances(grid_size: tuple[int, int], patch_size) -> torch.Tensor:
 def mean_attention_distance(
     attentions: tuple[torch.Tensor, ...], grid_size: tuple[int, int], patch_size
 ) -> torch.Tensor:
-    """Fig. 7 (right): per layer and head, the mean pixel distance between a patch and the patches it attends to.
-
-    Attention among patch tokens only (the class token has no place in the image), rows renormalised, averaged
-    over query patches and the batch. Returns (L, H).
-    """
+    """Fig. 7 (right): per layer and head, the mean pixel distance between a patch and the patches it attends to:
+    attention among patch tokens only (the class token has no place in the image), rows renormalised, averaged
+    over query patches and the batch. Returns (L, H)."""
     distances = patch_distances(grid_size, patch_size)
     result = []
     for attention in attentions:

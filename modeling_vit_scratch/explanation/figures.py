@@ -1,8 +1,7 @@
 """Figures that explain a prediction or a model: patch grids, attention overlays, per-layer attention, embedding
 filters, position-embedding similarity, attention distance. Images are PIL images at the model's input size; maps are
-tensors."""
+tensors. Each `plot_*` saves one PNG at `path` (a file in the output folder's private staging folder) and returns it."""
 
-import io
 from pathlib import Path
 
 import matplotlib
@@ -10,15 +9,11 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no screen
 import matplotlib.pyplot as plt
 
-from modeling_vit_scratch.common.folders import write_file
-
 
 def _save(figure, path: str | Path) -> Path:
     figure.tight_layout()
-    picture = io.BytesIO()
-    figure.savefig(picture, format=Path(path).suffix.lstrip(".") or "png")
+    figure.savefig(path)
     plt.close(figure)
-    write_file(Path(path), picture.getvalue())  # never through a link
     return Path(path)
 
 
@@ -48,71 +43,52 @@ def plot_overlay(image, patch_map, title: str, path: str | Path) -> Path:
     left.set_title("input")
     _show_image(right, image)
     width, height = image.size
-    right.imshow(
-        patch_map.numpy(),
-        cmap="inferno",
-        alpha=0.6,
-        extent=(-0.5, width - 0.5, height - 0.5, -0.5),
-        interpolation="bilinear",
-        vmin=0,
-        vmax=1,
-    )
+    stretched = dict(extent=(-0.5, width - 0.5, height - 0.5, -0.5), interpolation="bilinear")  # over the image
+    right.imshow(patch_map.numpy(), cmap="inferno", alpha=0.6, vmin=0, vmax=1, **stretched)
     right.set_title(title)
     return _save(figure, path)
 
 
-def layer_attention_figure(class_attention):
-    """One panel per layer: the class token's attention to each patch (row 0 of the attention matrix, patch
-    columns), averaged over heads. (L, gh, gw). The class token's row whatever the pooling: with pooling="mean" it
-    is not the row the classifier reads."""
-    layers = class_attention.shape[0]
-    columns = min(layers, 6)
-    rows = (layers + columns - 1) // columns
-    figure, axes = plt.subplots(rows, columns, figsize=(2.2 * columns, 2.2 * rows), dpi=100, squeeze=False)
-    for index, axis in enumerate(axes.flat):
-        axis.set_xticks([])
-        axis.set_yticks([])
-        if index < layers:
-            axis.imshow(class_attention[index].numpy(), cmap="viridis")
-            axis.set_title(f"layer {index + 1}")
-        else:
-            axis.axis("off")
-    figure.suptitle("attention from the class token to each patch, per layer (mean over heads)")
-    return figure
+def _panels(count: int, columns: int, inches: float):
+    """A figure of `count` bare panels (no ticks, no frame) in rows of at most `columns`, each `inches` wide."""
+    columns = min(count, columns)
+    rows = -(-count // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(inches * columns, inches * rows + 0.5), dpi=100, squeeze=False)
+    for axis in axes.flat:
+        axis.axis("off")
+    return figure, axes.flat[:count]
 
 
 def plot_layer_attention(class_attention, path: str | Path) -> Path:
-    """`layer_attention_figure` saved to `path`. (L, gh, gw)."""
-    return _save(layer_attention_figure(class_attention), path)
+    """One panel per layer: the class token's attention to each patch (row 0 of the attention matrix, patch
+    columns), averaged over heads. (L, gh, gw). The class token's row whatever the pooling: with pooling="mean" it
+    is not the row the classifier reads."""
+    figure, axes = _panels(class_attention.shape[0], 6, 2.2)
+    for index, axis in enumerate(axes):
+        axis.imshow(class_attention[index].numpy(), cmap="viridis")
+        axis.set_title(f"layer {index + 1}")
+    figure.suptitle("attention from the class token to each patch, per layer (mean over heads)")
+    return _save(figure, path)
 
 
 def plot_embedding_filters(components, path: str | Path) -> Path:
-    """Fig. 7 left: principal components of the patch-embedding filters, (K, C, P, P)."""
-    count = components.shape[0]
-    columns = min(count, 7)
-    rows = (count + columns - 1) // columns
-    figure, axes = plt.subplots(rows, columns, figsize=(1.4 * columns, 1.4 * rows + 0.4), dpi=100, squeeze=False)
-    for index, axis in enumerate(axes.flat):
-        axis.axis("off")
-        if index < count:
-            component = components[index]
-            component = (component - component.min()) / (component.max() - component.min()).clamp(min=1e-12)
-            picture = component[0] if component.shape[0] == 1 else component.permute(1, 2, 0)[..., :3]
-            axis.imshow(picture.numpy(), cmap="gray" if component.shape[0] == 1 else None)
+    """Fig. 7 left: principal components of the patch-embedding filters, (K, C, P, P), each scaled to [0, 1]."""
+    figure, axes = _panels(components.shape[0], 7, 1.4)
+    for component, axis in zip(components, axes):
+        component = (component - component.min()) / (component.max() - component.min()).clamp(min=1e-12)
+        gray = component.shape[0] == 1
+        axis.imshow(
+            (component[0] if gray else component.permute(1, 2, 0)[..., :3]).numpy(), cmap="gray" if gray else None
+        )
     figure.suptitle("patch-embedding filters: principal components")
     return _save(figure, path)
 
 
 def plot_position_similarity(similarity, path: str | Path) -> Path:
-    """Fig. 7 centre: for each patch position, the cosine similarity of its embedding with all others."""
-    grid_h, grid_w = similarity.shape[:2]
-    figure, axes = plt.subplots(grid_h, grid_w, figsize=(0.5 * grid_w + 1, 0.5 * grid_h + 0.6), dpi=100, squeeze=False)
-    for row in range(grid_h):
-        for column in range(grid_w):
-            axis = axes[row, column]
-            axis.imshow(similarity[row, column].numpy(), cmap="viridis", vmin=-1, vmax=1)
-            axis.set_xticks([])
-            axis.set_yticks([])
+    """Fig. 7 centre: for each patch position (gh, gw), the cosine similarity of its embedding with all others."""
+    figure, axes = _panels(similarity.shape[0] * similarity.shape[1], similarity.shape[1], 0.5)
+    for panel, axis in zip(similarity.flatten(0, 1), axes):
+        axis.imshow(panel.numpy(), cmap="viridis", vmin=-1, vmax=1)
     figure.suptitle("position embedding similarity")
     return _save(figure, path)
 

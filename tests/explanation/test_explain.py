@@ -1,24 +1,65 @@
-"""Explain: attention maps for any kernel, rollout, gradient rollout, Fig. 7 diagnostics and the explain script."""
+"""Explain: attention maps for any kernel, rollouts, the Fig. 7 diagnostics, and the command's behaviour (figures
+written, folders refused untouched, one line per refusal, no token anywhere)."""
 
+import hashlib
 import json
-import os
-import subprocess
-import sys
+import threading
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
 import torch
-from entry_points import outcome
-from helpers import PROCESS_TIMEOUT, REPO, tiny_config
+from helpers import REPO, tiny_config
+from hub_server import TOKEN, Store, local_hub  # noqa: F401  (the fixture)
+from hypothesis import given
+from hypothesis import strategies as st
 from PIL import Image
-from safetensors.torch import save_file
 
 from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor
+from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.explanation import attention as explain
+from modeling_vit_scratch.explanation import prediction
+from modeling_vit_scratch.explanation.command import main
+
+FIGURES = {
+    "patch_grid.png",
+    "attention_rollout.png",
+    "attention_per_layer.png",
+    "fig7_patch_embedding_pca.png",
+    "fig7_position_embedding_similarity.png",
+    "fig7_mean_attention_distance.png",
+}
 
 
-def random_attention(batch=2, heads=3, tokens=10, layers=4) -> tuple[torch.Tensor, ...]:
-    return tuple(torch.rand(batch, heads, tokens, tokens).softmax(-1) for _ in range(layers))
+def saved_model(folder, processor=None, **overrides):
+    config = tiny_config(**{"image_size": 16, "patch_size": 4, **overrides})
+    ViTScratchForImageClassification(config).save_pretrained(folder)
+    (processor or ViTScratchImageProcessor.for_config(config)).save_pretrained(folder)
+    return folder
+
+
+def picture(path, size=(30, 40), mode="RGB"):
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (*size, 3), dtype=np.uint8)).convert(mode).save(path)
+    return path
+
+
+def run(*argv) -> tuple[int, str | None]:
+    """`explain` in this process: its exit status and the one line it ended with."""
+    try:
+        main([str(word) for word in argv])
+    except SystemExit as stop:
+        return (1, stop.code) if isinstance(stop.code, str) else (stop.code, None)
+    return 0, None
+
+
+def digest(folder) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    return saved_model(tmp_path / "model"), picture(tmp_path / "in.png")
 
 
 def test_sdpa_model_gives_eager_attention_maps_and_is_left_unchanged(config):
@@ -28,379 +69,266 @@ def test_sdpa_model_gives_eager_attention_maps_and_is_left_unchanged(config):
     images = torch.randn(2, 3, 20, 20)
     with torch.no_grad():
         before = sdpa(images).logits
-    weights_before = {k: v.clone() for k, v in sdpa.state_dict().items()}
     maps = explain.attention_maps(sdpa, images)
-    expected = explain.attention_maps(eager, images)
     assert len(maps) == config.num_hidden_layers and maps[0].shape == (2, 3, 26, 26)
-    for got, want in zip(maps, expected):
+    for got, want in zip(maps, explain.attention_maps(eager, images)):
         torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
     assert sdpa.config._attn_implementation == "sdpa"
     with torch.no_grad():
         assert torch.equal(sdpa(images).logits, before)
-    assert all(torch.equal(weights_before[k], v) for k, v in sdpa.state_dict().items())
 
 
-@pytest.mark.parametrize("head_fusion", explain.HEAD_FUSIONS)
-@pytest.mark.parametrize("discard_ratio", [0.0, 0.5])
-def test_rollout_rows_are_distributions(head_fusion, discard_ratio):
-    rollout = explain.attention_rollout(random_attention(), head_fusion, discard_ratio)
+@given(
+    head_fusion=st.sampled_from(explain.HEAD_FUSIONS),
+    discard_ratio=st.floats(0, 0.95),
+    seed=st.integers(0, 2**16),
+    layers=st.integers(1, 4),
+)
+def test_rollout_rows_are_distributions(head_fusion, discard_ratio, seed, layers):
+    generator = torch.Generator().manual_seed(seed)
+    attentions = tuple(torch.rand(2, 3, 10, 10, generator=generator).softmax(-1) for _ in range(layers))
+    rollout = explain.attention_rollout(attentions, head_fusion, discard_ratio)
     assert rollout.shape == (2, 10, 10) and (rollout >= 0).all()
     torch.testing.assert_close(rollout.sum(-1), torch.ones(2, 10))
 
 
 def test_rollout_finds_the_patch_every_layer_looks_at():
-    tokens, target = 10, 6
-    looking = torch.zeros(1, 2, tokens, tokens)
-    looking[..., target] = 1.0  # every token of every head attends only to token 6
+    looking = torch.zeros(1, 2, 10, 10)
+    looking[..., 6] = 1.0  # every token of every head attends only to token 6, patch 5
     rollout = explain.attention_rollout((looking,) * 3)
-    patch_map = explain.token_to_patch_map(rollout, (3, 3))
-    assert patch_map.flatten().argmax().item() == target - 1  # patch index = token index - class token
-    assert explain.token_to_patch_map(rollout, (3, 3), pooling="mean").flatten().argmax().item() == target - 1
+    for pooling in ("cls", "mean"):
+        assert explain.token_to_patch_map(rollout, (3, 3), pooling).flatten().argmax().item() == 5
 
 
 def test_gradient_rollout_depends_on_the_class_and_leaves_no_gradients(config):
     model = ViTScratchForImageClassification(config).eval()
     image = torch.randn(1, 3, 20, 20)
-    first = explain.gradient_rollout(model, image, 0)
-    second = explain.gradient_rollout(model, image, 1)
+    first, second = explain.gradient_rollout(model, image, 0), explain.gradient_rollout(model, image, 1)
     assert first.shape == (1, 26, 26) and not torch.allclose(first, second)
     assert all(parameter.grad is None for parameter in model.parameters())
 
 
-def test_mean_attention_distance_uniform_equals_analytic_and_local_is_smaller():
+def test_mean_attention_distance_of_uniform_attention_is_the_mean_distance_and_local_is_smaller():
     grid, patch = (3, 4), 5
     tokens = 1 + grid[0] * grid[1]
     uniform = torch.full((1, 1, tokens, tokens), 1.0 / tokens)
-    local = torch.zeros(1, 1, tokens, tokens)
-    local[0, 0, :, :] = torch.eye(tokens) * 0.9 + 0.1 / tokens  # mostly each patch itself
+    local = (torch.eye(tokens) * 0.9 + 0.1 / tokens)[None, None]
     distances = explain.mean_attention_distance((torch.cat([uniform, local], dim=1),), grid, patch)
     centres = [(r * patch, c * patch) for r in range(grid[0]) for c in range(grid[1])]
     analytic = np.mean([np.hypot(a[0] - b[0], a[1] - b[1]) for a in centres for b in centres])
-    assert distances.shape == (1, 2)
-    assert distances[0, 0].item() == pytest.approx(analytic, rel=1e-6)
-    assert distances[0, 1] < distances[0, 0]
+    assert distances[0, 0].item() == pytest.approx(analytic, rel=1e-6) and distances[0, 1] < distances[0, 0]
 
 
-def test_fig7_diagnostics_have_the_paper_shapes(config):
-    model = ViTScratchForImageClassification(config)
-    components = explain.patch_embedding_components(model, count=7)
-    assert components.shape == (7, 3, 4, 4)
-    flat = components.reshape(7, -1)
+@pytest.mark.parametrize("overrides", [{}, {"distillation_token": True}])
+def test_fig7_diagnostics_have_the_paper_shapes_and_skip_every_prefix_token(overrides):
+    model = ViTScratchForImageClassification(tiny_config(**overrides)).eval()
+    flat = explain.patch_embedding_components(model, count=7).reshape(7, -1)
+    assert flat.shape == (7, 3 * 4 * 4)
     torch.testing.assert_close(flat @ flat.T, torch.eye(7), atol=1e-4, rtol=0)  # orthonormal directions
     similarity = explain.position_embedding_similarity(model)
-    assert similarity.shape == (5, 5, 5, 5)
     torch.testing.assert_close(similarity.reshape(25, 25).diagonal(), torch.ones(25))
+    attentions = explain.attention_maps(model, torch.randn(1, 3, 20, 20))
+    rollout = explain.attention_rollout(attentions)
+    prefix = rollout.shape[-1] - 25
+    torch.testing.assert_close(
+        explain.token_to_patch_map(rollout, (5, 5))[0].flatten(), rollout[0, 0, prefix:] / rollout[0, 0, prefix:].max()
+    )
+    assert explain.mean_attention_distance(attentions, (5, 5), 4).shape == (2, 3)
 
 
-def test_a_hybrids_maps_are_its_feature_grid_and_distances_count_its_cells():
+def test_a_hybrids_distances_count_its_cells_and_it_has_no_filter_picture():
     config = tiny_config(stem="conv", stem_channels=[5], image_size=(16, 24), patch_size=2)  # cells of 4x4 pixels
-    model = ViTScratchForImageClassification(config).eval()
-    attentions = explain.attention_maps(model, torch.randn(1, 3, 16, 24))
-    rollout = explain.attention_rollout(attentions, "mean", 0.0)
-    assert explain.token_to_patch_map(rollout, config.grid_size)[0].shape == (4, 6)
     distances = explain.patch_distances(config.grid_size, config.cell_size)
     assert distances[0, 1].item() == 4.0 and distances[0, 6].item() == 4.0  # the neighbours right and below
-    with pytest.raises(ValueError, match="reads the stem's feature map, not pixels"):
-        explain.patch_embedding_components(model)
+    with pytest.raises(ValueError, match="stem"):
+        explain.patch_embedding_components(ViTScratchForImageClassification(config))
 
 
-def test_a_distilled_models_maps_leave_out_both_prefix_tokens():
-    """With a distillation token the patches start at token 2: maps, distances and position similarity skip both."""
-    config = tiny_config(distillation_token=True)
-    model = ViTScratchForImageClassification(config).eval()
-    attentions = explain.attention_maps(model, torch.randn(1, 3, 20, 20))
-    assert attentions[0].shape[-1] == 27
-    rollout = explain.attention_rollout(attentions, "mean", 0.0)
-    patch_map = explain.token_to_patch_map(rollout, config.grid_size)[0]
-    assert patch_map.shape == (5, 5) and patch_map.max().item() == 1.0
-    # the map is the class token's row over the patch columns 2..26, scaled
-    torch.testing.assert_close(patch_map.flatten(), rollout[0, 0, 2:] / rollout[0, 0, 2:].max())
-    distances = explain.mean_attention_distance(attentions, config.grid_size, config.cell_size)
-    assert distances.shape == (2, 3) and distances.isfinite().all()
-    similarity = explain.position_embedding_similarity(model)
-    torch.testing.assert_close(similarity.reshape(25, 25).diagonal(), torch.ones(25))
-
-
-def test_explain_command_draws_a_hybrids_cell_grid_and_no_filter_components(tmp_path):
-    """In this process: test_explain_script_writes_pictures runs the same `main` through the script."""
-    config = tiny_config(stem="conv", stem_channels=[5], image_size=16, patch_size=2)
-    ViTScratchForImageClassification(config).save_pretrained(tmp_path / "model")
-    ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path / "model")
-    Image.fromarray(np.random.default_rng(0).integers(0, 255, (40, 30, 3), dtype=np.uint8)).save(tmp_path / "in.png")
-    argv = ["--model", str(tmp_path / "model"), "--image", str(tmp_path / "in.png"), "--out", str(tmp_path / "out")]
-    done = outcome("explain", argv)
-    assert done.code == 0, done
-    pictures = {path.name for path in (tmp_path / "out").glob("*.png")}
-    assert "fig7_mean_attention_distance.png" in pictures and "fig7_patch_embedding_pca.png" not in pictures
-    assert len(pictures) == 6
-
-
-BF16_TOLERANCE = 1e-2  # bf16 keeps 8 bits of mantissa: a sum of a few dozen weights is off by a few 2^-9
-
-
-def test_maps_of_a_model_loaded_in_bf16_are_distributions_and_match_float32(tmp_path, config):
+def test_maps_of_a_model_loaded_in_bf16_match_float32(tmp_path, config):
     ViTScratchForImageClassification(config).save_pretrained(tmp_path)
-    images = torch.randn(2, 3, 20, 20)
-    maps = {}
+    images, maps = torch.randn(2, 3, 20, 20), {}
     for dtype in (torch.float32, torch.bfloat16):
         model = ViTScratchForImageClassification.from_pretrained(tmp_path, dtype=dtype)
-        attentions = explain.attention_maps(model, images.to(dtype))
-        assert attentions[0].dtype == dtype
-        for attention in attentions:
-            torch.testing.assert_close(attention.float().sum(-1), torch.ones(2, 3, 26), atol=BF16_TOLERANCE, rtol=0)
-        rollout = explain.attention_rollout(attentions)
-        assert rollout.dtype == torch.float32 and (rollout >= 0).all()
-        torch.testing.assert_close(rollout.sum(-1), torch.ones(2, 26), atol=BF16_TOLERANCE, rtol=0)
-        relevance = explain.gradient_rollout(model, images.to(dtype), 1)
-        maps[dtype] = [explain.token_to_patch_map(r, config.grid_size) for r in (rollout, relevance)]
-    for float32_map, bf16_map in zip(maps[torch.float32], maps[torch.bfloat16]):
-        torch.testing.assert_close(bf16_map, float32_map, atol=2 * BF16_TOLERANCE, rtol=0)
-
-
-# three channels by default, one in the slow tier: a one-channel model runs through the command by default in
-# test_explain_command_runs_a_grayscale_model_with_an_rgb_processor
-@pytest.mark.parametrize("channels", [pytest.param(1, marks=pytest.mark.slow), 3])
-@pytest.mark.integration
-def test_explain_script_writes_pictures(tmp_path, channels):
-    config = tiny_config(num_channels=channels, image_size=16, patch_size=4)
-    ViTScratchForImageClassification(config).save_pretrained(tmp_path / "model")
-    ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path / "model")
-    Image.fromarray(np.random.default_rng(0).integers(0, 255, (40, 30, 3), dtype=np.uint8)).save(tmp_path / "in.png")
-    command = [
-        sys.executable,
-        str(REPO / "scripts" / "explain.py"),
-        "--model",
-        str(tmp_path / "model"),
-        "--image",
-        str(tmp_path / "in.png"),
-        "--out",
-        str(tmp_path / "out"),
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
-    assert result.returncode == 0, result.stderr[-2000:]
-    ranking = result.stdout.split("top classes:")[1].split("wrote:")[0].split()
-    assert ranking[::2] and len(ranking) == 10 and all(label.startswith("LABEL_") for label in ranking[::2])
-    pictures = sorted(path.name for path in (tmp_path / "out").glob("*.png"))
-    assert pictures == sorted(
-        [
-            "patch_grid.png",
-            "attention_rollout.png",
-            f"gradient_rollout_class_{ranking[0]}.png",
-            "attention_per_layer.png",
-            "fig7_patch_embedding_pca.png",
-            "fig7_position_embedding_similarity.png",
-            "fig7_mean_attention_distance.png",
-        ]
-    )
-    with Image.open(tmp_path / "out" / "attention_rollout.png") as picture:
-        assert picture.format == "PNG" and picture.size == (800, 400)
-    with Image.open(tmp_path / "out" / "patch_grid.png") as picture:
-        assert picture.size == (500, 500)
-
-    # the refusal in this process: the script above ran the same main, which gives the line to sys.exit
-    (tmp_path / "broken.png").write_bytes(b"not an image")
-    command[command.index("--image") + 1] = str(tmp_path / "broken.png")
-    refused = outcome("explain", command[2:])
-    assert refused.one_line and refused.error.startswith("error: Cannot read"), refused
-
-
-def test_explain_command_runs_in_bf16_and_refuses_an_unknown_dtype_in_one_line(tmp_path, capsys):
-    """In this process: test_explain_script_writes_pictures runs the same `main` through the script."""
-    config = tiny_config(image_size=16, patch_size=4)
-    ViTScratchForImageClassification(config).save_pretrained(tmp_path / "model")
-    ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path / "model")
-    Image.fromarray(np.random.default_rng(0).integers(0, 255, (40, 30, 3), dtype=np.uint8)).save(tmp_path / "in.png")
-    command = ["--model", str(tmp_path / "model"), "--image", str(tmp_path / "in.png"), "--out"]
-    bf16 = outcome("explain", [*command, str(tmp_path / "bf16"), "--dtype", "bfloat16"])
-    assert bf16.code == 0, bf16
-    assert len(list((tmp_path / "bf16").glob("*.png"))) == 7
-    capsys.readouterr()
-    unknown = outcome("explain", [*command, str(tmp_path / "fp16"), "--dtype", "float16"])
-    assert unknown.traceback is None and not (tmp_path / "fp16").exists()
-    assert unknown.error == "error: Unknown dtype 'float16': choose from float32, bfloat16 (or fp32, bf16)."
-    assert capsys.readouterr().err == ""  # the one line (sys.exit prints it) is all a user reads
-
-
-@pytest.mark.integration
-def test_explain_script_runs_no_model_code_unless_asked(tmp_path, capsys):
-    """A vit_scratch folder loads with the package's code (see above, no flag); a foreign model's own code runs
-    only with --trust_remote_code."""
-    folder, marker = tmp_path / "foreign", tmp_path / "code_ran"
-    folder.mkdir()
-    (folder / "config.json").write_text(
-        json.dumps(
-            {
-                "model_type": "foreign_net",
-                "architectures": ["ForeignModel"],
-                "auto_map": {
-                    "AutoConfig": "configuration_foreign.ForeignConfig",
-                    "AutoModelForImageClassification": "configuration_foreign.ForeignModel",
-                },
-            }
-        )
-    )
-    (folder / "configuration_foreign.py").write_text(
-        f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n"
-        "from transformers import PretrainedConfig\n\n\nclass ForeignConfig(PretrainedConfig):\n"
-        "    model_type = 'foreign_net'\n"
-    )
-    save_file({"weight": torch.zeros(2)}, folder / "model.safetensors")  # weights are checked before code runs
-    Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)).save(tmp_path / "in.png")
-    command = [
-        sys.executable,
-        str(REPO / "scripts" / "explain.py"),
-        "--model",
-        str(folder),
-        "--image",
-        str(tmp_path / "in.png"),
-        "--out",
-        str(tmp_path / "out"),
-    ]
-    # the refusal in this process (it comes before any code is loaded); the runs that load code, in new processes
-    refused = outcome("explain", command[2:])
-    assert refused.one_line, refused
-    assert refused.error == (
-        f"error: {folder / 'config.json'} maps AutoConfig to 'configuration_foreign.ForeignConfig', which is not "
-        "vit-scratch's own code; refusing to run it: read that code, then pass --trust_remote_code if you trust it."
-    )
-    assert not marker.exists()
-
-    env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
-    trusted = subprocess.run(
-        command + ["--trust_remote_code"], capture_output=True, text=True, timeout=PROCESS_TIMEOUT, env=env
-    )
-    assert marker.read_text() == "ran", trusted.stderr[-2000:]  # with consent the folder's code does run
-
-    # a vit_scratch folder whose code was tampered with: without the flag, the installed package's code runs
-    marker.unlink()
-    config = tiny_config(num_channels=3, image_size=16, patch_size=4)
-    ViTScratchForImageClassification(config).save_pretrained(tmp_path / "model")
-    ViTScratchImageProcessor.for_config(config).save_pretrained(tmp_path / "model")
-    code = tmp_path / "model" / "modeling_vit_scratch.py"
-    code.write_text(f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n" + code.read_text())
-    command[command.index("--model") + 1] = str(tmp_path / "model")
-    capsys.readouterr()
-    done = outcome("explain", command[2:])  # in this process: the package's code is what runs here
-    assert done.code == 0 and "top classes:" in capsys.readouterr().out, done
-    assert not marker.exists()
+        rollout = explain.attention_rollout(explain.attention_maps(model, images.to(dtype)))
+        assert rollout.dtype == torch.float32
+        maps[dtype] = explain.token_to_patch_map(rollout, config.grid_size)
+    torch.testing.assert_close(maps[torch.bfloat16], maps[torch.float32], atol=2e-2, rtol=0)
 
 
 @pytest.mark.parametrize("mode", ["L", "I;16", "RGB"])
-def test_model_inputs_match_the_packages_processor_whatever_processor_the_folder_has(mode):
-    """A grayscale model whose folder holds transformers' RGB `ViTImageProcessor` (as converted checkpoints may)
-    gets the same pixel values as from its own processor, for 8-bit, 16-bit and colour images."""
+def test_a_grayscale_model_gets_the_same_pixels_from_transformers_rgb_processor(mode):
     from transformers import ViTImageProcessor
 
     config = tiny_config(num_channels=1, image_size=16, patch_size=4)
-    rgb_processor = ViTImageProcessor(size={"height": 16, "width": 16}, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+    rgb = ViTImageProcessor(size={"height": 16, "width": 16}, image_mean=[0.5] * 3, image_std=[0.5] * 3)
     levels = np.random.default_rng(0).integers(0, 256, (23, 19), dtype=np.uint8)
     image = {
         "L": Image.fromarray(levels),
         "I;16": Image.fromarray(levels.astype(np.uint16) * 257),
         "RGB": Image.fromarray(np.stack([levels, levels[::-1], levels[:, ::-1]], -1)),
     }[mode]
-    ours, shown = explain.model_inputs(image, ViTScratchImageProcessor.for_config(config), 1)
-    theirs, _ = explain.model_inputs(image, rgb_processor, 1)
-    assert ours.shape == theirs.shape == (1, 1, 16, 16) and shown.mode == "L" and shown.size == (16, 16)
+    ours, seen = explain.model_inputs(image, ViTScratchImageProcessor.for_config(config), 1)
+    theirs, _ = explain.model_inputs(image, rgb, 1)
+    assert ours.shape == theirs.shape == (1, 1, 16, 16) and seen.mode == "L" and seen.size == (16, 16)
     torch.testing.assert_close(theirs, ours, atol=2 / 255, rtol=0)
-    rgb_model_input, _ = explain.model_inputs(image, ViTScratchImageProcessor.for_config(tiny_config(image_size=16)), 3)
-    assert rgb_model_input.shape == (1, 3, 16, 16)
-
-
-def test_explain_command_runs_a_grayscale_model_with_an_rgb_processor(tmp_path):
-    """In this process: test_explain_script_writes_pictures runs the same `main` through the script."""
-    from transformers import ViTImageProcessor
-
-    config = tiny_config(num_channels=1, image_size=16, patch_size=4)
-    ViTScratchForImageClassification(config).save_pretrained(tmp_path / "model")
-    ViTImageProcessor(size={"height": 16, "width": 16}).save_pretrained(tmp_path / "model")
-    Image.fromarray(np.random.default_rng(0).integers(0, 255, (40, 30, 3), dtype=np.uint8)).save(tmp_path / "in.png")
-    argv = ["--model", str(tmp_path / "model"), "--image", str(tmp_path / "in.png"), "--out", str(tmp_path / "out")]
-    done = outcome("explain", argv)
-    assert done.code == 0, done
-    assert len(list((tmp_path / "out").glob("*.png"))) == 7
-
-
-def test_per_layer_attention_plot_says_it_shows_the_class_token_row_of_each_layer():
-    import matplotlib.pyplot as plt
-
-    from modeling_vit_scratch.explanation import figures as plots
-
-    class_attention = torch.rand(7, 2, 3)  # 7 layers: two rows of panels, the last 5 empty
-    figure = plots.layer_attention_figure(class_attention)
-    try:
-        assert figure.get_suptitle() == "attention from the class token to each patch, per layer (mean over heads)"
-        panels = [axis for axis in figure.axes if axis.images]
-        assert [axis.get_title() for axis in panels] == [f"layer {index}" for index in range(1, 8)]
-        for axis, layer in zip(panels, class_attention):
-            np.testing.assert_array_equal(axis.images[0].get_array(), layer.numpy())
-        assert len(figure.axes) == 12 and not any(axis.axison for axis in figure.axes if not axis.images)
-    finally:
-        plt.close(figure)
-
-
-@pytest.mark.parametrize("form, name", [("GIF", "anim.gif"), ("PNG", "anim.png"), ("WEBP", "anim.webp")])
-def test_an_image_of_several_frames_is_explained_from_frame_1_and_said_once(tmp_path, capsys, form, name):
-    from modeling_vit_scratch.explanation.prediction import load_image
-
-    frames = [Image.new("RGB", (8, 8), color) for color in ("red", "green", "blue")]
-    frames[0].save(tmp_path / name, format=form, save_all=True, append_images=frames[1:], duration=100, loop=0)
-    image = load_image(str(tmp_path / name))
-    assert image.tell() == 0 and image.convert("RGB").getpixel((0, 0))[0] > 200  # frame 1, the red one
-    assert capsys.readouterr().err == f"{tmp_path / name} has 3 frames: explained frame 1\n"
-    frames[0].save(tmp_path / "still.png")
-    load_image(str(tmp_path / "still.png"))
-    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize("orientation", [3, 6, 8])
-def test_every_reader_sees_a_photo_upright_by_its_exif_orientation(tmp_path, orientation):
-    """explain's --image, the package's pipeline, a streamed or undecoded training image and `datasets`' own decoding
-    give the same pixels for a JPEG whose EXIF says to turn it: the image processor's on the upright picture."""
-    from datasets import Image as ImageFeature
+def test_the_image_is_read_upright_by_its_exif_orientation(tmp_path, orientation):
     from PIL import ImageOps
 
-    from modeling_vit_scratch import ViTScratchImageClassificationPipeline
-    from modeling_vit_scratch.explanation.prediction import load_image
-    from modeling_vit_scratch.training.data import read_image
-
-    levels = np.random.default_rng(orientation).integers(0, 256, (20, 40, 3), dtype=np.uint8)
     exif = Image.Exif()
     exif[0x0112] = orientation
-    path = tmp_path / "turned.jpg"
-    Image.fromarray(levels).save(path, exif=exif, quality=95)
-    config = tiny_config(image_size=16, patch_size=4)
-    processor = ViTScratchImageProcessor.for_config(config)
-    with Image.open(path) as raw:
-        expected = processor(images=ImageOps.exif_transpose(raw), return_tensors="pt")["pixel_values"]
-        unturned = processor(images=raw, return_tensors="pt")["pixel_values"]
-    assert not torch.equal(expected, unturned)  # the orientation matters to what the model sees
-    explained, _ = explain.model_inputs(load_image(str(path)), processor, 3)
-    torch.testing.assert_close(explained, expected, atol=0, rtol=0)
-    piped = ViTScratchImageClassificationPipeline.preprocess(
-        type("Pipe", (), {"image_processor": processor, "dtype": torch.float32})(), str(path)
+    levels = np.random.default_rng(orientation).integers(0, 256, (20, 40, 3), dtype=np.uint8)
+    Image.fromarray(levels).save(tmp_path / "turned.jpg", exif=exif, quality=95)
+    with Image.open(tmp_path / "turned.jpg") as raw:
+        upright = np.asarray(ImageOps.exif_transpose(raw))
+    np.testing.assert_array_equal(np.asarray(prediction.read_image(str(tmp_path / "turned.jpg"))), upright)
+
+
+@pytest.mark.parametrize("form", ["GIF", "PNG", "WEBP"])
+def test_an_image_of_several_frames_is_read_from_frame_1_and_said_once(tmp_path, capsys, form):
+    frames = [Image.new("RGB", (8, 8), color) for color in ("red", "green", "blue")]
+    frames[0].save(tmp_path / "anim", format=form, save_all=True, append_images=frames[1:], duration=100)
+    image = prediction.read_image(str(tmp_path / "anim"))
+    assert image.convert("RGB").getpixel((0, 0))[0] > 200  # frame 1, the red one
+    assert capsys.readouterr().err.count("3 frames") == 1
+    frames[0].save(tmp_path / "still.png")
+    prediction.read_image(str(tmp_path / "still.png"))
+    assert capsys.readouterr().err == ""
+
+
+def test_an_image_url_is_read_and_its_size_is_bounded(tmp_path, monkeypatch):
+    picture(tmp_path / "in.png")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(SimpleHTTPRequestHandler, directory=str(tmp_path)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        assert prediction.read_image(f"{url}/in.png").size == (40, 30)
+        with pytest.raises(UserError, match="404"):
+            prediction.read_image(f"{url}/missing.png")
+        monkeypatch.setattr(prediction, "DOWNLOAD_BYTES", 100)
+        with pytest.raises(UserError, match="--image"):
+            prediction.read_image(f"{url}/in.png")
+    finally:
+        server.shutdown()
+
+
+def test_explain_writes_its_figures_and_rewrites_only_its_own_in_its_folder(tmp_path, inputs, capsys):
+    model, image = inputs
+    assert run("--model", model, "--image", image, "--out", tmp_path / "out") == (0, None)
+    printed = capsys.readouterr().out
+    ranking = printed.split("top classes:")[1].split("wrote:")[0].split()
+    assert len(ranking) == 10 and all(label.startswith("LABEL_") for label in ranking[::2])
+    written = {path.name for path in (tmp_path / "out").glob("*.png")}
+    assert written == {*FIGURES, f"gradient_rollout_class_{ranking[0]}.png"}
+    with Image.open(tmp_path / "out" / "attention_rollout.png") as drawn:
+        assert drawn.size == (800, 400)
+    stale = tmp_path / "out" / "gradient_rollout_class_another_model_s.png"
+    stale.write_bytes(b"an earlier run's")
+    (tmp_path / "out" / "notes.txt").write_text("the user's")
+    assert run("--model", model, "--image", image, "--out", tmp_path / "out", "--head_fusion", "max")[0] == 0
+    assert not stale.exists() and (tmp_path / "out" / "notes.txt").read_text() == "the user's"
+    assert {path.name for path in (tmp_path / "out").glob("*.png")} == written
+
+
+@pytest.mark.parametrize("held", [("config.json", "model.safetensors"), ("checkpoint-3",), ("photo.jpg",)])
+def test_a_folder_holding_a_model_or_someone_elses_files_is_refused_untouched(tmp_path, inputs, held, monkeypatch):
+    monkeypatch.setattr(prediction, "load_model", None)  # refused before any load
+    out = tmp_path / "taken"
+    out.mkdir()
+    if held[0] != "photo.jpg":
+        (out / ".vit-scratch-output").touch()  # ours: another run's training folder
+    for name in held:
+        (out / name).mkdir() if name.startswith("checkpoint-") else (out / name).write_text("{}")
+    before = digest(out)
+    code, line = run("--model", inputs[0], "--image", inputs[1], "--out", out)
+    assert code == 1 and line.startswith("error: --out") and "\n" not in line
+    assert digest(out) == before
+
+
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        (["--image", "broken.png"], "broken.png"),
+        (["--image", "nowhere.png"], "nowhere.png"),
+        (["--discard_ratio", "1.5"], "--discard_ratio"),
+        (["--head_fusion", "median"], "--head_fusion"),
+        (["--dtype", "float16"], "--dtype"),
+        (["--out", "model"], "--out"),
+        (["--model", "foreign"], "foreign"),
+    ],
+)
+def test_a_refusal_is_one_line_naming_what_to_fix_and_writes_nothing(tmp_path, inputs, change, named, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "broken.png").write_bytes(b"not an image")
+    saved_model(tmp_path / "foreign")
+    settings = json.loads((tmp_path / "foreign" / "config.json").read_text())
+    (tmp_path / "foreign" / "config.json").write_text(json.dumps({**settings, "model_type": "vit"}))
+    argv = {"--model": str(inputs[0]), "--image": str(inputs[1]), "--out": "out", **dict([change])}
+    before = digest(tmp_path / "model")
+    code, line = run(*[word for pair in argv.items() for word in pair])
+    assert code in (1, 2) and line.startswith("error: ") and "\n" not in line and named in line, line
+    assert not (tmp_path / "out").exists() and digest(tmp_path / "model") == before
+
+
+@pytest.mark.parametrize("case", ["hybrid", "grayscale with an RGB processor", "bf16"])
+def test_explain_runs_a_hybrid_a_grayscale_model_and_in_bf16(tmp_path, case):
+    from transformers import ViTImageProcessor
+
+    overrides = {"stem": "conv", "stem_channels": [5], "patch_size": 2} if case == "hybrid" else {}
+    if case.startswith("grayscale"):
+        overrides = {"num_channels": 1}
+    rgb = ViTImageProcessor(size={"height": 16, "width": 16}) if case.startswith("grayscale") else None
+    model = saved_model(tmp_path / "model", rgb, **overrides)
+    extra = ["--dtype", "bf16"] if case == "bf16" else []
+    assert run("--model", model, "--image", picture(tmp_path / "in.png"), "--out", tmp_path / "out", *extra)[0] == 0
+    written = {path.name for path in (tmp_path / "out").glob("*.png")}
+    assert len(written) == (6 if case == "hybrid" else 7) and ("fig7_patch_embedding_pca.png" in written) == (
+        case != "hybrid"
     )
-    torch.testing.assert_close(piped["pixel_values"], expected, atol=0, rtol=0)
-    trained = processor(images=read_image({"bytes": None, "path": str(path)}), return_tensors="pt")["pixel_values"]
-    torch.testing.assert_close(trained, expected, atol=0, rtol=0)
-    decoded = ImageFeature().decode_example({"bytes": None, "path": str(path)})
-    torch.testing.assert_close(processor(images=decoded, return_tensors="pt")["pixel_values"], expected, atol=0, rtol=0)
 
 
-def test_the_package_opens_image_files_in_one_place():
-    """Every image file is opened by `open_bounded` (format list, size bound) and read for pixels via `upright`:
-    no other `Image.open` in the package."""
-    import re
-    from pathlib import Path
-
-    package = Path(REPO) / "modeling_vit_scratch"
-    calls = [
-        f"{path.relative_to(package)}:{number}"
-        for path in sorted(package.rglob("*.py"))
-        for number, line in enumerate(path.read_text().splitlines(), 1)
-        if re.search(r"\bImage\.open\(", line) and not line.lstrip().startswith(("#", '"'))
+def test_a_label_holding_a_token_never_reaches_a_file_name_or_a_line(tmp_path, inputs, capsys):
+    token = "hf_" + "Secret1" * 6
+    config = json.loads((inputs[0] / "config.json").read_text())
+    config["id2label"] = {str(index): f"{token}/{index}" for index in range(5)}
+    (inputs[0] / "config.json").write_text(json.dumps(config))
+    assert run("--model", inputs[0], "--image", inputs[1], "--out", tmp_path / "out")[0] == 0
+    captured = capsys.readouterr()
+    assert token not in captured.out + captured.err
+    assert not [
+        path for path in (tmp_path / "out").iterdir() if token in path.name or token.encode() in path.read_bytes()
     ]
-    assert len(calls) == 1 and calls[0].startswith("image_processing_vit_scratch.py:"), calls
-    source = (package / "image_processing_vit_scratch.py").read_text()
-    assert source.index("Image.open(") > source.index("def open_bounded(") > 0
-    assert source.index("Image.open(") < source.index("\ndef ", source.index("def open_bounded("))
+
+
+def test_code_a_folder_brings_runs_only_when_trusted(tmp_path, inputs):
+    marker = tmp_path / "code_ran"
+    settings = json.loads((inputs[0] / "config.json").read_text())
+    foreign = {**settings, "auto_map": {"AutoConfig": "configuration_foreign.ForeignConfig"}}
+    (inputs[0] / "config.json").write_text(json.dumps(foreign))
+    (inputs[0] / "configuration_foreign.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    code, line = run("--model", inputs[0], "--image", inputs[1], "--out", tmp_path / "out")
+    assert code == 1 and "--trust_remote_code" in line and not marker.exists()
+    # the package's own code, even tampered with in the folder: the installed package's runs, without the flag
+    (inputs[0] / "config.json").write_text(json.dumps(settings))
+    (inputs[0] / "modeling_vit_scratch.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    assert run("--model", inputs[0], "--image", inputs[1], "--out", tmp_path / "out")[0] == 0
+    assert not marker.exists()
+
+
+@pytest.mark.integration
+def test_a_hub_model_is_explained_at_its_revision_and_the_token_is_nowhere(tmp_path, inputs, local_hub):  # noqa: F811
+    repo = Store(local_hub.root).create("local-user/explained", False, f"{local_hub.url}/local-user/explained")
+    files = {path.name: repo.add_blob(path.read_bytes()) for path in inputs[0].iterdir() if path.is_file()}
+    repo.commit("refs/heads/trained", "a model", "", files)  # on a branch only: main has none
+    repo.save()
+    argv = ["--model", "local-user/explained", "--image", inputs[1], "--out", tmp_path / "out"]
+    script = REPO / "scripts" / "explain.py"
+    hub_home = tmp_path / "home"
+    missing = local_hub.run(script, *argv, hf_home=hub_home, env={"PYTHONPATH": str(REPO)})
+    assert missing.returncode == 1 and missing.stderr.strip().splitlines()[-1].startswith("error: ")
+    done = local_hub.run(script, *argv, "--revision", "trained", hf_home=hub_home, env={"PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "top classes:" in done.stdout and TOKEN not in done.stdout + done.stderr
+    assert len(list((tmp_path / "out").glob("*.png"))) == 7
