@@ -1,390 +1,187 @@
-"""Speed and memory of vit_scratch against transformers' ViT (SDPA and eager) and timm, on identical configs.
+"""Speed and memory of vit_scratch against transformers' ViT (SDPA and eager) and timm, on identical configs; or,
+with `--end_to_end RECIPE`, a training run against its model alone. The method and the measured tables:
+docs/performance.md.
 
-    python scripts/benchmark.py                       # digits, digits-plain and tiny224: 5 rounds, inference, training
-    python scripts/benchmark.py --configs digits-plain mnist28 tiny224 base224 --rounds 7 --json results.json
-    python scripts/benchmark.py --configs base224 --modes inference --dtype bfloat16
+    python scripts/benchmark.py                       # digits, digits-plain and tiny224: inference and training
+    python scripts/benchmark.py --configs base224 --modes inference --dtype bfloat16 --json results.json
     python scripts/benchmark.py --configs digits tiny224 --modes inference --int8   # float32, bf16 and int8 rows
-    python scripts/benchmark.py --configs tiny224 --dtype float32 --implementations vit_scratch vit_scratch-compiled transformers-sdpa
-    python scripts/benchmark.py --end_to_end configs/train_digits.json --rounds 3   # the data path's cost
+    python scripts/benchmark.py --configs tiny224 --implementations vit_scratch vit_scratch-compiled transformers-sdpa
+    python scripts/benchmark.py --end_to_end configs/train_digits.json --rounds 3 --max_end_to_end_ratio 1.25
 
-(`python -m modeling_vit_scratch.benchmark.command` takes the same arguments.) `digits` is the model `make train`
-trains, a conv stem before the transformer: transformers' ViT has no stem, so it is measured against timm;
-`digits-plain` is the same transformer with plain patches, measured against every implementation.
-
-Every measurement runs in its own subprocess (a fresh allocator, no warm caches shared between implementations). In
-each round every implementation gets a fresh process; their timed chunks are interleaved (A B C D, D C B A, ...), so
-a slow spell of the machine hits all of them. Each precision asked for (`--dtype`, float32 and bfloat16 by default)
-is a variant of each implementation in the same rounds: float32; bf16 autocast (inference and training); and, for
-inference, weights loaded in bf16 (`dtype=torch.bfloat16`); with `--int8`, also inference with int8 linear layers
-(torchao, through `from_pretrained(..., quantization_config=TorchAoConfig(...))`). Reported: throughput (the
-fastest chunk of a round; median and min-max over rounds); the median over rounds of each round's ratio to
-transformers' ViT with SDPA (its default) in the same precision, for ours also to the fastest of transformers' eager
-ViT and timm, and of each bf16 or int8 variant to the same implementation in float32, where a round's ratio pairs
-each chunk with the reference's chunk timed next to it; the model's matrix-multiply FLOP/s (`forward_flops`) as a fraction of what a large matrix product
-reaches in the same dtype on the same machine, measured at the start of the run (`--matmul_size`; on a CPU that
-emulates bf16, a warning line, a smaller product and no share for its rows); then, for the bars given
-(--min_speedup_vs_sdpa, --min_speedup_vs_fastest, --max_memory_ratio; none by default), whether ours meets them.
-`torch.compile`: an implementation's name + `-compiled` (e.g. `vit_scratch-compiled`) is the same model compiled,
-measured beside the others in the same rounds; `--compile` compiles every model (compiling is never timed). Needs
-timm and transformers (`make install-timm` has both: run it with .venv-timm/bin/python); timm is imported only where
-its rows are asked for. Memory: every variant of a round is alive at once, so measure one --dtype at a time where
-memory is short (docs/performance.md has what each config takes). CPU figures are noisy: compare ratios from one
-run, not numbers across runs.
-
-`--end_to_end RECIPE ...` is another mode: the training command with each recipe, whole or for
-`--end_to_end_steps` steps (its whole data path: decoding, augmentation, the image processor, evaluation and
-checkpoints as the recipe asks), and the same steps of the same model alone (built from the run's saved config;
-forward, loss, backward, AdamW on random inputs of the processor's shape, in a fresh process), in alternating order
-over `--rounds`. It reports the Trainer's `train_runtime` plus the images processed once before it (the splits kept
-in memory), the model's time and their ratio (median over rounds); `--max_end_to_end_ratio RATIO` judges it,
-`--train_args ...` (last) passes arguments to the training command (e.g. `--bf16 true`; not those the benchmark
-gives it itself, `end_to_end.py`'s `SET_BY_BENCHMARK`), checked as train checks them before any run. Threads as the
-caller sets them (`make train` uses OMP_NUM_THREADS=1).
+Each round measures every implementation and precision in a fresh process, their timed chunks interleaved; ratios
+pair each chunk with the reference's chunk timed next to it. An implementation's name + `-compiled` is that model
+under torch.compile. Every variant of a round is alive at once: measure one --dtype at a time where memory is short.
+Bars (none by default) give a verdict line per row of ours; the exit status is 1 when one is NOT met. `--json FILE`
+gets every sample, written whole at the end (a FILE already there is replaced only if it is an earlier result).
 """
 
 import argparse
 import importlib.util
 import json
+import os
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 
-from modeling_vit_scratch.common.commands import entry_point, when_interrupted
-from modeling_vit_scratch.common.dtypes import dtype_name, parse_dtypes
-from modeling_vit_scratch.common.folders import check_name_characters
-from modeling_vit_scratch.common.numbers import Allowed, argument_type
-from modeling_vit_scratch.common.secrets import RedactingArgumentParser, error_line, known_secrets, refuse_token_in_path
-from modeling_vit_scratch.common.user_paths import user_path
-from modeling_vit_scratch.training.arguments import command_secrets, mask_token_values
-from modeling_vit_scratch.training.precision import slow_bf16_warning
-from modeling_vit_scratch.training.recipes import shipped_recipe
+from ..errors import UserError, command, on_interrupt
+from ..secrets import redact, shown
+from ..sources import read_json
+from ..training.recipes import shipped_recipe
+from .end_to_end import end_to_end
+from .measure import benchmark, bf16_emulated, once
+from .models import ALL_IMPLEMENTATIONS, BASELINE, CONFIGS, IMPLEMENTATIONS, MODES
+from .report import bars, end_to_end_bars, end_to_end_markdown, machine, machine_header, markdown
 
-from .end_to_end import check_train_args, end_to_end, end_to_end_bars, end_to_end_markdown, model_only_seconds
-from .measure import benchmark, matmul_sizes, measure_matmul_rates, serve
-from .models import (
-    ALL_IMPLEMENTATIONS,
-    BASELINE,
-    CONFIGS,
-    IMPLEMENTATIONS,
-    MODES,
-    check_packages,
-    default_implementations,
-    missing_install,
-)
-from .report import bars, end_to_end_header, machine_header, markdown
-from .results_file import check_results_path, write_results
-from .timing import matmul_flops
-
-DEFAULT_CONFIGS = ["digits", "digits-plain", "tiny224"]
-COUNT = Allowed(1, integer=True, example="5")
-RATIO = Allowed(0, open_low=True, example="1.0")
-# A smaller matrix product is bound by memory and call overhead, not by the machine's arithmetic: its rate is no peak
-# to share (a model's FLOP/s would show as many times it)
-MIN_MATMUL_SIZE = 1024
-# What each number argument admits, checked by the parser (`argument_type`) before any measurement starts
-BENCHMARK_LIMITS = {
-    "end_to_end_steps": COUNT,
-    "max_end_to_end_ratio": RATIO,
-    "rounds": COUNT,
-    "warmup": Allowed(0, integer=True, example="5"),
-    "chunks": COUNT,
-    "chunk_seconds": Allowed(0, example="1.0"),
-    "steps": COUNT,
-    "batch": Allowed(1, integer=True, example="32"),
-    "matmul_size": Allowed(MIN_MATMUL_SIZE, integer=True, example="4096"),
-    "peak_tflops": Allowed(0, open_low=True),
-    "min_speedup_vs_sdpa": RATIO,
-    "min_speedup_vs_fastest": RATIO,
-    "max_memory_ratio": RATIO,
-    "min_bf16_matmul_fraction": Allowed(0, 1, open_low=True, example="0.85"),
-    "min_bf16_speedup": RATIO,
-}
+DTYPES = ("float32", "bfloat16")
+EMULATED_BF16_MATMUL_SIZE = 1024  # an emulated bf16 product's rate is that of larger ones, which take minutes
+RESULT_KEYS = {"machine", "argv", "rows", "bars"}  # in every result the benchmark writes
+TIMM = "pip install 'vit-scratch[timm]'"
 
 
-def recipe_path(text: str) -> str:
-    """A recipe path as train reads it: `user_path`, or the recipe the package ships that it names
-    (`train_digits`, `configs/train_digits.json` outside a checkout)."""
-    path = user_path(text)
-    shipped = shipped_recipe(path)
-    return str(shipped) if shipped else path
+def count(text: str) -> int:
+    if int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a whole number >= 1")
+    return int(text)
+
+
+def dtypes(text: str) -> list[str]:
+    names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    if not names or set(names) - set(DTYPES):
+        raise argparse.ArgumentTypeError(f"{text!r}: give float32, bfloat16 or both, comma-separated")
+    return names
+
+
+def recipe(text: str) -> str:
+    """A recipe as train reads it: the file, or the recipe the package ships that it names (`train_digits`)."""
+    return str(shipped_recipe(text) or text)
 
 
 def main_parser() -> argparse.ArgumentParser:
-    parser = RedactingArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--worker", nargs=5, metavar=("IMPL", "CONFIG", "MODE", "PRECISION", "BATCH"), help=argparse.SUPPRESS
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
     )
-    parser.add_argument("--matmul", nargs=2, metavar=("DTYPES", "SIZE"), help=argparse.SUPPRESS)
-    parser.add_argument("--model_only", nargs=4, metavar=("FOLDER", "STEPS", "BATCH", "DTYPE"), help=argparse.SUPPRESS)
-    end = parser.add_argument_group(
-        "end to end",
-        "the training command with a recipe (its whole data path, evaluation and checkpoints) against the same steps "
-        "of its model alone; e.g. --end_to_end configs/train_digits.json --rounds 3",
-    )
-    end.add_argument(
-        "--end_to_end", nargs="+", type=recipe_path, metavar="RECIPE", help="recipes to run end to end (this mode only)"
-    )
-    end.add_argument(
-        "--end_to_end_steps",
-        type=argument_type(BENCHMARK_LIMITS["end_to_end_steps"]),
-        help="train only this many steps (default: the whole recipe; eval/save steps given as shares scale with it)",
-    )
-    end.add_argument(
-        "--train_args",
-        nargs=argparse.REMAINDER,
-        default=[],
-        help="last: arguments for the training command, e.g. --bf16 true",
-    )
-    end.add_argument(
-        "--max_end_to_end_ratio",
-        type=argument_type(BENCHMARK_LIMITS["max_end_to_end_ratio"]),
-        metavar="RATIO",
-        help="bar: most train_runtime / model alone, e.g. 1.25",
-    )
-    parser.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, choices=list(CONFIGS))
-    parser.add_argument(
-        "--implementations",
-        nargs="+",
-        default=None,
-        choices=ALL_IMPLEMENTATIONS,
-        help="any name + '-compiled' is that model under torch.compile, measured in the same rounds as the others "
-        f"(default: {' '.join(IMPLEMENTATIONS)}, those whose packages are installed)",
-    )
-    parser.add_argument("--rounds", type=argument_type(BENCHMARK_LIMITS["rounds"]), default=5)
-    parser.add_argument(
-        "--warmup", type=argument_type(BENCHMARK_LIMITS["warmup"]), default=5, help="untimed steps before timing"
-    )
-    parser.add_argument(
-        "--chunks",
-        type=argument_type(BENCHMARK_LIMITS["chunks"]),
-        default=5,
-        help="timed chunks per implementation and round (throughput: the fastest; ratios: all, paired)",
-    )
-    parser.add_argument(
-        "--chunk_seconds",
-        "--chunk-seconds",
-        type=argument_type(BENCHMARK_LIMITS["chunk_seconds"]),
-        default=1.0,
-        help="least duration of a timed chunk",
-    )
-    parser.add_argument(
-        "--steps",
-        type=argument_type(BENCHMARK_LIMITS["steps"]),
-        default=3,
-        help="least number of steps in a timed chunk",
-    )
-    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
-    parser.add_argument(
-        "--batch",
-        type=argument_type(BENCHMARK_LIMITS["batch"]),
-        nargs="+",
-        help="inference batch sizes (default: each config's own)",
-    )
-    parser.add_argument(
-        "--dtype",
-        default="float32,bfloat16",
-        help="comma-separated: float32 measures float32; bfloat16 bf16 autocast and (inference) bf16 weights",
-    )
-    parser.add_argument(
-        "--int8",
-        action="store_true",
-        help="also measure inference with int8 linear layers (torchao's dynamic int8 activations and int8 weights, "
-        "loaded through from_pretrained's quantization_config; needs the int8 extra)",
-    )
-    parser.add_argument(
-        "--matmul_size",
-        type=argument_type(BENCHMARK_LIMITS["matmul_size"]),
-        default=4096,
-        help="side of the square matrix product that measures each dtype's matmul rate at the start (at least "
-        f"{MIN_MATMUL_SIZE}: a smaller one measures memory and overhead, not the machine's peak)",
-    )
-    parser.add_argument(
-        "--compile",
-        action="store_true",
-        help="torch.compile every model (on CPU, inference with inductor's weight freezing); compiling is not timed",
-    )
-    parser.add_argument(
-        "--glibc_malloc_defaults",
-        "--glibc-malloc-defaults",
-        action="store_true",
-        help="workers keep glibc's dynamic malloc thresholds (noisier on CPU, see STEADY_MALLOC)",
-    )
-    parser.add_argument(
-        "--peak_tflops",
-        "--peak-tflops",
-        type=argument_type(BENCHMARK_LIMITS["peak_tflops"]),
-        help="the GPU's peak dense bf16 TFLOP/s, for MFU",
-    )
-    judged = parser.add_argument_group(
-        "bars",
-        "judge our model against these (a verdict line per config, mode, precision and batch); none given: no verdict",
-    )
-    judged.add_argument(
-        "--min_speedup_vs_sdpa",
-        type=argument_type(BENCHMARK_LIMITS["min_speedup_vs_sdpa"]),
-        metavar="RATIO",
-        help="least speed ratio of ours to transformers' ViT with SDPA, e.g. 1.0",
-    )
-    judged.add_argument(
-        "--min_speedup_vs_fastest",
-        type=argument_type(BENCHMARK_LIMITS["min_speedup_vs_fastest"]),
-        metavar="RATIO",
-        help="least speed ratio of ours to the fastest of transformers eager and timm, e.g. 0.95",
-    )
-    judged.add_argument(
-        "--max_memory_ratio",
-        type=argument_type(BENCHMARK_LIMITS["max_memory_ratio"]),
-        metavar="RATIO",
-        help="most peak memory of ours relative to transformers' ViT with SDPA, e.g. 1.05",
-    )
-    judged.add_argument(
-        "--min_bf16_matmul_fraction",
-        type=argument_type(BENCHMARK_LIMITS["min_bf16_matmul_fraction"]),
-        metavar="FRACTION",
-        help="least share of the bf16 matmul rate that ours reaches in bf16 rows (model FLOP/s), e.g. 0.85",
-    )
-    judged.add_argument(
-        "--min_bf16_speedup",
-        type=argument_type(BENCHMARK_LIMITS["min_bf16_speedup"]),
-        metavar="RATIO",
-        help="least speed ratio of ours in bf16 to ours in float32 (with --dtype float32,bfloat16), e.g. 2.5",
-    )
-    parser.add_argument("--json", default="benchmark_results.json", type=user_path, help="where to write every sample")
+    add = parser.add_argument
+    add("--configs", nargs="+", default=["digits", "digits-plain", "tiny224"], choices=list(CONFIGS))
+    add("--implementations", nargs="+", choices=ALL_IMPLEMENTATIONS, help="default: " + " ".join(IMPLEMENTATIONS))
+    add("--modes", nargs="+", default=list(MODES), choices=MODES)
+    add("--dtype", type=dtypes, default=list(DTYPES), help="comma-separated: float32,bfloat16 (the default)")
+    add("--int8", action="store_true", help="also inference with int8 linear layers (torchao: the int8 extra)")
+    add("--batch", type=count, nargs="+", help="inference batch sizes (default: each config's own)")
+    add("--rounds", type=count, default=5)
+    add("--chunks", type=count, default=5, help="timed chunks per variant and round")
+    add("--chunk_seconds", "--chunk-seconds", type=float, default=1.0, help="least duration of a timed chunk")
+    add("--steps", type=count, default=3, help="least number of steps in a timed chunk")
+    add("--warmup", type=int, default=5, help="untimed steps before timing")
+    add("--matmul_size", type=count, default=4096, help="side of the square product that measures each dtype's rate")
+    add("--compile", action="store_true", help="torch.compile every model (compiling is not timed)")
+    add("--glibc_malloc_defaults", "--glibc-malloc-defaults", action="store_true", help="keep malloc's dynamic "
+        "thresholds in the measuring processes (noisier on a CPU)")  # fmt: skip
+    add("--peak_tflops", "--peak-tflops", type=float, help="the GPU's peak dense bf16 TFLOP/s, for MFU")
+    add("--json", type=Path, default=Path("benchmark_results.json"), help="where to write every sample")
+    judged = parser.add_argument_group("bars", "a verdict line per row of ours; exit status 1 if one is NOT met")
+    for name, meaning in (
+        ("min_speedup_vs_sdpa", "least speed ratio of ours to transformers' ViT with SDPA, e.g. 1.0"),
+        ("min_speedup_vs_fastest", "least speed ratio of ours to the fastest of transformers eager and timm"),
+        ("max_memory_ratio", "most peak memory of ours relative to transformers' SDPA, e.g. 1.05"),
+        ("min_bf16_matmul_fraction", "least share of the bf16 matmul rate of ours in bf16 rows, e.g. 0.85"),
+        ("min_bf16_speedup", "least speed ratio of ours in bf16 to ours in float32, e.g. 2.5"),
+        ("max_end_to_end_ratio", "most train_runtime over the model alone (--end_to_end), e.g. 1.25"),
+    ):
+        judged.add_argument(f"--{name}", type=float, metavar="RATIO", help=meaning)
+    end = parser.add_argument_group("end to end", "the training command with a recipe against its model alone")
+    end.add_argument("--end_to_end", nargs="+", type=recipe, metavar="RECIPE", help="recipes to run end to end")
+    end.add_argument("--end_to_end_steps", type=count, help="train this many steps (default: the whole recipe)")
+    end.add_argument("--train_args", nargs=argparse.REMAINDER, default=[], help="last: the training command's")
     return parser
 
 
-# Arguments of the end-to-end mode, which the other mode would silently ignore: the argument -> the one it needs
-APPLIES_ONLY_WITH = {
-    "end_to_end_steps": "--end_to_end RECIPE",
-    "max_end_to_end_ratio": "--end_to_end RECIPE",
-    "train_args": "--end_to_end RECIPE",
-}
-
-
-def refuse_unused_companions(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    """One line (argparse's) for an argument given without the one it works with (`APPLIES_ONLY_WITH`), as train
-    refuses its own: it would be silently ignored."""
-    for name, needs in APPLIES_ONLY_WITH.items():
-        if getattr(args, name) not in (None, []) and not getattr(args, needs.split()[0][2:]):
-            parser.error(
-                f"--{name} is used only with {needs}, which is not given, so it would be ignored: add {needs}, or "
-                f"drop --{name}"
-            )
-
-
-def benchmark_secrets(argv: list[str]) -> list[str]:
-    """Every token the benchmark could print or write: those on its own command line, those of the training
-    command it starts (`--train_args` with each `--end_to_end` recipe, as `train` collects its own) and those
-    huggingface_hub knows. `main` masks them in all it prints, and `write_results` in the --json file."""
-    forwarded = argv[argv.index("--train_args") + 1 :] if "--train_args" in argv else []
+@contextmanager
+def results_file(path: Path):
+    """A staged file beside `path`, made before any measurement (a run never ends unable to write), moved over `path`
+    if the block ends normally, removed otherwise: `path` is the earlier file or the new one, whole. A `path` already
+    there is replaced only if it holds a result of the benchmark (a user's own file never is)."""
+    if os.path.lexists(path):
+        try:
+            earlier = read_json(path) if path.is_file() else {}
+        except (UserError, OSError):
+            earlier = {}
+        if not RESULT_KEYS <= earlier.keys():
+            raise UserError(f"--json {shown(path)} is there and holds no benchmark result: give a new file name")
+    descriptor, staged = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    os.close(descriptor)
     try:
-        recipes = main_parser().parse_known_args(argv)[0].end_to_end or []
-    except SystemExit:  # a command line the parser refuses: main says so, with the secrets found so far
-        recipes = []
-    found = set(command_secrets(argv)) | set(command_secrets(forwarded))
-    for recipe in recipes:
-        found |= set(command_secrets([recipe, *forwarded]))
-    return known_secrets(*found)
+        yield Path(staged)
+        os.chmod(staged, 0o644)  # mkstemp's file is private; a result is meant to be shared
+        os.replace(staged, path)
+    finally:
+        Path(staged).unlink(missing_ok=True)
 
 
-@entry_point(secrets=benchmark_secrets)
-def main(argv: list[str]) -> None:
-    parser = main_parser()
-    args = parser.parse_args(argv)
-    left_out = []
-    if args.implementations is None:
-        args.implementations, left_out = default_implementations()
-    if args.worker or args.matmul or args.model_only:  # a process of the benchmark: its parent says what stopped
-        when_interrupted(None)
-    else:  # the results are written once, at the end, by a staged file moved into place
-        when_interrupted(
-            f"Interrupted: nothing was measured to the end, no results were written and --json {args.json} is as it "
-            "was; run the same command again to measure."
-        )
-    if args.worker:  # a worker process of `measure_round`
-        implementation, config_name, mode, precision, batch = args.worker
-        serve(implementation, config_name, mode, precision, int(batch), args)
-        return
-    if args.matmul:  # a process of `measure_matmul_rates`
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        dtypes, size = parse_dtypes(args.matmul[0]), int(args.matmul[1])
-        print(json.dumps({dtype_name(dtype): matmul_flops(dtype, device, size) for dtype in dtypes}))
-        return
-    if args.model_only:  # a process of `model_only_run`
-        folder, steps, batch, precision = args.model_only
-        print(json.dumps(dict(seconds=model_only_seconds(folder, int(steps), int(batch), precision == "bf16"))))
-        return
-    refuse_unused_companions(args, parser)
-    try:
-        refuse_token_in_path("--json", args.json)  # the rule of every output path: a token is no file name
-        check_name_characters(args.json, "--json")  # and a name the writers and every printed line can hold
-        args.json = check_results_path(args.json)  # before any measurement: a run never ends unable to write
-        if args.end_to_end:  # the training command's arguments, as train reads them
-            check_train_args(args.end_to_end, args.end_to_end_steps, args.train_args)
-    except ValueError as error:
-        sys.exit(error_line(error))
-    if args.end_to_end:
-        run_end_to_end(args, argv)
-        return
-    if BASELINE not in args.implementations:
-        parser.error(
-            f"--implementations must include the baseline {BASELINE} (what every ratio is measured against): add it"
-        )
-    try:
-        args.dtypes = parse_dtypes(args.dtype)
-    except ValueError as error:
-        sys.exit(f"error: --dtype: {error}")
+def implementations(args) -> list[str]:
+    """The implementations to measure: those named, or every one whose package is installed (the others said)."""
+    has_timm = importlib.util.find_spec("timm") is not None
+    if args.implementations and not has_timm and any(name.startswith("timm") for name in args.implementations):
+        raise UserError(f"--implementations timm needs the timm package: install it with {TIMM}")
+    if args.implementations and BASELINE not in args.implementations:
+        raise UserError(f"--implementations must include the baseline {BASELINE} (every ratio is against it): add it")
     if args.int8 and importlib.util.find_spec("torchao") is None:
-        sys.exit("error: --int8 needs torchao, which is not installed: pip install 'vit-scratch[int8]'.")
-    try:
-        check_packages(args.implementations)
-    except ValueError as error:
-        sys.exit(error_line(error))
-    if left_out:
-        print(f"Not measured: {', '.join(left_out)}, whose package is not installed ({missing_install(left_out)}).")
-    run_measurements(args, argv)
+        raise UserError("--int8 needs torchao, which is not installed: pip install 'vit-scratch[int8]'")
+    if not args.implementations and not has_timm:
+        print(f"Not measured: timm, which is not installed ({TIMM}).")
+    return args.implementations or [name for name in IMPLEMENTATIONS if has_timm or name != "timm"]
 
 
-def run_measurements(args, argv: list[str]) -> None:
-    """The matmul rates, then every config's rounds; prints the table and the verdicts and writes every sample to
-    `args.json`."""
-    slow_bf16 = slow_bf16_warning("cuda" if torch.cuda.is_available() else "cpu", "Give --dtype float32")
-    if slow_bf16 and torch.bfloat16 in args.dtypes:
-        print(f"warning: {slow_bf16} The bf16 rows will take long here.", file=sys.stderr)
+def run_measurements(args, argv: list[str]) -> dict:
+    """The matmul rates, then every config's rounds; prints the table and the verdicts; returns the result."""
+    args.implementations = implementations(args)
+    emulated = bf16_emulated() and "bfloat16" in args.dtype
+    if emulated:
+        print("warning: this CPU has no bf16 units and torch emulates bf16: the bf16 rows will take long; give "
+              "--dtype float32 to measure float32 alone.", file=sys.stderr)  # fmt: skip
     started = time.time()
-    sizes = matmul_sizes(args.dtypes, args.matmul_size, bf16_emulated=slow_bf16 is not None)
-    matmul_rates = measure_matmul_rates(sizes, args)
-    # Emulated bf16 has no ceiling to share: its rate depends on the shapes (a ViT's small products run far above
-    # the large product's rate there, docs/performance.md), so its rows get no fraction.
-    args.matmul_rates = {name: rate for name, rate in matmul_rates.items() if not (slow_bf16 and name == "bfloat16")}
+    sizes = {name: args.matmul_size for name in args.dtype}
+    sizes.update({"bfloat16": min(args.matmul_size, EMULATED_BF16_MATMUL_SIZE)} if emulated else {})
+    rates = once("the matrix products", ("matmul", sizes), args)
+    # emulated bf16 has no ceiling to share: its rate depends on the shapes, so its rows get no share
+    args.matmul_rates = {name: rate for name, rate in rates.items() if not (emulated and name == "bfloat16")}
+    args.dtypes = [getattr(torch, name) for name in args.dtype]
     rows = benchmark(args)
-    header = machine_header(args, matmul_rates, sizes)
-    verdicts = bars(
-        rows,
-        args.min_speedup_vs_sdpa,
-        args.min_speedup_vs_fastest,
-        args.max_memory_ratio,
-        args.min_bf16_matmul_fraction,
-        args.min_bf16_speedup,
-    )
-    verdict_block = "\n".join(verdicts) + "\n\n" if verdicts else ""  # no bars given: no verdict
-    print(f"\n{header}\n\n{markdown(rows)}\n\n{verdict_block}({time.time() - started:.0f} s)")
-    given = mask_token_values(argv)
-    result = dict(machine=header, argv=given, matmul_flops=matmul_rates, matmul_sizes=sizes, rows=rows, bars=verdicts)
-    write_results(args.json, result, benchmark_secrets(argv))
+    header, verdicts = machine_header(args, rates, sizes), bars(rows, args)
+    show(header, markdown(rows), verdicts, started)
+    return dict(machine=header, argv=argv, matmul_flops=rates, matmul_sizes=sizes, rows=rows, bars=verdicts)
 
 
-def run_end_to_end(args, argv: list[str]) -> None:
-    """Every recipe's rounds; prints the table and the verdicts and writes every sample to `args.json`."""
+def run_end_to_end(args, argv: list[str]) -> dict:
+    """Every recipe's rounds; prints the table and the verdicts; returns the result."""
     started = time.time()
     rows = end_to_end(args)
+    header = f"{machine()}, end to end, {args.rounds} rounds"
     verdicts = end_to_end_bars(rows, args.max_end_to_end_ratio)
-    header = end_to_end_header(args)
-    verdict_block = "\n".join(verdicts) + "\n\n" if verdicts else ""
-    print(f"\n{header}\n\n{end_to_end_markdown(rows)}\n\n{verdict_block}({time.time() - started:.0f} s)")
-    secrets = benchmark_secrets(argv)
-    write_results(args.json, dict(machine=header, argv=mask_token_values(argv), rows=rows, bars=verdicts), secrets)
+    show(header, end_to_end_markdown(rows), verdicts, started)
+    return dict(machine=header, argv=argv, rows=rows, bars=verdicts)
+
+
+def show(header: str, table: str, verdicts: list[str], started: float) -> None:
+    block = "".join(f"{line}\n" for line in verdicts) + "\n" * bool(verdicts)
+    print(shown(f"\n{header}\n\n{table}\n\n{block}({time.time() - started:.0f} s)", keep="\n"))
+
+
+@command
+def main(argv: list[str]) -> None:
+    args = main_parser().parse_args(argv)
+    with results_file(args.json) as staged:
+        on_interrupt(f"Interrupted: no results were written (--json {args.json} is as it was); run it again.")
+        result = (run_end_to_end if args.end_to_end else run_measurements)(args, argv)
+        staged.write_text(redact(json.dumps(result, indent=2)) + "\n")
+    failed = [line for line in result["bars"] if line.endswith("NOT met")]
+    if failed:
+        sys.exit(
+            f"error: {len(failed)} of {len(result['bars'])} verdicts NOT met (above); the samples are in {args.json}"
+        )
 
 
 if __name__ == "__main__":  # python -m modeling_vit_scratch.benchmark.command: as `vit-scratch benchmark` runs it

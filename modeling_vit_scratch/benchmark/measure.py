@@ -1,167 +1,241 @@
-"""The measurements' processes and rounds: every measurement runs in a worker process of its own (a fresh allocator,
-no warm caches shared between implementations), started through the package (`python -m
-modeling_vit_scratch.benchmark.command --worker ...`), so that it runs from an installed package as from a checkout.
-In each round every variant (implementation and precision) gets a fresh process; their timed chunks are interleaved,
-so that a slow spell of the machine hits all of them."""
+"""The measurements and their rounds.
+
+Each measurement runs in a process of its own (`Worker`: this module run with `-m`), for the reasons
+docs/performance.md gives: peak memory on a CPU is a process's peak resident size, and a fresh allocator (malloc's
+thresholds fixed, `STEADY_MALLOC`) keeps one implementation's heap from slowing the next. In each round every variant
+(implementation and precision) gets a fresh process; their timed chunks are interleaved, so that a slow spell of the
+machine hits all of them.
+"""
 
 import json
+import math
 import os
+import resource
 import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
+from transformers import AutoConfig, AutoImageProcessor, AutoModelForImageClassification
 
-from modeling_vit_scratch.common.children import child_env, module_command
-from modeling_vit_scratch.common.dtypes import dtype_name
-
-from .models import COMPILED, CONFIGS, DTYPE_OF, builds, modes_for, precisions_for
+from ..errors import UserError
+from ..secrets import shown
+from ..training.precision import cpu_flags, synchronize, training_steps_seconds
+from . import models
 from .report import summarise
-from .timing import Measurement
 
-COMMAND_MODULE = "modeling_vit_scratch.benchmark.command"  # what the worker processes run, with a hidden flag
-# The folder that holds this copy of the package: every process the benchmark starts imports the same copy.
-IMPORT_ROOT = Path(__file__).resolve().parents[2]
-# Where bf16 is emulated (a CPU without bf16 units, see `slow_bf16_warning`), a large bf16 product takes minutes, and
-# the rate of a 1024^2 product is already that of larger ones (docs/performance.md).
-EMULATED_BF16_MATMUL_SIZE = 1024
-SETTLE_SECONDS = 0.2  # pause before each timed chunk
-# With glibc malloc's dynamic thresholds, the same model measured in two fresh CPU processes can differ widely
-# (docs/performance.md). Fixed thresholds, for every implementation alike, keep freed activations in the heap and
-# narrow that spread; --glibc_malloc_defaults turns this off.
+ROOT = Path(__file__).resolve().parents[2]  # the folder holding this copy of the package: every worker imports it
 STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(2**31), "MALLOC_TRIM_THRESHOLD_": str(2**31)}
+SETTLE_SECONDS = 0.2  # pause before each timed chunk: the previous worker's idle threads stop spinning
+# Peak dense bf16 FLOP/s of common GPUs, as their makers give it, for the MFU of bf16 rows (--peak_tflops: others)
+PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L4": 121e12, "A10": 125e12, "RTX 4090": 165e12}
 
 
-def package_command(*arguments: str) -> list[str]:
-    """The command line of a process that runs the benchmark's command with `arguments`, through the package."""
-    return module_command(COMMAND_MODULE, *arguments)  # dies with the benchmark, however it ends
+def device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def worker_environment(args) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(IMPORT_ROOT), **({} if args.glibc_malloc_defaults else STEADY_MALLOC)}
-    return child_env(env)
+def bf16_emulated() -> bool:
+    """Whether bf16 matrix products run in a generic loop, dozens of times slower than float32: a CPU with no bf16
+    units whose torch has no oneDNN bf16 kernel for it (docs/performance.md)."""
+    flags = cpu_flags()
+    if torch.cuda.is_available() or flags is None or {"avx512_bf16", "amx_bf16", "bf16"} & set(flags):
+        return False
+    try:
+        return not torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    except (AttributeError, RuntimeError):  # torch cannot say: no warning on a guess
+        return False
 
 
-def serve(implementation: str, config_name: str, mode: str, precision: str, batch: int, args) -> None:
-    """Worker process: set up one Measurement, then answer the parent's requests on stdin, one JSON line each:
-    "warm" (warm up and size the chunks), "chunk" (seconds per step of one timed chunk), "report" (memory)."""
-    channel = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # whatever a library prints cannot garble the answers
-    measurement = Measurement(
-        implementation, config_name, mode, batch, precision, args.compile or implementation.endswith(COMPILED)
-    )
-    channel.write(json.dumps(dict(ready=True)) + "\n")
-    for request in sys.stdin:
-        request = request.strip()
-        if request == "warm":
-            measurement.warm_up(args.warmup, args.steps, args.chunk_seconds)
-            answer = dict(steps_per_chunk=measurement.steps_per_chunk)
-        elif request == "chunk":
-            answer = dict(seconds_per_step=measurement.chunk())
-        else:
-            answer = measurement.report(float(request.split()[1]), args.peak_tflops)
-        channel.write(json.dumps(answer) + "\n")
+def peak_memory_bytes(where: torch.device) -> int:
+    if where.type == "cuda":
+        return torch.cuda.max_memory_allocated(where)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
-def matmul_sizes(dtypes: list[torch.dtype], size: int, bf16_emulated: bool) -> dict[str, int]:
-    """The side of the square matrix product that measures each dtype's rate, by dtype name: `size`, but at most
-    EMULATED_BF16_MATMUL_SIZE for bf16 where it is emulated."""
-    return {
-        dtype_name(dtype): min(size, EMULATED_BF16_MATMUL_SIZE) if bf16_emulated and dtype == torch.bfloat16 else size
-        for dtype in dtypes
-    }
+def timed(step, steps: int, where: torch.device) -> float:
+    """Seconds per step over `steps` calls of `step`."""
+    synchronize(where)
+    started = time.perf_counter()
+    for _ in range(steps):
+        step()
+    synchronize(where)
+    return (time.perf_counter() - started) / steps
 
 
-def measure_matmul_rates(sizes: dict[str, int], args) -> dict[str, float]:
-    """FLOP/s of a square matrix product of each dtype (by name) at its side in `sizes`, each in a fresh process
-    set up as the workers."""
+def matmul_flops(sizes: dict[str, int]) -> dict[str, float]:
+    """FLOP/s of the fastest of 5 square products (after a warm-up) per dtype name, of side `sizes[name]`: about the
+    most this machine's matrix units reach, the yardstick of a model's FLOP/s."""
     rates = {}
     for name, size in sizes.items():
-        command = package_command("--matmul", name, str(size))
-        done = subprocess.run(command, check=False, capture_output=True, text=True, env=worker_environment(args))
-        if done.returncode != 0:
-            raise RuntimeError(f"The {name} matrix product failed:\n{done.stderr[-3000:]}")
-        rates.update(json.loads(done.stdout.splitlines()[-1]))
+        left, right = (torch.randn(size, size, device=device(), dtype=getattr(torch, name)) for _ in range(2))
+        product = partial(torch.mm, left, right)
+        rates[name] = 2 * size**3 / min(timed(product, 1, device()) for _ in range(6))  # the first warms up
     return rates
 
 
+def model_only_seconds(folder: str, steps: int, batch: int, bf16: bool) -> float:
+    """Seconds for `steps` training steps of a fresh model built from the config saved in `folder`, on random inputs
+    of the shape its image processor makes: the work no data path can save."""
+    from PIL import Image
+
+    torch.manual_seed(0)
+    config = AutoConfig.from_pretrained(folder)
+    pixels = AutoImageProcessor.from_pretrained(folder)(Image.new("RGB", (32, 32)), return_tensors="pt")
+    model = AutoModelForImageClassification.from_config(config).train()
+    images = torch.randn(batch, *pixels["pixel_values"].shape[1:])
+    labels = torch.randint(0, config.num_labels, (batch,))
+    return training_steps_seconds(model, images, labels, steps, bf16)
+
+
+def make_step(implementation: str, config: dict, mode: str, precision: str, batch: int, compiled: bool, where):
+    """One step of the model at `config`: inference, or forward, loss, backward and AdamW; under bf16 autocast for
+    "bf16-autocast" (a "bf16-weights" model and its images are in bf16 already)."""
+    weights = torch.bfloat16 if precision == "bf16-weights" else None
+    model = models.build(implementation, config, weights)
+    model = (models.to_int8(model) if precision == models.INT8 else model).to(where).train(mode == "train")
+    run = torch.compile(model) if compiled else model
+    images = torch.randn(batch, config["num_channels"], config["image_size"], config["image_size"], dtype=weights)
+    images, labels = images.to(where), torch.randint(0, models.NUM_LABELS, (batch,), device=where)
+    autocast = torch.autocast(where.type, torch.bfloat16, enabled=precision == "bf16-autocast")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4) if mode == "train" else None
+
+    def step():
+        if optimizer is None:
+            with torch.inference_mode(), autocast:
+                return run(images)
+        with autocast:
+            output = run(images)
+            loss = torch.nn.functional.cross_entropy(getattr(output, "logits", output), labels)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def serve(kind: str, *spec) -> None:
+    """A worker process: "matmul" and "model_only" answer once; "measure" sets up one implementation, config, mode,
+    precision and batch, then answers each request on stdin ("warm", "chunk", "report"). One JSON line per answer,
+    on the process's own stdout. On a CPU, memory is the peak resident size above that of one step of a tiny model
+    of the same kind (compiled where this one is): library imports and lazy set-up do not count."""
+    channel = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # whatever a library prints cannot garble the answers
+    answer = lambda value: channel.write(json.dumps(value) + "\n")
+    if kind != "measure":
+        return answer(matmul_flops(*spec) if kind == "matmul" else model_only_seconds(*spec))
+    torch.manual_seed(0)
+    implementation, config_name, mode, precision, batch, compile_all = spec
+    where, config, compiled = device(), models.CONFIGS[config_name], compile_all or implementation.endswith("-compiled")
+    if compiled:  # CPU inference: weights frozen into the graph (constant folding, oneDNN prepacking)
+        torch._inductor.config.freezing = mode == "inference" and where.type == "cpu"
+    tiny = dict(config, image_size=2 * config["patch_size"] * models.stem_stride(config), num_hidden_layers=1)
+    tiny.update(hidden_size=8 * config["num_attention_heads"], intermediate_size=8)
+    make_step(implementation, tiny, mode, precision, 2, compiled, where)()
+    baseline = 0 if where.type == "cuda" else peak_memory_bytes(where)
+    if where.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(where)
+    step, steps_per_chunk = make_step(implementation, config, mode, precision, batch, compiled, where), 1
+    if compiled:
+        step()  # compiles: never timed
+    answer({})  # ready
+    for line in sys.stdin:
+        request, *values = json.loads(line)
+        if request == "warm":  # untimed steps, which size a chunk: at least `steps` steps and `seconds` seconds
+            warmup, steps, seconds = values
+            steps_per_chunk = max(steps, math.ceil(seconds / max(timed(step, max(warmup, 1), where), 1e-9)))
+            answer(steps_per_chunk)
+        elif request == "chunk":
+            answer(timed(step, steps_per_chunk, where))
+        else:  # throughput at the fastest chunk, model FLOP/s (a training step: 3 passes' worth), peak memory
+            seconds, peak_tflops = values
+            flops = models.forward_flops(config) * (1 if mode == "inference" else 3) * batch / seconds
+            memory = (peak_memory_bytes(where) - baseline) / 2**20
+            result = dict(images_per_second=batch / seconds, milliseconds_per_batch=1000 * seconds)
+            result.update(peak_memory_mb=memory, steps_per_chunk=steps_per_chunk, achieved_tflops=flops / 1e12)
+            if where.type == "cuda":
+                name = torch.cuda.get_device_name(where)
+                peak = 1e12 * (peak_tflops or 0) or next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), 0)
+                result.update(mfu=flops / peak if peak and precision != "float32" else None)
+            answer(dict(result, compiled=compiled))
+
+
+def environment(args) -> dict[str, str]:
+    """The environment of every process the benchmark starts: this copy of the package first on the path; malloc's
+    thresholds fixed unless --glibc_malloc_defaults."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, **({} if args.glibc_malloc_defaults else STEADY_MALLOC)}
+
+
 class Worker:
-    """The parent's handle on a `serve` process."""
+    """The parent's handle on a `serve` process, in a session of its own: Ctrl-C reaches the benchmark alone, which
+    ends it (`close`); a worker whose parent is gone ends at its next request (its stdin is closed)."""
 
-    def __init__(self, implementation: str, config_name: str, mode: str, precision: str, batch: int, args):
-        command = package_command(
-            "--worker",
-            implementation,
-            config_name,
-            mode,
-            precision,
-            str(batch),
-            "--steps",
-            str(args.steps),
-            "--warmup",
-            str(args.warmup),
-            "--chunk_seconds",
-            str(args.chunk_seconds),
-        )
-        command += ["--peak_tflops", str(args.peak_tflops)] if args.peak_tflops else []
-        command += ["--compile"] if args.compile else []
-        self.name = f"{implementation} {config_name} {mode} {precision} batch {batch}"
-        self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (open for the worker's life; close() closes it)
+    def __init__(self, name: str, request: tuple, args):
+        self.name, self.log = name, tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed by `close`)
+        command = [sys.executable, "-m", __spec__.name, json.dumps(request)]
         self.process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            text=True,
-            env=worker_environment(args),
-        )
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
+            env=environment(args), start_new_session=True,
+        )  # fmt: skip
 
-    def ask(self, request: str | None = None) -> dict:
-        if request is not None:
-            self.process.stdin.write(request + "\n")
+    def ask(self, *request):
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n" if request else "")
             self.process.stdin.flush()
+        except BrokenPipeError:  # it has ended: its output says why
+            pass
         line = self.process.stdout.readline()
         if not line:
-            self.process.wait()
+            code = self.process.wait()
             self.log.seek(0)
-            raise RuntimeError(f"{self.name} failed (exit code {self.process.returncode}):\n{self.log.read()[-3000:]}")
+            sys.stderr.write(shown(self.log.read()[-3000:], keep="\n\t"))
+            raise UserError(
+                f"measuring {self.name} failed (exit code {code}; its last lines are above): a negative code is a "
+                "signal (-9: killed, most often for memory): measure fewer implementations or one --dtype at a time"
+            )
         return json.loads(line)
 
     def close(self) -> None:
-        self.process.stdin.close()
+        self.process.kill()
         self.process.wait()
         self.log.close()
 
 
-def measure_round(
-    variants: list[tuple[str, str]], config_name: str, mode: str, batch: int, args
-) -> dict[tuple[str, str], dict]:
-    """One round: a fresh process per variant (implementation, precision), all set up first; then timed chunks
-    interleaved A B C D, D C B A, A B C D ..., each while the others wait, so that a slow spell of the machine hits
-    all of them and no variant always goes first. Each result has every chunk's seconds per step, for ratios paired
-    chunk by chunk, and its throughput is that of its fastest chunk (as timeit: other work only ever slows a chunk
-    down)."""
-    workers = {
-        (implementation, precision): Worker(implementation, config_name, mode, precision, batch, args)
-        for implementation, precision in variants
-    }
+def once(name: str, request: tuple, args):
+    """The answer of a worker that answers once."""
+    worker = Worker(name, request, args)
     try:
+        return worker.ask()
+    finally:
+        worker.close()
+
+
+def measure_round(variants: list[tuple[str, str]], config_name: str, mode: str, batch: int, args) -> dict:
+    """One round: a fresh process per variant (implementation, precision), all set up first; then timed chunks
+    interleaved A B C D, D C B A, ..., each while the others wait. A result has every chunk's seconds per step, for
+    ratios paired chunk by chunk; its throughput is its fastest chunk's (other work only ever slows a chunk)."""
+    workers = {}
+    try:
+        for name, precision in variants:
+            spec = ("measure", name, config_name, mode, precision, batch, args.compile)
+            workers[(name, precision)] = Worker(f"{name} {config_name} {mode} {precision} batch {batch}", spec, args)
         for worker in workers.values():
             worker.ask()  # ready
         for worker in workers.values():
             time.sleep(SETTLE_SECONDS)
-            worker.ask("warm")
-        chunks = {name: [] for name in workers}
-        for chunk_index in range(args.chunks):
-            order = list(workers) if chunk_index % 2 == 0 else list(reversed(workers))
-            for name in order:
-                time.sleep(SETTLE_SECONDS)  # the previous worker's idle threads stop spinning
-                chunks[name].append(workers[name].ask("chunk")["seconds_per_step"])
+            worker.ask("warm", args.warmup, args.steps, args.chunk_seconds)
+        chunks = {variant: [] for variant in workers}
+        for index in range(args.chunks):
+            for variant in list(workers) if index % 2 == 0 else reversed(workers):
+                time.sleep(SETTLE_SECONDS)
+                chunks[variant].append(workers[variant].ask("chunk"))
         return {
-            name: dict(worker.ask(f"report {min(chunks[name])}"), chunk_seconds=chunks[name])
-            for name, worker in workers.items()
+            variant: dict(worker.ask("report", min(chunks[variant]), args.peak_tflops), chunk_seconds=chunks[variant])
+            for variant, worker in workers.items()
         }
     finally:
         for worker in workers.values():
@@ -170,45 +244,38 @@ def measure_round(
 
 def benchmark(args) -> list[dict]:
     """Every config, mode and batch: rounds of every implementation in every precision, summarised row by row; each
-    row's model FLOP/s also as a fraction of `args.matmul_rates` (FLOP/s by dtype name) for its dtype."""
+    row's model FLOP/s also as a share of `args.matmul_rates` (by dtype name) for its dtype."""
     rows = []
     for config_name in args.configs:
-        config = CONFIGS[config_name]
-        for mode in modes_for(config, args):
-            precisions = precisions_for(mode, args.dtypes, args.int8)
-            implementations = [name for name in args.implementations if builds(name, config)]
+        config = models.CONFIGS[config_name]
+        for mode in args.modes:
+            implementations = [name for name in args.implementations if models.builds(name, config)]
+            precisions = models.precisions_for(mode, args.dtypes, args.int8)
             variants = [(name, precision) for precision in precisions for name in implementations]
             for batch in (args.batch or config["batch"]) if mode == "inference" else [config["train_batch"]]:
                 samples = {variant: [] for variant in variants}
-                for round_index in range(args.rounds):
+                for index in range(args.rounds):
                     for variant, result in measure_round(variants, config_name, mode, batch, args).items():
                         samples[variant].append(result)
-                    print(
-                        f"  {config_name} {mode} batch {batch}: round {round_index + 1}/{args.rounds}", file=sys.stderr
+                    print(f"  {config_name} {mode} batch {batch}: round {index + 1}/{args.rounds}", file=sys.stderr)
+                for name, precision in variants:
+                    uncompiled = name.removesuffix("-compiled") if name.endswith("-compiled") else None
+                    summary = summarise(
+                        samples[(name, precision)],
+                        {other: samples[(other, precision)] for other in implementations},  # the same precision
+                        dict(
+                            ratio_to_float32=samples.get((name, "float32")) if precision != "float32" else None,
+                            ratio_to_uncompiled=samples.get((uncompiled, precision)),
+                        ),
                     )
-                for implementation, precision in variants:
-                    same_precision = {name: samples[(name, precision)] for name in implementations}
-                    # the same model in float32, and without torch.compile
-                    float32 = samples.get((implementation, "float32")) if precision != "float32" else None
-                    uncompiled = samples.get((implementation.removesuffix(COMPILED), precision))
-                    references = dict(
-                        ratio_to_float32=float32,
-                        ratio_to_uncompiled=uncompiled if implementation.endswith(COMPILED) else None,
-                    )
-                    summary = summarise(samples[(implementation, precision)], same_precision, references)
-                    rate = args.matmul_rates.get(dtype_name(DTYPE_OF[precision]))
-                    if rate:  # above 1 the product measured no peak: the share is not shown (report: unmeasured)
+                    rate = args.matmul_rates.get(str(models.DTYPE_OF[precision]).removeprefix("torch."))
+                    if rate:  # above 1, the product measured no peak: the table says unmeasured
                         fraction = summary["achieved_tflops"] * 1e12 / rate
                         summary["matmul_fraction" if fraction <= 1 else "matmul_fraction_over_peak"] = fraction
-                    rows.append(
-                        dict(
-                            config=config_name,
-                            mode=mode,
-                            precision=precision,
-                            batch=batch,
-                            implementation=implementation,
-                            **summary,
-                            samples=samples[(implementation, precision)],
-                        )
-                    )
+                    row = dict(config=config_name, mode=mode, precision=precision, batch=batch, implementation=name)
+                    rows.append(dict(row, **summary, samples=samples[(name, precision)]))
     return rows
+
+
+if __name__ == "__main__":  # a Worker's process
+    serve(*json.loads(sys.argv[1]))
