@@ -1,10 +1,48 @@
-"""Training data: one reader for every source, normalised to the columns `image` and `label` (stub; being rewritten)."""
+"""Training data: one reader for every source, one normalisation, and the rows the Trainer reads.
 
+`read_data` reads `--dataset` (the embedded digits, a `save_to_disk` folder, a local folder that `datasets` reads as
+it does: class sub-folders, split folders, a metadata file, parquet or WebDataset shards, or a Hub data set), in
+memory or streamed (`--streaming true`), and gives every source the same form: splits `train`, `validation`, `test`
+with the columns `image` and `label`, a ClassLabel whose names are the classes. A missing validation or test split is
+carved from train (stratified, `--split_seed`; streamed: held out by a hash of each row). `checks.check_data` then
+refuses bad data in one line.
+
+`model_inputs` turns that into what the Trainer reads: images through the model's processor (kept in memory as
+tensors when they fit `--images_in_memory_mb`), training batches augmented and mixed in the collator, evaluation
+views, and for a stream its position in every checkpoint. Training glue, never imported by the model files.
+"""
+
+import hashlib
+import io
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import numpy as np
+import torch
+from datasets import ClassLabel, Dataset, DatasetDict, Features, IterableDataset, load_dataset, load_from_disk
+from datasets import Image as ImageFeature
+from datasets.data_files import SPLIT_KEYWORDS
+from PIL import Image, ImageOps
+
+from modeling_vit_scratch.errors import UserError
+from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
+from modeling_vit_scratch.secrets import shown
+from modeling_vit_scratch.training.augmentation import RandomShiftRotate
+from modeling_vit_scratch.training.checks import check_data
+from modeling_vit_scratch.training.mixing import BatchMixing, soft_target_loss
+from modeling_vit_scratch.training.policies import augmentation_policy, describe_policy, training_augmentation
+from modeling_vit_scratch.training.streaming import StreamedImages, StreamPosition, held_out_splits, own_shards
+from modeling_vit_scratch.training.views import EvaluationViews
+
+logger = logging.getLogger(__name__)
+
+DIGITS = "digits"
 IMAGE_COLUMN_NAMES = ("image", "img", "images", "picture", "pixel_values")
 LABEL_COLUMN_NAMES = ("label", "labels", "class", "fine_label", "target")
+SPLIT_ROLES = {alias: str(role) for role, aliases in SPLIT_KEYWORDS.items() for alias in aliases}  # datasets' table
+ONE_CHANNEL_MODES = ("1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "F", "La")
 
 
 @dataclass
@@ -12,33 +50,372 @@ class ImageData:
     """A data set read and checked: `train`, `validation`, `test` have the columns `image` (PIL-decodable) and
     `label` (int, a ClassLabel whose names are `labels`)."""
 
-    train: object  # datasets.Dataset | datasets.IterableDataset
-    validation: object | None
-    test: object | None
+    train: Dataset | IterableDataset
+    validation: Dataset | None
+    test: Dataset | None
     labels: list[str]
     num_channels: int  # 1 (gray) or 3
     streamed: bool
     identity: str  # digest of the rows and labels: kept in checkpoints, compared on resume
 
 
+def digits_dataset() -> DatasetDict:
+    """scikit-learn's 1,797 handwritten 8x8 digits as 8-bit grayscale images (0..16 -> round(v * 255 / 16)), labels
+    "0".."9", with a stratified 20% test split (seed 0), as in the literature."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = load_digits()
+    pixels = np.rint(digits.images * 255.0 / 16.0).astype(np.uint8)
+    train, test = train_test_split(np.arange(len(pixels)), test_size=0.2, stratify=digits.target, random_state=0)
+    features = Features(image=ImageFeature(), label=ClassLabel(names=[str(d) for d in range(10)]))
+
+    def split(rows: np.ndarray) -> Dataset:
+        images = [Image.fromarray(pixels[i], mode="L") for i in rows]
+        return Dataset.from_dict({"image": images, "label": digits.target[rows].tolist()}, features=features)
+
+    return DatasetDict(train=split(train), test=split(test))
+
+
+def load_image_dataset(source: str, config_name: str | None = None, streaming: bool = False) -> dict:
+    """The splits of `source` as `datasets` reads them: {name: Dataset}, or {name: IterableDataset} when streamed."""
+    path = Path(source).expanduser()
+    if source == DIGITS:
+        loaded = digits_dataset()
+    elif path.is_file():
+        raise UserError(f"--dataset {shown(source)} is a file: give the folder that holds the data set")
+    elif (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():
+        loaded = load_from_disk(str(path))
+    else:
+        try:
+            loaded = load_dataset(str(path) if path.is_dir() else source, config_name, streaming=streaming)
+        except ValueError as error:  # a folder of no known format, a configuration the set lacks, ...
+            raise UserError(f"--dataset {shown(source)} could not be read: {error}") from None
+    splits = dict(loaded) if isinstance(loaded, dict) else {"train": loaded}
+    if streaming:
+        splits = {name: as_stream(split) for name, split in splits.items()}
+    return splits
+
+
+def as_stream(split: Dataset | IterableDataset) -> IterableDataset:
+    """An in-memory split streamed in shards, so several processes each read their own."""
+    if isinstance(split, IterableDataset):
+        return split
+    return split.to_iterable_dataset(num_shards=max(1, min(len(split), 64)))
+
+
+def find_column(dataset, wanted: str | None, kind: str, names: tuple[str, ...], feature_type) -> str:
+    """The column given by the user, else the first of `feature_type`, else the first of the usual `names`."""
+    columns = list(dataset.features)
+    if wanted is not None:
+        if wanted not in columns:
+            raise UserError(f"--{kind}_column {shown(wanted)} is not a column of the data set ({columns}): fix it")
+        return wanted
+    typed = [name for name, feature in dataset.features.items() if isinstance(feature, feature_type)]
+    found = typed or [name for name in names if name in columns]
+    if not found:
+        folders = " (an image folder needs one sub-folder per class, at least two)" if kind == "label" else ""
+        raise UserError(f"no {kind} column in the data set {columns}{folders}: name it with --{kind}_column")
+    return found[0]
+
+
+def by_role(splits: dict) -> dict:
+    """{"train": ..., "validation": ..., "test": ...} from the set's split names (datasets' own table: `dev` and `val`
+    are validation, `eval` is test); a split of no role is named in a warning, two of one role are refused."""
+    roles = {}
+    for name, split in splits.items():
+        role = SPLIT_ROLES.get(name.lower())
+        if role is None:
+            logger.warning("Split %s is not used: training reads train, validation and test.", shown(name))
+        elif role in roles:
+            raise UserError(f"the data set has two {role} splits, one named {shown(name)}: merge or rename one")
+        else:
+            roles[role] = split
+    if "train" not in roles:
+        raise UserError(f"the data set has no train split (splits: {shown(list(splits))}): add one")
+    return roles
+
+
+def in_order(names: list[str]) -> list[str]:
+    """Class names, in numerical order when all are plain whole numbers ("2" before "10"), else sorted as text."""
+    if all(name.isascii() and name.isdigit() and str(int(name)) == name for name in names):
+        return sorted(names, key=int)
+    return sorted(names)
+
+
+def label_values(split) -> list:
+    """The distinct labels of `split` (a stream is read once, its label column alone)."""
+    if isinstance(split, Dataset):
+        return split.unique("label")
+    return list({row["label"] for row in split.select_columns(["label"])})
+
+
+def normalised(splits: dict, image_column: str | None, label_column: str | None, root: Path | None):
+    """(splits with the columns `image` and `label` (ClassLabel), the class names). The train split's classes are
+    the model's: a ClassLabel's names (numbers in numerical order), else its integers or text values, sorted;
+    every other split's labels are read by name onto them."""
+    train = splits["train"]
+    if train.features is None:
+        raise UserError(
+            "the stream declares no columns: give a set with features (datasets writes them), or no --streaming"
+        )
+    image_column = find_column(train, image_column, "image", IMAGE_COLUMN_NAMES, ImageFeature)
+    label_column = find_column(train, label_column, "label", LABEL_COLUMN_NAMES, ClassLabel)
+    given = train.features[label_column]
+    if isinstance(given, ClassLabel):
+        names = in_order(given.names) if given.names == sorted(given.names) else list(given.names)
+    else:
+        labelled = train.select_columns([label_column])
+        values = label_values(labelled.rename_column(label_column, "label") if label_column != "label" else labelled)
+        names = [str(value) for value in sorted(values)] if not isinstance(values[0], str) else in_order(values)
+    target = ClassLabel(names=names)
+    out = {}
+    for role, split in splits.items():
+        split = split.select_columns([image_column, label_column])
+        renames = {old: new for old, new in ((image_column, "image"), (label_column, "label")) if old != new}
+        split = split.rename_columns(renames) if renames else split
+        image = split.features["image"]
+        if getattr(image, "dtype", "") in ("string", "large_string") and root is not None:  # paths inside the set
+            split = split.map(
+                lambda paths: {"image": [str(root / path) for path in paths]}, input_columns="image", batched=True
+            )
+        image = ImageFeature(decode=not isinstance(split, IterableDataset))  # a stream decodes as it trains
+        split = split.cast_column("image", image) if split.features["image"] != image else split
+        out[role] = split.map(
+            relabel(split.features["label"], names, role),
+            input_columns="label",
+            batched=True,
+            features=Features(image=image, label=target),
+        )
+    return out, names
+
+
+def relabel(feature, names: list[str], role: str) -> Callable[[dict], dict]:
+    """A batched map from a split's labels to the train split's class numbers, by name; -1 (datasets' "no label")
+    and numbers past a ClassLabel's names are kept as -1 for `checks` to name."""
+    own = feature.names if isinstance(feature, ClassLabel) else None
+    index = {name: number for number, name in enumerate(names)}
+
+    def mapped(values: list) -> dict:
+        labels = []
+        for value in values:
+            if own is not None or isinstance(value, int):
+                value = None if value < 0 or (own and value >= len(own)) else own[value] if own else value
+            name = None if value is None else str(value)
+            if name is not None and name not in index:
+                raise UserError(
+                    f"the {role} split holds the class {shown(name)}, which the train split lacks: rename or remove it"
+                )
+            labels.append(-1 if name is None else index[name])
+        return {"label": labels}
+
+    return mapped
+
+
+def carved(splits: dict, data_args) -> dict:
+    """`splits` with a missing test split, then a missing validation split, carved from train: stratified, seeded
+    by `--split_seed`, so test images are never used for model selection."""
+    for role in ("test", "validation"):
+        if role in splits:
+            continue
+        fraction = getattr(data_args, f"{role}_fraction")
+        try:
+            parts = splits["train"].train_test_split(
+                test_size=fraction, seed=data_args.split_seed, stratify_by_column="label"
+            )
+        except ValueError as error:
+            raise UserError(
+                f"cannot carve a {role} split from train ({error}): add images, give the set a {role} split or change --{role}_fraction"
+            ) from None
+        splits["train"], splits[role] = parts["train"], parts["test"]
+    return splits
+
+
+def identity(splits: dict, labels: list[str], root: Path | None, source: str) -> str:
+    """A digest of the labels and of every row (an image's bytes, else its path inside the set and size; its label),
+    the same wherever the set lies; a stream's is that of its name and labels."""
+    digest = hashlib.sha256(repr((labels, sorted(splits))).encode())
+    for role in sorted(splits):
+        split = splits[role]
+        if isinstance(split, IterableDataset):
+            digest.update(f"{role} streamed from {source}".encode())
+            continue
+        cells = split.cast_column("image", ImageFeature(decode=False))
+        for cell, label in zip(cells["image"], cells["label"], strict=True):
+            if cell.get("bytes"):
+                digest.update(hashlib.sha256(cell["bytes"]).digest())
+            else:
+                path = Path(cell["path"])
+                named = path.relative_to(root) if root and path.is_relative_to(root) else path
+                digest.update(f"{named.as_posix()}:{path.stat().st_size}".encode())
+            digest.update(label.to_bytes(8, "little", signed=True))
+    return digest.hexdigest()
+
+
+def channels(split) -> int:
+    """1 when the first image is grayscale, else 3."""
+    row = next(iter(split.take(1) if isinstance(split, IterableDataset) else split.select(range(1))))
+    return 1 if read_image(row["image"]).mode in ONE_CHANNEL_MODES else 3
+
+
 def read_data(data_args, training_args) -> ImageData:
     """Read `data_args.dataset`, normalise, carve missing splits (stratified, `split_seed`), check: one line on bad
     data (UserError)."""
-    raise NotImplementedError
+    path = Path(data_args.dataset).expanduser()
+    root = path.resolve() if path.is_dir() else None
+    splits = by_role(load_image_dataset(data_args.dataset, data_args.dataset_config, data_args.streaming))
+    splits, labels = normalised(splits, data_args.image_column, data_args.label_column, root)
+    if data_args.streaming:
+        splits = held_out_splits(splits, data_args, root)
+        splits["train"] = own_shards(splits["train"], training_args)
+    else:
+        splits = carved(splits, data_args)
+    if data_args.max_train_samples is not None:
+        train = splits["train"]
+        splits["train"] = (
+            train.take(data_args.max_train_samples)
+            if data_args.streaming
+            else train.select(range(min(data_args.max_train_samples, len(train))))
+        )
+    data = ImageData(
+        train=splits["train"],
+        validation=splits["validation"],
+        test=splits["test"],
+        labels=labels,
+        num_channels=channels(splits["train"]),
+        streamed=data_args.streaming,
+        identity=identity(splits, labels, root, data_args.dataset),
+    )
+    check_data(data, data_args)
+    return data
+
+
+def read_image(image) -> Image.Image:
+    """A PIL image (as it is), or an undecoded `{"bytes", "path"}` cell opened and decoded upright (EXIF), as
+    `datasets` decodes one."""
+    if isinstance(image, Image.Image):
+        return image
+    with Image.open(image["path"] if not image.get("bytes") else io.BytesIO(image["bytes"])) as opened:
+        opened.load()
+        return ImageOps.exif_transpose(opened)
+
+
+class ImageTransform:
+    """Rows -> {"pixel_values", "labels"} through the model's processor, each image first in the model's mode."""
+
+    def __init__(self, processor, training: bool = False):
+        self.processor, self.training = processor, training
+
+    def __call__(self, batch: dict) -> dict:
+        images = [to_model_mode(read_image(image), self.processor.num_channels) for image in batch["image"]]
+        pixel_values = self.processor(images, return_tensors="pt")["pixel_values"]
+        return {"pixel_values": list(pixel_values), "labels": list(batch["label"])}
+
+
+class ProcessedImages(torch.utils.data.Dataset):
+    """A split's rows through `transform`: processed once and held as tensors when they take at most `limit_mb`
+    (float32), else processed each time a batch is read. `training` marks items for the collator to augment."""
+
+    def __init__(self, split: Dataset, transform: ImageTransform, limit_mb: float, training: bool = False):
+        self.rows, self.training = (
+            split.cast_column("image", ImageFeature(decode=False)).with_transform(transform),
+            training,
+        )
+        self.pixel_values = None
+        size = transform.processor.size
+        each = transform.processor.num_channels * size["height"] * size["width"] * 4
+        if len(split) and len(split) * each <= limit_mb * 2**20:
+            self.pixel_values = torch.cat(
+                [torch.stack(self.rows[start : start + 256]["pixel_values"]) for start in range(0, len(split), 256)]
+            )
+        self.labels = list(split["label"])
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> dict:
+        pixels = self.pixel_values[index] if self.pixel_values is not None else self.rows[index]["pixel_values"]
+        return {"pixel_values": pixels, "labels": self.labels[index]} | ({"augment": True} if self.training else {})
+
+
+class Collate:
+    """Rows -> a batch; training rows (marked `augment`) are augmented and mixed here, on the batch as a whole."""
+
+    def __init__(self, augmentation: torch.nn.Module | None, mixing: BatchMixing | None):
+        self.augmentation, self.mixing = augmentation, mixing
+
+    def __call__(self, rows: list[dict]) -> dict:
+        pixel_values = torch.stack([row["pixel_values"] for row in rows])
+        labels = torch.tensor([row["labels"] for row in rows], dtype=torch.long)
+        if rows and rows[0].get("augment"):
+            with torch.no_grad():
+                if self.augmentation is not None:
+                    pixel_values = self.augmentation(pixel_values)
+                if self.mixing is not None:
+                    pixel_values, labels = self.mixing(pixel_values, labels)
+        return {"pixel_values": pixel_values, "labels": labels}
 
 
 @dataclass
 class ModelInputs:
-    """What the Trainer takes: items {"pixel_values": Tensor, "labels": int}."""
+    """What the Trainer takes: items {"pixel_values": Tensor, "labels": int}; see each field."""
 
     train: object
-    validation: object | None
-    test: object | None
-    collate_fn: Callable
-    callbacks: list = field(default_factory=list)  # TrainerCallbacks (the stream position in checkpoints, ...)
-    compute_loss: Callable | None = None  # soft-target loss when Mixup/CutMix is on (Trainer's compute_loss_func)
+    validation: object
+    test: object
+    collate_fn: Callable  # Trainer(data_collator=...): augments and mixes training batches
+    callbacks: list = field(default_factory=list)  # Trainer(callbacks=...): a stream's position in each checkpoint
+    compute_loss: Callable | None = None  # Trainer(compute_loss_func=...): soft targets when mixing, else None
+    train_loader: Callable[[int], torch.utils.data.DataLoader] | None = None  # a stream's own loader, unprepared
+    validation_views: int = 1  # rows are the images, then views - 1 copies of them: `views.view_averaged`
+    test_views: int = 1
+    policy_words: str | None = None  # the augmentation in words, for the card and the record
 
 
-def model_inputs(data: ImageData, processor, data_args, training_args) -> ModelInputs:
-    """Transforms (augmentation for train, eval views), images in memory when they fit `images_in_memory_mb`."""
-    raise NotImplementedError
+def model_inputs(data: ImageData, processor, data_args, training_args, checkpoint: str | None = None) -> ModelInputs:
+    """Transforms, augmentation, mixing and evaluation views for `data`; a stream resumes from `checkpoint`."""
+    policy = augmentation_policy(data_args, training_args)
+    if data_args.crop_pct is not None:
+        processor.crop_pct = data_args.crop_pct  # saved with the model: inference crops as evaluation does
+    whole = type(processor).from_dict({**processor.to_dict(), "crop_pct": 1.0}) if processor.crop_pct else processor
+    training_args.remove_unused_columns = False  # training items carry the `augment` mark to the collator
+    shift_rotate = RandomShiftRotate.for_processor(processor, data_args.max_shift, data_args.max_degrees)
+    mixing = BatchMixing(policy.mixup, policy.cutmix, len(data.labels)) if policy.mixes else None
+    collate = Collate(training_augmentation(policy, processor, shift_rotate), mixing)
+    evaluation = ImageTransform(processor)
+    held = [ProcessedImages(split, evaluation, data_args.images_in_memory_mb) for split in (data.validation, data.test)]
+    flips = 2 if data_args.eval_flip else 1
+    validation = EvaluationViews(held[0], data_args.validation_views, flips, shift_rotate)
+    test = EvaluationViews(held[1], 1, flips, shift_rotate)
+    inputs = ModelInputs(
+        train=None,
+        validation=validation,
+        test=test,
+        collate_fn=collate,
+        compute_loss=soft_loss(training_args.label_smoothing_factor) if mixing else None,
+        validation_views=validation.views,
+        test_views=test.views,
+        policy_words=describe_policy(policy, data_args),
+    )
+    if data.streamed:
+        training_args.ignore_data_skip = True  # the stream's saved position resumes it, not the Trainer's skipping
+        rows = StreamedImages(
+            data.train, ImageTransform(whole, training=True), data_args, training_args, len(data.labels)
+        )
+        if checkpoint:
+            rows.load(checkpoint)
+        inputs.train, inputs.callbacks = rows, [StreamPosition(rows)]
+        inputs.train_loader = lambda batch_size: rows.loader(batch_size, collate)
+    else:
+        inputs.train = ProcessedImages(data.train, ImageTransform(whole), data_args.images_in_memory_mb, training=True)
+    return inputs
+
+
+def soft_loss(label_smoothing: float) -> Callable:
+    """Trainer's `compute_loss_func`: cross-entropy against soft targets (mixed batches) or class indices."""
+
+    def loss(outputs, labels, num_items_in_batch=None):
+        logits = outputs.logits[0] if isinstance(outputs.logits, tuple) else outputs.logits
+        return soft_target_loss(logits, labels, label_smoothing)
+
+    return loss
