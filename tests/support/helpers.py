@@ -226,16 +226,3 @@ def run_fresh_loads(loads: list[tuple], tmp_path, env: dict | None = None) -> li
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return torch.load(outputs)
-
-
-def pushed_card(folder: Path) -> str:
-    """The card a push of `folder` renders, from what the push reads (`card_sources`), in one line of words."""
-    from modeling_vit_scratch import ViTScratchForImageClassification
-    from modeling_vit_scratch.common.secrets import weights_sha256
-    from modeling_vit_scratch.sharing.card import render_model_card
-    from modeling_vit_scratch.sharing.push import card_sources
-
-    metrics, record, measured, origin = card_sources(folder, weights_sha256(folder), allow_unmeasured_weights=False)
-    config = ViTScratchForImageClassification.from_pretrained(folder).config
-    card = render_model_card(config, metrics, record, unmeasured=not measured, conversion=origin)
-    return " ".join(str(card).split())
