@@ -7,10 +7,10 @@ batch, the seed, the processes, the precision, the augmentation, how the model w
 (the initial weights, the teacher, the weight average, layer decay, the legs of a resumed run).
 """
 
-import hashlib
 import json
 from pathlib import Path
 
+from modeling_vit_scratch.sharing.card import weights_sha256
 from modeling_vit_scratch.training.curves import plot_confusion_matrix, plot_training_curves
 from modeling_vit_scratch.training.precision import training_precision
 
@@ -57,9 +57,7 @@ def training_record(
 
 def write_results(stage: Path, metrics: dict, record: dict, log_history: list[dict]) -> None:
     """The metrics, the record (with the digest of the weights it describes) and the pictures, into `stage`."""
-    weights = stage / "model.safetensors"
-    if weights.is_file():
-        record["weights_sha256"] = hashlib.sha256(weights.read_bytes()).hexdigest()
+    record["weights_sha256"] = weights_sha256(stage)  # the weights the metrics were measured on
     (stage / RESULTS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
     (stage / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n")
     plot_training_curves(log_history, stage / CURVES_FILE)

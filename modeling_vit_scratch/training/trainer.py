@@ -25,6 +25,8 @@ from transformers.trainer_utils import get_last_checkpoint
 from modeling_vit_scratch.errors import UserError, on_interrupt
 from modeling_vit_scratch.folders import LOCK, MARKER, OutputFolder, ours, remove_entry
 from modeling_vit_scratch.secrets import shown
+from modeling_vit_scratch.sharing.card import write_card
+from modeling_vit_scratch.sharing.push import push_folder
 from modeling_vit_scratch.training.arguments import OutputArguments, check_fields
 from modeling_vit_scratch.training.class_metrics import class_metrics
 from modeling_vit_scratch.training.data import model_inputs, read_data
@@ -34,12 +36,6 @@ from modeling_vit_scratch.training.layer_decay import layer_decay_optimizer, lay
 from modeling_vit_scratch.training.model_source import build_model, check_memory, model_plan
 from modeling_vit_scratch.training.precision import KeepPrecisionChoice, choose_bf16, precision_words
 from modeling_vit_scratch.training.record import training_record, write_results
-
-try:  # the card and the push, from the sharing room (write_card(folder), push_folder(folder, repo_id, ...))
-    from modeling_vit_scratch.sharing.card import write_card
-    from modeling_vit_scratch.sharing.push import push_folder
-except ImportError:  # until the sharing rewrite is merged: no card, and a push is one line
-    write_card = push_folder = None
 
 FIX = "--overwrite_output_dir true (or --resume_from_checkpoint true to continue)"
 RUN_FILE = "vit_scratch_run.json"  # in each checkpoint: the data's identity and the commands of the run so far
@@ -152,10 +148,6 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
         record = training_record(command, data_args.dataset, splits, training_args, metrics, notes)
         save_folder(trainer, folder if main else None, metrics, record)
     if push and main:
-        if push_folder is None:
-            raise UserError(
-                "--push_to_hub: the push is not available in this build: push the folder with vit-scratch push"
-            )
         repo_id = training_args.hub_model_id or output_dir.name
         push_folder(output_dir, repo_id, private=bool(training_args.hub_private_repo), token=hub_token)
     return metrics
@@ -171,8 +163,7 @@ def save_folder(trainer: Trainer, folder: OutputFolder | None, metrics: dict, re
         trainer.save_model(str(stage))
         (stage / "training_args.bin").unlink(missing_ok=True)  # pickled settings: no part of a model folder
         write_results(stage, metrics, record, trainer.state.log_history)
-        if write_card is not None:
-            write_card(stage)
+        write_card(stage)
         folder.publish(stage, remove=REPLACED)
 
 
