@@ -12,7 +12,6 @@ import io
 
 import numpy as np
 from datasets import Dataset
-from datasets import Image as ImageFeature
 from PIL import Image
 
 from modeling_vit_scratch.errors import UserError
@@ -62,10 +61,14 @@ def label_counts(split: Dataset, name: str, classes: int) -> np.ndarray:
     return np.bincount(labels, minlength=classes)
 
 
+def image_cells(split: Dataset) -> list[dict]:
+    """The undecoded image cells ({"bytes", "path"}) of `split`, read from its table (no image decoded)."""
+    return split.with_format("arrow")["image"].to_pylist()
+
+
 def check_images(split: Dataset, name: str, decode: bool) -> None:
     """Every image of `split` opens (and decodes, when `decode`), or one line naming the file and the fix."""
-    cells = split.cast_column("image", ImageFeature(decode=False))
-    for row, cell in enumerate(cells["image"]):
+    for row, cell in enumerate(image_cells(split)):
         where = f"image {shown(cell['path'])}" if cell.get("path") else f"image of row {row} of the {name} split"
         try:
             with Image.open(io.BytesIO(cell["bytes"]) if cell.get("bytes") else cell["path"]) as image:

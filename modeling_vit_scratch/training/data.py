@@ -30,7 +30,7 @@ from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
 from modeling_vit_scratch.secrets import shown
 from modeling_vit_scratch.training.augmentation import RandomShiftRotate
-from modeling_vit_scratch.training.checks import check_data
+from modeling_vit_scratch.training.checks import check_data, image_cells
 from modeling_vit_scratch.training.mixing import BatchMixing, soft_target_loss
 from modeling_vit_scratch.training.policies import augmentation_policy, describe_policy, training_augmentation
 from modeling_vit_scratch.training.streaming import StreamedImages, StreamPosition, held_out_splits, own_shards
@@ -240,8 +240,7 @@ def identity(splits: dict, labels: list[str], root: Path | None, source: str) ->
         if isinstance(split, IterableDataset):
             digest.update(f"{role} streamed from {source}".encode())
             continue
-        cells = split.cast_column("image", ImageFeature(decode=False))
-        for cell, label in zip(cells["image"], cells["label"], strict=True):
+        for cell, label in zip(image_cells(split), split["label"], strict=True):
             if cell.get("bytes"):
                 digest.update(hashlib.sha256(cell["bytes"]).digest())
             else:
