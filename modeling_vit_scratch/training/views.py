@@ -2,13 +2,11 @@
 - 1 seeded shifts and rotations, and with `--eval_flip` of its mirror image too (test-time augmentation).
 
 `EvaluationViews` holds the images, then each further view of them in the same order, so the Trainer's predictions
-come as (views * images, classes), view after view (evaluation reads in order and gathers processes in order);
-`average_views` folds them back to one row per image. Training glue, never imported by the model files.
+come as (views * images, classes), view after view (evaluation reads in order and gathers processes in order): the
+trainer averages each image's probabilities over its views. Training glue, never imported by the model files.
 """
 
-import numpy as np
 import torch
-from transformers import EvalPrediction
 
 
 class EvaluationViews(torch.utils.data.Dataset):
@@ -33,26 +31,3 @@ class EvaluationViews(torch.utils.data.Dataset):
         if flip:
             pixel_values = pixel_values.flip(-1)
         return {"pixel_values": pixel_values, "labels": item["labels"]}
-
-
-def average_views(logits, labels, views: int) -> tuple[np.ndarray, np.ndarray]:
-    """(views * images, classes) logits and their labels -> (images, classes) log-probabilities, the views'
-    probabilities averaged, and the images' labels."""
-    logits = logits[0] if isinstance(logits, tuple) else logits  # a model with a distillation head: the class head
-    logits, labels = np.asarray(logits), np.asarray(labels)
-    if views == 1:
-        return logits, labels
-    probabilities = torch.from_numpy(logits).float().softmax(-1).reshape(views, len(logits) // views, -1)
-    return probabilities.mean(0).log().numpy(), labels[: len(labels) // views]
-
-
-def view_averaged(metrics, views: int):
-    """`metrics` (a `compute_metrics` function) scoring each image once on its views' averaged probabilities."""
-    if views == 1:
-        return metrics
-
-    def compute_metrics(eval_prediction: EvalPrediction) -> dict[str, float]:
-        log_probabilities, labels = average_views(eval_prediction.predictions, eval_prediction.label_ids, views)
-        return metrics(EvalPrediction(predictions=log_probabilities, label_ids=labels))
-
-    return compute_metrics
