@@ -1,0 +1,150 @@
+"""`scripts/train.py` end to end, in this process (`command.main`): the folder a run writes, what a second run into it
+may do (refused and untouched, replaced when asked, resumed), and that no token reaches a file or a printed line."""
+
+import contextlib
+import hashlib
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import MODEL_FOLDER_FILES, made_once, tiny_model_file, write_imagefolder
+from transformers import AutoModelForImageClassification
+
+from modeling_vit_scratch.training.command import main
+
+TOKEN = "hf_" + "Q" * 34  # shaped like a Hub token: masked wherever it would be shown
+
+
+def train_args(data: Path, output: Path, model: str, *extra: str) -> list[str]:
+    return [
+        "--model", model, "--dataset", str(data), "--output_dir", str(output), "--max_steps", "2",
+        "--save_steps", "1", "--per_device_train_batch_size", "4", "--report_to", "none", "--disable_tqdm", "true",
+        "--validation_fraction", "0.2", "--test_fraction", "0.2", *extra,
+    ]  # fmt: skip
+
+
+def hashes(folder: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and not path.name.endswith(".lock")
+    }
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> tuple[Path, str]:
+    root = tmp_path_factory.mktemp("inputs")
+    return write_imagefolder(root / "images", per_class=8), tiny_model_file(root)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, inputs) -> tuple[Path, str]:
+    """A finished run's folder and what it printed."""
+
+    def make(folder: Path) -> None:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            main(train_args(*inputs[:1], folder / "run", inputs[1], "--hub_token", TOKEN))
+        (folder / "printed.txt").write_text(out.getvalue())
+
+    folder = made_once(tmp_path_factory, "trained", make)
+    return folder / "run", (folder / "printed.txt").read_text()
+
+
+def test_a_run_writes_the_whole_model_folder_and_says_how_to_load_it(trained):
+    folder, printed = trained
+    assert all((folder / name).is_file() for name in MODEL_FOLDER_FILES), sorted(p.name for p in folder.iterdir())
+    record = json.loads((folder / "training_record.json").read_text())
+    assert record["finished_at_step"] == 2 and record["num_train"] and record["initial_weights"] is None
+    assert "test_accuracy" in json.loads((folder / "all_results.json").read_text())
+    assert "Test accuracy" in printed and str(folder) in printed
+    model = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=True)
+    assert sorted(model.config.id2label.values()) == ["cat", "dog", "fox"]
+    assert not (folder / "training_args.bin").exists()
+
+
+def test_no_token_reaches_any_file_or_printed_line(trained):
+    folder, printed = trained
+    assert TOKEN not in printed
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert TOKEN.encode() not in path.read_bytes(), path
+
+
+def test_a_second_run_into_a_model_folder_is_refused_and_changes_nothing(tmp_path, trained, inputs, capsys):
+    folder = shutil.copytree(trained[0], tmp_path / "run")
+    before = hashes(folder)
+    with pytest.raises(SystemExit) as stop:
+        main(train_args(inputs[0], folder, inputs[1]))
+    assert stop.value.code != 0 and "--overwrite_output_dir" in str(stop.value.code)
+    assert hashes(folder) == before
+
+
+def test_overwrite_replaces_the_model_and_the_earlier_checkpoints(tmp_path, trained, inputs):
+    folder = shutil.copytree(trained[0], tmp_path / "run")
+    (folder / "checkpoint-7").mkdir()  # an earlier run's, which this run does not write
+    before = hashes(folder)
+    main(train_args(inputs[0], folder, inputs[1], "--overwrite_output_dir", "true", "--seed", "5"))
+    after = hashes(folder)
+    assert after["model.safetensors"] != before["model.safetensors"]
+    assert not (folder / "checkpoint-7").exists()
+    assert all((folder / name).is_file() for name in MODEL_FOLDER_FILES)
+
+
+def test_a_resumed_run_goes_on_from_its_last_checkpoint(tmp_path, trained, inputs):
+    folder = shutil.copytree(trained[0], tmp_path / "run")
+    main([*train_args(inputs[0], folder, inputs[1], "--resume_from_checkpoint", "true"), "--max_steps", "3"])
+    record = json.loads((folder / "training_record.json").read_text())
+    assert record["finished_at_step"] == 3
+    assert len(record["legs"]) == 2  # the first command, then this one
+    state = json.loads((folder / "checkpoint-3" / "trainer_state.json").read_text())
+    assert state["global_step"] == 3
+
+
+def test_resuming_on_other_data_is_refused_naming_the_argument(tmp_path, trained, inputs):
+    folder = shutil.copytree(trained[0], tmp_path / "run")
+    other = write_imagefolder(tmp_path / "other", classes=("cat", "dog", "fox", "owl"), per_class=8)
+    before = hashes(folder)
+    with pytest.raises(SystemExit) as stop:
+        main([*train_args(other, folder, inputs[1], "--resume_from_checkpoint", "true"), "--max_steps", "3"])
+    assert "--resume_from_checkpoint" in str(stop.value.code)
+    assert hashes(folder) == before
+
+
+def test_resume_true_without_a_checkpoint_is_one_line(tmp_path, inputs):
+    with pytest.raises(SystemExit) as stop:
+        main(train_args(inputs[0], tmp_path / "new", inputs[1], "--resume_from_checkpoint", "true"))
+    assert "--resume_from_checkpoint" in str(stop.value.code)
+    assert not (tmp_path / "new").exists()
+
+
+def test_fine_tuning_on_a_new_label_set_starts_from_the_body_and_a_new_head(tmp_path, trained):
+    folder = trained[0]
+    data = write_imagefolder(tmp_path / "two", classes=("ant", "bee"), per_class=8)
+    main(train_args(data, tmp_path / "tuned", str(folder), "--learning_rate", "1e-9"))
+    tuned = AutoModelForImageClassification.from_pretrained(tmp_path / "tuned", trust_remote_code=True)
+    base = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=True)
+    assert list(tuned.config.id2label.values()) == ["ant", "bee"]
+    body = "vit.layers.0.attention.qkv.weight"
+    weights = dict(tuned.named_parameters())
+    if body in weights:  # a learning rate of 1e-9 leaves the body as it was loaded
+        assert torch.allclose(weights[body], dict(base.named_parameters())[body], atol=1e-5)
+    record = json.loads((tmp_path / "tuned" / "training_record.json").read_text())
+    assert record["initial_weights"] == str(folder)
+
+
+def test_distillation_ema_and_layer_decay_train_together(tmp_path, trained, inputs):
+    main(
+        train_args(
+            inputs[0], tmp_path / "student", inputs[1], "--teacher", str(trained[0]), "--ema_decay", "0.5",
+            "--layer_decay", "0.75", "--distillation", "soft",
+        )
+    )  # fmt: skip
+    record = json.loads((tmp_path / "student" / "training_record.json").read_text())
+    assert record["distillation"] and record["weight_average"] and record["layer_decay"]
+    assert (tmp_path / "student" / "checkpoint-2" / "ema.safetensors").is_file()
+    config = json.loads((tmp_path / "student" / "config.json").read_text())
+    assert config["distillation_token"] is True
