@@ -314,7 +314,7 @@ def resume_command() -> str:
     kept, skip = [], False
     for word in sys.argv[1:]:
         name, equals, _ = word.partition("=")
-        if skip or name.replace("-", "_") in ("--overwrite_output_dir", "--resume_from_checkpoint"):
+        if skip or name[2:].replace("-", "_") in ("overwrite_output_dir", "resume_from_checkpoint"):
             skip = not skip and not equals
             continue
         kept.append(word)
