@@ -1,16 +1,14 @@
 """Augmentation policies: the named sets of training transforms (`--augmentation digits|photos|none`), each knob of
 which the command line or a recipe may change, and the photo transforms they build.
 
-- `digits`: small shifts and rotations (`augmentation.RandomShiftRotate`, `--max_shift`, `--max_degrees`); no flips,
-  since a flipped digit is another digit. The default, as before policies had names.
+- `digits`: small shifts and rotations (`augmentation.RandomShiftRotate`, `--max_shift`, `--max_degrees`), no flips.
 - `photos`: what timm and DeiT train photos with: a random-resized crop (`--crop_scale`, `--crop_ratio`), a horizontal
-  flip (`--hflip`), RandAugment (`--rand_augment rand-m9-n2`, or `trivial` for TrivialAugment), random erasing
-  (`--random_erasing`), and every batch mixed by Mixup or CutMix (`--mixup`, `--cutmix`: `mixing.py`).
+  flip (`--hflip`), RandAugment (`--rand_augment rand-m9-n2`, or `trivial`), random erasing (`--random_erasing`), and
+  batches mixed by Mixup or CutMix (`--mixup`, `--cutmix`: `mixing.py`).
 - `none`: nothing (as `--augment false`).
 
-The photo transforms are kornia's: every image of a batch draws its own parameters, on whatever device the batch is
-on, from torch's generator (which the Trainer seeds, saves in checkpoints and restores on resume). Why kornia and what
-each costs: docs/training.md#photos. This module is training glue: the model code never imports it.
+The photo transforms are kornia's: every image of a batch draws its own parameters from torch's generator (which the
+Trainer seeds, saves in checkpoints and restores on resume). Training glue, never imported by the model files.
 """
 
 import re
@@ -21,8 +19,8 @@ import torch
 from kornia.augmentation.auto import RandAugment, TrivialAugment
 from torch import nn
 
+from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.training.augmentation import RandomShiftRotate, per_channel
-from modeling_vit_scratch.training.data import ImageTransform
 
 # What each named policy sets; a knob given on the command line or in a recipe replaces the policy's value
 POLICIES = {
@@ -39,9 +37,7 @@ POLICIES = {
     "none": {},
 }
 RAND_AUGMENT = re.compile(r"rand-m(\d+(?:\.\d+)?)-n(\d+)")
-RAND_AUGMENT_EXAMPLE = "'rand-m9-n2' (RandAugment: 2 operations at magnitude 9 of 10), 'trivial' or 'none'"
-# timm writes RandAugment's magnitude out of 10, kornia out of 30 (exclusive at both ends)
-KORNIA_MAGNITUDE_PER_TIMM = 3
+KORNIA_MAGNITUDE_PER_TIMM = 3  # timm writes RandAugment's magnitude out of 10, kornia out of 30
 
 
 @dataclass(frozen=True)
@@ -58,11 +54,11 @@ class AugmentationPolicy:
     cutmix: float = 0.0  # share of batches mixed by CutMix
 
     def __post_init__(self):
-        rand_augment_operations(self.rand_augment)  # a ValueError naming the spelling it takes
+        rand_augment_operations(self.rand_augment)
         if self.mixup + self.cutmix > 1:
-            raise ValueError(
-                f"--mixup {self.mixup:g} and --cutmix {self.cutmix:g} are shares of the batches and add up to more "
-                "than 1: give values whose sum is at most 1 (e.g. 0.5 and 0.5: every batch mixed, half by each)."
+            raise UserError(
+                f"--mixup {self.mixup:g} and --cutmix {self.cutmix:g} are shares of the batches: give values whose "
+                "sum is at most 1"
             )
 
     @property
@@ -71,36 +67,35 @@ class AugmentationPolicy:
 
     @property
     def transforms_photos(self) -> bool:
-        return (
-            self.crop_scale < 1
-            or self.crop_ratio < 1
-            or self.hflip > 0
-            or self.rand_augment != "none"
-            or (self.random_erasing > 0)
-        )
+        cropped = self.crop_scale < 1 or self.crop_ratio < 1
+        return cropped or self.hflip > 0 or self.rand_augment != "none" or self.random_erasing > 0
 
 
 KNOBS = tuple(item.name for item in fields(AugmentationPolicy) if item.name != "shift_rotate")
 
 
-def augmentation_policy(data_args) -> AugmentationPolicy:
-    """The policy `--augmentation` names, with the knobs given (not None) in `data_args` replacing its values;
-    `--augment false` turns every transform off. One-line ValueErrors for what cannot apply."""
+def augmentation_policy(data_args, training_args=None) -> AugmentationPolicy:
+    """The policy `--augmentation` names, with the knobs given (not None) replacing its values; `--augment false`
+    turns every transform off. Mixing needs two images per device batch."""
     if not data_args.augment:
         return AugmentationPolicy()
     given = {name: getattr(data_args, name) for name in KNOBS if getattr(data_args, name) is not None}
-    return AugmentationPolicy(**{**POLICIES[data_args.augmentation], **given})
+    policy = AugmentationPolicy(**{**POLICIES[data_args.augmentation], **given})
+    if policy.mixes and training_args is not None and training_args.per_device_train_batch_size < 2:
+        raise UserError(
+            "--mixup / --cutmix mix each image with another of its batch: give a per-device batch of at least 2, "
+            "or --mixup 0 --cutmix 0"
+        )
+    return policy
 
 
 def describe_policy(policy: AugmentationPolicy, data_args) -> str | None:
-    """The policy in words, for the model card and the record (None when nothing is augmented): what ran, and only
-    that, each transform once ("no flips" only where no image is flipped, a mixing only where it mixes)."""
+    """The policy in words, for the model card and the record (None when nothing is augmented)."""
     words = []
     if policy.shift_rotate:
         words.append(
             f"random shifts of up to {data_args.max_shift:.0%} of the image side and rotations of up to "
-            f"{data_args.max_degrees:g} degrees (bilinear, sub-pixel, batched on the training device)"
-            + ("" if policy.hflip else ", no flips")
+            f"{data_args.max_degrees:g} degrees" + ("" if policy.hflip else ", no flips")
         )
     if policy.crop_scale < 1 or policy.crop_ratio < 1:
         words.append(
@@ -113,10 +108,10 @@ def describe_policy(policy: AugmentationPolicy, data_args) -> str | None:
         words.append("TrivialAugment" if policy.rand_augment == "trivial" else f"RandAugment {policy.rand_augment}")
     if policy.random_erasing:
         words.append(f"random erasing ({policy.random_erasing:.0%} of images)")
-    if policy.mixes:
-        mixings = [
-            f"{name} on {share:.0%}" for name, share in (("Mixup", policy.mixup), ("CutMix", policy.cutmix)) if share
-        ]
+    mixings = [
+        f"{name} on {share:.0%}" for name, share in (("Mixup", policy.mixup), ("CutMix", policy.cutmix)) if share
+    ]
+    if mixings:
         words.append(f"{' and '.join(mixings)} of batches (soft targets)")
     if not words:
         return None
@@ -126,32 +121,25 @@ def describe_policy(policy: AugmentationPolicy, data_args) -> str | None:
 
 def rand_augment_operations(spec: str) -> nn.Module | None:
     """`rand-mM-nN` -> kornia's RandAugment (N operations at magnitude M of 10, timm's spelling), `trivial` ->
-    TrivialAugment, `none` -> None; anything else is a ValueError naming the spellings."""
+    TrivialAugment, `none` -> None."""
     if spec == "none":
         return None
     if spec == "trivial":
         return TrivialAugment()
     found = RAND_AUGMENT.fullmatch(spec)
-    if found is None:
-        raise ValueError(f"--rand_augment {spec!r} is not a policy: give {RAND_AUGMENT_EXAMPLE}.")
-    magnitude, count = float(found.group(1)), int(found.group(2))
-    if not 0 < magnitude < 10 or not 1 <= count <= 10:
-        raise ValueError(
-            f"--rand_augment {spec!r} asks for {count} operations at magnitude {magnitude:g}: give a magnitude "
-            "above 0 and below 10 and 1 to 10 operations, e.g. 'rand-m9-n2'."
+    if found is None or not 0 < float(found.group(1)) < 10 or not 1 <= int(found.group(2)) <= 10:
+        raise UserError(
+            f"--rand_augment {spec!r} is not a policy: give 'rand-mM-nN' (N of 1..10 operations at magnitude M "
+            "between 0 and 10, e.g. rand-m9-n2), 'trivial' or 'none'"
         )
-    return RandAugment(n=count, m=magnitude * KORNIA_MAGNITUDE_PER_TIMM)
+    return RandAugment(n=int(found.group(2)), m=float(found.group(1)) * KORNIA_MAGNITUDE_PER_TIMM)
 
 
 class PhotoAugmentation(nn.Module):
-    """pixel_values (batch, C, H, W), normalised by `mean` and `std` -> the same shape: a random-resized crop
-    back to (H, W), a horizontal flip, RandAugment or TrivialAugment on the [0, 1] pixels, and random erasing to
-    the mean colour (0 in normalised units), in timm's order, each image with its own random parameters (RandAugment
-    picks its operations once per batch, and their strength and sign per image).
-
-    Grayscale batches go through RandAugment as three equal channels (its colour operations need three) and come
-    back as their mean.
-    """
+    """pixel_values (batch, C, H, W), normalised by `mean` and `std` -> the same shape: a random-resized crop back to
+    (H, W), a horizontal flip, RandAugment or TrivialAugment on the [0, 1] pixels, and random erasing to the mean
+    colour (0 in normalised units), in timm's order. Grayscale batches go through RandAugment as three equal channels
+    and come back as their mean."""
 
     def __init__(self, policy: AugmentationPolicy, image_size: tuple[int, int], mean, std):
         super().__init__()
@@ -182,25 +170,9 @@ class PhotoAugmentation(nn.Module):
         return pixels.to(pixel_values.dtype)
 
 
-def check_mixing_batch(policy: AugmentationPolicy, training_args, total_train_batch_size: int | None) -> None:
-    """Mixup and CutMix mix each image with another of its batch: a per-device batch of one has none to mix with."""
-    if not policy.mixes:
-        return
-    per_device = training_args.per_device_train_batch_size
-    if total_train_batch_size is not None:
-        per_device = total_train_batch_size // (training_args.world_size * training_args.gradient_accumulation_steps)
-    if per_device < 2:
-        raise ValueError(
-            f"--mixup {policy.mixup:g} / --cutmix {policy.cutmix:g} mix each image with another of its batch, and the "
-            f"batch on each device holds {per_device} image: give a per-device batch of at least 2 "
-            "(--per_device_train_batch_size or --total_train_batch_size), or --mixup 0 --cutmix 0."
-        )
-
-
 def training_augmentation(policy: AugmentationPolicy, processor, shift_rotate: RandomShiftRotate) -> nn.Module | None:
-    """The pixel transforms of each training batch: shifts and rotations (digits), then every photo transform the
-    policy or a knob given with it asks for (`--augmentation digits --hflip 0.5` shifts, rotates and flips), or None.
-    """
+    """The pixel transforms of each training batch: shifts and rotations, then every photo transform the policy or a
+    knob given with it asks for (`--augmentation digits --hflip 0.5` shifts, rotates and flips), or None."""
     steps = [shift_rotate] if policy.shift_rotate else []
     if policy.transforms_photos:
         size = (processor.size["height"], processor.size["width"])
@@ -210,13 +182,3 @@ def training_augmentation(policy: AugmentationPolicy, processor, shift_rotate: R
     if not steps:
         return None
     return steps[0] if len(steps) == 1 else nn.Sequential(*steps)
-
-
-def training_and_evaluation_transforms(processor) -> dict[bool, ImageTransform]:
-    """{True: training images, False: evaluation images}. With a centre crop (`crop_pct`), training images keep
-    their whole shorter side (crop_pct 1: aspect kept, no squashing), from which the random-resized crop takes its
-    own; evaluation images are cropped as the saved processor crops them."""
-    if not processor.crop_pct:
-        return {True: ImageTransform(processor), False: ImageTransform(processor)}
-    whole = type(processor).from_dict({**processor.to_dict(), "crop_pct": 1.0})
-    return {True: ImageTransform(whole), False: ImageTransform(processor)}

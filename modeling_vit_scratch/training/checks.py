@@ -1,0 +1,81 @@
+"""One check of a data set read for training, the same for a set in memory and a streamed one, before any step:
+at least two classes, every row labelled with one of them, every class the held-out splits score present in train,
+and the images decode. Each failure is one line naming the split, the class or the file, and the fix.
+
+Images: a set in memory is decoded whole when `--check_images` is true (default: when it holds at most
+`DECODE_UP_FRONT_MAX_IMAGES`), else each file's header is read; a stream's held-out rows (in memory, bounded) are
+decoded, its training rows as they are read (`streaming.StreamedImages`, `--max_bad_images`). Training glue, never
+imported by the model files.
+"""
+
+import io
+
+import numpy as np
+from datasets import Dataset
+from PIL import Image
+
+from modeling_vit_scratch.errors import UserError
+from modeling_vit_scratch.secrets import shown
+
+DECODE_UP_FRONT_MAX_IMAGES = 100_000
+SHOWN_CLASSES = 5
+
+
+def check_data(data, data_args) -> None:
+    """Refuse `data` (an `ImageData`) in one line when training on it cannot give a classifier of its classes."""
+    names = data.labels
+    if len(names) < 2:
+        raise UserError(
+            f"the data set has {len(names)} class ({shown(names)}): a classifier needs at least two: add images of "
+            "another class (an image folder: one sub-folder per class)"
+        )
+    held = {"validation": data.validation, "test": data.test}
+    splits = {**({} if data.streamed else {"train": data.train}), **held}
+    counts = {name: label_counts(split, name, len(names)) for name, split in splits.items()}
+    if not data.streamed:
+        missing = {
+            names[label] for name in held for label in np.flatnonzero(counts[name]) if not counts["train"][label]
+        }
+        if missing:
+            shown_names = ", ".join(shown(name) for name in sorted(missing)[:SHOWN_CLASSES])
+            raise UserError(
+                f"the held-out splits score {len(missing)} class(es) the train split has no image of ({shown_names}): "
+                "add training images of them, or remove them from the held-out splits"
+            )
+    total = sum(len(split) for split in splits.values())
+    decode = data_args.check_images if data_args.check_images is not None else total <= DECODE_UP_FRONT_MAX_IMAGES
+    for name, split in held.items() if data.streamed else splits.items():
+        check_images(split, name, decode or data.streamed)
+
+
+def label_counts(split: Dataset, name: str, classes: int) -> np.ndarray:
+    """Rows per class of `split`; a row of no class (-1, datasets' "no label") is one line naming the split."""
+    labels = np.asarray(split["label"], dtype=np.int64)
+    unlabelled = int(((labels < 0) | (labels >= classes)).sum())
+    if unlabelled:
+        leave = " (an unlabelled test split can be left out: one is then carved from train)" if name == "test" else ""
+        raise UserError(
+            f"{unlabelled} row(s) of the {name} split have no class (label -1 or past the {classes} class names): "
+            f"label or remove them{leave}"
+        )
+    return np.bincount(labels, minlength=classes)
+
+
+def image_cells(split: Dataset) -> list[dict]:
+    """The undecoded image cells ({"bytes", "path"}) of `split`, read from its table (no image decoded)."""
+    return split.with_format("arrow")["image"].to_pylist()
+
+
+def check_images(split: Dataset, name: str, decode: bool) -> None:
+    """Every image of `split` opens (and decodes, when `decode`), or one line naming the file and the fix."""
+    for row, cell in enumerate(image_cells(split)):
+        where = f"image {shown(cell['path'])}" if cell.get("path") else f"image of row {row} of the {name} split"
+        try:
+            with Image.open(io.BytesIO(cell["bytes"]) if cell.get("bytes") else cell["path"]) as image:
+                if decode:
+                    image.load()
+        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
+            raise UserError(
+                f"the {where} cannot be read ({shown(error)}): remove or replace it (or give --check_images false to "
+                "check only each file's header)"
+            ) from None
