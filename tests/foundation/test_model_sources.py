@@ -53,6 +53,15 @@ def test_our_own_folder_passes_and_loads(saved):
     assert isinstance(load_model(saved), ViTScratchForImageClassification)
 
 
+def test_a_folders_copy_of_our_code_never_runs_untrusted(saved, tmp_path):
+    """The folder's own modeling file, though our auto_map names it, is not what loads: the installed package is."""
+    folder, marker = copy_with_evil(saved, tmp_path)
+    for name in ("modeling_vit_scratch.py", "configuration_vit_scratch.py"):
+        (folder / name).write_text(EVIL.format(marker=str(marker)))
+    assert isinstance(load_model(folder), ViTScratchForImageClassification)
+    assert not marker.exists()
+
+
 foreign = st.sampled_from(["evil.Evil", "someone/repo--evil.Evil", "someone/repo--modeling_vit_scratch.Evil"])
 
 

@@ -7,6 +7,7 @@ import os
 import unicodedata
 from contextlib import contextmanager
 from pathlib import Path
+from unittest import mock
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -26,19 +27,14 @@ ACTED_ON = ("Cc", "Cf", "Zl", "Zp")
 @contextmanager
 def knowing(token: str, how: str):
     """This process knows `token` only: remembered (a command line's `--hub_token`) or in HF_TOKEN."""
-    saved = secrets._read, set(secrets._remembered), os.environ.get("HF_TOKEN")
-    secrets._read, secrets._remembered = None, set()
-    os.environ["HF_TOKEN"] = token if how == "env" else ""
-    if how == "remembered":
-        remember(token)
-    try:
+    with (
+        mock.patch.dict(os.environ, HF_TOKEN=token if how == "env" else ""),
+        mock.patch.object(secrets, "_read", None),
+        mock.patch.object(secrets, "_remembered", set()),
+    ):
+        if how == "remembered":
+            remember(token)
         yield
-    finally:
-        secrets._read, secrets._remembered = saved[0], saved[1]
-        if saved[2] is None:
-            os.environ.pop("HF_TOKEN", None)
-        else:
-            os.environ["HF_TOKEN"] = saved[2]
 
 
 ways = st.sampled_from(["remembered", "env"])
