@@ -124,12 +124,10 @@ def read_source(args: argparse.Namespace):
     commit = None if is_local(args.input) else folder.name  # a snapshot's folder is named by its commit
     model_type = settings.get("model_type")
     if model_type not in (("vit_scratch",) if args.target else ("vit", "deit")):
-        known = {
-            "vit_scratch": "use --to transformers",
-            "vit": "use --from transformers",
-            "deit": "use --from transformers",
-        }
-        fix = known.get(model_type, "--from transformers reads a ViT or DeiT, --to transformers a vit_scratch folder")
+        fix = {"vit_scratch": "use --to transformers", "vit": "use --from transformers"}.get(
+            "vit" if model_type == "deit" else model_type,
+            "--from transformers reads a ViT or DeiT, --to transformers a vit_scratch folder",
+        )
         raise UserError(f"--input {shown(args.input)} holds a {shown(model_type)!r} model: {fix}")
     if args.target:
         model = load_model(folder, argument="--input")
