@@ -121,9 +121,11 @@ def test_ours_to_transformers_and_back_is_the_identity_on_weights(heads, layers,
         assert torch.equal(back.state_dict()[key], tensor), key
 
 
-def test_a_grayscale_model_becomes_an_rgb_transformers_model_computing_the_same_on_gray_images():
+def test_a_grayscale_model_becomes_an_rgb_transformers_model_computing_the_same_on_gray_images(tmp_path):
     model = randomised(ViTScratchForImageClassification(ViTScratchConfig(**SIZES, num_channels=1, num_labels=3)))
-    theirs, _ = to_transformers(model)
+    model.save_pretrained(tmp_path / "gray")
+    assert convert("--to", "transformers", "--input", tmp_path / "gray", "--output", tmp_path / "rgb") == 0
+    theirs = AutoModelForImageClassification.from_pretrained(tmp_path / "rgb").eval()
     gray = PIXELS[:, :1]
     torch.testing.assert_close(output(theirs, gray.expand(-1, 3, -1, -1)), output(model, gray), atol=1e-5, rtol=1e-4)
 
