@@ -10,11 +10,10 @@
     python scripts/convert_checkpoint.py --to transformers --input DIR --output DIR
                                                        # a distilled model (DeiT) is written as transformers' DeiT
 
-The output folder is written beside its final place and moved in only when complete; an existing non-empty output
-folder is refused unless --overwrite, which replaces it only once the new folder is complete.
-timm is needed only for `--from timm` (to build the architecture, without weights, and read its hyper-parameters).
-Once written, the folder is loaded back and its logits (final tokens for a model without a head) compared with the
-source model's on random images, in `--dtype` (float32, or bfloat16 with the looser tolerance the check prints).
+The folder is written in a private folder inside --output, loaded back and its logits (final tokens for a model
+without a head) compared with the source model's on random images, in `--dtype` (float32, or bfloat16 with the
+looser tolerance the check prints); only then is it moved into place. A folder that already holds a model is
+replaced only with --overwrite. timm is needed only for `--from timm` (to build the architecture, without weights).
 """
 
 # imported first, before the command's package (torch, transformers): Ctrl-C meanwhile is one line too

@@ -65,14 +65,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def compared(model, pixel_values: torch.Tensor) -> torch.Tensor:
-    """What parity compares: logits, or the final tokens of a model without a head (timm's, transformers' or ours)."""
+def compared(model, pixel_values: torch.Tensor, tokens: bool) -> torch.Tensor:
+    """What parity compares: logits (a timm model's pooled features without a head), or with `tokens` the final
+    tokens (a transformers model without a head, and ours converted from or to one)."""
     with torch.inference_mode():
         if hasattr(model, "forward_features"):  # timm
-            return model(pixel_values) if model.num_classes else model.forward_features(pixel_values)
-        if model.config.num_labels and "ForImageClassification" in type(model).__name__:
-            return model(pixel_values=pixel_values).logits
-        return model.base_model(pixel_values=pixel_values).last_hidden_state
+            return model(pixel_values)
+        if tokens:
+            return model.base_model(pixel_values=pixel_values).last_hidden_state
+        return model(pixel_values=pixel_values).logits
 
 
 def check_parity(reference, converted, config, dtype: torch.dtype) -> str:
@@ -80,9 +81,10 @@ def check_parity(reference, converted, config, dtype: torch.dtype) -> str:
     grayscale model written as an RGB one gets each image as three equal channels."""
     height, width = (config.image_size,) * 2 if isinstance(config.image_size, int) else config.image_size
     pixels = torch.randn(2, config.num_channels, height, width, generator=torch.Generator().manual_seed(0))
-    expected = compared(reference.to(dtype).eval(), pixels.to(dtype)).float()
+    tokens = not config.num_labels and not hasattr(reference, "forward_features")
+    expected = compared(reference.to(dtype).eval(), pixels.to(dtype), tokens).float()
     channels = converted.config.num_channels
-    given = compared(converted.to(dtype).eval(), pixels.expand(-1, channels, -1, -1).to(dtype)).float()
+    given = compared(converted.to(dtype).eval(), pixels.expand(-1, channels, -1, -1).to(dtype), tokens).float()
     if not expected.isfinite().all():
         raise UserError("the source model's outputs are not finite (NaN or infinity): nothing was written")
     tolerance = TOLERANCE[dtype] * max(1.0, expected.abs().max().item())
@@ -122,12 +124,10 @@ def read_source(args: argparse.Namespace):
     commit = None if is_local(args.input) else folder.name  # a snapshot's folder is named by its commit
     model_type = settings.get("model_type")
     if model_type not in (("vit_scratch",) if args.target else ("vit", "deit")):
-        known = {
-            "vit_scratch": "use --to transformers",
-            "vit": "use --from transformers",
-            "deit": "use --from transformers",
-        }
-        fix = known.get(model_type, "--from transformers reads a ViT or DeiT, --to transformers a vit_scratch folder")
+        fix = {"vit_scratch": "use --to transformers", "vit": "use --from transformers"}.get(
+            "vit" if model_type == "deit" else model_type,
+            "--from transformers reads a ViT or DeiT, --to transformers a vit_scratch folder",
+        )
         raise UserError(f"--input {shown(args.input)} holds a {shown(model_type)!r} model: {fix}")
     if args.target:
         model = load_model(folder, argument="--input")
@@ -173,7 +173,8 @@ def main(argv: list[str]) -> None:
             written = AutoModelForImageClassification.from_pretrained(stage, dtype=dtype, use_safetensors=True)
         else:
             written = type(model).from_pretrained(stage, dtype=dtype, use_safetensors=True)
-        verdict = check_parity(reference, written, model.config, dtype)
+        ours = reference if args.target else model  # the images are made for ours (a gray one: one channel)
+        verdict = check_parity(reference, written, ours.config, dtype)
         kept = {**record(args, commit), "weights_sha256": weights_sha256(stage)}
         (stage / RECORD).write_text(json.dumps(kept, indent=2) + "\n")
         output.publish(stage, remove=MODEL_NAMES)

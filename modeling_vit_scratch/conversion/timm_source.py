@@ -63,13 +63,13 @@ def timm_kwargs(text: str | None) -> dict:
 
 def timm_model(name: str, path: str | Path, kwargs_text: str | None = None):
     """timm's `name` built with `--timm_kwargs` and the head size of the weights, holding the weights of `path`."""
-    timm = import_timm()
-    path, kwargs = Path(path), timm_kwargs(kwargs_text)
+    path = Path(path)
     if path.suffix in PICKLE_SUFFIXES or path.suffix != ".safetensors" or not path.is_file():
         raise UserError(
             f"--input {shown(path)} is not a .safetensors file: vit-scratch reads safetensors only (a pickle can run "
             "code when read); save the weights with safetensors.torch.save_file(state_dict, 'weights.safetensors')"
         )
+    timm, kwargs = import_timm(), timm_kwargs(kwargs_text)
     if ":" in name or not timm.is_model(name):
         raise UserError(f"--timm_model {shown(name)} is no architecture timm knows: list them with {LIST_NAMES}")
     with safe_open(path, framework="pt") as weights:
@@ -81,7 +81,8 @@ def timm_model(name: str, path: str | Path, kwargs_text: str | None = None):
     try:
         model.load_state_dict(load_file(path))
     except RuntimeError as error:
-        first = next((line.strip() for line in str(error).splitlines()[1:] if line.strip()), str(error))
+        lines = [line.strip() for line in str(error).splitlines()[1:] if line.strip()] or [str(error)]
+        first = next((line for line in lines if line.startswith("size mismatch")), lines[0])[:300]
         raise UserError(
             f"--input {shown(path)} does not fit {shown(name)} as built ({shown(first)}): pass the --timm_kwargs the "
             "weights were made with, e.g. img_size=384"
