@@ -122,11 +122,8 @@ def explain_image(
             )
         plots.plot_patch_grid(seen, cell, stage / "patch_grid.png")
         plots.plot_overlay(seen, rollout_map, f"attention rollout ({head_fusion})", stage / "attention_rollout.png")
-        relevance_title, relevance_file = (
-            f"gradient rollout for {shown(label)!r}",
-            f"gradient_rollout_class_{file_name_part(label)}.png",
-        )
-        plots.plot_overlay(seen, relevance_map, relevance_title, stage / relevance_file)
+        title = f"gradient rollout for {shown(label)!r}"
+        plots.plot_overlay(seen, relevance_map, title, stage / f"gradient_rollout_class_{file_name_part(label)}.png")
         plots.plot_layer_attention(per_layer, stage / "attention_per_layer.png")
         similarity = explain.position_embedding_similarity(network)
         plots.plot_position_similarity(similarity, stage / "fig7_position_embedding_similarity.png")
