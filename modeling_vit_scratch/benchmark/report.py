@@ -60,7 +60,6 @@ def markdown(rows: list[dict]) -> str:
     cells = []
     for row in rows:
         share = f"{row['matmul_fraction']:.0%}" if "matmul_fraction" in row else ""
-        share = "unmeasured (model above the product's rate)" if "matmul_fraction_over_peak" in row else share
         cells.append(
             [row["config"], row["mode"], row["precision"], row["batch"], row["implementation"], rate(row["median"])]
             + [f"{rate(row['min'])}-{rate(row['max'])}", f"{row['milliseconds_per_batch']:.1f}", ratio(row, "ratio")]
