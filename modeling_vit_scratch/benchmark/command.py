@@ -54,8 +54,11 @@ def main_parser() -> argparse.ArgumentParser:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
     )
     add = parser.add_argument
-    add("--configs", nargs="+", default=["digits", "digits-plain", "tiny224"], choices=list(CONFIGS))
-    add("--implementations", nargs="+", choices=ALL_IMPLEMENTATIONS, help=f"default: {' '.join(IMPLEMENTATIONS)}")
+    add("--configs", nargs="+", default=["digits", "digits-plain", "tiny224"], choices=CONFIGS, metavar="CONFIG",
+        help=f"of {', '.join(CONFIGS)}")  # fmt: skip
+    names = ", ".join(ALL_IMPLEMENTATIONS)
+    add("--implementations", nargs="+", choices=ALL_IMPLEMENTATIONS, metavar="NAME",
+        help=f"of {names} (default: {' '.join(IMPLEMENTATIONS)}, timm where installed)")  # fmt: skip
     add("--modes", nargs="+", default=list(MODES), choices=MODES)
     add("--dtype", type=dtypes, default=list(DTYPES), help="float32, bfloat16 or both (the default), comma-separated")
     add("--int8", action="store_true", help="also inference with int8 linear layers (torchao: the int8 extra)")
