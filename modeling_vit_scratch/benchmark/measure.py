@@ -14,6 +14,7 @@ from functools import partial
 from pathlib import Path
 
 import torch
+from PIL import Image
 from transformers import AutoConfig, AutoImageProcessor, AutoModelForImageClassification
 
 from ..errors import UserError
@@ -65,8 +66,6 @@ def matmul_flops(sizes: dict[str, int]) -> dict[str, float]:
 
 def model_only_seconds(folder: str, steps: int, batch: int, bf16: bool) -> float:
     """Seconds of `steps` training steps of a new model from `folder`'s config on inputs of its processor's shape."""
-    from PIL import Image
-
     torch.manual_seed(0)
     config = AutoConfig.from_pretrained(folder)
     pixels = AutoImageProcessor.from_pretrained(folder)(Image.new("RGB", (32, 32)), return_tensors="pt")
