@@ -1,7 +1,5 @@
-"""End to end: the training command with a recipe, as a user runs it (its whole data path: decoding, augmentation,
-the image processor, evaluation and checkpoints as the recipe asks), against the same steps of its model alone, in
-alternating order over rounds. What the run did is read from the files it wrote (all_results.json,
-training_record.json)."""
+"""End to end: the training command with a recipe as a user runs it (its whole data path, evaluation and checkpoints
+as the recipe asks) against the same steps of its model alone; what the run did is read from the files it wrote."""
 
 import statistics
 import subprocess
@@ -33,46 +31,27 @@ def training_run(recipe: str, steps: int | None, extra: list[str], folder: Path,
         raise UserError(f"the training command with {recipe} failed (exit code {done.returncode}): see its lines above")
     metrics = read_json(folder / "all_results.json")
     record = read_json(folder / "training_record.json")
-    return dict(
-        folder=folder,
-        seconds=metrics["train_runtime"] + metrics.get("data_preparation_seconds", 0.0),
-        batch=metrics.get("total_train_batch_size") or record["total_batch"],
-        steps=steps or round(metrics["train_runtime"] * metrics["train_steps_per_second"]),
-        bf16=str(record.get("precision")).startswith("bf16"),
-    )
-
-
-def model_only(trained: dict, args) -> float:
-    """The model-alone seconds of a training run's steps, in a fresh worker process."""
-    request = ("model_only", str(trained["folder"]), trained["steps"], trained["batch"], trained["bf16"])
-    return once(f"the model alone of {trained['folder']}", request, args)
+    steps = steps or round(metrics["train_runtime"] * metrics["train_steps_per_second"])
+    batch, bf16 = metrics.get("total_train_batch_size") or record["total_batch"], record["precision"].startswith("bf16")
+    seconds = metrics["train_runtime"] + metrics.get("data_preparation_seconds", 0.0)
+    return dict(folder=folder, seconds=seconds, fit=(steps, batch, bf16))  # what the model alone runs again
 
 
 def end_to_end(args) -> list[dict]:
-    """For each recipe, `args.rounds` rounds of the training command and the same steps of the same model alone,
-    the model alone first every other round (built from the previous round's folder). A round's ratio is the two
-    times' quotient; a row gives medians over rounds."""
-    rows = []
+    """Per recipe, `args.rounds` rounds of the training command and of the same steps of its model alone (in a fresh
+    process, first every other round: built from the previous round's folder); a row holds medians over rounds."""
+    rows, alone = [], lambda run: once("the model alone", ("model_only", str(run["folder"]), *run["fit"]), args)
     for recipe in args.end_to_end:
-        samples, previous = [], None
+        samples, run = [], None
         with tempfile.TemporaryDirectory() as scratch:
             for index in range(args.rounds):
-                alone = model_only(previous, args) if index % 2 else None
-                previous = training_run(recipe, args.end_to_end_steps, args.train_args, Path(scratch, str(index)), args)
-                alone = model_only(previous, args) if alone is None else alone
-                samples.append(dict(end_to_end_seconds=previous["seconds"], model_only_seconds=alone))
+                before = alone(run) if index % 2 else None
+                run = training_run(recipe, args.end_to_end_steps, args.train_args, Path(scratch, str(index)), args)
+                samples.append(dict(end_to_end_seconds=run["seconds"], model_only_seconds=before or alone(run)))
                 print(f"  {recipe}: round {index + 1}/{args.rounds}", file=sys.stderr)
-        rows.append(
-            dict(
-                recipe=recipe,
-                train_args=" ".join(args.train_args),
-                steps=previous["steps"],
-                batch=previous["batch"],
-                precision="bf16" if previous["bf16"] else "float32",
-                end_to_end_seconds=statistics.median(s["end_to_end_seconds"] for s in samples),
-                model_only_seconds=statistics.median(s["model_only_seconds"] for s in samples),
-                ratio=statistics.median(s["end_to_end_seconds"] / s["model_only_seconds"] for s in samples),
-                samples=samples,
-            )
-        )
+        median = {key: statistics.median(sample[key] for sample in samples) for key in samples[0]}
+        ratio = statistics.median(s["end_to_end_seconds"] / s["model_only_seconds"] for s in samples)
+        steps, batch, bf16 = run["fit"]
+        row = dict(recipe=recipe, train_args=" ".join(args.train_args), steps=steps, batch=batch)
+        rows.append(dict(row, precision="bf16" if bf16 else "float32", **median, ratio=ratio, samples=samples))
     return rows

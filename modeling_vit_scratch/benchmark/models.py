@@ -1,12 +1,6 @@
-"""What the benchmark measures: the configurations, how each implementation builds them with the same
-hyper-parameters and random weights (as a user gets it by default), the precisions of a step, and the
-matrix-multiply FLOPs of a forward pass.
-
-`digits` is the model `make train` trains (configs/models/model_digits_convstem.json): a convolutional stem, then
-1x1 patches. transformers' ViT has no stem, so a config with one (`digits`, the R26+S/32 hybrid `r26s32_224`) is
-measured against timm alone; `digits-plain` (configs/models/model_digits.json) is the same transformer on plain
-4x4 patches, which every implementation builds.
-"""
+"""What the benchmark measures: the configs (architectures of configs/models), each implementation built at them
+with random weights as a user gets it, the precisions, and a forward pass's FLOPs. transformers' ViT has no stem: a
+config with one (`digits`, `make train`'s model; the hybrid `r26s32_224`) is measured against timm alone."""
 
 import tempfile
 from functools import partial
@@ -45,7 +39,7 @@ PEERS = ("transformers-eager", "timm")  # the fastest of these, chunk by chunk, 
 MODES = ("inference", "train")
 # float32; bf16 autocast (float32 weights); weights loaded in bf16 (inference); int8 linear layers (inference, --int8)
 PRECISIONS, INT8 = ("float32", "bf16-autocast", "bf16-weights"), "int8"
-DTYPE_OF = {"float32": torch.float32, "bf16-autocast": torch.bfloat16, "bf16-weights": torch.bfloat16, INT8: torch.int8}
+DTYPE_OF = {"float32": "float32", "bf16-autocast": "bfloat16", "bf16-weights": "bfloat16", INT8: "int8"}
 NUM_LABELS = 10
 
 
@@ -111,7 +105,7 @@ def forward_flops(config: dict) -> float:
     return layers * per_layer + 2 * (tokens - 1) * config["num_channels"] * config["patch_size"] ** 2 * dim
 
 
-def precisions_for(mode: str, dtypes: list[torch.dtype], int8: bool = False) -> list[str]:
+def precisions_for(mode: str, dtypes: list[str], int8: bool = False) -> list[str]:
     """The precisions measured for `mode`: those of the dtypes asked for; bf16 weights and int8 at inference only."""
     wanted = [precision for precision in PRECISIONS if DTYPE_OF[precision] in dtypes] + ([INT8] if int8 else [])
     return [precision for precision in wanted if mode == "inference" or precision in PRECISIONS[:2]]

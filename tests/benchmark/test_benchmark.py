@@ -131,7 +131,7 @@ def test_end_to_end_reads_the_training_runs_files_and_shows_no_token(tmp_path, m
     runs = iter([12.0, 10.0, 11.0])
 
     def training_run(recipe, steps, extra, folder, args):
-        return dict(folder=folder, seconds=next(runs), batch=64, steps=steps, bf16=False)
+        return dict(folder=folder, seconds=next(runs), fit=(steps, 64, False))
 
     monkeypatch.setattr(end_to_end, "training_run", training_run)
     monkeypatch.setattr(end_to_end, "once", lambda name, request, args: 10.0)
@@ -162,7 +162,7 @@ def test_the_training_run_is_read_from_all_results_and_the_record(tmp_path, monk
     monkeypatch.setattr(end_to_end.subprocess, "run", finished)
     args = SimpleNamespace(glibc_malloc_defaults=False)
     trained = end_to_end.training_run("r.json", None, ["--output_dir", "x"], tmp_path / "run", args)
-    assert (trained["seconds"], trained["batch"], trained["steps"], trained["bf16"]) == (21.5, 32, 44, True)
+    assert (trained["seconds"], trained["fit"]) == (21.5, (44, 32, True))
     assert given[0][given[0].index("r.json") :].count("--output_dir") == 2  # the benchmark's comes last
     assert given[0][-1] == "false" and given[0][-2] == "--push_to_hub"
 
