@@ -115,7 +115,7 @@ def fixed_input(config) -> torch.Tensor:
 def check_reload(model, stage: Path, scratch: Path) -> None:
     """The stage, loaded in a new process with no token in reach and with the repo's own code, gives the logits of
     `model` (the folder as loaded here), bit for bit."""
-    pixels = fixed_input(model.config)
+    pixels = fixed_input(model.config).to(model.dtype)
     with torch.no_grad():
         expected = model(pixel_values=pixels).logits
     torch.save(pixels, scratch / "inputs.pt")
