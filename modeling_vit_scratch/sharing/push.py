@@ -115,7 +115,7 @@ def fixed_input(config) -> torch.Tensor:
 def check_reload(model, stage: Path, scratch: Path) -> None:
     """The stage, loaded in a new process with no token in reach and with the repo's own code, gives the logits of
     `model` (the folder as loaded here), bit for bit."""
-    pixels = fixed_input(model.config)
+    pixels = fixed_input(model.config).to(model.dtype)
     with torch.no_grad():
         expected = model(pixel_values=pixels).logits
     torch.save(pixels, scratch / "inputs.pt")
@@ -198,6 +198,8 @@ def push_folder(
     for name, value in (("REPO_ID", repo_id), ("--revision", revision), ("--commit_message", commit_message)):
         if value and redact(value) != value:
             raise UserError(f"{name} holds a Hub token: nothing was sent; give it without the token")
+    if "/" not in repo_id:  # a bare name is in the token owner's namespace: the card and the lines name it in full
+        repo_id = f"{HfApi(token=token).whoami()['name']}/{repo_id}"
     folder = Path(folder)
     if not folder.is_dir():
         raise UserError(f"FOLDER {shown(folder)} is not a folder: give the folder save_pretrained or train wrote")
@@ -213,7 +215,13 @@ def push_folder(
                 f"{shown(leaks[0].name)} (as staged from FOLDER) holds a Hub token: nothing was sent; remove the "
                 "token from the folder's files and push again"
             )
-        return commit_stage(stage, folder, repo_id, private, revision, create_pr, commit_message, token, overwrite_card)
+        result = commit_stage(
+            stage, folder, repo_id, private, revision, create_pr, commit_message, token, overwrite_card
+        )
+        left = sorted({entry.name for entry in folder.iterdir()} - {entry.name for entry in stage.iterdir()})
+        if left := [name for name in left if not name.endswith(".safetensors") and name != "README.md"]:
+            result.notes.append(f"Not sent (not part of the model): {shown(', '.join(left))}.")
+        return result
 
 
 def commit_stage(stage, folder, repo_id, private, revision, create_pr, message, token, overwrite_card) -> PushResult:
@@ -221,7 +229,6 @@ def commit_stage(stage, folder, repo_id, private, revision, create_pr, message, 
     api = HfApi(token=token)
     on_interrupt("Interrupted before the commit: nothing was committed; run the same command again to push.")
     url = api.create_repo(repo_id, private=private, exist_ok=True)
-    repo_id = url.repo_id  # a bare name is in the token owner's namespace
     if revision and not create_pr and not revision.startswith("refs/"):
         api.create_branch(repo_id, branch=revision, exist_ok=True)
     base = revision if revision and not create_pr else None

@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 from helpers import REPO, tiny_config
-from hub_server import TOKEN, local_hub  # noqa: F401  (local_hub is a fixture)
+from hub_server import TOKEN, USER, local_hub  # noqa: F401  (local_hub is a fixture)
 from huggingface_hub import HfApi, constants
 from transformers import ViTImageProcessor
 
@@ -58,19 +58,19 @@ def hub_logits(hub, tmp_path, repo_id):
 
 def test_a_trained_folder_pushes_reloads_from_the_hub_and_a_second_push_changes_nothing(local_hub, tmp_path):  # noqa: F811
     model = trained_folder(tmp_path / "run")
-    first = push_command(local_hub, tmp_path, tmp_path / "run", "someone/tiny")
+    first = push_command(local_hub, tmp_path, tmp_path / "run", f"{USER}/tiny")
     assert first.returncode == 0, first.stderr[-2000:]
-    assert local_hub.url in first.stdout and "someone/tiny" in first.stdout
-    files = local_hub.files("someone/tiny")
+    assert local_hub.url in first.stdout and f"{USER}/tiny" in first.stdout
+    files = local_hub.files(f"{USER}/tiny")
     assert {"README.md", "model.safetensors", "modeling_vit_scratch.py", "training_record.json"} <= set(files)
-    assert "notes.txt" not in files
+    assert "notes.txt" not in files and "notes.txt" in first.stdout
     assert not any(TOKEN.encode() in content for content in files.values())
     with torch.no_grad():
-        assert torch.equal(hub_logits(local_hub, tmp_path, "someone/tiny"), model(pixel_values=PIXELS).logits)
-    commits = local_hub.commits("someone/tiny")
-    second = push_command(local_hub, tmp_path, tmp_path / "run", "someone/tiny")
+        assert torch.equal(hub_logits(local_hub, tmp_path, f"{USER}/tiny"), model(pixel_values=PIXELS).logits)
+    commits = local_hub.commits(f"{USER}/tiny")
+    second = push_command(local_hub, tmp_path, tmp_path / "run", "tiny")  # a bare name: the token owner's
     assert second.returncode == 0, second.stderr[-2000:]
-    assert local_hub.commits("someone/tiny") == commits and commits[0][0] in second.stdout
+    assert local_hub.commits(f"{USER}/tiny") == commits and commits[0][0] in second.stdout
 
 
 @pytest.fixture
