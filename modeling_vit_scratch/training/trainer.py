@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from transformers import Trainer, TrainerCallback, set_seed
-from transformers.trainer_utils import get_last_checkpoint
 
 from modeling_vit_scratch.errors import UserError, on_interrupt
 from modeling_vit_scratch.folders import LOCK, MARKER, OutputFolder, ours, remove_entry
@@ -226,12 +225,20 @@ class KeepRun(TrainerCallback):
             (folder / RUN_FILE).write_text(json.dumps(self.run) + "\n")
 
 
+def last_checkpoint(folder: Path) -> str | None:
+    """The last complete checkpoint in `folder` (its `trainer_state.json` is written last): one cut off mid-save by
+    a stop is passed over."""
+    steps = [(int(path.name.split("-")[1]), path) for path in folder.glob("checkpoint-*") if path.name[11:].isdigit()]
+    complete = [path for _, path in sorted(steps) if (path / "trainer_state.json").is_file()]
+    return str(complete[-1]) if complete else None
+
+
 def resolved_checkpoint(resume: str | None, output_dir: Path) -> str | None:
     """The checkpoint --resume_from_checkpoint names: `true` is the last one in --output_dir; None for none."""
     if resume is None or str(resume).strip().lower() in ("", "false", "none"):
         return None
     if str(resume).strip().lower() == "true":
-        last = get_last_checkpoint(output_dir) if output_dir.is_dir() else None
+        last = last_checkpoint(output_dir)
         if last is None:
             raise UserError(
                 f"--resume_from_checkpoint true: --output_dir {shown(output_dir)} holds no checkpoint: run without "
@@ -323,7 +330,7 @@ def resume_command() -> str:
 
 def interrupted_line(output_dir: Path) -> str:
     """What Ctrl-C prints: the last checkpoint and the command that resumes from it, or that there is none yet."""
-    last = get_last_checkpoint(output_dir) if output_dir.is_dir() else None
+    last = last_checkpoint(output_dir)
     if last is None:
         return "Interrupted before the first checkpoint: run the same command again to start afresh."
     return f"Interrupted: the last checkpoint is {shown(last)}; resume with: {resume_command()}"
