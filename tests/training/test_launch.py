@@ -10,6 +10,7 @@ import time
 
 import pytest
 from helpers import MODEL_FOLDER_FILES, REPO, run_script, tiny_model_file, write_imagefolder
+from hub_server import TOKEN, USER, local_hub  # noqa: F401 (local_hub is a fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -57,3 +58,16 @@ def test_ctrl_c_names_the_last_checkpoint_and_the_command_that_resumes(tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     record = json.loads((tmp_path / "run" / "training_record.json").read_text())
     assert record["finished_at_step"] == step + 1 and len(record["legs"]) == 2
+
+
+def test_push_to_hub_sends_the_trained_folder_through_the_gate(tmp_path, local_hub):  # noqa: F811
+    repo_id = f"{USER}/tiny-run"
+    env = {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    done = local_hub.run(
+        REPO / "scripts" / "train.py", *arguments(tmp_path, "--max_steps", "1"), "--push_to_hub", "true",
+        "--hub_model_id", repo_id, hf_home=tmp_path / "home", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    files = local_hub.files(repo_id)
+    assert {"model.safetensors", "config.json", "README.md", "training_record.json"} <= set(files)
+    assert TOKEN not in done.stdout + done.stderr and all(TOKEN.encode() not in data for data in files.values())
