@@ -33,8 +33,10 @@ from modeling_vit_scratch.training.distillation import distillation_text, load_t
 from modeling_vit_scratch.training.ema import WeightAverage, copy_parameters, ema_text
 from modeling_vit_scratch.training.layer_decay import layer_decay_optimizer, layer_decay_text
 from modeling_vit_scratch.training.model_source import build_model, check_memory, model_plan
+from modeling_vit_scratch.training.policies import augmentation_policy
 from modeling_vit_scratch.training.precision import KeepPrecisionChoice, choose_bf16, precision_words
 from modeling_vit_scratch.training.record import training_record, write_results
+from modeling_vit_scratch.training.streaming import stream_metrics
 
 FIX = "--overwrite_output_dir true (or --resume_from_checkpoint true to continue)"
 RUN_FILE = "vit_scratch_run.json"  # in each checkpoint: the data's identity and the commands of the run so far
@@ -65,6 +67,7 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
         raise UserError(f"--output_dir {shown(output_dir)} holds the checkpoints of an earlier run: pass {FIX}")
     plan = model_plan(model_args)  # every error of the model arguments, before any data is read
     check_memory(plan.config, training_args.per_device_train_batch_size)
+    augmentation_policy(data_args, training_args)  # a bad augmentation setting, before any data is read
     hub_token, training_args.hub_token = training_args.hub_token, None  # the Trainer pickles its arguments
     push, training_args.push_to_hub = training_args.push_to_hub, False  # pushed below, through the sharing gate
     main = training_args.process_index == 0
@@ -125,8 +128,8 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
             total_train_batch_size=total_batch,
             wall_time_seconds=round(time.time() - started, 1),
         )
-        if data.streamed:
-            metrics["streamed_train_images"] = trainer.state.global_step * total_batch
+        if data.streamed:  # every process takes part: the images skipped are summed over them
+            metrics.update(stream_metrics(trainer, inputs.train))
         metrics.update({"precision_choice": choice} if choice else {})
         metrics.update({"ema_decay": model_args.ema_decay} if model_args.ema_decay is not None else {})
         notes = {
