@@ -55,6 +55,8 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
     output_args = output_args or OutputArguments()
     check_fields(model_args, data_args, output_args, training_args)
     set_total_batch(training_args, data_args.total_train_batch_size)
+    if training_args.fsdp and training_args.device.type == "cpu":  # accelerate would drop it without a word
+        raise UserError("--fsdp shards the model over GPUs and accelerate ignores it on CPU: drop --fsdp")
     output_dir = Path(training_args.output_dir)
     checkpoint = resolved_checkpoint(training_args.resume_from_checkpoint, output_dir)
     overwrite = output_args.overwrite_output_dir and not checkpoint
