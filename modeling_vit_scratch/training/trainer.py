@@ -74,7 +74,7 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
     push, training_args.push_to_hub = training_args.push_to_hub, False  # pushed below, through the sharing gate
     main = training_args.process_index == 0
     with folder if main else nullcontext():
-        on_interrupt(lambda: interrupted_line(output_dir))
+        on_interrupt(lambda: interrupted_line(output_dir, started if overwrite else 0.0))
         set_seed(training_args.seed)  # before the model is built: the initial weights follow --seed
         training_args.resume_from_checkpoint = checkpoint  # the resolved path (or None) for the data's callbacks
         data = read_data(data_args, training_args)
@@ -230,11 +230,12 @@ class KeepRun(TrainerCallback):
             (folder / RUN_FILE).write_text(json.dumps(self.run) + "\n")
 
 
-def last_checkpoint(folder: Path) -> str | None:
-    """The last complete checkpoint in `folder` (its `trainer_state.json` is written last): one cut off mid-save by
-    a stop is passed over."""
+def last_checkpoint(folder: Path, since: float = 0.0) -> str | None:
+    """The last complete checkpoint in `folder` (its `trainer_state.json` is written last) saved `since` then: one
+    cut off mid-save by a stop is passed over, and so is an earlier run's that an overwriting run replaces."""
     steps = [(int(path.name.split("-")[1]), path) for path in folder.glob("checkpoint-*") if path.name[11:].isdigit()]
-    complete = [path for _, path in sorted(steps) if (path / "trainer_state.json").is_file()]
+    states = [path / "trainer_state.json" for _, path in sorted(steps)]
+    complete = [state.parent for state in states if state.is_file() and state.stat().st_mtime >= since]
     return str(complete[-1]) if complete else None
 
 
@@ -333,9 +334,9 @@ def resume_command() -> str:
     return plain_command([*kept, "--resume_from_checkpoint", "true"])
 
 
-def interrupted_line(output_dir: Path) -> str:
+def interrupted_line(output_dir: Path, since: float = 0.0) -> str:
     """What Ctrl-C prints: the last checkpoint and the command that resumes from it, or that there is none yet."""
-    last = last_checkpoint(output_dir)
+    last = last_checkpoint(output_dir, since)
     if last is None:
         return "Interrupted before the first checkpoint: run the same command again to start afresh."
     return f"Interrupted: the last checkpoint is {shown(last)}; resume with: {resume_command()}"
