@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from transformers import Trainer, TrainerCallback, set_seed
-from transformers.trainer_utils import get_last_checkpoint
 
 from modeling_vit_scratch.errors import UserError, on_interrupt
 from modeling_vit_scratch.folders import LOCK, MARKER, OutputFolder, ours, remove_entry
@@ -34,8 +33,10 @@ from modeling_vit_scratch.training.distillation import distillation_text, load_t
 from modeling_vit_scratch.training.ema import WeightAverage, copy_parameters, ema_text
 from modeling_vit_scratch.training.layer_decay import layer_decay_optimizer, layer_decay_text
 from modeling_vit_scratch.training.model_source import build_model, check_memory, model_plan
+from modeling_vit_scratch.training.policies import augmentation_policy
 from modeling_vit_scratch.training.precision import KeepPrecisionChoice, choose_bf16, precision_words
 from modeling_vit_scratch.training.record import training_record, write_results
+from modeling_vit_scratch.training.streaming import stream_metrics
 
 FIX = "--overwrite_output_dir true (or --resume_from_checkpoint true to continue)"
 RUN_FILE = "vit_scratch_run.json"  # in each checkpoint: the data's identity and the commands of the run so far
@@ -54,6 +55,8 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
     output_args = output_args or OutputArguments()
     check_fields(model_args, data_args, output_args, training_args)
     set_total_batch(training_args, data_args.total_train_batch_size)
+    if training_args.fsdp and training_args.device.type == "cpu":  # accelerate would drop it without a word
+        raise UserError("--fsdp shards the model over GPUs and accelerate ignores it on CPU: drop --fsdp")
     output_dir = Path(training_args.output_dir)
     checkpoint = resolved_checkpoint(training_args.resume_from_checkpoint, output_dir)
     overwrite = output_args.overwrite_output_dir and not checkpoint
@@ -66,11 +69,12 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
         raise UserError(f"--output_dir {shown(output_dir)} holds the checkpoints of an earlier run: pass {FIX}")
     plan = model_plan(model_args)  # every error of the model arguments, before any data is read
     check_memory(plan.config, training_args.per_device_train_batch_size)
+    augmentation_policy(data_args, training_args)  # a bad augmentation setting, before any data is read
     hub_token, training_args.hub_token = training_args.hub_token, None  # the Trainer pickles its arguments
     push, training_args.push_to_hub = training_args.push_to_hub, False  # pushed below, through the sharing gate
     main = training_args.process_index == 0
     with folder if main else nullcontext():
-        on_interrupt(lambda: interrupted_line(output_dir))
+        on_interrupt(lambda: interrupted_line(output_dir, started if overwrite else 0.0))
         set_seed(training_args.seed)  # before the model is built: the initial weights follow --seed
         training_args.resume_from_checkpoint = checkpoint  # the resolved path (or None) for the data's callbacks
         data = read_data(data_args, training_args)
@@ -126,8 +130,8 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
             total_train_batch_size=total_batch,
             wall_time_seconds=round(time.time() - started, 1),
         )
-        if data.streamed:
-            metrics["streamed_train_images"] = trainer.state.global_step * total_batch
+        if data.streamed:  # every process takes part: the images skipped are summed over them
+            metrics.update(stream_metrics(trainer, inputs.train))
         metrics.update({"precision_choice": choice} if choice else {})
         metrics.update({"ema_decay": model_args.ema_decay} if model_args.ema_decay is not None else {})
         notes = {
@@ -226,12 +230,21 @@ class KeepRun(TrainerCallback):
             (folder / RUN_FILE).write_text(json.dumps(self.run) + "\n")
 
 
+def last_checkpoint(folder: Path, since: float = 0.0) -> str | None:
+    """The last complete checkpoint in `folder` (its `trainer_state.json` is written last) saved `since` then: one
+    cut off mid-save by a stop is passed over, and so is an earlier run's that an overwriting run replaces."""
+    steps = [(int(path.name.split("-")[1]), path) for path in folder.glob("checkpoint-*") if path.name[11:].isdigit()]
+    states = [path / "trainer_state.json" for _, path in sorted(steps)]
+    complete = [state.parent for state in states if state.is_file() and state.stat().st_mtime >= since]
+    return str(complete[-1]) if complete else None
+
+
 def resolved_checkpoint(resume: str | None, output_dir: Path) -> str | None:
     """The checkpoint --resume_from_checkpoint names: `true` is the last one in --output_dir; None for none."""
     if resume is None or str(resume).strip().lower() in ("", "false", "none"):
         return None
     if str(resume).strip().lower() == "true":
-        last = get_last_checkpoint(output_dir) if output_dir.is_dir() else None
+        last = last_checkpoint(output_dir)
         if last is None:
             raise UserError(
                 f"--resume_from_checkpoint true: --output_dir {shown(output_dir)} holds no checkpoint: run without "
@@ -321,9 +334,9 @@ def resume_command() -> str:
     return plain_command([*kept, "--resume_from_checkpoint", "true"])
 
 
-def interrupted_line(output_dir: Path) -> str:
+def interrupted_line(output_dir: Path, since: float = 0.0) -> str:
     """What Ctrl-C prints: the last checkpoint and the command that resumes from it, or that there is none yet."""
-    last = get_last_checkpoint(output_dir) if output_dir.is_dir() else None
+    last = last_checkpoint(output_dir, since)
     if last is None:
         return "Interrupted before the first checkpoint: run the same command again to start afresh."
     return f"Interrupted: the last checkpoint is {shown(last)}; resume with: {resume_command()}"

@@ -115,3 +115,9 @@ def test_every_argument_has_help_and_the_groups_keep_their_names():
     for name in ("model", "teacher", "ema_decay", "layer_decay", "bf16_when_faster", "streaming", "dataset"):
         assert name in names
     assert "overwrite_output_dir" in names and "resume_from_checkpoint" in names and "push_to_hub" in names
+
+
+def test_fsdp_on_cpu_is_refused_before_any_folder_is_made(tmp_path):
+    with pytest.raises(SystemExit) as stop:
+        main(["--output_dir", str(tmp_path / "out"), "--fsdp", "full_shard", "--max_steps", "1"])
+    assert "--fsdp" in str(stop.value.code) and not (tmp_path / "out").exists()

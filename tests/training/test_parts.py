@@ -3,6 +3,7 @@ decay's groups, the metrics over evaluation views, the model source's overrides 
 words and its kept choice."""
 
 import json
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -21,7 +22,13 @@ from modeling_vit_scratch.training.ema import AVERAGE_FILE, WeightAverage
 from modeling_vit_scratch.training.layer_decay import layer_decay_groups
 from modeling_vit_scratch.training.model_source import ModelPlan, build_model, check_memory, parse_overrides
 from modeling_vit_scratch.training.precision import PRECISION_CHOICE_FILE, choose_bf16, precision_words
-from modeling_vit_scratch.training.trainer import accuracy_metrics, by_image, resume_command
+from modeling_vit_scratch.training.trainer import (
+    accuracy_metrics,
+    by_image,
+    interrupted_line,
+    last_checkpoint,
+    resume_command,
+)
 
 LOGITS = st.lists(st.floats(-20, 20, allow_nan=False), min_size=4, max_size=4)
 
@@ -149,3 +156,15 @@ def test_the_resume_command_drops_what_starts_afresh(monkeypatch):
     command = resume_command()
     assert "--overwrite_output_dir" not in command and "--resume_from_checkpoint=x" not in command
     assert command.endswith("r.json --seed 3 --resume_from_checkpoint true")
+
+
+def test_the_interrupt_line_names_the_last_complete_checkpoint_of_this_run(tmp_path, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["scripts/train.py", "--output_dir", str(tmp_path)])
+    for step in (1, 2, 10):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+    for step in (1, 2):  # checkpoint-10 was cut off mid-save
+        (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    line = interrupted_line(tmp_path)
+    assert "checkpoint-2" in line and line.endswith("--resume_from_checkpoint true")
+    assert last_checkpoint(tmp_path, since=time.time() + 60) is None  # an earlier run's, which this one replaces
+    assert "first checkpoint" in interrupted_line(tmp_path, since=time.time() + 60)
