@@ -15,6 +15,7 @@ read next. Training glue, never imported by the model files.
 """
 
 import copy
+import hashlib
 import itertools
 import json
 import logging
@@ -168,12 +169,10 @@ class StreamedImages(torch.utils.data.IterableDataset):
         return {"pixel_values": item["pixel_values"][0], "labels": row["label"], "augment": True}
 
     def skip(self, cell: dict, error: Exception) -> None:
-        """Count a bad image once, by its path or its place in the stream; past `--max_bad_images`, stop."""
+        """Count a bad image once, by its path or its bytes; past `--max_bad_images`, stop."""
         state = self.state
-        name = (
-            cell.get("path")
-            or f"process {self.rank}, pass {state['epoch']}, window {state['window']}, row {state['taken']}"
-        )
+        stored = hashlib.sha256(cell.get("bytes") or b"").hexdigest()[:12]
+        name = cell.get("path") or f"an image stored in the set (sha256 {stored}...)"  # the same in every pass
         if name not in state["bad"]:
             state["bad"].append(name)
             logger.warning("Skipped an image that cannot be decoded: %s (%s)", shown(name), shown(error))
