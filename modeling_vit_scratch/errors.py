@@ -3,8 +3,8 @@
 Every command's `main(argv)` is decorated with `command`: a `UserError`, or an error one of the libraries raises for
 bad input or a machine's state (argparse, huggingface_hub's typed errors, safetensors, datasets, a config's
 validation, an `OSError` such as a full disk or a denied write), ends the command with exit status 1 and one line,
-`error: ...`, through `secrets.shown` (no token, no control character). Ctrl-C and SIGTERM end it with the line the
-room set with `on_interrupt` (130 / 143). Any other exception is a bug: its traceback is printed, redacted.
+`error: ...`, through `secrets.shown` (no token, no control character). Ctrl-C, SIGTERM and SIGHUP end it with the
+line the room set with `on_interrupt` (exit status 130 / 143 / 129). Any other exception is a bug: its traceback is printed, redacted.
 What a library prints to stderr itself (argparse's usage error) is redacted too.
 
 Training glue, never imported by the model files.
@@ -14,7 +14,9 @@ import argparse
 import errno
 import functools
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -85,6 +87,27 @@ def on_interrupt(line: str | Callable[[], str | None] | None) -> None:
     _interrupt_line[0] = line
 
 
+class Stopped(KeyboardInterrupt):
+    """A stop by SIGTERM or SIGHUP, raised where the command is, as Ctrl-C is: `code` is the shell's exit status."""
+
+    def __init__(self, number: int):
+        super().__init__(number)
+        self.code = 128 + number
+
+
+def raise_stopped(number: int, frame) -> None:
+    raise Stopped(number)
+
+
+def take_signals() -> None:
+    """SIGTERM (what `kill`, `timeout` and schedulers send) and SIGHUP (the terminal closed) stop a command as Ctrl-C
+    does. Signal handlers belong to the main thread; a signal the process was started ignoring stays ignored."""
+    if threading.current_thread() is threading.main_thread():
+        for number in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(number) is not signal.SIG_IGN:
+                signal.signal(number, raise_stopped)
+
+
 def speaks() -> bool:
     """Whether this process says the lines every process of a launched run would say alike: the first on its machine."""
     return os.environ.get("LOCAL_RANK", "0").strip() in ("", "0")
@@ -100,6 +123,7 @@ def command(main: Callable[[list[str]], object]) -> Callable[[list[str] | None],
         redact_logs()
         sys.excepthook = redacted_traceback
         on_interrupt(NOTHING_DONE)
+        take_signals()
         stderr, sys.stderr = sys.stderr, RedactedStream(sys.stderr)
         try:
             return main(argv)

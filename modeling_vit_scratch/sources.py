@@ -10,9 +10,13 @@ safetensors, and an `auto_map` naming any code but the package's own unless the 
 Training glue, never imported by the model files.
 """
 
+import hashlib
 import json
 import os
 from pathlib import Path
+
+import torch
+from safetensors import safe_open
 
 from .configuration_vit_scratch import MODEL_FILES
 from .errors import UserError
@@ -122,3 +126,16 @@ def load_model(
     check_model_folder(folder, trust_remote_code=trust_remote_code, argument=argument)
     auto_class = auto_class or AutoModelForImageClassification
     return auto_class.from_pretrained(folder, use_safetensors=True, trust_remote_code=trust_remote_code, **kwargs)
+
+
+def weights_sha256(folder: str | os.PathLike) -> str:
+    """SHA-256 of the tensors in `folder`'s safetensors files (name, dtype, shape, bytes), whatever their sharding:
+    what a training or conversion record keeps of the weights it describes, and what the card and push compare."""
+    entries = []
+    for path in sorted(Path(folder).glob("*.safetensors")):
+        with safe_open(str(path), framework="pt") as weights:
+            for name in weights.keys():  # noqa: SIM118 (safe_open is no dict)
+                tensor = weights.get_tensor(name).contiguous()
+                data = hashlib.sha256(tensor.reshape(-1).view(torch.uint8).numpy().tobytes()).hexdigest()
+                entries.append(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|{data}\n")
+    return hashlib.sha256("".join(sorted(entries)).encode()).hexdigest()

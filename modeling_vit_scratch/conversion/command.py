@@ -17,20 +17,18 @@ tolerance); only a folder that passes moves into place. A folder that already ho
 """
 
 import argparse
-import hashlib
 import importlib.metadata
 import json
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 from transformers import AutoModel, AutoModelForImageClassification
 
 from ..errors import UserError, command, on_interrupt
 from ..folders import MODEL_NAMES, OutputFolder
 from ..image_processing_vit_scratch import ViTScratchImageProcessor
 from ..secrets import shown
-from ..sources import check_model_folder, is_local, load_model, read_json, resolve
+from ..sources import check_model_folder, is_local, load_model, read_json, resolve, weights_sha256
 from .convert import from_timm, from_transformers, to_transformers
 from .timm_source import timm_model
 
@@ -95,19 +93,6 @@ def check_parity(reference, converted, config, dtype: torch.dtype) -> str:
     if not difference <= tolerance:
         raise UserError(f"the written folder does not compute what its source computes ({verdict}): report this")
     return f"Parity with the source model: {verdict}."
-
-
-def weights_sha256(folder: Path) -> str:
-    """SHA-256 over the folder's tensors (name, dtype, shape, bytes), whatever their sharding: the record names the
-    weights it describes, so a reader can tell whether they were changed since."""
-    entries = []
-    for path in sorted(folder.glob("*.safetensors")):
-        with safe_open(path, framework="pt") as weights:
-            for name in weights.keys():  # noqa: SIM118 (safe_open is no dict)
-                tensor = weights.get_tensor(name).contiguous()
-                data = hashlib.sha256(tensor.reshape(-1).view(torch.uint8).numpy().tobytes()).hexdigest()
-                entries.append(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|{data}\n")
-    return hashlib.sha256("".join(sorted(entries)).encode()).hexdigest()
 
 
 def read_source(args: argparse.Namespace):

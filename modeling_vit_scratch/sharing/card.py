@@ -13,7 +13,6 @@ card's HTML, so a label `<img onerror=...>` would otherwise be live). Local path
 Training glue, never imported by the model files.
 """
 
-import hashlib
 import html
 import math
 import os
@@ -23,7 +22,7 @@ from pathlib import Path
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from ..secrets import shown
-from ..sources import read_json
+from ..sources import read_json, weights_sha256
 
 TEMPLATE = Path(__file__).with_name("model_card.md")  # a link to the repository's model_card.md
 RECORD_FILE, CONVERSION_FILE, RESULTS_FILE = "training_record.json", "conversion_record.json", "all_results.json"
@@ -80,22 +79,6 @@ def public(text: object) -> str:
 def public_command(command: str) -> str:
     """A command line with each absolute path cut to its last part."""
     return ABSOLUTE.sub(lambda found: Path(found.group(0).rstrip("/")).name or found.group(0), command)
-
-
-def weights_sha256(folder: str | os.PathLike) -> str:
-    """SHA-256 of the tensors in `folder`'s safetensors files (name, dtype, shape, bytes), whatever their sharding:
-    the digest a training record keeps of the weights its metrics were measured on."""
-    import torch
-    from safetensors import safe_open
-
-    entries = []
-    for path in sorted(Path(folder).glob("*.safetensors")):
-        with safe_open(str(path), framework="pt") as weights:
-            for name in weights.keys():  # noqa: SIM118 (safe_open is no dict)
-                tensor = weights.get_tensor(name).contiguous()
-                data = tensor.reshape(-1).view(torch.uint8).numpy().tobytes()
-                entries.append(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|{hashlib.sha256(data).hexdigest()}\n")
-    return hashlib.sha256("".join(sorted(entries)).encode()).hexdigest()
 
 
 def parameter_count(folder: Path) -> int:

@@ -2,9 +2,6 @@
 the arguments (`arguments.py`), train (`trainer.py`), and say where the model is. Bad input is one line, `error: ...`;
 Ctrl-C (or SIGTERM) is one line too: the last checkpoint and the command that resumes from it."""
 
-import signal
-import threading
-
 from modeling_vit_scratch.errors import command, speaks
 from modeling_vit_scratch.secrets import shown
 from modeling_vit_scratch.training.arguments import parse_arguments
@@ -12,20 +9,9 @@ from modeling_vit_scratch.training.precision import precision_words, training_pr
 from modeling_vit_scratch.training.trainer import train
 
 
-def stop(number: int, frame) -> None:
-    """SIGINT and SIGTERM as KeyboardInterrupt, so `command` prints the run's line and exits 128 + the signal."""
-    interrupt = KeyboardInterrupt()
-    interrupt.code = 128 + number
-    raise interrupt
-
-
 @command
 def main(argv: list[str]) -> None:
     """Train as `argv` says, and say where the model is and how to load it."""
-    if threading.current_thread() is threading.main_thread():
-        for number in (signal.SIGINT, signal.SIGTERM):
-            if signal.getsignal(number) is not signal.SIG_IGN:
-                signal.signal(number, stop)
     model_args, data_args, output_args, training_args = parse_arguments(argv)
     metrics = train(model_args, data_args, training_args, output_args)
     if training_args.process_index == 0 and speaks():

@@ -6,6 +6,8 @@ model keeps its body; a new label set gets new heads, initialised afresh. With `
 distillation token (and its second head); a saved one must have it.
 """
 
+import dataclasses
+import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,10 +57,21 @@ def parse_overrides(text: str | None) -> dict:
     return overrides
 
 
+def check_config_fields(given: dict) -> None:
+    """Refuse a field no config has (a typo such as `hiden_size`): transformers would store it and build the default."""
+    known = {field.name for field in dataclasses.fields(ViTScratchConfig)} | set(PreTrainedConfig().to_dict())
+    for key in given:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+            hint = f"did you mean {close[0]!r}?" if close else "see configs/models/*.json for the fields"
+            raise UserError(f"unknown config field {shown(key)!r}: {hint}")
+
+
 def model_plan(args) -> ModelPlan:
     """The architecture of `args.model` (ModelArguments), every error in the model arguments said before any data is
     read; then a memory estimate at the batch size is checked by `check_memory`."""
     overrides = parse_overrides(args.config_overrides)
+    check_config_fields(overrides)
     if args.model in PRESETS:
         plan = ModelPlan(ViTScratchConfig.from_preset(args.model, **overrides), None, "num_channels" in overrides)
     elif args.model.endswith(".json") and Path(args.model).is_file():
@@ -66,6 +79,7 @@ def model_plan(args) -> ModelPlan:
         model_type = written.pop("model_type", ViTScratchConfig.model_type)
         fields = {**written, **overrides}
         if model_type == ViTScratchConfig.model_type:
+            check_config_fields(fields)
             config = ViTScratchConfig(**fields)
         else:  # a transformers image classifier (a teacher's architecture, e.g. resnet)
             config = AutoConfig.for_model(model_type, **fields)

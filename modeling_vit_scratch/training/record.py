@@ -10,7 +10,7 @@ batch, the seed, the processes, the precision, the augmentation, how the model w
 import json
 from pathlib import Path
 
-from modeling_vit_scratch.sharing.card import weights_sha256
+from modeling_vit_scratch.sources import weights_sha256
 from modeling_vit_scratch.training.curves import plot_confusion_matrix, plot_training_curves
 from modeling_vit_scratch.training.precision import training_precision
 

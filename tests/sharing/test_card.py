@@ -12,7 +12,8 @@ from markdown_it import MarkdownIt
 
 from modeling_vit_scratch import ViTScratchForImageClassification
 from modeling_vit_scratch.secrets import remember
-from modeling_vit_scratch.sharing.card import card_text, weights_sha256, write_card
+from modeling_vit_scratch.sharing.card import card_text, write_card
+from modeling_vit_scratch.sources import weights_sha256
 
 SECRET = "sk-card-test-secret-value-1234"  # remembered: a token the card must never show
 RECORD = dict(

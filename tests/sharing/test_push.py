@@ -14,8 +14,8 @@ from transformers import ViTImageProcessor
 from modeling_vit_scratch import ViTScratchForImageClassification
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.sharing import push
-from modeling_vit_scratch.sharing.card import weights_sha256
 from modeling_vit_scratch.sharing.push import push_folder
+from modeling_vit_scratch.sources import weights_sha256
 
 pytestmark = pytest.mark.integration
 PIXELS = torch.randn(2, 3, 20, 20, generator=torch.Generator().manual_seed(1))
