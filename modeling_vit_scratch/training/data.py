@@ -13,7 +13,6 @@ views, and for a stream its position in every checkpoint. Training glue, never i
 """
 
 import hashlib
-import io
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,12 +23,17 @@ import torch
 from datasets import ClassLabel, Dataset, DatasetDict, Features, IterableDataset, load_dataset, load_from_disk
 from datasets import Image as ImageFeature
 from datasets.data_files import SPLIT_KEYWORDS
-from PIL import Image, ImageOps
+from PIL import Image
 
 from modeling_vit_scratch.errors import UserError
-from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
 from modeling_vit_scratch.secrets import shown
-from modeling_vit_scratch.training.augmentation import RandomShiftRotate
+from modeling_vit_scratch.training.augmentation import (
+    Collate,
+    ImageTransform,
+    ProcessedImages,
+    RandomShiftRotate,
+    read_image,
+)
 from modeling_vit_scratch.training.checks import check_data, image_cells
 from modeling_vit_scratch.training.mixing import BatchMixing, soft_target_loss
 from modeling_vit_scratch.training.policies import augmentation_policy, describe_policy, training_augmentation
@@ -287,72 +291,6 @@ def read_data(data_args, training_args) -> ImageData:
     )
     check_data(data, data_args)
     return data
-
-
-def read_image(image) -> Image.Image:
-    """A PIL image (as it is), or an undecoded `{"bytes", "path"}` cell opened and decoded upright (EXIF), as
-    `datasets` decodes one."""
-    if isinstance(image, Image.Image):
-        return image
-    with Image.open(image["path"] if not image.get("bytes") else io.BytesIO(image["bytes"])) as opened:
-        opened.load()
-        return ImageOps.exif_transpose(opened)
-
-
-class ImageTransform:
-    """Rows -> {"pixel_values", "labels"} through the model's processor, each image first in the model's mode."""
-
-    def __init__(self, processor, training: bool = False):
-        self.processor, self.training = processor, training
-
-    def __call__(self, batch: dict) -> dict:
-        images = [to_model_mode(read_image(image), self.processor.num_channels) for image in batch["image"]]
-        pixel_values = self.processor(images, return_tensors="pt")["pixel_values"]
-        return {"pixel_values": list(pixel_values), "labels": list(batch["label"])}
-
-
-class ProcessedImages(torch.utils.data.Dataset):
-    """A split's rows through `transform`: processed once and held as tensors when they take at most `limit_mb`
-    (float32), else processed each time a batch is read. `training` marks items for the collator to augment."""
-
-    def __init__(self, split: Dataset, transform: ImageTransform, limit_mb: float, training: bool = False):
-        self.rows, self.training = (
-            split.cast_column("image", ImageFeature(decode=False)).with_transform(transform),
-            training,
-        )
-        self.pixel_values = None
-        size = transform.processor.size
-        each = transform.processor.num_channels * size["height"] * size["width"] * 4
-        if len(split) and len(split) * each <= limit_mb * 2**20:
-            self.pixel_values = torch.cat(
-                [torch.stack(self.rows[start : start + 256]["pixel_values"]) for start in range(0, len(split), 256)]
-            )
-        self.labels = list(split["label"])
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def __getitem__(self, index: int) -> dict:
-        pixels = self.pixel_values[index] if self.pixel_values is not None else self.rows[index]["pixel_values"]
-        return {"pixel_values": pixels, "labels": self.labels[index]} | ({"augment": True} if self.training else {})
-
-
-class Collate:
-    """Rows -> a batch; training rows (marked `augment`) are augmented and mixed here, on the batch as a whole."""
-
-    def __init__(self, augmentation: torch.nn.Module | None, mixing: BatchMixing | None):
-        self.augmentation, self.mixing = augmentation, mixing
-
-    def __call__(self, rows: list[dict]) -> dict:
-        pixel_values = torch.stack([row["pixel_values"] for row in rows])
-        labels = torch.tensor([row["labels"] for row in rows], dtype=torch.long)
-        if rows and rows[0].get("augment"):
-            with torch.no_grad():
-                if self.augmentation is not None:
-                    pixel_values = self.augmentation(pixel_values)
-                if self.mixing is not None:
-                    pixel_values, labels = self.mixing(pixel_values, labels)
-        return {"pixel_values": pixel_values, "labels": labels}
 
 
 @dataclass

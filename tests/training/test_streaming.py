@@ -18,7 +18,8 @@ from PIL import Image
 from modeling_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.training.arguments import DataArguments
-from modeling_vit_scratch.training.data import ImageTransform, read_data
+from modeling_vit_scratch.training.augmentation import ImageTransform
+from modeling_vit_scratch.training.data import read_data
 from modeling_vit_scratch.training.streaming import STATE_FILE, StreamedImages, StreamPosition, held_out_share
 
 ROWS = 40
