@@ -15,6 +15,7 @@ from datasets import Image as ImageFeature
 from PIL import Image, ImageOps
 from torch import nn
 
+from modeling_vit_scratch.errors import available_memory
 from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
 
 
@@ -90,7 +91,8 @@ class ImageTransform:
 
 class ProcessedImages(torch.utils.data.Dataset):
     """A split's rows through `transform`: processed once and held as tensors when they take at most `limit_mb`
-    (float32), else processed each time a batch is read. `training` marks items for the collator to augment."""
+    (float32) and half the free memory, else processed each time a batch is read. `training` marks items for the
+    collator to augment."""
 
     def __init__(self, split: Dataset, transform: ImageTransform, limit_mb: float, training: bool = False):
         self.rows, self.training = (
@@ -100,10 +102,14 @@ class ProcessedImages(torch.utils.data.Dataset):
         self.pixel_values = None
         size = transform.processor.size
         each = transform.processor.num_channels * size["height"] * size["width"] * 4
-        if len(split) and len(split) * each <= limit_mb * 2**20:
-            self.pixel_values = torch.cat(
-                [torch.stack(self.rows[start : start + 256]["pixel_values"]) for start in range(0, len(split), 256)]
+        needed = len(split) * each
+        if len(split) and needed <= limit_mb * 2**20 and needed < available_memory() / 2:  # else read anew each time
+            self.pixel_values = torch.empty(
+                (len(split), transform.processor.num_channels, size["height"], size["width"])
             )
+            for start in range(0, len(split), 256):
+                chunk = torch.stack(self.rows[start : start + 256]["pixel_values"])
+                self.pixel_values[start : start + len(chunk)] = chunk
         self.labels = list(split["label"])
 
     def __len__(self) -> int:
