@@ -80,8 +80,8 @@ def read_image(image) -> Image.Image:
 class ImageTransform:
     """Rows -> {"pixel_values", "labels"} through the model's processor, each image first in the model's mode."""
 
-    def __init__(self, processor, training: bool = False):
-        self.processor, self.training = processor, training
+    def __init__(self, processor):
+        self.processor = processor
 
     def __call__(self, batch: dict) -> dict:
         images = [to_model_mode(read_image(image), self.processor.num_channels) for image in batch["image"]]

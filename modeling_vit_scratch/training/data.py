@@ -229,20 +229,21 @@ def carved(splits: dict, data_args) -> dict:
             )
         except ValueError as error:
             raise UserError(
-                f"cannot carve a {role} split from train ({error}): add images, give the set a {role} split or change --{role}_fraction"
+                f"cannot carve a {role} split from train ({error}): add images, give the set a {role} split or "
+                f"change --{role}_fraction"
             ) from None
         splits["train"], splits[role] = parts["train"], parts["test"]
     return splits
 
 
-def identity(splits: dict, labels: list[str], root: Path | None, source: str) -> str:
+def identity(splits: dict, labels: list[str], root: Path | None) -> str:
     """A digest of the labels and of every row (an image's bytes, else its path inside the set and size; its label),
-    the same wherever the set lies; a stream's is that of its name and labels."""
+    the same wherever the set lies; a stream's is that of its labels and held-out rows."""
     digest = hashlib.sha256(repr((labels, sorted(splits))).encode())
     for role in sorted(splits):
         split = splits[role]
         if isinstance(split, IterableDataset):
-            digest.update(f"{role} streamed from {source}".encode())
+            digest.update(f"{role} streamed".encode())  # its held-out rows, in memory, stand for it
             continue
         for cell, label in zip(image_cells(split), split["label"], strict=True):
             if cell.get("bytes"):
@@ -287,7 +288,7 @@ def read_data(data_args, training_args) -> ImageData:
         labels=labels,
         num_channels=channels(splits["train"]),
         streamed=data_args.streaming,
-        identity=identity(splits, labels, root, data_args.dataset),
+        identity=identity(splits, labels, root),
     )
     check_data(data, data_args)
     return data
@@ -304,7 +305,7 @@ class ModelInputs:
     callbacks: list = field(default_factory=list)  # Trainer(callbacks=...): a stream's position in each checkpoint
     compute_loss: Callable | None = None  # Trainer(compute_loss_func=...): soft targets when mixing, else None
     train_loader: Callable[[int], torch.utils.data.DataLoader] | None = None  # a stream's own loader, unprepared
-    validation_views: int = 1  # rows are the images, then views - 1 copies of them: `views.view_averaged`
+    validation_views: int = 1  # the images, then views - 1 copies: averaged per image
     test_views: int = 1
     policy_words: str | None = None  # the augmentation in words, for the card and the record
 
@@ -336,9 +337,7 @@ def model_inputs(data: ImageData, processor, data_args, training_args, checkpoin
     )
     if data.streamed:
         training_args.ignore_data_skip = True  # the stream's saved position resumes it, not the Trainer's skipping
-        rows = StreamedImages(
-            data.train, ImageTransform(whole, training=True), data_args, training_args, len(data.labels)
-        )
+        rows = StreamedImages(data.train, ImageTransform(whole), data_args, training_args, len(data.labels))
         if checkpoint:
             rows.load(checkpoint)
         inputs.train, inputs.callbacks = rows, [StreamPosition(rows)]

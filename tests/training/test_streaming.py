@@ -61,8 +61,9 @@ def streamed(root: Path, rank: int = 0, world_size: int = 1, **overrides):
 PROCESSOR = ViTScratchImageProcessor.for_config(tiny_config(image_size=8))
 
 
-def rows_of(root: Path, rank: int = 0, world_size: int = 1, **overrides) -> StreamedImages:
-    data, args = streamed(root, rank, world_size, **overrides)
+def rows_of(root: Path, rank: int = 0, world_size: int = 1, read=None, **overrides) -> StreamedImages:
+    """A stream's training rows; `read` (a `streamed` answer) shares one reading between several of them."""
+    data, args = read or streamed(root, rank, world_size, **overrides)
     return StreamedImages(data.train, ImageTransform(PROCESSOR), args, process(rank, world_size), len(data.labels))
 
 
@@ -90,12 +91,13 @@ def shards(tmp_path_factory) -> Path:
 @given(st.integers(0, 40))
 def test_a_resumed_stream_yields_exactly_the_rows_an_uninterrupted_one_would(shards, stop):
     total = 40  # past the end of a pass (about 24 training rows): windows, passes and their reshuffles are crossed
-    whole = taken(rows_of(shards), total)
-    first = rows_of(shards)
+    read = streamed(shards)  # one reading: each StreamedImages keeps its own position in it
+    whole = taken(rows_of(shards, read=read), total)
+    first = rows_of(shards, read=read)
     before = taken(first, stop)
     with tempfile.TemporaryDirectory() as checkpoint:
         first.save(checkpoint)
-        second = rows_of(shards)
+        second = rows_of(shards, read=read)
         second.load(checkpoint)
         assert before + taken(second, total - stop) == whole
 
