@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 DIGITS = "digits"
 IMAGE_COLUMN_NAMES = ("image", "img", "images", "picture", "pixel_values")
-LABEL_COLUMN_NAMES = ("label", "labels", "class", "fine_label", "target")
+LABEL_COLUMN_NAMES = ("label", "labels", "class", "fine_label", "target", "cls")  # cls: WebDataset
 SPLIT_ROLES = {alias: str(role) for role, aliases in SPLIT_KEYWORDS.items() for alias in aliases}  # datasets' table
 ONE_CHANNEL_MODES = ("1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "F", "La")
 
