@@ -1,13 +1,22 @@
-"""Small random rotations and shifts of training batches (the `digits` policy: no flips, a flipped digit is another
-digit), resampled bilinearly with sub-pixel offsets, on whatever device the batch is on. Training glue, never
-imported by the model files.
+"""From rows to batches: each image read upright and put through the model's processor (`ImageTransform`), kept in
+memory as tensors when it fits (`ProcessedImages`), and training batches augmented and mixed as a whole in the
+collator (`Collate`); and the `digits` policy's small random rotations and shifts (`RandomShiftRotate`: no flips, a
+flipped digit is another digit), resampled bilinearly with sub-pixel offsets. Training glue, never imported by the
+model files.
 """
 
+import io
 import math
 from collections.abc import Sequence
 
 import torch
+from datasets import Dataset
+from datasets import Image as ImageFeature
+from PIL import Image, ImageOps
 from torch import nn
+
+from modeling_vit_scratch.errors import available_memory
+from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
 
 
 def per_channel(values, channels: int) -> torch.Tensor:
@@ -56,3 +65,74 @@ class RandomShiftRotate(nn.Module):
         grid = nn.functional.affine_grid(theta, list(pixels.shape), align_corners=False)
         moved = nn.functional.grid_sample(pixels, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
         return (moved + self.black).to(pixel_values.dtype)
+
+
+def read_image(image) -> Image.Image:
+    """A PIL image (as it is), or an undecoded `{"bytes", "path"}` cell opened and decoded upright (EXIF), as
+    `datasets` decodes one."""
+    if isinstance(image, Image.Image):
+        return image
+    with Image.open(image["path"] if not image.get("bytes") else io.BytesIO(image["bytes"])) as opened:
+        opened.load()
+        return ImageOps.exif_transpose(opened)
+
+
+class ImageTransform:
+    """Rows -> {"pixel_values", "labels"} through the model's processor, each image first in the model's mode."""
+
+    def __init__(self, processor):
+        self.processor = processor
+
+    def __call__(self, batch: dict) -> dict:
+        images = [to_model_mode(read_image(image), self.processor.num_channels) for image in batch["image"]]
+        pixel_values = self.processor(images, return_tensors="pt")["pixel_values"]
+        return {"pixel_values": list(pixel_values), "labels": list(batch["label"])}
+
+
+class ProcessedImages(torch.utils.data.Dataset):
+    """A split's rows through `transform`: processed once and held as tensors when they take at most `limit_mb`
+    (float32) and half the free memory, else processed each time a batch is read. `training` marks items for the
+    collator to augment."""
+
+    def __init__(self, split: Dataset, transform: ImageTransform, limit_mb: float, training: bool = False):
+        self.rows, self.training = (
+            split.cast_column("image", ImageFeature(decode=False)).with_transform(transform),
+            training,
+        )
+        self.pixel_values = None
+        size = transform.processor.size
+        each = transform.processor.num_channels * size["height"] * size["width"] * 4
+        needed = len(split) * each
+        if len(split) and needed <= limit_mb * 2**20 and needed < available_memory() / 2:  # else read anew each time
+            self.pixel_values = torch.empty(
+                (len(split), transform.processor.num_channels, size["height"], size["width"])
+            )
+            for start in range(0, len(split), 256):
+                chunk = torch.stack(self.rows[start : start + 256]["pixel_values"])
+                self.pixel_values[start : start + len(chunk)] = chunk
+        self.labels = list(split["label"])
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> dict:
+        pixels = self.pixel_values[index] if self.pixel_values is not None else self.rows[index]["pixel_values"]
+        return {"pixel_values": pixels, "labels": self.labels[index]} | ({"augment": True} if self.training else {})
+
+
+class Collate:
+    """Rows -> a batch; training rows (marked `augment`) are augmented and mixed here, on the batch as a whole."""
+
+    def __init__(self, augmentation: torch.nn.Module | None, mixing: nn.Module | None):
+        self.augmentation, self.mixing = augmentation, mixing
+
+    def __call__(self, rows: list[dict]) -> dict:
+        pixel_values = torch.stack([row["pixel_values"] for row in rows])
+        labels = torch.tensor([row["labels"] for row in rows], dtype=torch.long)
+        if rows and rows[0].get("augment"):
+            with torch.no_grad():
+                if self.augmentation is not None:
+                    pixel_values = self.augmentation(pixel_values)
+                if self.mixing is not None:
+                    pixel_values, labels = self.mixing(pixel_values, labels)
+        return {"pixel_values": pixel_values, "labels": labels}

@@ -13,7 +13,6 @@ views, and for a stream its position in every checkpoint. Training glue, never i
 """
 
 import hashlib
-import io
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,12 +23,17 @@ import torch
 from datasets import ClassLabel, Dataset, DatasetDict, Features, IterableDataset, load_dataset, load_from_disk
 from datasets import Image as ImageFeature
 from datasets.data_files import SPLIT_KEYWORDS
-from PIL import Image, ImageOps
+from PIL import Image
 
 from modeling_vit_scratch.errors import UserError
-from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
 from modeling_vit_scratch.secrets import shown
-from modeling_vit_scratch.training.augmentation import RandomShiftRotate
+from modeling_vit_scratch.training.augmentation import (
+    Collate,
+    ImageTransform,
+    ProcessedImages,
+    RandomShiftRotate,
+    read_image,
+)
 from modeling_vit_scratch.training.checks import check_data, image_cells
 from modeling_vit_scratch.training.mixing import BatchMixing, soft_target_loss
 from modeling_vit_scratch.training.policies import augmentation_policy, describe_policy, training_augmentation
@@ -40,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 DIGITS = "digits"
 IMAGE_COLUMN_NAMES = ("image", "img", "images", "picture", "pixel_values")
-LABEL_COLUMN_NAMES = ("label", "labels", "class", "fine_label", "target")
+LABEL_COLUMN_NAMES = ("label", "labels", "class", "fine_label", "target", "cls")  # cls: WebDataset
 SPLIT_ROLES = {alias: str(role) for role, aliases in SPLIT_KEYWORDS.items() for alias in aliases}  # datasets' table
 ONE_CHANNEL_MODES = ("1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "F", "La")
 
@@ -225,20 +229,21 @@ def carved(splits: dict, data_args) -> dict:
             )
         except ValueError as error:
             raise UserError(
-                f"cannot carve a {role} split from train ({error}): add images, give the set a {role} split or change --{role}_fraction"
+                f"cannot carve a {role} split from train ({error}): add images, give the set a {role} split or "
+                f"change --{role}_fraction"
             ) from None
         splits["train"], splits[role] = parts["train"], parts["test"]
     return splits
 
 
-def identity(splits: dict, labels: list[str], root: Path | None, source: str) -> str:
+def identity(splits: dict, labels: list[str], root: Path | None) -> str:
     """A digest of the labels and of every row (an image's bytes, else its path inside the set and size; its label),
-    the same wherever the set lies; a stream's is that of its name and labels."""
+    the same wherever the set lies; a stream's is that of its labels and held-out rows."""
     digest = hashlib.sha256(repr((labels, sorted(splits))).encode())
     for role in sorted(splits):
         split = splits[role]
         if isinstance(split, IterableDataset):
-            digest.update(f"{role} streamed from {source}".encode())
+            digest.update(f"{role} streamed".encode())  # its held-out rows, in memory, stand for it
             continue
         for cell, label in zip(image_cells(split), split["label"], strict=True):
             if cell.get("bytes"):
@@ -283,76 +288,10 @@ def read_data(data_args, training_args) -> ImageData:
         labels=labels,
         num_channels=channels(splits["train"]),
         streamed=data_args.streaming,
-        identity=identity(splits, labels, root, data_args.dataset),
+        identity=identity(splits, labels, root),
     )
     check_data(data, data_args)
     return data
-
-
-def read_image(image) -> Image.Image:
-    """A PIL image (as it is), or an undecoded `{"bytes", "path"}` cell opened and decoded upright (EXIF), as
-    `datasets` decodes one."""
-    if isinstance(image, Image.Image):
-        return image
-    with Image.open(image["path"] if not image.get("bytes") else io.BytesIO(image["bytes"])) as opened:
-        opened.load()
-        return ImageOps.exif_transpose(opened)
-
-
-class ImageTransform:
-    """Rows -> {"pixel_values", "labels"} through the model's processor, each image first in the model's mode."""
-
-    def __init__(self, processor, training: bool = False):
-        self.processor, self.training = processor, training
-
-    def __call__(self, batch: dict) -> dict:
-        images = [to_model_mode(read_image(image), self.processor.num_channels) for image in batch["image"]]
-        pixel_values = self.processor(images, return_tensors="pt")["pixel_values"]
-        return {"pixel_values": list(pixel_values), "labels": list(batch["label"])}
-
-
-class ProcessedImages(torch.utils.data.Dataset):
-    """A split's rows through `transform`: processed once and held as tensors when they take at most `limit_mb`
-    (float32), else processed each time a batch is read. `training` marks items for the collator to augment."""
-
-    def __init__(self, split: Dataset, transform: ImageTransform, limit_mb: float, training: bool = False):
-        self.rows, self.training = (
-            split.cast_column("image", ImageFeature(decode=False)).with_transform(transform),
-            training,
-        )
-        self.pixel_values = None
-        size = transform.processor.size
-        each = transform.processor.num_channels * size["height"] * size["width"] * 4
-        if len(split) and len(split) * each <= limit_mb * 2**20:
-            self.pixel_values = torch.cat(
-                [torch.stack(self.rows[start : start + 256]["pixel_values"]) for start in range(0, len(split), 256)]
-            )
-        self.labels = list(split["label"])
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def __getitem__(self, index: int) -> dict:
-        pixels = self.pixel_values[index] if self.pixel_values is not None else self.rows[index]["pixel_values"]
-        return {"pixel_values": pixels, "labels": self.labels[index]} | ({"augment": True} if self.training else {})
-
-
-class Collate:
-    """Rows -> a batch; training rows (marked `augment`) are augmented and mixed here, on the batch as a whole."""
-
-    def __init__(self, augmentation: torch.nn.Module | None, mixing: BatchMixing | None):
-        self.augmentation, self.mixing = augmentation, mixing
-
-    def __call__(self, rows: list[dict]) -> dict:
-        pixel_values = torch.stack([row["pixel_values"] for row in rows])
-        labels = torch.tensor([row["labels"] for row in rows], dtype=torch.long)
-        if rows and rows[0].get("augment"):
-            with torch.no_grad():
-                if self.augmentation is not None:
-                    pixel_values = self.augmentation(pixel_values)
-                if self.mixing is not None:
-                    pixel_values, labels = self.mixing(pixel_values, labels)
-        return {"pixel_values": pixel_values, "labels": labels}
 
 
 @dataclass
@@ -366,7 +305,7 @@ class ModelInputs:
     callbacks: list = field(default_factory=list)  # Trainer(callbacks=...): a stream's position in each checkpoint
     compute_loss: Callable | None = None  # Trainer(compute_loss_func=...): soft targets when mixing, else None
     train_loader: Callable[[int], torch.utils.data.DataLoader] | None = None  # a stream's own loader, unprepared
-    validation_views: int = 1  # rows are the images, then views - 1 copies of them: `views.view_averaged`
+    validation_views: int = 1  # the images, then views - 1 copies: averaged per image
     test_views: int = 1
     policy_words: str | None = None  # the augmentation in words, for the card and the record
 
@@ -398,9 +337,7 @@ def model_inputs(data: ImageData, processor, data_args, training_args, checkpoin
     )
     if data.streamed:
         training_args.ignore_data_skip = True  # the stream's saved position resumes it, not the Trainer's skipping
-        rows = StreamedImages(
-            data.train, ImageTransform(whole, training=True), data_args, training_args, len(data.labels)
-        )
+        rows = StreamedImages(data.train, ImageTransform(whole), data_args, training_args, len(data.labels))
         if checkpoint:
             rows.load(checkpoint)
         inputs.train, inputs.callbacks = rows, [StreamPosition(rows)]

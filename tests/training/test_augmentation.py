@@ -13,8 +13,8 @@ from PIL import Image
 from modeling_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.training.arguments import DataArguments
-from modeling_vit_scratch.training.augmentation import RandomShiftRotate
-from modeling_vit_scratch.training.data import Collate, ImageTransform, ProcessedImages, soft_loss
+from modeling_vit_scratch.training.augmentation import Collate, ImageTransform, ProcessedImages, RandomShiftRotate
+from modeling_vit_scratch.training.data import soft_loss
 from modeling_vit_scratch.training.mixing import BatchMixing
 from modeling_vit_scratch.training.policies import (
     POLICIES,

@@ -277,3 +277,9 @@ def test_read_image_turns_a_photo_upright_and_opens_bytes_and_paths(tmp_path):
     buffer = io.BytesIO()
     Image.new("L", (3, 5)).save(buffer, format="PNG")
     assert read_image({"path": None, "bytes": buffer.getvalue()}).size == (3, 5)
+
+
+@pytest.mark.parametrize("name", ["hf_" + "Q" * 34, "evil\x1b[2Jname", "right\u202eto-left"])
+def test_a_class_name_in_a_refusal_shows_no_token_and_no_control_character(tmp_path, name):
+    line = refused(saved(tmp_path, {"train": {"label": ["a", "b"] * 4}, "test": {"label": ["a", name]}}))
+    assert name not in line and "hf_" + "Q" * 34 not in line and "\x1b" not in line and "\u202e" not in line

@@ -3,6 +3,7 @@ yields exactly the rows an uninterrupted one would, and bad images are skipped u
 
 import hashlib
 import io
+import json
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -10,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from datasets import ClassLabel, Dataset, Features
 from datasets import Image as ImageFeature
-from helpers import tiny_config
+from helpers import run_script, tiny_config, tiny_model_file
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -18,7 +19,8 @@ from PIL import Image
 from modeling_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.training.arguments import DataArguments
-from modeling_vit_scratch.training.data import ImageTransform, read_data
+from modeling_vit_scratch.training.augmentation import ImageTransform
+from modeling_vit_scratch.training.data import read_data
 from modeling_vit_scratch.training.streaming import STATE_FILE, StreamedImages, StreamPosition, held_out_share
 
 ROWS = 40
@@ -59,8 +61,9 @@ def streamed(root: Path, rank: int = 0, world_size: int = 1, **overrides):
 PROCESSOR = ViTScratchImageProcessor.for_config(tiny_config(image_size=8))
 
 
-def rows_of(root: Path, rank: int = 0, world_size: int = 1, **overrides) -> StreamedImages:
-    data, args = streamed(root, rank, world_size, **overrides)
+def rows_of(root: Path, rank: int = 0, world_size: int = 1, read=None, **overrides) -> StreamedImages:
+    """A stream's training rows; `read` (a `streamed` answer) shares one reading between several of them."""
+    data, args = read or streamed(root, rank, world_size, **overrides)
     return StreamedImages(data.train, ImageTransform(PROCESSOR), args, process(rank, world_size), len(data.labels))
 
 
@@ -88,12 +91,13 @@ def shards(tmp_path_factory) -> Path:
 @given(st.integers(0, 40))
 def test_a_resumed_stream_yields_exactly_the_rows_an_uninterrupted_one_would(shards, stop):
     total = 40  # past the end of a pass (about 24 training rows): windows, passes and their reshuffles are crossed
-    whole = taken(rows_of(shards), total)
-    first = rows_of(shards)
+    read = streamed(shards)  # one reading: each StreamedImages keeps its own position in it
+    whole = taken(rows_of(shards, read=read), total)
+    first = rows_of(shards, read=read)
     before = taken(first, stop)
     with tempfile.TemporaryDirectory() as checkpoint:
         first.save(checkpoint)
-        second = rows_of(shards)
+        second = rows_of(shards, read=read)
         second.load(checkpoint)
         assert before + taken(second, total - stop) == whole
 
@@ -145,3 +149,23 @@ def test_every_checkpoint_holds_the_position(shards, tmp_path):
     again = rows_of(shards)
     again.load(tmp_path / "checkpoint-3")
     assert again.state == rows.state
+
+
+@pytest.mark.integration
+def test_two_processes_each_keep_their_position_and_a_resume_needs_as_many(tmp_path, shards):
+    model = tiny_model_file(tmp_path)
+    args = [
+        "--model", model, "--dataset", str(shards), "--streaming", "true", "--shuffle_buffer_size", "4",
+        "--output_dir", str(tmp_path / "run"), "--per_device_train_batch_size", "2", "--save_steps", "2",
+        "--report_to", "none", "--disable_tqdm", "true", "--validation_fraction", "0.2", "--test_fraction", "0.2",
+    ]  # fmt: skip
+    first = run_script(*args, "--max_steps", "2", nproc=2)
+    assert first.returncode == 0, first.stderr[-3000:]
+    states = [
+        json.loads((tmp_path / "run" / "checkpoint-2" / STATE_FILE.format(rank=rank)).read_text()) for rank in (0, 1)
+    ]
+    assert [state["world_size"] for state in states] == [2, 2]
+    alone = run_script(*args, "--max_steps", "4", "--resume_from_checkpoint", "true")
+    assert alone.returncode != 0 and "2 processes" in alone.stderr
+    again = run_script(*args, "--max_steps", "4", "--resume_from_checkpoint", "true", nproc=2)
+    assert again.returncode == 0, again.stderr[-3000:]
