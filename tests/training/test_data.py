@@ -13,7 +13,7 @@ import pytest
 from datasets import ClassLabel, Dataset, DatasetDict, Features, IterableDataset
 from datasets import Image as ImageFeature
 from helpers import write_imagefolder
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
@@ -164,6 +164,7 @@ def saved(tmp_path: Path, splits: dict[str, dict], features=None) -> Path:
     return root
 
 
+@settings(max_examples=8)  # each example writes and reads a saved set
 @given(st.lists(st.integers(0, 60), min_size=2, max_size=20, unique=True), st.booleans())
 def test_integer_or_text_labels_become_classes_each_row_keeping_its_value(values, text):
     labels = [f"c{value}" for value in values] if text else values
@@ -246,6 +247,7 @@ def test_a_dataset_that_is_a_file_is_refused(tmp_path):
     assert "file" in refused(tmp_path / "set.csv")
 
 
+@settings(max_examples=3)  # each example reads the digits three times
 @given(st.integers(0, 3), st.sampled_from([0.1, 0.2, 0.3]))
 def test_carved_splits_are_stratified_and_fixed_by_the_split_seed(split_seed, fraction):
     def validation(seed: int) -> list[int]:
