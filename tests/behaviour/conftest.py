@@ -12,6 +12,7 @@ from helpers import made_once, tiny_model_file, write_imagefolder
 from hub_server import LocalHub
 from pinned import SECRET, TRAINED_REPO, contents, run, save_run, saved_run, train_args
 
+
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory):
     """scripts/train.py on an image folder of 3 classes (cat, dog, fox) into root/model."""

@@ -46,10 +46,16 @@ def test_a_save_to_disk_set_trains(trained, tmp_path):
 def test_parquet_shards_train_streamed(trained, tmp_path):
     shards = tmp_path / "shards"
     shards.mkdir()
-    for name, count, seed in (("train-00000-of-00002", 24, 2), ("train-00001-of-00002", 24, 3),
-                              ("validation-00000-of-00001", 9, 4), ("test-00000-of-00001", 9, 5)):
+    for name, count, seed in (
+        ("train-00000-of-00002", 24, 2),
+        ("train-00001-of-00002", 24, 3),
+        ("validation-00000-of-00001", 9, 4),
+        ("test-00000-of-00001", 9, 5),
+    ):
         pictures, labels = images(count, seed)
-        Dataset.from_dict({"image": pictures, "label": labels}, features=FEATURES).to_parquet(shards / f"{name}.parquet")
+        Dataset.from_dict({"image": pictures, "label": labels}, features=FEATURES).to_parquet(
+            shards / f"{name}.parquet"
+        )
     argv = with_dataset(trained, shards, tmp_path / "out", "--streaming", "true", "--shuffle_buffer_size", "8")
     ran = run("train", *argv, home=tmp_path / "home")
     assert ran.code == 0, ran
