@@ -10,7 +10,13 @@ import hub_server
 import pytest
 from helpers import made_once, tiny_model_file, write_imagefolder
 from hub_server import LocalHub
-from pinned import SECRET, TRAINED_REPO, contents, run, save_run, saved_run, train_args
+from pinned import SECRET, TRAINED_REPO, contents, in_process, run, save_run, saved_run, train_args
+
+
+@pytest.fixture
+def cli(capfd):
+    """`cli(COMMAND, *ARGS)`: `vit-scratch COMMAND ARGS` in this process (`in_process`)."""
+    return lambda command, *args: in_process(capfd, command, *args)
 
 
 @pytest.fixture(scope="session")

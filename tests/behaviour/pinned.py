@@ -5,9 +5,7 @@ what a test reads back (a folder's contents by hash, where a string is in files 
 The tests pin what a user can see: exit status, files written, files left as they were, no token anywhere. Never
 the wording of a message (at most a name it must hold: the argument, the file)."""
 
-import contextlib
 import hashlib
-import io
 import json
 import os
 import random
@@ -74,25 +72,22 @@ def run(command: str, *args, home: Path, module: bool = False, env: dict | None 
     return Ran(done.returncode, done.stdout, done.stderr)
 
 
-def cli(command: str, *args) -> Ran:
-    """`vit-scratch COMMAND ARGS` run in this process (for refusals, which come before any work): the exit status
-    the process would have (a message given to sys.exit is status 1 and a line on stderr), and what it printed."""
+def in_process(capfd, command: str, *args) -> Ran:
+    """`vit-scratch COMMAND ARGS` run in this process (for refusals, which come before any work), its output captured
+    at the file descriptors (pytest's `capfd`): the exit status the process would have (a message given to sys.exit
+    is status 1 and a line on stderr), and what it printed."""
     from modeling_vit_scratch.cli import main
 
-    stdout, stderr, argv = io.StringIO(), io.StringIO(), list(sys.argv)
-    code = 0
+    capfd.readouterr()  # what came before is not this command's
+    argv, code, message = list(sys.argv), 0, ""
     try:
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            main([command, *map(str, args)])
+        main([command, *map(str, args)])
     except SystemExit as stop:
-        if isinstance(stop.code, str):
-            code = 1
-            stderr.write(stop.code + "\n")
-        else:
-            code = stop.code or 0
+        code, message = (1, f"{stop.code}\n") if isinstance(stop.code, str) else (stop.code or 0, "")
     finally:
         sys.argv[:] = argv
-    return Ran(code, stdout.getvalue(), stderr.getvalue())
+    printed = capfd.readouterr()
+    return Ran(code, printed.out, printed.err + message)
 
 
 def contents(folder: Path) -> dict[str, str]:
@@ -114,7 +109,7 @@ def missing(folder: Path, names) -> list[str]:
 
 
 def forms(secret: str = SECRET) -> list[bytes]:
-    """How a string may be stored: UTF-8 (and ASCII, Latin-1), UTF-16 either way, and as JSON escapes it is itself."""
+    """How a string may be stored: UTF-8 (for SECRET's letters also ASCII, Latin-1, JSON), UTF-16 either way."""
     return [secret.encode(), secret.encode("utf-16-le"), secret.encode("utf-16-be")]
 
 

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 import torch
-from pinned import assert_no_secret, cli, contents
+from pinned import assert_no_secret, contents
 from transformers import AutoConfig, AutoModelForImageClassification
 
 pytestmark = pytest.mark.integration
@@ -38,7 +38,7 @@ def existing_model(converted, folder):
     return folder
 
 
-def test_output_holding_a_model_is_refused_and_left_as_it_was_without_overwrite(converted, trained, tmp_path):
+def test_output_holding_a_model_is_refused_and_left_as_it_was_without_overwrite(cli, converted, trained, tmp_path):
     output = existing_model(converted, tmp_path / "existing")
     before = contents(output)
     ran = cli("convert", "--to", "transformers", "--input", trained.model, "--output", output)
@@ -47,7 +47,7 @@ def test_output_holding_a_model_is_refused_and_left_as_it_was_without_overwrite(
     assert contents(output) == before
 
 
-def test_output_holding_a_model_is_replaced_with_overwrite(converted, trained, tmp_path):
+def test_output_holding_a_model_is_replaced_with_overwrite(cli, converted, trained, tmp_path):
     output = existing_model(converted, tmp_path / "existing")
     assert AutoConfig.from_pretrained(output).model_type == "vit_scratch"
     ran = cli("convert", "--to", "transformers", "--input", trained.model, "--output", output, "--overwrite")

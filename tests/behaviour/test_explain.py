@@ -4,7 +4,7 @@ new, empty or one explain wrote (never a model's folder); the model folder is on
 import shutil
 
 import pytest
-from pinned import assert_no_secret, cli, contents, run
+from pinned import assert_no_secret, contents, run
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +41,7 @@ def test_a_second_explain_into_the_same_out_works(explained, trained, tmp_path):
     figures_in(out)
 
 
-def test_out_naming_a_model_folder_is_refused_and_the_folder_left_as_it_was(trained, tmp_path):
+def test_out_naming_a_model_folder_is_refused_and_the_folder_left_as_it_was(cli, trained, tmp_path):
     assert trained.ran.code == 0, trained.ran
     folder = tmp_path / "model"
     shutil.copytree(trained.model, folder, symlinks=True)

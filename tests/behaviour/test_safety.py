@@ -12,7 +12,7 @@ import pytest
 import torch
 from helpers import PROCESS_TIMEOUT
 from hub_server import LocalHub
-from pinned import SECRET, TRAINED_REPO, assert_no_secret, cli, files_holding, forms, run, train_args, user_env
+from pinned import SECRET, TRAINED_REPO, assert_no_secret, files_holding, forms, run, train_args, user_env
 from safetensors.torch import load_file
 
 pytestmark = pytest.mark.integration
@@ -94,7 +94,7 @@ def test_the_foreign_code_runs_when_a_loader_trusts_it(trained, tmp_path):
 
 
 @pytest.mark.parametrize("command", ["explain", "convert", "train"])
-def test_a_folder_naming_foreign_code_is_refused_and_the_code_never_runs(trained, tmp_path, command):
+def test_a_folder_naming_foreign_code_is_refused_and_the_code_never_runs(cli, trained, tmp_path, command):
     marker = tmp_path / "marker"
     folder = evil_folder(trained, tmp_path / "evil", marker)
     ran = cli(command, *reading(command, trained, folder, tmp_path))
@@ -103,10 +103,15 @@ def test_a_folder_naming_foreign_code_is_refused_and_the_code_never_runs(trained
 
 
 @pytest.mark.parametrize("command", ["explain", "convert", "train"])
-def test_a_folder_with_pickled_weights_only_is_refused(trained, tmp_path, command):
-    folder = model_copy(trained, tmp_path / "pickled")
-    torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
-    (folder / "model.safetensors").unlink()
+def test_a_folder_with_pickled_weights_only_is_refused(cli, trained, tmp_path, command):
+    """A folder as transformers' save_pretrained(safe_serialization=False) leaves it: config, processor and the
+    weights as a pickle (torch.save of the state dict)."""
+    assert trained.ran.code == 0, trained.ran
+    folder = tmp_path / "pickled"
+    folder.mkdir()
+    for name in ("config.json", "preprocessor_config.json"):
+        shutil.copy(trained.model / name, folder / name)
+    torch.save(load_file(trained.model / "model.safetensors"), folder / "pytorch_model.bin")
     ran = cli(command, *reading(command, trained, folder, tmp_path))
     assert ran.code != 0, ran
     assert not (tmp_path / "out" / "model.safetensors").exists()

@@ -10,7 +10,7 @@ from datasets import ClassLabel, Dataset, Features
 from datasets import Image as ImageFeature
 from helpers import MODEL_FOLDER_FILES
 from PIL import Image
-from pinned import SECRET, assert_no_secret, cli, contents, missing, run, train_args
+from pinned import SECRET, assert_no_secret, contents, missing, run, train_args
 from transformers import AutoModelForImageClassification
 
 pytestmark = pytest.mark.integration
@@ -25,6 +25,13 @@ def images(count: int, seed: int) -> tuple[list, list[int]]:
 
 
 FEATURES = Features(image=ImageFeature(), label=ClassLabel(names=["cat", "dog", "fox"]))
+# parquet shards as the Hub names them: shard name -> (images, seed)
+SHARDS = {
+    "train-00000-of-00002": (24, 2),
+    "train-00001-of-00002": (24, 3),
+    "validation-00000-of-00001": (9, 4),
+    "test-00000-of-00001": (9, 5),
+}
 
 
 def test_an_image_folder_trains_into_a_complete_model_folder(trained):
@@ -46,16 +53,10 @@ def test_a_save_to_disk_set_trains(trained, tmp_path):
 def test_parquet_shards_train_streamed(trained, tmp_path):
     shards = tmp_path / "shards"
     shards.mkdir()
-    for name, count, seed in (
-        ("train-00000-of-00002", 24, 2),
-        ("train-00001-of-00002", 24, 3),
-        ("validation-00000-of-00001", 9, 4),
-        ("test-00000-of-00001", 9, 5),
-    ):
+    for name, (count, seed) in SHARDS.items():
         pictures, labels = images(count, seed)
-        Dataset.from_dict({"image": pictures, "label": labels}, features=FEATURES).to_parquet(
-            shards / f"{name}.parquet"
-        )
+        table = Dataset.from_dict({"image": pictures, "label": labels}, features=FEATURES)
+        table.to_parquet(shards / f"{name}.parquet")
     argv = with_dataset(trained, shards, tmp_path / "out", "--streaming", "true", "--shuffle_buffer_size", "8")
     ran = run("train", *argv, home=tmp_path / "home")
     assert ran.code == 0, ran
@@ -87,7 +88,7 @@ def copy_of_model(trained, folder):
     return folder
 
 
-def test_a_folder_holding_a_model_is_refused_untouched_without_overwrite_output_dir(trained, tmp_path):
+def test_a_folder_holding_a_model_is_refused_untouched_without_overwrite_output_dir(cli, trained, tmp_path):
     folder = copy_of_model(trained, tmp_path / "model")
     before = contents(folder)
     ran = cli("train", *train_args(trained.root, folder, "--seed", "1"))
@@ -97,7 +98,7 @@ def test_a_folder_holding_a_model_is_refused_untouched_without_overwrite_output_
 
 
 @pytest.mark.parametrize("overwrite", [False, True], ids=["plain", "with overwrite_output_dir"])
-def test_a_folder_of_someone_else_s_files_is_refused_untouched(trained, tmp_path, overwrite):
+def test_a_folder_of_someone_else_s_files_is_refused_untouched(cli, trained, tmp_path, overwrite):
     folder = tmp_path / "mine"
     (folder / "notes").mkdir(parents=True)
     (folder / "notes" / "todo.txt").write_text("my notes")
