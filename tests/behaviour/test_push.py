@@ -27,7 +27,6 @@ def test_a_trained_folder_pushes_its_model_and_is_left_as_it_was(pushed, trained
     assert_no_secret(pushed.ran)
 
 
-@pytest.mark.xfail(strict=True, reason="save_pretrained folder refused: the defect the rewrite fixes")
 def test_a_folder_written_by_save_pretrained_pushes(local_hub, tmp_path):  # noqa: F811
     folder = tmp_path / "saved"
     ViTScratchForImageClassification(ViTScratchConfig(**TINY_MODEL, num_labels=3)).save_pretrained(folder)

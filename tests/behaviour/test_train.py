@@ -70,10 +70,11 @@ def with_dataset(trained, dataset, output, *extra) -> list[str]:
 
 
 def test_an_interrupted_run_resumes_to_a_complete_model_folder(trained, tmp_path):
-    """A run killed after its first checkpoint (its folder: that checkpoint) goes on from it."""
+    """A run killed after its first checkpoint (its folder: the package's marker and that checkpoint) goes on from it."""
     assert trained.ran.code == 0, trained.ran
     interrupted = tmp_path / "interrupted"
     interrupted.mkdir()
+    shutil.copy(trained.model / ".vit-scratch-output", interrupted)
     shutil.copytree(trained.model / "checkpoint-1", interrupted / "checkpoint-1")
     argv = train_args(trained.root, interrupted, "--resume_from_checkpoint", "true")
     ran = run("train", *argv, home=tmp_path / "home")
