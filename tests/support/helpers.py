@@ -84,17 +84,6 @@ def training_args(output_dir: Path, **overrides) -> TrainingArguments:
     return TrainingArguments(**{**fields, **overrides})
 
 
-def killed_while_saving(run: Path, interrupted: Path, steps: list[int]) -> None:
-    """`interrupted` as a run killed while saving checkpoint-`steps[-1]`: `run`'s checkpoints at `steps`, the last
-    one without the `trainer_state.json` the Trainer writes last."""
-    import shutil
-
-    interrupted.mkdir()
-    for step in steps:
-        shutil.copytree(run / f"checkpoint-{step}", interrupted / f"checkpoint-{step}")
-    (interrupted / f"checkpoint-{steps[-1]}" / "trainer_state.json").unlink()
-
-
 def write_imagefolder(root, classes=("cat", "dog", "fox"), per_class=6, size=(12, 10), mode="RGB"):
     """An imagefolder with one sub-folder per class; each class has its own brightness so it can be learned."""
     rng = np.random.default_rng(0)
