@@ -142,9 +142,10 @@ def saved_run(path: Path) -> Ran:
     return Ran(**json.loads(path.read_text()))
 
 
-def train_args(root: Path, output: Path, *extra) -> list[str]:
-    """A 2-step run of the tiny model (root/tiny.json) on root/images into `output`, a checkpoint at each step."""
-    args = ["--model", root / "tiny.json", "--dataset", root / "images", "--output_dir", output, "--max_steps", "2"]
-    args += ["--save_strategy", "steps", "--save_steps", "1", "--per_device_train_batch_size", "8"]
+def train_args(root: Path, output: Path, *extra, dataset: Path | None = None) -> list[str]:
+    """A 2-step run of the tiny model (root/tiny.json) on `dataset` (default root/images) into `output`, a checkpoint
+    at each step."""
+    args = ["--model", root / "tiny.json", "--dataset", dataset or root / "images", "--output_dir", output]
+    args += ["--max_steps", "2", "--save_strategy", "steps", "--save_steps", "1", "--per_device_train_batch_size", "8"]
     args += ["--report_to", "none", "--disable_tqdm", "true", *extra]
     return [str(arg) for arg in args]
