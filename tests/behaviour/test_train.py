@@ -6,11 +6,13 @@ import shutil
 
 import numpy as np
 import pytest
+import torch
 from datasets import ClassLabel, Dataset, Features
 from datasets import Image as ImageFeature
 from helpers import MODEL_FOLDER_FILES, tiny_model_file
 from PIL import Image
 from pinned import SECRET, assert_no_secret, contents, missing, run, train_args
+from safetensors.torch import load_file
 from transformers import AutoModelForImageClassification
 
 pytestmark = pytest.mark.integration
@@ -66,7 +68,8 @@ def test_parquet_shards_train_streamed(tmp_path):
 
 
 def test_an_interrupted_run_resumes_to_a_complete_model_folder(trained, tmp_path):
-    """A run killed after its first checkpoint (its folder: that checkpoint) goes on from it."""
+    """A run killed after its first checkpoint (its folder: that checkpoint) goes on from it, to the model the run
+    not interrupted ends with."""
     assert trained.ran.code == 0, trained.ran
     interrupted = tmp_path / "interrupted"
     interrupted.mkdir()
@@ -76,6 +79,10 @@ def test_an_interrupted_run_resumes_to_a_complete_model_folder(trained, tmp_path
     assert ran.code == 0, ran
     assert not missing(interrupted, MODEL_FOLDER_FILES)
     assert (interrupted / "checkpoint-2").is_dir()  # it trained on to the last step
+    resumed, whole = load_file(interrupted / "model.safetensors"), load_file(trained.model / "model.safetensors")
+    assert resumed.keys() == whole.keys()
+    for name in whole:
+        torch.testing.assert_close(resumed[name], whole[name])
 
 
 def copy_of_model(trained, folder):
