@@ -29,6 +29,7 @@ SCRIPTS = {
     "benchmark": "benchmark.py",
 }
 TRAINED_REPO = "local-user/behaviour-trained"  # where the `pushed` fixture pushes the trained folder
+PUSHED_FILES = {"model.safetensors", "config.json", "README.md"}  # what a pushed repo holds at least
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN")
 
 
