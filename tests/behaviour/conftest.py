@@ -4,6 +4,7 @@ explanation, its conversion to transformers and back, its push to a local Hub. E
 its exit status and output are kept beside it (`save_run`)."""
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import hub_server
@@ -11,6 +12,30 @@ import pytest
 from helpers import made_once, tiny_model_file, write_imagefolder
 from hub_server import LocalHub
 from pinned import SECRET, TRAINED_REPO, contents, in_process, run, save_run, saved_run, train_args
+
+HERE = Path(__file__).resolve().parent
+
+
+SHARED_RUNS = {"trained", "explained", "converted", "pushed"}
+
+
+def pytest_collection_modifyitems(items):
+    """This folder's tests in its own places (the others' order kept), so that with several workers none waits long
+    for a shared run another is making: first the tests that read none, then those that read the trained folder
+    only, then one test of each later run (their makers run side by side), then the others, last the one that reads
+    them all."""
+    here = [index for index, item in enumerate(items) if item.path.is_relative_to(HERE)]
+    seen: dict[frozenset, int] = {}
+
+    def order(item) -> tuple[int, int]:
+        shared = frozenset(SHARED_RUNS & set(item.fixturenames))
+        seen[shared] = seen.get(shared, -1) + 1  # how many tests before this one read the same runs
+        if not shared or shared == {"trained"}:
+            return (len(shared), 0)
+        return (2, seen[shared] if len(shared) == 2 else len(items))  # the reader of every run last
+
+    for index, item in zip(here, sorted((items[index] for index in here), key=order)):
+        items[index] = item
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """What the behaviour tests share: running a command as a user does (a script or the `vit-scratch` module in a new
-process, or the command's function in this process for refusals), the fake token every run has in reach, and
-what a test reads back (a folder's contents by hash, where a string is in files or output).
+process, or the `vit-scratch` function in this process where a new process would only cost time), the fake token
+every run has in reach, and what a test reads back (a folder's contents by hash, where a string is in files or
+output).
 
 The tests pin what a user can see: exit status, files written, files left as they were, no token anywhere. Never
 the wording of a message (at most a name it must hold: the argument, the file)."""
@@ -19,7 +20,7 @@ from helpers import PROCESS_TIMEOUT, REPO
 
 # a token shaped as the Hub's: "hf_" and 34 letters, the same in every worker of a run (made_once folders are shared)
 SECRET = "hf_" + "".join(random.Random("vit-scratch behaviour").choices(string.ascii_letters, k=34))
-# what each command is called through, as a script (scripts/NAME.py) and as a `vit-scratch` sub-command
+# each `vit-scratch` sub-command's script in scripts/
 SCRIPTS = {
     "train": "train.py",
     "explain": "explain.py",
@@ -28,6 +29,7 @@ SCRIPTS = {
     "benchmark": "benchmark.py",
 }
 TRAINED_REPO = "local-user/behaviour-trained"  # where the `pushed` fixture pushes the trained folder
+PUSHED_FILES = {"model.safetensors", "config.json", "README.md"}  # what a pushed repo holds at least
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN")
 
 
@@ -73,9 +75,9 @@ def run(command: str, *args, home: Path, module: bool = False, env: dict | None 
 
 
 def in_process(capfd, command: str, *args) -> Ran:
-    """`vit-scratch COMMAND ARGS` run in this process (for refusals, which come before any work), its output captured
-    at the file descriptors (pytest's `capfd`): the exit status the process would have (a message given to sys.exit
-    is status 1 and a line on stderr), and what it printed."""
+    """`vit-scratch COMMAND ARGS` run in this process (refusals, and a command that changes no state of the process),
+    its output captured at the file descriptors (pytest's `capfd`): the exit status the process would have (a message
+    given to sys.exit is status 1 and a line on stderr), and what it printed."""
     from modeling_vit_scratch.cli import main
 
     capfd.readouterr()  # what came before is not this command's
@@ -142,9 +144,10 @@ def saved_run(path: Path) -> Ran:
     return Ran(**json.loads(path.read_text()))
 
 
-def train_args(root: Path, output: Path, *extra) -> list[str]:
-    """A 2-step run of the tiny model (root/tiny.json) on root/images into `output`, a checkpoint at each step."""
-    args = ["--model", root / "tiny.json", "--dataset", root / "images", "--output_dir", output, "--max_steps", "2"]
-    args += ["--save_strategy", "steps", "--save_steps", "1", "--per_device_train_batch_size", "8"]
+def train_args(root: Path, output: Path, *extra, dataset: Path | None = None) -> list[str]:
+    """A 2-step run of the tiny model (root/tiny.json) on `dataset` (default root/images) into `output`, a checkpoint
+    at each step."""
+    args = ["--model", root / "tiny.json", "--dataset", dataset or root / "images", "--output_dir", output]
+    args += ["--max_steps", "2", "--save_strategy", "steps", "--save_steps", "1", "--per_device_train_batch_size", "8"]
     args += ["--report_to", "none", "--disable_tqdm", "true", *extra]
     return [str(arg) for arg in args]

@@ -4,7 +4,7 @@ new, empty or one explain wrote (never a model's folder); the model folder is on
 import shutil
 
 import pytest
-from pinned import assert_no_secret, contents, run
+from pinned import assert_no_secret, contents
 
 pytestmark = pytest.mark.integration
 
@@ -31,12 +31,11 @@ def test_explain_writes_its_figures_into_a_new_out_and_leaves_the_model_as_it_wa
     assert_no_secret(explained.ran, folders=[explained.out])
 
 
-def test_a_second_explain_into_the_same_out_works(explained, trained, tmp_path):
+def test_a_second_explain_into_the_same_out_works(cli, explained, trained, tmp_path):
     assert explained.ran.code == 0, explained.ran
     out = tmp_path / "out"
     shutil.copytree(explained.out, out)
-    image = trained.images / "cat" / "1.png"
-    ran = run("explain", "--model", trained.model, "--image", image, "--out", out, home=tmp_path / "home", module=True)
+    ran = cli("explain", "--model", trained.model, "--image", trained.images / "cat" / "1.png", "--out", out)
     assert ran.code == 0, ran
     figures_in(out)
 

@@ -5,7 +5,7 @@ written by plain save_pretrained (the model's, and transformers' image processor
 import pytest
 from helpers import TINY_MODEL
 from hub_server import local_hub  # noqa: F401  (the fixture)
-from pinned import TRAINED_REPO, assert_no_secret, run
+from pinned import PUSHED_FILES, TRAINED_REPO, assert_no_secret, run
 from safetensors.torch import load
 from safetensors.torch import load_file as load_tensors
 from transformers import ViTImageProcessor
@@ -13,8 +13,6 @@ from transformers import ViTImageProcessor
 from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification
 
 pytestmark = pytest.mark.integration
-
-PUSHED_FILES = {"model.safetensors", "config.json", "README.md"}
 
 
 def test_a_trained_folder_pushes_its_model_and_is_left_as_it_was(pushed, trained):

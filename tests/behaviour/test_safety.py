@@ -12,12 +12,10 @@ import pytest
 import torch
 from helpers import PROCESS_TIMEOUT
 from hub_server import LocalHub
-from pinned import SECRET, TRAINED_REPO, assert_no_secret, files_holding, forms, run, train_args, user_env
+from pinned import PUSHED_FILES, SECRET, TRAINED_REPO, assert_no_secret, files_holding, forms, run, train_args, user_env
 from safetensors.torch import load_file
 
 pytestmark = pytest.mark.integration
-
-PUSHED_FILES = {"model.safetensors", "config.json", "README.md"}
 
 
 def test_the_token_is_in_no_output_no_written_file_and_no_pushed_file(trained, explained, converted, pushed):

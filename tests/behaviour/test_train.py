@@ -6,11 +6,13 @@ import shutil
 
 import numpy as np
 import pytest
+import torch
 from datasets import ClassLabel, Dataset, Features
 from datasets import Image as ImageFeature
-from helpers import MODEL_FOLDER_FILES
+from helpers import MODEL_FOLDER_FILES, tiny_model_file
 from PIL import Image
 from pinned import SECRET, assert_no_secret, contents, missing, run, train_args
+from safetensors.torch import load_file
 from transformers import AutoModelForImageClassification
 
 pytestmark = pytest.mark.integration
@@ -42,35 +44,32 @@ def test_an_image_folder_trains_into_a_complete_model_folder(trained):
     assert sorted(model.config.id2label.values()) == ["cat", "dog", "fox"]  # the class sub-folders
 
 
-def test_a_save_to_disk_set_trains(trained, tmp_path):
+def test_a_save_to_disk_set_trains(tmp_path):
     pictures, labels = images(30, seed=1)
     Dataset.from_dict({"image": pictures, "label": labels}, features=FEATURES).save_to_disk(tmp_path / "saved")
-    ran = run("train", *with_dataset(trained, tmp_path / "saved", tmp_path / "out"), home=tmp_path / "home")
+    tiny_model_file(tmp_path)
+    ran = run("train", *train_args(tmp_path, tmp_path / "out", dataset=tmp_path / "saved"), home=tmp_path / "home")
     assert ran.code == 0, ran
     assert not missing(tmp_path / "out", MODEL_FOLDER_FILES)
 
 
-def test_parquet_shards_train_streamed(trained, tmp_path):
+def test_parquet_shards_train_streamed(tmp_path):
     shards = tmp_path / "shards"
     shards.mkdir()
     for name, (count, seed) in SHARDS.items():
         pictures, labels = images(count, seed)
         table = Dataset.from_dict({"image": pictures, "label": labels}, features=FEATURES)
         table.to_parquet(shards / f"{name}.parquet")
-    argv = with_dataset(trained, shards, tmp_path / "out", "--streaming", "true", "--shuffle_buffer_size", "8")
+    tiny_model_file(tmp_path)
+    argv = train_args(tmp_path, tmp_path / "out", "--streaming", "true", "--shuffle_buffer_size", "8", dataset=shards)
     ran = run("train", *argv, home=tmp_path / "home")
     assert ran.code == 0, ran
     assert not missing(tmp_path / "out", MODEL_FOLDER_FILES)
 
 
-def with_dataset(trained, dataset, output, *extra) -> list[str]:
-    argv = train_args(trained.root, output, *extra)
-    argv[argv.index("--dataset") + 1] = str(dataset)
-    return argv
-
-
 def test_an_interrupted_run_resumes_to_a_complete_model_folder(trained, tmp_path):
-    """A run killed after its first checkpoint (its folder: the package's marker and that checkpoint) goes on from it."""
+    """A run killed after its first checkpoint (its folder: the package's marker and that checkpoint) goes on from it,
+    to the model the run not interrupted ends with."""
     assert trained.ran.code == 0, trained.ran
     interrupted = tmp_path / "interrupted"
     interrupted.mkdir()
@@ -81,6 +80,10 @@ def test_an_interrupted_run_resumes_to_a_complete_model_folder(trained, tmp_path
     assert ran.code == 0, ran
     assert not missing(interrupted, MODEL_FOLDER_FILES)
     assert (interrupted / "checkpoint-2").is_dir()  # it trained on to the last step
+    resumed, whole = load_file(interrupted / "model.safetensors"), load_file(trained.model / "model.safetensors")
+    assert resumed.keys() == whole.keys()
+    for name in whole:
+        torch.testing.assert_close(resumed[name], whole[name])
 
 
 def copy_of_model(trained, folder):
