@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import safe_open
 from transformers import Trainer, TrainerCallback, set_seed
 
 from modeling_vit_scratch.errors import UserError, on_interrupt
@@ -80,6 +81,7 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
         data = read_data(data_args, training_args)
         legs = resumed_legs(checkpoint, data.identity)
         model, processor = build_model(plan, data.labels, data.num_channels, model_args.attn_implementation)
+        check_same_model(checkpoint, model)
         inputs = model_inputs(data, processor, data_args, training_args, checkpoint)
         choice = None
         if model_args.bf16_when_faster:
@@ -254,6 +256,24 @@ def resolved_checkpoint(resume: str | None, output_dir: Path) -> str | None:
     if not (Path(resume) / "trainer_state.json").is_file():
         raise UserError(f"--resume_from_checkpoint {shown(resume)} is no checkpoint folder: give one, or true")
     return str(resume)
+
+
+def check_same_model(checkpoint: str | None, model) -> None:
+    """A checkpoint resumes only into the model it was saved from (the same tensors, the same shapes): one line here,
+    where the Trainer would fail deep inside its load."""
+    path = Path(checkpoint or "", "model.safetensors")
+    if not checkpoint or not path.is_file():
+        return
+    with safe_open(str(path), framework="pt") as weights:
+        stored = {name: tuple(weights.get_slice(name).get_shape()) for name in weights.keys()}  # noqa: SIM118
+    built = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    differing = sorted(name for name in stored.keys() | built.keys() if stored.get(name) != built.get(name))
+    if differing:
+        raise UserError(
+            f"--resume_from_checkpoint {shown(checkpoint)} holds another model than these arguments build "
+            f"({shown(differing[0])}: {stored.get(differing[0])} saved, {built.get(differing[0])} built): resume "
+            "with the run's own --model and --config_overrides, or start afresh with --overwrite_output_dir true"
+        )
 
 
 def resumed_legs(checkpoint: str | None, identity: str) -> list[dict]:

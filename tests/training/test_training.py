@@ -114,6 +114,16 @@ def test_resuming_on_other_data_is_refused_naming_the_argument(tmp_path, trained
     assert hashes(folder) == before
 
 
+def test_resuming_into_another_model_is_refused_and_changes_nothing(tmp_path, trained, inputs):
+    folder = shutil.copytree(trained[0], tmp_path / "run")
+    wider = tiny_model_file(tmp_path, hidden_size=28)
+    before = hashes(folder)
+    with pytest.raises(SystemExit) as stop:
+        main([*train_args(inputs[0], folder, wider, "--resume_from_checkpoint", "true"), "--max_steps", "3"])
+    assert "--resume_from_checkpoint" in str(stop.value.code)
+    assert hashes(folder) == before
+
+
 def test_resume_true_without_a_checkpoint_is_one_line(tmp_path, inputs):
     with pytest.raises(SystemExit) as stop:
         main(train_args(inputs[0], tmp_path / "new", inputs[1], "--resume_from_checkpoint", "true"))
