@@ -159,8 +159,14 @@ def stage_folder(folder: Path, stage: Path, max_shard_size, allow_unmeasured_wei
         processor.save_pretrained(stage)
     for name in MODEL_FILES if own else ():
         shutil.copyfile(PACKAGE / name, stage / name)  # every file, also those of a class this model does not use
-    for name in DESCRIBING:  # regular files only: a link would send whatever it points to
-        if (folder / name).is_file() and not (folder / name).is_symlink() and (vouched or name != RESULTS_FILE):
+    # regular files only (a link would send whatever it points to); the results and the figures drawn from them only
+    # with the weights they were measured on
+    for name in DESCRIBING:
+        if (
+            (folder / name).is_file()
+            and not (folder / name).is_symlink()
+            and (vouched or name not in (RESULTS_FILE, *FIGURES))
+        ):
             shutil.copyfile(folder / name, stage / name)
     return model
 
