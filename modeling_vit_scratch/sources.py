@@ -77,9 +77,14 @@ def foreign_code(settings: dict) -> str | None:
 
 
 def check_model_folder(
-    folder: str | os.PathLike, *, trust_remote_code: bool = False, argument: str = "--model"
+    folder: str | os.PathLike,
+    *,
+    trust_remote_code: bool = False,
+    argument: str = "--model",
+    trust_option: str | None = "--trust_remote_code",
 ) -> dict:
-    """The folder's config.json as a dict, once the folder is known to hold a model that loads safely."""
+    """The folder's config.json as a dict, once the folder is known to hold a model that loads safely. `trust_option`
+    is the command's option that lets other code run (None: the command never runs it)."""
     folder = Path(folder)
     named = f"{argument} {shown(folder)}"
     if not (folder / "config.json").is_file():
@@ -103,9 +108,9 @@ def check_model_folder(
             if settings is None and (folder / name).is_file():
                 settings = read_json(folder / name, f"{named}/{name}")
             if settings and (found := foreign_code(settings)):
+                fix = f"pass {trust_option} if you trust that code" if trust_option else "remove that auto_map entry"
                 raise UserError(
-                    f"{named}/{name} maps {shown(found)}, code that is not vit-scratch's own: refusing to run it; "
-                    "pass --trust_remote_code if you trust that code"
+                    f"{named}/{name} maps {shown(found)}, code that is not vit-scratch's own: refusing to run it; {fix}"
                 )
     return config
 

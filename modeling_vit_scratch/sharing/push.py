@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, constants
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, constants, get_token
 from huggingface_hub.utils import validate_repo_id
 from transformers import AutoImageProcessor, AutoModelForImageClassification
 
@@ -142,14 +142,14 @@ def check_reload(model, stage: Path, scratch: Path) -> None:
 
 def stage_folder(folder: Path, stage: Path, max_shard_size, allow_unmeasured_weights: bool) -> object:
     """Write the allow-list of `folder` into `stage` (steps 1-3); returns the model as loaded here."""
-    config = check_model_folder(folder, argument="FOLDER")
+    config = check_model_folder(folder, argument="the folder", trust_option=None)
     own = config.get("model_type") == "vit_scratch"
     if own:
         check_code(folder)
     vouched = measured(folder)
     if not vouched and not allow_unmeasured_weights:
         raise UserError(
-            f"the weights in FOLDER {shown(folder)} are not the ones its training_record.json names, so its "
+            f"the weights in {shown(folder)} are not the ones its training_record.json names, so its "
             "metrics were not measured on them: retrain, or pass --allow_unmeasured_weights to push them with "
             "a card that reports no metrics"
         )
@@ -183,6 +183,22 @@ def written_by_push(card: bytes) -> bool:
     return bool(found) and hashlib.sha256(f"{body}\n".encode()).hexdigest() == found.group(1)
 
 
+def check_target(
+    repo_id: str | None, token: str | None, revision: str | None = None, commit_message: str | None = None
+) -> None:
+    """What a push needs that is known before any work (a training run pushes after it trained): a valid repo id, no
+    token typed into a field that is sent, and a token to push with."""
+    remember(token)
+    if not repo_id:
+        raise UserError("the push needs a repo id: give --hub_model_id owner/name")
+    validate_repo_id(repo_id)
+    for name, value in (("the repo id", repo_id), ("--revision", revision), ("--commit_message", commit_message)):
+        if value and redact(value) != value:
+            raise UserError(f"{name} holds a Hub token: nothing was sent; give it without the token")
+    if not (token or get_token()):
+        raise UserError("pushing needs a Hub token: run `hf auth login` or set HF_TOKEN, then run again")
+
+
 def push_folder(
     folder,
     repo_id: str,
@@ -199,16 +215,12 @@ def push_folder(
 ) -> PushResult:
     """Push `folder` to `repo_id` (on branch `revision`, created if missing, or as a pull request) through the gate
     above. `say` is told where the push sends before the work starts, and what it left on the repo."""
-    remember(token)
-    validate_repo_id(repo_id)
-    for name, value in (("REPO_ID", repo_id), ("--revision", revision), ("--commit_message", commit_message)):
-        if value and redact(value) != value:
-            raise UserError(f"{name} holds a Hub token: nothing was sent; give it without the token")
+    check_target(repo_id, token, revision, commit_message)
     if "/" not in repo_id:  # a bare name is in the token owner's namespace: the card and the lines name it in full
         repo_id = f"{HfApi(token=token).whoami()['name']}/{repo_id}"
     folder = Path(folder)
     if not folder.is_dir():
-        raise UserError(f"FOLDER {shown(folder)} is not a folder: give the folder save_pretrained or train wrote")
+        raise UserError(f"{shown(folder)} is not a folder: give the folder save_pretrained or train wrote")
     where = f"{constants.ENDPOINT}/{repo_id}" + (f" (revision {revision})" if revision else "")
     say(f"Pushing {shown(folder)} to {shown(where)}{' as a pull request' if create_pr else ''}.")
     with tempfile.TemporaryDirectory(prefix="vit-scratch-push-") as scratch:
@@ -218,7 +230,7 @@ def push_folder(
         check_reload(model, stage, scratch)
         if leaks := files_with_secrets([stage]):
             raise UserError(
-                f"{shown(leaks[0].name)} (as staged from FOLDER) holds a Hub token: nothing was sent; remove the "
+                f"{shown(leaks[0].name)} (as staged from the folder) holds a Hub token: nothing was sent; remove the "
                 "token from the folder's files and push again"
             )
         result = commit_stage(

@@ -15,7 +15,7 @@ from datasets import Dataset
 from PIL import Image
 
 from modeling_vit_scratch.errors import UserError
-from modeling_vit_scratch.secrets import shown
+from modeling_vit_scratch.secrets import redact, shown
 
 DECODE_UP_FRONT_MAX_IMAGES = 100_000
 SHOWN_CLASSES = 5
@@ -24,6 +24,11 @@ SHOWN_CLASSES = 5
 def check_data(data, data_args) -> None:
     """Refuse `data` (an `ImageData`) in one line when training on it cannot give a classifier of its classes."""
     names = data.labels
+    if leaked := [name for name in names if redact(str(name)) != str(name)]:  # names go into every config written
+        raise UserError(
+            f"the class name {shown(leaked[0])} holds a Hub token (or a password in a URL): rename that class (its "
+            "folder or label) before training, since class names are written into the model and its card"
+        )
     if len(names) < 2:
         raise UserError(
             f"the data set has {len(names)} class ({shown(names)}): a classifier needs at least two: add images of "

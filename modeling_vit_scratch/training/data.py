@@ -88,6 +88,8 @@ def load_image_dataset(source: str, config_name: str | None = None, streaming: b
         loaded = digits_dataset()
     elif path.is_file():
         raise UserError(f"--dataset {shown(source)} is a file: give the folder that holds the data set")
+    elif not path.exists() and (source.startswith((".", "/", "~")) or source.count("/") > 1):
+        raise UserError(f"--dataset {shown(source)}: no such folder (a Hub data set is named owner/name)")
     elif (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():
         loaded = load_from_disk(str(path))
     else:
@@ -271,7 +273,6 @@ def read_data(data_args, training_args) -> ImageData:
     splits, labels = normalised(splits, data_args.image_column, data_args.label_column, root)
     if data_args.streaming:
         splits = held_out_splits(splits, data_args, root)
-        splits["train"] = own_shards(splits["train"], training_args)
     else:
         splits = carved(splits, data_args)
     if data_args.max_train_samples is not None:
@@ -281,12 +282,15 @@ def read_data(data_args, training_args) -> ImageData:
             if data_args.streaming
             else train.select(range(min(data_args.max_train_samples, len(train))))
         )
+    num_channels = channels(splits["train"])  # before a stream is split between processes: each reads the same
+    if data_args.streaming:
+        splits["train"] = own_shards(splits["train"], training_args)
     data = ImageData(
         train=splits["train"],
         validation=splits["validation"],
         test=splits["test"],
         labels=labels,
-        num_channels=channels(splits["train"]),
+        num_channels=num_channels,
         streamed=data_args.streaming,
         identity=identity(splits, labels, root),
     )

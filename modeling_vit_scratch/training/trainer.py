@@ -22,11 +22,11 @@ import torch
 from safetensors import safe_open
 from transformers import Trainer, TrainerCallback, set_seed
 
-from modeling_vit_scratch.errors import UserError, on_interrupt
+from modeling_vit_scratch.errors import UserError, describe, on_interrupt
 from modeling_vit_scratch.folders import LOCK, MARKER, OutputFolder, ours, remove_entry
 from modeling_vit_scratch.secrets import shown
 from modeling_vit_scratch.sharing.card import write_card
-from modeling_vit_scratch.sharing.push import push_folder
+from modeling_vit_scratch.sharing.push import check_target, push_folder
 from modeling_vit_scratch.training.arguments import OutputArguments, check_fields
 from modeling_vit_scratch.training.class_metrics import class_metrics
 from modeling_vit_scratch.training.data import model_inputs, read_data
@@ -73,6 +73,9 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
     augmentation_policy(data_args, training_args)  # a bad augmentation setting, before any data is read
     hub_token, training_args.hub_token = training_args.hub_token, None  # the Trainer pickles its arguments
     push, training_args.push_to_hub = training_args.push_to_hub, False  # pushed below, through the sharing gate
+    repo_id = training_args.hub_model_id or output_dir.name
+    if push:
+        check_target(repo_id, hub_token)  # before any work: a push that cannot happen is said now, not after training
     main = training_args.process_index == 0
     with folder if main else nullcontext():
         on_interrupt(lambda: interrupted_line(output_dir, started if overwrite else 0.0))
@@ -154,8 +157,16 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
         record = training_record(command, data_args.dataset, splits, training_args, metrics, notes)
         save_folder(trainer, folder if main else None, metrics, record)
     if push and main:
-        repo_id = training_args.hub_model_id or output_dir.name
-        push_folder(output_dir, repo_id, private=bool(training_args.hub_private_repo), token=hub_token)
+        try:
+            result = push_folder(output_dir, repo_id, private=bool(training_args.hub_private_repo), token=hub_token)
+        except Exception as error:
+            if (line := describe(error)) is None:
+                raise
+            raise UserError(
+                f"{line} (the model is saved in {shown(output_dir)}: push it with python scripts/push_to_hub.py "
+                f"{shown(output_dir)} {shown(repo_id)})"
+            ) from None
+        print(f"repo: {result.url}\ncommit: {result.commit}", *result.notes, sep="\n")
     return metrics
 
 

@@ -25,7 +25,7 @@ CLASSES = ("cat", "dog", "fox")
 
 
 def one_process(**overrides):
-    return SimpleNamespace(seed=0, process_index=0, world_size=1, **overrides)
+    return SimpleNamespace(**{"seed": 0, "process_index": 0, "world_size": 1, **overrides})
 
 
 def read(dataset, **overrides):
@@ -285,3 +285,21 @@ def test_read_image_turns_a_photo_upright_and_opens_bytes_and_paths(tmp_path):
 def test_a_class_name_in_a_refusal_shows_no_token_and_no_control_character(tmp_path, name):
     line = refused(saved(tmp_path, {"train": {"label": ["a", "b"] * 4}, "test": {"label": ["a", name]}}))
     assert name not in line and "hf_" + "Q" * 34 not in line and "\x1b" not in line and "\u202e" not in line
+
+
+def test_a_class_named_like_a_token_is_refused_before_anything_is_written(folder, tmp_path):
+    tokened = shutil.copytree(folder, tmp_path / "set")
+    (tokened / "cat").rename(tokened / ("hf_" + "Z" * 34))
+    line = refused(tokened)
+    assert "hf_" + "Z" * 34 not in line
+
+
+def test_a_folder_that_does_not_exist_is_named_as_a_folder(tmp_path):
+    assert "no such folder" in refused(f"./{tmp_path.name}-missing")
+
+
+def test_each_process_of_a_one_shard_stream_reads_rows_and_the_same_channels(folder):
+    for rank in (0, 1):
+        args = DataArguments(dataset=str(folder), streaming=True, validation_fraction=0.2, test_fraction=0.2)
+        data = read_data(args, one_process(process_index=rank, world_size=2))
+        assert data.num_channels == 3 and next(iter(data.train)) is not None

@@ -13,6 +13,7 @@ import torch
 from helpers import MODEL_FOLDER_FILES, made_once, tiny_model_file, write_imagefolder
 from transformers import AutoModelForImageClassification
 
+from modeling_vit_scratch.sharing import push
 from modeling_vit_scratch.training.command import main
 
 TOKEN = "hf_" + "Q" * 34  # shaped like a Hub token: masked wherever it would be shown
@@ -122,6 +123,16 @@ def test_resuming_into_another_model_is_refused_and_changes_nothing(tmp_path, tr
         main([*train_args(inputs[0], folder, wider, "--resume_from_checkpoint", "true"), "--max_steps", "3"])
     assert "--resume_from_checkpoint" in str(stop.value.code)
     assert hashes(folder) == before
+
+
+@pytest.mark.parametrize("repo, token", [("bad repo", TOKEN), ("me/fine", None)], ids=["bad repo id", "no token"])
+def test_a_push_that_cannot_happen_is_refused_before_any_work(tmp_path, inputs, monkeypatch, repo, token):
+    monkeypatch.setattr(push, "get_token", lambda: None)  # no login on this machine
+    argv = [*train_args(inputs[0], tmp_path / "new", inputs[1]), "--push_to_hub", "true", "--hub_model_id", repo]
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, *(["--hub_token", token] if token else [])])
+    assert stop.value.code not in (0, None)
+    assert not (tmp_path / "new").exists()
 
 
 def test_resume_true_without_a_checkpoint_is_one_line(tmp_path, inputs):
