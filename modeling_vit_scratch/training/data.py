@@ -13,6 +13,7 @@ views, and for a stream its position in every checkpoint. Training glue, never i
 """
 
 import hashlib
+import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -258,10 +259,15 @@ def identity(splits: dict, labels: list[str], root: Path | None) -> str:
     return digest.hexdigest()
 
 
-def channels(split) -> int:
-    """1 when the first image is grayscale, else 3."""
-    row = next(iter(split.take(1) if isinstance(split, IterableDataset) else split.select(range(1))))
-    return 1 if read_image(row["image"]).mode in ONE_CHANNEL_MODES else 3
+def channels(split, tries: int) -> int:
+    """1 when the first image that decodes (of the first `tries`) is grayscale, else 3: an image that does not decode
+    is left to the data check, or skipped as a stream's training skips it."""
+    for row in itertools.islice(split, tries):
+        try:
+            return 1 if read_image(row["image"]).mode in ONE_CHANNEL_MODES else 3
+        except (OSError, ValueError):
+            continue
+    return 3
 
 
 def read_data(data_args, training_args) -> ImageData:
@@ -282,7 +288,9 @@ def read_data(data_args, training_args) -> ImageData:
             if data_args.streaming
             else train.select(range(min(data_args.max_train_samples, len(train))))
         )
-    num_channels = channels(splits["train"])  # before a stream is split between processes: each reads the same
+    num_channels = channels(
+        splits["train"], tries=data_args.max_bad_images + 1
+    )  # before a stream is split between processes: each reads the same
     if data_args.streaming:
         splits["train"] = own_shards(splits["train"], training_args)
     data = ImageData(
