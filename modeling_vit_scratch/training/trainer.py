@@ -248,8 +248,17 @@ def last_checkpoint(folder: Path, since: float = 0.0) -> str | None:
     cut off mid-save by a stop is passed over, and so is an earlier run's that an overwriting run replaces."""
     steps = [(int(path.name.split("-")[1]), path) for path in folder.glob("checkpoint-*") if path.name[11:].isdigit()]
     states = [path / "trainer_state.json" for _, path in sorted(steps)]
-    complete = [state.parent for state in states if state.is_file() and state.stat().st_mtime >= since]
+    complete = [state.parent for state in states if written_whole(state) and state.stat().st_mtime >= since]
     return str(complete[-1]) if complete else None
+
+
+def written_whole(state: Path) -> bool:
+    """Whether a checkpoint's `trainer_state.json` is there and whole (a stop may cut it off while it is written)."""
+    try:
+        json.loads(state.read_text())
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def resolved_checkpoint(resume: str | None, output_dir: Path) -> str | None:
