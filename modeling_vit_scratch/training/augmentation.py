@@ -1,6 +1,6 @@
 """From rows to batches: each image read upright and put through the model's processor (`ImageTransform`), kept in
-memory as tensors when it fits (`ProcessedImages`), and training batches augmented and mixed as a whole in the
-collator (`Collate`); and the `digits` policy's small random rotations and shifts (`RandomShiftRotate`: no flips, a
+memory as tensors when it fits (`ProcessedImages`), and training batches augmented and mixed as a whole on their
+device (`AugmentBatch`, applied by the Trainer in each training step); and the `digits` policy's small random rotations and shifts (`RandomShiftRotate`: no flips, a
 flipped digit is another digit), resampled bilinearly with sub-pixel offsets. Training glue, never imported by the
 model files.
 """
@@ -91,14 +91,10 @@ class ImageTransform:
 
 class ProcessedImages(torch.utils.data.Dataset):
     """A split's rows through `transform`: processed once and held as tensors when they take at most `limit_mb`
-    (float32) and half the free memory, else processed each time a batch is read. `training` marks items for the
-    collator to augment."""
+    (float32) and half the free memory, else processed each time a batch is read."""
 
-    def __init__(self, split: Dataset, transform: ImageTransform, limit_mb: float, training: bool = False):
-        self.rows, self.training = (
-            split.cast_column("image", ImageFeature(decode=False)).with_transform(transform),
-            training,
-        )
+    def __init__(self, split: Dataset, transform: ImageTransform, limit_mb: float):
+        self.rows = split.cast_column("image", ImageFeature(decode=False)).with_transform(transform)
         self.pixel_values = None
         size = transform.processor.size
         each = transform.processor.num_channels * size["height"] * size["width"] * 4
@@ -117,22 +113,26 @@ class ProcessedImages(torch.utils.data.Dataset):
 
     def __getitem__(self, index: int) -> dict:
         pixels = self.pixel_values[index] if self.pixel_values is not None else self.rows[index]["pixel_values"]
-        return {"pixel_values": pixels, "labels": self.labels[index]} | ({"augment": True} if self.training else {})
+        return {"pixel_values": pixels, "labels": self.labels[index]}
 
 
-class Collate:
-    """Rows -> a batch; training rows (marked `augment`) are augmented and mixed here, on the batch as a whole."""
+class AugmentBatch(nn.Module):
+    """A training batch {"pixel_values", "labels"} on its device -> augmented, then mixed (soft targets).
 
-    def __init__(self, augmentation: torch.nn.Module | None, mixing: nn.Module | None):
+    It runs in the training step, after the batch is read: its random numbers come from the device's generator in
+    step order, which each checkpoint saves and a resumed run restores, so a resumed run draws what an uninterrupted
+    one draws (the data loader reads a batch ahead, so randomness drawn while reading would not be).
+    """
+
+    def __init__(self, augmentation: nn.Module | None, mixing: nn.Module | None):
+        super().__init__()
         self.augmentation, self.mixing = augmentation, mixing
 
-    def __call__(self, rows: list[dict]) -> dict:
-        pixel_values = torch.stack([row["pixel_values"] for row in rows])
-        labels = torch.tensor([row["labels"] for row in rows], dtype=torch.long)
-        if rows and rows[0].get("augment"):
-            with torch.no_grad():
-                if self.augmentation is not None:
-                    pixel_values = self.augmentation(pixel_values)
-                if self.mixing is not None:
-                    pixel_values, labels = self.mixing(pixel_values, labels)
-        return {"pixel_values": pixel_values, "labels": labels}
+    @torch.no_grad()
+    def forward(self, batch: dict) -> dict:
+        pixel_values, labels = batch["pixel_values"], batch["labels"]
+        if self.augmentation is not None:
+            pixel_values = self.augmentation(pixel_values)
+        if self.mixing is not None:
+            pixel_values, labels = self.mixing(pixel_values, labels)
+        return {**batch, "pixel_values": pixel_values, "labels": labels}

@@ -29,7 +29,7 @@ from PIL import Image
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.secrets import shown
 from modeling_vit_scratch.training.augmentation import (
-    Collate,
+    AugmentBatch,
     ImageTransform,
     ProcessedImages,
     RandomShiftRotate,
@@ -313,7 +313,7 @@ class ModelInputs:
     train: object
     validation: object
     test: object
-    collate_fn: Callable  # Trainer(data_collator=...): augments and mixes training batches
+    augment: torch.nn.Module | None  # ImageTrainer(augment=...): augments and mixes each training batch
     callbacks: list = field(default_factory=list)  # Trainer(callbacks=...): a stream's position in each checkpoint
     compute_loss: Callable | None = None  # Trainer(compute_loss_func=...): soft targets when mixing, else None
     train_loader: Callable[[int], torch.utils.data.DataLoader] | None = None  # a stream's own loader, unprepared
@@ -328,10 +328,9 @@ def model_inputs(data: ImageData, processor, data_args, training_args, checkpoin
     if data_args.crop_pct is not None:
         processor.crop_pct = data_args.crop_pct  # saved with the model: inference crops as evaluation does
     whole = type(processor).from_dict({**processor.to_dict(), "crop_pct": 1.0}) if processor.crop_pct else processor
-    training_args.remove_unused_columns = False  # training items carry the `augment` mark to the collator
     shift_rotate = RandomShiftRotate.for_processor(processor, data_args.max_shift, data_args.max_degrees)
     mixing = BatchMixing(policy.mixup, policy.cutmix, len(data.labels)) if policy.mixes else None
-    collate = Collate(training_augmentation(policy, processor, shift_rotate), mixing)
+    steps = training_augmentation(policy, processor, shift_rotate)
     evaluation = ImageTransform(processor)
     held = [ProcessedImages(split, evaluation, data_args.images_in_memory_mb) for split in (data.validation, data.test)]
     flips = 2 if data_args.eval_flip else 1
@@ -341,7 +340,7 @@ def model_inputs(data: ImageData, processor, data_args, training_args, checkpoin
         train=None,
         validation=validation,
         test=test,
-        collate_fn=collate,
+        augment=AugmentBatch(steps, mixing) if steps is not None or mixing is not None else None,
         compute_loss=soft_loss(training_args.label_smoothing_factor) if mixing else None,
         validation_views=validation.views,
         test_views=test.views,
@@ -353,9 +352,9 @@ def model_inputs(data: ImageData, processor, data_args, training_args, checkpoin
         if checkpoint:
             rows.load(checkpoint)
         inputs.train, inputs.callbacks = rows, [StreamPosition(rows)]
-        inputs.train_loader = lambda batch_size: rows.loader(batch_size, collate)
+        inputs.train_loader = lambda batch_size: rows.loader(batch_size)
     else:
-        inputs.train = ProcessedImages(data.train, ImageTransform(whole), data_args.images_in_memory_mb, training=True)
+        inputs.train = ProcessedImages(data.train, ImageTransform(whole), data_args.images_in_memory_mb)
     return inputs
 
 

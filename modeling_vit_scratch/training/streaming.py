@@ -86,7 +86,7 @@ def own_shards(train: IterableDataset, training_args) -> IterableDataset:
 
 class StreamedImages(torch.utils.data.IterableDataset):
     """This process's training rows, pass after pass without end (the Trainer stops at `--max_steps`), decoded and
-    processed as they are yielded: {"pixel_values": (C, H, W), "labels": int, "augment": True}."""
+    processed as they are yielded: {"pixel_values": (C, H, W), "labels": int}."""
 
     def __init__(self, rows: IterableDataset, transform, data_args, training_args, num_labels: int):
         self.rows, self.transform, self.num_labels = rows, transform, num_labels
@@ -119,9 +119,9 @@ class StreamedImages(torch.utils.data.IterableDataset):
             )
         self.state = {key: state[key] for key in self.state}
 
-    def loader(self, batch_size: int, collate) -> torch.utils.data.DataLoader:
+    def loader(self, batch_size: int) -> torch.utils.data.DataLoader:
         """The rows in batches, read in this process (its position is what each checkpoint saves)."""
-        return torch.utils.data.DataLoader(self, batch_size=batch_size, collate_fn=collate, num_workers=0)
+        return torch.utils.data.DataLoader(self, batch_size=batch_size, num_workers=0)
 
     def __iter__(self):
         source, state = self.rows, self.state
@@ -166,7 +166,7 @@ class StreamedImages(torch.utils.data.IterableDataset):
             Image.DecompressionBombError,
         ) as error:  # PIL's errors for a damaged or unknown image
             return self.skip(row["image"] or {}, error)
-        return {"pixel_values": item["pixel_values"][0], "labels": row["label"], "augment": True}
+        return {"pixel_values": item["pixel_values"][0], "labels": row["label"]}
 
     def skip(self, cell: dict, error: Exception) -> None:
         """Count a bad image once, by its path or its bytes; past `--max_bad_images`, stop."""

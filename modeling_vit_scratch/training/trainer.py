@@ -98,7 +98,6 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
             args=training_args,
             train_dataset=inputs.train,
             eval_dataset=inputs.validation,
-            data_collator=inputs.collate_fn,
             processing_class=processor,
             compute_metrics=accuracy_metrics(inputs.validation_views),
             compute_loss_func=inputs.compute_loss,
@@ -106,6 +105,7 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
             teacher=load_teacher(model_args, processor, data.labels) if model_args.teacher else None,
             ema_decay=model_args.ema_decay,
             train_loader=inputs.train_loader,
+            augment=inputs.augment,
         )
         if model_args.layer_decay is not None:
             trainer.optimizer_cls_and_kwargs = layer_decay_optimizer(
@@ -185,10 +185,12 @@ def save_folder(trainer: Trainer, folder: OutputFolder | None, metrics: dict, re
 
 
 class ImageTrainer(Trainer):
-    """The Trainer with an optional teacher (DeiT's loss) and an optional weight average, scored and saved."""
+    """The Trainer with training batches augmented on their device, an optional teacher (DeiT's loss) and an
+    optional weight average, scored and saved."""
 
-    def __init__(self, *args, teacher=None, ema_decay: float | None = None, train_loader=None, **kwargs):
+    def __init__(self, *args, teacher=None, ema_decay=None, train_loader=None, augment=None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.augment = augment.to(self.args.device) if augment is not None else None
         self.train_loader = train_loader  # a stream's own loader: each process reads its own shards
         self.teacher = teacher.to(self.args.device) if teacher is not None else None
         self.average = WeightAverage(self.model, ema_decay) if ema_decay is not None else None  # on its device
@@ -200,6 +202,11 @@ class ImageTrainer(Trainer):
         if self.train_loader is None:
             return super().get_train_dataloader()
         return self.train_loader(self._train_batch_size)
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        if self.augment is not None:
+            inputs = self.augment(self._prepare_inputs(inputs))
+        return super().training_step(model, inputs, num_items_in_batch)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if self.teacher is None:

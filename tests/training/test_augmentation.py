@@ -13,7 +13,7 @@ from PIL import Image
 from modeling_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.training.arguments import DataArguments
-from modeling_vit_scratch.training.augmentation import Collate, ImageTransform, ProcessedImages, RandomShiftRotate
+from modeling_vit_scratch.training.augmentation import AugmentBatch, ImageTransform, ProcessedImages, RandomShiftRotate
 from modeling_vit_scratch.training.data import soft_loss
 from modeling_vit_scratch.training.mixing import BatchMixing
 from modeling_vit_scratch.training.policies import (
@@ -65,15 +65,15 @@ def test_mixed_batches_carry_soft_targets_that_are_distributions(mixup, batch):
     assert torch.isfinite(loss)
 
 
-def test_the_collator_augments_training_rows_and_never_evaluation_rows():
-    rows = [{"pixel_values": torch.randn(3, 8, 8), "labels": index % 2} for index in range(4)]
-    collate = Collate(RandomShiftRotate(0.3, 20), BatchMixing(1.0, 0.0, 2))
-    plain = collate(rows)
-    assert torch.equal(plain["pixel_values"], torch.stack([row["pixel_values"] for row in rows]))
-    assert plain["labels"].tolist() == [0, 1, 0, 1]
-    trained = collate([{**row, "augment": True} for row in rows])
-    assert not torch.equal(trained["pixel_values"], plain["pixel_values"])
+def test_a_training_batch_is_augmented_then_mixed_and_the_draws_follow_the_generator():
+    batch = {"pixel_values": torch.randn(4, 3, 8, 8), "labels": torch.tensor([0, 1, 0, 1])}
+    augment = AugmentBatch(RandomShiftRotate(0.3, 20), BatchMixing(1.0, 0.0, 2))
+    state = torch.get_rng_state()
+    trained = augment(batch)
+    assert not torch.equal(trained["pixel_values"], batch["pixel_values"])
     assert trained["labels"].shape == (4, 2) and trained["labels"].is_floating_point()
+    torch.set_rng_state(state)  # what a resumed run does: the same generator state draws the same batch
+    assert torch.equal(augment(batch)["pixel_values"], trained["pixel_values"])
 
 
 def test_the_policies_knobs_and_refusals():
