@@ -9,6 +9,12 @@ TORCH_SPEC ?= torch==2.13.0
 TIMM_VENV ?= .venv-timm
 TIMM_TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 PIP := -m pip install --quiet --disable-pip-version-check
+# uv installs each virtual environment (pip installs uv into it first): the same versions as pip, ten times faster.
+# It looks where pip is told to look (PIP_FIND_LINKS, pip's extra index URLs) and, as pip does, takes the best version
+# any of them holds, so a machine whose pip is set up for a local CPU build of torch gets that build through uv too.
+PIP_INDEXES = $(shell $(PYTHON) -m pip config get global.extra-index-url 2>/dev/null)
+UV_INSTALL = UV_FIND_LINKS="$${UV_FIND_LINKS-$${PIP_FIND_LINKS-}}" UV_EXTRA_INDEX_URL="$${UV_EXTRA_INDEX_URL-$(PIP_INDEXES)}" \
+	UV_INDEX_STRATEGY=unsafe-best-match $(1)/bin/uv pip install --quiet --python $(1)/bin/python
 OUTPUT_DIR ?= outputs/vit-digits
 TRAIN_CONFIG ?= configs/train_digits.json
 TRAIN_ARGS ?=
@@ -33,16 +39,16 @@ install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) $(PIP) $(TORCH_SPEC)
-	$(PY) $(PIP) -e ".[train,test]"
+	$(PY) $(PIP) uv
+	$(call UV_INSTALL,$(VENV)) $(TORCH_SPEC) -e ".[train,test]"
 	touch $@
 
 install-timm: $(TIMM_VENV)/.installed
 
 $(TIMM_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(TIMM_VENV)
-	$(TIMM_VENV)/bin/python $(PIP) $(TIMM_TORCH_SPEC)
-	$(TIMM_VENV)/bin/python $(PIP) -e ".[train,test,timm,int8]"
+	$(TIMM_VENV)/bin/python $(PIP) uv
+	$(call UV_INSTALL,$(TIMM_VENV)) $(TIMM_TORCH_SPEC) -e ".[train,test,timm,int8]"
 	touch $@
 
 train: install
