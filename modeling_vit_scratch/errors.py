@@ -73,6 +73,15 @@ def describe(error: BaseException) -> str | None:
             return f"permission denied for{where or ' a file'} ({error.strerror}): choose a folder you can write to"
         if error.errno == errno.ENOENT:
             return f"no such file or folder:{where or ' ' + str(error)}"
+    from huggingface_hub import constants
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    if isinstance(error, LocalEntryNotFoundError):  # the Hub could not be reached and the cache lacks the files
+        cause = f" ({' '.join(str(error.__cause__).split())})" if error.__cause__ else ""
+        return (
+            f"the Hub at {constants.ENDPOINT} could not be reached{cause} and the files are not in the local cache: "
+            "check the network (or HF_ENDPOINT), or give a local folder"
+        )
     if isinstance(error, MemoryError):
         return "the machine ran out of memory: use a smaller model, batch size or image size"
     text = error.args[0] if isinstance(error, KeyError) and error.args else error

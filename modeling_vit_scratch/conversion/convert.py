@@ -17,7 +17,7 @@ from transformers import (
     DeiTForImageClassificationWithTeacher,
     ViTConfig,
     ViTForImageClassification,
-    ViTImageProcessor,
+    ViTImageProcessorPil,
 )
 
 from ..configuration_vit_scratch import ViTScratchConfig, to_pair
@@ -155,7 +155,7 @@ def to_transformers(model, processor=None):
         size=dict(processor.size), resample=int(processor.resample), rescale_factor=processor.rescale_factor
     )
     settings |= dict(image_mean=list(processor.image_mean) * channels, image_std=list(processor.image_std) * channels)
-    return theirs.eval(), ViTImageProcessor(**settings)
+    return theirs.eval(), ViTImageProcessorPil(**settings)  # saved as ViTImageProcessor, without needing torchvision
 
 
 def timm_config(timm_model) -> ViTScratchConfig:

@@ -13,6 +13,7 @@ card's HTML, so a label `<img onerror=...>` would otherwise be live). Local path
 Training glue, never imported by the model files.
 """
 
+import hashlib
 import html
 import math
 import os
@@ -54,6 +55,8 @@ DIGITS = "digits"  # the --dataset name of scikit-learn's handwritten digits
 # what Markdown reads in running text: emphasis, code, links and images, a table cell's end, strikethrough, headings
 # and the backslash itself (`<`, `>`, `&` and quotes are HTML-escaped instead)
 MARKDOWN = re.compile(r"([\\`*_\[\]|~#])")
+# the card's last line: a later push or run may replace a card whose text still has this hash, never an edited one
+CARD_MARK = "<!-- written by vit-scratch; sha256 of the text above: {} -->"
 ABSOLUTE = re.compile(r"(?<![\w:/])(?:~|/)[^\s'\"]*")  # an absolute (or home) path inside a command line
 
 
@@ -275,6 +278,18 @@ def card_text(folder: str | os.PathLike, repo_id: str | None = None, revision: s
     return str(card)
 
 
+def marked(text: str) -> str:
+    """The card with its last line marking it as the package's own, unedited."""
+    return f"{text}{CARD_MARK.format(hashlib.sha256(text.encode()).hexdigest())}\n"
+
+
+def unedited(card: bytes) -> bool:
+    """Whether a README.md is a card the package wrote (a run or a push) and nobody edited since."""
+    body, _, last = card.decode("utf-8", errors="replace").rstrip("\n").rpartition("\n")
+    found = re.fullmatch(CARD_MARK.format("([0-9a-f]{64})"), last)
+    return bool(found) and hashlib.sha256(f"{body}\n".encode()).hexdigest() == found.group(1)
+
+
 def write_card(folder: str | os.PathLike) -> None:
-    """Write `folder/README.md` from the folder's config, records and results."""
-    Path(folder, "README.md").write_text(card_text(folder), encoding="utf-8")
+    """Write `folder/README.md` from the folder's config, records and results, marked as the package's own."""
+    Path(folder, "README.md").write_text(marked(card_text(folder)), encoding="utf-8")

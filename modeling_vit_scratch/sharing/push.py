@@ -20,8 +20,6 @@ Training glue, never imported by the model files.
 """
 
 import fnmatch
-import hashlib
-import re
 import shutil
 import subprocess
 import sys
@@ -40,7 +38,7 @@ from ..errors import UserError, on_interrupt
 from ..image_processing_vit_scratch import ViTScratchImageProcessor
 from ..secrets import credential_free_env, files_with_secrets, redact, remember, shown
 from ..sources import check_model_folder, read_json
-from .card import CONVERSION_FILE, FIGURES, RECORD_FILE, RESULTS_FILE, card_text, measured
+from .card import CONVERSION_FILE, FIGURES, RECORD_FILE, RESULTS_FILE, card_text, marked, measured, unedited
 
 PACKAGE = Path(configuration_vit_scratch.__file__).parent  # the installed package: its model files are the code sent
 DESCRIBING = (RESULTS_FILE, RECORD_FILE, CONVERSION_FILE, *FIGURES)  # sent as they are, when the folder has them
@@ -58,7 +56,6 @@ PROCESSOR_SETTINGS = (
     "rescale_factor",
     "resample",
 )
-CARD_MARK = "<!-- written by vit-scratch push; sha256 of the text above: {} -->"
 RELOAD = """
 import sys
 sys.modules["modeling_vit_scratch"] = None  # as on a machine without the package: only the repo's own code runs
@@ -171,18 +168,6 @@ def stage_folder(folder: Path, stage: Path, max_shard_size, allow_unmeasured_wei
     return model
 
 
-def marked(text: str) -> str:
-    """The card with its last line marking it as a push's own (a later push may replace it)."""
-    return f"{text}{CARD_MARK.format(hashlib.sha256(text.encode()).hexdigest())}\n"
-
-
-def written_by_push(card: bytes) -> bool:
-    """Whether a README.md is a card a push wrote and nobody edited since."""
-    body, _, last = card.decode("utf-8", errors="replace").rstrip("\n").rpartition("\n")
-    found = re.fullmatch(CARD_MARK.format("([0-9a-f]{64})"), last)
-    return bool(found) and hashlib.sha256(f"{body}\n".encode()).hexdigest() == found.group(1)
-
-
 def check_target(
     repo_id: str | None, token: str | None, revision: str | None = None, commit_message: str | None = None
 ) -> None:
@@ -226,7 +211,12 @@ def push_folder(
     with tempfile.TemporaryDirectory(prefix="vit-scratch-push-") as scratch:
         stage, scratch = Path(scratch, "repo"), Path(scratch)
         model = stage_folder(folder, stage, max_shard_size, allow_unmeasured_weights)
-        (stage / "README.md").write_text(marked(card_text(stage, repo_id=repo_id)), encoding="utf-8")
+        own = folder / "README.md"
+        if own.is_file() and not unedited(own.read_bytes()):  # the user's own words: sent as they are
+            shutil.copyfile(own, stage / "README.md")
+            say("Sending the folder's README.md as it is (it is not the card vit-scratch wrote, or was edited).")
+        else:
+            (stage / "README.md").write_text(marked(card_text(stage, repo_id=repo_id)), encoding="utf-8")
         check_reload(model, stage, scratch)
         if leaks := files_with_secrets([stage]):
             raise UserError(
@@ -253,7 +243,7 @@ def commit_stage(stage, folder, repo_id, private, revision, create_pr, message, 
     remote = [entry.path for entry in api.list_repo_tree(repo_id, revision=base, recursive=True)]
     notes = []
     kept = "README.md" in remote and not overwrite_card
-    if kept and not written_by_push(Path(api.hf_hub_download(repo_id, "README.md", revision=base)).read_bytes()):
+    if kept and not unedited(Path(api.hf_hub_download(repo_id, "README.md", revision=base)).read_bytes()):
         (stage / "README.md").unlink()
         notes.append("Kept the repo's README.md (no push wrote it): pass --overwrite_card to replace it.")
     sent = {path.name for path in stage.iterdir()}

@@ -16,7 +16,8 @@ from PIL import Image, ImageOps
 from torch import nn
 
 from modeling_vit_scratch.errors import available_memory
-from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
+from modeling_vit_scratch.image_processing_vit_scratch import open_bounded, to_model_mode
+from modeling_vit_scratch.secrets import shown
 
 
 def per_channel(values, channels: int) -> torch.Tensor:
@@ -72,7 +73,8 @@ def read_image(image) -> Image.Image:
     `datasets` decodes one."""
     if isinstance(image, Image.Image):
         return image
-    with Image.open(image["path"] if not image.get("bytes") else io.BytesIO(image["bytes"])) as opened:
+    source = image["path"] if not image.get("bytes") else io.BytesIO(image["bytes"])
+    with open_bounded(source, f"image {shown(image.get('path') or 'of the data set')}") as opened:
         opened.load()
         return ImageOps.exif_transpose(opened)
 

@@ -15,6 +15,7 @@ from datasets import Dataset
 from PIL import Image
 
 from modeling_vit_scratch.errors import UserError
+from modeling_vit_scratch.image_processing_vit_scratch import open_bounded
 from modeling_vit_scratch.secrets import redact, shown
 
 DECODE_UP_FRONT_MAX_IMAGES = 100_000
@@ -76,7 +77,7 @@ def check_images(split: Dataset, name: str, decode: bool) -> None:
     for row, cell in enumerate(image_cells(split)):
         where = f"image {shown(cell['path'])}" if cell.get("path") else f"image of row {row} of the {name} split"
         try:
-            with Image.open(io.BytesIO(cell["bytes"]) if cell.get("bytes") else cell["path"]) as image:
+            with open_bounded(io.BytesIO(cell["bytes"]) if cell.get("bytes") else cell["path"], where) as image:
                 if decode:
                     image.load()
         except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:

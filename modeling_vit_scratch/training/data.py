@@ -120,9 +120,10 @@ def find_column(dataset, wanted: str | None, kind: str, names: tuple[str, ...], 
         return wanted
     typed = [name for name, feature in dataset.features.items() if isinstance(feature, feature_type)]
     found = typed or [name for name in names if name in columns]
+    if not found and kind == "label" and len(columns) == 1:  # a folder of images with no class sub-folders (or one)
+        raise UserError("the data set has images but no labels: put them in one sub-folder per class, at least two")
     if not found:
-        folders = " (an image folder needs one sub-folder per class, at least two)" if kind == "label" else ""
-        raise UserError(f"no {kind} column in the data set {columns}{folders}: name it with --{kind}_column")
+        raise UserError(f"no {kind} column in the data set {columns}: name it with --{kind}_column")
     return found[0]
 
 

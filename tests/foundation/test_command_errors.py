@@ -8,6 +8,7 @@ import sys
 from contextlib import redirect_stderr
 
 import pytest
+from huggingface_hub.errors import LocalEntryNotFoundError
 from huggingface_hub.utils import validate_repo_id
 from hypothesis import given
 from hypothesis import strategies as st
@@ -31,11 +32,16 @@ def bad_argument(token):
     parser.parse_args(["--dtype", token])
 
 
+def unreachable_hub(token):
+    cause = ConnectionError(f"[Errno 111] Connection refused\nfor {token}")
+    raise LocalEntryNotFoundError("cannot find the snapshot folder on the local disk") from cause
+
+
 bad_repo_id, damaged_weights = (
     lambda token: validate_repo_id(f"{token}//x"),
     lambda token: load_safetensors(token.encode()),
 )
-RAISING = [our_rule, full_disk, bad_repo_id, damaged_weights, bad_argument]
+RAISING = [our_rule, full_disk, bad_repo_id, damaged_weights, bad_argument, unreachable_hub]
 
 
 @pytest.fixture(autouse=True)

@@ -14,6 +14,7 @@ from transformers import ViTImageProcessor
 from modeling_vit_scratch import ViTScratchForImageClassification
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.sharing import push
+from modeling_vit_scratch.sharing.card import write_card
 from modeling_vit_scratch.sharing.push import push_folder
 from modeling_vit_scratch.sources import weights_sha256
 
@@ -110,6 +111,20 @@ def test_the_users_card_on_the_repo_is_kept_unless_overwrite_card(hub_here, tmp_
     assert hub_here.files("someone/carded")["README.md"] == b"# my own card\n" and result.notes
     push_folder(tmp_path / "run", "someone/carded", token=TOKEN, overwrite_card=True, say=lambda _: None)
     assert b"trust_remote_code" in hub_here.files("someone/carded")["README.md"]
+
+
+def test_the_folders_card_is_renewed_with_the_repo_id_unless_the_user_edited_it(hub_here, tmp_path):
+    trained_folder(tmp_path / "run")
+    write_card(tmp_path / "run")
+    push_folder(tmp_path / "run", "someone/renewed", token=TOKEN, say=lambda _: None)
+    assert b'model="someone/renewed"' in hub_here.files("someone/renewed")["README.md"]
+    edited = (
+        (tmp_path / "run" / "README.md").read_bytes().replace(b"## Architecture", b"## My notes\n\n## Architecture")
+    )
+    (tmp_path / "run" / "README.md").write_bytes(edited)
+    said = []
+    push_folder(tmp_path / "run", "someone/edited", token=TOKEN, say=said.append)
+    assert hub_here.files("someone/edited")["README.md"] == edited and any("README.md" in line for line in said)
 
 
 def foreign_code(folder):
