@@ -255,6 +255,7 @@ def timm_config(timm_model) -> ViTScratchConfig:
     if found := [name for name, present in unsupported.items() if present]:
         raise UserError(f"the timm model has {', '.join(found)}, which vit_scratch does not implement")
     backbone = getattr(timm_model.patch_embed, "backbone", None)  # a hybrid's (timm's HybridEmbed)
+    registers = getattr(timm_model, "num_reg_tokens", 0)
     return ViTScratchConfig(
         **(timm_stem(backbone) if backbone is not None else {"num_channels": timm_model.patch_embed.proj.in_channels}),
         image_size=list(timm_model.patch_embed.img_size),
@@ -269,10 +270,11 @@ def timm_config(timm_model) -> ViTScratchConfig:
         fc_norm=isinstance(timm_model.fc_norm, torch.nn.LayerNorm),
         num_labels=head.out_features if isinstance(head, torch.nn.Linear) else 0,
         distillation_token=getattr(timm_model, "dist_token", None) is not None,
-        num_register_tokens=getattr(timm_model, "num_reg_tokens", 0),
+        num_register_tokens=registers,
         layerscale_value=getattr(block.ls1, "init_values", None),
-        # timm resamples at run time only with dynamic_img_size, and then antialiased (resample_abs_pos_embed)
-        **({"position_interpolation": "bicubic_antialias"} if getattr(timm_model, "dynamic_img_size", False) else {}),
+        # timm resamples antialiased (resample_abs_pos_embed: at run time with dynamic_img_size), as transformers'
+        # Dinov2WithRegisters does; the models that predate the field keep the default
+        **({"position_interpolation": "bicubic_antialias"} if timm_model.dynamic_img_size or registers else {}),
     )
 
 
