@@ -17,6 +17,7 @@ Pooling = Literal["cls", "mean"]
 PositionEmbedding = Literal["learned", "sincos"]
 PatchEmbedding = Literal["conv", "linear"]
 Stem = Literal["none", "resnetv2", "conv"]
+PositionInterpolation = Literal["bicubic", "bicubic_antialias"]
 
 # Table 1 of the paper (Base, Large, Huge) and the DeiT widths (Tiny, Small): layers, hidden, MLP, heads.
 MODEL_SIZES = {
@@ -156,6 +157,15 @@ class ViTScratchConfig(PreTrainedConfig):
             the paper's ViT_C-4GF stem (stride 16, then a 1x1 projection: `patch_size=1`).
         distillation_token: a second learned token after the class token (DeiT, Touvron et al. 2021), read by a
             second head that learns from a teacher's predictions (`ViTScratchForImageClassificationWithTeacher`).
+        num_register_tokens: learned tokens after the class (and distillation) token that no head reads and no
+            position embedding marks (Darcet et al. 2023, "Vision Transformers Need Registers"): attention parks its
+            global scratch work there instead of in background patches. 0 (the default) is the paper's ViT.
+        layerscale_value: a learned per-channel scale on each residual branch (attention and MLP), initialised to
+            this value (Touvron et al. 2021, "Going deeper with image transformers"; DINOv2, timm's `init_values`).
+            None (the default) is the paper's ViT, with no scale.
+        position_interpolation: how learned position embeddings are resampled for another image size
+            (`interpolate_pos_encoding`): `"bicubic"` (transformers' ViT and Dinov2) or `"bicubic_antialias"`
+            (torch's antialiased bicubic, a different kernel even when upsampling: Dinov2WithRegisters and timm).
     """
 
     model_type = "vit_scratch"
@@ -184,6 +194,9 @@ class ViTScratchConfig(PreTrainedConfig):
     stem_preactivation: bool = False
     stem_channels: list[int] | tuple[int, ...] = (48, 96, 192, 384)
     distillation_token: bool = False
+    num_register_tokens: int = 0
+    layerscale_value: float | int | None = None
+    position_interpolation: PositionInterpolation = "bicubic"
 
     def __post_init__(self, **kwargs):
         self.stem_depths, self.stem_channels = list(self.stem_depths), list(self.stem_channels)
@@ -224,9 +237,15 @@ class ViTScratchConfig(PreTrainedConfig):
         return height // cell_h, width // cell_w
 
     @property
-    def num_prefix_tokens(self) -> int:
-        """Learned tokens before the patch tokens: the class token, and the distillation token if there is one."""
+    def num_class_tokens(self) -> int:
+        """The tokens the heads read, each with a position embedding: the class token, and the distillation token
+        if there is one."""
         return 2 if self.distillation_token else 1
+
+    @property
+    def num_prefix_tokens(self) -> int:
+        """Learned tokens before the patch tokens: the class tokens (`num_class_tokens`), then the registers."""
+        return self.num_class_tokens + self.num_register_tokens
 
     def validate_architecture(self):
         """Cross-field checks; each error names the field, the value and the fix."""
@@ -242,6 +261,13 @@ class ViTScratchConfig(PreTrainedConfig):
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "drop_path_rate"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}.")
+        if self.num_register_tokens < 0:
+            raise ValueError(f"num_register_tokens must be 0 or more, got {self.num_register_tokens}.")
+        if self.layerscale_value is not None and not 0 < self.layerscale_value < float("inf"):
+            raise ValueError(
+                f"layerscale_value must be a positive number (e.g. 1e-5) or None for no layer scale, "
+                f"got {self.layerscale_value}."
+            )
         if self.layer_norm_eps <= 0 or self.initializer_range < 0:
             raise ValueError(
                 f"layer_norm_eps must be > 0 and initializer_range >= 0, "

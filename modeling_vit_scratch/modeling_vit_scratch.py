@@ -6,7 +6,10 @@ Read top to bottom, it follows the paper's equations:
     Eq. 3  z_l = MLP(LN(z'_l)) + z'_l                              ViTScratchMLP, ViTScratchLayer
     Eq. 4  y = LN(z_L^0)                                           ViTScratchModel (+ a linear head)
 A DeiT-style model (Touvron et al., 2021) adds a distillation token after the class token, read by a second head
-that learns from a teacher: ViTScratchForImageClassificationWithTeacher.
+that learns from a teacher: ViTScratchForImageClassificationWithTeacher. Two later additions, both off by default
+(DINOv2, Oquab et al. 2023, has both):
+    registers  z_0 = [x_class; x_reg^1; ...; x_reg^R; x_p^1 E + E_pos^1; ...]   ViTScratchEmbeddings (no E_pos)
+    layer scale  z'_l = diag(lambda_1) MSA(LN(z_{l-1})) + z_{l-1}, the same on the MLP   ViTScratchLayerScale
 A hybrid (section 3.1) runs a CNN stem (stems_vit_scratch.py) before Eq. 1's projection, which then cuts the stem's
 feature map into patches. Only torch, transformers' public API and the sibling files are imported, so the files
 travel with a saved model and load with `trust_remote_code=True` where this package is not installed.
@@ -32,9 +35,9 @@ from .stems_vit_scratch import ViTScratchStemConv2d, build_stem
 logger = logging.get_logger(__name__)
 
 
-def sincos_position_table(grid_size: tuple[int, int], dim: int, num_prefix_tokens: int = 1) -> torch.Tensor:
+def sincos_position_table(grid_size: tuple[int, int], dim: int, num_class_tokens: int = 1) -> torch.Tensor:
     """Fixed 2-D sine-cosine position embeddings (as in MAE), a zero row first for the class token (and one for the
-    distillation token): (1, num_prefix_tokens + h*w, dim).
+    distillation token): (1, num_class_tokens + h*w, dim).
 
     A quarter of the channels encodes the row with sines, a quarter with cosines, and the same for the column.
     Computed in float64, returned in torch's default dtype: the one `from_pretrained(dtype=...)` builds the model in.
@@ -46,7 +49,7 @@ def sincos_position_table(grid_size: tuple[int, int], dim: int, num_prefix_token
     row_angles = rows.reshape(-1, 1) * omega  # (h*w, dim/4)
     col_angles = cols.reshape(-1, 1) * omega
     table = torch.cat([row_angles.sin(), row_angles.cos(), col_angles.sin(), col_angles.cos()], dim=1)
-    prefix = torch.zeros(num_prefix_tokens, dim, dtype=torch.float64)
+    prefix = torch.zeros(num_class_tokens, dim, dtype=torch.float64)
     return torch.cat([prefix, table]).unsqueeze(0).to(torch.get_default_dtype())
 
 
@@ -87,8 +90,9 @@ class ViTScratchPatchEmbeddings(nn.Module):
 
 
 class ViTScratchEmbeddings(nn.Module):
-    """Eq. 1: prepend the class token (and DeiT's distillation token) to the patch embeddings and add position
-    embeddings -> (batch, T + N, D), T = config.num_prefix_tokens."""
+    """Eq. 1: prepend the class token (and DeiT's distillation token) to the patch embeddings, add position
+    embeddings, then insert the registers (if any) after the class tokens, as DINOv2 with registers does: they carry
+    no position. -> (batch, T + N, D), T = config.num_prefix_tokens (class tokens, then registers)."""
 
     def __init__(self, config: ViTScratchConfig):
         super().__init__()
@@ -99,9 +103,15 @@ class ViTScratchEmbeddings(nn.Module):
         self.distillation_token = (
             nn.Parameter(torch.zeros(1, 1, config.hidden_size)) if config.distillation_token else None
         )
-        self.num_prefix_tokens = config.num_prefix_tokens
+        self.register_tokens = (
+            nn.Parameter(torch.zeros(1, config.num_register_tokens, config.hidden_size))
+            if config.num_register_tokens
+            else None
+        )
+        self.num_class_tokens, self.num_prefix_tokens = config.num_class_tokens, config.num_prefix_tokens
         self.learned_positions = config.position_embedding == "learned"
-        table = sincos_position_table(self.grid_size, config.hidden_size, self.num_prefix_tokens)
+        self.antialias = config.position_interpolation == "bicubic_antialias"
+        table = sincos_position_table(self.grid_size, config.hidden_size, self.num_class_tokens)
         if self.learned_positions:
             self.position_embeddings = nn.Parameter(torch.zeros_like(table))
         else:  # a fixed function of the grid, not state: never saved, refilled by _init_weights after loading
@@ -109,19 +119,20 @@ class ViTScratchEmbeddings(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def position_embeddings_for(self, grid_size: tuple[int, int]) -> torch.Tensor:
-        """Position embeddings for a (rows, columns) patch grid, resampled from the stored grid if it differs."""
+        """Position embeddings of the class tokens and a (rows, columns) patch grid, resampled from the stored grid
+        if it differs: (1, num_class_tokens + rows * columns, D)."""
         if grid_size == self.grid_size:
             return self.position_embeddings
         if not self.learned_positions:
-            table = sincos_position_table(grid_size, self.position_embeddings.shape[-1], self.num_prefix_tokens)
+            table = sincos_position_table(grid_size, self.position_embeddings.shape[-1], self.num_class_tokens)
             return table.to(self.position_embeddings)
-        prefix = self.num_prefix_tokens
+        prefix = self.num_class_tokens
         prefix_positions, patch_positions = self.position_embeddings[:, :prefix], self.position_embeddings[:, prefix:]
         dim = patch_positions.shape[-1]
         # (1, h*w, D) -> (1, D, h, w): the stored grid, never a guess from sqrt(N)
         patch_positions = patch_positions.reshape(1, *self.grid_size, dim).permute(0, 3, 1, 2)
         patch_positions = nn.functional.interpolate(
-            patch_positions, size=grid_size, mode="bicubic", align_corners=False
+            patch_positions, size=grid_size, mode="bicubic", align_corners=False, antialias=self.antialias
         )
         patch_positions = patch_positions.permute(0, 2, 3, 1).reshape(1, -1, dim)
         return torch.cat([prefix_positions, patch_positions], dim=1)
@@ -161,8 +172,11 @@ class ViTScratchEmbeddings(nn.Module):
         pixel_values = pixel_values.to(self.cls_token.dtype)
         patches = self.patch_embeddings(pixel_values)  # (batch, N, D)
         prefix = [self.cls_token] + ([self.distillation_token] if self.distillation_token is not None else [])
-        tokens = torch.cat([token.expand(batch, -1, -1) for token in prefix] + [patches], dim=1)  # (batch, T + N, D)
+        tokens = torch.cat([token.expand(batch, -1, -1) for token in prefix] + [patches], dim=1)  # (batch, C + N, D)
         tokens = tokens + self.position_embeddings_for((height // cell_h, width // cell_w))
+        if self.register_tokens is not None:  # after the class tokens, with no position: (batch, T + N, D)
+            classes, patches = tokens[:, : self.num_class_tokens], tokens[:, self.num_class_tokens :]
+            tokens = torch.cat([classes, self.register_tokens.expand(batch, -1, -1), patches], dim=1)
         return self.dropout(tokens)
 
 
@@ -320,10 +334,23 @@ class ViTScratchDropPath(nn.Module):
         return branch * mask / keep
 
 
+class ViTScratchLayerScale(nn.Module):
+    """Layer scale (CaiT, Touvron et al. 2021; DINOv2): a learned per-channel scale on a residual branch,
+    diag(lambda) x, initialised to `config.layerscale_value`, so that a deep model starts close to the identity.
+    (batch, tokens, D) -> (batch, tokens, D)."""
+
+    def __init__(self, config: ViTScratchConfig):
+        super().__init__()
+        self.lambda1 = nn.Parameter(torch.full((config.hidden_size,), float(config.layerscale_value)))
+
+    def forward(self, branch: torch.Tensor) -> torch.Tensor:
+        return branch * self.lambda1
+
+
 class ViTScratchLayer(GradientCheckpointingLayer):
-    """Eq. 2-3, a pre-norm encoder block: z' = MSA(LN(z)) + z, then z'' = MLP(LN(z')) + z'. Shape (batch, tokens, D),
-    or (batch, T, D) with `class_token_only`: every token is read, only the class token (and the distillation token,
-    T = config.num_prefix_tokens) is computed."""
+    """Eq. 2-3, a pre-norm encoder block: z' = MSA(LN(z)) + z, then z'' = MLP(LN(z')) + z', each branch scaled by
+    layer scale if the config has it. Shape (batch, tokens, D), or (batch, C, D) with `class_token_only`: every token
+    is read, only the class token (and the distillation token, C = config.num_class_tokens) is computed."""
 
     def __init__(self, config: ViTScratchConfig, drop_path_rate: float = 0.0):
         super().__init__()
@@ -331,16 +358,20 @@ class ViTScratchLayer(GradientCheckpointingLayer):
         self.attention = ViTScratchAttention(config)
         self.layernorm_after = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.mlp = ViTScratchMLP(config)
+        scaled = config.layerscale_value is not None
+        self.layer_scale1 = ViTScratchLayerScale(config) if scaled else nn.Identity()
+        self.layer_scale2 = ViTScratchLayerScale(config) if scaled else nn.Identity()
         self.drop_path = ViTScratchDropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
-        self.num_prefix_tokens = config.num_prefix_tokens
+        self.num_class_tokens = config.num_class_tokens
 
     def forward(self, hidden_states: torch.Tensor, *, output_attentions: bool = False, class_token_only: bool = False):
-        queries = slice(0, self.num_prefix_tokens) if class_token_only else slice(None)
+        queries = slice(0, self.num_class_tokens) if class_token_only else slice(None)
         attention_output, attention_weights = self.attention(
             self.layernorm_before(hidden_states), output_attentions, queries
         )
-        hidden_states = hidden_states[:, queries] + self.drop_path(attention_output)
-        hidden_states = hidden_states + self.drop_path(self.mlp(self.layernorm_after(hidden_states)))
+        hidden_states = hidden_states[:, queries] + self.drop_path(self.layer_scale1(attention_output))
+        mlp_output = self.mlp(self.layernorm_after(hidden_states))
+        hidden_states = hidden_states + self.drop_path(self.layer_scale2(mlp_output))
         return hidden_states, attention_weights
 
 
@@ -428,14 +459,18 @@ class ViTScratchPreTrainedModel(PreTrainedModel):
         elif isinstance(module, nn.LayerNorm):
             init.ones_(module.weight)
             init.zeros_(module.bias)
+        elif isinstance(module, ViTScratchLayerScale):
+            init.constant_(module.lambda1, self.config.layerscale_value)
         elif isinstance(module, ViTScratchEmbeddings):
             truncated_normal_(module.cls_token, std)
+            if module.register_tokens is not None:
+                truncated_normal_(module.register_tokens, std)
             if module.distillation_token is not None:
                 truncated_normal_(module.distillation_token, std)
             if module.learned_positions:
                 truncated_normal_(module.position_embeddings, std)
             else:
-                table = sincos_position_table(module.grid_size, self.config.hidden_size, module.num_prefix_tokens)
+                table = sincos_position_table(module.grid_size, self.config.hidden_size, module.num_class_tokens)
                 init.copy_(module.position_embeddings, table)
 
 
@@ -466,7 +501,7 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
         """Tokens (batch, T + N, D) after the final LayerNorm (unless fc_norm), and per-layer states/weights if asked.
 
-        With `class_token_only` the last block computes the T prefix tokens alone, (batch, T, D): all the heads read,
+        With `class_token_only` the last block computes the C class tokens alone, (batch, C, D): all the heads read,
         so the classifier asks for it. It is ignored when hidden states, attentions or mean pooling need every token.
         """
         every_token_needed = output_attentions or output_hidden_states or self.config.pooling != "cls"
@@ -501,7 +536,8 @@ class ViTScratchModel(ViTScratchPreTrainedModel):
         )
 
     def pool(self, tokens: torch.Tensor) -> torch.Tensor:
-        """(batch, T + N, D) -> (batch, D): the class token (Eq. 4), or the mean of the patch tokens."""
+        """(batch, T + N, D) -> (batch, D): the class token (Eq. 4), or the mean of the patch tokens (registers and
+        class tokens left out)."""
         patch_tokens = tokens[:, self.config.num_prefix_tokens :]
         pooled = tokens[:, 0] if self.config.pooling == "cls" else patch_tokens.mean(dim=1)
         return self.fc_norm(pooled)

@@ -7,8 +7,13 @@
         --input weights.safetensors --output DIR      # a hybrid: its ResNet-V2 stem converts too
     vit-scratch convert --from transformers --input facebook/deit-tiny-distilled-patch16-224 \\
         --output DIR                                   # DeiT: distillation token and both heads
+    vit-scratch convert --from transformers --input facebook/dinov2-with-registers-small \\
+        --output DIR                                   # Dinov2: layer scale and registers (Dinov2Model too)
+    vit-scratch convert --from timm --timm_model vit_small_patch14_reg4_dinov2 \\
+        --input weights.safetensors --output DIR
     vit-scratch convert --to transformers --input DIR --output DIR
-                                                       # a distilled model (DeiT) is written as transformers' DeiT
+                                                       # a distilled model (DeiT) is written as transformers' DeiT,
+                                                       # one with layer scale or registers as Dinov2(WithRegisters)
 
 The folder is written in a private folder inside --output, loaded back and compared with its source on random
 images (logits, or the final tokens of a model without a head) in --dtype (float32, or bfloat16 with its looser
@@ -29,7 +34,7 @@ from ..folders import MODEL_NAMES, OutputFolder
 from ..image_processing_vit_scratch import ViTScratchImageProcessor
 from ..secrets import shown
 from ..sources import check_model_folder, is_local, load_model, read_json, resolve, weights_sha256
-from .convert import from_timm, from_transformers, to_transformers
+from .convert import DINOV2_TYPES, from_timm, from_transformers, to_transformers
 from .timm_source import timm_model
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
@@ -108,10 +113,10 @@ def read_source(args: argparse.Namespace):
     settings = check_model_folder(folder, argument="--input")
     commit = None if is_local(args.input) else folder.name  # a snapshot's folder is named by its commit
     model_type = settings.get("model_type")
-    if model_type not in (("vit_scratch",) if args.target else ("vit", "deit")):
+    if model_type not in (("vit_scratch",) if args.target else ("vit", "deit", *DINOV2_TYPES)):
         fix = {"vit_scratch": "use --to transformers", "vit": "use --from transformers"}.get(
-            "vit" if model_type == "deit" else model_type,
-            "--from transformers reads a ViT or DeiT, --to transformers a vit_scratch folder",
+            "vit" if model_type in ("deit", *DINOV2_TYPES) else model_type,
+            "--from transformers reads a ViT, DeiT or Dinov2, --to transformers a vit_scratch folder",
         )
         raise UserError(f"--input {shown(args.input)} holds a {shown(model_type)!r} model: {fix}")
     if args.target:
@@ -126,6 +131,8 @@ def read_source(args: argparse.Namespace):
     processor_settings = read_json(processor_file) if processor_file.is_file() else {}
     if getattr(reference, "pooler", None) is not None:
         print("Not converted: the pooler (a tanh layer no classification head uses, which vit_scratch has not).")
+    if getattr(getattr(reference, "base_model", reference).embeddings, "mask_token", None) is not None:
+        print("Not converted: the mask token (read only by masked-image pre-training, which vit_scratch has not).")
     return *from_transformers(reference, processor_settings), reference, commit
 
 
@@ -154,8 +161,9 @@ def main(argv: list[str]) -> None:
         model.save_pretrained(stage)
         if processor is not None:
             processor.save_pretrained(stage)
-        if args.target:
-            written = AutoModelForImageClassification.from_pretrained(stage, dtype=dtype, use_safetensors=True)
+        if args.target:  # a Dinov2Model has no head: the base model class reads it
+            auto = AutoModel if type(model).__name__.endswith("Model") else AutoModelForImageClassification
+            written = auto.from_pretrained(stage, dtype=dtype, use_safetensors=True)
         else:
             written = type(model).from_pretrained(stage, dtype=dtype, use_safetensors=True)
         ours = reference if args.target else model  # the images are made for ours (a gray one: one channel)
