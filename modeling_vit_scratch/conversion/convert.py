@@ -1,9 +1,11 @@
-"""Weights between vit_scratch and transformers' ViT / DeiT or timm's ViT (its ResNet hybrids included), in memory.
+"""Weights between vit_scratch and transformers' ViT / DeiT / ViTMAE or timm's ViT (its ResNet hybrids included), in
+memory.
 
 Each direction is an explicit renaming of the state dict: our fused query/key/value projection is transformers'
 three projections concatenated, every other tensor keeps its shape. The result is loaded strictly (every key, every
 shape), so nothing is dropped without a word; only transformers' `pooler` (a tanh layer no classification head
-uses, which vit_scratch has not) is left out. transformers' own classes build and save their side, so the folder
+uses, which vit_scratch has not) is left out, and ViTMAE's fixed sin-cos tables, which vit_scratch computes
+(checked to be that table, or refused). transformers' own classes build and save their side, so the folder
 written holds the key layout transformers saves; timm's model is read through its attributes. Whether a conversion
 computes what its source computes is the command's parity check (`command.py`), which every written folder passes.
 """
@@ -18,12 +20,19 @@ from transformers import (
     ViTConfig,
     ViTForImageClassification,
     ViTImageProcessor,
+    ViTMAEConfig,
+    ViTMAEForPreTraining,
 )
 
 from ..configuration_vit_scratch import ViTScratchConfig, to_pair
 from ..errors import UserError
 from ..image_processing_vit_scratch import LUMA_WEIGHTS, ViTScratchImageProcessor
-from ..modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchForImageClassificationWithTeacher
+from ..modeling_vit_scratch import (
+    ViTScratchForImageClassification,
+    ViTScratchForImageClassificationWithTeacher,
+    ViTScratchForPreTraining,
+    mae_position_table,
+)
 
 # the architecture fields transformers' ViT / DeiT configs share with ours, under the same names
 SHARED_FIELDS = (
@@ -41,6 +50,15 @@ SHARED_FIELDS = (
     "initializer_range",
 )
 HEADS = ("classifier.", "cls_classifier.", "distillation_classifier.")
+# the masked autoencoder's fields, under ViTMAEConfig's names
+MAE_FIELDS = (
+    "decoder_hidden_size",
+    "decoder_num_hidden_layers",
+    "decoder_num_attention_heads",
+    "decoder_intermediate_size",
+    "mask_ratio",
+    "norm_pix_loss",
+)
 TIMM_BLOCK = {"attn.qkv": "attention.qkv_proj", "attn.proj": "attention.o_proj", "norm1": "layernorm_before"}
 TIMM_BLOCK |= {"norm2": "layernorm_after", "mlp.fc1": "mlp.fc1", "mlp.fc2": "mlp.fc2"}
 TIMM_NAMES = {"cls_token": "cls_token", "dist_token": "distillation_token", "pos_embed": "position_embeddings"}
@@ -49,11 +67,15 @@ TIMM_NAMES |= {"patch_embed.proj": "patch_embeddings.projection"}
 TIMM_BOTTLENECK = {"downsample.conv": "shortcut_conv", "downsample.norm": "shortcut_norm"}
 
 
-def build(config: ViTScratchConfig, state: dict[str, torch.Tensor], two_heads: bool = False):
-    """Our model holding exactly `state`: one head, or DeiT's two. Weights that are not finite are refused."""
+def build(config: ViTScratchConfig, state: dict[str, torch.Tensor], two_heads: bool = False, model_class=None):
+    """Our model holding exactly `state`: one head, DeiT's two, or `model_class`. Weights that are not finite are
+    refused."""
     if bad := [key for key, tensor in state.items() if tensor.is_floating_point() and not tensor.isfinite().all()]:
         raise UserError(f"the weights {bad[0]} hold NaN or infinity: give weights that are finite")
-    model = (ViTScratchForImageClassificationWithTeacher if two_heads else ViTScratchForImageClassification)(config)
+    model_class = model_class or (
+        ViTScratchForImageClassificationWithTeacher if two_heads else ViTScratchForImageClassification
+    )
+    model = model_class(config)
     if extra := sorted(set(state) - set(model.state_dict())):
         raise UserError(
             f"the source has weights vit_scratch has no place for ({', '.join(extra[:3])}): it has a part "
@@ -73,27 +95,54 @@ def processor_for(config: ViTScratchConfig, mean, std, size: tuple[int, int], re
     return ViTScratchImageProcessor.for_config(config, image_mean=mean, image_std=std, size=size, resample=resample)
 
 
+def mae_decoder_table(reference, config: ViTScratchConfig) -> None:
+    """Refuse a ViTMAE whose decoder position table is not MAE's fixed sin-cos table, the one vit_scratch computes
+    (and does not store)."""
+    table = reference.state_dict()["decoder.decoder_pos_embed"]
+    expected = mae_position_table(config.grid_size, config.decoder_hidden_size)
+    if table.shape != expected.shape or not torch.allclose(table.float(), expected.float(), atol=1e-6):
+        raise UserError(
+            "--input holds decoder position embeddings other than MAE's fixed 2-D sin-cos table, which vit_scratch "
+            "computes instead of storing: this decoder cannot be converted (a ViTMAEForPreTraining that transformers "
+            "built from a config, not loaded, may hold zeros there)"
+        )
+
+
 def from_transformers(reference, settings: dict | None = None):
-    """A transformers ViT or DeiT model (`ViTModel`, `ViTForImageClassification`, `DeiTModel`, `DeiTFor...`) and its
-    `preprocessor_config.json` settings -> our model and image processor. DeiT keeps its distillation token, and its
-    two-headed classifier becomes ours; a model without a head converts with no labels."""
+    """A transformers ViT, DeiT or ViTMAE model (`ViTModel`, `ViTForImageClassification`, `DeiTModel`, `DeiTFor...`,
+    `ViTMAEForPreTraining`) and its `preprocessor_config.json` settings -> our model and image processor. DeiT keeps
+    its distillation token, and its two-headed classifier becomes ours; a model without a head converts with no
+    labels; ViTMAE becomes our masked autoencoder, its frozen encoder position table our learned one."""
     source = reference.config
-    if source.model_type not in ("vit", "deit"):
-        raise UserError(f"--input is a {source.model_type!r} model: --from transformers converts ViT and DeiT only")
+    if source.model_type not in ("vit", "deit", "vit_mae"):
+        raise UserError(
+            f"--input is a {source.model_type!r} model: --from transformers converts ViT, DeiT and ViTMAE only"
+        )
     if source.hidden_act != "gelu":
         raise UserError(f"--input uses hidden_act={source.hidden_act!r}: vit_scratch has the exact GELU only")
-    two_heads = hasattr(reference, "cls_classifier")
+    two_heads, mae = hasattr(reference, "cls_classifier"), source.model_type == "vit_mae"
     labels = {"id2label": dict(source.id2label)} if two_heads or hasattr(reference, "classifier") else {}
+    # ViTMAE's frozen encoder table is held as our learned one (MAE's layout differs from our sincos table's)
+    mae_fields = {name: getattr(source, name) for name in MAE_FIELDS} | {"position_embedding": "learned"} if mae else {}
     config = ViTScratchConfig(
         **{name: getattr(source, name) for name in SHARED_FIELDS},
         **(labels or {"num_labels": 0}),
         distillation_token=source.model_type == "deit",
+        **mae_fields,
     )
+    if mae:
+        mae_decoder_table(reference, config)
     state = {}
     for key, tensor in reference.state_dict().items():
         key = re.sub(r"^(vit|deit)\.", "", key)
-        if not key.startswith("pooler."):
-            state[key.removeprefix("cls_") if key.startswith(HEADS) else f"vit.{key}"] = tensor
+        if key.startswith(HEADS):
+            state[key.removeprefix("cls_")] = tensor
+        elif key == "decoder.decoder_pos_embed":  # MAE's fixed table, which ours computes (checked above)
+            continue
+        elif key.startswith("decoder."):  # ViTMAE's decoder, under our names
+            state[key] = tensor
+        elif not key.startswith("pooler."):
+            state[f"vit.{key}"] = tensor
     for query in [key for key in state if ".attention.q_proj." in key]:
         parts = [state.pop(query.replace("q_proj", part)) for part in ("q_proj", "k_proj", "v_proj")]
         state[query.replace("q_proj", "qkv_proj")] = torch.cat(parts)
@@ -104,14 +153,17 @@ def from_transformers(reference, settings: dict | None = None):
     mean, std = (settings.get(name, [0.5] * config.num_channels) for name in ("image_mean", "image_std"))
     height, width = size.get("height", size.get("shortest_edge")), size.get("width", size.get("shortest_edge"))
     processor = processor_for(config, mean, std, (height, width), settings.get("resample", 2))
-    return build(config, state, two_heads), processor
+    return build(config, state, two_heads, ViTScratchForPreTraining if mae else None), processor
 
 
 def to_transformers(model, processor=None):
     """Our model -> transformers' `ViTForImageClassification`, or DeiT's classifier (two-headed from ours) for a
     model with a distillation token, and `ViTImageProcessor` settings from `processor`. A grayscale model becomes an
     RGB one computing the same on the gray image (transformers' pipeline makes every image RGB): its patch kernel is
-    shared among R, G and B by the luma weights our processor uses."""
+    shared among R, G and B by the luma weights our processor uses. A masked autoencoder becomes transformers'
+    `ViTMAEForPreTraining` (`to_transformers_mae`)."""
+    if isinstance(model, ViTScratchForPreTraining):
+        return to_transformers_mae(model, processor)
     config = model.config
     missing = {
         "pooling='mean'": config.pooling != "cls",
@@ -148,14 +200,48 @@ def to_transformers(model, processor=None):
         else:
             state[prefix + key.removeprefix("vit.")] = tensor
     theirs.load_state_dict(state, strict=True)
+    return theirs.eval(), transformers_processor(processor, 3 if gray else 1)
+
+
+def transformers_processor(processor, channels: int = 1) -> ViTImageProcessor | None:
+    """`ViTImageProcessor` settings from our processor; each mean and std repeated `channels` times (a gray model's
+    one, for each of R, G and B)."""
     if processor is None:
-        return theirs.eval(), None
-    channels = 3 if gray else 1  # a gray model's one mean and std, for each of R, G and B
+        return None
     settings = dict(
         size=dict(processor.size), resample=int(processor.resample), rescale_factor=processor.rescale_factor
     )
     settings |= dict(image_mean=list(processor.image_mean) * channels, image_std=list(processor.image_std) * channels)
-    return theirs.eval(), ViTImageProcessor(**settings)
+    return ViTImageProcessor(**settings)
+
+
+def to_transformers_mae(model: ViTScratchForPreTraining, processor=None):
+    """Our masked autoencoder -> transformers' `ViTMAEForPreTraining` (and `ViTImageProcessor` settings). Our fixed
+    sin-cos tables, computed rather than stored, are written as the frozen tables ViTMAE keeps; a mean-pooling
+    model's final LayerNorm (`fc_norm`) is ViTMAE's `layernorm`: in pretraining both norm every token."""
+    config = model.config
+    missing = {
+        "distillation token": config.distillation_token,
+        "non-square image or patch sizes": len({*to_pair(config.image_size)}) + len({*to_pair(config.patch_size)}) > 2,
+    }
+    if found := [name for name, used in missing.items() if used]:
+        raise UserError(f"transformers' ViTMAE has no {', '.join(found)}: this model cannot be written as one")
+    fields = {name: getattr(config, name) for name in SHARED_FIELDS + MAE_FIELDS}
+    fields |= dict(image_size=to_pair(config.image_size)[0], patch_size=to_pair(config.patch_size)[0])
+    theirs = ViTMAEForPreTraining(ViTMAEConfig(**fields, hidden_act="gelu"))
+    state = {
+        "vit.embeddings.position_embeddings": model.vit.embeddings.position_embeddings.detach().clone(),
+        "decoder.decoder_pos_embed": model.decoder.position_embeddings.clone(),
+    }
+    for key, tensor in model.state_dict().items():
+        key = key.replace("vit.fc_norm.", "vit.layernorm.")
+        if ".qkv_proj." in key:
+            for part, chunk in zip(("q_proj", "k_proj", "v_proj"), tensor.chunk(3), strict=True):
+                state[key.replace("qkv_proj", part)] = chunk.clone()
+        else:
+            state[key] = tensor
+    theirs.load_state_dict(state, strict=True)
+    return theirs.eval(), transformers_processor(processor)
 
 
 def timm_config(timm_model) -> ViTScratchConfig:
