@@ -4,7 +4,13 @@ Importing the package registers its classes with transformers' Auto classes (its
 and marks them so that `save_pretrained` writes the model code and an `auto_map` beside the weights.
 """
 
-from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForImageClassification
+from transformers import (
+    AutoConfig,
+    AutoImageProcessor,
+    AutoModel,
+    AutoModelForImageClassification,
+    AutoModelForPreTraining,
+)
 from transformers.utils import is_torchvision_available
 
 from .configuration_vit_scratch import MODEL_FILES, PRESETS, ViTScratchConfig, auto_map_entry
@@ -16,6 +22,7 @@ from .image_processing_vit_scratch import (
 from .modeling_vit_scratch import (
     ViTScratchForImageClassification,
     ViTScratchForImageClassificationWithTeacher,
+    ViTScratchForPreTraining,
     ViTScratchModel,
     ViTScratchPreTrainedModel,
 )
@@ -25,6 +32,7 @@ AutoModel.register(ViTScratchConfig, ViTScratchModel, exist_ok=True)
 # Two heads for one config, as transformers maps DeiT: the class named in config.architectures is built, else the first.
 IMAGE_CLASSIFIERS = (ViTScratchForImageClassification, ViTScratchForImageClassificationWithTeacher)
 AutoModelForImageClassification.register(ViTScratchConfig, IMAGE_CLASSIFIERS, exist_ok=True)
+AutoModelForPreTraining.register(ViTScratchConfig, ViTScratchForPreTraining, exist_ok=True)
 # torchvision is picked when installed (transformers' default), or asked for with backend="torchvision"/use_fast=True;
 # without torchvision only the PIL class is registered, so transformers falls back to it as for its own models.
 PROCESSORS = {"pil": ViTScratchImageProcessor}
@@ -39,6 +47,7 @@ for model_class, auto_class in (
     (ViTScratchModel, "AutoModel"),
     (ViTScratchForImageClassification, "AutoModelForImageClassification"),
     (ViTScratchForImageClassificationWithTeacher, "AutoModelForImageClassification"),
+    (ViTScratchForPreTraining, "AutoModelForPreTraining"),
     (ViTScratchImageProcessor, "AutoImageProcessor"),
     (ViTScratchImageProcessorFast, "AutoImageProcessor"),
 ):
@@ -52,6 +61,7 @@ __all__ = [
     "ViTScratchConfig",
     "ViTScratchForImageClassification",
     "ViTScratchForImageClassificationWithTeacher",
+    "ViTScratchForPreTraining",
     "ViTScratchImageClassificationPipeline",
     "ViTScratchImageProcessor",
     "ViTScratchImageProcessorFast",

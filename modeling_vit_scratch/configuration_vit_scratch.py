@@ -166,6 +166,15 @@ class ViTScratchConfig(PreTrainedConfig):
         position_interpolation: how learned position embeddings are resampled for another image size
             (`interpolate_pos_encoding`): `"bicubic"` (transformers' ViT and Dinov2) or `"bicubic_antialias"`
             (torch's antialiased bicubic, a different kernel even when upsampling: Dinov2WithRegisters and timm).
+        mask_ratio: masked autoencoding (`ViTScratchForPreTraining`, He et al. 2021): the share of patch tokens
+            hidden from the encoder, in [0, 1).
+        decoder_hidden_size: width of the masked-autoencoder decoder's tokens; a multiple of 4 (its sin-cos table)
+            and of `decoder_num_attention_heads`.
+        decoder_num_hidden_layers: blocks of the masked-autoencoder decoder.
+        decoder_num_attention_heads: heads of the decoder's self-attention.
+        decoder_intermediate_size: hidden width of the decoder's MLP.
+        norm_pix_loss: the masked-autoencoder loss compares each patch normalised by its own mean and variance (the
+            MAE paper's Table 1d) instead of the pixels.
     """
 
     model_type = "vit_scratch"
@@ -197,6 +206,13 @@ class ViTScratchConfig(PreTrainedConfig):
     num_register_tokens: int = 0
     layerscale_value: float | int | None = None
     position_interpolation: PositionInterpolation = "bicubic"
+    # masked autoencoding: read by ViTScratchForPreTraining only (ViTMAEConfig's names and defaults)
+    mask_ratio: float | int = 0.75
+    decoder_hidden_size: int = 512
+    decoder_num_hidden_layers: int = 8
+    decoder_num_attention_heads: int = 16
+    decoder_intermediate_size: int = 2048
+    norm_pix_loss: bool = False
 
     def __post_init__(self, **kwargs):
         self.stem_depths, self.stem_channels = list(self.stem_depths), list(self.stem_channels)
@@ -280,6 +296,7 @@ class ViTScratchConfig(PreTrainedConfig):
                 f"{[h for h in range(1, 17) if self.hidden_size % h == 0]}."
             )
         self.validate_stem()
+        self.validate_decoder()
         image, cell = to_pair(self.image_size), self.cell_size
         if image[0] % cell[0] or image[1] % cell[1]:
             stem = f" times the stem's stride {self.stem_stride} (config.stem_stride)" if self.stem != "none" else ""
@@ -310,6 +327,21 @@ class ViTScratchConfig(PreTrainedConfig):
             raise ValueError(
                 f"stem_channels must list at least one positive channel count for stem='conv', got "
                 f"{self.stem_channels}: e.g. [48, 96, 192, 384]."
+            )
+
+    def validate_decoder(self):
+        """Checks of the masked-autoencoder fields."""
+        if not 0.0 <= self.mask_ratio < 1.0:
+            raise ValueError(f"mask_ratio must be in [0, 1), got {self.mask_ratio}: e.g. 0.75, as in MAE.")
+        names = ("decoder_hidden_size", "decoder_num_hidden_layers", "decoder_num_attention_heads")
+        for name in (*names, "decoder_intermediate_size"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}.")
+        width, heads = self.decoder_hidden_size, self.decoder_num_attention_heads
+        if width % heads or width % 4:
+            raise ValueError(
+                f"decoder_hidden_size ({width}) must be divisible by decoder_num_attention_heads ({heads}) and by 4 "
+                "(the decoder's sin-cos position table): e.g. decoder_hidden_size=128 with 4 heads."
             )
 
     @classmethod

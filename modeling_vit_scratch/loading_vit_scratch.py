@@ -126,8 +126,10 @@ def checked_loading(load, pretrained_model_name_or_path, *args, **kwargs):
         raise OSError(f"{where} is incomplete or corrupt ({error}): {fix}.") from None
     in_memory = pretrained_model_name_or_path is None
     weights = "The state_dict" if in_memory else weights_file_name(str(pretrained_model_name_or_path))
-    is_head = lambda key: key.split(".")[0] in ("classifier", "distillation_classifier")
-    missing = sorted(key for key in info["missing_keys"] if not (new_head and is_head(key)))
+    is_head = lambda key: key.split(".")[0] in ("classifier", "distillation_classifier", "decoder")
+    # a masked autoencoder's folder (its decoder unexpected here) has no classifier: a classifier gets a new head
+    from_pretraining = any(key.startswith("decoder.") for key in info["unexpected_keys"])
+    missing = sorted(key for key in info["missing_keys"] if not ((new_head or from_pretraining) and is_head(key)))
     # a head this model has not (the encoder alone, or the class head alone of a two-headed model) is left out
     unexpected = sorted(
         key for key in info["unexpected_keys"] if not (is_head(key) and not hasattr(model, key.split(".")[0]))

@@ -11,10 +11,13 @@ that learns from a teacher: ViTScratchForImageClassificationWithTeacher. Two lat
     registers  z_0 = [x_class; x_reg^1; ...; x_reg^R; x_p^1 E + E_pos^1; ...]   ViTScratchEmbeddings (no E_pos)
     layer scale  z'_l = diag(lambda_1) MSA(LN(z_{l-1})) + z_{l-1}, the same on the MLP   ViTScratchLayerScale
 A hybrid (section 3.1) runs a CNN stem (stems_vit_scratch.py) before Eq. 1's projection, which then cuts the stem's
-feature map into patches. Only torch, transformers' public API and the sibling files are imported, so the files
+feature map into patches. A masked autoencoder (He et al., 2021) pretrains the encoder without labels: it sees a
+random quarter of the patch tokens, and a small decoder rebuilds the pixels of the rest (ViTScratchForPreTraining).
+Only torch, transformers' public API and the sibling files are imported, so the files
 travel with a saved model and load with `trust_remote_code=True` where this package is not installed.
 """
 
+import copy
 import functools
 import math
 from dataclasses import dataclass
@@ -654,9 +657,211 @@ class ViTScratchForImageClassificationWithTeacher(ViTScratchPreTrainedModel):
         return output if (self.config.return_dict if return_dict is None else return_dict) else output.to_tuple()
 
 
+def mae_position_table(grid_size: tuple[int, int], dim: int, num_prefix_tokens: int = 1) -> torch.Tensor:
+    """`sincos_position_table` with its column half first, (1, T + h*w, dim): the layout of MAE's own code (a swap
+    of names there), which its published weights were trained with and transformers' ViTMAE keeps."""
+    table = sincos_position_table(grid_size, dim, num_prefix_tokens)
+    return torch.cat([table[..., dim // 2 :], table[..., : dim // 2]], dim=-1)
+
+
+def patchify(pixel_values: torch.Tensor, patch_size: tuple[int, int]) -> torch.Tensor:
+    """(batch, C, H, W) -> (batch, h*w, P*P*C), each patch's pixels in (row, column, channel) order: MAE's
+    reconstruction target, in the order the decoder predicts them."""
+    batch, channels, height, width = pixel_values.shape
+    patch_h, patch_w = patch_size
+    # (batch, C, h, P, w, P) -> (batch, h, w, P, P, C) -> (batch, h*w, P*P*C)
+    patches = pixel_values.reshape(batch, channels, height // patch_h, patch_h, width // patch_w, patch_w)
+    return patches.permute(0, 2, 4, 3, 5, 1).reshape(batch, -1, patch_h * patch_w * channels)
+
+
+def unpatchify(patches: torch.Tensor, grid_size: tuple[int, int], patch_size: tuple[int, int]) -> torch.Tensor:
+    """The inverse of `patchify`: (batch, h*w, P*P*C) -> (batch, C, H, W), e.g. a reconstruction as an image."""
+    (rows, cols), (patch_h, patch_w) = grid_size, patch_size
+    batch, channels = patches.shape[0], patches.shape[-1] // (patch_h * patch_w)
+    # (batch, h, w, P, P, C) -> (batch, C, h, P, w, P)
+    patches = patches.reshape(batch, rows, cols, patch_h, patch_w, channels).permute(0, 5, 1, 3, 2, 4)
+    return patches.reshape(batch, channels, rows * patch_h, cols * patch_w)
+
+
+class ViTScratchRandomMasking(nn.Module):
+    """MAE's masking: keep a random `1 - mask_ratio` of the patch tokens of each image, the others are hidden.
+
+    The tokens whose `noise` (uniform, drawn per call unless given) is lowest are kept, as in MAE and transformers'
+    ViTMAE, so the same noise masks the same patches. Input (batch, N, D); returns the kept tokens (batch, K, D),
+    `mask` (batch, N) with 1 where a patch is hidden, and `ids_restore` (batch, N), the position of each patch in
+    the shuffled order (kept tokens first), which puts the sequence back in image order.
+    """
+
+    def __init__(self, config: ViTScratchConfig):
+        super().__init__()
+        self.mask_ratio = config.mask_ratio
+
+    def forward(self, tokens: torch.Tensor, noise: torch.Tensor | None = None):
+        batch, num_patches, dim = tokens.shape
+        if noise is None:
+            noise = torch.rand(batch, num_patches, device=tokens.device)
+        elif noise.shape != (batch, num_patches):
+            raise ValueError(
+                f"noise must have shape (batch, num_patches) = {(batch, num_patches)}, got {tuple(noise.shape)}: "
+                "one value per patch token of each image."
+            )
+        keep = int(num_patches * (1 - self.mask_ratio))
+        ids_shuffle = noise.to(tokens.device).argsort(dim=1)  # (batch, N): the kept patches first
+        ids_restore = ids_shuffle.argsort(dim=1)
+        kept = torch.gather(tokens, 1, ids_shuffle[:, :keep, None].expand(-1, -1, dim))  # (batch, K, D)
+        mask = torch.ones(batch, num_patches, device=tokens.device)
+        mask[:, :keep] = 0
+        return kept, torch.gather(mask, 1, ids_restore), ids_restore  # the mask in image order
+
+
+class ViTScratchDecoder(nn.Module):
+    """MAE's decoder: the encoded tokens (batch, T + K, D) and mask tokens at the hidden patches, in image order,
+    with fixed sin-cos positions, through a few blocks of our encoder layer at `decoder_hidden_size`, then a linear
+    prediction of each patch's pixels: logits (batch, N, P*P*C) in `patchify`'s order."""
+
+    def __init__(self, config: ViTScratchConfig):
+        super().__init__()
+        decoder_config = copy.deepcopy(config)  # the same blocks, at the decoder's sizes
+        decoder_config.hidden_size = config.decoder_hidden_size
+        decoder_config.num_hidden_layers = config.decoder_num_hidden_layers
+        decoder_config.num_attention_heads = config.decoder_num_attention_heads
+        decoder_config.intermediate_size = config.decoder_intermediate_size
+        self.num_prefix_tokens, self.grid_size = config.num_prefix_tokens, config.grid_size
+        patch_h, patch_w = to_pair(config.patch_size)
+        self.decoder_embed = nn.Linear(config.hidden_size, config.decoder_hidden_size)
+        self.mask_token = nn.Parameter(torch.zeros(1, 1, config.decoder_hidden_size))
+        table = mae_position_table(self.grid_size, config.decoder_hidden_size, self.num_prefix_tokens)
+        self.register_buffer("position_embeddings", table, persistent=False)  # refilled by _init_weights
+        self.decoder_layers = nn.ModuleList(
+            ViTScratchLayer(decoder_config) for _ in range(config.decoder_num_hidden_layers)
+        )
+        self.decoder_norm = nn.LayerNorm(config.decoder_hidden_size, eps=config.layer_norm_eps)
+        self.decoder_pred = nn.Linear(config.decoder_hidden_size, patch_h * patch_w * config.num_channels)
+
+    def position_embeddings_for(self, grid_size: tuple[int, int]) -> torch.Tensor:
+        """The fixed table for a (rows, columns) grid: computed afresh for another grid than the stored one."""
+        if grid_size == self.grid_size:
+            return self.position_embeddings
+        table = mae_position_table(grid_size, self.position_embeddings.shape[-1], self.num_prefix_tokens)
+        return table.to(self.position_embeddings)
+
+    def forward(self, latent: torch.Tensor, ids_restore: torch.Tensor, grid_size: tuple[int, int]) -> torch.Tensor:
+        hidden_states = self.decoder_embed(latent)  # (batch, T + K, D_dec)
+        prefix, kept = hidden_states[:, : self.num_prefix_tokens], hidden_states[:, self.num_prefix_tokens :]
+        batch, num_patches = ids_restore.shape
+        masked = self.mask_token.expand(batch, num_patches - kept.shape[1], -1)  # (batch, N - K, D_dec)
+        # shuffled order (kept first, then the masked) -> image order: (batch, N, D_dec)
+        index = ids_restore[..., None].expand(-1, -1, hidden_states.shape[-1])
+        patches = torch.gather(torch.cat([kept, masked], dim=1), 1, index)
+        hidden_states = torch.cat([prefix, patches], dim=1) + self.position_embeddings_for(grid_size)
+        for layer in self.decoder_layers:
+            hidden_states, _ = layer(hidden_states)
+        return self.decoder_pred(self.decoder_norm(hidden_states))[:, self.num_prefix_tokens :]
+
+
+class ViTScratchReconstructionLoss(nn.Module):
+    """MAE's loss: the mean squared error between predicted and true pixels, over the hidden patches only; with
+    `norm_pix_loss`, each true patch is first normalised by its own mean and variance. Returns a scalar."""
+
+    def __init__(self, config: ViTScratchConfig):
+        super().__init__()
+        self.patch_size = to_pair(config.patch_size)
+        self.norm_pix_loss = config.norm_pix_loss
+
+    def forward(self, pixel_values: torch.Tensor, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        target = patchify(pixel_values, self.patch_size).to(logits.dtype)  # (batch, N, P*P*C)
+        if self.norm_pix_loss:
+            mean, var = target.mean(dim=-1, keepdim=True), target.var(dim=-1, keepdim=True)
+            target = (target - mean) / (var + 1.0e-6) ** 0.5
+        per_patch = ((logits - target) ** 2).mean(dim=-1)  # (batch, N)
+        return (per_patch * mask).sum() / mask.sum()
+
+
+@dataclass
+class ViTScratchForPreTrainingOutput(ModelOutput):
+    """`loss`: the reconstruction loss; `logits` (batch, N, P*P*C): every patch's predicted pixels (`patchify`'s
+    order; `unpatchify` makes them an image); `mask` (batch, N): 1 where a patch was hidden; `ids_restore` (batch,
+    N): see `ViTScratchRandomMasking`. transformers' ViTMAEForPreTrainingOutput has the same fields."""
+
+    loss: torch.FloatTensor | None = None
+    logits: torch.FloatTensor | None = None
+    mask: torch.FloatTensor | None = None
+    ids_restore: torch.LongTensor | None = None
+
+
+class ViTScratchForPreTraining(ViTScratchPreTrainedModel):
+    """A masked autoencoder (MAE, He et al. 2021): the encoder (`ViTScratchModel`'s embeddings, blocks and final
+    LayerNorm) runs on the class token and the patch tokens `ViTScratchRandomMasking` keeps, `ViTScratchDecoder`
+    predicts the pixels of every patch, `ViTScratchReconstructionLoss` scores the hidden ones. The encoder's weights
+    are saved under `vit.`, as a classifier's: `ViTScratchForImageClassification.from_pretrained` on a saved folder
+    builds a classifier from them (the decoder left out, a new head).
+
+    Patch tokens only: a model with a convolutional stem (`config.stem`) is refused, since the stem's receptive
+    fields cross patch borders and would carry hidden pixels into the tokens that are kept (input masking as in
+    SimMIM would suit it).
+    """
+
+    def __init__(self, config: ViTScratchConfig):
+        super().__init__(config)
+        if config.stem != "none":
+            raise ValueError(
+                f"ViTScratchForPreTraining masks patch tokens, and config.stem={config.stem!r} would let the stem see "
+                "the hidden pixels: pretrain a model with stem='none'."
+            )
+        self.vit = ViTScratchModel(config)
+        self.masking = ViTScratchRandomMasking(config)
+        self.decoder = ViTScratchDecoder(config)
+        self.reconstruction_loss = ViTScratchReconstructionLoss(config)
+        self.post_init()
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """`ViTScratchPreTrainedModel.save_pretrained`, with this class as the folder's `AutoModelForPreTraining`."""
+        auto_map = dict(getattr(self.config, "auto_map", None) or {})
+        self.config.auto_map = auto_map | {"AutoModelForPreTraining": auto_map_entry(ViTScratchForPreTraining)}
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """The encoder's initialisation, and the decoder's mask token (as the class token) and fixed table."""
+        super()._init_weights(module)
+        if isinstance(module, ViTScratchDecoder):
+            truncated_normal_(module.mask_token, self.config.initializer_range)
+            table = mae_position_table(module.grid_size, self.config.decoder_hidden_size, module.num_prefix_tokens)
+            init.copy_(module.position_embeddings, table)
+
+    def encode(self, pixel_values: torch.Tensor, noise: torch.Tensor | None, interpolate_pos_encoding: bool):
+        """The encoder on the visible tokens: latent (batch, T + K, D) after the final LayerNorm, mask, ids_restore."""
+        tokens = self.vit.embeddings(pixel_values, interpolate_pos_encoding)  # (batch, T + N, D), positions added
+        prefix = self.config.num_prefix_tokens
+        kept, mask, ids_restore = self.masking(tokens[:, prefix:], noise)
+        hidden_states = torch.cat([tokens[:, :prefix], kept], dim=1)
+        for layer in self.vit.layers:
+            hidden_states, _ = layer(hidden_states)
+        # the final LayerNorm on every token, whichever slot holds it (layernorm, or fc_norm for a mean-pooling model)
+        return self.vit.fc_norm(self.vit.layernorm(hidden_states)), mask, ids_restore
+
+    def forward(
+        self,
+        pixel_values: torch.Tensor,
+        noise: torch.Tensor | None = None,
+        interpolate_pos_encoding: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> ViTScratchForPreTrainingOutput | tuple:
+        """`noise` (batch, N): which patches to hide (the lowest `1 - mask_ratio` are kept); drawn when None."""
+        latent, mask, ids_restore = self.encode(pixel_values, noise, bool(interpolate_pos_encoding))
+        cell_h, cell_w = self.config.cell_size
+        grid_size = (pixel_values.shape[2] // cell_h, pixel_values.shape[3] // cell_w)
+        logits = self.decoder(latent, ids_restore, grid_size)
+        loss = self.reconstruction_loss(pixel_values.to(logits.dtype), logits, mask)
+        output = ViTScratchForPreTrainingOutput(loss=loss, logits=logits, mask=mask, ids_restore=ids_restore)
+        return output if (self.config.return_dict if return_dict is None else return_dict) else output.to_tuple()
+
+
 __all__ = [
     "ViTScratchForImageClassification",
     "ViTScratchForImageClassificationWithTeacher",
+    "ViTScratchForPreTraining",
+    "ViTScratchForPreTrainingOutput",
     "ViTScratchModel",
     "ViTScratchPreTrainedModel",
     "ViTScratchWithTeacherOutput",

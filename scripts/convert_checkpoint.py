@@ -9,6 +9,8 @@
         --output DIR                                   # DeiT: distillation token and both heads
     python scripts/convert_checkpoint.py --to transformers --input DIR --output DIR
                                                        # a distilled model (DeiT) is written as transformers' DeiT
+    python scripts/convert_checkpoint.py --from transformers --input facebook/vit-mae-base --output DIR
+                                                       # ViTMAEForPreTraining <-> our masked autoencoder, both ways
 
 The folder is written in a private folder inside --output, loaded back and its logits (final tokens for a model
 without a head) compared with the source model's on random images, in `--dtype` (float32, or bfloat16 with the

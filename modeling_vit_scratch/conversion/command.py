@@ -14,9 +14,12 @@
     vit-scratch convert --to transformers --input DIR --output DIR
                                                        # a distilled model (DeiT) is written as transformers' DeiT,
                                                        # one with layer scale or registers as Dinov2(WithRegisters)
+    vit-scratch convert --from transformers --input facebook/vit-mae-base --output DIR
+                                                       # ViTMAEForPreTraining <-> our masked autoencoder, both ways
 
 The folder is written in a private folder inside --output, loaded back and compared with its source on random
-images (logits, or the final tokens of a model without a head) in --dtype (float32, or bfloat16 with its looser
+images (logits, or the final tokens of a model without a head; a masked autoencoder's loss, logits and mask with the
+same patches hidden) in --dtype (float32, or bfloat16 with its looser
 tolerance); only a folder that passes moves into place. A folder that already holds a model is replaced only with
 --overwrite. Weights are read from safetensors only; timm is needed only for --from timm.
 """
@@ -27,15 +30,17 @@ import json
 from pathlib import Path
 
 import torch
-from transformers import AutoModel, AutoModelForImageClassification
+from transformers import AutoModel, AutoModelForImageClassification, AutoModelForPreTraining
 
+from ..configuration_vit_scratch import to_pair
 from ..errors import UserError, command, on_interrupt
 from ..folders import MODEL_NAMES, OutputFolder
 from ..image_processing_vit_scratch import ViTScratchImageProcessor
 from ..secrets import shown
 from ..sources import check_model_folder, is_local, load_model, read_json, resolve, weights_sha256
-from .convert import DINOV2_TYPES, from_timm, from_transformers, to_transformers
+from .convert import DINOV2_TYPES, from_transformers, to_transformers
 from .timm_source import timm_model
+from .timm_weights import from_timm
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
 # Largest |difference| allowed, relative to the largest |output| (at least 1): float32 rounds at 2^-24, so 1e-4
@@ -68,12 +73,24 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def is_pretraining(model) -> bool:
+    """A masked autoencoder: ours or transformers' ViTMAEForPreTraining."""
+    return type(model).__name__.endswith("ForPreTraining")
+
+
 def compared(model, pixel_values: torch.Tensor, tokens: bool) -> torch.Tensor:
     """What parity compares: logits (a timm model's pooled features without a head), or with `tokens` the final
-    tokens (a transformers model without a head, and ours converted from or to one)."""
+    tokens (a transformers model without a head, and ours converted from or to one); for a masked autoencoder its
+    logits, loss and mask, with the patches a fixed noise picks hidden."""
     with torch.inference_mode():
         if hasattr(model, "forward_features"):  # timm
             return model(pixel_values)
+        if is_pretraining(model):
+            (patch_h, patch_w), (height, width) = to_pair(model.config.patch_size), pixel_values.shape[2:]
+            shape = (pixel_values.shape[0], (height // patch_h) * (width // patch_w))
+            noise = torch.rand(shape, generator=torch.Generator().manual_seed(0))
+            output = model(pixel_values=pixel_values, noise=noise)
+            return torch.cat([output.logits.flatten().float(), output.loss.reshape(1).float(), output.mask.flatten()])
         if tokens:
             return model.base_model(pixel_values=pixel_values).last_hidden_state
         return model(pixel_values=pixel_values).logits
@@ -113,20 +130,27 @@ def read_source(args: argparse.Namespace):
     settings = check_model_folder(folder, argument="--input")
     commit = None if is_local(args.input) else folder.name  # a snapshot's folder is named by its commit
     model_type = settings.get("model_type")
-    if model_type not in (("vit_scratch",) if args.target else ("vit", "deit", *DINOV2_TYPES)):
+    if model_type not in (("vit_scratch",) if args.target else ("vit", "deit", "vit_mae", *DINOV2_TYPES)):
         fix = {"vit_scratch": "use --to transformers", "vit": "use --from transformers"}.get(
-            "vit" if model_type in ("deit", *DINOV2_TYPES) else model_type,
-            "--from transformers reads a ViT, DeiT or Dinov2, --to transformers a vit_scratch folder",
+            "vit" if model_type in ("deit", "vit_mae", *DINOV2_TYPES) else model_type,
+            "--from transformers reads a ViT, DeiT, Dinov2 or ViTMAE, --to transformers a vit_scratch folder",
         )
         raise UserError(f"--input {shown(args.input)} holds a {shown(model_type)!r} model: {fix}")
+    architectures = settings.get("architectures") or []
+    pretraining = any(name.endswith("ForPreTraining") for name in architectures)
     if args.target:
-        model = load_model(folder, argument="--input")
+        model = load_model(folder, AutoModelForPreTraining if pretraining else None, argument="--input")
         has_processor = (folder / "preprocessor_config.json").is_file()
         processor = ViTScratchImageProcessor.from_pretrained(folder) if has_processor else None
         return *to_transformers(model, processor), model, commit
-    architectures = settings.get("architectures") or []
     headless = bool(architectures) and all(name.endswith("Model") for name in architectures)
-    reference = load_model(folder, AutoModel if headless else AutoModelForImageClassification, argument="--input")
+    if model_type == "vit_mae" and not pretraining:
+        raise UserError(
+            f"--input {shown(args.input)} holds a ViTMAE encoder without its decoder ({', '.join(architectures)}): "
+            "--from transformers converts a ViTMAEForPreTraining folder"
+        )
+    auto_class = AutoModelForPreTraining if pretraining else AutoModel if headless else AutoModelForImageClassification
+    reference = load_model(folder, auto_class, argument="--input")
     processor_file = folder / "preprocessor_config.json"
     processor_settings = read_json(processor_file) if processor_file.is_file() else {}
     if getattr(reference, "pooler", None) is not None:
@@ -162,8 +186,11 @@ def main(argv: list[str]) -> None:
         if processor is not None:
             processor.save_pretrained(stage)
         if args.target:  # a Dinov2Model has no head: the base model class reads it
-            auto = AutoModel if type(model).__name__.endswith("Model") else AutoModelForImageClassification
-            written = auto.from_pretrained(stage, dtype=dtype, use_safetensors=True)
+            if is_pretraining(model):
+                auto_class = AutoModelForPreTraining
+            else:
+                auto_class = AutoModel if type(model).__name__.endswith("Model") else AutoModelForImageClassification
+            written = auto_class.from_pretrained(stage, dtype=dtype, use_safetensors=True)
         else:
             written = type(model).from_pretrained(stage, dtype=dtype, use_safetensors=True)
         ours = reference if args.target else model  # the images are made for ours (a gray one: one channel)

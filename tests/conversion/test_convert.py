@@ -1,4 +1,4 @@
-"""`vit-scratch convert` between vit_scratch and transformers' ViT / DeiT: parity both ways on random weights, the
+"""`vit-scratch convert` between vit_scratch and transformers' ViT / DeiT / ViTMAE: parity both ways on random weights, the
 folder written and its record, the output folder's rules, and what is never read (pickles, foreign code)."""
 
 import hashlib
@@ -15,19 +15,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import (
     AutoModelForImageClassification,
+    AutoModelForPreTraining,
     DeiTConfig,
     DeiTForImageClassification,
     DeiTForImageClassificationWithTeacher,
     ViTConfig,
     ViTForImageClassification,
+    ViTMAEConfig,
+    ViTMAEForPreTraining,
+    ViTMAEModel,
     ViTModel,
 )
 
-from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification
+from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification, ViTScratchForPreTraining
 from modeling_vit_scratch.conversion import command
 from modeling_vit_scratch.conversion.convert import from_transformers, to_transformers
 from modeling_vit_scratch.errors import UserError
-from modeling_vit_scratch.modeling_vit_scratch import ViTScratchForImageClassificationWithTeacher
+from modeling_vit_scratch.modeling_vit_scratch import ViTScratchForImageClassificationWithTeacher, mae_position_table
 
 SIZES = dict(image_size=20, patch_size=4, hidden_size=36, num_hidden_layers=2, num_attention_heads=3)
 SIZES |= dict(intermediate_size=37, layer_norm_eps=1e-6)
@@ -221,3 +225,77 @@ def test_a_hub_repo_converts_and_its_record_names_the_repo_and_commit(local_hub,
     record = json.loads((tmp_path / "out" / "conversion_record.json").read_text())
     assert record["input"] == "local-user/deit" and record["commit"] == commit
     assert not any(env["HF_TOKEN"] in path.read_text(errors="replace") for path in (tmp_path / "out").iterdir())
+
+
+MAE_DECODER = dict(decoder_hidden_size=20, decoder_num_hidden_layers=2, decoder_num_attention_heads=2)
+MAE_DECODER |= dict(decoder_intermediate_size=23)
+NOISE = torch.rand(2, 25, generator=torch.Generator().manual_seed(2))
+
+
+def transformers_mae(**overrides) -> ViTMAEForPreTraining:
+    """A random ViTMAE holding MAE's fixed tables, as a pretrained checkpoint does (built from a config, transformers
+    leaves them zero)."""
+    model = randomised(ViTMAEForPreTraining(ViTMAEConfig(**SIZES, **MAE_DECODER, **overrides)))
+    with torch.no_grad():
+        model.vit.embeddings.position_embeddings.copy_(mae_position_table((5, 5), SIZES["hidden_size"]))
+        model.decoder.decoder_pos_embed.copy_(mae_position_table((5, 5), MAE_DECODER["decoder_hidden_size"]))
+    return model
+
+
+def reconstruction(model, pixels=PIXELS):
+    with torch.no_grad():
+        output = model(pixel_values=pixels, noise=NOISE)
+    return output.loss, output.logits, output.mask
+
+
+@pytest.mark.parametrize("norm_pix_loss", [False, True])
+def test_a_vitmae_converts_to_our_masked_autoencoder_and_back(tmp_path, capsys, norm_pix_loss):
+    source = transformers_mae(norm_pix_loss=norm_pix_loss, mask_ratio=0.6)
+    source.save_pretrained(tmp_path / "source")
+    assert convert("--from", "transformers", "--input", tmp_path / "source", "--output", tmp_path / "ours") == 0
+    assert "Parity with the source model" in capsys.readouterr().out
+    ours = AutoModelForPreTraining.from_pretrained(tmp_path / "ours", trust_remote_code=True).eval()
+    assert type(ours).__name__ == "ViTScratchForPreTraining" and ours.config.norm_pix_loss == norm_pix_loss
+    for got, expected in zip(reconstruction(ours), reconstruction(source), strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+
+    assert convert("--to", "transformers", "--input", tmp_path / "ours", "--output", tmp_path / "back") == 0
+    back = AutoModelForPreTraining.from_pretrained(tmp_path / "back", trust_remote_code=False).eval()
+    assert type(back) is ViTMAEForPreTraining and back.config.mask_ratio == 0.6
+    for got, expected in zip(reconstruction(back), reconstruction(source), strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("fields", [{"position_embedding": "sincos"}, {"pooling": "mean", "fc_norm": True}])
+def test_our_masked_autoencoder_converts_to_vitmae_computing_the_same(tmp_path, fields):
+    """Our fixed tables are written as ViTMAE's frozen ones; a mean-pooling model's final norm as its layernorm."""
+    model = randomised(ViTScratchForPreTraining(ViTScratchConfig(**SIZES, **MAE_DECODER, **fields)))
+    model.save_pretrained(tmp_path / "ours")
+    assert convert("--to", "transformers", "--input", tmp_path / "ours", "--output", tmp_path / "theirs") == 0
+    theirs = ViTMAEForPreTraining.from_pretrained(tmp_path / "theirs").eval()
+    for got, expected in zip(reconstruction(theirs), reconstruction(model), strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("what", ["zero decoder table", "encoder alone"])
+def test_a_vitmae_vit_scratch_cannot_hold_is_one_line_and_nothing_written(tmp_path, what):
+    if what == "zero decoder table":  # what transformers builds from a config: no fixed table to compute
+        source = transformers_mae()
+        with torch.no_grad():
+            source.decoder.decoder_pos_embed.zero_()
+    else:
+        source = randomised(ViTMAEModel(ViTMAEConfig(**SIZES, **MAE_DECODER)))
+    source.save_pretrained(tmp_path / "source")
+    error = convert("--from", "transformers", "--input", tmp_path / "source", "--output", tmp_path / "out")
+    assert ("sin-cos table" if what == "zero decoder table" else "ViTMAEForPreTraining") in one_line(error)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_parity_check_compares_a_masked_autoencoders_reconstruction():
+    source = transformers_mae()
+    ours, _ = from_transformers(source)
+    assert "Parity" in command.check_parity(source, ours, ours.config, torch.float32)
+    with torch.no_grad():
+        ours.decoder.decoder_pred.bias += 1e-2
+    with pytest.raises(UserError, match="difference"):
+        command.check_parity(source, ours, ours.config, torch.float32)

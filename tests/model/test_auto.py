@@ -3,19 +3,29 @@
 import ast
 import json
 import os
+import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
 import torch
 from helpers import run_fresh_loads, tiny_config
 from PIL import Image
-from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoModelForImageClassification, pipeline
+from transformers import (
+    AutoConfig,
+    AutoImageProcessor,
+    AutoModel,
+    AutoModelForImageClassification,
+    AutoModelForPreTraining,
+    pipeline,
+)
 from transformers.image_utils import load_image
 
 from modeling_vit_scratch import (
     ViTScratchConfig,
     ViTScratchForImageClassification,
+    ViTScratchForPreTraining,
     ViTScratchImageProcessor,
     ViTScratchModel,
 )
@@ -103,6 +113,49 @@ def test_the_code_a_saved_folder_ships_imports_nothing_else_of_the_package(saved
                     )
     assert not foreign, "the saved code imports what a Hub user does not have:\n" + "\n".join(foreign)
     assert set(shipped) == SHIPPED_CODE, f"save_pretrained also copied {sorted(set(shipped) - SHIPPED_CODE)}"
+
+
+PRETRAINING_FRESH_PROCESS = textwrap.dedent(
+    """
+    import sys
+    sys.modules["modeling_vit_scratch"] = None  # the package is absent: importing it would raise ImportError
+    import torch
+    from transformers import AutoModelForImageClassification, AutoModelForPreTraining
+    folder, inputs, outputs = sys.argv[1:4]
+    pixel_values, noise = torch.load(inputs)
+    model = AutoModelForPreTraining.from_pretrained(folder, trust_remote_code=True).eval()
+    classifier = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=True)
+    with torch.no_grad():
+        output = model(pixel_values, noise=noise)
+    torch.save({"module": type(model).__module__, "class": type(model).__name__, "logits": output.logits,
+                "loss": output.loss, "classifier": type(classifier).__name__}, outputs)
+    """
+)
+
+
+@pytest.mark.integration
+def test_a_masked_autoencoder_maps_its_auto_class_and_loads_by_remote_code_in_a_fresh_process(tmp_path):
+    config = tiny_config(decoder_hidden_size=20, decoder_num_hidden_layers=1, decoder_num_attention_heads=2)
+    assert isinstance(AutoModelForPreTraining.from_config(config), ViTScratchForPreTraining)
+    model = ViTScratchForPreTraining(config).eval()
+    model.save_pretrained(tmp_path / "mae")
+    auto_map = json.loads((tmp_path / "mae" / "config.json").read_text())["auto_map"]
+    assert auto_map["AutoModelForPreTraining"] == "modeling_vit_scratch.ViTScratchForPreTraining"
+    assert auto_map["AutoModelForImageClassification"] == "modeling_vit_scratch.ViTScratchForImageClassification"
+    pixel_values, noise = torch.randn(2, 3, 20, 20), torch.rand(2, 25)
+    torch.save((pixel_values, noise), tmp_path / "inputs.pt")
+    (tmp_path / "load.py").write_text(PRETRAINING_FRESH_PROCESS)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1"}
+    env.pop("PYTHONPATH", None)
+    argv = [sys.executable, "load.py", str(tmp_path / "mae"), "inputs.pt", "outputs.pt"]
+    result = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    loaded = torch.load(tmp_path / "outputs.pt")
+    assert loaded["module"].startswith("transformers_modules") and loaded["class"] == "ViTScratchForPreTraining"
+    assert loaded["classifier"] == "ViTScratchForImageClassification"
+    with torch.no_grad():
+        expected = model(pixel_values, noise=noise)
+    assert torch.equal(loaded["logits"], expected.logits) and torch.equal(loaded["loss"], expected.loss)
 
 
 HYBRIDS = {

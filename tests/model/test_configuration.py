@@ -215,3 +215,38 @@ def test_an_unknown_config_field_is_refused_with_the_closest_name():
         check_config_fields({"hidden_size": 48, "hiden_size": 8})
     with pytest.raises(UserError, match="zzz"):
         check_config_fields({"zzz": 1})
+
+
+MAE_FIELDS = ("mask_ratio", "decoder_hidden_size", "decoder_num_hidden_layers", "decoder_num_attention_heads")
+MAE_FIELDS += ("decoder_intermediate_size", "norm_pix_loss")
+
+
+def test_the_masked_autoencoder_fields_default_to_vitmae_and_a_folder_saved_without_them_loads_the_same(tmp_path):
+    from transformers import ViTMAEConfig
+
+    assert all(getattr(ViTScratchConfig(), name) == getattr(ViTMAEConfig(), name) for name in MAE_FIELDS)
+    config = ViTScratchConfig(hidden_size=48, num_attention_heads=4, decoder_hidden_size=64)
+    config.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["decoder_hidden_size"] == 64
+    older = {key: value for key, value in saved.items() if key not in MAE_FIELDS}  # saved before these fields
+    (tmp_path / "config.json").write_text(json.dumps(older))
+    loaded = ViTScratchConfig.from_pretrained(tmp_path)
+    assert loaded.to_dict() == {**config.to_dict(), "decoder_hidden_size": 512}
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"mask_ratio": 1.0}, r"mask_ratio must be in \[0, 1\), got 1.0"),
+        ({"decoder_num_hidden_layers": 0}, "decoder_num_hidden_layers must be a positive integer, got 0"),
+        (
+            {"decoder_hidden_size": 30, "decoder_num_attention_heads": 3},
+            r"decoder_hidden_size \(30\) must be divisible",
+        ),
+        ({"decoder_hidden_size": 24, "decoder_num_attention_heads": 5}, r"by decoder_num_attention_heads \(5\)"),
+    ],
+)
+def test_masked_autoencoder_fields_are_checked(fields, message):
+    with pytest.raises(ValueError, match=message):
+        ViTScratchConfig(**fields)
