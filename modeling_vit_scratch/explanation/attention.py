@@ -125,7 +125,7 @@ def patch_embedding_components(model, count: int = 28) -> torch.Tensor:
 def position_embedding_similarity(model) -> torch.Tensor:
     """Fig. 7 (centre): cosine similarity of each patch's position embedding with every other, (gh, gw, gh, gw)."""
     embeddings = model.base_model.embeddings
-    positions = embeddings.position_embeddings[0, embeddings.num_prefix_tokens :].detach().float()  # (N, D), patches
+    positions = embeddings.position_embeddings[0, embeddings.num_class_tokens :].detach().float()  # (N, D), patches
     positions = torch.nn.functional.normalize(positions, dim=-1)
     grid_h, grid_w = embeddings.grid_size
     return (positions @ positions.T).reshape(grid_h, grid_w, grid_h, grid_w)

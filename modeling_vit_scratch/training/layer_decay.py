@@ -27,6 +27,7 @@ NO_WEIGHT_DECAY = (
     "vit.embeddings.position_embeddings",
     "vit.embeddings.cls_token",
     "vit.embeddings.distillation_token",
+    "vit.embeddings.register_tokens",
 )
 BLOCK = re.compile(r"vit\.layers\.(\d+)\.")
 

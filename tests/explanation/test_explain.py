@@ -119,7 +119,7 @@ def test_mean_attention_distance_of_uniform_attention_is_the_mean_distance_and_l
     assert distances[0, 0].item() == pytest.approx(analytic, rel=1e-6) and distances[0, 1] < distances[0, 0]
 
 
-@pytest.mark.parametrize("overrides", [{}, {"distillation_token": True}])
+@pytest.mark.parametrize("overrides", [{}, {"distillation_token": True}, {"num_register_tokens": 2}])
 def test_fig7_diagnostics_have_the_paper_shapes_and_skip_every_prefix_token(overrides):
     model = ViTScratchForImageClassification(tiny_config(**overrides)).eval()
     flat = explain.patch_embedding_components(model, count=7).reshape(7, -1)

@@ -94,8 +94,10 @@ def test_the_weight_average_follows_the_formula_and_survives_a_checkpoint(tmp_pa
 
 @pytest.mark.parametrize("decay", [0.5, 0.75, 1.0])
 def test_layer_decay_gives_the_head_the_full_rate_and_the_embeddings_the_least(decay):
-    model = ViTScratchForImageClassification(tiny_config(num_hidden_layers=3))
+    model = ViTScratchForImageClassification(tiny_config(num_hidden_layers=3, num_register_tokens=2))
     groups = layer_decay_groups(model, 1e-3, 0.05, decay)
+    tokens = model.vit.embeddings.register_tokens
+    assert any(group["weight_decay"] == 0 and any(p is tokens for p in group["params"]) for group in groups)
     assert groups[0]["lr"] == pytest.approx(1e-3)
     assert min(group["lr"] for group in groups) == pytest.approx(1e-3 * decay**4)
     assert sum(len(group["params"]) for group in groups) == len(list(model.parameters()))
