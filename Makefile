@@ -9,12 +9,13 @@ TORCH_SPEC ?= torch==2.13.0
 TIMM_VENV ?= .venv-timm
 TIMM_TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 PIP := -m pip install --quiet --disable-pip-version-check
-# uv installs each virtual environment (pip installs uv into it first): the same versions as pip, ten times faster.
+# uv installs each virtual environment (pip installs uv into it first): the same versions as pip, several times faster;
+# compiled to bytecode, as pip does (where PYTHONDONTWRITEBYTECODE is set, every process would compile transformers anew).
 # It looks where pip is told to look (PIP_FIND_LINKS, pip's extra index URLs) and, as pip does, takes the best version
 # any of them holds, so a machine whose pip is set up for a local CPU build of torch gets that build through uv too.
 PIP_INDEXES = $(shell $(PYTHON) -m pip config get global.extra-index-url 2>/dev/null)
 UV_INSTALL = UV_FIND_LINKS="$${UV_FIND_LINKS-$${PIP_FIND_LINKS-}}" UV_EXTRA_INDEX_URL="$${UV_EXTRA_INDEX_URL-$(PIP_INDEXES)}" \
-	UV_INDEX_STRATEGY=unsafe-best-match $(1)/bin/uv pip install --quiet --python $(1)/bin/python
+	UV_INDEX_STRATEGY=unsafe-best-match $(1)/bin/uv pip install --quiet --compile-bytecode --python $(1)/bin/python
 OUTPUT_DIR ?= outputs/vit-digits
 TRAIN_CONFIG ?= configs/train_digits.json
 TRAIN_ARGS ?=
@@ -33,7 +34,7 @@ BENCHMARK_ARGS ?=
 # The bars `make benchmark` judges our model by (README, Performance); empty: the table without a verdict.
 BENCHMARK_BARS ?= --min_speedup_vs_sdpa 1.0 --min_speedup_vs_fastest 0.95 --max_memory_ratio 1.05
 
-.PHONY: install install-timm train teacher train-distilled lint test test-fast test-integration test-timm test-slow benchmark clean
+.PHONY: install install-timm environments train teacher train-distilled lint test test-all test-fast test-integration test-timm test-slow benchmark clean
 
 install: $(VENV)/.installed
 
@@ -65,8 +66,17 @@ train-distilled: teacher
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) scripts/train.py $(TRAIN_CONFIG) --teacher $(TEACHER_DIR) \
 		--output_dir $(DISTILLED_OUTPUT_DIR) --seed $(SEED) $(TRAIN_ARGS)
 
-# `make test` (CI): everything but the opt-in slow runs; `make test-fast` leaves out the integration tests too
-test: lint test-fast test-integration test-timm
+# `make test` (CI): everything but the slow tier, in one pytest run per environment (both built side by side first);
+# `make test-fast` leaves out the integration tests, `make test-slow` runs the slow tier (the pins end to end, the long
+# runs), `make test-all` all three
+test: environments lint
+	$(PY) $(PYTEST) -m "not slow and not timm and not int8" --durations=15 $(PYTEST_ARGS)
+	$(TIMM_VENV)/bin/python $(PYTEST) -m "timm or int8" $(PYTEST_ARGS)
+
+test-all: test test-slow
+
+environments:
+	$(MAKE) -j2 install install-timm
 
 # ruff's rules and line length are in pyproject.toml; `ruff format .` fixes what the second check finds
 lint: install

@@ -6,7 +6,10 @@ import json
 import pytest
 from pinned import run
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+]  # the pins, end to end: `make test-slow`; the rooms' own tests keep each rule in `make test`
 
 
 def test_help_exits_0_and_names_the_results_file_argument(tmp_path):

@@ -9,7 +9,10 @@ import torch
 from pinned import assert_no_secret, contents
 from transformers import AutoConfig, AutoModelForImageClassification
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+]  # the pins, end to end: `make test-slow`; the rooms' own tests keep each rule in `make test`
 
 
 def logits(folder, **load) -> torch.Tensor:

@@ -6,7 +6,10 @@ import shutil
 import pytest
 from pinned import assert_no_secret, contents
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+]  # the pins, end to end: `make test-slow`; the rooms' own tests keep each rule in `make test`
 
 # the figures the README names (gradient_rollout_class_<label>.png: one, for the top class)
 FIGURES = ("patch_grid.png", "attention_rollout.png", "attention_per_layer.png")

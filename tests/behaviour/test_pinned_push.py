@@ -12,7 +12,10 @@ from transformers import ViTImageProcessor
 
 from modeling_vit_scratch import ViTScratchConfig, ViTScratchForImageClassification
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+]  # the pins, end to end: `make test-slow`; the rooms' own tests keep each rule in `make test`
 
 
 def test_a_trained_folder_pushes_its_model_and_is_left_as_it_was(pushed, trained):

@@ -15,7 +15,10 @@ from hub_server import LocalHub
 from pinned import PUSHED_FILES, SECRET, TRAINED_REPO, assert_no_secret, files_holding, forms, run, train_args, user_env
 from safetensors.torch import load_file
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+]  # the pins, end to end: `make test-slow`; the rooms' own tests keep each rule in `make test`
 
 
 def test_the_token_is_in_no_output_no_written_file_and_no_pushed_file(trained, explained, converted, pushed):

@@ -15,7 +15,7 @@ from pinned import SECRET, assert_no_secret, contents, missing, run, train_args
 from safetensors.torch import load_file
 from transformers import AutoModelForImageClassification
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.integration  # all but the wiring of the script are pins for `make test-slow`
 
 
 def images(count: int, seed: int) -> tuple[list, list[int]]:
@@ -36,6 +36,7 @@ SHARDS = {
 }
 
 
+@pytest.mark.slow
 def test_an_image_folder_trains_into_a_complete_model_folder(trained):
     assert trained.ran.code == 0, trained.ran
     assert not missing(trained.model, MODEL_FOLDER_FILES)
@@ -44,6 +45,7 @@ def test_an_image_folder_trains_into_a_complete_model_folder(trained):
     assert sorted(model.config.id2label.values()) == ["cat", "dog", "fox"]  # the class sub-folders
 
 
+@pytest.mark.slow
 def test_a_save_to_disk_set_trains(tmp_path):
     pictures, labels = images(30, seed=1)
     Dataset.from_dict({"image": pictures, "label": labels}, features=FEATURES).save_to_disk(tmp_path / "saved")
@@ -53,6 +55,7 @@ def test_a_save_to_disk_set_trains(tmp_path):
     assert not missing(tmp_path / "out", MODEL_FOLDER_FILES)
 
 
+@pytest.mark.slow
 def test_parquet_shards_train_streamed(tmp_path):
     shards = tmp_path / "shards"
     shards.mkdir()
@@ -67,6 +70,7 @@ def test_parquet_shards_train_streamed(tmp_path):
     assert not missing(tmp_path / "out", MODEL_FOLDER_FILES)
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_resumes_to_a_complete_model_folder(trained, tmp_path):
     """A run killed after its first checkpoint (its folder: the package's marker and that checkpoint) goes on from it,
     to the model the run not interrupted ends with."""
@@ -92,6 +96,7 @@ def copy_of_model(trained, folder):
     return folder
 
 
+@pytest.mark.slow
 def test_a_folder_holding_a_model_is_refused_untouched_without_overwrite_output_dir(cli, trained, tmp_path):
     folder = copy_of_model(trained, tmp_path / "model")
     before = contents(folder)
@@ -101,6 +106,7 @@ def test_a_folder_holding_a_model_is_refused_untouched_without_overwrite_output_
     assert contents(folder) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overwrite", [False, True], ids=["plain", "with overwrite_output_dir"])
 def test_a_folder_of_someone_else_s_files_is_refused_untouched(cli, trained, tmp_path, overwrite):
     folder = tmp_path / "mine"
@@ -114,6 +120,7 @@ def test_a_folder_of_someone_else_s_files_is_refused_untouched(cli, trained, tmp
     assert contents(folder) == before
 
 
+@pytest.mark.slow
 def test_a_recipe_with_arguments_after_it_trains_anew_over_a_model_with_overwrite_output_dir(trained, tmp_path):
     """`make train TRAIN_ARGS="--overwrite_output_dir true"`: the digits recipe, with the command line's model, steps
     and seed, into a folder holding a model."""

@@ -150,6 +150,7 @@ ViTForImageClassification(config)(torch.zeros(1, 3, 8, 8))"""
     assert loaded["ours"] <= loaded["theirs"], loaded
 
 
+@pytest.mark.slow
 def test_the_installed_command_trains_the_digits_recipe_into_a_folder_that_loads_without_the_package(
     installed, tmp_path
 ):

@@ -317,6 +317,7 @@ def test_code_a_folder_brings_runs_only_when_trusted(tmp_path, inputs):
     assert not marker.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_a_hub_model_is_explained_at_its_revision_and_the_token_is_nowhere(tmp_path, inputs, local_hub):  # noqa: F811
     repo = Store(local_hub.root).create("local-user/explained", False, f"{local_hub.url}/local-user/explained")

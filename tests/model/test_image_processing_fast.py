@@ -222,7 +222,9 @@ PIL_ONLY = dict.fromkeys(["default", "backend=pil", "use_fast=False"], "ViTScrat
 FAST = dict.fromkeys(["default", "backend=torchvision", "use_fast=True"], "ViTScratchImageProcessorFast")
 
 
-@pytest.mark.parametrize("package", [True, False], ids=["installed package", "folder's code"])
+@pytest.mark.parametrize(
+    "package", [True, pytest.param(False, marks=pytest.mark.slow)], ids=["installed package", "folder's code"]
+)
 @pytest.mark.integration
 def test_without_torchvision_the_pil_processor_is_picked(package, tmp_path):
     ViTScratchImageProcessor.for_config(tiny_config()).save_pretrained(tmp_path / "folder")
@@ -236,7 +238,9 @@ def test_without_torchvision_the_pil_processor_is_picked(package, tmp_path):
 
 
 @pytest.mark.timm
-@pytest.mark.parametrize("package", [True, False], ids=["installed package", "folder's code"])
+@pytest.mark.parametrize(
+    "package", [True, pytest.param(False, marks=pytest.mark.slow)], ids=["installed package", "folder's code"]
+)
 def test_with_torchvision_the_switches_pick_the_backend(package, tmp_path):
     ViTScratchImageProcessor.for_config(tiny_config()).save_pretrained(tmp_path / "folder")
     picked = picked_classes(tmp_path / "folder", tmp_path, torchvision=True, package=package)

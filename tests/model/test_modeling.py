@@ -533,6 +533,7 @@ def test_the_two_headed_classifier_needs_a_distillation_token(config):
         ViTScratchForImageClassificationWithTeacher(config)
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_a_distilled_folder_loads_its_two_heads_through_the_auto_class_or_the_class_head_alone(tmp_path):
     from transformers import AutoModelForImageClassification

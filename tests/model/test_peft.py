@@ -149,6 +149,7 @@ def test_the_trainer_trains_every_lora_matrix_under_its_activation_checkpointing
     assert changed == []
 
 
+@pytest.mark.slow
 def test_merged_model_saves_and_reloads_to_the_same_logits(tmp_path):
     model = lora_model("non-reentrant")
     train_steps(model)

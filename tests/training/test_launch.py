@@ -34,6 +34,7 @@ def test_two_processes_train_one_model_into_one_folder(tmp_path):
     assert done.stdout.count("Test accuracy") == 1  # said once, by the first process
 
 
+@pytest.mark.slow
 def test_ctrl_c_names_the_last_checkpoint_and_the_command_that_resumes(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
     args = arguments(tmp_path, "--max_steps", "100000")
@@ -60,6 +61,7 @@ def test_ctrl_c_names_the_last_checkpoint_and_the_command_that_resumes(tmp_path)
     assert record["finished_at_step"] == step + 1 and len(record["legs"]) == 2
 
 
+@pytest.mark.slow
 def test_push_to_hub_sends_the_trained_folder_through_the_gate(tmp_path, local_hub):  # noqa: F811
     repo_id = f"{USER}/tiny-run"
     env = {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}

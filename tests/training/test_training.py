@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import MODEL_FOLDER_FILES, made_once, tiny_model_file, write_imagefolder
+from safetensors.torch import load_file
 from transformers import AutoModelForImageClassification
 
 from modeling_vit_scratch.sharing import push
@@ -103,6 +104,19 @@ def test_a_resumed_run_goes_on_from_its_last_checkpoint(tmp_path, trained, input
     assert len(record["legs"]) == 2  # the first command, then this one
     state = json.loads((folder / "checkpoint-3" / "trainer_state.json").read_text())
     assert state["global_step"] == 3
+
+
+def test_a_run_stopped_after_a_checkpoint_resumes_to_the_weights_of_one_never_stopped(tmp_path, inputs):
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    main([*train_args(inputs[0], whole, inputs[1]), "--max_steps", "3"])
+    stopped.mkdir()  # what a run killed after its second checkpoint leaves
+    shutil.copy(whole / ".vit-scratch-output", stopped)
+    shutil.copytree(whole / "checkpoint-2", stopped / "checkpoint-2")
+    main([*train_args(inputs[0], stopped, inputs[1], "--resume_from_checkpoint", "true"), "--max_steps", "3"])
+    resumed, uninterrupted = load_file(stopped / "model.safetensors"), load_file(whole / "model.safetensors")
+    assert resumed.keys() == uninterrupted.keys()
+    for name in uninterrupted:
+        torch.testing.assert_close(resumed[name], uninterrupted[name])
 
 
 def test_resuming_on_other_data_is_refused_naming_the_argument(tmp_path, trained, inputs):
