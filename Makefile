@@ -71,7 +71,7 @@ train-distilled: teacher
 # runs), `make test-all` all three
 test: environments lint
 	$(PY) $(PYTEST) -m "not slow and not timm and not int8" --durations=15 $(PYTEST_ARGS)
-	$(TIMM_VENV)/bin/python $(PYTEST) -m "timm or int8" $(PYTEST_ARGS)
+	$(TIMM_VENV)/bin/python $(PYTEST) -m "(timm or int8) and not slow" $(PYTEST_ARGS)
 
 test-all: test test-slow
 
@@ -90,10 +90,11 @@ test-integration: install
 	$(PY) $(PYTEST) -m "integration and not slow and not timm and not int8" --durations=15 $(PYTEST_ARGS)
 
 test-timm: install-timm
-	$(TIMM_VENV)/bin/python $(PYTEST) -m "timm or int8" $(PYTEST_ARGS)
+	$(TIMM_VENV)/bin/python $(PYTEST) -m "(timm or int8) and not slow" $(PYTEST_ARGS)
 
-test-slow: install
-	$(PY) $(PYTEST) -m slow $(PYTEST_ARGS)
+test-slow: environments
+	$(PY) $(PYTEST) -m "slow and not timm and not int8" $(PYTEST_ARGS)
+	$(TIMM_VENV)/bin/python $(PYTEST) -m "slow and (timm or int8)" $(PYTEST_ARGS)
 
 benchmark: install-timm
 	$(TIMM_VENV)/bin/python scripts/benchmark.py $(BENCHMARK_BARS) $(BENCHMARK_ARGS)

@@ -21,10 +21,11 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from vit_scratch_command import NOTHING_DONE, stop
+
 from .secrets import redact, redact_logs, remember, secrets_in_argv, shown
 
 INTERRUPTED = 130
-NOTHING_DONE = "Interrupted before any work was done: nothing was written or sent; run the same command again."
 FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 DENIED = (errno.EACCES, errno.EPERM, errno.EROFS)
 
@@ -96,25 +97,13 @@ def on_interrupt(line: str | Callable[[], str | None] | None) -> None:
     _interrupt_line[0] = line
 
 
-class Stopped(KeyboardInterrupt):
-    """A stop by SIGTERM or SIGHUP, raised where the command is, as Ctrl-C is: `code` is the shell's exit status."""
-
-    def __init__(self, number: int):
-        super().__init__(number)
-        self.code = 128 + number
-
-
-def raise_stopped(number: int, frame) -> None:
-    raise Stopped(number)
-
-
 def take_signals() -> None:
     """SIGTERM (what `kill`, `timeout` and schedulers send) and SIGHUP (the terminal closed) stop a command as Ctrl-C
     does. Signal handlers belong to the main thread; a signal the process was started ignoring stays ignored."""
     if threading.current_thread() is threading.main_thread():
         for number in (signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(number) is not signal.SIG_IGN:
-                signal.signal(number, raise_stopped)
+                signal.signal(number, stop)  # raises `Stopped`, a KeyboardInterrupt with the shell's code
 
 
 def speaks() -> bool:
@@ -136,15 +125,15 @@ def command(main: Callable[[list[str]], object]) -> Callable[[list[str] | None],
         stderr, sys.stderr = sys.stderr, RedactedStream(sys.stderr)
         try:
             return main(argv)
-        except KeyboardInterrupt as stop:
+        except KeyboardInterrupt as stopped:  # Ctrl-C, or `Stopped` by SIGTERM / SIGHUP with the shell's code
             line = _interrupt_line[0]
             line = line() if callable(line) else line
             if line and speaks():
                 print(shown(line, keep="\n"), file=sys.stderr)
-            sys.exit(getattr(stop, "code", INTERRUPTED))
-        except SystemExit as stop:  # argparse's usage errors and --help
-            if isinstance(stop.code, str):
-                raise SystemExit(shown(stop.code, keep="\n")) from None
+            sys.exit(getattr(stopped, "code", INTERRUPTED))
+        except SystemExit as ended:  # argparse's usage errors and --help
+            if isinstance(ended.code, str):
+                raise SystemExit(shown(ended.code, keep="\n")) from None
             raise
         except Exception as error:
             line = describe(error)

@@ -27,6 +27,7 @@ from modeling_vit_scratch.folders import LOCK, MARKER, OutputFolder, ours, remov
 from modeling_vit_scratch.secrets import shown
 from modeling_vit_scratch.sharing.card import write_card
 from modeling_vit_scratch.sharing.push import check_target, push_folder
+from modeling_vit_scratch.sources import is_local
 from modeling_vit_scratch.training.arguments import OutputArguments, check_fields
 from modeling_vit_scratch.training.class_metrics import class_metrics
 from modeling_vit_scratch.training.data import model_inputs, read_data
@@ -81,11 +82,13 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
         on_interrupt(lambda: interrupted_line(output_dir, started if overwrite else 0.0))
         set_seed(training_args.seed)  # before the model is built: the initial weights follow --seed
         training_args.resume_from_checkpoint = checkpoint  # the resolved path (or None) for the data's callbacks
+        reading = time.time()
         data = read_data(data_args, training_args)
         legs = resumed_legs(checkpoint, data.identity)
         model, processor = build_model(plan, data.labels, data.num_channels, model_args.attn_implementation)
         check_same_model(checkpoint, model)
         inputs = model_inputs(data, processor, data_args, training_args, checkpoint)
+        prepared = round(time.time() - reading, 1)  # reading, checking and processing the images
         choice = None
         if model_args.bf16_when_faster:
             size = processor.size
@@ -134,6 +137,7 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
             world_size=training_args.world_size,
             total_train_batch_size=total_batch,
             wall_time_seconds=round(time.time() - started, 1),
+            data_preparation_seconds=prepared,
         )
         if data.streamed:  # every process takes part: the images skipped are summed over them
             metrics.update(stream_metrics(trainer, inputs.train))
@@ -141,7 +145,8 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
         metrics.update({"ema_decay": model_args.ema_decay} if model_args.ema_decay is not None else {})
         notes = {
             "initial_weights": None if plan.folder is None else model_args.model,
-            "initial_weights_commit": model_args.model_revision if plan.folder is not None else None,
+            # a Hub snapshot's folder is named by the commit it holds: the revision resolved, whatever was typed
+            "initial_weights_commit": None if plan.folder is None or is_local(model_args.model) else plan.folder.name,
             "augmentation": inputs.policy_words,
             "distillation": distillation_text(model_args),
             "precision_choice": choice,

@@ -207,6 +207,7 @@ def test_timm_is_built_with_the_same_hyper_parameters(config_name):
     assert parameter_count("timm", config_name) == parameter_count("vit_scratch", config_name)
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_the_measuring_processes_measure_a_small_config(tmp_path):
     """The real workers, one round of two implementations; and a worker that fails is one line naming it."""

@@ -5,11 +5,12 @@ import hashlib
 import json
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO
+from helpers import REPO, in_process
 from hub_server import Store, local_hub  # noqa: F401  (the fixture)
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -51,13 +52,7 @@ def transformers_model(model_class, labels=4):
     return randomised(model_class(config_class(**SIZES, num_labels=labels)))
 
 
-def convert(*argv) -> int | str:
-    """The command in this process: 0, argparse's status, or the one `error: ...` line it exits with."""
-    try:
-        command.main([str(word) for word in argv])
-    except SystemExit as stop:
-        return stop.code
-    return 0
+convert = partial(in_process, command.main)  # the command in this process: 0, a status or its error line
 
 
 def output(model, pixels=PIXELS):

@@ -2,8 +2,11 @@
 at their own image size and at another with `interpolate_pos_encoding` (transformers' Dinov2 always resamples), on
 random weights the reference draws; and what neither side can hold, refused by name."""
 
+from functools import partial
+
 import pytest
 import torch
+from helpers import in_process
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import (
@@ -45,12 +48,7 @@ def outputs(model, size: int) -> tuple[torch.Tensor, torch.Tensor]:
     return output.last_hidden_state, output.pooler_output
 
 
-def convert(*argv) -> int | str:
-    try:
-        command.main([str(word) for word in argv])
-    except SystemExit as stop:
-        return stop.code
-    return 0
+convert = partial(in_process, command.main)  # the command in this process: 0, a status or its error line
 
 
 @pytest.mark.parametrize("model_class", list(REFERENCES))

@@ -1,11 +1,15 @@
 """`vit-scratch convert --from timm`: parity with timm's ViT, DeiT (distilled, two heads), a ResNet hybrid and a
-head-less mean-pooled model on random weights, and what timm is never asked to do (download, unpickle)."""
+head-less mean-pooled model on random weights, DINOv2 (layer scale, registers; on to transformers' Dinov2WithRegisters;
+the giant's SwiGLU refused by name), and what timm is never asked to do (download, unpickle)."""
 
 import json
+from functools import partial
 
 import pytest
 import torch
+from helpers import in_process
 from safetensors.torch import save_file
+from transformers import AutoModel, Dinov2WithRegistersModel
 
 from modeling_vit_scratch import ViTScratchForImageClassification
 from modeling_vit_scratch.conversion import command
@@ -21,14 +25,17 @@ CASES = {
     "vit_tiny_r_s16_p8_224": "img_size=64,depth=1",  # a hybrid: the ResNet root before the patch projection
     "vit_small_patch16_224": "img_size=32,depth=1,global_pool=avg,fc_norm=True",  # no head: pooled features
 }
+# DINOv2: layer scale and registers (timm's reg4 adds no position to the class token)
+SMALL = "img_size=56,depth=2"
+DINOV2_CASES = [
+    ("vit_small_patch14_dinov2", SMALL),
+    ("vit_small_patch14_reg4_dinov2", SMALL),
+    ("vit_small_patch14_reg4_dinov2", f"{SMALL},no_embed_class=False"),  # registers with positions: folded in
+    ("vit_small_patch14_reg4_dinov2", f"{SMALL},dynamic_img_size=True"),  # timm resamples at run time
+]
 
 
-def convert(*argv) -> int | str:
-    try:
-        command.main([str(word) for word in argv])
-    except SystemExit as stop:
-        return stop.code
-    return 0
+convert = partial(in_process, command.main)  # the command in this process: 0, a status or its error line
 
 
 def timm_weights(tmp_path, name: str, kwargs: str, classes: int):
@@ -74,4 +81,41 @@ def test_what_timm_would_download_read_or_not_fit_is_one_line_and_nothing_writte
     words = [word for pair in argv.items() for word in pair]
     error = convert("--from", "timm", *words, "--input", path, "--output", tmp_path / "out")
     assert isinstance(error, str) and error.startswith("error: ") and "\n" not in error and change[0] in error
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name, kwargs", DINOV2_CASES)
+def test_timms_dinov2_converts_computing_what_timm_computes(tmp_path, name, kwargs):
+    reference, path = timm_weights(tmp_path, name, kwargs, 5)
+    argv = ["--from", "timm", "--timm_model", name, "--timm_kwargs", kwargs, "--input", path]
+    assert convert(*argv, "--output", tmp_path / "out") == 0
+    ours = ViTScratchForImageClassification.from_pretrained(tmp_path / "out").eval()
+    assert ours.config.layerscale_value == 1e-5 and ours.config.num_register_tokens == (4 if "reg4" in name else 0)
+    sizes = [(56, 56)] + ([(70, 84)] if "dynamic" in kwargs else [])
+    for size in sizes:
+        pixels = torch.randn(2, 3, *size, generator=torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            logits = ours(pixel_values=pixels, interpolate_pos_encoding=True).logits
+            torch.testing.assert_close(logits, reference(pixels), atol=1e-5, rtol=1e-4)
+
+
+def test_timms_reg4_goes_on_to_transformers_dinov2_with_registers(tmp_path):
+    reference, path = timm_weights(tmp_path, "vit_small_patch14_reg4_dinov2", SMALL, 0)
+    argv = ["--timm_model", "vit_small_patch14_reg4_dinov2", "--timm_kwargs", SMALL, "--input", path]
+    assert convert("--from", "timm", *argv, "--output", tmp_path / "ours") == 0
+    assert convert("--to", "transformers", "--input", tmp_path / "ours", "--output", tmp_path / "theirs") == 0
+    theirs = AutoModel.from_pretrained(tmp_path / "theirs").eval()
+    assert isinstance(theirs, Dinov2WithRegistersModel)
+    pixels = torch.randn(2, 3, 56, 56)
+    with torch.no_grad():
+        expected = reference.forward_features(pixels)  # final tokens, after the norm: [class, registers, patches]
+        torch.testing.assert_close(theirs(pixel_values=pixels).last_hidden_state, expected, atol=1e-5, rtol=1e-4)
+
+
+def test_dinov2_giants_swiglu_is_refused_by_name(tmp_path):
+    kwargs = "img_size=28,depth=1,embed_dim=48,num_heads=2"
+    _, path = timm_weights(tmp_path, "vit_giant_patch14_dinov2", kwargs, 0)
+    argv = ["--timm_model", "vit_giant_patch14_dinov2", "--timm_kwargs", kwargs, "--input", path]
+    error = convert("--from", "timm", *argv, "--output", tmp_path / "out")
+    assert isinstance(error, str) and "\n" not in error and "mlp_layer=GluMlp" in error and "SwiGLU" in error
     assert not (tmp_path / "out").exists()

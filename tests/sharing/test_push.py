@@ -168,6 +168,7 @@ def test_a_folder_the_gate_refuses_sends_nothing_and_is_left_as_it_was(hub_here,
     assert {path.name: path.read_bytes() for path in (tmp_path / "run").iterdir()} == before
 
 
+@pytest.mark.slow
 def test_a_refusal_is_one_error_line_and_exit_1_and_a_bad_repo_id_too(local_hub, tmp_path):  # noqa: F811
     trained_folder(tmp_path / "run")
     foreign_code(tmp_path / "run")

@@ -96,6 +96,16 @@ def write_imagefolder(root, classes=("cat", "dog", "fox"), per_class=6, size=(12
     return root
 
 
+def in_process(main: Callable[[list[str]], object], *argv) -> int | str:
+    """A command's `main(argv)` run in this process, ended as a user sees it end: 0, argparse's status, or the one
+    `error: ...` line it exits with."""
+    try:
+        main([str(word) for word in argv])
+    except SystemExit as stop:
+        return stop.code
+    return 0
+
+
 def one_by_default(cases: list) -> list:
     """Parameters for a test that starts a new process per case: the first case runs by default, the others in the
     slow tier (`make test-slow`). For a rule a fast test already tries on every case, or one where one process shows

@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import MODEL_FOLDER_FILES, made_once, tiny_model_file, write_imagefolder
+from hub_server import TOKEN as HUB_TOKEN
+from hub_server import USER, local_hub  # noqa: F401  (local_hub is a fixture)
+from huggingface_hub import HfApi, constants
 from safetensors.torch import load_file
 from transformers import AutoModelForImageClassification
 
@@ -61,7 +64,9 @@ def test_a_run_writes_the_whole_model_folder_and_says_how_to_load_it(trained):
     assert all((folder / name).is_file() for name in MODEL_FOLDER_FILES), sorted(p.name for p in folder.iterdir())
     record = json.loads((folder / "training_record.json").read_text())
     assert record["finished_at_step"] == 2 and record["num_train"] and record["initial_weights"] is None
-    assert "test_accuracy" in json.loads((folder / "all_results.json").read_text())
+    results = json.loads((folder / "all_results.json").read_text())
+    assert "test_accuracy" in results  # and what the benchmark's end-to-end time adds to the training time:
+    assert 0 <= results["data_preparation_seconds"] <= results["wall_time_seconds"]
     assert "Test accuracy" in printed and str(folder) in printed
     model = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=True)
     assert sorted(model.config.id2label.values()) == ["cat", "dog", "fox"]
@@ -168,7 +173,23 @@ def test_fine_tuning_on_a_new_label_set_starts_from_the_body_and_a_new_head(tmp_
     if body in weights:  # a learning rate of 1e-9 leaves the body as it was loaded
         assert torch.allclose(weights[body], dict(base.named_parameters())[body], atol=1e-5)
     record = json.loads((tmp_path / "tuned" / "training_record.json").read_text())
-    assert record["initial_weights"] == str(folder)
+    assert record["initial_weights"] == str(folder) and record["initial_weights_commit"] is None
+
+
+@pytest.mark.integration
+def test_fine_tuning_from_a_hub_repo_records_the_commit_its_revision_named(tmp_path, trained, local_hub, monkeypatch):  # noqa: F811
+    for name, value in dict(ENDPOINT=local_hub.url, HF_HUB_OFFLINE=False, HF_HUB_CACHE=str(tmp_path / "cache")).items():
+        monkeypatch.setattr(constants, name, value)
+    template = local_hub.url + "/{repo_id}/resolve/{revision}/{filename}"
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", template)
+    api = HfApi(endpoint=local_hub.url, token=HUB_TOKEN)
+    api.create_repo(f"{USER}/base")
+    api.create_branch(f"{USER}/base", branch="tuned")
+    commit = api.upload_folder(folder_path=trained[0], repo_id=f"{USER}/base", revision="tuned").oid
+    data = write_imagefolder(tmp_path / "two", classes=("ant", "bee"), per_class=8)
+    main(train_args(data, tmp_path / "tuned", f"{USER}/base", "--model_revision", "tuned"))
+    record = json.loads((tmp_path / "tuned" / "training_record.json").read_text())
+    assert record["initial_weights"] == f"{USER}/base" and record["initial_weights_commit"] == commit != "tuned"
 
 
 def test_distillation_ema_and_layer_decay_train_together(tmp_path, trained, inputs):
