@@ -41,7 +41,10 @@ ARCHITECTURE = {
     "pooling": "pooling",
     "position_embedding": "position embedding",
     "distillation_token": "distillation token",
+    "num_register_tokens": "register tokens",  # this and the next: rows only where the model has them
+    "layerscale_value": "layer scale (initial value)",
 }
+WHEN_SET = ("num_register_tokens", "layerscale_value")
 NOTES = {  # record key -> how the card introduces it
     "augmentation": "Augmentation:",
     "distillation": "Distillation:",
@@ -263,7 +266,11 @@ def card_text(folder: str | os.PathLike, repo_id: str | None = None, revision: s
         classes_cut=len(metrics.get("test_per_class_accuracy") or ()) > CLASSES_SHOWN,
         origin=origin(record, conversion),
         unmeasured=unmeasured,
-        architecture=[(said, escaped(config[key])) for key, said in ARCHITECTURE.items() if key in config],
+        architecture=[
+            (said, escaped(config[key]))
+            for key, said in ARCHITECTURE.items()
+            if key in config and (config[key] or key not in WHEN_SET)
+        ],
         num_parameters=parameter_count(folder),
         num_labels=len(labels),
         label_preview=", ".join(map(escaped, labels[:CLASSES_SHOWN]))

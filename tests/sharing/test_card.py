@@ -80,6 +80,15 @@ def test_weights_other_than_the_record_names_get_no_metrics(tmp_path):
 def test_a_folder_without_records_claims_no_training(tmp_path):
     card = ModelCard(card_text(model_folder(tmp_path, record=False, metrics=False)))
     assert card.data.eval_results is None and "## Training" not in card.text and "## Results" not in card.text
+    assert "register tokens" not in card.text and "layer scale" not in card.text  # a plain ViT has neither
+
+
+def test_registers_and_layer_scale_are_in_the_architecture_table_where_the_model_has_them(tmp_path):
+    ViTScratchForImageClassification(tiny_config(num_register_tokens=4, layerscale_value=1e-5)).save_pretrained(
+        tmp_path
+    )
+    text = card_text(tmp_path)
+    assert "| register tokens | 4 |" in text and "| layer scale (initial value) | 1e-05 |" in text
 
 
 def test_a_converted_folder_names_its_source_and_its_loading_example_the_repo(tmp_path):
