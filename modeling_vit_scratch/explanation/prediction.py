@@ -8,6 +8,7 @@ import io
 import sys
 import urllib.request
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from transformers import AutoImageProcessor
@@ -15,17 +16,28 @@ from transformers import AutoImageProcessor
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.explanation import attention as explain
 from modeling_vit_scratch.explanation import figures as plots
+from modeling_vit_scratch.explanation import norms as explain_norms
 from modeling_vit_scratch.folders import STAGING_PREFIX, OutputFolder, ours
 from modeling_vit_scratch.image_processing_vit_scratch import read_image_file
 from modeling_vit_scratch.secrets import shown
 from modeling_vit_scratch.sources import check_model_folder, load_model, resolve
 
 # The names explain writes: in a folder of its own, these are replaced or removed, nothing else.
-FIGURES = ("patch_grid.png", "attention_*.png", "gradient_rollout_class_*.png", "fig7_*.png")
+FIGURES = ("patch_grid.png", "attention_*.png", "gradient_rollout_class_*.png", "fig7_*.png", "token_norms.png")
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
 DOWNLOAD_BYTES = 128 << 20  # the most an --image URL may send: far above any photo, far below the memory it takes
 DOWNLOAD_SECONDS = 30  # the longest a server may stay silent
 LABEL_IN_FILE_NAME = 48  # the most bytes (UTF-8) of a label in a file name, far below a name's 255
+
+
+class Explanation(NamedTuple):
+    """What explain found: the top-5 (label, probability), the paths of the pictures written, and the last layer's
+    token norms (`norms.py`): the patch tokens' on the grid (gh, gw) and the register tokens' (R,)."""
+
+    ranking: list[tuple[str, float]]
+    written: list[Path]
+    patch_norms: torch.Tensor
+    register_norms: torch.Tensor
 
 
 def read_image(source: str):
@@ -82,9 +94,10 @@ def explain_image(
     trust_remote_code: bool = False,
     dtype: str = "float32",
     revision: str | None = None,
-) -> tuple[list[tuple[str, float]], list[Path]]:
-    """Everything `vit-scratch explain` does (its arguments, by name): the top-5 (label, probability) and the paths of
-    the pictures written. The output folder is checked first, then the image read, then the model loaded."""
+) -> Explanation:
+    """Everything `vit-scratch explain` does (its arguments, by name). The output folder is checked first, then the
+    image read, then the model loaded. Every map is of the patch tokens only: the class, distillation and register
+    tokens (`config.num_prefix_tokens`) come before them and are left out."""
     folder = OutputFolder(out, "--out", replace=True, inputs=(model, image))
     folder.check()
     entries = folder.path.iterdir() if folder.path.is_dir() else ()
@@ -114,6 +127,10 @@ def explain_image(
     relevance_map = explain.token_to_patch_map(relevance, grid, config.pooling)[0]
     # per layer, the class token's row over the patch columns, mean over heads: (L, gh, gw)
     per_layer = torch.stack([a[0].float().mean(0)[0, prefix:].reshape(grid) for a in attentions])
+    norms = explain_norms.token_norms(network, pixel_values)
+    patch_norms = explain_norms.patch_norm_map(norms, grid)[0]  # (gh, gw): the patches only
+    registers = explain_norms.register_norms(norms, config)[0]  # (R,)
+    threshold = explain_norms.high_norm_threshold(patch_norms[None])[0].item()
     label = str(ranking[0][0])
     with folder, folder.staging() as stage:
         if config.stem == "none":  # a hybrid's projection reads the stem's feature maps: no filters to picture
@@ -129,5 +146,6 @@ def explain_image(
         plots.plot_position_similarity(similarity, stage / "fig7_position_embedding_similarity.png")
         distances = explain.mean_attention_distance(attentions, grid, cell)
         plots.plot_attention_distance(distances, stage / "fig7_mean_attention_distance.png")
+        plots.plot_token_norms(seen, patch_norms, threshold, registers, stage / "token_norms.png")
         names = folder.publish(stage, remove=FIGURES)
-    return ranking, [folder.path / name for name in names]
+    return Explanation(ranking, [folder.path / name for name in names], patch_norms, registers)
