@@ -85,6 +85,15 @@ def file_name_part(text: str) -> str:
     return safe.encode()[:LABEL_IN_FILE_NAME].decode(errors="ignore") or "_"
 
 
+def rank(logits: torch.Tensor, config) -> list[tuple[int, str, float]]:
+    """The top-5 (index, label, probability) of one image's logits (num_labels,); none for a model without a
+    classifier (a backbone, as a converted `Dinov2Model`: `num_labels` 0, its "logits" the pooled features)."""
+    if not config.num_labels:
+        return []
+    top = logits.softmax(-1).topk(min(5, logits.numel()))
+    return [(i, config.id2label[i], score) for score, i in zip(top.values.tolist(), top.indices.tolist())]
+
+
 def explain_image(
     model: str,
     image: str,
@@ -113,25 +122,24 @@ def explain_image(
         pixel_values, seen = explain.model_inputs(picture, processor, config.num_channels)
         pixel_values = pixel_values.to(network.dtype)
         with torch.no_grad():
-            probabilities = network(pixel_values=pixel_values).logits.float().softmax(-1)[0]
+            logits = network(pixel_values=pixel_values).logits.float()[0]
     except ValueError as error:
         raise UserError(f"--image {shown(image)} does not fit --model {shown(model)}: {error}") from None
-    top = probabilities.topk(min(5, probabilities.numel()))
-    ranking = [(config.id2label[index], score) for score, index in zip(top.values.tolist(), top.indices.tolist())]
+    ranked = rank(logits, config)
 
     attentions = explain.attention_maps(network, pixel_values)
     grid, prefix, cell = embeddings.grid_size, embeddings.num_prefix_tokens, embeddings.patch_embeddings.cell_size
     rollout = explain.attention_rollout(attentions, head_fusion, discard_ratio)
     rollout_map = explain.token_to_patch_map(rollout, grid, config.pooling)[0]
-    relevance = explain.gradient_rollout(network, pixel_values, top.indices[0].item())
-    relevance_map = explain.token_to_patch_map(relevance, grid, config.pooling)[0]
+    if ranked:  # the top class's relevance; a backbone has no class to explain
+        relevance = explain.gradient_rollout(network, pixel_values, ranked[0][0])
+        relevance_map = explain.token_to_patch_map(relevance, grid, config.pooling)[0]
     # per layer, the class token's row over the patch columns, mean over heads: (L, gh, gw)
     per_layer = torch.stack([a[0].float().mean(0)[0, prefix:].reshape(grid) for a in attentions])
     norms = explain_norms.token_norms(network, pixel_values)
     patch_norms = explain_norms.patch_norm_map(norms, grid)[0]  # (gh, gw): the patches only
     registers = explain_norms.register_norms(norms, config)[0]  # (R,)
     threshold = explain_norms.high_norm_threshold(patch_norms[None])[0].item()
-    label = str(ranking[0][0])
     with folder, folder.staging() as stage:
         if config.stem == "none":  # a hybrid's projection reads the stem's feature maps: no filters to picture
             plots.plot_embedding_filters(
@@ -139,8 +147,10 @@ def explain_image(
             )
         plots.plot_patch_grid(seen, cell, stage / "patch_grid.png")
         plots.plot_overlay(seen, rollout_map, f"attention rollout ({head_fusion})", stage / "attention_rollout.png")
-        title = f"gradient rollout for {shown(label)!r}"
-        plots.plot_overlay(seen, relevance_map, title, stage / f"gradient_rollout_class_{file_name_part(label)}.png")
+        if ranked:
+            label = str(ranked[0][1])
+            name = f"gradient_rollout_class_{file_name_part(label)}.png"
+            plots.plot_overlay(seen, relevance_map, f"gradient rollout for {shown(label)!r}", stage / name)
         plots.plot_layer_attention(per_layer, stage / "attention_per_layer.png")
         similarity = explain.position_embedding_similarity(network)
         plots.plot_position_similarity(similarity, stage / "fig7_position_embedding_similarity.png")
@@ -148,4 +158,5 @@ def explain_image(
         plots.plot_attention_distance(distances, stage / "fig7_mean_attention_distance.png")
         plots.plot_token_norms(seen, patch_norms, threshold, registers, stage / "token_norms.png")
         names = folder.publish(stage, remove=FIGURES)
+    ranking = [(label, score) for _, label, score in ranked]
     return Explanation(ranking, [folder.path / name for name in names], patch_norms, registers)

@@ -10,13 +10,14 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 import torch
-from helpers import REPO, tiny_config
+from helpers import REPO, in_process, tiny_config
 from hub_server import TOKEN, Store, local_hub  # noqa: F401  (the fixture)
 from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
 
 from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor
+from modeling_vit_scratch.conversion.command import main as convert
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.explanation import attention as explain
 from modeling_vit_scratch.explanation import norms, prediction
@@ -344,6 +345,20 @@ def test_explain_runs_a_hybrid_a_grayscale_model_in_bf16_and_with_registers(tmp_
     assert len(written) == (7 if case == "hybrid" else 8) and ("fig7_patch_embedding_pca.png" in written) == (
         case != "hybrid"
     )
+
+
+def test_a_converted_dinov2_with_registers_backbone_is_explained_without_classes(tmp_path, capsys):
+    from transformers import Dinov2WithRegistersConfig, Dinov2WithRegistersModel
+
+    sizes = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, patch_size=14, image_size=42)
+    Dinov2WithRegistersModel(Dinov2WithRegistersConfig(**sizes, layerscale_value=0.5)).save_pretrained(tmp_path / "src")
+    model, out = tmp_path / "model", tmp_path / "out"
+    assert in_process(convert, "--from", "transformers", "--input", tmp_path / "src", "--output", model) == 0
+    assert run("--model", model, "--image", picture(tmp_path / "in.png"), "--out", out)[0] == 0
+    printed = capsys.readouterr().out
+    assert "top classes: none" in printed and "of 9; norm above 2 x the median" in printed  # a 3x3 grid of patches
+    assert len(printed.split("register token norms: ")[1].split("\n")[0].split(", ")) == 4
+    assert {path.name for path in out.glob("*.png")} == FIGURES  # no class, so no gradient rollout
 
 
 def test_a_label_holding_a_token_never_reaches_a_file_name_or_a_line(tmp_path, inputs, capsys):
