@@ -1,1 +1,1 @@
-"""Explaining a model: attention maps, rollouts and the figures that show them."""
+"""Explaining a model: attention maps, rollouts, token norms and the figures that show them."""

@@ -4,7 +4,9 @@ Attention maps come from the model's explicit attention path (`output_attentions
 softmax(QK^T/sqrt(d)) written out, whatever kernel the model was built or loaded with), so explaining works for SDPA
 models too and changes neither the weights nor the configured kernel. Everything here is plain torch.
 
-Shapes: B batch, H heads, T = 1 + N tokens (class token first), N = gh * gw patches, L layers.
+Shapes: B batch, H heads, T = P + N tokens, N = gh * gw patches, L layers. The P = config.num_prefix_tokens tokens
+before the patches (the class token first, a distillation token, then the registers) are never drawn: every map on
+the patch grid takes the last N tokens.
 """
 
 import torch
@@ -97,8 +99,8 @@ def gradient_rollout(model, pixel_values: torch.Tensor, target_class: int | torc
 
 def token_to_patch_map(rollout: torch.Tensor, grid_size: tuple[int, int], pooling: str = "cls") -> torch.Tensor:
     """(B, T, T) -> (B, gh, gw): what the pooled output draws from each patch, scaled to a maximum of 1. The pooled
-    output is the class token's row, or for `pooling="mean"` the mean of the patch tokens' rows. The tokens before
-    the patches (the class token, and a distillation token) are the T - gh*gw first."""
+    output is the class token's row, or for `pooling="mean"` the mean of the patch tokens' rows. The prefix tokens
+    (class, distillation, registers) are the T - gh*gw first: they feed the rows but are no patch of the map."""
     prefix = rollout.shape[-1] - grid_size[0] * grid_size[1]
     rows = rollout[:, 0] if pooling == "cls" else rollout[:, prefix:].mean(dim=1)  # (B, T)
     patches = rows[:, prefix:].reshape(-1, *grid_size)
@@ -144,12 +146,12 @@ def mean_attention_distance(
     attentions: tuple[torch.Tensor, ...], grid_size: tuple[int, int], patch_size
 ) -> torch.Tensor:
     """Fig. 7 (right): per layer and head, the mean pixel distance between a patch and the patches it attends to:
-    attention among patch tokens only (the class token has no place in the image), rows renormalised, averaged
+    attention among patch tokens only (the prefix tokens have no place in the image), rows renormalised, averaged
     over query patches and the batch. Returns (L, H)."""
     distances = patch_distances(grid_size, patch_size)
     result = []
     for attention in attentions:
-        prefix = attention.shape[-1] - distances.shape[0]  # the class token (and a distillation token)
+        prefix = attention.shape[-1] - distances.shape[0]  # the class, distillation and register tokens
         patches = attention[:, :, prefix:, prefix:].double()  # (B, H, N, N)
         patches = patches / patches.sum(dim=-1, keepdim=True).clamp(min=1e-12)
         result.append((patches * distances).sum(dim=-1).mean(dim=(0, 2)))  # (H,)

@@ -1,8 +1,12 @@
 """Explain a prediction: `vit-scratch explain --model FOLDER_OR_REPO --image PATH_OR_URL --out DIR` (or
 `python scripts/explain.py` with the same arguments).
 
-Prints the top-5 classes and writes PNGs to DIR: the patch grid, attention rollout, a class-specific gradient
-rollout for the top class, the per-layer attention from the class token, and the paper's Fig. 7 panels.
+Prints the top-5 classes and the share of high-norm patch tokens (norm above 2 x the median patch-token norm; with
+registers, each register's norm too), and writes PNGs to DIR: the patch grid, attention rollout, a class-specific
+gradient rollout for the top class, the per-layer attention from the class token, the paper's Fig. 7 panels and the
+last layer's token norms (the registers paper's figure). The maps are of the patches only (never the class,
+distillation or register tokens). A model without a classification head (a converted DINOv2 backbone) has no classes
+to rank and no gradient rollout.
 A vit_scratch model loads with the installed package's code; code that travels with a model (a folder's or a
 repo's `.py` files) runs only with --trust_remote_code. `--dtype bfloat16` loads and runs the model in bf16 (the maps
 are combined in float32 either way).
@@ -13,6 +17,7 @@ import os
 
 from modeling_vit_scratch.errors import command
 from modeling_vit_scratch.explanation.attention import HEAD_FUSIONS
+from modeling_vit_scratch.explanation.norms import HIGH_NORM_MULTIPLE, high_norm_share, high_norm_threshold
 from modeling_vit_scratch.explanation.prediction import DTYPES, explain_image
 from modeling_vit_scratch.secrets import shown
 
@@ -42,8 +47,16 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--discard_ratio", type=ratio, default=0.0, help="share of weakest attention to drop")
     parser.add_argument("--dtype", default="float32", choices=DTYPES, help="run the model in float32 or bfloat16")
     parser.add_argument("--trust_remote_code", action="store_true", help="run code the model brings (its auto_map)")
-    ranking, written = explain_image(**vars(parser.parse_args(argv)))
-    print("top classes:")
-    for label, score in ranking:
+    found = explain_image(**vars(parser.parse_args(argv)))
+    print("top classes:" if found.ranking else "top classes: none (the model has no classification head)")
+    for label, score in found.ranking:
         print(f"  {shown(label):>20}  {score:.4f}")
-    print("wrote:\n" + "\n".join(f"  {shown(path)}" for path in written))
+    patches = found.patch_norms[None]  # (1, gh, gw)
+    share, threshold = high_norm_share(patches)[0].item(), high_norm_threshold(patches)[0].item()
+    print(
+        f"high-norm patch tokens: {share:.1%} ({round(share * patches.numel())} of {patches.numel()}; norm above "
+        f"{HIGH_NORM_MULTIPLE:g} x the median patch-token norm = {threshold:.4g})"
+    )
+    if found.register_norms.numel():
+        print("register token norms: " + ", ".join(f"{norm:.4g}" for norm in found.register_norms.tolist()))
+    print("wrote:\n" + "\n".join(f"  {shown(path)}" for path in found.written))

@@ -1,6 +1,7 @@
 """Figures that explain a prediction or a model: patch grids, attention overlays, per-layer attention, embedding
-filters, position-embedding similarity, attention distance. Images are PIL images at the model's input size; maps are
-tensors. Each `plot_*` saves one PNG at `path` (a file in the output folder's private staging folder) and returns it."""
+filters, position-embedding similarity, attention distance, token norms. Images are PIL images at the model's input
+size; maps are tensors. Each `plot_*` saves one PNG at `path` (a file in the output folder's private staging folder)
+and returns it."""
 
 from pathlib import Path
 
@@ -104,4 +105,26 @@ def plot_attention_distance(distances, path: str | Path) -> Path:
     axis.grid(alpha=0.3)
     if heads <= 16:
         axis.legend(fontsize=6, ncol=2)
+    return _save(figure, path)
+
+
+def plot_token_norms(image, patch_norms, threshold: float, registers, path: str | Path) -> Path:
+    """The registers paper's figure: beside the image, the last layer's patch-token norms on the patch grid (gh, gw)
+    with the high-norm tokens (above `threshold`) circled, and their histogram with the threshold and the register
+    tokens' norms (R,) marked."""
+    figure, (left, centre, right) = plt.subplots(1, 3, figsize=(12, 4), dpi=100)
+    _show_image(left, image)
+    left.set_title("input")
+    drawn = centre.imshow(patch_norms.numpy(), cmap="inferno", interpolation="nearest")
+    figure.colorbar(drawn, ax=centre, fraction=0.046)
+    rows, columns = (patch_norms > threshold).nonzero(as_tuple=True)
+    size = (240 / max(patch_norms.shape)) ** 2 / 4  # a circle about a cell wide, whatever the grid
+    centre.scatter(columns.numpy(), rows.numpy(), s=size, facecolors="none", edgecolors="cyan", linewidths=1)
+    centre.set(xticks=[], yticks=[], title=f"patch-token norms: {len(rows)} of {patch_norms.numel()} high")
+    right.hist(patch_norms.flatten().numpy(), bins=40, color="gray")
+    right.axvline(threshold, color="red", linestyle="--", label=f"high-norm threshold {threshold:.3g}")
+    for index, norm in enumerate(registers.tolist()):
+        right.axvline(norm, color="tab:blue", linewidth=1, label="register tokens" if index == 0 else None)
+    right.set(xlabel="L2 norm", ylabel="patch tokens", title="norm histogram")
+    right.legend(fontsize=7)
     return _save(figure, path)

@@ -8,6 +8,7 @@ import io
 import sys
 import urllib.request
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from transformers import AutoImageProcessor
@@ -15,17 +16,28 @@ from transformers import AutoImageProcessor
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.explanation import attention as explain
 from modeling_vit_scratch.explanation import figures as plots
+from modeling_vit_scratch.explanation import norms as explain_norms
 from modeling_vit_scratch.folders import STAGING_PREFIX, OutputFolder, ours
 from modeling_vit_scratch.image_processing_vit_scratch import read_image_file
 from modeling_vit_scratch.secrets import shown
 from modeling_vit_scratch.sources import check_model_folder, load_model, resolve
 
 # The names explain writes: in a folder of its own, these are replaced or removed, nothing else.
-FIGURES = ("patch_grid.png", "attention_*.png", "gradient_rollout_class_*.png", "fig7_*.png")
+FIGURES = ("patch_grid.png", "attention_*.png", "gradient_rollout_class_*.png", "fig7_*.png", "token_norms.png")
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
 DOWNLOAD_BYTES = 128 << 20  # the most an --image URL may send: far above any photo, far below the memory it takes
 DOWNLOAD_SECONDS = 30  # the longest a server may stay silent
 LABEL_IN_FILE_NAME = 48  # the most bytes (UTF-8) of a label in a file name, far below a name's 255
+
+
+class Explanation(NamedTuple):
+    """What explain found: the top-5 (label, probability), the paths of the pictures written, and the last layer's
+    token norms (`norms.py`): the patch tokens' on the grid (gh, gw) and the register tokens' (R,)."""
+
+    ranking: list[tuple[str, float]]
+    written: list[Path]
+    patch_norms: torch.Tensor
+    register_norms: torch.Tensor
 
 
 def read_image(source: str):
@@ -73,6 +85,15 @@ def file_name_part(text: str) -> str:
     return safe.encode()[:LABEL_IN_FILE_NAME].decode(errors="ignore") or "_"
 
 
+def rank(logits: torch.Tensor, config) -> list[tuple[int, str, float]]:
+    """The top-5 (index, label, probability) of one image's logits (num_labels,); none for a model without a
+    classifier (a backbone, as a converted `Dinov2Model`: `num_labels` 0, its "logits" the pooled features)."""
+    if not config.num_labels:
+        return []
+    top = logits.softmax(-1).topk(min(5, logits.numel()))
+    return [(i, config.id2label[i], score) for score, i in zip(top.values.tolist(), top.indices.tolist())]
+
+
 def explain_image(
     model: str,
     image: str,
@@ -82,9 +103,10 @@ def explain_image(
     trust_remote_code: bool = False,
     dtype: str = "float32",
     revision: str | None = None,
-) -> tuple[list[tuple[str, float]], list[Path]]:
-    """Everything `vit-scratch explain` does (its arguments, by name): the top-5 (label, probability) and the paths of
-    the pictures written. The output folder is checked first, then the image read, then the model loaded."""
+) -> Explanation:
+    """Everything `vit-scratch explain` does (its arguments, by name). The output folder is checked first, then the
+    image read, then the model loaded. Every map is of the patch tokens only: the class, distillation and register
+    tokens (`config.num_prefix_tokens`) come before them and are left out."""
     folder = OutputFolder(out, "--out", replace=True, inputs=(model, image))
     folder.check()
     entries = folder.path.iterdir() if folder.path.is_dir() else ()
@@ -100,21 +122,24 @@ def explain_image(
         pixel_values, seen = explain.model_inputs(picture, processor, config.num_channels)
         pixel_values = pixel_values.to(network.dtype)
         with torch.no_grad():
-            probabilities = network(pixel_values=pixel_values).logits.float().softmax(-1)[0]
+            logits = network(pixel_values=pixel_values).logits.float()[0]
     except ValueError as error:
         raise UserError(f"--image {shown(image)} does not fit --model {shown(model)}: {error}") from None
-    top = probabilities.topk(min(5, probabilities.numel()))
-    ranking = [(config.id2label[index], score) for score, index in zip(top.values.tolist(), top.indices.tolist())]
+    ranked = rank(logits, config)
 
     attentions = explain.attention_maps(network, pixel_values)
     grid, prefix, cell = embeddings.grid_size, embeddings.num_prefix_tokens, embeddings.patch_embeddings.cell_size
     rollout = explain.attention_rollout(attentions, head_fusion, discard_ratio)
     rollout_map = explain.token_to_patch_map(rollout, grid, config.pooling)[0]
-    relevance = explain.gradient_rollout(network, pixel_values, top.indices[0].item())
-    relevance_map = explain.token_to_patch_map(relevance, grid, config.pooling)[0]
+    if ranked:  # the top class's relevance; a backbone has no class to explain
+        relevance = explain.gradient_rollout(network, pixel_values, ranked[0][0])
+        relevance_map = explain.token_to_patch_map(relevance, grid, config.pooling)[0]
     # per layer, the class token's row over the patch columns, mean over heads: (L, gh, gw)
     per_layer = torch.stack([a[0].float().mean(0)[0, prefix:].reshape(grid) for a in attentions])
-    label = str(ranking[0][0])
+    norms = explain_norms.token_norms(network, pixel_values)
+    patch_norms = explain_norms.patch_norm_map(norms, grid)[0]  # (gh, gw): the patches only
+    registers = explain_norms.register_norms(norms, config)[0]  # (R,)
+    threshold = explain_norms.high_norm_threshold(patch_norms[None])[0].item()
     with folder, folder.staging() as stage:
         if config.stem == "none":  # a hybrid's projection reads the stem's feature maps: no filters to picture
             plots.plot_embedding_filters(
@@ -122,12 +147,16 @@ def explain_image(
             )
         plots.plot_patch_grid(seen, cell, stage / "patch_grid.png")
         plots.plot_overlay(seen, rollout_map, f"attention rollout ({head_fusion})", stage / "attention_rollout.png")
-        title = f"gradient rollout for {shown(label)!r}"
-        plots.plot_overlay(seen, relevance_map, title, stage / f"gradient_rollout_class_{file_name_part(label)}.png")
+        if ranked:
+            label = str(ranked[0][1])
+            name = f"gradient_rollout_class_{file_name_part(label)}.png"
+            plots.plot_overlay(seen, relevance_map, f"gradient rollout for {shown(label)!r}", stage / name)
         plots.plot_layer_attention(per_layer, stage / "attention_per_layer.png")
         similarity = explain.position_embedding_similarity(network)
         plots.plot_position_similarity(similarity, stage / "fig7_position_embedding_similarity.png")
         distances = explain.mean_attention_distance(attentions, grid, cell)
         plots.plot_attention_distance(distances, stage / "fig7_mean_attention_distance.png")
+        plots.plot_token_norms(seen, patch_norms, threshold, registers, stage / "token_norms.png")
         names = folder.publish(stage, remove=FIGURES)
-    return ranking, [folder.path / name for name in names]
+    ranking = [(label, score) for _, label, score in ranked]
+    return Explanation(ranking, [folder.path / name for name in names], patch_norms, registers)

@@ -12,7 +12,7 @@ pytestmark = [
 ]  # the pins, end to end: `make test-slow`; the rooms' own tests keep each rule in `make test`
 
 # the figures the README names (gradient_rollout_class_<label>.png: one, for the top class)
-FIGURES = ("patch_grid.png", "attention_rollout.png", "attention_per_layer.png")
+FIGURES = ("patch_grid.png", "attention_rollout.png", "attention_per_layer.png", "token_norms.png")
 LABELS = ("cat", "dog", "fox")  # the trained model's classes
 
 

@@ -1,5 +1,5 @@
-"""Explain: attention maps for any kernel, rollouts, the Fig. 7 diagnostics, and the command's behaviour (figures
-written, folders refused untouched, one line per refusal, no token anywhere)."""
+"""Explain: attention maps for any kernel, rollouts, the Fig. 7 diagnostics, the token norms of the registers paper,
+and the command's behaviour (figures written, folders refused untouched, one line per refusal, no token anywhere)."""
 
 import hashlib
 import json
@@ -10,16 +10,17 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 import torch
-from helpers import REPO, tiny_config
+from helpers import REPO, in_process, tiny_config
 from hub_server import TOKEN, Store, local_hub  # noqa: F401  (the fixture)
 from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
 
 from modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchImageProcessor
+from modeling_vit_scratch.conversion.command import main as convert
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.explanation import attention as explain
-from modeling_vit_scratch.explanation import prediction
+from modeling_vit_scratch.explanation import norms, prediction
 from modeling_vit_scratch.explanation.command import main
 
 FIGURES = {
@@ -29,6 +30,7 @@ FIGURES = {
     "fig7_patch_embedding_pca.png",
     "fig7_position_embedding_similarity.png",
     "fig7_mean_attention_distance.png",
+    "token_norms.png",
 }
 
 
@@ -136,6 +138,42 @@ def test_fig7_diagnostics_have_the_paper_shapes_and_skip_every_prefix_token(over
     assert explain.mean_attention_distance(attentions, (5, 5), 4).shape == (2, 3)
 
 
+def test_the_token_norm_map_is_the_patch_grid_of_the_last_hidden_state_without_registers_or_class_tokens():
+    config = tiny_config(num_register_tokens=2, distillation_token=True)  # 2 class tokens, 2 registers, 5x5 patches
+    model = ViTScratchForImageClassification(config).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():  # norms that differ from token to token, the final LayerNorm's too
+            parameter.normal_(0, 0.5, generator=torch.Generator().manual_seed(parameter.numel()))
+        model.vit.embeddings.register_tokens.mul_(100)  # a map that took in a register would show it
+    images = torch.randn(2, 3, 20, 20)
+    found = norms.token_norms(model, images)
+    with torch.no_grad():
+        tokens = model.vit(images).last_hidden_state  # (2, 4 + 25, 36)
+    assert found.shape == (2, 29)
+    patch_map = norms.patch_norm_map(found, config.grid_size)
+    assert patch_map.shape == (2, 5, 5)
+    torch.testing.assert_close(patch_map, tokens[:, 4:].norm(dim=-1).reshape(2, 5, 5))
+    torch.testing.assert_close(norms.register_norms(found, config), tokens[:, 2:4].norm(dim=-1))
+
+
+def test_the_high_norm_share_is_the_share_of_patch_norms_above_twice_their_median():
+    patch_norms = torch.ones(3, 5, 5)
+    patch_norms[0, 0, :3] = 10.0  # 3 of 25 far above the median, 1
+    patch_norms[1] = torch.arange(1.0, 26.0).reshape(5, 5)  # median 13: nothing above 26
+    patch_norms[2, 4, 4] = 2.0  # exactly twice the median is not above it
+    assert norms.high_norm_share(patch_norms).tolist() == pytest.approx([3 / 25, 0.0, 0.0])
+    even = torch.tensor([[1.0, 2.0, 3.0, 5.5], [1.0, 2.0, 3.0, 5.0]])  # median 2.5, the mean of the middle two
+    assert norms.high_norm_threshold(even).tolist() == [5.0, 5.0]
+    assert norms.high_norm_share(even).tolist() == [0.25, 0.0]
+
+
+@given(st.lists(st.integers(1, 1000), min_size=1, max_size=40), st.sampled_from([1.5, 2.0, 3.0]))
+def test_the_high_norm_share_is_the_documented_rule(values, multiple):
+    expected = np.mean(np.array(values) > multiple * np.median(values))  # exact: no rounding at the threshold
+    share = norms.high_norm_share(torch.tensor([values], dtype=torch.float32), multiple)[0].item()
+    assert share == pytest.approx(expected)
+
+
 def test_a_hybrids_distances_count_its_cells_and_it_has_no_filter_picture():
     config = tiny_config(stem="conv", stem_channels=[5], image_size=(16, 24), patch_size=2)  # cells of 4x4 pixels
     distances = explain.patch_distances(config.grid_size, config.cell_size)
@@ -218,7 +256,7 @@ def test_explain_writes_its_figures_and_rewrites_only_its_own_in_its_folder(tmp_
     model, image = inputs
     assert run("--model", model, "--image", image, "--out", tmp_path / "out") == (0, None)
     printed = capsys.readouterr().out
-    ranking = printed.split("top classes:")[1].split("wrote:")[0].split()
+    ranking = printed.split("top classes:")[1].split("high-norm patch tokens:")[0].split()
     assert len(ranking) == 10 and all(label.startswith("LABEL_") for label in ranking[::2])
     written = {path.name for path in (tmp_path / "out").glob("*.png")}
     assert written == {*FIGURES, f"gradient_rollout_class_{ranking[0]}.png"}
@@ -226,10 +264,28 @@ def test_explain_writes_its_figures_and_rewrites_only_its_own_in_its_folder(tmp_
         assert drawn.size == (800, 400)
     stale = tmp_path / "out" / "gradient_rollout_class_another_model_s.png"
     stale.write_bytes(b"an earlier run's")
+    (tmp_path / "out" / "token_norms.png").write_bytes(b"an earlier run's")
     (tmp_path / "out" / "notes.txt").write_text("the user's")
+    (tmp_path / "out" / "token_norms_by_hand.png").write_bytes(b"the user's")
     assert run("--model", model, "--image", image, "--out", tmp_path / "out", "--head_fusion", "max")[0] == 0
     assert not stale.exists() and (tmp_path / "out" / "notes.txt").read_text() == "the user's"
-    assert {path.name for path in (tmp_path / "out").glob("*.png")} == written
+    assert (tmp_path / "out" / "token_norms_by_hand.png").read_bytes() == b"the user's"
+    with Image.open(tmp_path / "out" / "token_norms.png") as drawn:  # rewritten
+        assert drawn.size == (1200, 400)
+    assert {path.name for path in (tmp_path / "out").glob("*.png")} == {*written, "token_norms_by_hand.png"}
+
+
+def test_explain_prints_the_share_of_high_norm_patch_tokens_and_each_registers_norm(tmp_path, capsys, monkeypatch):
+    model = saved_model(tmp_path / "model", num_register_tokens=2)  # class token, 2 registers, 4x4 patches
+    constructed = torch.ones(1, 3 + 16)
+    constructed[0, :3] = torch.tensor([7.0, 50.0, 60.0])
+    constructed[0, 3:5] = 9.0  # 2 of the 16 patches above twice the median, 1
+    monkeypatch.setattr(norms, "token_norms", lambda *_: constructed)
+    assert run("--model", model, "--image", picture(tmp_path / "in.png"), "--out", tmp_path / "out")[0] == 0
+    printed = capsys.readouterr().out
+    assert "high-norm patch tokens: 12.5% (2 of 16; norm above 2 x the median patch-token norm = 2)" in printed
+    assert "register token norms: 50, 60\n" in printed
+    assert "token_norms.png" in printed
 
 
 @pytest.mark.parametrize("held", [("config.json", "model.safetensors"), ("checkpoint-3",), ("photo.jpg",)])
@@ -272,21 +328,37 @@ def test_a_refusal_is_one_line_naming_what_to_fix_and_writes_nothing(tmp_path, i
     assert not (tmp_path / "out").exists() and digest(tmp_path / "model") == before
 
 
-@pytest.mark.parametrize("case", ["hybrid", "grayscale with an RGB processor", "bf16"])
-def test_explain_runs_a_hybrid_a_grayscale_model_and_in_bf16(tmp_path, case):
+@pytest.mark.parametrize("case", ["hybrid", "grayscale with an RGB processor", "bf16", "registers"])
+def test_explain_runs_a_hybrid_a_grayscale_model_in_bf16_and_with_registers(tmp_path, case):
     from transformers import ViTImageProcessor
 
     overrides = {"stem": "conv", "stem_channels": [5], "patch_size": 2} if case == "hybrid" else {}
     if case.startswith("grayscale"):
         overrides = {"num_channels": 1}
+    if case == "registers":
+        overrides = {"num_register_tokens": 3, "distillation_token": True, "layerscale_value": 0.1}
     rgb = ViTImageProcessor(size={"height": 16, "width": 16}) if case.startswith("grayscale") else None
     model = saved_model(tmp_path / "model", rgb, **overrides)
     extra = ["--dtype", "bf16"] if case == "bf16" else []
     assert run("--model", model, "--image", picture(tmp_path / "in.png"), "--out", tmp_path / "out", *extra)[0] == 0
     written = {path.name for path in (tmp_path / "out").glob("*.png")}
-    assert len(written) == (6 if case == "hybrid" else 7) and ("fig7_patch_embedding_pca.png" in written) == (
+    assert len(written) == (7 if case == "hybrid" else 8) and ("fig7_patch_embedding_pca.png" in written) == (
         case != "hybrid"
     )
+
+
+def test_a_converted_dinov2_with_registers_backbone_is_explained_without_classes(tmp_path, capsys):
+    from transformers import Dinov2WithRegistersConfig, Dinov2WithRegistersModel
+
+    sizes = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, patch_size=14, image_size=42)
+    Dinov2WithRegistersModel(Dinov2WithRegistersConfig(**sizes, layerscale_value=0.5)).save_pretrained(tmp_path / "src")
+    model, out = tmp_path / "model", tmp_path / "out"
+    assert in_process(convert, "--from", "transformers", "--input", tmp_path / "src", "--output", model) == 0
+    assert run("--model", model, "--image", picture(tmp_path / "in.png"), "--out", out)[0] == 0
+    printed = capsys.readouterr().out
+    assert "top classes: none" in printed and "of 9; norm above 2 x the median" in printed  # a 3x3 grid of patches
+    assert len(printed.split("register token norms: ")[1].split("\n")[0].split(", ")) == 4
+    assert {path.name for path in out.glob("*.png")} == FIGURES  # no class, so no gradient rollout
 
 
 def test_a_label_holding_a_token_never_reaches_a_file_name_or_a_line(tmp_path, inputs, capsys):
@@ -332,4 +404,4 @@ def test_a_hub_model_is_explained_at_its_revision_and_the_token_is_nowhere(tmp_p
     done = local_hub.run(script, *argv, "--revision", "trained", hf_home=hub_home, env={"PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr[-2000:]
     assert "top classes:" in done.stdout and TOKEN not in done.stdout + done.stderr
-    assert len(list((tmp_path / "out").glob("*.png"))) == 7
+    assert len(list((tmp_path / "out").glob("*.png"))) == 8

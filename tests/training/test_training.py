@@ -214,3 +214,18 @@ def test_the_digits_recipe_reaches_99_percent_on_every_seed(tmp_path, seed):
     main(["configs/train_digits.json", "--output_dir", str(tmp_path / "run"), "--seed", str(seed)])
     assert json.loads((tmp_path / "run" / "all_results.json").read_text())["test_accuracy"] >= 0.99
     assert AutoModelForImageClassification.from_pretrained(tmp_path / "run", trust_remote_code=True) is not None
+
+
+def test_registers_and_layer_scale_from_config_overrides_train_save_and_reload(tmp_path, inputs):
+    overrides = "num_register_tokens=4,layerscale_value=1e-5"
+    main(train_args(inputs[0], tmp_path / "run", inputs[1], "--config_overrides", overrides))
+    model, loading = AutoModelForImageClassification.from_pretrained(
+        tmp_path / "run", trust_remote_code=True, output_loading_info=True
+    )
+    assert model.config.num_register_tokens == 4 and model.config.layerscale_value == 1e-5
+    assert not any(loading.values()), loading  # every weight saved is read back, none missing
+    saved = load_file(tmp_path / "run" / "model.safetensors")
+    assert saved["vit.embeddings.register_tokens"].shape == (1, 4, 24)
+    assert saved["vit.layers.1.layer_scale2.lambda1"].shape == (24,)
+    for name, parameter in model.state_dict().items():
+        torch.testing.assert_close(parameter, saved[name], msg=name)
