@@ -21,8 +21,11 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from safetensors import SafetensorError
+
 from vit_scratch_command import NOTHING_DONE, stop
 
+from .loading_vit_scratch import WeightsError
 from .secrets import redact, redact_logs, remember, secrets_in_argv, shown
 
 INTERRUPTED = 130
@@ -37,7 +40,6 @@ class UserError(Exception):
 def library_errors() -> tuple[type[BaseException], ...]:
     """The libraries' exception types that mean bad input or a state the user can fix, never a bug of ours."""
     from huggingface_hub import errors as hub
-    from safetensors import SafetensorError
 
     found = [
         UserError,
@@ -46,6 +48,7 @@ def library_errors() -> tuple[type[BaseException], ...]:
         OSError,  # files: missing, denied, full disk, an unreadable picture (PIL's UnidentifiedImageError)
         MemoryError,
         SafetensorError,
+        WeightsError,  # a saved model whose weights do not make its config's model (the model files' own type)
         hub.HFValidationError,
         hub.HfHubHTTPError,  # RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError, ...
         hub.LocalEntryNotFoundError,
@@ -72,6 +75,8 @@ def describe(error: BaseException) -> str | None:
             return f"the disk is full (or a size limit was reached) writing{where}: free space, then run the same command again"
         if error.errno in DENIED:
             return f"permission denied for{where or ' a file'} ({error.strerror}): choose a folder you can write to"
+        if error.errno == errno.EISDIR:
+            return f"{where.strip() or 'a path'} is a folder, where a file is needed: give a file"
         if error.errno == errno.ENOENT:
             return f"no such file or folder:{where or ' ' + str(error)}"
     from huggingface_hub import constants
@@ -83,6 +88,8 @@ def describe(error: BaseException) -> str | None:
             f"the Hub at {constants.ENDPOINT} could not be reached{cause} and the files are not in the local cache: "
             "check the network (or HF_ENDPOINT), or give a local folder"
         )
+    if isinstance(error, SafetensorError):
+        return f"a safetensors weights file is incomplete or corrupt ({error}): re-save the model or download it again"
     if isinstance(error, MemoryError):
         return "the machine ran out of memory: use a smaller model, batch size or image size"
     text = error.args[0] if isinstance(error, KeyError) and error.args else error

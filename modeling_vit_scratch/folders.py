@@ -106,6 +106,7 @@ class OutputFolder:
 
     def __enter__(self) -> "OutputFolder":  # noqa: PYI034
         self.check()
+        self._made = not self.path.exists()
         self.path.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         lock = os.fdopen(descriptor, "r+")
@@ -129,11 +130,17 @@ class OutputFolder:
             shutil.rmtree(stale, ignore_errors=True)
         return self
 
-    def __exit__(self, *exc) -> None:
-        if self._lock is not None:
-            fcntl.flock(self._lock, fcntl.LOCK_UN)
-            self._lock.close()
-            self._lock = None
+    def __exit__(self, kind, *exc) -> None:
+        if self._lock is None:
+            return
+        if kind is not None and {entry.name for entry in self.path.iterdir()} <= {MARKER, LOCK}:
+            (self.path / MARKER).unlink(missing_ok=True)  # a command stopped before writing anything leaves no trace
+            (self.path / LOCK).unlink(missing_ok=True)
+            if self._made:
+                self.path.rmdir()
+        fcntl.flock(self._lock, fcntl.LOCK_UN)
+        self._lock.close()
+        self._lock = None
 
     @contextmanager
     def staging(self) -> Iterator[Path]:

@@ -91,7 +91,12 @@ def without_load_report():
         logger.removeFilter(report_filter)
 
 
-class WeightsShapeMismatchError(ValueError, RuntimeError):
+class WeightsError(ValueError):
+    """Saved weights that do not make the model config.json describes (a tensor missing, unexpected, of another shape
+    or stored as integers): the message names the file, the tensor and the fix."""
+
+
+class WeightsShapeMismatchError(WeightsError, RuntimeError):
     """A tensor of the weights has another shape than config.json asks for. A `ValueError` naming it, and the
     `RuntimeError` transformers raises for a size mismatch, so code written for either catches it."""
 
@@ -145,18 +150,18 @@ def checked_loading(load, pretrained_model_name_or_path, *args, **kwargs):
         )
     integer = None if in_memory else integer_stored_parameter(str(pretrained_model_name_or_path), model)
     if integer:
-        raise ValueError(
+        raise WeightsError(
             f"{weights} stores the floating-point parameter {integer} as integers, which would be cast and lose "
             "every fraction: re-save the model with save_pretrained (weights in float32, float16 or bfloat16)."
         )
     if (wants_info and not new_head) or in_memory:  # the caller checks missing and unexpected keys itself
         return (model, info) if wants_info else model
     if missing:
-        raise ValueError(
+        raise WeightsError(
             f"{weights} has no tensor {missing[0]!r}{more(missing)} that config.json asks for: {different}."
         )
     if unexpected:
-        raise ValueError(
+        raise WeightsError(
             f"{weights} has a tensor {unexpected[0]!r}{more(unexpected)} that config.json has no "
             f"place for: {different}."
         )

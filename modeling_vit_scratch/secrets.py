@@ -26,6 +26,7 @@ MASK = "***"
 TOKEN_SHAPE = re.compile(r"hf_[A-Za-z0-9]{30,}")  # what the Hub's access tokens look like
 TOKEN_SHAPE_BYTES = (re.compile(rb"hf_[A-Za-z0-9]{30,}"), re.compile(rb"h\x00f\x00_\x00(?:[A-Za-z0-9]\x00){30,}"))
 URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]+@")  # scheme://user:password@host
+TERMINAL_STYLE = re.compile(r"\x1b\[[0-9;]*m")  # colour and bold (SGR) sequences, as transformers' load report uses
 SECRET_OPTIONS = re.compile(r"^--?[\w-]*(token|password|secret|api_key)[\w-]*$", re.IGNORECASE)
 MAX_DECODED_BYTES = 64 << 20  # the most a scan decompresses of one file (a zlib bomb is read this far, never whole)
 
@@ -100,7 +101,7 @@ def shown(text: object, keep: str = "") -> str:
 class _RedactingRecords(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        cleaned = shown(message, keep="\n\t")
+        cleaned = shown(TERMINAL_STYLE.sub("", message), keep="\n\t")  # a library's bold or colour: dropped, not shown
         if cleaned != message:
             record.msg, record.args = cleaned, None
         return True

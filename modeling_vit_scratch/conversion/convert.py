@@ -122,8 +122,8 @@ def mae_decoder_table(reference, config: ViTScratchConfig) -> None:
     if table.shape != expected.shape or not torch.allclose(table.float(), expected.float(), atol=1e-6):
         raise UserError(
             "--input holds decoder position embeddings other than MAE's fixed 2-D sin-cos table, which vit_scratch "
-            "computes instead of storing: this decoder cannot be converted (a ViTMAEForPreTraining that transformers "
-            "built from a config, not loaded, may hold zeros there)"
+            "computes instead of storing: convert a ViTMAE checkpoint saved after from_pretrained loaded it (one that "
+            "transformers built from a config and saved unloaded holds zeros there)"
         )
 
 

@@ -22,7 +22,7 @@ import torch
 from transformers import HfArgumentParser, TrainingArguments
 
 from modeling_vit_scratch.errors import UserError
-from modeling_vit_scratch.secrets import remember, shown
+from modeling_vit_scratch.secrets import SECRET_OPTIONS, redact, remember, shown
 from modeling_vit_scratch.training.precision import BF16_MIN_SPEEDUP
 from modeling_vit_scratch.training.recipes import RECIPE_SUFFIXES, load_recipe, shipped_recipe
 
@@ -321,10 +321,16 @@ def is_set(value) -> bool:
 
 
 def check_fields(*groups) -> None:
-    """Every number finite and in its field's `range`, and every field that is set has the argument it `needs`."""
+    """Every number finite and in its field's `range`, every field that is set has the argument it `needs`, and no
+    token in a field but the token's own: the Trainer writes its arguments into checkpoints and TensorBoard files."""
     values = {item.name: getattr(group, item.name) for group in groups for item in fields(group) if item.init}
     metadata = {item.name: item.metadata for group in groups for item in fields(group)}
     for name, value in values.items():
+        if not SECRET_OPTIONS.match(f"--{name}") and redact(str(value)) != str(value):
+            raise UserError(
+                f"--{name} holds a Hub token: nothing was done; give the token with --hub_token, HF_TOKEN or "
+                "`hf auth login`, never inside another argument"
+            )
         interval = metadata[name].get("range") or TRAINING_RANGES.get(name)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             pass

@@ -24,6 +24,7 @@ import torch
 from datasets import ClassLabel, Dataset, DatasetDict, Features, IterableDataset, load_dataset, load_from_disk
 from datasets import Image as ImageFeature
 from datasets.data_files import SPLIT_KEYWORDS
+from datasets.exceptions import DatasetNotFoundError
 from PIL import Image
 
 from modeling_vit_scratch.errors import UserError
@@ -98,6 +99,11 @@ def load_image_dataset(source: str, config_name: str | None = None, streaming: b
             loaded = load_dataset(str(path) if path.is_dir() else source, config_name, streaming=streaming)
         except ValueError as error:  # a folder of no known format, a configuration the set lacks, ...
             raise UserError(f"--dataset {shown(source)} could not be read: {error}") from None
+        except (ConnectionError, DatasetNotFoundError) as error:  # no such folder here, nor a set on the Hub
+            raise UserError(
+                f"--dataset {shown(source)} is no folder here, and no Hub data set of that name could be read "
+                f"({' '.join(str(error).split())}): give the folder's path (e.g. ./{shown(source)}) or a Hub id"
+            ) from None
     splits = dict(loaded) if isinstance(loaded, dict) else {"train": loaded}
     if streaming:
         splits = {name: as_stream(split) for name, split in splits.items()}

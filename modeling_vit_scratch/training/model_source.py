@@ -67,24 +67,34 @@ def check_config_fields(given: dict) -> None:
             raise UserError(f"unknown config field {shown(key)!r}: {hint}")
 
 
+def new_model(model: str, overrides: dict) -> ModelPlan | None:
+    """The plan for a preset or an architecture JSON file (a new model), else None (a saved folder or Hub repo)."""
+    if model in PRESETS:
+        return ModelPlan(ViTScratchConfig.from_preset(model, **overrides), None, "num_channels" in overrides)
+    if not (model.endswith(".json") and Path(model).is_file()):
+        return None
+    written = read_json(model, f"--model {shown(model)}")
+    model_type = written.pop("model_type", ViTScratchConfig.model_type)
+    fields = {**written, **overrides}
+    if model_type == ViTScratchConfig.model_type:
+        check_config_fields(fields)
+        config = ViTScratchConfig(**fields)
+    else:  # a transformers image classifier (a teacher's architecture, e.g. resnet)
+        config = AutoConfig.for_model(model_type, **fields)
+    return ModelPlan(config, None, "num_channels" in fields)
+
+
 def model_plan(args) -> ModelPlan:
     """The architecture of `args.model` (ModelArguments), every error in the model arguments said before any data is
     read; then a memory estimate at the batch size is checked by `check_memory`."""
     overrides = parse_overrides(args.config_overrides)
     check_config_fields(overrides)
-    if args.model in PRESETS:
-        plan = ModelPlan(ViTScratchConfig.from_preset(args.model, **overrides), None, "num_channels" in overrides)
-    elif args.model.endswith(".json") and Path(args.model).is_file():
-        written = read_json(args.model, f"--model {shown(args.model)}")
-        model_type = written.pop("model_type", ViTScratchConfig.model_type)
-        fields = {**written, **overrides}
-        if model_type == ViTScratchConfig.model_type:
-            check_config_fields(fields)
-            config = ViTScratchConfig(**fields)
-        else:  # a transformers image classifier (a teacher's architecture, e.g. resnet)
-            config = AutoConfig.for_model(model_type, **fields)
-        plan = ModelPlan(config, None, "num_channels" in fields)
-    else:
+    try:
+        plan = new_model(args.model, overrides)
+    except ValueError as error:  # the config's own checks: a field's range, fields that do not fit together
+        given = " with --config_overrides" if overrides else ""
+        raise UserError(f"--model {shown(args.model)}{given}: {' '.join(str(error).split())}") from None
+    if plan is None:
         if overrides:
             raise UserError("--config_overrides applies to new models only: a saved model keeps its architecture")
         if not is_local(args.model) and "/" not in args.model:
@@ -132,16 +142,16 @@ def build_model(plan: ModelPlan, labels: list[str], num_channels: int, attn_impl
     label2id = {name: index for index, name in id2label.items()}
     config = plan.config
     if plan.folder is not None:
+        saved = [str(config.id2label[index]) for index in sorted(config.id2label or {})]
         model = AutoModelForImageClassification.from_pretrained(
             plan.folder,
             id2label=id2label,
             label2id=label2id,
-            ignore_mismatched_sizes=True,  # a new number of labels: new heads
+            ignore_mismatched_sizes=saved != labels,  # new labels: new heads; the same labels: every tensor loaded
             use_safetensors=True,
             trust_remote_code=False,
             **kernel,
         )
-        saved = [str(config.id2label[index]) for index in sorted(config.id2label or {})]
         if saved != labels:  # the same number of other labels: new heads all the same
             for name in HEADS:
                 if isinstance(head := getattr(model, name, None), nn.Linear):

@@ -174,7 +174,10 @@ class OutputFolderMachine(RuleBasedStateMachine):
         else:
             killed = False
         assert not refused, "a folder that must be refused was written"
-        self.kind, self.marked = "dir", True
+        if killed and not self.path.exists():  # stopped before anything was written: no trace, not even the folder
+            self.kind, self.marked = "absent", False
+        else:  # a stop before anything was written takes its marker back
+            self.kind, self.marked = "dir", (self.path / MARKER).exists()
         after = snapshot(self.root)
         for name, data in new.items():  # each file whole: the old one or the new one
             old = before.get(f"out/{name}")

@@ -14,7 +14,7 @@ from helpers import MODEL_FOLDER_FILES, made_once, tiny_model_file, write_imagef
 from hub_server import TOKEN as HUB_TOKEN
 from hub_server import USER, local_hub  # noqa: F401  (local_hub is a fixture)
 from huggingface_hub import HfApi, constants
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from transformers import AutoModelForImageClassification
 
 from modeling_vit_scratch.sharing import push
@@ -122,6 +122,40 @@ def test_a_run_stopped_after_a_checkpoint_resumes_to_the_weights_of_one_never_st
     assert resumed.keys() == uninterrupted.keys()
     for name in uninterrupted:
         torch.testing.assert_close(resumed[name], uninterrupted[name])
+
+
+def refused(argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert isinstance(stop.value.code, str) and stop.value.code.startswith("error: ")
+    return stop.value.code
+
+
+@pytest.mark.parametrize(
+    "extra, named",
+    [
+        (["--run_name", f"run-{TOKEN}"], "--run_name"),  # the Trainer would write it into checkpoints and TensorBoard
+        (["--config_overrides", "num_attention_heads=5"], "num_attention_heads"),  # the config's own check
+        (["--dataset", "no-such-images"], "./no-such-images"),  # the last --dataset wins: no folder, no Hub set
+    ],
+    ids=["token in another argument", "config check", "missing data set"],
+)
+def test_a_refusal_before_the_work_is_one_line_and_leaves_no_folder(tmp_path, inputs, extra, named):
+    line = refused([*train_args(inputs[0], tmp_path / "out", inputs[1]), *extra])
+    assert named in line and TOKEN not in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_same_labels_from_a_folder_missing_a_head_tensor_are_refused_not_filled_at_random(
+    tmp_path, trained, inputs
+):
+    folder = shutil.copytree(trained[0], tmp_path / "broken", ignore=shutil.ignore_patterns("checkpoint-*"))
+    weights = load_file(folder / "model.safetensors")
+    save_file(
+        {name: tensor for name, tensor in weights.items() if name != "classifier.bias"}, folder / "model.safetensors"
+    )
+    line = refused(train_args(inputs[0], tmp_path / "tuned", str(folder)))
+    assert "classifier.bias" in line
 
 
 def test_resuming_on_other_data_is_refused_naming_the_argument(tmp_path, trained, inputs):
