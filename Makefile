@@ -9,13 +9,16 @@ TORCH_SPEC ?= torch==2.13.0
 TIMM_VENV ?= .venv-timm
 TIMM_TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 PIP := -m pip install --quiet --disable-pip-version-check
-# uv installs each virtual environment (pip installs uv into it first): the same versions as pip, several times faster;
-# compiled to bytecode, as pip does (where PYTHONDONTWRITEBYTECODE is set, every process would compile transformers anew).
+# uv installs each virtual environment (pip installs uv into it first): the same versions as pip, several times faster.
+# .venv is compiled to bytecode as pip does (where PYTHONDONTWRITEBYTECODE is set, every process would compile
+# transformers anew); .venv-timm, whose torch is a large CUDA build, is not: what uses it writes the bytecode of what it
+# imports (PYTHONDONTWRITEBYTECODE cleared for those commands), about a third of the files.
 # It looks where pip is told to look (PIP_FIND_LINKS, pip's extra index URLs) and, as pip does, takes the best version
 # any of them holds, so a machine whose pip is set up for a local CPU build of torch gets that build through uv too.
 PIP_INDEXES = $(shell $(PYTHON) -m pip config get global.extra-index-url 2>/dev/null)
 UV_INSTALL = UV_FIND_LINKS="$${UV_FIND_LINKS-$${PIP_FIND_LINKS-}}" UV_EXTRA_INDEX_URL="$${UV_EXTRA_INDEX_URL-$(PIP_INDEXES)}" \
-	UV_INDEX_STRATEGY=unsafe-best-match $(1)/bin/uv pip install --quiet --compile-bytecode --python $(1)/bin/python
+	UV_INDEX_STRATEGY=unsafe-best-match $(1)/bin/uv pip install --quiet $(2) --python $(1)/bin/python
+TIMM_PY := PYTHONDONTWRITEBYTECODE= $(TIMM_VENV)/bin/python
 OUTPUT_DIR ?= outputs/vit-digits
 TRAIN_CONFIG ?= configs/train_digits.json
 TRAIN_ARGS ?=
@@ -41,7 +44,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) $(PIP) uv
-	$(call UV_INSTALL,$(VENV)) $(TORCH_SPEC) -e ".[train,test]"
+	$(call UV_INSTALL,$(VENV),--compile-bytecode) $(TORCH_SPEC) -e ".[train,test]"
 	touch $@
 
 install-timm: $(TIMM_VENV)/.installed
@@ -49,7 +52,7 @@ install-timm: $(TIMM_VENV)/.installed
 $(TIMM_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(TIMM_VENV)
 	$(TIMM_VENV)/bin/python $(PIP) uv
-	$(call UV_INSTALL,$(TIMM_VENV)) $(TIMM_TORCH_SPEC) -e ".[train,test,timm,int8]"
+	$(call UV_INSTALL,$(TIMM_VENV),) $(TIMM_TORCH_SPEC) -e ".[train,test,timm,int8]"
 	touch $@
 
 train: install
@@ -71,7 +74,7 @@ train-distilled: teacher
 # runs), `make test-all` all three
 test: environments lint
 	$(PY) $(PYTEST) -m "not slow and not timm and not int8" --durations=15 $(PYTEST_ARGS)
-	$(TIMM_VENV)/bin/python $(PYTEST) -m "(timm or int8) and not slow" $(PYTEST_ARGS)
+	$(TIMM_PY) $(PYTEST) -m "(timm or int8) and not slow" $(PYTEST_ARGS)
 
 test-all: test test-slow
 
@@ -90,14 +93,14 @@ test-integration: install
 	$(PY) $(PYTEST) -m "integration and not slow and not timm and not int8" --durations=15 $(PYTEST_ARGS)
 
 test-timm: install-timm
-	$(TIMM_VENV)/bin/python $(PYTEST) -m "(timm or int8) and not slow" $(PYTEST_ARGS)
+	$(TIMM_PY) $(PYTEST) -m "(timm or int8) and not slow" $(PYTEST_ARGS)
 
 test-slow: environments
 	$(PY) $(PYTEST) -m "slow and not timm and not int8" $(PYTEST_ARGS)
-	$(TIMM_VENV)/bin/python $(PYTEST) -m "slow and (timm or int8)" $(PYTEST_ARGS)
+	$(TIMM_PY) $(PYTEST) -m "slow and (timm or int8)" $(PYTEST_ARGS)
 
 benchmark: install-timm
-	$(TIMM_VENV)/bin/python scripts/benchmark.py $(BENCHMARK_BARS) $(BENCHMARK_ARGS)
+	$(TIMM_PY) scripts/benchmark.py $(BENCHMARK_BARS) $(BENCHMARK_ARGS)
 
 clean:
 	rm -rf $(VENV) $(TIMM_VENV) outputs .pytest_cache

@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import PROCESS_TIMEOUT, one_by_default
+from helpers import PROCESS_TIMEOUT
 
 from modeling_vit_scratch import cli
 
@@ -33,10 +33,11 @@ def test_each_command_is_the_function_its_script_calls(name):
     assert len(text.splitlines()) <= 150
 
 
-# a new process each: explain's by default (train's script is started by the pinned refusal), the others in the
-# slow tier
+# a new process each, in the slow tier: each command's main is run in process by its room's tests, and its script
+# is the command's own (`test_each_command_is_the_function_its_script_calls`)
 @pytest.mark.integration
-@pytest.mark.parametrize("name", one_by_default(["explain", *(name for name in cli.COMMANDS if name != "explain")]))
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(cli.COMMANDS))
 def test_each_command_answers_help_with_its_own_name(name):
     result = subprocess.run(
         [sys.executable, "-m", "modeling_vit_scratch.cli", name, "--help"],

@@ -133,6 +133,7 @@ PRETRAINING_FRESH_PROCESS = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # the auto_map entry is checked in process; a fresh load is shown by the plain model
 @pytest.mark.integration
 def test_a_masked_autoencoder_maps_its_auto_class_and_loads_by_remote_code_in_a_fresh_process(tmp_path):
     config = tiny_config(decoder_hidden_size=20, decoder_num_hidden_layers=1, decoder_num_attention_heads=2)
