@@ -122,15 +122,26 @@ def load_model(
     revision: str | None = None,
     trust_remote_code: bool = False,
     argument: str = "--model",
+    trust_option: str | None = "--trust_remote_code",
     **kwargs,
 ):
-    """The model `spec` names, built by `auto_class` (default: AutoModelForImageClassification) from safetensors."""
+    """The model `spec` names, built by `auto_class` (default: AutoModelForImageClassification) from safetensors, every
+    tensor its config asks for loaded (`trust_option`: as `check_model_folder`)."""
     from transformers import AutoModelForImageClassification
 
     folder = resolve(spec, revision=revision, trust_remote_code=trust_remote_code, argument=argument)
-    check_model_folder(folder, trust_remote_code=trust_remote_code, argument=argument)
+    check_model_folder(folder, trust_remote_code=trust_remote_code, argument=argument, trust_option=trust_option)
     auto_class = auto_class or AutoModelForImageClassification
-    return auto_class.from_pretrained(folder, use_safetensors=True, trust_remote_code=trust_remote_code, **kwargs)
+    model, info = auto_class.from_pretrained(
+        folder, use_safetensors=True, trust_remote_code=trust_remote_code, output_loading_info=True, **kwargs
+    )
+    if missing := sorted(info.get("missing_keys") or ()):  # transformers would have filled it from its initialiser
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise UserError(
+            f"{argument} {shown(spec)}: its weights lack {shown(missing[0])!r}{more}, which its config asks for: "
+            "save the model again with all its weights"
+        )
+    return model
 
 
 def weights_sha256(folder: str | os.PathLike) -> str:

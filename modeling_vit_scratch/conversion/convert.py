@@ -122,8 +122,9 @@ def mae_decoder_table(reference, config: ViTScratchConfig) -> None:
     if table.shape != expected.shape or not torch.allclose(table.float(), expected.float(), atol=1e-6):
         raise UserError(
             "--input holds decoder position embeddings other than MAE's fixed 2-D sin-cos table, which vit_scratch "
-            "computes instead of storing: convert a ViTMAE checkpoint saved after from_pretrained loaded it (one that "
-            "transformers built from a config and saved unloaded holds zeros there)"
+            "computes instead of storing: a ViTMAE that transformers built from a config holds zeros there, and "
+            "saving or reloading it keeps them; convert a trained ViTMAE checkpoint, or fill its position tables with "
+            "MAE's sin-cos tables first"
         )
 
 

@@ -127,7 +127,10 @@ def find_column(dataset, wanted: str | None, kind: str, names: tuple[str, ...], 
     typed = [name for name, feature in dataset.features.items() if isinstance(feature, feature_type)]
     found = typed or [name for name in names if name in columns]
     if not found and kind == "label" and len(columns) == 1:  # a folder of images with no class sub-folders (or one)
-        raise UserError("the data set has images but no labels: put them in one sub-folder per class, at least two")
+        raise UserError(
+            "the data set has no labels (a folder with one class sub-folder, or none, gives none): put the images in "
+            "one sub-folder per class, at least two"
+        )
     if not found:
         raise UserError(f"no {kind} column in the data set {columns}: name it with --{kind}_column")
     return found[0]

@@ -102,7 +102,7 @@ class Teacher(nn.Module):
 def load_teacher(model_args, student_processor, labels: list[str]) -> Teacher:
     """The teacher `--teacher` names, predicting exactly the data's `labels` (in any order), or one line."""
     source, revision = model_args.teacher, model_args.teacher_revision
-    teacher = load_model(source, revision=revision, argument="--teacher")
+    teacher = load_model(source, revision=revision, argument="--teacher", trust_option=None)
     folder = resolve(source, revision=revision, argument="--teacher")
     teacher_processor = AutoImageProcessor.from_pretrained(folder, trust_remote_code=False)
     names = [str(teacher.config.id2label[index]) for index in sorted(teacher.config.id2label)]

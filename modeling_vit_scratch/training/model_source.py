@@ -103,7 +103,7 @@ def model_plan(args) -> ModelPlan:
                 f"{', '.join(sorted(PRESETS))}, an architecture .json, a saved folder or owner/name"
             )
         folder = resolve(args.model, revision=args.model_revision)
-        check_model_folder(folder)
+        check_model_folder(folder, trust_option=None)  # training runs the package's code only
         plan = ModelPlan(AutoConfig.from_pretrained(folder, trust_remote_code=False), folder)
     if args.teacher:
         if plan.folder is None and isinstance(plan.config, ViTScratchConfig):

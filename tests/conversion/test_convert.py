@@ -14,6 +14,7 @@ from helpers import REPO, in_process
 from hub_server import Store, local_hub  # noqa: F401  (the fixture)
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from safetensors.torch import load_file, save_file
 from transformers import (
     AutoModelForImageClassification,
     AutoModelForPreTraining,
@@ -173,7 +174,9 @@ def test_a_folder_that_fails_the_parity_check_never_reaches_the_output(tmp_path,
 SIZES_CONFIG = ViTConfig(**SIZES, num_labels=0)
 
 
-@pytest.mark.parametrize("what", ["pickle", "foreign code", "other side", "timm pickle", "revision of a folder"])
+@pytest.mark.parametrize(
+    "what", ["pickle", "foreign code", "other side", "timm pickle", "revision of a folder", "a tensor missing"]
+)
 def test_what_the_conversion_never_reads_is_one_line_and_nothing_written(tmp_path, what):
     source = tmp_path / "source"
     transformers_model(ViTForImageClassification).save_pretrained(source)
@@ -186,6 +189,10 @@ def test_what_the_conversion_never_reads_is_one_line_and_nothing_written(tmp_pat
         (source / "config.json").write_text(json.dumps({**config, "auto_map": {"AutoConfig": "evil.Config"}}))
     elif what == "other side":
         argv[:2] = ["--to", "transformers"]
+    elif what == "a tensor missing":  # transformers would fill it from its initialiser
+        weights = load_file(source / "model.safetensors")
+        missing = "vit.encoder.layer.0.attention.attention.query.weight"
+        save_file({name: tensor for name, tensor in weights.items() if name != missing}, source / "model.safetensors")
     elif what == "timm pickle":
         torch.save({}, tmp_path / "weights.pth")
         argv = ["--from", "timm", "--timm_model", "vit_tiny_patch16_224", "--input", tmp_path / "weights.pth"]
