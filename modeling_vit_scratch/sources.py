@@ -19,7 +19,7 @@ import torch
 from safetensors import safe_open
 
 from .configuration_vit_scratch import MODEL_FILES
-from .errors import UserError
+from .errors import UserError, check_fits
 from .secrets import shown
 
 MAX_SETTINGS_BYTES = 16 << 20  # a config or processor file past this is no settings file
@@ -130,7 +130,14 @@ def load_model(
     from transformers import AutoModelForImageClassification
 
     folder = resolve(spec, revision=revision, trust_remote_code=trust_remote_code, argument=argument)
-    check_model_folder(folder, trust_remote_code=trust_remote_code, argument=argument, trust_option=trust_option)
+    settings = check_model_folder(
+        folder, trust_remote_code=trust_remote_code, argument=argument, trust_option=trust_option
+    )
+    sizes = [settings.get(name) for name in ("hidden_size", "intermediate_size", "num_hidden_layers")]
+    if all(isinstance(size, int) and size > 0 for size in sizes):  # what the config asks to allocate, in float32
+        hidden, intermediate, layers = sizes
+        fix = "check its config.json (hidden_size, intermediate_size, num_hidden_layers)"
+        check_fits(4 * layers * (4 * hidden * hidden + 2 * hidden * intermediate), f"{argument} {shown(spec)}", fix)
     auto_class = auto_class or AutoModelForImageClassification
     model, info = auto_class.from_pretrained(
         folder, use_safetensors=True, trust_remote_code=trust_remote_code, output_loading_info=True, **kwargs

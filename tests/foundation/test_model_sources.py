@@ -127,3 +127,12 @@ def test_a_hub_snapshot_fetches_code_only_when_asked(monkeypatch, tmp_path, trus
     assert sources.resolve("someone/model", revision="v1", trust_remote_code=trust) == tmp_path
     assert asked["revision"] == "v1" and any(p.endswith(".py") for p in asked["patterns"]) == trust
     assert not any(p.endswith((".bin", ".pt", ".pkl", ".ckpt")) for p in asked["patterns"])
+
+
+def test_a_config_asking_for_more_memory_than_is_free_is_one_line_before_anything_is_allocated(tmp_path):
+    ViTScratchForImageClassification(tiny_config()).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config.update(hidden_size=2**20, intermediate_size=2**22, num_attention_heads=1)  # petabytes of parameters
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UserError, match="memory"):
+        load_model(tmp_path)
