@@ -1,11 +1,13 @@
 """The reference: a plain Trainer loop that `scripts/train.py`'s defaults must match.
 
 transformers' `ViTForImageClassification` (or this package's model, `model_kind="ours"`) of the reference size
-(patch 4, width 64, 6 blocks, 4 heads, MLP 128, dropout 0.1; the input's side and channels follow the set's
-images: 28x28 gray for the glyphs, 32x32 RGB for small colour sets) trained with the reference budget: AdamW
-1e-3, weight decay 0.05, cosine schedule with 10% warmup, batch 64, 40 epochs, small random shifts and rotations done
-on tensors, no label smoothing, no validation split and no model selection: every training image is trained on and
-the last epoch is tested. Images are read from the same imagefolder (`train/` and `test/`) as `scripts/train.py`.
+(patch 4, width 64, 6 blocks, 4 heads, MLP 128, dropout 0.1; the input's side and channels follow the set's images:
+28x28 gray for the glyphs, 32x32 RGB for small colour sets), or a plain four-layer ConvNet (`model_kind="convnet"`,
+`ReferenceConvNet`), the yardstick a ViT on small data is held against, trained with the reference budget: AdamW
+1e-3, weight decay 0.05, cosine schedule with 10% warmup, batch 64, 40 epochs, small random shifts and rotations
+done on tensors, no label smoothing, no validation split and no model selection: every training image is trained on
+and the last epoch is tested. Images are read from the same imagefolder (`train/` and `test/`) as
+`scripts/train.py`.
 
 A yardstick for benchmarks, never imported by the model files (it imports transformers' ViT).
 """
@@ -19,6 +21,7 @@ import torch
 from datasets import ClassLabel
 from datasets import Image as ImageFeature
 from transformers import Trainer, TrainingArguments, ViTConfig, ViTForImageClassification
+from transformers.modeling_outputs import ImageClassifierOutput
 
 from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
 from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
@@ -45,7 +48,8 @@ REFERENCE_BUDGET = dict(
     lr_scheduler_type="cosine",
     warmup_steps=0.1,  # a float below 1 is a share of the steps
 )
-MODEL_KINDS = ("transformers", "ours")
+CONVNET_WIDTHS = (32, 64, 128, 256)  # the channels of the ConvNet's four 3x3 convolutions
+MODEL_KINDS = ("transformers", "ours", "convnet")
 
 
 def image_tensors(split, size: int, num_channels: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -97,15 +101,46 @@ def train_test_tensors(dataset: str) -> tuple[tuple[torch.Tensor, torch.Tensor],
     return image_tensors(raw["train"], size, channels), image_tensors(raw["test"], size, channels), (size, channels)
 
 
+class ReferenceConvNet(torch.nn.Module):
+    """A plain ConvNet: four (3x3 convolution, BatchNorm, ReLU) of CONVNET_WIDTHS channels, 2x2 max-pooling after
+    every second, global average pooling and a linear head. Called as the ViTs are by the Trainer."""
+
+    def __init__(self, *, image_size: int, num_channels: int, num_labels: int):
+        super().__init__()
+        if image_size < 4:
+            raise ValueError(f"image_size is {image_size}: the ConvNet halves its input twice, give at least 4.")
+        layers, width_in = [], num_channels
+        for index, width in enumerate(CONVNET_WIDTHS):
+            layers += [
+                torch.nn.Conv2d(width_in, width, 3, padding=1, bias=False),  # the BatchNorm's shift is the bias
+                torch.nn.BatchNorm2d(width),
+                torch.nn.ReLU(),
+            ]
+            if index % 2 == 1:
+                layers.append(torch.nn.MaxPool2d(2))
+            width_in = width
+        self.features = torch.nn.Sequential(*layers)
+        self.classifier = torch.nn.Linear(width_in, num_labels)
+
+    def forward(self, pixel_values: torch.Tensor, labels: torch.Tensor | None = None) -> ImageClassifierOutput:
+        """(batch, channels, side, side) -> logits (batch, num_labels), with the cross-entropy loss given labels."""
+        features = self.features(pixel_values).mean(dim=(2, 3))  # (batch, width, side / 4, side / 4) -> (batch, width)
+        logits = self.classifier(features)
+        loss = torch.nn.functional.cross_entropy(logits, labels) if labels is not None else None
+        return ImageClassifierOutput(loss=loss, logits=logits)
+
+
 def reference_model(model_kind: str, num_labels: int, seed: int, **geometry) -> torch.nn.Module:
-    """transformers' ViT or this package's model, of the reference size, initialised from `seed`; `geometry`
-    (image_size, num_channels) overrides the reference's input."""
+    """transformers' ViT or this package's model, of the reference size, or the reference ConvNet, initialised from
+    `seed`; `geometry` (image_size, num_channels) overrides the reference's input."""
     torch.manual_seed(seed)
     size = {**REFERENCE_SIZE, **geometry}
     if model_kind == "transformers":
         return ViTForImageClassification(ViTConfig(**size, num_labels=num_labels))
     if model_kind == "ours":
         return ViTScratchForImageClassification(ViTScratchConfig(**size, num_labels=num_labels))
+    if model_kind == "convnet":
+        return ReferenceConvNet(image_size=size["image_size"], num_channels=size["num_channels"], num_labels=num_labels)
     raise ValueError(f"Unknown model kind {model_kind!r}: choose one of {', '.join(MODEL_KINDS)}.")
 
 
