@@ -12,6 +12,8 @@ import sys
 
 from lab.svm_reference import train_svm
 
+from modeling_vit_scratch.errors import UserError
+
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
@@ -21,7 +23,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     try:
         results = train_svm(args.dataset, args.output_dir, seed=args.seed)
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, FileNotFoundError, UserError) as error:
         sys.exit(f"error: {error}")
     print(json.dumps(results, indent=2))
 

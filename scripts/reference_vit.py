@@ -1,6 +1,7 @@
-"""The reference for the training defaults: transformers' ViT (or ours) of the reference size in a plain Trainer loop.
+"""The reference for the training defaults: transformers' ViT (or ours, or a small ConvNet) in a plain Trainer loop.
 
     python scripts/reference_vit.py DATASET_FOLDER --model_kind transformers --seed 0 --output_dir outputs/ref
+    python scripts/reference_vit.py SPLIT/labelled --model_kind convnet --output_dir outputs/convnet  # few_labels.py's
 
 Trains on every image of the imagefolder's train/ with the reference budget (see `lab.reference`),
 tests the last epoch on test/, prints and writes `reference_results.json`. It is what `scripts/train.py`'s defaults
@@ -12,6 +13,8 @@ import json
 import sys
 
 from lab.reference import MODEL_KINDS, REFERENCE_BUDGET, train_plain
+
+from modeling_vit_scratch.errors import UserError
 
 
 def main(argv: list[str]) -> None:
@@ -26,7 +29,7 @@ def main(argv: list[str]) -> None:
         results = train_plain(
             args.dataset, args.model_kind, args.output_dir, seed=args.seed, num_train_epochs=args.num_train_epochs
         )
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, FileNotFoundError, UserError) as error:
         sys.exit(f"error: {error}")
     print(json.dumps(results, indent=2))
 

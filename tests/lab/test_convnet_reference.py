@@ -1,4 +1,7 @@
-"""The reference ConvNet: any side and channels, the Trainer's calling convention, and the plain loop trains it."""
+"""The reference ConvNet: any side and channels, the Trainer's calling convention, the plain loop trains it; the
+reference script's refusals."""
+
+import itertools
 
 import pytest
 import torch
@@ -18,7 +21,7 @@ def test_the_convnet_takes_the_sets_side_and_channels_and_every_parameter_learns
     assert model(pixel_values=pixels).loss is None
     # four bias-free 3x3 convolutions, a BatchNorm (scale, shift) after each, a linear head
     widths = (channels, *CONVNET_WIDTHS)
-    convolutions = sum(9 * before * after + 2 * after for before, after in zip(widths, widths[1:], strict=False))
+    convolutions = sum(9 * before * after + 2 * after for before, after in itertools.pairwise(widths))
     assert sum(parameter.numel() for parameter in model.parameters()) == convolutions + (widths[-1] + 1) * labels
 
 
@@ -33,3 +36,10 @@ def test_the_plain_reference_loop_trains_the_convnet_on_a_colour_set(tmp_path):
     results = train_plain(str(tmp_path / "data"), "convnet", tmp_path / "out", seed=0, num_train_epochs=8)
     assert (results["model_kind"], results["image_size"], results["num_channels"]) == ("convnet", 32, 3)
     assert results["test_accuracy"] == 1.0
+
+
+def test_the_reference_script_ends_with_one_line_for_a_folder_that_is_not_there(tmp_path):
+    import reference_vit
+
+    with pytest.raises(SystemExit, match="^error: --dataset .*: no such folder"):
+        reference_vit.main([str(tmp_path / "absent"), "--model_kind", "convnet", "--output_dir", str(tmp_path / "out")])
