@@ -25,6 +25,7 @@ from safetensors import SafetensorError
 
 from vit_scratch_command import NOTHING_DONE, stop
 
+from .image_processing_vit_scratch import UnreadableImage
 from .loading_vit_scratch import WeightsError
 from .secrets import redact, redact_logs, remember, secrets_in_argv, shown
 
@@ -45,10 +46,11 @@ def library_errors() -> tuple[type[BaseException], ...]:
         UserError,
         argparse.ArgumentError,
         argparse.ArgumentTypeError,
-        OSError,  # files: missing, denied, full disk, an unreadable picture (PIL's UnidentifiedImageError)
+        OSError,  # files: missing, denied, full disk
         MemoryError,
         SafetensorError,
         WeightsError,  # a saved model whose weights do not make its config's model (the model files' own type)
+        UnreadableImage,  # an image file that is no image, damaged or too large (the model files' own type)
         hub.HFValidationError,
         hub.HfHubHTTPError,  # RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError, ...
         hub.LocalEntryNotFoundError,

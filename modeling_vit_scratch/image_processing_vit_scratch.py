@@ -61,7 +61,11 @@ def frame_count(image: Image.Image) -> int:
     return getattr(image, "n_frames", 1)
 
 
-class ImageTooLarge(ValueError):
+class UnreadableImage(ValueError):
+    """An image file that cannot be read: not an image, damaged, or too large; the message names it and the fix."""
+
+
+class ImageTooLarge(UnreadableImage):
     """An image that declares more pixels than allowed; the message names it, its size, the limit and the fix."""
 
 
@@ -74,8 +78,9 @@ def too_large(name: str, size: str, pixels: int, limit: int) -> ImageTooLarge:
 
 
 def open_bounded(source, name: str) -> Image.Image:
-    """The one `Image.open` of the package: `Image.open(source)` (a path or file object), refused with a one-line ValueError naming `name` when the image
-    declares more pixels than `Image.MAX_IMAGE_PIXELS`. Nothing is decoded yet: call `load()` for that."""
+    """The one `Image.open` of the package: `Image.open(source)` (a path or file object), refused with a one-line
+    `UnreadableImage` naming `name` when PIL cannot open it or the image declares more pixels than
+    `Image.MAX_IMAGE_PIXELS`. Nothing is decoded yet: call `decode_image` for that."""
     limit = Image.MAX_IMAGE_PIXELS
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # refused below, in one line
@@ -84,10 +89,23 @@ def open_bounded(source, name: str) -> Image.Image:
         except Image.DecompressionBombError as error:  # above twice the limit PIL refuses before giving the size
             found = re.search(r"\((\d+) pixels\)", str(error))
             raise too_large(name, "", int(found.group(1)) if found else 2 * limit, limit) from None
+        except Image.UnidentifiedImageError:  # PIL's message names the file object, not the file
+            wrong = "is no image PIL opens (another kind of file, or damaged)"
+            raise UnreadableImage(f"{name} {wrong}: remove or replace it") from None
     if limit and image.width * image.height > limit:
         image.close()
         raise too_large(name, f"{image.width}x{image.height}: ", image.width * image.height, limit)
     return image
+
+
+def decode_image(image: Image.Image, name: str) -> None:
+    """`image.load()`, refused with a one-line `UnreadableImage` naming `name` when the file is damaged (cut short,
+    a broken chunk): PIL finds that only when it decodes the pixels."""
+    try:
+        image.load()
+    except (OSError, SyntaxError, ValueError) as error:  # "image file is truncated", "broken PNG file", ...
+        reason = " ".join(str(error).split())
+        raise UnreadableImage(f"{name} cannot be decoded ({reason}): remove or replace it") from None
 
 
 def upright(image: Image.Image) -> Image.Image:
@@ -104,7 +122,7 @@ def read_image_file(source, name: str) -> tuple[Image.Image, int]:
     (`open_bounded`), decoded, turned `upright`; with its number of frames (only frame 1 is kept)."""
     image = open_bounded(source, name)
     frames = frame_count(image)
-    image.load()
+    decode_image(image, name)
     return upright(image), frames
 
 

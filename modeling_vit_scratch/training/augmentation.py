@@ -16,7 +16,7 @@ from PIL import Image, ImageOps
 from torch import nn
 
 from modeling_vit_scratch.errors import available_memory
-from modeling_vit_scratch.image_processing_vit_scratch import open_bounded, to_model_mode
+from modeling_vit_scratch.image_processing_vit_scratch import decode_image, open_bounded, to_model_mode
 from modeling_vit_scratch.secrets import shown
 
 
@@ -74,8 +74,9 @@ def read_image(image) -> Image.Image:
     if isinstance(image, Image.Image):
         return image
     source = image["path"] if not image.get("bytes") else io.BytesIO(image["bytes"])
-    with open_bounded(source, f"image {shown(image.get('path') or 'of the data set')}") as opened:
-        opened.load()
+    name = f"image {shown(image.get('path') or 'of the data set')}"
+    with open_bounded(source, name) as opened:
+        decode_image(opened, name)
         return ImageOps.exif_transpose(opened)
 
 

@@ -12,10 +12,9 @@ import io
 
 import numpy as np
 from datasets import Dataset
-from PIL import Image
 
 from modeling_vit_scratch.errors import UserError
-from modeling_vit_scratch.image_processing_vit_scratch import open_bounded
+from modeling_vit_scratch.image_processing_vit_scratch import UnreadableImage, decode_image, open_bounded
 from modeling_vit_scratch.secrets import redact, shown
 
 DECODE_UP_FRONT_MAX_IMAGES = 100_000
@@ -79,9 +78,7 @@ def check_images(split: Dataset, name: str, decode: bool) -> None:
         try:
             with open_bounded(io.BytesIO(cell["bytes"]) if cell.get("bytes") else cell["path"], where) as image:
                 if decode:
-                    image.load()
-        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
-            raise UserError(
-                f"the {where} cannot be read ({shown(error)}): remove or replace it (or give --check_images false to "
-                "check only each file's header)"
-            ) from None
+                    decode_image(image, where)
+        except UnreadableImage as error:  # its line names the image, what is wrong and the fix
+            also = " (or give --check_images false to check only each file's header)" if decode else ""
+            raise UserError(f"{error}{also}") from None

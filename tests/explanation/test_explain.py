@@ -307,6 +307,8 @@ def test_a_folder_holding_a_model_or_someone_elses_files_is_refused_untouched(tm
     "change, named",
     [
         (["--image", "broken.png"], "broken.png"),
+        (["--image", "cut.png"], "cut.png"),
+        (["--image", "big.png"], "big.png"),
         (["--image", "nowhere.png"], "nowhere.png"),
         (["--discard_ratio", "1.5"], "--discard_ratio"),
         (["--head_fusion", "median"], "--head_fusion"),
@@ -318,6 +320,9 @@ def test_a_folder_holding_a_model_or_someone_elses_files_is_refused_untouched(tm
 def test_a_refusal_is_one_line_naming_what_to_fix_and_writes_nothing(tmp_path, inputs, change, named, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "broken.png").write_bytes(b"not an image")
+    (tmp_path / "cut.png").write_bytes(inputs[1].read_bytes()[:-30])  # cut short: PIL finds it when decoding
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 5000)  # in.png's 1200 pass, big.png's 10,000 do not
+    picture(tmp_path / "big.png", size=(100, 100))
     saved_model(tmp_path / "foreign")
     settings = json.loads((tmp_path / "foreign" / "config.json").read_text())
     (tmp_path / "foreign" / "config.json").write_text(json.dumps({**settings, "model_type": "vit"}))
@@ -326,6 +331,8 @@ def test_a_refusal_is_one_line_naming_what_to_fix_and_writes_nothing(tmp_path, i
     code, line = run(*[word for pair in argv.items() for word in pair])
     assert code in (1, 2) and line.startswith("error: ") and "\n" not in line and named in line, line
     assert not (tmp_path / "out").exists() and digest(tmp_path / "model") == before
+    if named.endswith(".png") and named != "nowhere.png":  # as training's image reader says: the fix
+        assert "remove" in line, line
 
 
 @pytest.mark.parametrize("case", ["hybrid", "grayscale with an RGB processor", "bf16", "registers"])

@@ -16,6 +16,7 @@ from safetensors.torch import load as load_safetensors
 from test_secret_text import hub_tokens, knowing, tokens
 
 from modeling_vit_scratch.errors import UserError, check_fits, command, on_interrupt
+from modeling_vit_scratch.image_processing_vit_scratch import read_image_file
 
 
 def full_disk(token):
@@ -37,11 +38,12 @@ def unreachable_hub(token):
     raise LocalEntryNotFoundError("cannot find the snapshot folder on the local disk") from cause
 
 
-bad_repo_id, damaged_weights = (
+bad_repo_id, damaged_weights, no_image = (
     lambda token: validate_repo_id(f"{token}//x"),
     lambda token: load_safetensors(token.encode()),
+    lambda token: read_image_file(io.BytesIO(token.encode()), f"--image {token}.png"),
 )
-RAISING = [our_rule, full_disk, bad_repo_id, damaged_weights, bad_argument, unreachable_hub]
+RAISING = [our_rule, full_disk, bad_repo_id, damaged_weights, bad_argument, unreachable_hub, no_image]
 
 
 @pytest.fixture(autouse=True)
