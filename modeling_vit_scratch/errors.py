@@ -82,8 +82,16 @@ def describe(error: BaseException) -> str | None:
         if error.errno == errno.ENOENT:
             return f"no such file or folder:{where or ' ' + str(error)}"
     from huggingface_hub import constants
-    from huggingface_hub.errors import LocalEntryNotFoundError
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
+    if isinstance(error, OSError) and not isinstance(error, HfHubHTTPError):  # datasets' own error over the Hub's
+        error = under(error, LocalEntryNotFoundError) or error
+    if isinstance(error, LocalEntryNotFoundError) and isinstance(error.__cause__, HfHubHTTPError):
+        answer = str(error.__cause__).splitlines()[0]  # the status and the URL asked: the repo's type and name
+        return (
+            f"the Hub at {constants.ENDPOINT} did not give the files asked for ({answer}) and they are not in the "
+            "local cache: check the name (owner/name) and that HF_ENDPOINT serves it, or give a local folder"
+        )
     if isinstance(error, LocalEntryNotFoundError):  # the Hub could not be reached and the cache lacks the files
         cause = f" ({' '.join(str(error.__cause__).split())})" if error.__cause__ else ""
         return (
@@ -96,6 +104,18 @@ def describe(error: BaseException) -> str | None:
         return "the machine ran out of memory: use a smaller model, batch size or image size"
     text = error.args[0] if isinstance(error, KeyError) and error.args else error
     return " ".join(str(text).split()) or type(error).__name__
+
+
+def under(error: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The error of type `kind` that `error` was raised over (its cause, or the error being handled when it was raised:
+    datasets raises its own `from None` while handling the Hub's), or None."""
+    seen, inner = {id(error)}, error.__cause__ or error.__context__
+    while inner is not None and id(inner) not in seen:
+        if isinstance(inner, kind):
+            return inner
+        seen.add(id(inner))
+        inner = inner.__cause__ or inner.__context__
+    return None
 
 
 _interrupt_line: list[str | Callable[[], str | None] | None] = [NOTHING_DONE]

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from datasets import ClassLabel, Dataset, DatasetDict, Features, IterableDataset
 from datasets import Image as ImageFeature
-from helpers import write_imagefolder
+from helpers import REPO, tiny_model_file, write_imagefolder
+from hub_server import local_hub  # noqa: F401  (the fixture)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -231,6 +232,15 @@ def test_a_truncated_image_is_refused_when_decoded_and_passes_a_header_check(fol
     line = refused(cut)
     assert "2.png" in line and "replace it" in line and "--check_images" in line
     assert read(cut, check_images=False).labels == list(CLASSES)
+
+
+def test_a_hub_data_set_the_hub_does_not_give_is_one_line_naming_the_hub_and_the_fix(tmp_path, local_hub):  # noqa: F811
+    args = ["--model", tiny_model_file(tmp_path), "--dataset", "nobody/noset", "--output_dir", tmp_path / "out"]
+    ran = local_hub.run(REPO / "scripts" / "train.py", *args, hf_home=tmp_path / "home")  # it serves no data sets
+    line = ran.stderr.strip().splitlines()[-1]
+    assert ran.returncode == 1 and line.startswith("error: "), ran.stderr
+    assert local_hub.url in line and "nobody/noset" in line and "local folder" in line, line
+    assert "connection" not in line.lower()
 
 
 def test_two_splits_of_one_role_or_no_train_split_are_refused(tmp_path):
