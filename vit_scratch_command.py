@@ -10,8 +10,10 @@ import importlib
 import os
 import signal
 import sys
+from urllib.parse import urlsplit
 
 NOTHING_DONE = "Interrupted before any work was done: nothing was written or sent; run the same command again."
+ENDPOINT_FIX = "set HF_ENDPOINT to the Hub's address, an http(s):// URL (e.g. https://huggingface.co), or unset it"
 CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, **({signal.SIGHUP: 129} if hasattr(signal, "SIGHUP") else {})}
 
 
@@ -27,6 +29,15 @@ def stop(number: int, frame) -> None:
     raise Stopped(CODES.get(number, 130))
 
 
+def endpoint_fault() -> str | None:
+    """Why HF_ENDPOINT, the Hub's address, is no URL as huggingface_hub parses it when imported; None if it is one."""
+    try:
+        urlsplit(os.environ.get("HF_ENDPOINT", "")).port  # noqa: B018 - the port is parsed as it is read
+    except ValueError as error:
+        return str(error)
+    return None
+
+
 def run(module: str, argv: list[str] | None = None) -> None:
     """Import `module` with signals already one line, and run its `main(argv)` (default: the process's arguments).
     A signal the process was started ignoring (`nohup`, a background job) stays ignored."""
@@ -40,6 +51,8 @@ def run(module: str, argv: list[str] | None = None) -> None:
         sys.exit(getattr(stopped, "code", 130))
     except Exception as error:  # noqa: BLE001 - a library that cannot start (a setting it cannot read): one line
         said = " ".join(str(error).split())
+        if fault := endpoint_fault():
+            sys.exit(f"error: could not start: HF_ENDPOINT is no URL ({fault}): {ENDPOINT_FIX}")
         sys.exit(f"error: could not start: importing the libraries failed ({type(error).__name__}: {said}).")
     try:
         main(sys.argv[1:] if argv is None else argv)

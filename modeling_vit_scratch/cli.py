@@ -51,7 +51,9 @@ def main(argv: list[str] | None = None) -> None:
     importlib.import_module(COMMANDS[name][0]).main(rest)
 
 
-if __name__ == "__main__":  # python -m modeling_vit_scratch.cli: the same signal handling as `vit-scratch`
+# python -m modeling_vit_scratch.cli: the same signal handling as `vit-scratch` once the package is imported (Python
+# imports it, and torch and transformers with it, before this runs: a library that cannot start is its traceback)
+if __name__ == "__main__":
     from vit_scratch_command import run
 
     run("modeling_vit_scratch.cli")

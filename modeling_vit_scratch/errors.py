@@ -11,8 +11,10 @@ Training glue, never imported by the model files.
 """
 
 import argparse
+import contextlib
 import errno
 import functools
+import importlib
 import os
 import signal
 import sys
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from safetensors import SafetensorError
 
-from vit_scratch_command import NOTHING_DONE, stop
+from vit_scratch_command import ENDPOINT_FIX, NOTHING_DONE, stop
 
 from .image_processing_vit_scratch import UnreadableImage
 from .loading_vit_scratch import WeightsError
@@ -58,6 +60,7 @@ def library_errors() -> tuple[type[BaseException], ...]:
         hub.StrictDataclassFieldValidationError,  # a config field of the wrong type or value
         hub.StrictDataclassClassValidationError,  # a config whose fields do not fit together
     ]
+    found += unusable_urls()
     try:
         from datasets import exceptions as data
 
@@ -65,6 +68,17 @@ def library_errors() -> tuple[type[BaseException], ...]:
     except ImportError:  # the model alone is installed: no data sets to read
         pass
     return tuple(found)
+
+
+def unusable_urls() -> list[type[BaseException]]:
+    """The HTTP client's errors for a URL it cannot request at all: a request to an HF_ENDPOINT that is no URL (the
+    client is huggingface_hub's: httpx2 from huggingface_hub 2 on, httpx before)."""
+    found = []
+    for client in ("httpx2", "httpx"):
+        with contextlib.suppress(ImportError):
+            http = importlib.import_module(client)
+            found += [http.UnsupportedProtocol, http.InvalidURL]
+    return found
 
 
 def describe(error: BaseException) -> str | None:
@@ -98,6 +112,8 @@ def describe(error: BaseException) -> str | None:
             f"the Hub at {constants.ENDPOINT} could not be reached{cause} and the files are not in the local cache: "
             "check the network (or HF_ENDPOINT), or give a local folder"
         )
+    if isinstance(error, tuple(unusable_urls())):
+        return f"HF_ENDPOINT={constants.ENDPOINT} cannot be requested ({error}): {ENDPOINT_FIX}"
     if isinstance(error, SafetensorError):
         return f"a safetensors weights file is incomplete or corrupt ({error}): re-save the model or download it again"
     if isinstance(error, MemoryError):

@@ -1,10 +1,12 @@
 """The `vit-scratch` command: one sub-command per script, each the function its script calls."""
 
+import os
 import subprocess
 import sys
 
 import pytest
-from helpers import PROCESS_TIMEOUT
+from helpers import PROCESS_TIMEOUT, REPO
+from PIL import Image
 
 from modeling_vit_scratch import cli
 
@@ -48,3 +50,27 @@ def test_each_command_answers_help_with_its_own_name(name):
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"vit-scratch {name}" in result.stdout.splitlines()[0] or name == "train"
     assert "--" in result.stdout  # its arguments are listed
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "endpoint, entry",
+    [
+        ("http://[", [str(REPO / "scripts" / "explain.py")]),  # huggingface_hub cannot parse it as it is imported
+        ("notaurl", [str(REPO / "scripts" / "explain.py")]),  # the Hub client refuses it at the first request
+        ("notaurl", ["-m", "modeling_vit_scratch.cli", "explain"]),
+    ],
+)
+def test_an_hf_endpoint_that_is_no_url_is_one_line_naming_it_and_the_fix(tmp_path, endpoint, entry):
+    Image.new("RGB", (8, 8)).save(tmp_path / "in.png")
+    env = {**os.environ, "HF_ENDPOINT": endpoint, "HF_HUB_OFFLINE": "0", "HF_HOME": str(tmp_path / "home")}
+    ran = subprocess.run(
+        [sys.executable, *entry, "--model", "owner/name", "--image", tmp_path / "in.png", "--out", tmp_path / "out"],
+        env={**env, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT,
+    )
+    line = ran.stderr.strip()
+    assert ran.returncode == 1 and line.startswith("error: ") and "\n" not in line, ran.stderr[-2000:]
+    assert "HF_ENDPOINT" in line and "https://" in line and not (tmp_path / "out").exists()
