@@ -9,6 +9,8 @@ import numpy as np
 matplotlib.use("Agg")  # files only, no screen
 import matplotlib.pyplot as plt
 
+from modeling_vit_scratch.secrets import shown
+
 
 def epoch_series(log_history: list[dict], key: str) -> tuple[list[float], list[float]]:
     """(epochs, values) of every log entry that has `key`; the final summary entry (train_loss) is not one of them."""
@@ -44,8 +46,9 @@ MATRIX_TICKS = 50  # class names are written on the axes up to this many classes
 
 
 def plain_text(label: str) -> str:
-    """A class name as matplotlib shows it, never parsed: `$` would start mathtext (and a bad formula fails)."""
-    return " ".join(str(label).split()).replace("$", r"\$")[:40]
+    """A class name as matplotlib shows it: its display form (`shown`: no token, a control character escaped, as no
+    font has a glyph for one), never parsed (`$` would start mathtext, and a bad formula fails)."""
+    return shown(" ".join(str(label).split())).replace("$", r"\$")[:40]
 
 
 def plot_confusion_matrix(confusion: dict, path: str | Path) -> Path:

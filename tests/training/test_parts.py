@@ -4,6 +4,8 @@ words and its kept choice."""
 
 import json
 import time
+import unicodedata
+import warnings
 from types import SimpleNamespace
 
 import numpy as np
@@ -17,6 +19,7 @@ from transformers import EvalPrediction
 from modeling_vit_scratch import ViTScratchForImageClassification
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.training.class_metrics import class_metrics
+from modeling_vit_scratch.training.curves import plain_text, plot_confusion_matrix
 from modeling_vit_scratch.training.distillation import Distillation, Teacher, TeacherInputs
 from modeling_vit_scratch.training.ema import AVERAGE_FILE, WeightAverage
 from modeling_vit_scratch.training.layer_decay import layer_decay_groups
@@ -122,6 +125,21 @@ def test_metrics_score_each_image_once_over_its_views(views, images, seed):
 def test_class_metrics_name_a_class_without_test_images_as_none():
     found = class_metrics(np.eye(3)[[0, 1, 1]], np.array([0, 1, 1]), {0: "a", 1: "b", 2: "c"})
     assert found["test_per_class_accuracy"] == {"a": 1.0, "b": 1.0, "c": None}
+
+
+@given(st.text())
+def test_a_class_name_is_drawn_printable_and_never_as_a_formula(name):
+    drawn = plain_text(name)
+    assert all(unicodedata.category(c) not in ("Cc", "Cf", "Zl", "Zp") for c in drawn)
+    assert "$" not in drawn.replace(r"\$", "")
+
+
+def test_a_confusion_matrix_of_names_holding_control_characters_draws_every_glyph(tmp_path):
+    names = ["cat\x1b[31m", "dog\x07", "fox\u200b\u202e", "ant\x00"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plot_confusion_matrix({"labels": names, "matrix": np.eye(len(names)).tolist()}, tmp_path / "matrix.png")
+    assert not [str(w.message) for w in caught if "missing from font" in str(w.message)]
 
 
 def test_overrides_read_numbers_booleans_text_and_json():
