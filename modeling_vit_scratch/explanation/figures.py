@@ -46,7 +46,7 @@ def plot_overlay(image, patch_map, title: str, path: str | Path) -> Path:
     width, height = image.size
     stretched = dict(extent=(-0.5, width - 0.5, height - 0.5, -0.5), interpolation="bilinear")  # over the image
     right.imshow(patch_map.numpy(), cmap="inferno", alpha=0.6, vmin=0, vmax=1, **stretched)
-    right.set_title(title)
+    right.set_title(title, parse_math=False)  # it may hold a class name: a `$` in one is text, not a formula
     return _save(figure, path)
 
 

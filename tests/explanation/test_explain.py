@@ -4,6 +4,7 @@ and the command's behaviour (figures written, folders refused untouched, one lin
 import hashlib
 import json
 import threading
+import warnings
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
@@ -379,6 +380,17 @@ def test_a_label_holding_a_token_never_reaches_a_file_name_or_a_line(tmp_path, i
     assert not [
         path for path in (tmp_path / "out").iterdir() if token in path.name or token.encode() in path.read_bytes()
     ]
+
+
+def test_a_label_holding_a_formula_or_a_control_character_is_drawn_as_text(tmp_path, inputs):
+    config = json.loads((inputs[0] / "config.json").read_text())
+    config["id2label"] = {str(index): f"x$\\frac$\x1b{index}" for index in range(5)}  # not mathtext: it would fail
+    (inputs[0] / "config.json").write_text(json.dumps(config))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert run("--model", inputs[0], "--image", inputs[1], "--out", tmp_path / "out")[0] == 0
+    assert not [str(w.message) for w in caught if "missing from font" in str(w.message)]
+    assert len(list((tmp_path / "out").glob("gradient_rollout_class_*.png"))) == 1
 
 
 def test_code_a_folder_brings_runs_only_when_trusted(tmp_path, inputs):
