@@ -70,7 +70,7 @@ def load(spec: str, revision: str | None, trust_remote_code: bool, dtype: torch.
         )
     try:
         model = load_model(folder, trust_remote_code=trust_remote_code, dtype=dtype)
-    except ValueError as error:  # the model's loader names what does not fit (weights against config) and the fix
+    except ValueError as error:  # the config's own checks (a plain ValueError) as the loader builds it: one line
         raise UserError(f"--model {shown(spec)}: {error}") from None
     return model.eval(), AutoImageProcessor.from_pretrained(folder, trust_remote_code=trust_remote_code)
 

@@ -316,6 +316,7 @@ def test_a_folder_holding_a_model_or_someone_elses_files_is_refused_untouched(tm
         (["--dtype", "float16"], "--dtype"),
         (["--out", "model"], "--out"),
         (["--model", "foreign"], "foreign"),
+        (["--model", "misfit"], "num_attention_heads"),  # the config's own check, as the model's loader meets it
     ],
 )
 def test_a_refusal_is_one_line_naming_what_to_fix_and_writes_nothing(tmp_path, inputs, change, named, monkeypatch):
@@ -327,6 +328,9 @@ def test_a_refusal_is_one_line_naming_what_to_fix_and_writes_nothing(tmp_path, i
     saved_model(tmp_path / "foreign")
     settings = json.loads((tmp_path / "foreign" / "config.json").read_text())
     (tmp_path / "foreign" / "config.json").write_text(json.dumps({**settings, "model_type": "vit"}))
+    saved_model(tmp_path / "misfit")
+    heads = settings["hidden_size"] + 1  # divides no hidden size
+    (tmp_path / "misfit" / "config.json").write_text(json.dumps({**settings, "num_attention_heads": heads}))
     argv = {"--model": str(inputs[0]), "--image": str(inputs[1]), "--out": "out", **dict([change])}
     before = digest(tmp_path / "model")
     code, line = run(*[word for pair in argv.items() for word in pair])
