@@ -17,7 +17,7 @@ from pathlib import Path
 from torch import nn
 from transformers import AutoConfig, AutoModelForImageClassification, PreTrainedConfig
 
-from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig, to_pair
+from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig
 from modeling_vit_scratch.errors import UserError, check_fits
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.modeling_vit_scratch import (
@@ -134,9 +134,8 @@ def check_memory(config: PreTrainedConfig, batch_size: int) -> None:
     if not isinstance(config, ViTScratchConfig):
         return
     hidden, layers, heads = config.hidden_size, config.num_hidden_layers, config.num_attention_heads
-    height, width = to_pair(config.image_size)
-    patch_height, patch_width = to_pair(config.patch_size)
-    tokens = (height // patch_height) * (width // patch_width) + 2
+    rows, columns = config.grid_size  # a stem's cells, or the patches of the image
+    tokens = rows * columns + 2
     parameters = layers * (4 * hidden * hidden + 2 * hidden * config.intermediate_size)
     activations = batch_size * layers * (16 * tokens * hidden + 3 * heads * tokens * tokens)
     check_fits(
