@@ -23,6 +23,8 @@ from safetensors import safe_open
 from transformers import Trainer, TrainerCallback, set_seed
 
 from modeling_vit_scratch.errors import UserError, describe, on_interrupt
+from modeling_vit_scratch.explanation.figures import plot_reconstructions
+from modeling_vit_scratch.explanation.reconstruction import RECONSTRUCTION_FILE, Reconstructions, reconstructions
 from modeling_vit_scratch.folders import LOCK, MARKER, OutputFolder, ours, remove_entry
 from modeling_vit_scratch.modeling_vit_scratch import ViTScratchForPreTraining
 from modeling_vit_scratch.secrets import shown
@@ -49,6 +51,7 @@ REPLACED = (
     "model-*-of-*.safetensors",
     "confusion_matrix.png",
     "conversion_record.json",
+    RECONSTRUCTION_FILE,
 )
 
 
@@ -134,7 +137,11 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
         trainer.compute_metrics = None if pretraining else accuracy_metrics(inputs.test_views)
         test = trainer.predict(inputs.test, metric_key_prefix="test")
         trainer.log(test.metrics)
-        if not pretraining:
+        pictures = None
+        if pretraining:  # on every process: a sharded model's forward takes them all
+            examples = torch.stack([inputs.test[index]["pixel_values"] for index in range(min(6, len(inputs.test)))])
+            pictures = reconstructions(trainer.model, examples.to(training_args.device), processor, training_args.seed)
+        else:
             probabilities, labels = by_image(test.predictions, test.label_ids, inputs.test_views)
             metrics.update(class_metrics(probabilities, labels, dict(enumerate(data.labels)), prefix="test"))
         total_batch = training_args.per_device_train_batch_size * training_args.world_size
@@ -169,7 +176,7 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
         splits = {name: len(split) for name in ("validation", "test") if (split := getattr(data, name)) is not None}
         splits["train"] = None if data.streamed else len(data.train)
         record = training_record(command, data_args.dataset, splits, training_args, metrics, notes)
-        save_folder(trainer, folder if main else None, metrics, record)
+        save_folder(trainer, folder if main else None, metrics, record, pictures)
     if push and main:
         try:
             result = push_folder(output_dir, repo_id, private=bool(training_args.hub_private_repo), token=hub_token)
@@ -184,9 +191,12 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
     return metrics
 
 
-def save_folder(trainer: Trainer, folder: OutputFolder | None, metrics: dict, record: dict) -> None:
+def save_folder(
+    trainer: Trainer, folder: OutputFolder | None, metrics: dict, record: dict, pictures: Reconstructions | None = None
+) -> None:
     """The model folder: weights (gathered from every process under FSDP), config, code, processor, metrics, record,
-    pictures and card, staged and published whole by the process holding `folder` (the others take part only)."""
+    pictures (a masked autoencoder's reconstructions too) and card, staged and published whole by the process holding
+    `folder` (the others take part only)."""
     if folder is None:
         trainer.save_model(trainer.args.output_dir)  # every process takes part; only process 0 writes
         return
@@ -194,6 +204,8 @@ def save_folder(trainer: Trainer, folder: OutputFolder | None, metrics: dict, re
         trainer.save_model(str(stage))
         (stage / "training_args.bin").unlink(missing_ok=True)  # pickled settings: no part of a model folder
         write_results(stage, metrics, record, trainer.state.log_history)
+        if pictures is not None:
+            plot_reconstructions(pictures, stage / RECONSTRUCTION_FILE)
         write_card(stage)
         folder.publish(stage, remove=REPLACED)
 

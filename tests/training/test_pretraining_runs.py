@@ -12,11 +12,13 @@ import numpy as np
 import pytest
 import torch
 from helpers import in_process, made_once, tiny_model_file, write_imagefolder
+from hub_server import TOKEN, USER, local_hub  # noqa: F401  (local_hub is a fixture)
 from PIL import Image
 from safetensors.torch import load_file
 from test_training import train_args
 from transformers import AutoModelForPreTraining
 
+from modeling_vit_scratch.explanation.prediction import explain_image
 from modeling_vit_scratch.training.command import main
 
 DECODER = '{"decoder_hidden_size": 8, "decoder_num_hidden_layers": 1, "decoder_num_attention_heads": 2, "decoder_intermediate_size": 16}'
@@ -103,3 +105,45 @@ def test_what_needs_labels_is_refused_before_any_work(tmp_path, pretrained, extr
     line = in_process(main, *pretrain_args(pretrained[2], tmp_path / "out", tiny_model_file(tmp_path), *extra))
     assert isinstance(line, str) and line.startswith("error: ") and extra[0] in line
     assert not (tmp_path / "out").exists()
+
+
+def test_explain_draws_its_reconstruction_and_the_encoders_maps(tmp_path, pretrained):
+    folder, _, labelled = pretrained
+    image = next((labelled / "cat").iterdir())
+    found = explain_image(model=str(folder), image=str(image), out=str(tmp_path / "explained"))
+    names = {path.name for path in found.written}
+    assert {"reconstruction.png", "attention_rollout.png", "token_norms.png"} <= names
+    assert not found.ranking and np.isfinite(found.reconstruction_loss)
+
+
+def test_its_card_describes_an_encoder_to_fine_tune_with_its_reconstructions(pretrained):
+    card = (pretrained[0] / "README.md").read_text()
+    assert "masked autoencoder" in card.lower() and "AutoModelForPreTraining" in card
+    assert "](reconstruction.png)" in card and (pretrained[0] / "reconstruction.png").is_file()
+    assert "| classes |" not in card and "pipeline_tag" not in card and "reconstruction loss" in card
+
+
+@pytest.mark.integration
+def test_it_pushes_and_reloads_from_the_hub_without_the_package(tmp_path, pretrained, local_hub):  # noqa: F811
+    folder = pretrained[0]
+    pushed = local_hub.run(
+        "scripts/push_to_hub.py", str(folder), f"{USER}/pretrained", hf_home=tmp_path / "push", env={"HF_TOKEN": TOKEN}
+    )
+    assert pushed.returncode == 0, pushed.stderr[-2000:]
+    files = local_hub.files(f"{USER}/pretrained")
+    assert {"model.safetensors", "reconstruction.png", "modeling_vit_scratch.py", "README.md"} <= files.keys()
+    script = tmp_path / "reload.py"
+    script.write_text(RELOAD)
+    loaded = local_hub.run(script, f"{USER}/pretrained", hf_home=tmp_path / "load")
+    assert loaded.returncode == 0 and "ViTScratchForPreTraining transformers_modules" in loaded.stdout, loaded.stderr
+
+
+RELOAD = """
+import sys
+sys.modules["modeling_vit_scratch"] = None  # the package is absent: the repo's own code is what runs
+import torch
+from transformers import AutoModelForPreTraining
+model = AutoModelForPreTraining.from_pretrained(sys.argv[1], trust_remote_code=True)
+assert torch.isfinite(model(torch.randn(2, 3, 8, 8)).loss)
+print(type(model).__name__, type(model).__module__.split(".")[0])
+"""
