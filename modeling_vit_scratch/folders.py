@@ -48,6 +48,7 @@ MODEL_NAMES = (
     "conversion_record.json",
     "training_curves.png",
     "confusion_matrix.png",
+    "reconstruction.png",
     "runs",
     "checkpoint-*",
     f"{STAGING_PREFIX}*",

@@ -696,6 +696,13 @@ class ViTScratchRandomMasking(nn.Module):
         super().__init__()
         self.mask_ratio = config.mask_ratio
 
+    def kept(self, num_patches: int) -> int:
+        return int(num_patches * (1 - self.mask_ratio))
+
+    def hidden(self, noise: torch.Tensor) -> torch.Tensor:
+        """The mask `forward` makes from `noise` (batch, N): 1 where a patch is hidden, in image order."""
+        return (noise.argsort(dim=1).argsort(dim=1) >= self.kept(noise.shape[1])).float()
+
     def forward(self, tokens: torch.Tensor, noise: torch.Tensor | None = None):
         batch, num_patches, dim = tokens.shape
         if noise is None:
@@ -705,7 +712,7 @@ class ViTScratchRandomMasking(nn.Module):
                 f"noise must have shape (batch, num_patches) = {(batch, num_patches)}, got {tuple(noise.shape)}: "
                 "one value per patch token of each image."
             )
-        keep = int(num_patches * (1 - self.mask_ratio))
+        keep = self.kept(num_patches)
         ids_shuffle = noise.to(tokens.device).argsort(dim=1)  # (batch, N): the kept patches first
         ids_restore = ids_shuffle.argsort(dim=1)
         kept = torch.gather(tokens, 1, ids_shuffle[:, :keep, None].expand(-1, -1, dim))  # (batch, K, D)
@@ -727,7 +734,7 @@ class ViTScratchDecoder(nn.Module):
         decoder_config.num_attention_heads = config.decoder_num_attention_heads
         decoder_config.intermediate_size = config.decoder_intermediate_size
         self.num_prefix_tokens, self.grid_size = config.num_prefix_tokens, config.grid_size
-        patch_h, patch_w = to_pair(config.patch_size)
+        patch_h, patch_w = config.cell_size  # the pixels of one token
         self.decoder_embed = nn.Linear(config.hidden_size, config.decoder_hidden_size)
         self.mask_token = nn.Parameter(torch.zeros(1, 1, config.decoder_hidden_size))
         table = mae_position_table(self.grid_size, config.decoder_hidden_size, self.num_prefix_tokens)
@@ -765,7 +772,7 @@ class ViTScratchReconstructionLoss(nn.Module):
 
     def __init__(self, config: ViTScratchConfig):
         super().__init__()
-        self.patch_size = to_pair(config.patch_size)
+        self.patch_size = config.cell_size  # the pixels of one token
         self.norm_pix_loss = config.norm_pix_loss
 
     def forward(self, pixel_values: torch.Tensor, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -796,18 +803,13 @@ class ViTScratchForPreTraining(ViTScratchPreTrainedModel):
     are saved under `vit.`, as a classifier's: `ViTScratchForImageClassification.from_pretrained` on a saved folder
     builds a classifier from them (the decoder left out, a new head).
 
-    Patch tokens only: a model with a convolutional stem (`config.stem`) is refused, since the stem's receptive
-    fields cross patch borders and would carry hidden pixels into the tokens that are kept (input masking as in
-    SimMIM would suit it).
+    With a convolutional stem (`config.stem`), whose receptive fields cross cell borders, the hidden cells' pixels
+    are first set to zero (the data's mean, in normalised pixels), as SimMIM masks its input: the tokens kept never
+    see a hidden pixel. Each token then covers a cell of `config.cell_size` pixels, the patches of the loss.
     """
 
     def __init__(self, config: ViTScratchConfig):
         super().__init__(config)
-        if config.stem != "none":
-            raise ValueError(
-                f"ViTScratchForPreTraining masks patch tokens, and config.stem={config.stem!r} would let the stem see "
-                "the hidden pixels: pretrain a model with stem='none'."
-            )
         self.vit = ViTScratchModel(config)
         self.masking = ViTScratchRandomMasking(config)
         self.decoder = ViTScratchDecoder(config)
@@ -831,6 +833,14 @@ class ViTScratchForPreTraining(ViTScratchPreTrainedModel):
 
     def encode(self, pixel_values: torch.Tensor, noise: torch.Tensor | None, interpolate_pos_encoding: bool):
         """The encoder on the visible tokens: latent (batch, T + K, D) after the final LayerNorm, mask, ids_restore."""
+        if self.config.stem != "none":  # the stem sees the image whole: hide the hidden cells' pixels first
+            cell_h, cell_w = self.config.cell_size
+            batch, _, height, width = pixel_values.shape
+            if noise is None:
+                noise = torch.rand(batch, (height // cell_h) * (width // cell_w), device=pixel_values.device)
+            hidden = self.masking.hidden(noise).reshape(batch, 1, height // cell_h, width // cell_w)
+            hidden = hidden.repeat_interleave(cell_h, dim=2).repeat_interleave(cell_w, dim=3)
+            pixel_values = pixel_values * (1 - hidden).to(pixel_values.dtype)
         tokens = self.vit.embeddings(pixel_values, interpolate_pos_encoding)  # (batch, T + N, D), positions added
         prefix = self.config.num_prefix_tokens
         kept, mask, ids_restore = self.masking(tokens[:, prefix:], noise)

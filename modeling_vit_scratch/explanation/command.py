@@ -6,7 +6,8 @@ registers, each register's norm too), and writes PNGs to DIR: the patch grid, at
 gradient rollout for the top class, the per-layer attention from the class token, the paper's Fig. 7 panels and the
 last layer's token norms (the registers paper's figure). The maps are of the patches only (never the class,
 distillation or register tokens). A model without a classification head (a converted DINOv2 backbone) has no classes
-to rank and no gradient rollout.
+to rank and no gradient rollout; a masked autoencoder's folder (pretraining) is explained by its encoder, and its
+reconstruction of the image is drawn beside the masked input and the original (the MAE paper's Fig. 2).
 A vit_scratch model loads with the installed package's code; code that travels with a model (a folder's or a
 repo's `.py` files) runs only with --trust_remote_code. `--dtype bfloat16` loads and runs the model in bf16 (the maps
 are combined in float32 either way).
@@ -48,6 +49,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--dtype", default="float32", choices=DTYPES, help="run the model in float32 or bfloat16")
     parser.add_argument("--trust_remote_code", action="store_true", help="run code the model brings (its auto_map)")
     found = explain_image(**vars(parser.parse_args(argv)))
+    if found.reconstruction_loss is not None:
+        print(f"masked autoencoder: reconstruction loss {found.reconstruction_loss:.4f} on the hidden patches")
     print("top classes:" if found.ranking else "top classes: none (the model has no classification head)")
     for label, score in found.ranking:
         print(f"  {shown(label):>20}  {score:.4f}")

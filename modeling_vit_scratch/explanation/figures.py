@@ -6,6 +6,7 @@ and returns it."""
 from pathlib import Path
 
 import matplotlib
+import torch
 
 matplotlib.use("Agg")  # files only, no screen
 import matplotlib.pyplot as plt
@@ -127,4 +128,27 @@ def plot_token_norms(image, patch_norms, threshold: float, registers, path: str 
         right.axvline(norm, color="tab:blue", linewidth=1, label="register tokens" if index == 0 else None)
     right.set(xlabel="L2 norm", ylabel="patch tokens", title="norm histogram")
     right.legend(fontsize=7)
+    return _save(figure, path)
+
+
+def plot_reconstructions(found, path: str | Path) -> Path:
+    """The MAE paper's Fig. 2 from `reconstruction.Reconstructions`: a row per image of the masked input (hidden
+    patches gray), the reconstruction and the original."""
+    rows = found.masked.shape[0]
+    figure, axes = plt.subplots(rows, 3, figsize=(7.5, 2.5 * rows + 0.4), dpi=100, squeeze=False)
+    cell = (found.masked.shape[1] // found.hidden.shape[1], found.masked.shape[2] // found.hidden.shape[2])
+    for row in range(rows):
+        gray = found.hidden[row].repeat_interleave(cell[0], 0).repeat_interleave(cell[1], 1)[..., None].bool()
+        masked = torch.where(gray, torch.full_like(found.masked[row], 0.5), found.masked[row])
+        panels = (masked, found.reconstructed[row], found.original[row])
+        for axis, panel, title in zip(axes[row], panels, ("masked", "reconstruction", "original"), strict=True):
+            gray_image = panel.shape[-1] == 1
+            axis.imshow(
+                (panel[..., 0] if gray_image else panel).numpy(), cmap="gray" if gray_image else None, vmin=0, vmax=1
+            )
+            axis.set_xticks([])
+            axis.set_yticks([])
+            if row == 0:
+                axis.set_title(title)
+    figure.suptitle(f"masked autoencoder: {found.hidden.float().mean().item():.0%} of the patches hidden")
     return _save(figure, path)

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
-from transformers import AutoImageProcessor
+from transformers import AutoImageProcessor, AutoModelForPreTraining
 
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.explanation import attention as explain
 from modeling_vit_scratch.explanation import figures as plots
 from modeling_vit_scratch.explanation import norms as explain_norms
+from modeling_vit_scratch.explanation.reconstruction import RECONSTRUCTION_FILE, reconstructions
 from modeling_vit_scratch.folders import STAGING_PREFIX, OutputFolder, ours
 from modeling_vit_scratch.image_processing_vit_scratch import read_image_file
 from modeling_vit_scratch.secrets import shown
@@ -24,6 +25,8 @@ from modeling_vit_scratch.sources import check_model_folder, load_model, resolve
 
 # The names explain writes: in a folder of its own, these are replaced or removed, nothing else.
 FIGURES = ("patch_grid.png", "attention_*.png", "gradient_rollout_class_*.png", "fig7_*.png", "token_norms.png")
+FIGURES += (RECONSTRUCTION_FILE,)
+PRETRAINING = "ViTScratchForPreTraining"  # a masked autoencoder: its encoder explained, and its reconstruction
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
 DOWNLOAD_BYTES = 128 << 20  # the most an --image URL may send: far above any photo, far below the memory it takes
 DOWNLOAD_SECONDS = 30  # the longest a server may stay silent
@@ -31,13 +34,15 @@ LABEL_IN_FILE_NAME = 48  # the most bytes (UTF-8) of a label in a file name, far
 
 
 class Explanation(NamedTuple):
-    """What explain found: the top-5 (label, probability), the paths of the pictures written, and the last layer's
-    token norms (`norms.py`): the patch tokens' on the grid (gh, gw) and the register tokens' (R,)."""
+    """What explain found: the top-5 (label, probability), the paths of the pictures written, the last layer's
+    token norms (`norms.py`): the patch tokens' on the grid (gh, gw) and the register tokens' (R,); and a masked
+    autoencoder's reconstruction loss on the image (None for other models)."""
 
     ranking: list[tuple[str, float]]
     written: list[Path]
     patch_norms: torch.Tensor
     register_norms: torch.Tensor
+    reconstruction_loss: float | None = None
 
 
 def read_image(source: str):
@@ -60,19 +65,28 @@ def read_image(source: str):
 
 
 def load(spec: str, revision: str | None, trust_remote_code: bool, dtype: torch.dtype):
-    """The model (in `dtype`) and its image processor, both from the one folder `spec` resolves to."""
+    """The model (in `dtype`), its image processor, and for a masked autoencoder's folder that model (its encoder is
+    then explained as a model without a head), all from the one folder `spec` resolves to."""
     folder = resolve(spec, revision=revision, trust_remote_code=trust_remote_code)
-    kind = check_model_folder(folder, trust_remote_code=trust_remote_code).get("model_type")
+    settings = check_model_folder(folder, trust_remote_code=trust_remote_code)
+    kind = settings.get("model_type")
     if kind != "vit_scratch":  # only vit_scratch models have the patch grid and attention drawn here
         raise UserError(
             f"--model {shown(spec)} is a {shown(kind)} model, not vit_scratch: convert it first "
             "(`vit-scratch convert --from transformers`) and explain the converted folder"
         )
+    pretraining = PRETRAINING in (settings.get("architectures") or ())
     try:
-        model = load_model(folder, trust_remote_code=trust_remote_code, dtype=dtype)
+        model = load_model(
+            folder, trust_remote_code=trust_remote_code, dtype=dtype, **({"num_labels": 0} if pretraining else {})
+        )
+        autoencoder = pretraining and load_model(
+            folder, AutoModelForPreTraining, trust_remote_code=trust_remote_code, dtype=dtype
+        )
     except ValueError as error:  # the config's own checks (a plain ValueError) as the loader builds it: one line
         raise UserError(f"--model {shown(spec)}: {error}") from None
-    return model.eval(), AutoImageProcessor.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    processor = AutoImageProcessor.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    return model.eval(), processor, autoencoder and autoencoder.eval()
 
 
 def file_name_part(text: str) -> str:
@@ -113,7 +127,7 @@ def explain_image(
             "as that model's; give --out a folder of its own"
         )
     picture = read_image(image)
-    network, processor = load(model, revision, trust_remote_code, DTYPES[dtype])
+    network, processor, autoencoder = load(model, revision, trust_remote_code, DTYPES[dtype])
     config, embeddings = network.config, network.base_model.embeddings
     try:  # the model's own checks: an image its processor does not bring to the model's size or channels
         pixel_values, seen = explain.model_inputs(picture, processor, config.num_channels)
@@ -137,7 +151,10 @@ def explain_image(
     patch_norms = explain_norms.patch_norm_map(norms, grid)[0]  # (gh, gw): the patches only
     registers = explain_norms.register_norms(norms, config)[0]  # (R,)
     threshold = explain_norms.high_norm_threshold(patch_norms[None])[0].item()
+    found = reconstructions(autoencoder, pixel_values, processor) if autoencoder else None
     with folder, folder.staging() as stage:
+        if found is not None:
+            plots.plot_reconstructions(found, stage / RECONSTRUCTION_FILE)
         if config.stem == "none":  # a hybrid's projection reads the stem's feature maps: no filters to picture
             plots.plot_embedding_filters(
                 explain.patch_embedding_components(network), stage / "fig7_patch_embedding_pca.png"
@@ -156,4 +173,5 @@ def explain_image(
         plots.plot_token_norms(seen, patch_norms, threshold, registers, stage / "token_norms.png")
         names = folder.publish(stage, remove=FIGURES)
     ranking = [(label, score) for _, label, score in ranked]
-    return Explanation(ranking, [folder.path / name for name in names], patch_norms, registers)
+    written = [folder.path / name for name in names]
+    return Explanation(ranking, written, patch_norms, registers, found.loss if found is not None else None)

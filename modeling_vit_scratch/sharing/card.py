@@ -27,7 +27,8 @@ from ..sources import read_json, weights_sha256
 
 TEMPLATE = Path(__file__).with_name("model_card.md")  # a link to the repository's model_card.md
 RECORD_FILE, CONVERSION_FILE, RESULTS_FILE = "training_record.json", "conversion_record.json", "all_results.json"
-FIGURES = ("training_curves.png", "confusion_matrix.png")
+FIGURES = ("training_curves.png", "confusion_matrix.png", "reconstruction.png")
+PRETRAINING = "ViTScratchForPreTraining"  # a masked autoencoder's folder: an encoder to fine-tune, no classes
 METRICS = {"accuracy": "accuracy", "top5_accuracy": "top-5 accuracy", "loss": "cross-entropy loss"}
 ARCHITECTURE = {
     "image_size": "input size",
@@ -43,6 +44,12 @@ ARCHITECTURE = {
     "distillation_token": "distillation token",
     "num_register_tokens": "register tokens",  # this and the next: rows only where the model has them
     "layerscale_value": "layer scale (initial value)",
+}
+DECODER = {  # the rows a masked autoencoder adds
+    "mask_ratio": "patches hidden (mask ratio)",
+    "decoder_hidden_size": "decoder hidden size",
+    "decoder_num_hidden_layers": "decoder depth (blocks)",
+    "norm_pix_loss": "loss on per-patch normalised pixels",
 }
 WHEN_SET = ("num_register_tokens", "layerscale_value")
 NOTES = {  # record key -> how the card introduces it
@@ -204,8 +211,11 @@ def results(metrics: dict) -> tuple[list, list]:
     ]
 
 
-def card_data(config: dict, metrics: dict, dataset: object, model_name: str) -> ModelCardData:
-    """The front matter the Hub reads: library, task, data set (a Hub id only) and the test metrics."""
+def card_data(
+    config: dict, metrics: dict, dataset: object, model_name: str, pretraining: bool = False
+) -> ModelCardData:
+    """The front matter the Hub reads: library, task (none for a masked autoencoder, which no pipeline runs), data
+    set (a Hub id only) and the test metrics."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     name = shown(public(dataset)) if dataset else None
@@ -231,7 +241,7 @@ def card_data(config: dict, metrics: dict, dataset: object, model_name: str) -> 
     own = config.get("model_type") == "vit_scratch"
     return ModelCardData(
         library_name="transformers",
-        pipeline_tag="image-classification",
+        pipeline_tag=None if pretraining else "image-classification",
         license="apache-2.0",
         tags=["vision-transformer", "vit", "vit_scratch", "custom_code"] if own else ["vit-scratch"],
         datasets=[name] if on_hub else None,
@@ -253,22 +263,26 @@ def card_text(folder: str | os.PathLike, repo_id: str | None = None, revision: s
     dataset = record.get("dataset")
     model_name = (repo_id or "").split("/")[-1] or f"vit-scratch-{public(dataset) if dataset else 'model'}"
     result_rows, class_rows = ([], []) if unmeasured else results(metrics)
-    labels = [str(label) for label in (config.get("id2label") or {}).values()]
+    pretraining = PRETRAINING in (config.get("architectures") or ())
+    if pretraining:  # its loss is the reconstruction's
+        result_rows = [(split, "reconstruction loss", value) for split, name, value in result_rows if "loss" in name]
+    labels = [] if pretraining else [str(label) for label in (config.get("id2label") or {}).values()]
     own = config.get("model_type") == "vit_scratch"
     options = (", trust_remote_code=True" if own else "") + (f', revision="{revision}"' if revision else "")
     present = [name for name in (RESULTS_FILE, RECORD_FILE, *FIGURES) if (folder / name).is_file()]
     card = ModelCard.from_template(
-        card_data(config, {} if unmeasured else metrics, dataset, model_name),
+        card_data(config, {} if unmeasured or pretraining else metrics, dataset, model_name, pretraining),
         template_path=str(TEMPLATE),
         model_name=escaped(model_name),
         model_type=escaped(config.get("model_type", "unknown")),
         own=own,
+        pretraining=pretraining,
         classes_cut=len(metrics.get("test_per_class_accuracy") or ()) > CLASSES_SHOWN,
         origin=origin(record, conversion),
         unmeasured=unmeasured,
         architecture=[
             (said, escaped(config[key]))
-            for key, said in ARCHITECTURE.items()
+            for key, said in (ARCHITECTURE | (DECODER if pretraining else {})).items()
             if key in config and (config[key] or key not in WHEN_SET)
         ],
         num_parameters=parameter_count(folder),
@@ -279,6 +293,7 @@ def card_text(folder: str | os.PathLike, repo_id: str | None = None, revision: s
         result_rows=result_rows,
         class_rows=class_rows,
         files=", ".join(f"`{name}`" for name in present),
+        reconstruction=(folder / "reconstruction.png").is_file() and not unmeasured,
         model_id=repo_id or "path/to/this/folder",
         load_options=options,
     )

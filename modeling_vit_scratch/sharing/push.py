@@ -7,8 +7,9 @@ Nothing is sent unless every step passes, in this order:
    pushable: the stage gets the package's model files, `auto_map` and its own processor;
 3. a stage (a temporary folder) gets the allow-list only: config, weights (resharded), processor, code, card, results,
    records and figures; nothing else of the folder is sent;
-4. the stage reloads, in a new process that can reach no token, through `AutoModelForImageClassification` with
-   `trust_remote_code=True`, to the same logits as the folder loaded here;
+4. the stage reloads, in a new process that can reach no token, through `AutoModelForImageClassification` (a masked
+   autoencoder's folder: `AutoModelForPreTraining`, with the same patches hidden) with `trust_remote_code=True`, to
+   the same logits as the folder loaded here;
 5. no staged file holds a token (`secrets.files_with_secrets`);
 6. one commit (`HfApi.create_commit`); files the Hub holds already are skipped by huggingface_hub, so running the same
    command again finishes a push cut short, or changes nothing.
@@ -28,9 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import transformers
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, constants, get_token
 from huggingface_hub.utils import validate_repo_id
-from transformers import AutoImageProcessor, AutoModelForImageClassification
+from transformers import AutoImageProcessor
 
 from .. import configuration_vit_scratch
 from ..configuration_vit_scratch import MODEL_FILES
@@ -60,13 +62,14 @@ RELOAD = """
 import sys
 sys.modules["modeling_vit_scratch"] = None  # as on a machine without the package: only the repo's own code runs
 import torch
-from transformers import AutoModelForImageClassification
-stage, inputs, outputs, threads = sys.argv[1:5]
+import transformers
+stage, inputs, outputs, threads, auto_class = sys.argv[1:6]
 torch.set_num_threads(int(threads))  # the same summation order as this process: the same logits, bit for bit
-model = AutoModelForImageClassification.from_pretrained(stage, trust_remote_code=True, use_safetensors=True).eval()
+model = getattr(transformers, auto_class).from_pretrained(stage, trust_remote_code=True, use_safetensors=True).eval()
 with torch.no_grad():
-    torch.save(model(pixel_values=torch.load(inputs)).logits, outputs)
+    torch.save(model(**torch.load(inputs)).logits, outputs)
 """
+PRETRAINING = "ViTScratchForPreTraining"  # a masked autoencoder's folder
 
 
 @dataclass
@@ -103,22 +106,42 @@ def processor_for(folder: Path, config) -> object | None:
     )
 
 
-def fixed_input(config) -> torch.Tensor:
-    """The same two images every time, shaped for the model."""
+def auto_class(config: dict) -> str:
+    """The Auto class a folder's model loads by: a masked autoencoder's, or an image classifier's."""
+    return (
+        "AutoModelForPreTraining"
+        if PRETRAINING in (config.get("architectures") or ())
+        else ("AutoModelForImageClassification")
+    )
+
+
+def fixed_input(config) -> dict[str, torch.Tensor]:
+    """The same two images every time, shaped for the model (and for a masked autoencoder, the patches it hides)."""
     size = config.image_size if isinstance(config.image_size, (list, tuple)) else (config.image_size,) * 2
-    return torch.randn(2, config.num_channels, *size, generator=torch.Generator().manual_seed(0))
+    generator = torch.Generator().manual_seed(0)
+    inputs = {"pixel_values": torch.randn(2, config.num_channels, *size, generator=generator)}
+    if PRETRAINING in (config.architectures or ()):
+        inputs["noise"] = torch.rand(2, config.grid_size[0] * config.grid_size[1], generator=generator)
+    return inputs
 
 
 def check_reload(model, stage: Path, scratch: Path) -> None:
     """The stage, loaded in a new process with no token in reach and with the repo's own code, gives the logits of
     `model` (the folder as loaded here), bit for bit."""
-    pixels = fixed_input(model.config).to(model.dtype)
+    inputs = fixed_input(model.config)
+    inputs["pixel_values"] = inputs["pixel_values"].to(model.dtype)
     with torch.no_grad():
-        expected = model(pixel_values=pixels).logits
-    torch.save(pixels, scratch / "inputs.pt")
+        expected = model(**inputs).logits
+    torch.save(inputs, scratch / "inputs.pt")
     (scratch / "home").mkdir()
     env = {**credential_free_env(scratch / "home"), "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(scratch / "code")}
-    arguments = [stage, scratch / "inputs.pt", scratch / "logits.pt", torch.get_num_threads()]
+    arguments = [
+        stage,
+        scratch / "inputs.pt",
+        scratch / "logits.pt",
+        torch.get_num_threads(),
+        auto_class(model.config.to_dict()),
+    ]
     ran = subprocess.run(
         [sys.executable, "-c", RELOAD, *map(str, arguments)],
         env=env,
@@ -150,7 +173,7 @@ def stage_folder(folder: Path, stage: Path, max_shard_size, allow_unmeasured_wei
             "metrics were not measured on them: retrain, or pass --allow_unmeasured_weights to push them with "
             "a card that reports no metrics"
         )
-    model = AutoModelForImageClassification.from_pretrained(folder, use_safetensors=True).eval()
+    model = getattr(transformers, auto_class(config)).from_pretrained(folder, use_safetensors=True).eval()
     model.save_pretrained(stage, max_shard_size=max_shard_size or "5GB")  # vit_scratch: its code and auto_map too
     if (processor := processor_for(folder, model.config)) is not None:
         processor.save_pretrained(stage)

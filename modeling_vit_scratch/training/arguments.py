@@ -36,6 +36,15 @@ class ModelArguments:
             "model from, or a saved folder / hub repo id to fine-tune."
         },
     )
+    objective: Literal["classification", "masked_image_modeling"] = field(
+        default="classification",
+        metadata={
+            "help": "'classification': learn the data set's classes; 'masked_image_modeling': pretrain the model on "
+            "every training image, whatever its labels (a folder of images without class sub-folders works), as a "
+            "masked autoencoder (He et al. 2021; the config's mask_ratio, decoder_* and norm_pix_loss), then "
+            "fine-tune it with --model OUTPUT_DIR. docs/training.md#few-labels-many-images."
+        },
+    )
     model_revision: str | None = field(
         default=None,
         metadata={

@@ -133,9 +133,9 @@ class AugmentBatch(nn.Module):
 
     @torch.no_grad()
     def forward(self, batch: dict) -> dict:
-        pixel_values, labels = batch["pixel_values"], batch["labels"]
+        pixel_values, labels = batch["pixel_values"], batch.get("labels")  # none for a pretraining model
         if self.augmentation is not None:
             pixel_values = self.augmentation(pixel_values)
         if self.mixing is not None:
             pixel_values, labels = self.mixing(pixel_values, labels)
-        return {**batch, "pixel_values": pixel_values, "labels": labels}
+        return {**batch, "pixel_values": pixel_values} | ({} if labels is None else {"labels": labels})

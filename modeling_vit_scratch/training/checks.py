@@ -22,7 +22,20 @@ SHOWN_CLASSES = 5
 
 
 def check_data(data, data_args) -> None:
-    """Refuse `data` (an `ImageData`) in one line when training on it cannot give a classifier of its classes."""
+    """Refuse `data` (an `ImageData`) in one line when training on it cannot give a classifier of its classes (read
+    for pretraining, `data.labelled` false: when its images do not decode)."""
+    held = {"validation": data.validation, "test": data.test}
+    splits = {**({} if data.streamed else {"train": data.train}), **held}
+    if data.labelled:
+        check_classes(data, held, splits)
+    total = sum(len(split) for split in splits.values())
+    decode = data_args.check_images if data_args.check_images is not None else total <= DECODE_UP_FRONT_MAX_IMAGES
+    for name, split in held.items() if data.streamed else splits.items():
+        check_images(split, name, decode or data.streamed)
+
+
+def check_classes(data, held: dict, splits: dict) -> None:
+    """At least two classes, no token in their names, every row labelled, every class held out present in train."""
     names = data.labels
     if leaked := [name for name in names if redact(str(name)) != str(name)]:  # names go into every config written
         raise UserError(
@@ -34,8 +47,6 @@ def check_data(data, data_args) -> None:
             f"the data set has {len(names)} class ({shown(names)}): a classifier needs at least two: add images of "
             "another class (an image folder: one sub-folder per class)"
         )
-    held = {"validation": data.validation, "test": data.test}
-    splits = {**({} if data.streamed else {"train": data.train}), **held}
     counts = {name: label_counts(split, name, len(names)) for name, split in splits.items()}
     if not data.streamed:
         missing = {
@@ -47,10 +58,6 @@ def check_data(data, data_args) -> None:
                 f"the held-out splits score {len(missing)} class(es) the train split has no image of ({shown_names}): "
                 "add training images of them, or remove them from the held-out splits"
             )
-    total = sum(len(split) for split in splits.values())
-    decode = data_args.check_images if data_args.check_images is not None else total <= DECODE_UP_FRONT_MAX_IMAGES
-    for name, split in held.items() if data.streamed else splits.items():
-        check_images(split, name, decode or data.streamed)
 
 
 def label_counts(split: Dataset, name: str, classes: int) -> np.ndarray:

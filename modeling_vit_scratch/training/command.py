@@ -16,6 +16,14 @@ def main(argv: list[str]) -> None:
     metrics = train(model_args, data_args, training_args, output_args)
     if training_args.process_index == 0 and speaks():
         folder = shown(training_args.output_dir)
+        if "test_accuracy" not in metrics:  # pretrained: a masked autoencoder
+            print(f"\nTest reconstruction loss {metrics['test_loss']:.4f} ({metrics['wall_time_seconds']:.0f} s).")
+            print(
+                f"Pretrained model saved in {folder}; fine-tune it on labelled images with\n"
+                f"  python scripts/train.py configs/train_small_images.json --model {folder} --dataset FOLDER "
+                "--output_dir OUT"
+            )
+            return
         print(f"\nTest accuracy {metrics['test_accuracy']:.4f} ({metrics['wall_time_seconds']:.0f} s).")
         print(f"Trained in {precision_words(training_precision(training_args), metrics.get('precision_choice'))}.")
         print(

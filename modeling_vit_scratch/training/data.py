@@ -48,6 +48,7 @@ DIGITS = "digits"
 IMAGE_COLUMN_NAMES = ("image", "img", "images", "picture", "pixel_values")
 LABEL_COLUMN_NAMES = ("label", "labels", "class", "fine_label", "target", "cls")  # cls: WebDataset
 SPLIT_ROLES = {alias: str(role) for role, aliases in SPLIT_KEYWORDS.items() for alias in aliases}  # datasets' table
+UNLABELLED = "image"  # the one class of a set read without its labels (pretraining)
 ONE_CHANNEL_MODES = ("1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "F", "La")
 
 
@@ -63,6 +64,7 @@ class ImageData:
     num_channels: int  # 1 (gray) or 3
     streamed: bool
     identity: str  # digest of the rows and labels: kept in checkpoints, compared on resume
+    labelled: bool = True  # False: read for pretraining, every image given the one class UNLABELLED
 
 
 def digits_dataset() -> DatasetDict:
@@ -167,16 +169,21 @@ def label_values(split) -> list:
     return list({row["label"] for row in split.select_columns(["label"])})
 
 
-def normalised(splits: dict, image_column: str | None, label_column: str | None, root: Path | None):
+def normalised(
+    splits: dict, image_column: str | None, label_column: str | None, root: Path | None, labelled: bool = True
+):
     """(splits with the columns `image` and `label` (ClassLabel), the class names). The train split's classes are
     the model's: a ClassLabel's names (numbers in numerical order), else its integers or text values, sorted;
-    every other split's labels are read by name onto them."""
+    every other split's labels are read by name onto them. Not `labelled`: any labels are left unread and every
+    image is of the one class UNLABELLED."""
     train = splits["train"]
     if train.features is None:
         raise UserError(
             "the stream declares no columns: give a set with features (datasets writes them), or no --streaming"
         )
     image_column = find_column(train, image_column, "image", IMAGE_COLUMN_NAMES, ImageFeature)
+    if not labelled:
+        return {role: unlabelled(split, image_column, root) for role, split in splits.items()}, [UNLABELLED]
     label_column = find_column(train, label_column, "label", LABEL_COLUMN_NAMES, ClassLabel)
     given = train.features[label_column]
     if isinstance(given, ClassLabel):
@@ -188,23 +195,39 @@ def normalised(splits: dict, image_column: str | None, label_column: str | None,
     target = ClassLabel(names=names)
     out = {}
     for role, split in splits.items():
-        split = split.select_columns([image_column, label_column])
-        renames = {old: new for old, new in ((image_column, "image"), (label_column, "label")) if old != new}
-        split = split.rename_columns(renames) if renames else split
-        image = split.features["image"]
-        if getattr(image, "dtype", "") in ("string", "large_string") and root is not None:  # paths inside the set
-            split = split.map(
-                lambda paths: {"image": [str(root / path) for path in paths]}, input_columns="image", batched=True
-            )
-        image = ImageFeature(decode=not isinstance(split, IterableDataset))  # a stream decodes as it trains
-        split = split.cast_column("image", image) if split.features["image"] != image else split
+        split = image_column_of(split.select_columns([image_column, label_column]), image_column, root, label_column)
         out[role] = split.map(
             relabel(split.features["label"], names, role),
             input_columns="label",
             batched=True,
-            features=Features(image=image, label=target),
+            features=Features(image=split.features["image"], label=target),
         )
     return out, names
+
+
+def image_column_of(split, image_column: str, root: Path | None, label_column: str = "label"):
+    """`split` with its images in the column `image` (paths inside the set made whole; decoded when read, a stream's
+    as it trains) and its labels in `label`."""
+    renames = {old: new for old, new in ((image_column, "image"), (label_column, "label")) if old != new}
+    split = split.rename_columns(renames) if renames else split
+    image = split.features["image"]
+    if getattr(image, "dtype", "") in ("string", "large_string") and root is not None:  # paths inside the set
+        split = split.map(
+            lambda paths: {"image": [str(root / path) for path in paths]}, input_columns="image", batched=True
+        )
+    image = ImageFeature(decode=not isinstance(split, IterableDataset))  # a stream decodes as it trains
+    return split.cast_column("image", image) if split.features["image"] != image else split
+
+
+def unlabelled(split, image_column: str, root: Path | None):
+    """`split`'s images alone, each of the class UNLABELLED (label 0): what pretraining reads, whatever the labels."""
+    split = split.select_columns([image_column])
+    features = Features({image_column: split.features[image_column], "label": ClassLabel(names=[UNLABELLED])})
+    if isinstance(split, IterableDataset):
+        split = split.map(lambda row: {"label": 0}, features=features)
+    else:
+        split = split.add_column("label", [0] * len(split), feature=features["label"])
+    return image_column_of(split, image_column, root)
 
 
 def relabel(feature, names: list[str], role: str) -> Callable[[dict], dict]:
@@ -280,13 +303,13 @@ def channels(split, tries: int) -> int:
     return 3
 
 
-def read_data(data_args, training_args) -> ImageData:
+def read_data(data_args, training_args, labelled: bool = True) -> ImageData:
     """Read `data_args.dataset`, normalise, carve missing splits (stratified, `split_seed`), check: one line on bad
-    data (UserError)."""
+    data (UserError). Not `labelled`: the images alone (pretraining), see `normalised`."""
     path = Path(data_args.dataset).expanduser()
     root = path.resolve() if path.is_dir() else None
     splits = by_role(load_image_dataset(data_args.dataset, data_args.dataset_config, data_args.streaming))
-    splits, labels = normalised(splits, data_args.image_column, data_args.label_column, root)
+    splits, labels = normalised(splits, data_args.image_column, data_args.label_column, root, labelled)
     if data_args.streaming:
         splits = held_out_splits(splits, data_args, root)
     else:
@@ -311,6 +334,7 @@ def read_data(data_args, training_args) -> ImageData:
         num_channels=num_channels,
         streamed=data_args.streaming,
         identity=identity(splits, labels, root),
+        labelled=labelled,
     )
     check_data(data, data_args)
     return data

@@ -2,8 +2,10 @@
 Hub repo (fine-tuning, read through `sources`: a checked folder, safetensors only, no foreign code).
 
 A new model takes the data's labels, and its channels unless its file or `--config_overrides` names them. A saved
-model keeps its body; a new label set gets new heads, initialised afresh. With `--teacher` a new model gets a
-distillation token (and its second head); a saved one must have it.
+model keeps its body; a new label set gets new heads, initialised afresh (a pretraining folder's encoder becomes a
+classifier's body, its decoder left out). With `--teacher` a new model gets a distillation token (and its second
+head); a saved one must have it. With `--objective masked_image_modeling` the model is a masked autoencoder
+(`ViTScratchForPreTraining`), new or from a saved vit_scratch folder.
 """
 
 import dataclasses
@@ -15,17 +17,19 @@ from pathlib import Path
 from torch import nn
 from transformers import AutoConfig, AutoModelForImageClassification, PreTrainedConfig
 
-from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig, to_pair
+from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig
 from modeling_vit_scratch.errors import UserError, check_fits
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.modeling_vit_scratch import (
     ViTScratchForImageClassification,
     ViTScratchForImageClassificationWithTeacher,
+    ViTScratchForPreTraining,
 )
 from modeling_vit_scratch.secrets import shown
 from modeling_vit_scratch.sources import check_model_folder, is_local, read_json, resolve
 
 HEADS = ("classifier", "distillation_classifier")
+PRETRAINING = "masked_image_modeling"  # the --objective that pretrains
 
 
 @dataclass
@@ -105,6 +109,14 @@ def model_plan(args) -> ModelPlan:
         folder = resolve(args.model, revision=args.model_revision)
         check_model_folder(folder, trust_option=None)  # training runs the package's code only
         plan = ModelPlan(AutoConfig.from_pretrained(folder, trust_remote_code=False), folder)
+    if args.objective == PRETRAINING:
+        if args.teacher:
+            raise UserError("--teacher distils labels, which masked image modelling does not learn: drop --teacher")
+        if not isinstance(plan.config, ViTScratchConfig):
+            raise UserError(
+                f"--objective {PRETRAINING} pretrains vit_scratch models, and --model {shown(args.model)} is a "
+                f"{plan.config.model_type}: give a preset, a vit_scratch architecture file or folder"
+            )
     if args.teacher:
         if plan.folder is None and isinstance(plan.config, ViTScratchConfig):
             plan.config.distillation_token = True
@@ -122,9 +134,8 @@ def check_memory(config: PreTrainedConfig, batch_size: int) -> None:
     if not isinstance(config, ViTScratchConfig):
         return
     hidden, layers, heads = config.hidden_size, config.num_hidden_layers, config.num_attention_heads
-    height, width = to_pair(config.image_size)
-    patch_height, patch_width = to_pair(config.patch_size)
-    tokens = (height // patch_height) * (width // patch_width) + 2
+    rows, columns = config.grid_size  # a stem's cells, or the patches of the image
+    tokens = rows * columns + 2
     parameters = layers * (4 * hidden * hidden + 2 * hidden * config.intermediate_size)
     activations = batch_size * layers * (16 * tokens * hidden + 3 * heads * tokens * tokens)
     check_fits(
@@ -134,11 +145,19 @@ def check_memory(config: PreTrainedConfig, batch_size: int) -> None:
     )
 
 
-def build_model(plan: ModelPlan, labels: list[str], num_channels: int, attn_implementation: str | None = None):
+def build_model(
+    plan: ModelPlan,
+    labels: list[str],
+    num_channels: int,
+    attn_implementation: str | None = None,
+    objective: str = "classification",
+):
     """(model, processor) for the data's `labels` and `num_channels`: new, or the saved one with new heads where
-    its labels differ."""
+    its labels differ; for `objective` PRETRAINING, a masked autoencoder (the labels unused)."""
     id2label = dict(enumerate(labels))
     kernel = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    if objective == PRETRAINING:
+        return pretraining_model(plan, num_channels, kernel)
     label2id = {name: index for index, name in id2label.items()}
     config = plan.config
     if plan.folder is not None:
@@ -171,3 +190,20 @@ def build_model(plan: ModelPlan, labels: list[str], num_channels: int, attn_impl
         ViTScratchForImageClassificationWithTeacher if config.distillation_token else ViTScratchForImageClassification
     )
     return classifier._from_config(config, **kernel), ViTScratchImageProcessor.for_config(config)
+
+
+def pretraining_model(plan: ModelPlan, num_channels: int, kernel: dict):
+    """(masked autoencoder, processor): new at the data's channels, or from a saved vit_scratch folder (a
+    pretraining folder continues whole; a classifier's body gets a new decoder)."""
+    if plan.folder is not None:
+        model = ViTScratchForPreTraining.from_pretrained(
+            plan.folder, use_safetensors=True, trust_remote_code=False, **kernel
+        )
+        if (plan.folder / "preprocessor_config.json").is_file():
+            return model, ViTScratchImageProcessor.from_pretrained(plan.folder)
+        return model, ViTScratchImageProcessor.for_config(model.config)
+    if not plan.channels_given:
+        plan.config.num_channels = num_channels
+    return ViTScratchForPreTraining._from_config(plan.config, **kernel), ViTScratchImageProcessor.for_config(
+        plan.config
+    )

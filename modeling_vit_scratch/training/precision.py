@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch import nn
 from transformers import TrainerCallback
 
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # /proc/cpuinfo flags of bf16 instructions: x86's, then Arm's
@@ -44,8 +45,9 @@ def training_steps_seconds(model, images: torch.Tensor, labels: torch.Tensor, st
     started = time.perf_counter()
     for _ in range(steps):
         with torch.autocast(images.device.type, dtype=torch.bfloat16, enabled=bf16):
-            logits = model(images).logits
-        torch.nn.functional.cross_entropy(logits.float(), labels).backward()
+            output = model(images)
+        loss = output.loss if output.loss is not None else nn.functional.cross_entropy(output.logits.float(), labels)
+        loss.backward()  # a classifier's cross-entropy, or a pretraining model's own loss
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     synchronize(images.device)

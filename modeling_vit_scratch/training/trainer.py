@@ -14,7 +14,7 @@ import os
 import shlex
 import sys
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +23,10 @@ from safetensors import safe_open
 from transformers import Trainer, TrainerCallback, set_seed
 
 from modeling_vit_scratch.errors import UserError, describe, on_interrupt
+from modeling_vit_scratch.explanation.figures import plot_reconstructions
+from modeling_vit_scratch.explanation.reconstruction import RECONSTRUCTION_FILE, Reconstructions, reconstructions
 from modeling_vit_scratch.folders import LOCK, MARKER, OutputFolder, ours, remove_entry
+from modeling_vit_scratch.modeling_vit_scratch import ViTScratchForPreTraining
 from modeling_vit_scratch.secrets import shown
 from modeling_vit_scratch.sharing.card import write_card
 from modeling_vit_scratch.sharing.push import check_target, push_folder
@@ -34,7 +37,7 @@ from modeling_vit_scratch.training.data import model_inputs, read_data
 from modeling_vit_scratch.training.distillation import distillation_text, load_teacher
 from modeling_vit_scratch.training.ema import WeightAverage, copy_parameters, ema_text
 from modeling_vit_scratch.training.layer_decay import layer_decay_optimizer, layer_decay_text
-from modeling_vit_scratch.training.model_source import build_model, check_memory, model_plan
+from modeling_vit_scratch.training.model_source import PRETRAINING, build_model, check_memory, model_plan
 from modeling_vit_scratch.training.policies import augmentation_policy
 from modeling_vit_scratch.training.precision import KeepPrecisionChoice, choose_bf16, precision_words
 from modeling_vit_scratch.training.record import training_record, write_results
@@ -48,6 +51,7 @@ REPLACED = (
     "model-*-of-*.safetensors",
     "confusion_matrix.png",
     "conversion_record.json",
+    RECONSTRUCTION_FILE,
 )
 
 
@@ -71,7 +75,11 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
         raise UserError(f"--output_dir {shown(output_dir)} holds the checkpoints of an earlier run: pass {FIX}")
     plan = model_plan(model_args)  # every error of the model arguments, before any data is read
     check_memory(plan.config, training_args.per_device_train_batch_size)
-    augmentation_policy(data_args, training_args)  # a bad augmentation setting, before any data is read
+    pretraining = model_args.objective == PRETRAINING
+    if augmentation_policy(data_args, training_args).mixes and pretraining:  # a bad setting, before any data is read
+        raise UserError("--mixup and --cutmix mix labels, which masked image modelling has none of: set them to 0")
+    if pretraining:  # the model scores itself: its loss is the evaluation
+        training_args.label_names, training_args.prediction_loss_only = ["pixel_values"], True
     hub_token, training_args.hub_token = training_args.hub_token, None  # the Trainer pickles its arguments
     push, training_args.push_to_hub = training_args.push_to_hub, False  # pushed below, through the sharing gate
     repo_id = training_args.hub_model_id or output_dir.name
@@ -83,9 +91,11 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
         set_seed(training_args.seed)  # before the model is built: the initial weights follow --seed
         training_args.resume_from_checkpoint = checkpoint  # the resolved path (or None) for the data's callbacks
         reading = time.time()
-        data = read_data(data_args, training_args)
+        data = read_data(data_args, training_args, labelled=not pretraining)
         legs = resumed_legs(checkpoint, data.identity)
-        model, processor = build_model(plan, data.labels, data.num_channels, model_args.attn_implementation)
+        model, processor = build_model(
+            plan, data.labels, data.num_channels, model_args.attn_implementation, model_args.objective
+        )
         check_same_model(checkpoint, model)
         inputs = model_inputs(data, processor, data_args, training_args, checkpoint)
         prepared = round(time.time() - reading, 1)  # reading, checking and processing the images
@@ -102,7 +112,7 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
             train_dataset=inputs.train,
             eval_dataset=inputs.validation,
             processing_class=processor,
-            compute_metrics=accuracy_metrics(inputs.validation_views),
+            compute_metrics=None if pretraining else accuracy_metrics(inputs.validation_views),
             compute_loss_func=inputs.compute_loss,
             callbacks=[*inputs.callbacks, KeepRun(data.identity, [*legs, {"command": command}])],
             teacher=load_teacher(model_args, processor, data.labels) if model_args.teacher else None,
@@ -124,15 +134,20 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
             print(f"Output folder: {os.path.abspath(output_dir)}")
         result = trainer.train(resume_from_checkpoint=checkpoint)
         metrics = {**result.metrics, **trainer.evaluate(metric_key_prefix="eval")}
-        trainer.compute_metrics = accuracy_metrics(inputs.test_views)
+        trainer.compute_metrics = None if pretraining else accuracy_metrics(inputs.test_views)
         test = trainer.predict(inputs.test, metric_key_prefix="test")
         trainer.log(test.metrics)
-        probabilities, labels = by_image(test.predictions, test.label_ids, inputs.test_views)
+        pictures = None
+        if pretraining:  # on every process: a sharded model's forward takes them all
+            examples = torch.stack([inputs.test[index]["pixel_values"] for index in range(min(6, len(inputs.test)))])
+            pictures = reconstructions(trainer.model, examples.to(training_args.device), processor, training_args.seed)
+        else:
+            probabilities, labels = by_image(test.predictions, test.label_ids, inputs.test_views)
+            metrics.update(class_metrics(probabilities, labels, dict(enumerate(data.labels)), prefix="test"))
         total_batch = training_args.per_device_train_batch_size * training_args.world_size
         total_batch *= training_args.gradient_accumulation_steps
         metrics.update(
             test.metrics,
-            **class_metrics(probabilities, labels, dict(enumerate(data.labels)), prefix="test"),
             num_parameters=trainer.model.num_parameters(),
             world_size=training_args.world_size,
             total_train_batch_size=total_batch,
@@ -144,6 +159,7 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
         metrics.update({"precision_choice": choice} if choice else {})
         metrics.update({"ema_decay": model_args.ema_decay} if model_args.ema_decay is not None else {})
         notes = {
+            "objective": model_args.objective,
             "initial_weights": None if plan.folder is None else model_args.model,
             # a Hub snapshot's folder is named by the commit it holds: the revision resolved, whatever was typed
             "initial_weights_commit": None if plan.folder is None or is_local(model_args.model) else plan.folder.name,
@@ -160,7 +176,7 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
         splits = {name: len(split) for name in ("validation", "test") if (split := getattr(data, name)) is not None}
         splits["train"] = None if data.streamed else len(data.train)
         record = training_record(command, data_args.dataset, splits, training_args, metrics, notes)
-        save_folder(trainer, folder if main else None, metrics, record)
+        save_folder(trainer, folder if main else None, metrics, record, pictures)
     if push and main:
         try:
             result = push_folder(output_dir, repo_id, private=bool(training_args.hub_private_repo), token=hub_token)
@@ -175,9 +191,12 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
     return metrics
 
 
-def save_folder(trainer: Trainer, folder: OutputFolder | None, metrics: dict, record: dict) -> None:
+def save_folder(
+    trainer: Trainer, folder: OutputFolder | None, metrics: dict, record: dict, pictures: Reconstructions | None = None
+) -> None:
     """The model folder: weights (gathered from every process under FSDP), config, code, processor, metrics, record,
-    pictures and card, staged and published whole by the process holding `folder` (the others take part only)."""
+    pictures (a masked autoencoder's reconstructions too) and card, staged and published whole by the process holding
+    `folder` (the others take part only)."""
     if folder is None:
         trainer.save_model(trainer.args.output_dir)  # every process takes part; only process 0 writes
         return
@@ -185,6 +204,8 @@ def save_folder(trainer: Trainer, folder: OutputFolder | None, metrics: dict, re
         trainer.save_model(str(stage))
         (stage / "training_args.bin").unlink(missing_ok=True)  # pickled settings: no part of a model folder
         write_results(stage, metrics, record, trainer.state.log_history)
+        if pictures is not None:
+            plot_reconstructions(pictures, stage / RECONSTRUCTION_FILE)
         write_card(stage)
         folder.publish(stage, remove=REPLACED)
 
@@ -195,6 +216,7 @@ class ImageTrainer(Trainer):
 
     def __init__(self, *args, teacher=None, ema_decay=None, train_loader=None, augment=None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.pretraining = isinstance(self.model, ViTScratchForPreTraining)  # it reads pixels, scores itself
         self.augment = augment.to(self.args.device) if augment is not None else None
         self.train_loader = train_loader  # a stream's own loader: each process reads its own shards
         self.teacher = teacher.to(self.args.device) if teacher is not None else None
@@ -208,6 +230,10 @@ class ImageTrainer(Trainer):
             return super().get_train_dataloader()
         return self.train_loader(self._train_batch_size)
 
+    def _prepare_inputs(self, inputs):
+        inputs = super()._prepare_inputs(inputs)
+        return {"pixel_values": inputs["pixel_values"]} if self.pretraining else inputs
+
     def training_step(self, model, inputs, num_items_in_batch=None):
         if self.augment is not None:
             inputs = self.augment(self._prepare_inputs(inputs))
@@ -218,15 +244,25 @@ class ImageTrainer(Trainer):
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         return self.teacher.compute_loss(model, inputs, return_outputs, self.args.label_smoothing_factor)
 
-    def averaged(self):
-        return nullcontext() if self.average is None or self.holds_average else self.average.applied(self.model)
+    @contextmanager
+    def scored(self):
+        """Evaluation of the weights to score (the average, where one is kept); a masked autoencoder hides the same
+        patches at each evaluation (drawn from --seed), and training's random state is left as it was."""
+        average = self.average is not None and not self.holds_average
+        with self.average.applied(self.model) if average else nullcontext():
+            if not self.pretraining:
+                yield
+                return
+            with torch.random.fork_rng(devices=[self.args.device] if self.args.device.type == "cuda" else []):
+                torch.manual_seed(self.args.seed)
+                yield
 
     def evaluate(self, *args, **kwargs):
-        with self.averaged():
+        with self.scored():
             return super().evaluate(*args, **kwargs)
 
     def predict(self, *args, **kwargs):
-        with self.averaged():
+        with self.scored():
             return super().predict(*args, **kwargs)
 
     def train(self, resume_from_checkpoint=None, *args, **kwargs):

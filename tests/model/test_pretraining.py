@@ -124,16 +124,28 @@ def test_other_resolutions_embed_on_their_own_grid():
     assert torch.equal(model.decoder.position_embeddings_for((7, 6)), mae_position_table((7, 6), 20))
 
 
-@pytest.mark.parametrize(
-    "fields, kwargs, message",
-    [
-        ({"stem": "conv", "stem_channels": [8], "patch_size": 2}, {}, "stem='conv' would let the stem see"),
-        ({}, {"noise": torch.rand(2, 24)}, r"noise must have shape \(batch, num_patches\) = \(2, 25\)"),
-    ],
-)
-def test_a_stem_and_misshapen_noise_are_refused(fields, kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        ViTScratchForPreTraining(pretraining_config(**fields))(images(), **kwargs)
+def test_misshapen_noise_is_refused():
+    with pytest.raises(ValueError, match=r"noise must have shape \(batch, num_patches\) = \(2, 25\)"):
+        ViTScratchForPreTraining(pretraining_config())(images(), noise=torch.rand(2, 24))
+
+
+def test_with_a_stem_the_kept_tokens_never_see_a_hidden_pixel():
+    """A conv stem of stride 2 before patches of 2: 4x4-pixel cells, whose receptive fields cross cell borders. The
+    latent of the kept tokens is the same whatever the hidden cells hold, and the loss scores cells of 4x4 pixels."""
+    model = ViTScratchForPreTraining(pretraining_config(stem="conv", stem_channels=[8], patch_size=2)).eval()
+    pixels, noise = images(), noise_for()
+    hidden = model.masking.hidden(noise).reshape(2, 1, 5, 5).repeat_interleave(4, 2).repeat_interleave(4, 3)
+    changed = pixels + hidden * torch.randn_like(pixels) * 5
+    with torch.no_grad():
+        latent, mask, _ = model.encode(pixels, noise, False)
+        latent_changed, mask_changed, _ = model.encode(changed, noise, False)
+        output = model(pixels, noise=noise)
+    assert torch.equal(mask, mask_changed) and torch.equal(mask, model.masking.hidden(noise))
+    torch.testing.assert_close(latent_changed, latent, atol=1e-5, rtol=0)
+    assert output.logits.shape == (2, 25, 4 * 4 * 3) and output.loss.isfinite()
+    visible = pixels + (1 - hidden) * torch.randn_like(pixels)  # a change where the stem may look: the latent moves
+    with torch.no_grad():
+        assert not torch.allclose(model.encode(visible, noise, False)[0], latent, atol=1e-3)
 
 
 @pytest.mark.parametrize("position_embedding", ["learned", "sincos"])

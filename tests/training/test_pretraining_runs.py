@@ -1,0 +1,149 @@
+"""`scripts/train.py --objective masked_image_modeling` end to end, in this process: pretraining on a folder of images
+without labels writes a masked autoencoder's folder that the Auto classes load, resumes to the weights of a run never
+stopped, and a classifier fine-tuned with `--model` on it starts from its encoder."""
+
+import contextlib
+import io
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers import in_process, made_once, tiny_model_file, write_imagefolder
+from hub_server import TOKEN, USER, local_hub  # noqa: F401  (local_hub is a fixture)
+from PIL import Image
+from safetensors.torch import load_file
+from test_training import train_args
+from transformers import AutoModelForPreTraining
+
+from modeling_vit_scratch.explanation.prediction import explain_image
+from modeling_vit_scratch.training.command import main
+
+DECODER = '{"decoder_hidden_size": 8, "decoder_num_hidden_layers": 1, "decoder_num_attention_heads": 2, "decoder_intermediate_size": 16}'
+
+
+def pretrain_args(data: Path, output: Path, model: str, *extra: str) -> list[str]:
+    return [
+        *train_args(data, output, model), "--objective", "masked_image_modeling", "--config_overrides", DECODER,
+        *extra,
+    ]  # fmt: skip
+
+
+def write_unlabelled(root: Path, count: int = 20) -> Path:
+    """A folder of images and nothing else: no class sub-folders."""
+    rng = np.random.default_rng(1)
+    root.mkdir(parents=True)
+    for index in range(count):
+        Image.fromarray(rng.integers(0, 255, (10, 12, 3), dtype=np.uint8)).save(root / f"{index:03}.png")
+    return root
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory) -> tuple[Path, str, Path]:
+    """A pretraining run's folder on unlabelled images, what it printed, and a labelled folder to fine-tune on."""
+
+    def make(folder: Path) -> None:
+        data, model = write_unlabelled(folder / "unlabelled"), tiny_model_file(folder)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            main(pretrain_args(data, folder / "run", model))
+        (folder / "printed.txt").write_text(out.getvalue())
+        write_imagefolder(folder / "labelled", per_class=8)
+
+    folder = made_once(tmp_path_factory, "pretrained", make)
+    return folder / "run", (folder / "printed.txt").read_text(), folder / "labelled"
+
+
+def test_pretraining_on_images_without_labels_writes_a_masked_autoencoder_the_auto_class_loads(pretrained):
+    folder, printed, _ = pretrained
+    model = AutoModelForPreTraining.from_pretrained(folder, trust_remote_code=True)
+    assert type(model).__name__ == "ViTScratchForPreTraining" and model.config.decoder_hidden_size == 8
+    results = json.loads((folder / "all_results.json").read_text())
+    assert np.isfinite(results["test_loss"]) and np.isfinite(results["eval_loss"]) and "test_accuracy" not in results
+    record = json.loads((folder / "training_record.json").read_text())
+    assert record["objective"] == "masked_image_modeling" and record["finished_at_step"] == 2
+    assert (folder / "README.md").is_file() and (folder / "training_curves.png").is_file()
+    assert "reconstruction loss" in printed and f"--model {folder}" in printed
+
+
+def test_a_classifier_fine_tuned_from_it_starts_from_its_encoder(tmp_path, pretrained):
+    folder, _, labelled = pretrained
+    encoder = {
+        name: tensor for name, tensor in load_file(folder / "model.safetensors").items() if name.startswith("vit.")
+    }
+    out = tmp_path / "classifier"
+    main(train_args(labelled, out, str(folder), "--learning_rate", "1e-12", "--weight_decay", "0"))
+    tuned = load_file(out / "model.safetensors")
+    assert not any(name.startswith("decoder") for name in tuned) and tuned["classifier.weight"].shape[0] == 3
+    for name, tensor in encoder.items():
+        torch.testing.assert_close(tuned[name], tensor, atol=1e-6, rtol=0)
+    record = json.loads((out / "training_record.json").read_text())
+    assert record["initial_weights"] == str(folder) and record["objective"] == "classification"
+    assert "starting from the weights of run" in (out / "README.md").read_text()
+
+
+def test_a_stopped_pretraining_run_resumes_to_the_weights_of_one_never_stopped(tmp_path, pretrained):
+    """Masks and augmentation are drawn in the training step: a resumed run draws what an unstopped one does. The
+    labelled folder's labels are not read."""
+    labelled, model = pretrained[2], tiny_model_file(tmp_path)
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    main([*pretrain_args(labelled, whole, model), "--max_steps", "3"])
+    stopped.mkdir()
+    shutil.copy(whole / ".vit-scratch-output", stopped)
+    shutil.copytree(whole / "checkpoint-2", stopped / "checkpoint-2")
+    main([*pretrain_args(labelled, stopped, model, "--resume_from_checkpoint", "true"), "--max_steps", "3"])
+    resumed, uninterrupted = load_file(stopped / "model.safetensors"), load_file(whole / "model.safetensors")
+    assert resumed.keys() == uninterrupted.keys()
+    for name in uninterrupted:
+        torch.testing.assert_close(resumed[name], uninterrupted[name])
+
+
+@pytest.mark.parametrize("extra", [["--mixup", "0.5"], ["--teacher", "some/teacher"]], ids=["mixup", "teacher"])
+def test_what_needs_labels_is_refused_before_any_work(tmp_path, pretrained, extra):
+    line = in_process(main, *pretrain_args(pretrained[2], tmp_path / "out", tiny_model_file(tmp_path), *extra))
+    assert isinstance(line, str) and line.startswith("error: ") and extra[0] in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_explain_draws_its_reconstruction_and_the_encoders_maps(tmp_path, pretrained):
+    folder, _, labelled = pretrained
+    image = next((labelled / "cat").iterdir())
+    found = explain_image(model=str(folder), image=str(image), out=str(tmp_path / "explained"))
+    names = {path.name for path in found.written}
+    assert {"reconstruction.png", "attention_rollout.png", "token_norms.png"} <= names
+    assert not found.ranking and np.isfinite(found.reconstruction_loss)
+
+
+def test_its_card_describes_an_encoder_to_fine_tune_with_its_reconstructions(pretrained):
+    card = (pretrained[0] / "README.md").read_text()
+    assert "masked autoencoder" in card.lower() and "AutoModelForPreTraining" in card
+    assert "](reconstruction.png)" in card and (pretrained[0] / "reconstruction.png").is_file()
+    assert "| classes |" not in card and "pipeline_tag" not in card and "reconstruction loss" in card
+
+
+@pytest.mark.integration
+def test_it_pushes_and_reloads_from_the_hub_without_the_package(tmp_path, pretrained, local_hub):  # noqa: F811
+    folder = pretrained[0]
+    pushed = local_hub.run(
+        "scripts/push_to_hub.py", str(folder), f"{USER}/pretrained", hf_home=tmp_path / "push", env={"HF_TOKEN": TOKEN}
+    )
+    assert pushed.returncode == 0, pushed.stderr[-2000:]
+    files = local_hub.files(f"{USER}/pretrained")
+    assert {"model.safetensors", "reconstruction.png", "modeling_vit_scratch.py", "README.md"} <= files.keys()
+    script = tmp_path / "reload.py"
+    script.write_text(RELOAD)
+    loaded = local_hub.run(script, f"{USER}/pretrained", hf_home=tmp_path / "load")
+    assert loaded.returncode == 0 and "ViTScratchForPreTraining transformers_modules" in loaded.stdout, loaded.stderr
+
+
+RELOAD = """
+import sys
+sys.modules["modeling_vit_scratch"] = None  # the package is absent: the repo's own code is what runs
+import torch
+from transformers import AutoModelForPreTraining
+model = AutoModelForPreTraining.from_pretrained(sys.argv[1], trust_remote_code=True)
+assert torch.isfinite(model(torch.randn(2, 3, 8, 8)).loss)
+print(type(model).__name__, type(model).__module__.split(".")[0])
+"""
