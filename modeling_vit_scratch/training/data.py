@@ -15,6 +15,7 @@ views, and for a stream its position in every checkpoint. Training glue, never i
 import hashlib
 import itertools
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -254,14 +255,18 @@ def relabel(feature, names: list[str], role: str) -> Callable[[dict], dict]:
 
 def carved(splits: dict, data_args) -> dict:
     """`splits` with a missing test split, then a missing validation split, carved from train: stratified, seeded
-    by `--split_seed`, so test images are never used for model selection."""
+    by `--split_seed`, so test images are never used for model selection; a fraction too small to hold every class
+    (a few labelled images of many classes) is raised to one image of each."""
     for role in ("test", "validation"):
         if role in splits:
             continue
-        fraction = getattr(data_args, f"{role}_fraction")
+        fraction, train = getattr(data_args, f"{role}_fraction"), splits["train"]
+        size = max(math.ceil(fraction * len(train)), len(train.features["label"].names)) if fraction else 0
         try:
-            parts = splits["train"].train_test_split(
-                test_size=fraction, seed=data_args.split_seed, stratify_by_column="label"
+            parts = train.train_test_split(
+                test_size=size if 0 < size < len(train) else fraction,  # else datasets names what does not fit
+                seed=data_args.split_seed,
+                stratify_by_column="label",
             )
         except ValueError as error:
             raise UserError(

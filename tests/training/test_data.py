@@ -275,8 +275,16 @@ def test_carved_splits_are_stratified_and_fixed_by_the_split_seed(split_seed, fr
 
 
 def test_a_carve_out_too_small_for_every_class_is_refused_naming_the_fraction(tmp_path):
-    root = saved(tmp_path, {"train": {"label": ["a", "b"] * 2}})
+    root = saved(tmp_path, {"train": {"label": ["a", "b", "a"]}})  # a test image of each class leaves one to train
     assert "--test_fraction" in refused(root)
+
+
+def test_a_fraction_below_one_image_a_class_carves_one_of_each(tmp_path):
+    """A tenth of the labels of many classes: 2% of 24 images is one image, where every class needs one."""
+    data = read(
+        saved(tmp_path, {"train": {"label": ["a", "b", "c"] * 8}}), validation_fraction=0.02, test_fraction=0.02
+    )
+    assert sorted(data.validation["label"]) == sorted(data.test["label"]) == [0, 1, 2] and len(data.train) == 18
 
 
 def test_max_train_samples_keeps_that_many_training_rows():
