@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import PROCESS_TIMEOUT, REPO
+from helpers import PROCESS_TIMEOUT, REPO, one_by_default
 from PIL import Image
 
 from modeling_vit_scratch import cli
@@ -55,11 +55,13 @@ def test_each_command_answers_help_with_its_own_name(name):
 @pytest.mark.integration
 @pytest.mark.parametrize(
     "endpoint, entry",
-    [
-        ("http://[", [str(REPO / "scripts" / "explain.py")]),  # huggingface_hub cannot parse it as it is imported
-        ("notaurl", [str(REPO / "scripts" / "explain.py")]),  # the Hub client refuses it at the first request
-        ("notaurl", ["-m", "modeling_vit_scratch.cli", "explain"]),
-    ],
+    one_by_default(
+        [
+            ("http://[", [str(REPO / "scripts" / "explain.py")]),  # huggingface_hub cannot parse it as it is imported
+            ("notaurl", [str(REPO / "scripts" / "explain.py")]),  # the Hub client refuses it at the first request
+            ("notaurl", ["-m", "modeling_vit_scratch.cli", "explain"]),
+        ]
+    ),
 )
 def test_an_hf_endpoint_that_is_no_url_is_one_line_naming_it_and_the_fix(tmp_path, endpoint, entry):
     Image.new("RGB", (8, 8)).save(tmp_path / "in.png")

@@ -235,6 +235,7 @@ def test_a_truncated_image_is_refused_when_decoded_and_passes_a_header_check(fol
 
 
 @pytest.mark.integration
+@pytest.mark.slow  # a new process
 def test_a_hub_data_set_the_hub_does_not_give_is_one_line_naming_the_hub_and_the_fix(tmp_path, local_hub):  # noqa: F811
     args = ["--model", tiny_model_file(tmp_path), "--dataset", "nobody/noset", "--output_dir", tmp_path / "out"]
     ran = local_hub.run(REPO / "scripts" / "train.py", *args, hf_home=tmp_path / "home")  # it serves no data sets

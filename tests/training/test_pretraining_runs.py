@@ -123,6 +123,7 @@ def test_its_card_describes_an_encoder_to_fine_tune_with_its_reconstructions(pre
     assert "| classes |" not in card and "pipeline_tag" not in card and "reconstruction loss" in card
 
 
+@pytest.mark.slow  # three new processes
 @pytest.mark.integration
 def test_it_pushes_and_reloads_from_the_hub_without_the_package(tmp_path, pretrained, local_hub):  # noqa: F811
     folder = pretrained[0]
