@@ -27,7 +27,8 @@ from modeling_vit_scratch.configuration_vit_scratch import ViTScratchConfig
 from modeling_vit_scratch.image_processing_vit_scratch import to_model_mode
 from modeling_vit_scratch.modeling_vit_scratch import ViTScratchForImageClassification
 from modeling_vit_scratch.training.augmentation import RandomShiftRotate
-from modeling_vit_scratch.training.data import IMAGE_COLUMN_NAMES, LABEL_COLUMN_NAMES, find_column, load_image_dataset
+from modeling_vit_scratch.training.columns import IMAGE_COLUMN_NAMES, LABEL_COLUMN_NAMES, find_column
+from modeling_vit_scratch.training.data import load_image_dataset
 
 REFERENCE_SIZE = dict(  # image_size and num_channels are the defaults; `train_plain` takes the set's
     image_size=28,

@@ -20,7 +20,8 @@ from PIL import Image
 
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.training.arguments import DataArguments
-from modeling_vit_scratch.training.data import in_order, read_data, read_image
+from modeling_vit_scratch.training.columns import in_order
+from modeling_vit_scratch.training.data import read_data, read_image
 
 CLASSES = ("cat", "dog", "fox")
 

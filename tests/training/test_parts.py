@@ -18,6 +18,7 @@ from transformers import EvalPrediction
 
 from modeling_vit_scratch import ViTScratchForImageClassification
 from modeling_vit_scratch.errors import UserError
+from modeling_vit_scratch.training.checkpoints import interrupted_line, last_checkpoint, resume_command
 from modeling_vit_scratch.training.class_metrics import class_metrics
 from modeling_vit_scratch.training.curves import plain_text, plot_confusion_matrix
 from modeling_vit_scratch.training.distillation import Distillation, Teacher, TeacherInputs
@@ -25,13 +26,7 @@ from modeling_vit_scratch.training.ema import AVERAGE_FILE, WeightAverage
 from modeling_vit_scratch.training.layer_decay import layer_decay_groups
 from modeling_vit_scratch.training.model_source import ModelPlan, build_model, check_memory, parse_overrides
 from modeling_vit_scratch.training.precision import PRECISION_CHOICE_FILE, choose_bf16, precision_words
-from modeling_vit_scratch.training.trainer import (
-    accuracy_metrics,
-    by_image,
-    interrupted_line,
-    last_checkpoint,
-    resume_command,
-)
+from modeling_vit_scratch.training.trainer import accuracy_metrics, by_image
 
 LOGITS = st.lists(st.floats(-20, 20, allow_nan=False), min_size=4, max_size=4)
 
