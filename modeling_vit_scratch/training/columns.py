@@ -107,7 +107,10 @@ def unlabelled(split, image_column: str, root: Path | None):
     """`split`'s images alone, each of the class UNLABELLED (label 0): what pretraining reads, whatever the labels."""
     split = split.select_columns([image_column])
     features = Features({image_column: split.features[image_column], "label": ClassLabel(names=[UNLABELLED])})
-    if isinstance(split, IterableDataset):
+    if isinstance(split, IterableDataset):  # a stream's rows stay undecoded through the map: it decodes as it trains
+        if isinstance(split.features[image_column], ImageFeature):
+            features[image_column] = ImageFeature(decode=False)
+            split = split.cast_column(image_column, features[image_column])
         split = split.map(lambda row: {"label": 0}, features=features)
     else:
         split = split.add_column("label", [0] * len(split), feature=features["label"])

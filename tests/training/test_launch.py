@@ -73,3 +73,23 @@ def test_push_to_hub_sends_the_trained_folder_through_the_gate(tmp_path, local_h
     files = local_hub.files(repo_id)
     assert {"model.safetensors", "config.json", "README.md", "training_record.json"} <= set(files)
     assert TOKEN not in done.stdout + done.stderr and all(TOKEN.encode() not in data for data in files.values())
+
+
+@pytest.mark.slow
+def test_two_processes_pretrain_one_masked_autoencoder_on_images_without_labels(tmp_path):
+    flat = tmp_path / "flat"
+    write_imagefolder(tmp_path / "images", per_class=8)
+    flat.mkdir()
+    for index, image in enumerate(sorted((tmp_path / "images").rglob("*.png"))):
+        image.rename(flat / f"{index:03}.png")
+    decoder = '{"decoder_hidden_size": 8, "decoder_num_hidden_layers": 1, "decoder_num_attention_heads": 2}'
+    extra = ["--objective", "masked_image_modeling", "--config_overrides", decoder, "--max_steps", "2"]
+    done = run_script(
+        *arguments(tmp_path, *extra)[:2], "--dataset", str(flat), *arguments(tmp_path, *extra)[4:], nproc=2
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "run" / "reconstruction.png").is_file()
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["architectures"] == ["ViTScratchForPreTraining"]
+    assert json.loads((tmp_path / "run" / "training_record.json").read_text())["world_size"] == 2
+    assert done.stdout.count("reconstruction loss") == 1

@@ -100,6 +100,14 @@ def test_a_stopped_pretraining_run_resumes_to_the_weights_of_one_never_stopped(t
         torch.testing.assert_close(resumed[name], uninterrupted[name])
 
 
+def test_a_stream_of_images_without_labels_pretrains(tmp_path, pretrained):
+    data = write_unlabelled(tmp_path / "flat")
+    args = pretrain_args(data, tmp_path / "run", tiny_model_file(tmp_path), "--streaming", "true")
+    main([*args, "--max_steps", "2", "--save_steps", "1"])
+    results = json.loads((tmp_path / "run" / "all_results.json").read_text())
+    assert np.isfinite(results["test_loss"]) and results["streamed_train_images"] >= 8
+
+
 @pytest.mark.parametrize("extra", [["--mixup", "0.5"], ["--teacher", "some/teacher"]], ids=["mixup", "teacher"])
 def test_what_needs_labels_is_refused_before_any_work(tmp_path, pretrained, extra):
     line = in_process(main, *pretrain_args(pretrained[2], tmp_path / "out", tiny_model_file(tmp_path), *extra))
