@@ -38,8 +38,8 @@ MEASURED = {
     "tiny224": ("vit-tiny-patch16-224", [8], 16, None),  # ViT-Ti/16
     "base224": ("vit-base-patch16-224", [1, 8], 16, None),  # ViT-B/16
     "r26s32_224": ("vit-small-r26-s32-224", [8], 8, "vit_small_r26_s32_224"),  # the paper's R26+S/32 hybrid
-    "dinov2_s14": ("dinov2-small-patch14-224", [8], 16, "vit_small_patch14_dinov2"),  # DINOv2-S/14 at 224
-    "dinov2_b14": ("dinov2-base-patch14-224", [8], 16, "vit_base_patch14_dinov2"),  # DINOv2-B/14 at 224
+    "dinov2_s14": ("dinov2-small-patch14-224", [8], 8, "vit_small_patch14_dinov2"),  # DINOv2-S/14 at 224
+    "dinov2_b14": ("dinov2-base-patch14-224", [8], 8, "vit_base_patch14_dinov2"),  # DINOv2-B/14 at 224
 }
 NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, drop_path_rate=0.0)  # as the others
 CONFIGS = {
