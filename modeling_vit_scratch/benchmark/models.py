@@ -1,20 +1,36 @@
 """What the benchmark measures: the configs (architectures of configs/models), each implementation built at them
 with random weights as a user gets it, the precisions, and a forward pass's FLOPs. transformers' ViT has no stem: a
-config with one (`digits`, `make train`'s model; the hybrid `r26s32_224`) is measured against timm alone."""
+config with one (`digits`, `make train`'s model; the hybrid `r26s32_224`) is measured against timm alone.
+
+A config with layer scale or registers (the DINOv2 shapes) is measured against transformers' Dinov2 classifier
+(`Dinov2ForImageClassification`, or its with-registers twin): the classifier that library builds on `Dinov2Model`,
+so that both sides run a loss and a backward through a head as our classifier does. Its head reads the class token
+and the mean patch token side by side (2 D inputs to ours' D, a negligible product), so its last block computes every
+token, where ours computes the class token alone (docs/performance.md). timm's side is the preset the config names
+(`vit_small_patch14_dinov2`: a head on the class token, as ours)."""
 
 import tempfile
 from functools import partial
 from pathlib import Path
 
 import torch
-from transformers import PreTrainedModel, TorchAoConfig, ViTConfig, ViTForImageClassification
+from transformers import (
+    Dinov2Config,
+    Dinov2ForImageClassification,
+    Dinov2WithRegistersConfig,
+    Dinov2WithRegistersForImageClassification,
+    PreTrainedModel,
+    TorchAoConfig,
+    ViTConfig,
+    ViTForImageClassification,
+)
 
 from ..configuration_vit_scratch import ViTScratchConfig
 from ..modeling_vit_scratch import ViTScratchForImageClassification
 from ..sources import read_json
 
 ARCHITECTURES = Path(__file__).resolve().parents[1] / "configs" / "models"  # shipped with the package
-# config -> (its architecture in configs/models, inference batch sizes, training batch, timm's model of a hybrid)
+# config -> (its architecture in configs/models, inference batch sizes, training batch, timm's preset of its shape)
 MEASURED = {
     "digits": ("model_digits_convstem", [256], 64, None),
     "digits-plain": ("model_digits", [256], 256, None),
@@ -22,6 +38,8 @@ MEASURED = {
     "tiny224": ("vit-tiny-patch16-224", [8], 16, None),  # ViT-Ti/16
     "base224": ("vit-base-patch16-224", [1, 8], 16, None),  # ViT-B/16
     "r26s32_224": ("vit-small-r26-s32-224", [8], 8, "vit_small_r26_s32_224"),  # the paper's R26+S/32 hybrid
+    "dinov2_s14": ("dinov2-small-patch14-224", [8], 8, "vit_small_patch14_dinov2"),  # DINOv2-S/14 at 224
+    "dinov2_b14": ("dinov2-base-patch14-224", [8], 8, "vit_base_patch14_dinov2"),  # DINOv2-B/14 at 224
 }
 NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, drop_path_rate=0.0)  # as the others
 CONFIGS = {
@@ -62,13 +80,28 @@ def build(implementation: str, config: dict, dtype: torch.dtype | None = None):
         settings = ViTScratchConfig(**architecture(config), num_labels=NUM_LABELS, attn_implementation=kernel)
         return ViTScratchForImageClassification._from_config(settings, dtype=dtype)
     if name.startswith("transformers"):
-        settings = ViTConfig(**dims, num_labels=NUM_LABELS)
-        return ViTForImageClassification._from_config(settings, attn_implementation=name.split("-")[1], dtype=dtype)
+        model_class, settings = transformers_classifier(config, dims)
+        return model_class._from_config(settings, attn_implementation=name.split("-")[1], dtype=dtype)
     return build_timm(config, dims).to(dtype)
 
 
+def transformers_classifier(config: dict, dims: dict) -> tuple[type, PreTrainedModel]:
+    """transformers' classifier of `config`'s shape and its config: ViT's, or Dinov2's where the config has layer
+    scale or registers (Dinov2 takes a whole MLP ratio, and a layer scale of 1 stands for none: x * 1 is x)."""
+    registers, scale = config.get("num_register_tokens", 0), config.get("layerscale_value")
+    if scale is None and not registers:
+        return ViTForImageClassification, ViTConfig(**dims, num_labels=NUM_LABELS)
+    dims = {key: value for key, value in dims.items() if key != "intermediate_size"}
+    dims.update(mlp_ratio=config["intermediate_size"] // config["hidden_size"], layerscale_value=scale or 1.0)
+    if registers:
+        return Dinov2WithRegistersForImageClassification, Dinov2WithRegistersConfig(
+            **dims, num_register_tokens=registers, num_labels=NUM_LABELS
+        )
+    return Dinov2ForImageClassification, Dinov2Config(**dims, num_labels=NUM_LABELS)
+
+
 def build_timm(config: dict, dims: dict):
-    """timm's ViT (timm is optional: imported here only): its hybrid preset where the config names one; for a conv
+    """timm's ViT (timm is optional: imported here only): the preset the config names (a hybrid, DINOv2); for a conv
     stem, a ViT over timm's `ConvStem` (3x3 stride-2 convolutions, BatchNorm, ReLU; the last convolution projects);
     else its plain VisionTransformer."""
     import timm

@@ -11,6 +11,7 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from transformers import Dinov2ForImageClassification, Dinov2WithRegistersForImageClassification
 
 from modeling_vit_scratch.benchmark import command, end_to_end, measure, models, report
 
@@ -181,9 +182,10 @@ def test_unknown_values_are_argparse_errors_before_anything_runs(tmp_path, capsy
     assert list(tmp_path.iterdir()) == []
 
 
-def parameter_count(implementation: str, config_name: str) -> int:
+def parameter_count(implementation: str, config_name: str | dict) -> int:
+    config = models.CONFIGS[config_name] if isinstance(config_name, str) else config_name
     with torch.device("meta"):  # shapes only: base224 costs nothing to build
-        model = models.build(implementation, models.CONFIGS[config_name])
+        model = models.build(implementation, config)
     return sum(parameter.numel() for parameter in model.parameters())
 
 
@@ -193,6 +195,21 @@ def test_ours_and_transformers_are_built_with_the_same_hyper_parameters(config_n
     assert (
         ours == parameter_count("transformers-sdpa", config_name) == parameter_count("transformers-eager", config_name)
     )
+
+
+@pytest.mark.parametrize("registers", [0, 4])
+@pytest.mark.parametrize("config_name", ["dinov2_s14", "dinov2_b14"])
+def test_a_dinov2_shape_is_measured_against_transformers_dinov2_classifier(config_name, registers):
+    """Dinov2's classifier at the same hyper-parameters: ours' parameters, plus its mask token (D) and a head that
+    reads 2 D features (D x labels more)."""
+    config = dict(models.CONFIGS[config_name], num_register_tokens=registers)
+    with torch.device("meta"):
+        theirs = models.build("transformers-eager", config)
+    expected = Dinov2WithRegistersForImageClassification if registers else Dinov2ForImageClassification
+    assert type(theirs) is expected and theirs.config._attn_implementation == "eager"
+    assert theirs.config.layerscale_value == config["layerscale_value"] == 1e-5
+    extra = config["hidden_size"] * (1 + models.NUM_LABELS)
+    assert parameter_count("transformers-sdpa", config) == parameter_count("vit_scratch", config) + extra
 
 
 def test_a_hybrid_is_measured_against_timm_alone():

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import MODEL_FOLDER_FILES, made_once, tiny_model_file, write_imagefolder
+from helpers import MODEL_FOLDER_FILES, in_process, made_once, tiny_model_file, write_imagefolder
 from hub_server import TOKEN as HUB_TOKEN
 from hub_server import USER, local_hub  # noqa: F401  (local_hub is a fixture)
 from huggingface_hub import HfApi, constants
 from safetensors.torch import load_file, save_file
-from transformers import AutoModelForImageClassification
+from transformers import AutoModelForImageClassification, Dinov2WithRegistersConfig, Dinov2WithRegistersModel
 
+from modeling_vit_scratch.conversion.command import main as convert
 from modeling_vit_scratch.sharing import push
 from modeling_vit_scratch.training.command import main
 
@@ -263,3 +264,24 @@ def test_registers_and_layer_scale_from_config_overrides_train_save_and_reload(t
     assert saved["vit.layers.1.layer_scale2.lambda1"].shape == (24,)
     for name, parameter in model.state_dict().items():
         torch.testing.assert_close(parameter, saved[name], msg=name)
+
+
+def test_a_converted_dinov2_with_registers_fine_tunes_through_model(tmp_path, inputs):
+    """transformers' Dinov2WithRegistersModel (random weights, no head) converted, then fine-tuned on three classes:
+    the run keeps its registers and layer scale, learns a new head, and its folder reloads with every weight."""
+    sizes = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, patch_size=14, image_size=28)
+    source = Dinov2WithRegistersModel(Dinov2WithRegistersConfig(**sizes, num_register_tokens=2, layerscale_value=0.5))
+    source.save_pretrained(tmp_path / "source")
+    converted = tmp_path / "converted"
+    assert in_process(convert, "--from", "transformers", "--input", tmp_path / "source", "--output", converted) == 0
+    main(train_args(inputs[0], tmp_path / "run", str(converted)))
+    model, loading = AutoModelForImageClassification.from_pretrained(
+        tmp_path / "run", trust_remote_code=True, output_loading_info=True
+    )
+    assert not any(loading.values()), loading
+    assert model.config.num_register_tokens == 2 and model.config.layerscale_value == 0.5
+    assert sorted(model.config.id2label.values()) == ["cat", "dog", "fox"]
+    start, tuned = load_file(converted / "model.safetensors"), load_file(tmp_path / "run" / "model.safetensors")
+    assert tuned["classifier.weight"].shape == (3, 16)
+    for name in ("vit.embeddings.register_tokens", "vit.layers.1.layer_scale2.lambda1"):
+        assert tuned[name].shape == start[name].shape and not torch.equal(tuned[name], start[name]), name
