@@ -4,6 +4,7 @@
     python scripts/benchmark.py --configs digits tiny224 --rounds 5 --json results.json --min_speedup_vs_sdpa 1.0
     python scripts/benchmark.py --configs base224 --modes inference --dtype bfloat16 --int8
     python scripts/benchmark.py --configs tiny224 --implementations vit_scratch vit_scratch-compiled transformers-sdpa
+    python scripts/benchmark.py --configs mnist28 tiny224 --modes train pretrain --dtype float32
     python scripts/benchmark.py --end_to_end configs/train_digits.json --rounds 3 --max_end_to_end_ratio 1.25
 
 Each round measures every implementation and precision in a fresh process, their timed chunks interleaved; a ratio
@@ -59,7 +60,8 @@ def main_parser() -> argparse.ArgumentParser:
     names = ", ".join(ALL_IMPLEMENTATIONS)
     add("--implementations", nargs="+", choices=ALL_IMPLEMENTATIONS, metavar="NAME",
         help=f"of {names} (default: {' '.join(IMPLEMENTATIONS)}, timm where installed)")  # fmt: skip
-    add("--modes", nargs="+", default=list(MODES), choices=MODES)
+    add("--modes", nargs="+", default=["inference", "train"], choices=MODES,
+        help="pretrain: a training step of the masked autoencoder (default: inference train)")  # fmt: skip
     add("--dtype", type=dtypes, default=list(DTYPES), help="float32, bfloat16 or both (the default), comma-separated")
     add("--int8", action="store_true", help="also inference with int8 linear layers (torchao: the int8 extra)")
     add("--batch", type=count, nargs="+", help="inference batch sizes (default: each config's own)")

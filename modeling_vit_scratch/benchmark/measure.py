@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 from PIL import Image
+from torch.nn.functional import cross_entropy
 from transformers import AutoConfig, AutoImageProcessor, AutoModelForImageClassification
 
 from ..errors import UserError
@@ -75,15 +76,16 @@ def model_only_seconds(folder: str, steps: int, batch: int, bf16: bool) -> float
 
 
 def make_step(implementation: str, config: dict, mode: str, precision: str, batch: int, compiled: bool):
-    """One step at `config`: inference, or forward, loss, backward and AdamW; under bf16 autocast where asked."""
+    """One step at `config`: inference, or forward, loss, backward and AdamW (`pretrain`: the masked autoencoder's
+    own loss); under bf16 autocast where asked."""
     weights = torch.bfloat16 if precision == "bf16-weights" else None
-    model = models.build(implementation, config, weights)
-    model = (models.to_int8(model) if precision == models.INT8 else model).to(DEVICE).train(mode == "train")
+    model = models.build(implementation, config, weights, mode)
+    model = (models.to_int8(model) if precision == models.INT8 else model).to(DEVICE).train(mode != "inference")
     run = torch.compile(model) if compiled else model
     images = torch.randn(batch, config["num_channels"], config["image_size"], config["image_size"], dtype=weights)
     images, labels = images.to(DEVICE), torch.randint(0, models.NUM_LABELS, (batch,), device=DEVICE)
     autocast = torch.autocast(DEVICE.type, torch.bfloat16, enabled=precision == "bf16-autocast")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4) if mode == "train" else None
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4) if mode != "inference" else None
 
     def step():
         if optimizer is None:
@@ -91,7 +93,7 @@ def make_step(implementation: str, config: dict, mode: str, precision: str, batc
                 return run(images)
         with autocast:
             output = run(images)
-            loss = torch.nn.functional.cross_entropy(getattr(output, "logits", output), labels)
+            loss = output.loss if mode == "pretrain" else cross_entropy(getattr(output, "logits", output), labels)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -131,7 +133,7 @@ def serve(kind: str, *spec) -> None:
             answer(timed(step, steps_per_chunk))
         else:  # throughput at the fastest chunk, model FLOP/s (a training step: 3 passes' worth), peak memory
             seconds, peak_tflops = values
-            flops = models.forward_flops(config) * (1 if mode == "inference" else 3) * batch / seconds
+            flops = models.forward_flops(config, mode) * (1 if mode == "inference" else 3) * batch / seconds
             result = dict(images_per_second=batch / seconds, milliseconds_per_batch=1000 * seconds)
             result.update(peak_memory_mb=(peak_memory_bytes() - baseline) / 2**20, steps_per_chunk=steps_per_chunk)
             if DEVICE.type == "cuda":
@@ -215,7 +217,7 @@ def benchmark(args) -> list[dict]:
     rows = []
     for config_name, mode in ((config_name, mode) for config_name in args.configs for mode in args.modes):
         config = models.CONFIGS[config_name]
-        implementations = [name for name in args.implementations if models.builds(name, config)]
+        implementations = [name for name in args.implementations if models.builds(name, config, mode)]
         precisions = models.precisions_for(mode, args.dtype, args.int8)
         variants = [(name, precision) for precision in precisions for name in implementations]
         for batch in (args.batch or config["batch"]) if mode == "inference" else [config["train_batch"]]:

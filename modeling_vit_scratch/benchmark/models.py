@@ -2,6 +2,10 @@
 with random weights as a user gets it, the precisions, and a forward pass's FLOPs. transformers' ViT has no stem: a
 config with one (`digits`, `make train`'s model; the hybrid `r26s32_224`) is measured against timm alone.
 
+The `pretrain` mode trains the masked autoencoder (`ViTScratchForPreTraining`) against transformers'
+`ViTMAEForPreTraining`, with one decoder rule (`mae_fields`); timm has no MAE, and ViTMAE has no stem, no layer scale
+and no registers: such a config is measured for ours alone.
+
 A config with layer scale or registers (the DINOv2 shapes) is measured against transformers' Dinov2 classifier
 (`Dinov2ForImageClassification`, or its with-registers twin): the classifier that library builds on `Dinov2Model`,
 so that both sides run a loss and a backward through a head as our classifier does. Its head reads the class token
@@ -23,10 +27,12 @@ from transformers import (
     TorchAoConfig,
     ViTConfig,
     ViTForImageClassification,
+    ViTMAEConfig,
+    ViTMAEForPreTraining,
 )
 
 from ..configuration_vit_scratch import ViTScratchConfig
-from ..modeling_vit_scratch import ViTScratchForImageClassification
+from ..modeling_vit_scratch import ViTScratchForImageClassification, ViTScratchForPreTraining
 from ..sources import read_json
 
 ARCHITECTURES = Path(__file__).resolve().parents[1] / "configs" / "models"  # shipped with the package
@@ -54,11 +60,24 @@ ALL_IMPLEMENTATIONS = (*IMPLEMENTATIONS, "vit_scratch-eager")
 ALL_IMPLEMENTATIONS += tuple(name + COMPILED for name in ALL_IMPLEMENTATIONS)
 OURS, BASELINE = "vit_scratch", "transformers-sdpa"  # every ratio is against transformers' ViT as a user gets it
 PEERS = ("transformers-eager", "timm")  # the fastest of these, chunk by chunk, is the other bar
-MODES = ("inference", "train")
+MODES = ("inference", "train", "pretrain")  # pretrain: the masked autoencoder's training step
 # float32; bf16 autocast (float32 weights); weights loaded in bf16 (inference); int8 linear layers (inference, --int8)
 PRECISIONS, INT8 = ("float32", "bf16-autocast", "bf16-weights"), "int8"
 DTYPE_OF = {"float32": "float32", "bf16-autocast": "bfloat16", "bf16-weights": "bfloat16", INT8: "int8"}
 NUM_LABELS = 10
+MAE_FIELDS = ("mask_ratio", "norm_pix_loss", "decoder_hidden_size", "decoder_num_hidden_layers")
+MAE_FIELDS += ("decoder_num_attention_heads", "decoder_intermediate_size")  # ViTMAEConfig's names, as ours
+
+
+def mae_fields(config: dict) -> dict:
+    """The masked autoencoder's fields at `config` (the `pretrain` mode), the one decoder rule: below 224 pixels, the
+    small-images pretraining recipe's (a small decoder, as small data wants); at 224, MAE's own, our config's
+    defaults (512 wide, 8 blocks, 16 heads, a 2048 MLP)."""
+    if config["image_size"] < 224:
+        overrides = read_json(ARCHITECTURES.parent / "pretrain_small_images.json")["config_overrides"]
+        return {field: overrides[field] for field in MAE_FIELDS}
+    defaults = ViTScratchConfig()
+    return {field: getattr(defaults, field) for field in MAE_FIELDS}
 
 
 def architecture(config: dict) -> dict:
@@ -66,21 +85,32 @@ def architecture(config: dict) -> dict:
     return {key: value for key, value in config.items() if key not in ("batch", "train_batch", "timm_model")}
 
 
-def builds(implementation: str, config: dict) -> bool:
-    """Whether `implementation` has the architecture of `config`: transformers has no hybrid (a config with a stem)."""
-    return config.get("stem", "none") == "none" or not implementation.startswith("transformers")
+def builds(implementation: str, config: dict, mode: str = "inference") -> bool:
+    """Whether `implementation` has the architecture of `config` in `mode`: transformers has no hybrid (a config with
+    a stem); in `pretrain`, timm has no masked autoencoder, and ViTMAE no layer scale nor registers."""
+    plain = config.get("stem", "none") == "none"
+    if mode == "pretrain" and not implementation.startswith("vit_scratch"):
+        extras = config.get("num_register_tokens") or config.get("layerscale_value") is not None
+        return implementation.startswith("transformers") and plain and not extras
+    return plain or not implementation.startswith("transformers")
 
 
-def build(implementation: str, config: dict, dtype: torch.dtype | None = None):
-    """The model with random weights, in `dtype` as `from_pretrained(dtype=...)` loads it (None: float32)."""
-    name = implementation.removesuffix(COMPILED)
+def build(implementation: str, config: dict, dtype: torch.dtype | None = None, mode: str = "inference"):
+    """The model with random weights, in `dtype` as `from_pretrained(dtype=...)` loads it (None: float32): the
+    classifier, or in `pretrain` the masked autoencoder."""
+    name, pretrain = implementation.removesuffix(COMPILED), mode == "pretrain"
     dims = {key: config[key] for key in DIMENSIONS}
     if name.startswith("vit_scratch"):
         kernel = "eager" if name == "vit_scratch-eager" else None  # None: the model's default kernel
-        settings = ViTScratchConfig(**architecture(config), num_labels=NUM_LABELS, attn_implementation=kernel)
-        return ViTScratchForImageClassification._from_config(settings, dtype=dtype)
+        fields = dict(architecture(config), **(mae_fields(config) if pretrain else {}))
+        settings = ViTScratchConfig(**fields, num_labels=NUM_LABELS, attn_implementation=kernel)
+        model_class = ViTScratchForPreTraining if pretrain else ViTScratchForImageClassification
+        return model_class._from_config(settings, dtype=dtype)
     if name.startswith("transformers"):
-        model_class, settings = transformers_classifier(config, dims)
+        if pretrain:
+            model_class, settings = ViTMAEForPreTraining, ViTMAEConfig(**dims, **mae_fields(config))
+        else:
+            model_class, settings = transformers_classifier(config, dims)
         return model_class._from_config(settings, attn_implementation=name.split("-")[1], dtype=dtype)
     return build_timm(config, dims).to(dtype)
 
@@ -129,13 +159,25 @@ def stem_stride(config: dict) -> int:
     return ViTScratchConfig(**architecture(config)).stem_stride
 
 
-def forward_flops(config: dict) -> float:
-    """Matrix-multiply FLOPs of one forward pass for one image (2 per multiply-add), of the transformer: a hybrid's
-    stem convolutions are not counted, its projection is counted as if it read image channels."""
-    tokens = 1 + (config["image_size"] // (config["patch_size"] * stem_stride(config))) ** 2
-    dim, mlp, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
-    per_layer = 2 * tokens * (4 * dim * dim + 2 * dim * mlp) + 4 * tokens * tokens * dim
-    return layers * per_layer + 2 * (tokens - 1) * config["num_channels"] * config["patch_size"] ** 2 * dim
+def layer_flops(tokens: int, dim: int, mlp: int) -> float:
+    """Matrix-multiply FLOPs of one transformer block over `tokens` tokens (2 per multiply-add)."""
+    return 2 * tokens * (4 * dim * dim + 2 * dim * mlp) + 4 * tokens * tokens * dim
+
+
+def forward_flops(config: dict, mode: str = "inference") -> float:
+    """Matrix-multiply FLOPs of one forward pass for one image, of the transformer: a hybrid's stem convolutions are
+    not counted, its projection is counted as if it read image channels. In `pretrain`, the masked autoencoder's:
+    the encoder on the class token and the kept patches, the decoder on every patch, its pixel prediction."""
+    cell = config["patch_size"] * stem_stride(config)
+    patches, dim = (config["image_size"] // cell) ** 2, config["hidden_size"]
+    embedding = 2 * patches * config["num_channels"] * config["patch_size"] ** 2 * dim
+    if mode != "pretrain":
+        return config["num_hidden_layers"] * layer_flops(1 + patches, dim, config["intermediate_size"]) + embedding
+    mae = mae_fields(config)
+    kept, decoder = int(patches * (1 - mae["mask_ratio"])), mae["decoder_hidden_size"]
+    encoder = config["num_hidden_layers"] * layer_flops(1 + kept, dim, config["intermediate_size"]) + embedding
+    blocks = mae["decoder_num_hidden_layers"] * layer_flops(1 + patches, decoder, mae["decoder_intermediate_size"])
+    return encoder + 2 * (1 + kept) * dim * decoder + blocks + 2 * patches * decoder * config["num_channels"] * cell**2
 
 
 def precisions_for(mode: str, dtypes: list[str], int8: bool = False) -> list[str]:

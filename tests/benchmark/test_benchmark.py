@@ -78,6 +78,16 @@ def test_a_run_prints_the_table_and_writes_every_sample(tmp_path, capsys):
 
 
 @pytest.mark.usefixtures("no_processes")
+def test_pretraining_rows_sit_beside_the_training_rows_with_their_ratios(tmp_path, capsys):
+    output = tmp_path / "results.json"
+    assert run([*FAST_ARGS, "--modes", "train", "pretrain", "--json", str(output)]) == 0
+    rows = [(row["mode"], row["implementation"], row["ratio"]) for row in json.loads(output.read_text())["rows"]]
+    assert [mode for mode, _, _ in rows] == ["train"] * 3 + ["pretrain"] * 3
+    assert rows[3] == ("pretrain", "vit_scratch", pytest.approx(statistics.median([1.0 / 0.8, 1.1 / 0.9])))
+    assert "| digits-plain | pretrain | float32 | 256 | vit_scratch |" in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("no_processes")
 def test_a_bar_not_met_ends_with_a_non_zero_status_after_writing_the_results(tmp_path):
     output = tmp_path / "results.json"
     assert run([*FAST_ARGS, "--json", str(output), "--min_speedup_vs_sdpa", "1.5"]) != 0
@@ -212,10 +222,46 @@ def test_a_dinov2_shape_is_measured_against_transformers_dinov2_classifier(confi
     assert parameter_count("transformers-sdpa", config) == parameter_count("vit_scratch", config) + extra
 
 
-def test_a_hybrid_is_measured_against_timm_alone():
+def test_a_hybrid_is_measured_against_timm_alone_and_pretrained_alone():
+    """timm has no masked autoencoder; transformers' ViTMAE has no stem, no layer scale and no registers."""
+    built = lambda config, mode: [impl for impl in models.IMPLEMENTATIONS if models.builds(impl, config, mode)]
     for name in ("digits", "r26s32_224"):
-        config = models.CONFIGS[name]
-        assert [impl for impl in models.IMPLEMENTATIONS if models.builds(impl, config)] == ["vit_scratch", "timm"]
+        assert built(models.CONFIGS[name], "train") == ["vit_scratch", "timm"]
+        assert built(models.CONFIGS[name], "pretrain") == ["vit_scratch"]
+    assert built(models.CONFIGS["dinov2_s14"], "pretrain") == ["vit_scratch"]
+    assert built(models.CONFIGS["mnist28"], "pretrain") == ["vit_scratch", "transformers-sdpa", "transformers-eager"]
+
+
+@pytest.mark.parametrize("config_name", ["mnist28", "tiny224", "base224"])
+def test_ours_and_transformers_masked_autoencoders_have_the_same_hyper_parameters(config_name):
+    """The same parameters but ViTMAE's decoder position table, a frozen parameter where ours has a buffer; a small
+    decoder below 224 pixels, MAE's own at 224."""
+    config = models.CONFIGS[config_name]
+    with torch.device("meta"):
+        ours, theirs = (models.build(name, config, mode="pretrain") for name in ("vit_scratch", "transformers-sdpa"))
+    table = (1 + (config["image_size"] // config["patch_size"]) ** 2) * ours.config.decoder_hidden_size
+    count = lambda model: sum(parameter.numel() for parameter in model.parameters())
+    assert count(theirs) == count(ours) + table
+    assert ours.config.decoder_hidden_size == theirs.config.decoder_hidden_size == (512 if "224" in config_name else 64)
+
+
+@pytest.mark.parametrize(
+    "implementation, model_class, kernel",
+    [("vit_scratch", "ViTScratchForPreTraining", "sdpa"), ("transformers-sdpa", "ViTMAEForPreTraining", "sdpa"),
+     ("transformers-eager", "ViTMAEForPreTraining", "eager")],
+)  # fmt: skip
+def test_a_pretraining_step_trains_every_weight_of_the_autoencoder(implementation, model_class, kernel, monkeypatch):
+    """One step of `make_step` in `pretrain` at a tiny config: the model's own loss reaches every trainable weight."""
+    tiny = dict(models.CONFIGS["mnist28"], image_size=12, hidden_size=24, num_hidden_layers=1, num_attention_heads=2)
+    built, build = [], models.build
+    monkeypatch.setattr(models, "build", lambda *args: built.append(build(*args)) or built[0])
+    step = measure.make_step(implementation, dict(tiny, intermediate_size=36), "pretrain", "float32", 2, False)
+    (model,) = built
+    before = {name: weight.detach().clone() for name, weight in model.named_parameters() if weight.requires_grad}
+    step()
+    assert (type(model).__name__, model.config._attn_implementation) == (model_class, kernel)
+    weights = dict(model.named_parameters())
+    assert [name for name, weight in before.items() if torch.equal(weights[name], weight)] == []
 
 
 @pytest.mark.timm
