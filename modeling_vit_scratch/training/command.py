@@ -19,9 +19,9 @@ def main(argv: list[str]) -> None:
         if "test_accuracy" not in metrics:  # pretrained: a masked autoencoder
             print(f"\nTest reconstruction loss {metrics['test_loss']:.4f} ({metrics['wall_time_seconds']:.0f} s).")
             print(
-                f"Pretrained model saved in {folder}; fine-tune it on labelled images with\n"
+                f"Pretrained model saved in {folder}; fine-tune it on labelled images with a recipe, e.g.\n"
                 f"  python scripts/train.py configs/train_small_images.json --model {folder} --dataset FOLDER "
-                "--output_dir OUT"
+                "--output_dir OUT\n(configs/train_small_images.json for small images; docs/training.md for photos)"
             )
             return
         print(f"\nTest accuracy {metrics['test_accuracy']:.4f} ({metrics['wall_time_seconds']:.0f} s).")

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.training.arguments import argument_names, parse_arguments
 from modeling_vit_scratch.training.command import main
+from modeling_vit_scratch.training.model_source import model_plan
 
 FINITE = dict(allow_nan=False, allow_infinity=False)
 RECIPE_VALUES = st.fixed_dictionaries(
@@ -121,3 +122,12 @@ def test_fsdp_on_cpu_is_refused_before_any_folder_is_made(tmp_path):
     with pytest.raises(SystemExit) as stop:
         main(["--output_dir", str(tmp_path / "out"), "--fsdp", "full_shard", "--max_steps", "1"])
     assert "--fsdp" in str(stop.value.code) and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("recipe", ["pretrain_small_images", "pretrain_photos"])
+def test_the_pretraining_recipes_parse_as_masked_image_modelling_of_a_buildable_model(tmp_path, recipe):
+    model_args, data_args, _, training_args = parse_arguments([recipe, "--output_dir", str(tmp_path / "out")])
+    plan = model_plan(model_args)
+    assert model_args.objective == "masked_image_modeling" and 0 < plan.config.mask_ratio < 1
+    assert plan.config.decoder_hidden_size % plan.config.decoder_num_attention_heads == 0
+    assert training_args.num_train_epochs > 0 and not (data_args.mixup or data_args.cutmix)
