@@ -10,7 +10,6 @@ with `TRAINING_RANGES` for the TrainingArguments fields whose range transformers
 """
 
 import copy
-import json
 import math
 import os
 import types
@@ -24,7 +23,7 @@ from transformers import HfArgumentParser, TrainingArguments
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.secrets import SECRET_OPTIONS, redact, remember, shown
 from modeling_vit_scratch.training.precision import BF16_MIN_SPEEDUP
-from modeling_vit_scratch.training.recipes import RECIPE_SUFFIXES, load_recipe, shipped_recipe
+from modeling_vit_scratch.training.recipes import RECIPE_SUFFIXES, load_recipe, recipe_words, shipped_recipe
 
 
 @dataclass
@@ -230,6 +229,14 @@ class DataArguments:
             "accumulation steps, so a recipe trains the same way on 1 or N processes.",
         },
     )
+    min_train_steps: int = field(
+        default=0,
+        metadata={
+            "range": "[0, inf)",
+            "help": "Train for more epochs than --num_train_epochs where those would make fewer optimizer steps than "
+            "this (a few hundred labelled images); the run says how many epochs it chose (default 0: off).",
+        },
+    )
     max_train_samples: int | None = field(
         default=None,
         metadata={
@@ -298,7 +305,6 @@ TRAINING_RANGES = {
     "gradient_accumulation_steps": "[1, inf)",
     "seed": "[0, 4294967295]",  # numpy's and torch's seeds are unsigned 32-bit integers
 }
-RECIPE_PATH_KEYS = ("model", "teacher", "dataset")  # what a recipe names to read: found beside it too
 
 
 class Parser(HfArgumentParser):
@@ -348,26 +354,6 @@ def check_fields(*groups) -> None:
         needed = metadata[name].get("needs")
         if needed in values and is_set(value) and not is_set(values[needed]):
             raise UserError(f"--{name} needs --{needed}: give --{needed} too")
-
-
-def recipe_words(path: Path, recipe: dict) -> list[str]:
-    """The command-line words a recipe stands for: `--key value` (a list as several words, a mapping as JSON text, a
-    boolean as true/false); a relative path to read that is not in the working folder but beside the recipe is
-    given as the one beside it."""
-    words = []
-    for key, value in recipe.items():
-        if value is None:
-            continue
-        if key in RECIPE_PATH_KEYS and isinstance(value, str) and not Path(value).is_absolute():
-            beside = path.parent / value
-            value = str(beside) if not Path(value).exists() and beside.exists() else value
-        items = value if isinstance(value, list) else [value]
-        text = [
-            json.dumps(item) if isinstance(item, dict) else str(item).lower() if isinstance(item, bool) else str(item)
-            for item in items
-        ]
-        words += [f"--{key}={text[0]}"] if len(text) == 1 and text[0].startswith("-") else [f"--{key}", *text]
-    return words
 
 
 def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, OutputArguments, TrainingArguments]:

@@ -9,6 +9,7 @@ staged and published whole, its card written, and the push. The same code runs o
 accelerate launch): process 0 holds the folder and writes; every process trains and takes part in saving (FSDP).
 """
 
+import math
 import os
 import time
 from contextlib import contextmanager, nullcontext
@@ -101,6 +102,9 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
         )
         check_same_model(checkpoint, model)
         inputs = model_inputs(data, processor, data_args, training_args, checkpoint)
+        stretched = not data.streamed and stretch_epochs(training_args, len(inputs.train), data_args.min_train_steps)
+        if stretched and main:
+            print(stretched)
         prepared = round(time.time() - reading, 1)  # reading, checking and processing the images
         choice = None
         if model_args.bf16_when_faster:
@@ -293,6 +297,21 @@ def set_total_batch(training_args, total: int | None) -> None:
             f"{training_args.gradient_accumulation_steps} accumulation steps: choose a multiple of {shards}"
         )
     training_args.per_device_train_batch_size = total // shards
+
+
+def stretch_epochs(training_args, num_train: int, min_steps: int) -> str | None:
+    """--min_train_steps: more epochs where --num_train_epochs of `num_train` images make fewer optimizer steps than
+    `min_steps` (a set of a few hundred images); the line saying so, or None where nothing changed."""
+    total = training_args.per_device_train_batch_size * training_args.world_size
+    per_epoch = math.ceil(num_train / (total * training_args.gradient_accumulation_steps))
+    epochs = math.ceil(min_steps / per_epoch)
+    if training_args.max_steps > 0 or epochs <= training_args.num_train_epochs:
+        return None
+    asked, training_args.num_train_epochs = training_args.num_train_epochs, epochs
+    return (
+        f"Training for {epochs} epochs, not {asked:g}: {num_train} images make {per_epoch} optimizer steps an epoch "
+        f"and --min_train_steps is {min_steps} (0 trains for --num_train_epochs)"
+    )
 
 
 def by_image(logits, labels, views: int) -> tuple[np.ndarray, np.ndarray]:

@@ -5,6 +5,7 @@ import contextlib
 import hashlib
 import io
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -110,6 +111,17 @@ def test_a_resumed_run_goes_on_from_its_last_checkpoint(tmp_path, trained, input
     assert len(record["legs"]) == 2  # the first command, then this one
     state = json.loads((folder / "checkpoint-3" / "trainer_state.json").read_text())
     assert state["global_step"] == 3
+
+
+@pytest.mark.parametrize("min_steps", [0, 3, 10])
+def test_min_train_steps_adds_whole_epochs_until_there_are_that_many_steps(tmp_path, inputs, min_steps, capsys):
+    by_epochs = ["--max_steps", "-1", "--num_train_epochs", "1", "--save_strategy", "no"]
+    main([*train_args(inputs[0], tmp_path / "run", inputs[1], *by_epochs), "--min_train_steps", str(min_steps)])
+    record = json.loads((tmp_path / "run" / "training_record.json").read_text())
+    per_epoch = math.ceil(record["num_train"] / 4)
+    epochs = max(1, math.ceil(min_steps / per_epoch))
+    assert (record["epochs"], record["finished_at_step"]) == (epochs, epochs * per_epoch)
+    assert (f"Training for {epochs} epochs" in capsys.readouterr().out) == (epochs > 1)
 
 
 def test_a_run_stopped_after_a_checkpoint_resumes_to_the_weights_of_one_never_stopped(tmp_path, inputs):
