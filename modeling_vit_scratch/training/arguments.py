@@ -3,13 +3,14 @@
 
 A recipe's keys become `--key value` words placed before the command line's, so the parser checks both alike (an
 unknown key is its "not used" error naming it; a value of the wrong type is argparse's line) and the command line
-wins, as does the last of a repeated option. A relative path the recipe names to read (`model`, `teacher`,
-`dataset`) is found from the working folder, else beside the recipe. Each field's metadata may give its allowed
-`range` (an interval such as "[0, 1)") and the argument it `needs`; `check_fields` checks them all in one loop,
-with `TRAINING_RANGES` for the TrainingArguments fields whose range transformers does not check.
+wins, as does the last of a repeated option (`config_overrides` field by field). A relative path the recipe names to
+read (`model`, `teacher`, `dataset`) is found from the working folder, else beside the recipe. Each field's metadata
+may give its allowed `range` (an interval such as "[0, 1)") and the argument it `needs`; `check_fields` checks them
+all in one loop, with `TRAINING_RANGES` for the TrainingArguments fields whose range transformers does not check.
 """
 
 import copy
+import json
 import math
 import os
 import types
@@ -22,6 +23,7 @@ from transformers import HfArgumentParser, TrainingArguments
 
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.secrets import SECRET_OPTIONS, redact, remember, shown
+from modeling_vit_scratch.training.model_source import parse_overrides
 from modeling_vit_scratch.training.precision import BF16_MIN_SPEEDUP
 from modeling_vit_scratch.training.recipes import RECIPE_SUFFIXES, load_recipe, recipe_words, shipped_recipe
 
@@ -359,12 +361,13 @@ def check_fields(*groups) -> None:
 def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, OutputArguments, TrainingArguments]:
     """The four argument groups from `argv`: a recipe first (a file, or the name of one the package ships), then
     `--name value` words, which win over the recipe's."""
-    argv, recipe = list(argv), []
+    argv, recipe, loaded = list(argv), [], {}
     if argv and not argv[0].startswith("-"):
         path = shipped_recipe(argv[0]) or Path(argv[0])
         if path.suffix not in RECIPE_SUFFIXES:
             raise UserError(f"{shown(argv[0])} is no recipe: a recipe is a .json, .yaml or .yml file, given first")
-        recipe, argv = recipe_words(path, load_recipe(path)), argv[1:]
+        loaded = load_recipe(path)
+        recipe, argv = recipe_words(path, loaded), argv[1:]
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
         os.environ.setdefault("ACCELERATE_USE_CPU", "true")  # launched CPU processes join as one run (gloo)
     parser = Parser(ARGUMENT_TYPES, allow_abbrev=False)
@@ -375,6 +378,9 @@ def parse_arguments(argv: list[str]) -> tuple[ModelArguments, DataArguments, Out
     except ValueError as error:  # an unknown name, or a value a group refuses in its own checks
         raise UserError(f"{' '.join(str(error).split())}: `--help` lists the arguments") from None
     remember(groups[3].hub_token)
+    if given := loaded.get("config_overrides"):  # a mapping: the command line's fields join the recipe's, and win
+        given = given if isinstance(given, dict) else parse_overrides(str(given))
+        groups[0].config_overrides = json.dumps({**given, **parse_overrides(groups[0].config_overrides)})
     check_fields(*groups)
     named = [word for word in [*recipe, *argv] if word.split("=")[0] in ("--output_dir", "--output-dir")]
     if not named or not str(groups[3].output_dir).strip():  # never the Trainer's ./trainer_output

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.training.arguments import argument_names, parse_arguments
 from modeling_vit_scratch.training.command import main
-from modeling_vit_scratch.training.model_source import model_plan
+from modeling_vit_scratch.training.model_source import model_plan, parse_overrides
+from modeling_vit_scratch.training.recipes import load_recipe, shipped_recipe
 
 FINITE = dict(allow_nan=False, allow_infinity=False)
 RECIPE_VALUES = st.fixed_dictionaries(
@@ -56,8 +57,8 @@ def test_any_recipe_value_arrives_as_given(tmp_path_factory, recipe, as_yaml):
         got = parsed[key]
         if isinstance(value, float):
             assert got == pytest.approx(value, rel=1e-12), key
-        elif key == "config_overrides" and isinstance(value, dict):
-            assert json.loads(got) == value
+        elif key == "config_overrides":  # the fields, as JSON: the command line's may join them
+            assert json.loads(got) == (value if isinstance(value, dict) else parse_overrides(value))
         else:
             assert as_given(got) == value, key
 
@@ -131,3 +132,11 @@ def test_the_pretraining_recipes_parse_as_masked_image_modelling_of_a_buildable_
     assert model_args.objective == "masked_image_modeling" and 0 < plan.config.mask_ratio < 1
     assert plan.config.decoder_hidden_size % plan.config.decoder_num_attention_heads == 0
     assert training_args.num_train_epochs > 0 and not (data_args.mixup or data_args.cutmix)
+
+
+def test_config_overrides_on_the_command_line_join_the_recipes_field_by_field(tmp_path):
+    words = ["--output_dir", str(tmp_path / "out"), "--config_overrides", "num_channels=3,mask_ratio=0.5"]
+    config = model_plan(parse_arguments(["pretrain_small_images", *words])[0]).config
+    recipe = load_recipe(shipped_recipe("pretrain_small_images"))["config_overrides"]
+    assert (config.num_channels, config.mask_ratio) == (3, 0.5)  # the command line's, and the recipe's others:
+    assert all(getattr(config, name) == value for name, value in recipe.items() if name != "mask_ratio")
