@@ -115,6 +115,18 @@ def test_what_needs_labels_is_refused_before_any_work(tmp_path, pretrained, extr
     assert not (tmp_path / "out").exists()
 
 
+def test_the_photos_policy_pretrains_once_its_label_mixing_is_turned_off(tmp_path, pretrained):
+    """The policy turns Mixup and CutMix on by default: the refusal comes without either being given, and giving them
+    0 keeps the rest of the policy."""
+    data, model = pretrained[2], tiny_model_file(tmp_path)
+    line = in_process(main, *pretrain_args(data, tmp_path / "out", model, "--augmentation", "photos"))
+    assert isinstance(line, str) and line.startswith("error: ") and "--augmentation" in line
+    assert not (tmp_path / "out").exists()
+    main(pretrain_args(data, tmp_path / "run", model, "--augmentation", "photos", "--mixup", "0", "--cutmix", "0"))
+    record = json.loads((tmp_path / "run" / "training_record.json").read_text())
+    assert record["finished_at_step"] == 2 and "RandAugment" in record["augmentation"]
+
+
 def test_explain_draws_its_reconstruction_and_the_encoders_maps(tmp_path, pretrained):
     folder, _, labelled = pretrained
     image = next((labelled / "cat").iterdir())
