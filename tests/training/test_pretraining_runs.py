@@ -115,6 +115,18 @@ def test_what_needs_labels_is_refused_before_any_work(tmp_path, pretrained, extr
     assert not (tmp_path / "out").exists()
 
 
+def test_a_model_selection_on_a_metric_it_does_not_report_is_refused_before_any_work(tmp_path, pretrained):
+    best = ["--load_best_model_at_end", "true", "--eval_strategy", "steps", "--eval_steps", "1"]
+    model = tiny_model_file(tmp_path)
+    line = in_process(
+        main, *pretrain_args(pretrained[2], tmp_path / "out", model, *best, "--metric_for_best_model", "accuracy")
+    )
+    assert isinstance(line, str) and line.startswith("error: ") and "--metric_for_best_model" in line
+    assert not (tmp_path / "out").exists()
+    main(pretrain_args(pretrained[2], tmp_path / "loss", model, *best, "--metric_for_best_model", "loss"))
+    assert json.loads((tmp_path / "loss" / "training_record.json").read_text())["finished_at_step"] == 2
+
+
 def test_the_photos_policy_pretrains_once_its_label_mixing_is_turned_off(tmp_path, pretrained):
     """The policy turns Mixup and CutMix on by default: the refusal comes without either being given, and giving them
     0 keeps the rest of the policy."""
