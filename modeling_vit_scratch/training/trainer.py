@@ -121,7 +121,7 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
             processing_class=processor,
             compute_metrics=None if pretraining else accuracy_metrics(inputs.validation_views),
             compute_loss_func=inputs.compute_loss,
-            callbacks=[*inputs.callbacks, KeepRun(data.identity, [*legs, {"command": command}])],
+            callbacks=[*inputs.callbacks, KeepRun(data.identity, legs, command, started)],
             teacher=load_teacher(model_args, processor, data.labels) if model_args.teacher else None,
             ema_decay=model_args.ema_decay,
             train_loader=inputs.train_loader,
