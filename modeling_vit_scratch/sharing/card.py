@@ -15,7 +15,6 @@ Training glue, never imported by the model files.
 
 import hashlib
 import html
-import math
 import os
 import re
 from pathlib import Path
@@ -94,16 +93,26 @@ def public_command(command: str) -> str:
     return ABSOLUTE.sub(lambda found: Path(found.group(0).rstrip("/")).name or found.group(0), command)
 
 
-def parameter_count(folder: Path) -> int:
-    """Parameters in the folder's safetensors files, read from their headers."""
-    from safetensors import safe_open
+def auto_class(config: dict) -> str:
+    """The Auto class a folder's model loads by: a masked autoencoder's, or an image classifier's."""
+    return (
+        "AutoModelForPreTraining"
+        if PRETRAINING in (config.get("architectures") or ())
+        else "AutoModelForImageClassification"
+    )
 
-    count = 0
-    for path in Path(folder).glob("*.safetensors"):
-        with safe_open(str(path), framework="pt") as weights:
-            for name in weights.keys():  # noqa: SIM118
-                count += math.prod(weights.get_slice(name).get_shape())
-    return count
+
+def parameter_count(folder: Path) -> int:
+    """The parameters of the model the folder's config.json builds, counted as transformers' `num_parameters` counts
+    them (a run's all_results.json too): buffers such as a BatchNorm's running statistics, which the weights file also
+    holds, are no parameters. The model is built on the meta device: nothing is allocated or read."""
+    import torch
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(folder)
+    with torch.device("meta"):
+        model = getattr(transformers, auto_class(config.to_dict())).from_config(config)
+    return model.num_parameters()
 
 
 def read_optional(folder: Path, name: str) -> dict:
@@ -158,24 +167,29 @@ def training_section(record: dict) -> dict:
         length = counted(record.get("epochs"), "epoch")
     values = {key: escaped(record.get(key)) for key in ("learning_rate", "weight_decay", "scheduler", "seed")}
     processes = record.get("world_size") or 1
+    batch = escaped(record.get("total_batch"))
+    if record.get("batch_asked"):  # the training split is smaller than the batch asked: all of it is one batch
+        batch += f" ({escaped(record['batch_asked'])} asked: the {counted(record.get('num_train'), 'training image')} make one batch)"
     procedure = (
         f"Trained for {length} with the transformers `Trainer`, AdamW (learning rate {values['learning_rate']}, "
-        f"weight decay {values['weight_decay']}, {values['scheduler']} schedule), global batch size "
-        f"{escaped(record.get('total_batch'))}, seed {values['seed']}, {counted(processes, 'process')}"
+        f"weight decay {values['weight_decay']}, {values['scheduler']} schedule), global batch size {batch}, "
+        f"seed {values['seed']}, {counted(processes, 'process')}"
         + (f", {escaped(record['precision'])}" if record.get("precision") else "")
     )
+    legs = record.get("legs") or [{"command": record.get("command")}]
     if isinstance(record.get("wall_time_seconds"), (int, float)):
         procedure += ", in {} min {} s of wall time".format(*divmod(int(record["wall_time_seconds"]), 60))
+        procedure += f" (the sum of its {len(legs)} commands)" if len(legs) > 1 else ""
     notes = [f"{said} {escaped(record[key])}" for key, said in NOTES.items() if record.get(key)]
-    legs = record.get("legs") or []
-    if len(legs) > 1:
-        commands = [
-            f"{'The first command' if index == 0 else 'Resumed from a checkpoint with'}:\n\n"
-            + escaped(public_command(str(leg.get("command") or "(not recorded)")), block=True)
-            for index, leg in enumerate(legs)
-        ]
-    else:
-        commands = ["The exact command:\n\n" + escaped(public_command(str(record.get("command") or "")), block=True)]
+    typed = [str(leg.get("command") or "(not recorded)") for leg in legs]
+    heads = ["The first command", *["Resumed from a checkpoint with"] * (len(typed) - 1)] if len(typed) > 1 else []
+    heads = heads or ["The command"]
+    if any(public_command(command) != command for command in typed):  # not as typed: say how, and where it is whole
+        heads[0] += " (each absolute path cut to its last part; training_record.json holds them whole)"
+    commands = [
+        f"{head}:\n\n" + escaped(public_command(command), block=True)
+        for head, command in zip(heads, typed, strict=True)
+    ]
     return dict(dataset=dataset, splits=splits, procedure=procedure, notes=notes, commands=commands)
 
 

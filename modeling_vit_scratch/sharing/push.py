@@ -40,7 +40,18 @@ from ..errors import UserError, on_interrupt
 from ..image_processing_vit_scratch import ViTScratchImageProcessor
 from ..secrets import credential_free_env, files_with_secrets, redact, remember, shown
 from ..sources import check_model_folder, read_json
-from .card import CONVERSION_FILE, FIGURES, RECORD_FILE, RESULTS_FILE, card_text, marked, measured, unedited
+from .card import (
+    CONVERSION_FILE,
+    FIGURES,
+    PRETRAINING,
+    RECORD_FILE,
+    RESULTS_FILE,
+    auto_class,
+    card_text,
+    marked,
+    measured,
+    unedited,
+)
 
 PACKAGE = Path(configuration_vit_scratch.__file__).parent  # the installed package: its model files are the code sent
 DESCRIBING = (RESULTS_FILE, RECORD_FILE, CONVERSION_FILE, *FIGURES)  # sent as they are, when the folder has them
@@ -69,7 +80,6 @@ model = getattr(transformers, auto_class).from_pretrained(stage, trust_remote_co
 with torch.no_grad():
     torch.save(model(**torch.load(inputs)).logits, outputs)
 """
-PRETRAINING = "ViTScratchForPreTraining"  # a masked autoencoder's folder
 
 
 @dataclass
@@ -103,15 +113,6 @@ def processor_for(folder: Path, config) -> object | None:
         return ViTScratchImageProcessor.from_pretrained(folder)
     return ViTScratchImageProcessor.for_config(
         config, **{key: saved[key] for key in PROCESSOR_SETTINGS if key in saved}
-    )
-
-
-def auto_class(config: dict) -> str:
-    """The Auto class a folder's model loads by: a masked autoencoder's, or an image classifier's."""
-    return (
-        "AutoModelForPreTraining"
-        if PRETRAINING in (config.get("architectures") or ())
-        else ("AutoModelForImageClassification")
     )
 
 

@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 
 from safetensors import safe_open
@@ -18,15 +19,18 @@ RUN_FILE = "vit_scratch_run.json"  # in each checkpoint: the data's identity and
 
 
 class KeepRun(TrainerCallback):
-    """Keeps the data's identity and the run's commands so far in each checkpoint (`RUN_FILE`)."""
+    """Keeps the data's identity and the run's commands so far in each checkpoint (`RUN_FILE`): the earlier `legs`
+    and this one, `command`, with the wall time it took up to that checkpoint since `started` (a run resumed from it
+    adds it up with its own: the time after the checkpoint went into no weights kept)."""
 
-    def __init__(self, identity: str, legs: list[dict]):
-        self.run = {"identity": identity, "legs": legs}
+    def __init__(self, identity: str, legs: list[dict], command: str, started: float):
+        self.identity, self.legs, self.command, self.started = identity, legs, command, started
 
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir, f"checkpoint-{state.global_step}")
         if state.is_world_process_zero and folder.is_dir():
-            (folder / RUN_FILE).write_text(json.dumps(self.run) + "\n")
+            leg = {"command": self.command, "wall_time_seconds": round(time.time() - self.started, 1)}
+            (folder / RUN_FILE).write_text(json.dumps({"identity": self.identity, "legs": [*self.legs, leg]}) + "\n")
 
 
 def last_checkpoint(folder: Path, since: float = 0.0) -> str | None:

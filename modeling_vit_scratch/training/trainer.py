@@ -43,7 +43,7 @@ from modeling_vit_scratch.training.distillation import distillation_text, load_t
 from modeling_vit_scratch.training.ema import WeightAverage, copy_parameters, ema_text
 from modeling_vit_scratch.training.layer_decay import layer_decay_optimizer, layer_decay_text
 from modeling_vit_scratch.training.model_source import PRETRAINING, build_model, check_memory, model_plan
-from modeling_vit_scratch.training.policies import augmentation_policy
+from modeling_vit_scratch.training.policies import POLICIES, AugmentationPolicy, augmentation_policy
 from modeling_vit_scratch.training.precision import KeepPrecisionChoice, choose_bf16, precision_words
 from modeling_vit_scratch.training.record import training_record, write_results
 from modeling_vit_scratch.training.streaming import stream_metrics
@@ -80,9 +80,9 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
     plan = model_plan(model_args)  # every error of the model arguments, before any data is read
     check_memory(plan.config, training_args.per_device_train_batch_size)
     pretraining = model_args.objective == PRETRAINING
-    if augmentation_policy(data_args, training_args).mixes and pretraining:  # a bad setting, before any data is read
-        raise UserError("--mixup and --cutmix mix labels, which masked image modelling has none of: set them to 0")
+    policy = augmentation_policy(data_args, training_args)  # its errors, before any data is read
     if pretraining:  # the model scores itself: its loss is the evaluation
+        check_pretraining(policy, data_args, training_args)
         training_args.label_names, training_args.prediction_loss_only = ["pixel_values"], True
     hub_token, training_args.hub_token = training_args.hub_token, None  # the Trainer pickles its arguments
     push, training_args.push_to_hub = training_args.push_to_hub, False  # pushed below, through the sharing gate
@@ -121,7 +121,7 @@ def train(model_args, data_args, training_args, output_args: OutputArguments | N
             processing_class=processor,
             compute_metrics=None if pretraining else accuracy_metrics(inputs.validation_views),
             compute_loss_func=inputs.compute_loss,
-            callbacks=[*inputs.callbacks, KeepRun(data.identity, [*legs, {"command": command}])],
+            callbacks=[*inputs.callbacks, KeepRun(data.identity, legs, command, started)],
             teacher=load_teacher(model_args, processor, data.labels) if model_args.teacher else None,
             ema_decay=model_args.ema_decay,
             train_loader=inputs.train_loader,
@@ -284,6 +284,25 @@ class ImageTrainer(Trainer):
             copy_parameters(self.average.average.module, self.model)
             self.holds_average = True
         return result
+
+
+def check_pretraining(policy: AugmentationPolicy, data_args, training_args) -> None:
+    """What masked image modelling has no use for, refused in one line before any data is read: mixing labels (given,
+    or the `policy`'s), and a model selection on any metric but its one, the reconstruction loss."""
+    if policy.mixes:
+        named = POLICIES[data_args.augmentation]
+        if any(getattr(data_args, name) is None and named.get(name) for name in ("mixup", "cutmix")):
+            raise UserError(
+                f"--augmentation {data_args.augmentation} mixes batches by Mixup and CutMix, which mix labels, and "
+                "masked image modelling has none: add --mixup 0 --cutmix 0 (the rest of the policy is kept)"
+            )
+        raise UserError("--mixup and --cutmix mix labels, which masked image modelling has none of: set them to 0")
+    metric = training_args.metric_for_best_model
+    if metric is not None and metric.removeprefix("eval_") != "loss":
+        raise UserError(
+            f"--metric_for_best_model {metric}: masked image modelling reports only its reconstruction loss: give "
+            "--metric_for_best_model loss with --greater_is_better false, or leave it unset"
+        )
 
 
 def set_total_batch(training_args, total: int | None) -> None:

@@ -12,7 +12,7 @@ from markdown_it import MarkdownIt
 
 from modeling_vit_scratch import ViTScratchForImageClassification
 from modeling_vit_scratch.secrets import remember
-from modeling_vit_scratch.sharing.card import card_text, write_card
+from modeling_vit_scratch.sharing.card import card_text, public_command, write_card
 from modeling_vit_scratch.sources import weights_sha256
 
 SECRET = "sk-card-test-secret-value-1234"  # remembered: a token the card must never show
@@ -67,6 +67,24 @@ def test_a_trained_folder_gets_a_card_with_its_metadata_and_metrics_and_no_local
     assert card.data.eval_results[0].metric_value == 0.625
     assert "0.6250" in card.text and "trust_remote_code=True" in card.text
     assert "/home/someone" not in card.content and "train.py" in card.content
+
+
+def test_a_command_is_shown_as_typed_or_says_that_its_absolute_paths_were_cut(tmp_path):
+    """A card names no local folder: it shows an absolute path by its last part, and says so; a command without one is
+    shown as typed."""
+    folder = model_folder(tmp_path)
+    heads = {}
+    for command in (RECORD["command"], "python scripts/train.py --output_dir runs/pets"):
+        (folder / "training_record.json").write_text(
+            json.dumps({**RECORD, "command": command, "weights_sha256": weights_sha256(folder)})
+        )
+        lines = ModelCard(card_text(folder)).text.splitlines()
+        block = lines.index("```bash")
+        heads[command] = lines[block - 2]
+        assert lines[block + 1] == public_command(command)
+    assert public_command(RECORD["command"]).endswith("--output_dir pets")
+    assert "training_record.json" in heads[RECORD["command"]]
+    assert "training_record.json" not in heads["python scripts/train.py --output_dir runs/pets"]
 
 
 def test_weights_other_than_the_record_names_get_no_metrics(tmp_path):

@@ -115,6 +115,53 @@ def test_what_needs_labels_is_refused_before_any_work(tmp_path, pretrained, extr
     assert not (tmp_path / "out").exists()
 
 
+def test_a_model_selection_on_a_metric_it_does_not_report_is_refused_before_any_work(tmp_path, pretrained):
+    best = ["--load_best_model_at_end", "true", "--eval_strategy", "steps", "--eval_steps", "1"]
+    model = tiny_model_file(tmp_path)
+    line = in_process(
+        main, *pretrain_args(pretrained[2], tmp_path / "out", model, *best, "--metric_for_best_model", "accuracy")
+    )
+    assert isinstance(line, str) and line.startswith("error: ") and "--metric_for_best_model" in line
+    assert not (tmp_path / "out").exists()
+    main(pretrain_args(pretrained[2], tmp_path / "loss", model, *best, "--metric_for_best_model", "loss"))
+    assert json.loads((tmp_path / "loss" / "training_record.json").read_text())["finished_at_step"] == 2
+
+
+def test_the_photos_policy_pretrains_once_its_label_mixing_is_turned_off(tmp_path, pretrained):
+    """The policy turns Mixup and CutMix on by default: the refusal comes without either being given, and giving them
+    0 keeps the rest of the policy."""
+    data, model = pretrained[2], tiny_model_file(tmp_path)
+    line = in_process(main, *pretrain_args(data, tmp_path / "out", model, "--augmentation", "photos"))
+    assert isinstance(line, str) and line.startswith("error: ") and "--augmentation" in line
+    assert not (tmp_path / "out").exists()
+    main(pretrain_args(data, tmp_path / "run", model, "--augmentation", "photos", "--mixup", "0", "--cutmix", "0"))
+    record = json.loads((tmp_path / "run" / "training_record.json").read_text())
+    assert record["finished_at_step"] == 2 and "RandAugment" in record["augmentation"]
+
+
+def test_a_resumed_runs_card_agrees_with_its_results_and_its_record(tmp_path, pretrained):
+    """A conv stem (BatchNorm statistics in the weights file, no parameters), a batch larger than the training split,
+    and two commands: the card states the results' parameters, the record's batch, and the sum of both legs' time."""
+    labelled, model = pretrained[2], tiny_model_file(tmp_path, stem="conv", stem_channels=[4, 6], patch_size=1)
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    batch = ["--total_train_batch_size", "64", "--max_steps", "3"]
+    main([*pretrain_args(labelled, whole, model), *batch])
+    stopped.mkdir()
+    shutil.copy(whole / ".vit-scratch-output", stopped)
+    shutil.copytree(whole / "checkpoint-2", stopped / "checkpoint-2")
+    main([*pretrain_args(labelled, stopped, model, "--resume_from_checkpoint", "true"), *batch])
+    card = (stopped / "README.md").read_text()
+    results = json.loads((stopped / "all_results.json").read_text())
+    record = json.loads((stopped / "training_record.json").read_text())
+    assert f"| parameters | {results['num_parameters']:,} |" in card
+    assert record["total_batch"] == record["num_train"] < 64 == record["batch_asked"]
+    assert f"global batch size {record['total_batch']} ({record['batch_asked']} asked" in card
+    times = [leg["wall_time_seconds"] for leg in record["legs"]]
+    assert len(times) == 2 and all(time > 0 for time in times)
+    assert record["wall_time_seconds"] == round(sum(times), 1)
+    assert "in {} min {} s of wall time".format(*divmod(int(sum(times)), 60)) in card
+
+
 def test_explain_draws_its_reconstruction_and_the_encoders_maps(tmp_path, pretrained):
     folder, _, labelled = pretrained
     image = next((labelled / "cat").iterdir())
