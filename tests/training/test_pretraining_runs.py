@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 from test_training import train_args
 from transformers import AutoModelForPreTraining
 
+from modeling_vit_scratch.explanation.command import main as explain
 from modeling_vit_scratch.explanation.prediction import explain_image
 from modeling_vit_scratch.training.command import main
 
@@ -122,6 +123,24 @@ def test_explain_draws_its_reconstruction_and_the_encoders_maps(tmp_path, pretra
     names = {path.name for path in found.written}
     assert {"reconstruction.png", "attention_rollout.png", "token_norms.png"} <= names
     assert not found.ranking and np.isfinite(found.reconstruction_loss)
+
+
+def test_explains_own_folder_is_its_again_and_a_pretraining_folder_is_refused_untouched(tmp_path, pretrained):
+    """The reconstruction explain drew is explain's figure, not the sign of a model: the same --out works again, for
+    this model or another; a pretraining run's folder (which holds a reconstruction.png too) is refused."""
+    folder, _, labelled = pretrained
+    image, out = next((labelled / "cat").iterdir()), tmp_path / "explained"
+    assert in_process(explain, "--model", folder, "--image", image, "--out", out) == 0
+    assert in_process(explain, "--model", folder, "--image", image, "--out", out) == 0
+    classifier = tmp_path / "classifier"
+    main(train_args(labelled, classifier, str(folder), "--max_steps", "1"))
+    assert in_process(explain, "--model", classifier, "--image", image, "--out", out) == 0
+    assert not (out / "reconstruction.png").exists() and (out / "attention_rollout.png").is_file()
+    taken = shutil.copytree(folder, tmp_path / "taken")
+    before = {path: path.read_bytes() for path in taken.rglob("*") if path.is_file()}
+    line = in_process(explain, "--model", folder, "--image", image, "--out", taken)
+    assert isinstance(line, str) and line.startswith("error: --out") and "\n" not in line
+    assert {path: path.read_bytes() for path in taken.rglob("*") if path.is_file()} == before
 
 
 def test_its_card_describes_an_encoder_to_fine_tune_with_its_reconstructions(pretrained):
