@@ -10,6 +10,9 @@ import logging
 import os
 from contextlib import contextmanager, nullcontext
 
+# transformers' loading logger: its LOAD REPORT and its warning on newly initialised weights go here
+LOADING_LOGGER = "transformers.modeling_utils"
+
 
 def weights_file_name(folder: str) -> str:
     """The weights file of a saved folder (its shard index when sharded), or `folder` itself (a hub repo id)."""
@@ -83,7 +86,7 @@ def without_load_report():
     """While inside, transformers' loading logs no LOAD REPORT: `checked_loading` names what does not load as saved
     in one line, and fine-tuning replaces the head on purpose. Yields the filter, whose `held` records a caller may
     log after all (when transformers' own error refers to the report)."""
-    logger, report_filter = logging.getLogger("transformers.modeling_utils"), LoadReportFilter()
+    logger, report_filter = logging.getLogger(LOADING_LOGGER), LoadReportFilter()
     logger.addFilter(report_filter)
     try:
         yield report_filter
@@ -124,7 +127,7 @@ def checked_loading(load, pretrained_model_name_or_path, *args, **kwargs):
     except Exception as error:
         if type(error).__name__ != "SafetensorError":  # safetensors' error names no file
             for record in report.held:  # an error of transformers' own may refer to "the above report"
-                logging.getLogger("transformers.modeling_utils").handle(record)
+                logging.getLogger(LOADING_LOGGER).handle(record)
             raise
         where = incomplete_weights_file(str(pretrained_model_name_or_path))
         fix = "re-save the model or download it again"
