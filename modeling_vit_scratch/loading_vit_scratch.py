@@ -10,7 +10,8 @@ import logging
 import os
 from contextlib import contextmanager, nullcontext
 
-# transformers' loading logger: its LOAD REPORT and its warning on newly initialised weights go here
+# transformers' loading logger: its LOAD REPORT and its warning on newly initialised weights go here, and so does ours
+# on an untrained head, under the same verbosity settings
 LOADING_LOGGER = "transformers.modeling_utils"
 
 
@@ -94,6 +95,17 @@ def without_load_report():
         logger.removeFilter(report_filter)
 
 
+def warn_untrained_head(folder: str, model_class: str) -> None:
+    """A classifier built from a masked-image pretraining folder has a new head: without fine-tuning its predictions
+    are random. Loading it that way is allowed (it is how fine-tuning starts), so it is said, as transformers says
+    what it initialised; a caller that asked for new heads (`ignore_mismatched_sizes=True`) is not told."""
+    logging.getLogger(LOADING_LOGGER).warning(
+        f"{folder} is a masked-image pretraining checkpoint: the classifier head of this {model_class} is new and "
+        f"untrained, so its predictions are random; fine-tune it on labelled images first with vit-scratch's "
+        f"scripts/train.py --model {folder} (docs/training.md#few-labels-many-images)"
+    )
+
+
 class WeightsError(ValueError):
     """Saved weights that do not make the model config.json describes (a tensor missing, unexpected, of another shape
     or stored as integers): the message names the file, the tensor and the fix."""
@@ -157,6 +169,8 @@ def checked_loading(load, pretrained_model_name_or_path, *args, **kwargs):
             f"{weights} stores the floating-point parameter {integer} as integers, which would be cast and lose "
             "every fraction: re-save the model with save_pretrained (weights in float32, float16 or bfloat16)."
         )
+    if from_pretraining and not new_head and any(is_head(key) for key in info["missing_keys"]):
+        warn_untrained_head(str(pretrained_model_name_or_path), type(model).__name__)
     if (wants_info and not new_head) or in_memory:  # the caller checks missing and unexpected keys itself
         return (model, info) if wants_info else model
     if missing:

@@ -18,7 +18,7 @@ from hub_server import TOKEN, USER, local_hub  # noqa: F401  (local_hub is a fix
 from PIL import Image
 from safetensors.torch import load_file, save_file
 from test_training import train_args
-from transformers import AutoModelForPreTraining
+from transformers import AutoModelForImageClassification, AutoModelForPreTraining, pipeline
 
 from modeling_vit_scratch.explanation.command import main as explain
 from modeling_vit_scratch.explanation.prediction import explain_image
@@ -73,7 +73,7 @@ def test_pretraining_on_images_without_labels_writes_a_masked_autoencoder_the_au
 
 @contextlib.contextmanager
 def loading_warnings(folder: Path) -> Iterator[list[str]]:
-    """The warnings transformers' loggers give about loading `folder`."""
+    """The warnings transformers' loggers (and the model's, on the same logger) give about loading `folder`."""
     said: list[str] = []
     handler = logging.Handler(logging.WARNING)
     handler.emit = lambda record: said.append(record.getMessage()) if str(folder) in record.getMessage() else None
@@ -82,6 +82,16 @@ def loading_warnings(folder: Path) -> Iterator[list[str]]:
         yield said
     finally:
         logging.getLogger("transformers").removeHandler(handler)
+
+
+def test_loaded_as_a_classifier_it_warns_that_the_head_is_untrained_and_names_the_fine_tune(pretrained):
+    folder = pretrained[0]
+    with loading_warnings(folder) as said:
+        model = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=True)
+    assert model.config.num_labels and len(said) == 1 and f"--model {folder}" in said[0]
+    with loading_warnings(folder) as said:
+        pipeline("image-classification", model=str(folder), trust_remote_code=True)
+    assert len(said) == 1 and f"--model {folder}" in said[0]
 
 
 def test_a_classifier_fine_tuned_from_it_starts_from_its_encoder(tmp_path, pretrained):
