@@ -68,9 +68,11 @@ class OutputFolder:
     """A folder a command writes, held for the length of a `with` block.
 
     On entry: a path that is not a folder, or a folder of someone else's files (non-empty, no marker), is refused; a
-    folder of ours that holds a model is refused unless `replace`; then the folder is made (with its parents), marked
-    and locked. `argument` names the option that gave the path, for the refusal's line; `fix` says how to replace a
-    model (`--overwrite`). A folder that is, holds or lies inside one of `inputs` is refused."""
+    folder of ours that holds a model is refused unless `replace`, and one holding a model's files that the command
+    does not write (names of `MODEL_NAMES` outside `writes`: explain's figures beside a model would read as that
+    model's) always; then the folder is made (with its parents), marked and locked. `argument` names the option that
+    gave the path, for the refusal's line; `fix` says how to replace a model (`--overwrite`). A folder that is, holds
+    or lies inside one of `inputs` is refused."""
 
     def __init__(
         self,
@@ -80,10 +82,12 @@ class OutputFolder:
         replace: bool = False,
         fix: str = "--overwrite",
         inputs: tuple[str | os.PathLike | None, ...] = (),
+        writes: tuple[str, ...] = MODEL_NAMES,
     ):
         if not str(path).strip():
             raise UserError(f"{argument} is empty: give the folder to write to")
         self.path, self.argument, self.replace, self.fix = Path(path), argument, replace, fix
+        self.writes = writes
         self.inputs = [Path(source).resolve() for source in inputs if source and Path(source).exists()]
         self._lock = None
 
@@ -101,6 +105,13 @@ class OutputFolder:
             raise UserError(
                 f"{named} holds files vit-scratch did not write ({shown(', '.join(sorted(entries)[:3]))}...): "
                 "choose a new or empty folder"
+            )
+        if held := sorted(
+            name for name in entries if ours(name) and not ours(name, (*self.writes, STAGING_PREFIX + "*"))
+        ):
+            raise UserError(
+                f"{named} holds a model ({shown(', '.join(held[:3]))}): what this command writes would read as that "
+                f"model's; give {self.argument} a folder of its own"
             )
         if holds_model(path) and not self.replace:
             raise UserError(f"{named} already holds a model: pass {self.fix} to replace it, or choose a new folder")

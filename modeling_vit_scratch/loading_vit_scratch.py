@@ -10,6 +10,10 @@ import logging
 import os
 from contextlib import contextmanager, nullcontext
 
+# transformers' loading logger: its LOAD REPORT and its warning on newly initialised weights go here, and so does ours
+# on an untrained head, under the same verbosity settings
+LOADING_LOGGER = "transformers.modeling_utils"
+
 
 def weights_file_name(folder: str) -> str:
     """The weights file of a saved folder (its shard index when sharded), or `folder` itself (a hub repo id)."""
@@ -83,12 +87,23 @@ def without_load_report():
     """While inside, transformers' loading logs no LOAD REPORT: `checked_loading` names what does not load as saved
     in one line, and fine-tuning replaces the head on purpose. Yields the filter, whose `held` records a caller may
     log after all (when transformers' own error refers to the report)."""
-    logger, report_filter = logging.getLogger("transformers.modeling_utils"), LoadReportFilter()
+    logger, report_filter = logging.getLogger(LOADING_LOGGER), LoadReportFilter()
     logger.addFilter(report_filter)
     try:
         yield report_filter
     finally:
         logger.removeFilter(report_filter)
+
+
+def warn_untrained_head(folder: str, model_class: str) -> None:
+    """A classifier built from a masked-image pretraining folder has a new head: without fine-tuning its predictions
+    are random. Loading it that way is allowed (it is how fine-tuning starts), so it is said, as transformers says
+    what it initialised; a caller that asked for new heads (`ignore_mismatched_sizes=True`) is not told."""
+    logging.getLogger(LOADING_LOGGER).warning(
+        f"{folder} is a masked-image pretraining checkpoint: the classifier head of this {model_class} is new and "
+        f"untrained, so its predictions are random; fine-tune it on labelled images first with vit-scratch's "
+        f"scripts/train.py --model {folder} (docs/training.md#few-labels-many-images)"
+    )
 
 
 class WeightsError(ValueError):
@@ -124,7 +139,7 @@ def checked_loading(load, pretrained_model_name_or_path, *args, **kwargs):
     except Exception as error:
         if type(error).__name__ != "SafetensorError":  # safetensors' error names no file
             for record in report.held:  # an error of transformers' own may refer to "the above report"
-                logging.getLogger("transformers.modeling_utils").handle(record)
+                logging.getLogger(LOADING_LOGGER).handle(record)
             raise
         where = incomplete_weights_file(str(pretrained_model_name_or_path))
         fix = "re-save the model or download it again"
@@ -154,6 +169,8 @@ def checked_loading(load, pretrained_model_name_or_path, *args, **kwargs):
             f"{weights} stores the floating-point parameter {integer} as integers, which would be cast and lose "
             "every fraction: re-save the model with save_pretrained (weights in float32, float16 or bfloat16)."
         )
+    if from_pretraining and not new_head and any(is_head(key) for key in info["missing_keys"]):
+        warn_untrained_head(str(pretrained_model_name_or_path), type(model).__name__)
     if (wants_info and not new_head) or in_memory:  # the caller checks missing and unexpected keys itself
         return (model, info) if wants_info else model
     if missing:

@@ -18,7 +18,7 @@ from modeling_vit_scratch.explanation import attention as explain
 from modeling_vit_scratch.explanation import figures as plots
 from modeling_vit_scratch.explanation import norms as explain_norms
 from modeling_vit_scratch.explanation.reconstruction import RECONSTRUCTION_FILE, reconstructions
-from modeling_vit_scratch.folders import STAGING_PREFIX, OutputFolder, ours
+from modeling_vit_scratch.folders import OutputFolder
 from modeling_vit_scratch.image_processing_vit_scratch import read_image_file
 from modeling_vit_scratch.secrets import shown
 from modeling_vit_scratch.sources import check_model_folder, load_model, resolve
@@ -118,14 +118,8 @@ def explain_image(
     """Everything `vit-scratch explain` does (its arguments, by name). The output folder is checked first, then the
     image read, then the model loaded. Every map is of the patch tokens only: the class, distillation and register
     tokens (`config.num_prefix_tokens`) come before them and are left out."""
-    folder = OutputFolder(out, "--out", replace=True, inputs=(model, image))
-    folder.check()
-    entries = folder.path.iterdir() if folder.path.is_dir() else ()
-    if held := sorted(e.name for e in entries if ours(e.name) and not e.name.startswith(STAGING_PREFIX)):
-        raise UserError(  # a folder of ours holding a model (a training run's, a conversion's)
-            f"--out {shown(out)} holds a model ({shown(', '.join(held[:3]))}): figures among its files would read "
-            "as that model's; give --out a folder of its own"
-        )
+    folder = OutputFolder(out, "--out", replace=True, inputs=(model, image), writes=FIGURES)
+    folder.check()  # a folder holding a model (a training run's, a conversion's) is refused: explain's own is not
     picture = read_image(image)
     network, processor, autoencoder = load(model, revision, trust_remote_code, DTYPES[dtype])
     config, embeddings = network.config, network.base_model.embeddings

@@ -11,6 +11,7 @@ head); a saved one must have it. With `--objective masked_image_modeling` the mo
 import dataclasses
 import difflib
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from transformers import AutoConfig, AutoModelForImageClassification, PreTrained
 from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig
 from modeling_vit_scratch.errors import UserError, check_fits
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
+from modeling_vit_scratch.loading_vit_scratch import LOADING_LOGGER, without_load_report
 from modeling_vit_scratch.modeling_vit_scratch import (
     ViTScratchForImageClassification,
     ViTScratchForImageClassificationWithTeacher,
@@ -162,16 +164,10 @@ def build_model(
     config = plan.config
     if plan.folder is not None:
         saved = [str(config.id2label[index]) for index in sorted(config.id2label or {})]
-        model = AutoModelForImageClassification.from_pretrained(
-            plan.folder,
-            id2label=id2label,
-            label2id=label2id,
-            ignore_mismatched_sizes=saved != labels,  # new labels: new heads; the same labels: every tensor loaded
-            use_safetensors=True,
-            trust_remote_code=False,
-            **kernel,
-        )
-        if saved != labels:  # the same number of other labels: new heads all the same
+        # new labels, or a pretraining folder (no classifier, whatever its labels): new heads; else every tensor loaded
+        new_heads = saved != labels or ViTScratchForPreTraining.__name__ in (config.architectures or ())
+        model = saved_classifier(plan.folder, id2label, new_heads, kernel)
+        if new_heads:  # the same number of other labels: new heads all the same
             for name in HEADS:
                 if isinstance(head := getattr(model, name, None), nn.Linear):
                     setattr(model, name, nn.Linear(head.in_features, len(labels)))
@@ -190,6 +186,29 @@ def build_model(
         ViTScratchForImageClassificationWithTeacher if config.distillation_token else ViTScratchForImageClassification
     )
     return classifier._from_config(config, **kernel), ViTScratchImageProcessor.for_config(config)
+
+
+def saved_classifier(folder: Path, id2label: dict, new_heads: bool, kernel: dict):
+    """The classifier saved in `folder`, labelled `id2label`: every tensor as saved, or with `new_heads` its body as
+    saved and new heads (a pretraining folder's decoder left out). New heads are what fine-tuning means, so
+    transformers' load report, which lists them and the decoder as if by accident, is shown only when a tensor
+    outside them does not load as saved (a vit_scratch model refuses that before: `checked_loading`)."""
+    label2id = {name: index for index, name in id2label.items()}
+    loading = dict(id2label=id2label, label2id=label2id, use_safetensors=True, trust_remote_code=False, **kernel)
+    if not new_heads:
+        return AutoModelForImageClassification.from_pretrained(folder, **loading)
+    with without_load_report() as report:
+        model, info = AutoModelForImageClassification.from_pretrained(
+            folder, ignore_mismatched_sizes=True, output_loading_info=True, **loading
+        )
+    reshaped = [key for key, *_ in info["mismatched_keys"]]
+    if any(
+        key.split(".")[0] not in (*HEADS, "decoder")
+        for key in [*info["missing_keys"], *info["unexpected_keys"], *reshaped]
+    ):
+        for record in report.held:
+            logging.getLogger(LOADING_LOGGER).handle(record)
+    return model
 
 
 def pretraining_model(plan: ModelPlan, num_channels: int, kernel: dict):

@@ -5,7 +5,9 @@ stopped, and a classifier fine-tuned with `--model` on it starts from its encode
 import contextlib
 import io
 import json
+import logging
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -14,10 +16,11 @@ import torch
 from helpers import in_process, made_once, tiny_model_file, write_imagefolder
 from hub_server import TOKEN, USER, local_hub  # noqa: F401  (local_hub is a fixture)
 from PIL import Image
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from test_training import train_args
-from transformers import AutoModelForPreTraining
+from transformers import AutoModelForImageClassification, AutoModelForPreTraining, pipeline
 
+from modeling_vit_scratch.explanation.command import main as explain
 from modeling_vit_scratch.explanation.prediction import explain_image
 from modeling_vit_scratch.training.command import main
 
@@ -68,13 +71,39 @@ def test_pretraining_on_images_without_labels_writes_a_masked_autoencoder_the_au
     assert "reconstruction loss" in printed and f"--model {folder}" in printed
 
 
+@contextlib.contextmanager
+def loading_warnings(folder: Path) -> Iterator[list[str]]:
+    """The warnings transformers' loggers (and the model's, on the same logger) give about loading `folder`."""
+    said: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: said.append(record.getMessage()) if str(folder) in record.getMessage() else None
+    logging.getLogger("transformers").addHandler(handler)
+    try:
+        yield said
+    finally:
+        logging.getLogger("transformers").removeHandler(handler)
+
+
+def test_loaded_as_a_classifier_it_warns_that_the_head_is_untrained_and_names_the_fine_tune(pretrained):
+    folder = pretrained[0]
+    with loading_warnings(folder) as said:
+        model = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=True)
+    assert model.config.num_labels and len(said) == 1 and f"--model {folder}" in said[0]
+    with loading_warnings(folder) as said:
+        pipeline("image-classification", model=str(folder), trust_remote_code=True)
+    assert len(said) == 1 and f"--model {folder}" in said[0]
+
+
 def test_a_classifier_fine_tuned_from_it_starts_from_its_encoder(tmp_path, pretrained):
+    """Without a warning about the new head or the decoder left out: that is what fine-tuning from it means."""
     folder, _, labelled = pretrained
     encoder = {
         name: tensor for name, tensor in load_file(folder / "model.safetensors").items() if name.startswith("vit.")
     }
     out = tmp_path / "classifier"
-    main(train_args(labelled, out, str(folder), "--learning_rate", "1e-12", "--weight_decay", "0"))
+    with loading_warnings(folder) as said:
+        main(train_args(labelled, out, str(folder), "--learning_rate", "1e-12", "--weight_decay", "0"))
+    assert said == []
     tuned = load_file(out / "model.safetensors")
     assert not any(name.startswith("decoder") for name in tuned) and tuned["classifier.weight"].shape[0] == 3
     for name, tensor in encoder.items():
@@ -82,6 +111,29 @@ def test_a_classifier_fine_tuned_from_it_starts_from_its_encoder(tmp_path, pretr
     record = json.loads((out / "training_record.json").read_text())
     assert record["initial_weights"] == str(folder) and record["objective"] == "classification"
     assert "starting from the weights of run" in (out / "README.md").read_text()
+
+
+@pytest.mark.parametrize("change", ["an encoder tensor missing", "a tensor of no place", "a tensor reshaped"])
+def test_fine_tuning_from_it_refuses_or_reports_weights_that_differ_beyond_the_decoder(tmp_path, pretrained, change):
+    """Only the decoder left out and the head made new go unsaid: a tensor missing or of no place is refused, one of
+    another shape (which transformers' loading re-initialises on a new head) is in transformers' report."""
+    folder, _, labelled = pretrained
+    broken = shutil.copytree(folder, tmp_path / "broken")
+    weights = load_file(broken / "model.safetensors")
+    if change == "an encoder tensor missing":
+        del weights["vit.layernorm.bias"]
+    elif change == "a tensor of no place":
+        weights["vit.stray.weight"] = torch.zeros(2)
+    else:
+        weights["vit.layernorm.bias"] = torch.zeros(5)
+    save_file(weights, broken / "model.safetensors", metadata={"format": "pt"})
+    with loading_warnings(broken) as said:
+        ended = in_process(main, *train_args(labelled, tmp_path / "out", str(broken)))
+    if change == "a tensor reshaped":
+        assert said and "vit.layernorm.bias" in said[0]
+    else:
+        assert isinstance(ended, str) and ended.startswith("error: ") and "\n" not in ended
+        assert not (tmp_path / "out" / "model.safetensors").exists()
 
 
 def test_a_stopped_pretraining_run_resumes_to_the_weights_of_one_never_stopped(tmp_path, pretrained):
@@ -169,6 +221,24 @@ def test_explain_draws_its_reconstruction_and_the_encoders_maps(tmp_path, pretra
     names = {path.name for path in found.written}
     assert {"reconstruction.png", "attention_rollout.png", "token_norms.png"} <= names
     assert not found.ranking and np.isfinite(found.reconstruction_loss)
+
+
+def test_explains_own_folder_is_its_again_and_a_pretraining_folder_is_refused_untouched(tmp_path, pretrained):
+    """The reconstruction explain drew is explain's figure, not the sign of a model: the same --out works again, for
+    this model or another; a pretraining run's folder (which holds a reconstruction.png too) is refused."""
+    folder, _, labelled = pretrained
+    image, out = next((labelled / "cat").iterdir()), tmp_path / "explained"
+    assert in_process(explain, "--model", folder, "--image", image, "--out", out) == 0
+    assert in_process(explain, "--model", folder, "--image", image, "--out", out) == 0
+    classifier = tmp_path / "classifier"
+    main(train_args(labelled, classifier, str(folder), "--max_steps", "1"))
+    assert in_process(explain, "--model", classifier, "--image", image, "--out", out) == 0
+    assert not (out / "reconstruction.png").exists() and (out / "attention_rollout.png").is_file()
+    taken = shutil.copytree(folder, tmp_path / "taken")
+    before = {path: path.read_bytes() for path in taken.rglob("*") if path.is_file()}
+    line = in_process(explain, "--model", folder, "--image", image, "--out", taken)
+    assert isinstance(line, str) and line.startswith("error: --out") and "\n" not in line
+    assert {path: path.read_bytes() for path in taken.rglob("*") if path.is_file()} == before
 
 
 def test_its_card_describes_an_encoder_to_fine_tune_with_its_reconstructions(pretrained):
