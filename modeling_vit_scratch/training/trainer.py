@@ -288,7 +288,7 @@ class ImageTrainer(Trainer):
 
 def check_pretraining(policy: AugmentationPolicy, data_args, training_args) -> None:
     """What masked image modelling has no use for, refused in one line before any data is read: mixing labels (given,
-    or the `policy`'s), and a model selection on any metric but its one, the reconstruction loss."""
+    or the `policy`'s), what acts on class scores, and a model selection on any metric but its reconstruction loss."""
     if policy.mixes:
         named = POLICIES[data_args.augmentation]
         if any(getattr(data_args, name) is None and named.get(name) for name in ("mixup", "cutmix")):
@@ -297,6 +297,15 @@ def check_pretraining(policy: AugmentationPolicy, data_args, training_args) -> N
                 "masked image modelling has none: add --mixup 0 --cutmix 0 (the rest of the policy is kept)"
             )
         raise UserError("--mixup and --cutmix mix labels, which masked image modelling has none of: set them to 0")
+    scoring = {
+        "label_smoothing_factor": training_args.label_smoothing_factor,
+        "eval_flip": data_args.eval_flip,
+        "validation_views": data_args.validation_views - 1,
+    }
+    if given := [f"--{name}" for name, value in scoring.items() if value]:
+        raise UserError(
+            f"{' and '.join(given)} act on class scores, which masked image modelling has none of: leave them out"
+        )
     metric = training_args.metric_for_best_model
     if metric is not None and metric.removeprefix("eval_") != "loss":
         raise UserError(

@@ -160,7 +160,12 @@ def test_a_stream_of_images_without_labels_pretrains(tmp_path, pretrained):
     assert np.isfinite(results["test_loss"]) and results["streamed_train_images"] >= 8
 
 
-@pytest.mark.parametrize("extra", [["--mixup", "0.5"], ["--teacher", "some/teacher"]], ids=["mixup", "teacher"])
+@pytest.mark.parametrize(
+    "extra",
+    [["--mixup", "0.5"], ["--teacher", "some/teacher"], ["--label_smoothing_factor", "0.1"], ["--eval_flip", "true"]]
+    + [["--validation_views", "3"]],
+    ids=["mixup", "teacher", "label_smoothing", "eval_flip", "validation_views"],
+)
 def test_what_needs_labels_is_refused_before_any_work(tmp_path, pretrained, extra):
     line = in_process(main, *pretrain_args(pretrained[2], tmp_path / "out", tiny_model_file(tmp_path), *extra))
     assert isinstance(line, str) and line.startswith("error: ") and extra[0] in line
