@@ -166,7 +166,7 @@ def build_model(
         saved = [str(config.id2label[index]) for index in sorted(config.id2label or {})]
         # new labels, or a pretraining folder (no classifier, whatever its labels): new heads; else every tensor loaded
         new_heads = saved != labels or ViTScratchForPreTraining.__name__ in (config.architectures or ())
-        model = saved_classifier(plan.folder, id2label, new_heads, kernel)
+        model = saved_classifier(plan.folder, id2label, label2id, new_heads, kernel)
         if new_heads:  # the same number of other labels: new heads all the same
             for name in HEADS:
                 if isinstance(head := getattr(model, name, None), nn.Linear):
@@ -188,12 +188,11 @@ def build_model(
     return classifier._from_config(config, **kernel), ViTScratchImageProcessor.for_config(config)
 
 
-def saved_classifier(folder: Path, id2label: dict, new_heads: bool, kernel: dict):
+def saved_classifier(folder: Path, id2label: dict, label2id: dict, new_heads: bool, kernel: dict):
     """The classifier saved in `folder`, labelled `id2label`: every tensor as saved, or with `new_heads` its body as
     saved and new heads (a pretraining folder's decoder left out). New heads are what fine-tuning means, so
     transformers' load report, which lists them and the decoder as if by accident, is shown only when a tensor
     outside them does not load as saved (a vit_scratch model refuses that before: `checked_loading`)."""
-    label2id = {name: index for index, name in id2label.items()}
     loading = dict(id2label=id2label, label2id=label2id, use_safetensors=True, trust_remote_code=False, **kernel)
     if not new_heads:
         return AutoModelForImageClassification.from_pretrained(folder, **loading)
