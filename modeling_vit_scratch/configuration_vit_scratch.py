@@ -79,6 +79,13 @@ def auto_map_entry(cls: type) -> str:
     return f"{module}.{cls.__name__}"
 
 
+def is_masked_autoencoder(config: dict | PreTrainedConfig) -> bool:
+    """Whether a saved config (a config.json's mapping, or loaded) is a masked autoencoder's: an encoder to
+    fine-tune and a decoder, no classes."""
+    architectures = config.get("architectures") if isinstance(config, dict) else config.architectures
+    return "ViTScratchForPreTraining" in (architectures or ())
+
+
 def to_pair(value: int | list[int] | tuple[int, int]) -> tuple[int, int]:
     """An int or a (height, width) pair, as a (height, width) tuple."""
     return (value, value) if isinstance(value, int) else (value[0], value[1])

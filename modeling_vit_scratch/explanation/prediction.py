@@ -13,6 +13,7 @@ from typing import NamedTuple
 import torch
 from transformers import AutoImageProcessor, AutoModelForPreTraining
 
+from modeling_vit_scratch.configuration_vit_scratch import is_masked_autoencoder
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.explanation import attention as explain
 from modeling_vit_scratch.explanation import figures as plots
@@ -26,7 +27,6 @@ from modeling_vit_scratch.sources import check_model_folder, load_model, resolve
 # The names explain writes: in a folder of its own, these are replaced or removed, nothing else.
 FIGURES = ("patch_grid.png", "attention_*.png", "gradient_rollout_class_*.png", "fig7_*.png", "token_norms.png")
 FIGURES += (RECONSTRUCTION_FILE,)
-PRETRAINING = "ViTScratchForPreTraining"  # a masked autoencoder: its encoder explained, and its reconstruction
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
 DOWNLOAD_BYTES = 128 << 20  # the most an --image URL may send: far above any photo, far below the memory it takes
 DOWNLOAD_SECONDS = 30  # the longest a server may stay silent
@@ -75,7 +75,7 @@ def load(spec: str, revision: str | None, trust_remote_code: bool, dtype: torch.
             f"--model {shown(spec)} is a {shown(kind)} model, not vit_scratch: convert it first "
             "(`vit-scratch convert --from transformers`) and explain the converted folder"
         )
-    pretraining = PRETRAINING in (settings.get("architectures") or ())
+    pretraining = is_masked_autoencoder(settings)  # its encoder explained, and its reconstruction
     try:
         model = load_model(
             folder, trust_remote_code=trust_remote_code, dtype=dtype, **({"num_labels": 0} if pretraining else {})

@@ -21,13 +21,13 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from ..configuration_vit_scratch import is_masked_autoencoder
 from ..secrets import shown
 from ..sources import read_json, weights_sha256
 
 TEMPLATE = Path(__file__).with_name("model_card.md")  # a link to the repository's model_card.md
 RECORD_FILE, CONVERSION_FILE, RESULTS_FILE = "training_record.json", "conversion_record.json", "all_results.json"
 FIGURES = ("training_curves.png", "confusion_matrix.png", "reconstruction.png")
-PRETRAINING = "ViTScratchForPreTraining"  # a masked autoencoder's folder: an encoder to fine-tune, no classes
 METRICS = {"accuracy": "accuracy", "top5_accuracy": "top-5 accuracy", "loss": "cross-entropy loss"}
 ARCHITECTURE = {
     "image_size": "input size",
@@ -95,11 +95,7 @@ def public_command(command: str) -> str:
 
 def auto_class(config: dict) -> str:
     """The Auto class a folder's model loads by: a masked autoencoder's, or an image classifier's."""
-    return (
-        "AutoModelForPreTraining"
-        if PRETRAINING in (config.get("architectures") or ())
-        else "AutoModelForImageClassification"
-    )
+    return "AutoModelForPreTraining" if is_masked_autoencoder(config) else "AutoModelForImageClassification"
 
 
 def parameter_count(folder: Path) -> int:
@@ -277,7 +273,7 @@ def card_text(folder: str | os.PathLike, repo_id: str | None = None, revision: s
     dataset = record.get("dataset")
     model_name = (repo_id or "").split("/")[-1] or f"vit-scratch-{public(dataset) if dataset else 'model'}"
     result_rows, class_rows = ([], []) if unmeasured else results(metrics)
-    pretraining = PRETRAINING in (config.get("architectures") or ())
+    pretraining = is_masked_autoencoder(config)
     if pretraining:  # its loss is the reconstruction's
         result_rows = [(split, "reconstruction loss", value) for split, name, value in result_rows if "loss" in name]
     labels = [] if pretraining else [str(label) for label in (config.get("id2label") or {}).values()]

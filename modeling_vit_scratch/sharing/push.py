@@ -35,7 +35,7 @@ from huggingface_hub.utils import validate_repo_id
 from transformers import AutoImageProcessor
 
 from .. import configuration_vit_scratch
-from ..configuration_vit_scratch import MODEL_FILES
+from ..configuration_vit_scratch import MODEL_FILES, is_masked_autoencoder
 from ..errors import UserError, on_interrupt
 from ..image_processing_vit_scratch import ViTScratchImageProcessor
 from ..secrets import credential_free_env, files_with_secrets, redact, remember, shown
@@ -43,7 +43,6 @@ from ..sources import check_model_folder, read_json
 from .card import (
     CONVERSION_FILE,
     FIGURES,
-    PRETRAINING,
     RECORD_FILE,
     RESULTS_FILE,
     auto_class,
@@ -121,7 +120,7 @@ def fixed_input(config) -> dict[str, torch.Tensor]:
     size = config.image_size if isinstance(config.image_size, (list, tuple)) else (config.image_size,) * 2
     generator = torch.Generator().manual_seed(0)
     inputs = {"pixel_values": torch.randn(2, config.num_channels, *size, generator=generator)}
-    if PRETRAINING in (config.architectures or ()):
+    if is_masked_autoencoder(config):
         inputs["noise"] = torch.rand(2, config.grid_size[0] * config.grid_size[1], generator=generator)
     return inputs
 

@@ -55,7 +55,10 @@ class ModelArguments:
     )
     config_overrides: str | None = field(
         default=None,
-        metadata={"help": "Config fields to override for a new model, e.g. 'image_size=64,drop_path_rate=0.1'."},
+        metadata={
+            "help": "Config fields to override, e.g. 'image_size=64,drop_path_rate=0.1'; on a saved model only what "
+            "leaves its tensors as saved (pooling, dropout, mask_ratio, ...)."
+        },
     )
     attn_implementation: str | None = field(
         default=None, metadata={"help": "Attention kernel: 'eager' or 'sdpa' (default: transformers' choice)."}

@@ -2,7 +2,7 @@
 Hub repo (fine-tuning, read through `sources`: a checked folder, safetensors only, no foreign code).
 
 A new model takes the data's labels, and its channels unless its file or `--config_overrides` names them. A saved
-model keeps its body; a new label set gets new heads, initialised afresh (a pretraining folder's encoder becomes a
+model keeps its body (`--config_overrides` may change how it runs, never its tensors); a new label set gets new heads, initialised afresh (a pretraining folder's encoder becomes a
 classifier's body, its decoder left out). With `--teacher` a new model gets a distillation token (and its second
 head); a saved one must have it. With `--objective masked_image_modeling` the model is a masked autoencoder
 (`ViTScratchForPreTraining`), new or from a saved vit_scratch folder.
@@ -15,10 +15,12 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+from safetensors import safe_open
 from torch import nn
 from transformers import AutoConfig, AutoModelForImageClassification, PreTrainedConfig
 
-from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig
+from modeling_vit_scratch.configuration_vit_scratch import PRESETS, ViTScratchConfig, is_masked_autoencoder
 from modeling_vit_scratch.errors import UserError, check_fits
 from modeling_vit_scratch.image_processing_vit_scratch import ViTScratchImageProcessor
 from modeling_vit_scratch.loading_vit_scratch import LOADING_LOGGER, without_load_report
@@ -26,6 +28,7 @@ from modeling_vit_scratch.modeling_vit_scratch import (
     ViTScratchForImageClassification,
     ViTScratchForImageClassificationWithTeacher,
     ViTScratchForPreTraining,
+    ViTScratchModel,
 )
 from modeling_vit_scratch.secrets import shown
 from modeling_vit_scratch.sources import check_model_folder, is_local, read_json, resolve
@@ -96,21 +99,12 @@ def model_plan(args) -> ModelPlan:
     overrides = parse_overrides(args.config_overrides)
     check_config_fields(overrides)
     try:
-        plan = new_model(args.model, overrides)
+        plan = new_model(args.model, overrides) or saved_model(args, overrides)
     except ValueError as error:  # the config's own checks: a field's range, fields that do not fit together
         given = " with --config_overrides" if overrides else ""
         raise UserError(f"--model {shown(args.model)}{given}: {' '.join(str(error).split())}") from None
-    if plan is None:
-        if overrides:
-            raise UserError("--config_overrides applies to new models only: a saved model keeps its architecture")
-        if not is_local(args.model) and "/" not in args.model:
-            raise UserError(
-                f"--model {shown(args.model)} is no preset, file, folder or Hub repo id: give one of "
-                f"{', '.join(sorted(PRESETS))}, an architecture .json, a saved folder or owner/name"
-            )
-        folder = resolve(args.model, revision=args.model_revision)
-        check_model_folder(folder, trust_option=None)  # training runs the package's code only
-        plan = ModelPlan(AutoConfig.from_pretrained(folder, trust_remote_code=False), folder)
+    if overrides and plan.folder is not None:
+        check_keeps_weights(plan, overrides, args.objective)
     if args.objective == PRETRAINING:
         if args.teacher:
             raise UserError("--teacher distils labels, which masked image modelling does not learn: drop --teacher")
@@ -128,6 +122,56 @@ def model_plan(args) -> ModelPlan:
                 "vit_scratch model with --teacher, or drop --teacher"
             )
     return plan
+
+
+def saved_model(args, overrides: dict) -> ModelPlan:
+    """The plan for a saved folder or Hub repo: its config, with `overrides` set on it."""
+    if not is_local(args.model) and "/" not in args.model:
+        raise UserError(
+            f"--model {shown(args.model)} is no preset, file, folder or Hub repo id: give one of "
+            f"{', '.join(sorted(PRESETS))}, an architecture .json, a saved folder or owner/name"
+        )
+    folder = resolve(args.model, revision=args.model_revision)
+    check_model_folder(folder, trust_option=None)  # training runs the package's code only
+    return ModelPlan(AutoConfig.from_pretrained(folder, trust_remote_code=False, **overrides), folder)
+
+
+def check_keeps_weights(plan: ModelPlan, overrides: dict, objective: str) -> None:
+    """`--config_overrides` on a saved model may change how it runs (pooling, dropout, the mask ratio), never the
+    tensors it saved: every tensor the model is built with is saved with the same shape (but a classifier's heads,
+    and a masked autoencoder's decoder when the folder is a classifier's), and every saved tensor is used (a
+    classifier leaves a decoder out, a masked autoencoder the heads)."""
+    given = f"--config_overrides {', '.join(sorted(overrides))}"
+    if not isinstance(plan.config, ViTScratchConfig):
+        raise UserError(f"{given}: a {plan.config.model_type} model keeps its saved config; drop --config_overrides")
+    model_class = ViTScratchForPreTraining if objective == PRETRAINING else classifier_class(plan.config)
+    with torch.device("meta"):
+        built = {key: tuple(tensor.shape) for key, tensor in model_class._from_config(plan.config).state_dict().items()}
+    saved, prefix = {}, f"{model_class.base_model_prefix}."
+    for path in sorted(plan.folder.glob("*.safetensors")):
+        with safe_open(path, "pt") as weights:
+            for key in weights.keys():  # noqa: SIM118 (a safetensors file, not a dict)
+                # a base model's folder names its tensors without the prefix
+                name = key if key.startswith(prefix) or key.split(".")[0] in (*HEADS, "decoder") else prefix + key
+                saved[name] = tuple(weights.get_slice(key).get_shape())
+    may_be_new = HEADS if objective != PRETRAINING else () if is_masked_autoencoder(plan.config) else ("decoder",)
+    changes = [(key, shape, saved.get(key)) for key, shape in built.items() if key.split(".")[0] not in may_be_new]
+    changes += [(key, None, shape) for key, shape in saved.items() if key.split(".")[0] not in (*HEADS, "decoder")]
+    for key, shape, was in changes:
+        if shape != was and not (shape is None and key in built):
+            raise UserError(
+                f"{given} would change the saved weights of {shown(str(plan.folder))} ({key}: "
+                f"{shape or 'dropped'}, {f'saved as {was}' if was else 'not saved'}): a saved model keeps its "
+                "tensors; override only what runs differently (pooling, dropout, mask_ratio, ...) or train a new "
+                "model from an architecture file"
+            )
+
+
+def classifier_class(config: ViTScratchConfig):
+    """The classifier a vit_scratch config builds: with a distillation token, the two-headed one."""
+    return (
+        ViTScratchForImageClassificationWithTeacher if config.distillation_token else ViTScratchForImageClassification
+    )
 
 
 def check_memory(config: PreTrainedConfig, batch_size: int) -> None:
@@ -165,8 +209,8 @@ def build_model(
     if plan.folder is not None:
         saved = [str(config.id2label[index]) for index in sorted(config.id2label or {})]
         # new labels, or a pretraining folder (no classifier, whatever its labels): new heads; else every tensor loaded
-        new_heads = saved != labels or ViTScratchForPreTraining.__name__ in (config.architectures or ())
-        model = saved_classifier(plan.folder, id2label, label2id, new_heads, kernel)
+        new_heads = saved != labels or is_masked_autoencoder(config)
+        model = saved_classifier(plan.folder, config, id2label, label2id, new_heads, kernel)
         if new_heads:  # the same number of other labels: new heads all the same
             for name in HEADS:
                 if isinstance(head := getattr(model, name, None), nn.Linear):
@@ -182,18 +226,17 @@ def build_model(
         return AutoModelForImageClassification.from_config(config, **kernel), ViTScratchImageProcessor.for_config(
             config
         )
-    classifier = (
-        ViTScratchForImageClassificationWithTeacher if config.distillation_token else ViTScratchForImageClassification
-    )
-    return classifier._from_config(config, **kernel), ViTScratchImageProcessor.for_config(config)
+    return classifier_class(config)._from_config(config, **kernel), ViTScratchImageProcessor.for_config(config)
 
 
-def saved_classifier(folder: Path, id2label: dict, label2id: dict, new_heads: bool, kernel: dict):
-    """The classifier saved in `folder`, labelled `id2label`: every tensor as saved, or with `new_heads` its body as
+def saved_classifier(folder: Path, config: PreTrainedConfig, id2label: dict, label2id: dict, new_heads: bool, kernel):
+    """The classifier saved in `folder` (`config`: its own, or with overrides), labelled `id2label`: every tensor as
+    saved, or with `new_heads` its body as
     saved and new heads (a pretraining folder's decoder left out). New heads are what fine-tuning means, so
     transformers' load report, which lists them and the decoder as if by accident, is shown only when a tensor
     outside them does not load as saved (a vit_scratch model refuses that before: `checked_loading`)."""
-    loading = dict(id2label=id2label, label2id=label2id, use_safetensors=True, trust_remote_code=False, **kernel)
+    config.id2label, config.label2id = id2label, label2id
+    loading = dict(config=config, use_safetensors=True, trust_remote_code=False, **kernel)
     if not new_heads:
         return AutoModelForImageClassification.from_pretrained(folder, **loading)
     with without_load_report() as report:
@@ -214,9 +257,12 @@ def pretraining_model(plan: ModelPlan, num_channels: int, kernel: dict):
     """(masked autoencoder, processor): new at the data's channels, or from a saved vit_scratch folder (a
     pretraining folder continues whole; a classifier's body gets a new decoder)."""
     if plan.folder is not None:
-        model = ViTScratchForPreTraining.from_pretrained(
-            plan.folder, use_safetensors=True, trust_remote_code=False, **kernel
-        )
+        loading = dict(config=plan.config, use_safetensors=True, trust_remote_code=False, **kernel)
+        if is_masked_autoencoder(plan.config):
+            model = ViTScratchForPreTraining.from_pretrained(plan.folder, **loading)
+        else:  # a classifier's encoder, every tensor of it as saved (its heads left out), and a new decoder
+            model = ViTScratchForPreTraining._from_config(plan.config, **kernel)
+            model.vit = ViTScratchModel.from_pretrained(plan.folder, **loading)
         if (plan.folder / "preprocessor_config.json").is_file():
             return model, ViTScratchImageProcessor.from_pretrained(plan.folder)
         return model, ViTScratchImageProcessor.for_config(model.config)

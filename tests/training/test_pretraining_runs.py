@@ -136,6 +136,55 @@ def test_fine_tuning_from_it_refuses_or_reports_weights_that_differ_beyond_the_d
         assert not (tmp_path / "out" / "model.safetensors").exists()
 
 
+@pytest.mark.parametrize(
+    "start, objective, overrides",
+    [
+        ("pretrained", "classification", {"pooling": "mean", "attention_probs_dropout_prob": 0.2}),
+        ("pretrained", "pretraining", {**json.loads(DECODER), "mask_ratio": 0.5}),  # the recipe's decoder, as saved
+        ("classifier", "pretraining", json.loads(DECODER)),  # a new decoder on a classifier's encoder
+    ],
+    ids=["fine-tuned", "pretrained further", "a classifier pretrained"],
+)
+def test_config_overrides_on_a_saved_model_change_how_it_runs(tmp_path, pretrained, start, objective, overrides):
+    """A fine-tune with mean pooling and more dropout, a pretraining continued or started from a classifier with the
+    recipe's decoder overrides: every saved tensor of the encoder is where it was, the config says what was
+    overridden."""
+    folder, _, labelled = pretrained
+    if start == "classifier":
+        folder = tmp_path / "classifier"
+        main(train_args(labelled, folder, tiny_model_file(tmp_path)))
+    encoder = {name: tensor for name, tensor in load_file(folder / "model.safetensors").items() if "vit." in name}
+    still = ["--learning_rate", "1e-12", "--weight_decay", "0", "--config_overrides", json.dumps(overrides)]
+    make = train_args if objective == "classification" else pretrain_args
+    main(make(labelled, tmp_path / "out", str(folder), *still))
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert {key: config[key] for key in overrides} == overrides
+    tuned = load_file(tmp_path / "out" / "model.safetensors")
+    assert any(name.startswith("decoder.") for name in tuned) == (objective == "pretraining")
+    for name, tensor in encoder.items():
+        torch.testing.assert_close(tuned[name], tensor, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "objective, overrides, named",
+    [
+        ("classification", "hidden_size=12,num_attention_heads=2", "saved as"),
+        ("classification", "num_hidden_layers=1", "dropped"),
+        ("classification", "num_register_tokens=2", "not saved"),
+        ("pretraining", '{"decoder_hidden_size": 16}', "decoder"),
+    ],
+    ids=["reshaped", "a block dropped", "a new tensor", "another decoder"],
+)
+def test_config_overrides_that_would_change_a_saved_models_tensors_are_refused_before_any_work(
+    tmp_path, pretrained, objective, overrides, named
+):
+    folder, _, labelled = pretrained
+    make = train_args if objective == "classification" else pretrain_args
+    line = in_process(main, *make(labelled, tmp_path / "out", str(folder), "--config_overrides", overrides))
+    assert isinstance(line, str) and line.startswith("error: ") and "--config_overrides" in line and named in line
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_stopped_pretraining_run_resumes_to_the_weights_of_one_never_stopped(tmp_path, pretrained):
     """Masks and augmentation are drawn in the training step: a resumed run draws what an unstopped one does. The
     labelled folder's labels are not read."""
