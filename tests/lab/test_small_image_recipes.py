@@ -34,8 +34,12 @@ def test_recipe_names_a_model_no_larger_than_the_reference(recipe_path, num_labe
     assert parameter_count(ours) <= parameter_count(reference)
 
 
-@pytest.mark.parametrize("recipe", ["train_small_images", "pretrain_small_images"])
-@pytest.mark.parametrize("mode, channels", [("L", 1), ("RGB", 3)])
+@pytest.mark.parametrize(
+    "recipe, mode, channels",
+    [("train_small_images", "L", 1), ("pretrain_small_images", "RGB", 3)]
+    + [pytest.param("train_small_images", "RGB", 3, marks=pytest.mark.slow)]
+    + [pytest.param("pretrain_small_images", "L", 1, marks=pytest.mark.slow)],
+)
 def test_the_small_images_recipes_take_the_channels_of_the_data(tmp_path, recipe, mode, channels):
     images = write_imagefolder(tmp_path / "images", per_class=4, size=(28, 28), mode=mode)
     run = ["--dataset", images, "--output_dir", tmp_path / "run", "--max_steps", "1", "--save_strategy", "no"]

@@ -141,7 +141,7 @@ def test_fine_tuning_from_it_refuses_or_reports_weights_that_differ_beyond_the_d
     [
         ("pretrained", "classification", {"pooling": "mean", "attention_probs_dropout_prob": 0.2}),
         ("pretrained", "pretraining", {**json.loads(DECODER), "mask_ratio": 0.5}),  # the recipe's decoder, as saved
-        ("classifier", "pretraining", json.loads(DECODER)),  # a new decoder on a classifier's encoder
+        pytest.param("classifier", "pretraining", json.loads(DECODER), marks=pytest.mark.slow),  # a new decoder
     ],
     ids=["fine-tuned", "pretrained further", "a classifier pretrained"],
 )
@@ -233,6 +233,7 @@ def test_a_model_selection_on_a_metric_it_does_not_report_is_refused_before_any_
     assert json.loads((tmp_path / "loss" / "training_record.json").read_text())["finished_at_step"] == 2
 
 
+@pytest.mark.slow  # RandAugment on every batch
 def test_the_photos_policy_pretrains_once_its_label_mixing_is_turned_off(tmp_path, pretrained):
     """The policy turns Mixup and CutMix on by default: the refusal comes without either being given, and giving them
     0 keeps the rest of the policy."""
@@ -245,6 +246,7 @@ def test_the_photos_policy_pretrains_once_its_label_mixing_is_turned_off(tmp_pat
     assert record["finished_at_step"] == 2 and "RandAugment" in record["augmentation"]
 
 
+@pytest.mark.slow  # two runs
 def test_a_resumed_runs_card_agrees_with_its_results_and_its_record(tmp_path, pretrained):
     """A conv stem (BatchNorm statistics in the weights file, no parameters), a batch larger than the training split,
     and two commands: the card states the results' parameters, the record's batch, and the sum of both legs' time."""
@@ -277,6 +279,7 @@ def test_explain_draws_its_reconstruction_and_the_encoders_maps(tmp_path, pretra
     assert not found.ranking and np.isfinite(found.reconstruction_loss)
 
 
+@pytest.mark.slow  # explain twice and a masked autoencoder's figures
 def test_explains_own_folder_is_its_again_and_a_pretraining_folder_is_refused_untouched(tmp_path, pretrained):
     """The reconstruction explain drew is explain's figure, not the sign of a model: the same --out works again, for
     this model or another; a pretraining run's folder (which holds a reconstruction.png too) is refused."""

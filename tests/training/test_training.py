@@ -113,7 +113,7 @@ def test_a_resumed_run_goes_on_from_its_last_checkpoint(tmp_path, trained, input
     assert state["global_step"] == 3
 
 
-@pytest.mark.parametrize("min_steps", [0, 3, 10])
+@pytest.mark.parametrize("min_steps", [0, pytest.param(3, marks=pytest.mark.slow), 10])
 def test_min_train_steps_adds_whole_epochs_until_there_are_that_many_steps(tmp_path, inputs, min_steps, capsys):
     by_epochs = ["--max_steps", "-1", "--num_train_epochs", "1", "--save_strategy", "no"]
     main([*train_args(inputs[0], tmp_path / "run", inputs[1], *by_epochs), "--min_train_steps", str(min_steps)])
