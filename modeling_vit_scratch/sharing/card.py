@@ -93,6 +93,18 @@ def public_command(command: str) -> str:
     return ABSOLUTE.sub(lambda found: Path(found.group(0).rstrip("/")).name or found.group(0), command)
 
 
+def public_record(value: object, key: str | None = None) -> object:
+    """A training or conversion record as published beside the card: each local path cut as the card cuts it (a
+    command's absolute paths, a dataset's or a run's folder), every other value as recorded."""
+    if isinstance(value, dict):
+        return {name: public_record(item, name) for name, item in value.items()}
+    if isinstance(value, list):
+        return [public_record(item, key) for item in value]
+    if isinstance(value, str):
+        return public_command(value) if key == "command" else public(value)
+    return value
+
+
 def auto_class(config: dict) -> str:
     """The Auto class a folder's model loads by: a masked autoencoder's, or an image classifier's."""
     return "AutoModelForPreTraining" if is_masked_autoencoder(config) else "AutoModelForImageClassification"

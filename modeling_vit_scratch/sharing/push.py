@@ -21,6 +21,7 @@ Training glue, never imported by the model files.
 """
 
 import fnmatch
+import json
 import shutil
 import subprocess
 import sys
@@ -49,6 +50,7 @@ from .card import (
     card_text,
     marked,
     measured,
+    public_record,
     unedited,
 )
 
@@ -187,7 +189,11 @@ def stage_folder(folder: Path, stage: Path, max_shard_size, allow_unmeasured_wei
             and not (folder / name).is_symlink()
             and (vouched or name not in (RESULTS_FILE, *FIGURES))
         ):
-            shutil.copyfile(folder / name, stage / name)
+            if name in (RECORD_FILE, CONVERSION_FILE):  # the card's cut paths, not the disk they lay on
+                record = public_record(read_json(folder / name, name))
+                (stage / name).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+            else:
+                shutil.copyfile(folder / name, stage / name)
     return model
 
 

@@ -15,7 +15,7 @@ from modeling_vit_scratch import ViTScratchForImageClassification
 from modeling_vit_scratch.errors import UserError
 from modeling_vit_scratch.sharing import push
 from modeling_vit_scratch.sharing.card import unedited, write_card
-from modeling_vit_scratch.sharing.push import push_folder
+from modeling_vit_scratch.sharing.push import push_folder, stage_folder
 from modeling_vit_scratch.sources import weights_sha256
 
 pytestmark = pytest.mark.integration
@@ -85,6 +85,23 @@ def hub_here(local_hub, monkeypatch):  # noqa: F811
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     return local_hub
+
+
+def test_the_staged_record_names_no_local_folder(tmp_path):
+    """The card shows a local path by its last part; the record sent beside it does too (its command, every leg's,
+    its dataset), and keeps every other value as recorded."""
+    trained_folder(tmp_path / "run")
+    record = json.loads((tmp_path / "run" / "training_record.json").read_text())
+    command = f"python scripts/train.py --dataset {tmp_path / 'data'} --output_dir {tmp_path / 'run'}"
+    record |= dict(command=command, dataset=str(tmp_path / "data"), legs=[{"command": command, "wall_time_seconds": 3}])
+    (tmp_path / "run" / "training_record.json").write_text(json.dumps(record))
+    stage_folder(tmp_path / "run", tmp_path / "stage", None, allow_unmeasured_weights=False)
+    staged = (tmp_path / "stage" / "training_record.json").read_text()
+    assert str(tmp_path) not in staged
+    public = "python scripts/train.py --dataset data --output_dir run"
+    assert json.loads(staged) == record | dict(
+        command=public, dataset="data", legs=[{**record["legs"][0], "command": public}]
+    )
 
 
 def test_a_plain_save_pretrained_folder_with_transformers_processor_and_no_code_pushes_sharded(hub_here, tmp_path):
