@@ -18,20 +18,23 @@ from modeling_vit_scratch.image_processing_vit_scratch import UnreadableImage, d
 from modeling_vit_scratch.secrets import redact, shown
 
 DECODE_UP_FRONT_MAX_IMAGES = 100_000
+ONE_CHANNEL_MODES = ("1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "F", "La")  # PIL's gray modes; others are colour
 SHOWN_CLASSES = 5
 
 
-def check_data(data, data_args) -> None:
+def check_data(data, data_args) -> bool:
     """Refuse `data` (an `ImageData`) in one line when training on it cannot give a classifier of its classes (read
-    for pretraining, `data.labelled` false: when its images do not decode)."""
+    for pretraining, `data.labelled` false: when its images do not decode). Returns whether an image it opened is in
+    colour (every image of a set in memory, a stream's held-out ones)."""
     held = {"validation": data.validation, "test": data.test}
     splits = {**({} if data.streamed else {"train": data.train}), **held}
     if data.labelled:
         check_classes(data, held, splits)
     total = sum(len(split) for split in splits.values())
     decode = data_args.check_images if data_args.check_images is not None else total <= DECODE_UP_FRONT_MAX_IMAGES
-    for name, split in held.items() if data.streamed else splits.items():
-        check_images(split, name, decode or data.streamed)
+    checked = held.items() if data.streamed else splits.items()
+    colour = [check_images(split, name, decode or data.streamed) for name, split in checked]  # every one checked
+    return any(colour)
 
 
 def check_classes(data, held: dict, splits: dict) -> None:
@@ -78,14 +81,18 @@ def image_cells(split: Dataset) -> list[dict]:
     return split.with_format("arrow")["image"].to_pylist()
 
 
-def check_images(split: Dataset, name: str, decode: bool) -> None:
-    """Every image of `split` opens (and decodes, when `decode`), or one line naming the file and the fix."""
+def check_images(split: Dataset, name: str, decode: bool) -> bool:
+    """Every image of `split` opens (and decodes, when `decode`), or one line naming the file and the fix. Returns
+    whether one of them is in colour (by the mode its header declares)."""
+    colour = False
     for row, cell in enumerate(image_cells(split)):
         where = f"image {shown(cell['path'])}" if cell.get("path") else f"image of row {row} of the {name} split"
         try:
             with open_bounded(io.BytesIO(cell["bytes"]) if cell.get("bytes") else cell["path"], where) as image:
+                colour = colour or image.mode not in ONE_CHANNEL_MODES
                 if decode:
                     decode_image(image, where)
         except UnreadableImage as error:  # its line names the image, what is wrong and the fix
             also = " (or give --check_images false to check only each file's header)" if decode else ""
             raise UserError(f"{error}{also}") from None
+    return colour

@@ -37,7 +37,7 @@ from modeling_vit_scratch.training.augmentation import (
     RandomShiftRotate,
     read_image,
 )
-from modeling_vit_scratch.training.checks import check_data, image_cells
+from modeling_vit_scratch.training.checks import ONE_CHANNEL_MODES, check_data, image_cells
 from modeling_vit_scratch.training.columns import normalised
 from modeling_vit_scratch.training.mixing import BatchMixing, soft_target_loss
 from modeling_vit_scratch.training.policies import augmentation_policy, describe_policy, training_augmentation
@@ -48,7 +48,6 @@ logger = logging.getLogger(__name__)
 
 DIGITS = "digits"
 SPLIT_ROLES = {alias: str(role) for role, aliases in SPLIT_KEYWORDS.items() for alias in aliases}  # datasets' table
-ONE_CHANNEL_MODES = ("1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "F", "La")
 
 
 @dataclass
@@ -181,7 +180,8 @@ def identity(splits: dict, labels: list[str], root: Path | None) -> str:
 
 def channels(split, tries: int) -> int:
     """1 when the first image that decodes (of the first `tries`) is grayscale, else 3: an image that does not decode
-    is left to the data check, or skipped as a stream's training skips it."""
+    is left to the data check, or skipped as a stream's training skips it. The data check makes it 3 when any image
+    it opens is in colour (`read_data`)."""
     for row in itertools.islice(split, tries):
         try:
             return 1 if read_image(row["image"]).mode in ONE_CHANNEL_MODES else 3
@@ -223,7 +223,8 @@ def read_data(data_args, training_args, labelled: bool = True) -> ImageData:
         identity=identity(splits, labels, root),
         labelled=labelled,
     )
-    check_data(data, data_args)
+    if check_data(data, data_args):  # a colour image among gray ones: the model sees colour, gray images as RGB
+        data.num_channels = 3
     return data
 
 

@@ -145,6 +145,17 @@ def test_a_set_read_twice_or_moved_has_one_identity_and_a_changed_image_another(
     assert read(moved).identity != first
 
 
+@pytest.mark.parametrize("split_seed", [0, 1, 2])
+def test_one_colour_image_among_gray_ones_makes_a_colour_model_wherever_the_split_puts_it(tmp_path, split_seed):
+    for label in ("a", "b"):
+        (tmp_path / label).mkdir()
+        for index in range(6):
+            Image.new("L", (8, 8), 40 * index).save(tmp_path / label / f"{index}.png")
+    assert read(tmp_path, split_seed=split_seed).num_channels == 1
+    Image.new("RGB", (8, 8), (200, 30, 30)).save(tmp_path / "a" / "0.png")
+    assert read(tmp_path, split_seed=split_seed).num_channels == 3
+
+
 def test_the_digits_are_gray_with_ten_classes_and_their_own_test_split():
     data = read("digits")
     assert data.num_channels == 1 and data.labels == [str(d) for d in range(10)]
