@@ -57,6 +57,9 @@ def run(module: str, argv: list[str] | None = None) -> None:
     try:
         main(sys.argv[1:] if argv is None else argv)
         sys.stdout.flush()
+        for number in CODES:  # the work is done and said: a stop while Python shuts down ends it, without a traceback
+            if signal.getsignal(number) is not signal.SIG_IGN:
+                signal.signal(number, signal.SIG_DFL)
     except BrokenPipeError:  # `vit-scratch ... | head`: end as a command killed by SIGPIPE would
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(141)

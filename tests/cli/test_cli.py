@@ -76,3 +76,21 @@ def test_an_hf_endpoint_that_is_no_url_is_one_line_naming_it_and_the_fix(tmp_pat
     line = ran.stderr.strip()
     assert ran.returncode == 1 and line.startswith("error: ") and "\n" not in line, ran.stderr[-2000:]
     assert "HF_ENDPOINT" in line and "https://" in line and not (tmp_path / "out").exists()
+
+
+LATE_STOP = """
+import atexit, os, signal, time
+def late():  # a Ctrl-C while Python shuts down, after the command has done its work
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(1)
+def main(argv):
+    atexit.register(late)
+    print("done")
+"""
+
+
+def test_a_stop_after_the_work_ends_the_process_without_a_traceback(tmp_path):
+    (tmp_path / "late_stop.py").write_text(LATE_STOP)
+    code = f"import sys; sys.path[:0] = [{str(REPO)!r}, {str(tmp_path)!r}]; import vit_scratch_command as c; c.run('late_stop', [])"
+    ended = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
+    assert ended.stdout == "done\n" and ended.stderr == ""
