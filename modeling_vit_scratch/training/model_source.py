@@ -104,7 +104,7 @@ def model_plan(args) -> ModelPlan:
         given = " with --config_overrides" if overrides else ""
         raise UserError(f"--model {shown(args.model)}{given}: {' '.join(str(error).split())}") from None
     if overrides and plan.folder is not None:
-        check_keeps_weights(plan, overrides, args.objective)
+        check_keeps_weights(plan, overrides, args)
     if args.objective == PRETRAINING:
         if args.teacher:
             raise UserError("--teacher distils labels, which masked image modelling does not learn: drop --teacher")
@@ -136,35 +136,55 @@ def saved_model(args, overrides: dict) -> ModelPlan:
     return ModelPlan(AutoConfig.from_pretrained(folder, trust_remote_code=False, **overrides), folder)
 
 
-def check_keeps_weights(plan: ModelPlan, overrides: dict, objective: str) -> None:
+def check_keeps_weights(plan: ModelPlan, overrides: dict, args) -> None:
     """`--config_overrides` on a saved model may change how it runs (pooling, dropout, the mask ratio), never the
     tensors it saved: every tensor the model is built with is saved with the same shape (but a classifier's heads,
-    and a masked autoencoder's decoder when the folder is a classifier's), and every saved tensor is used (a
-    classifier leaves a decoder out, a masked autoencoder the heads)."""
-    given = f"--config_overrides {', '.join(sorted(overrides))}"
+    and a masked autoencoder's decoder when the folder is a classifier's), and every saved tensor is used (but a
+    decoder by a classifier, and heads by a masked autoencoder)."""
     if not isinstance(plan.config, ViTScratchConfig):
-        raise UserError(f"{given}: a {plan.config.model_type} model keeps its saved config; drop --config_overrides")
-    model_class = ViTScratchForPreTraining if objective == PRETRAINING else classifier_class(plan.config)
+        raise UserError(
+            f"--config_overrides on {shown(args.model)}: a {plan.config.model_type} model keeps its saved config; "
+            "drop --config_overrides"
+        )
+    pretraining = args.objective == PRETRAINING
+    model_class = ViTScratchForPreTraining if pretraining else classifier_class(plan.config)
     with torch.device("meta"):
         built = {key: tuple(tensor.shape) for key, tensor in model_class._from_config(plan.config).state_dict().items()}
-    saved, prefix = {}, f"{model_class.base_model_prefix}."
-    for path in sorted(plan.folder.glob("*.safetensors")):
-        with safe_open(path, "pt") as weights:
-            for key in weights.keys():  # noqa: SIM118 (a safetensors file, not a dict)
-                # a base model's folder names its tensors without the prefix
-                name = key if key.startswith(prefix) or key.split(".")[0] in (*HEADS, "decoder") else prefix + key
-                saved[name] = tuple(weights.get_slice(key).get_shape())
-    may_be_new = HEADS if objective != PRETRAINING else () if is_masked_autoencoder(plan.config) else ("decoder",)
-    changes = [(key, shape, saved.get(key)) for key, shape in built.items() if key.split(".")[0] not in may_be_new]
-    changes += [(key, None, shape) for key, shape in saved.items() if key.split(".")[0] not in (*HEADS, "decoder")]
-    for key, shape, was in changes:
-        if shape != was and not (shape is None and key in built):
-            raise UserError(
-                f"{given} would change the saved weights of {shown(str(plan.folder))} ({key}: "
-                f"{shape or 'dropped'}, {f'saved as {was}' if was else 'not saved'}): a saved model keeps its "
-                "tensors; override only what runs differently (pooling, dropout, mask_ratio, ...) or train a new "
-                "model from an architecture file"
+    saved = saved_shapes(plan.folder, f"{model_class.base_model_prefix}.")
+    if not pretraining:
+        may_be_new, may_be_unused = HEADS, ("decoder",)
+    else:
+        may_be_new, may_be_unused = () if is_masked_autoencoder(plan.config) else ("decoder",), HEADS
+    for key in sorted(built.keys() | saved.keys()):
+        allowed = may_be_new if key in built else may_be_unused
+        if built.get(key) != saved.get(key) and key.split(".")[0] not in allowed:
+            before = read_json(plan.folder / "config.json", "config.json")
+            differing = ", ".join(
+                f"{name}={value} (saved: {before.get(name)})"
+                for name, value in overrides.items()
+                if before.get(name) != value
             )
+            now = f"{built[key]}" if key in built else "dropped"
+            raise UserError(
+                f"--config_overrides (a recipe's too) {differing} would change the saved weights of "
+                f"{shown(args.model)} ({key}: {now}, {f'saved as {saved[key]}' if key in saved else 'not saved'}): "
+                "a saved model keeps its tensors; give the saved values, override only what runs differently "
+                "(pooling, dropout, mask_ratio, ...), or train a new model from an architecture file"
+            )
+
+
+def saved_shapes(folder: Path, prefix: str) -> dict[str, tuple]:
+    """Tensor name -> shape in the weights `from_pretrained` reads from `folder` (its shards, when sharded; not an
+    EMA's or any other file), named as in the model: a base model's folder names its tensors without `prefix`."""
+    index = folder / "model.safetensors.index.json"
+    files = sorted(set(read_json(index)["weight_map"].values())) if index.is_file() else ["model.safetensors"]
+    shapes = {}
+    for file in files:
+        with safe_open(folder / file, "pt") as weights:
+            for key in weights.keys():  # noqa: SIM118 (a safetensors file, not a dict)
+                named = key if key.startswith(prefix) or key.split(".")[0] in (*HEADS, "decoder") else prefix + key
+                shapes[named] = tuple(weights.get_slice(key).get_shape())
+    return shapes
 
 
 def classifier_class(config: ViTScratchConfig):

@@ -153,6 +153,9 @@ def test_config_overrides_on_a_saved_model_change_how_it_runs(tmp_path, pretrain
     if start == "classifier":
         folder = tmp_path / "classifier"
         main(train_args(labelled, folder, tiny_model_file(tmp_path)))
+    else:  # a checkpoint's folder: its EMA's weights, which loading does not read, beside the model's
+        folder = shutil.copytree(folder, tmp_path / "saved")
+        save_file({"module.vit.layernorm.weight": torch.ones(3)}, folder / "ema.safetensors")
     encoder = {name: tensor for name, tensor in load_file(folder / "model.safetensors").items() if "vit." in name}
     still = ["--learning_rate", "1e-12", "--weight_decay", "0", "--config_overrides", json.dumps(overrides)]
     make = train_args if objective == "classification" else pretrain_args
@@ -171,14 +174,19 @@ def test_config_overrides_on_a_saved_model_change_how_it_runs(tmp_path, pretrain
         ("classification", "hidden_size=12,num_attention_heads=2", "saved as"),
         ("classification", "num_hidden_layers=1", "dropped"),
         ("classification", "num_register_tokens=2", "not saved"),
-        ("pretraining", '{"decoder_hidden_size": 16}', "decoder"),
+        ("pretraining", '{"decoder_hidden_size": 16}', "decoder_hidden_size=16 (saved: 8)"),
+        ("pretraining", "mask_ratio=0.5", "decoder.stray.weight: dropped"),
     ],
-    ids=["reshaped", "a block dropped", "a new tensor", "another decoder"],
+    ids=["reshaped", "a block dropped", "a new tensor", "another decoder", "a decoder tensor unused"],
 )
 def test_config_overrides_that_would_change_a_saved_models_tensors_are_refused_before_any_work(
     tmp_path, pretrained, objective, overrides, named
 ):
     folder, _, labelled = pretrained
+    if "stray" in named:
+        folder = shutil.copytree(folder, tmp_path / "saved")
+        weights = load_file(folder / "model.safetensors")
+        save_file({**weights, "decoder.stray.weight": torch.zeros(2)}, folder / "model.safetensors", {"format": "pt"})
     make = train_args if objective == "classification" else pretrain_args
     line = in_process(main, *make(labelled, tmp_path / "out", str(folder), "--config_overrides", overrides))
     assert isinstance(line, str) and line.startswith("error: ") and "--config_overrides" in line and named in line
