@@ -2,10 +2,11 @@
 Hub repo (fine-tuning, read through `sources`: a checked folder, safetensors only, no foreign code).
 
 A new model takes the data's labels, and its channels unless its file or `--config_overrides` names them. A saved
-model keeps its body (`--config_overrides` may change how it runs, never its tensors); a new label set gets new heads, initialised afresh (a pretraining folder's encoder becomes a
-classifier's body, its decoder left out). With `--teacher` a new model gets a distillation token (and its second
-head); a saved one must have it. With `--objective masked_image_modeling` the model is a masked autoencoder
-(`ViTScratchForPreTraining`), new or from a saved vit_scratch folder.
+model keeps its body (`--config_overrides` may change how it runs, never its tensors); a new label set gets new
+heads, initialised afresh (a pretraining folder's encoder becomes a classifier's body, its decoder left out). With
+`--teacher` a new model gets a distillation token (and its second head); a saved one must have it. With
+`--objective masked_image_modeling` the model is a masked autoencoder (`ViTScratchForPreTraining`), new or from a
+saved vit_scratch folder (a classifier's gets a new decoder).
 """
 
 import dataclasses
@@ -251,8 +252,7 @@ def build_model(
 
 def saved_classifier(folder: Path, config: PreTrainedConfig, id2label: dict, label2id: dict, new_heads: bool, kernel):
     """The classifier saved in `folder` (`config`: its own, or with overrides), labelled `id2label`: every tensor as
-    saved, or with `new_heads` its body as
-    saved and new heads (a pretraining folder's decoder left out). New heads are what fine-tuning means, so
+    saved, or with `new_heads` its body as saved and new heads (a pretraining folder's decoder left out). New heads are what fine-tuning means, so
     transformers' load report, which lists them and the decoder as if by accident, is shown only when a tensor
     outside them does not load as saved (a vit_scratch model refuses that before: `checked_loading`)."""
     config.id2label, config.label2id = id2label, label2id
